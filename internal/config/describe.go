@@ -1,0 +1,59 @@
+package config
+
+import "sort"
+
+// Entry is one config as DescribeConfigs reports it.
+type Entry struct {
+	Name, Value string
+	// Source is Kafka's ConfigSource: SourceDynamicTopic (1) for a topic override,
+	// SourceStaticBroker (4) for a property set in the file or an override,
+	// SourceDefault (5) otherwise.
+	Source    int8
+	ReadOnly  bool
+	Sensitive bool
+	Type      int8 // Kafka's ConfigType: TypeBoolean ... TypePassword
+	Doc       string
+}
+
+// DescribeTopic lists every topic config Samsa accepts, sorted by name, with the
+// value in effect for a topic whose overrides are given: the override (source
+// DYNAMIC_TOPIC_CONFIG), else the broker's value (STATIC_BROKER_CONFIG when the
+// broker property was set explicitly, DEFAULT_CONFIG when it is Kafka's default).
+func DescribeTopic(b *Broker, overrides map[string]string) []Entry {
+	out := make([]Entry, 0, len(topicProperties))
+	for i := range topicProperties {
+		p := &topicProperties[i]
+		e := Entry{Name: p.name, Type: p.spec.kafkaType(), Doc: p.doc}
+		if v, ok := overrides[p.name]; ok {
+			e.Value, e.Source = v, SourceDynamicTopic
+		} else {
+			e.Value, e.Source = p.fromBroker(b), SourceDefault
+			for _, bk := range p.broker {
+				if has(b.Raw, bk) {
+					e.Source = SourceStaticBroker
+				}
+			}
+		}
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// DescribeBroker lists every broker property Samsa accepts (including those
+// accepted with no effect), sorted by name, with its effective value. All are
+// read-only: Samsa does not alter broker configs at run time.
+func DescribeBroker(b *Broker) []Entry {
+	out := make([]Entry, 0, len(brokerProperties))
+	for i := range brokerProperties {
+		p := &brokerProperties[i]
+		e := Entry{Name: p.name, Value: brokerValue(b, p), Source: SourceDefault,
+			ReadOnly: true, Type: p.spec.kafkaType(), Doc: p.doc}
+		if has(b.Raw, p.name) {
+			e.Source = SourceStaticBroker
+		}
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

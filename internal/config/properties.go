@@ -1,0 +1,364 @@
+package config
+
+import (
+	"math"
+	"strings"
+)
+
+// property is one broker property. The brokerProperties table is the single source
+// for parsing (Load), bounds (Validate), DescribeConfigs (DescribeBroker) and the
+// tables in docs/config.md (generated from it by this package's tests).
+type property struct {
+	name    string
+	spec    valueSpec
+	def     string // default as text (Kafka's, unless note says otherwise)
+	null    bool   // no default (Kafka's null): unset unless given
+	set     func(b *Broker, v string)
+	get     func(b *Broker) string // effective value; nil: as set, else def
+	doc     string
+	note    string // what Samsa does differently, for docs/config.md
+	ignored bool   // accepted for compatibility, has no effect
+}
+
+// Typed bindings between a property and a Broker field.
+
+type binding struct {
+	set func(*Broker, string)
+	get func(*Broker) string
+}
+
+func (p property) bind(bd binding) property { p.set, p.get = bd.set, bd.get; return p }
+
+func i64(f func(*Broker) *int64) binding {
+	return binding{
+		set: func(b *Broker, v string) { *f(b) = mustInt(v) },
+		get: func(b *Broker) string { return fmtInt(*f(b)) },
+	}
+}
+
+func i32(f func(*Broker) *int32) binding {
+	return binding{
+		set: func(b *Broker, v string) { *f(b) = int32(mustInt(v)) },
+		get: func(b *Broker) string { return fmtInt(*f(b)) },
+	}
+}
+
+func i16(f func(*Broker) *int16) binding {
+	return binding{
+		set: func(b *Broker, v string) { *f(b) = int16(mustInt(v)) },
+		get: func(b *Broker) string { return fmtInt(*f(b)) },
+	}
+}
+
+func f64(f func(*Broker) *float64) binding {
+	return binding{
+		set: func(b *Broker, v string) { *f(b) = mustFloat(v) },
+		get: func(b *Broker) string { return formatFloat(*f(b)) },
+	}
+}
+
+func boolField(f func(*Broker) *bool) binding {
+	return binding{
+		set: func(b *Broker, v string) { *f(b) = mustBool(v) },
+		get: func(b *Broker) string {
+			if *f(b) {
+				return "true"
+			}
+			return "false"
+		},
+	}
+}
+
+func str(f func(*Broker) *string) binding {
+	return binding{
+		set: func(b *Broker, v string) { *f(b) = strings.TrimSpace(v) },
+		get: func(b *Broker) string { return *f(b) },
+	}
+}
+
+func strs(f func(*Broker) *[]string) binding {
+	return binding{
+		set: func(b *Broker, v string) { *f(b) = splitList(v) },
+		get: func(b *Broker) string { return strings.Join(*f(b), ",") },
+	}
+}
+
+func listeners(f func(*Broker) *[]Listener) binding {
+	return binding{
+		set: func(b *Broker, v string) { *f(b), _ = ParseListeners(v) },
+		get: func(b *Broker) string { return formatListeners(*f(b)) },
+	}
+}
+
+// getOnly reports a field computed by derive from several properties.
+func getOnly(bd binding) binding { bd.set = nil; return bd }
+
+var (
+	listenerList  = list{nonEmpty: true, item: func(s string) error { _, err := parseListener(s); return err }, valid: "NAME://host:port,..."}
+	listenerList0 = list{item: listenerList.item, valid: "NAME://host:port,..."}
+	voterList     = text{typ: TypeList, valid: "id@host:port,...", fn: func(s string) error { _, err := ParseQuorumVoters(s); return err }}
+	hostPortOrOff = text{valid: "host:port, or empty", fn: func(s string) error {
+		if s == "" {
+			return nil
+		}
+		return checkHostPort(s)
+	}}
+	cleanupPolicies  = list{values: []string{"compact", "delete"}, nonEmpty: true}
+	timestampTypes   = enum{values: []string{"CreateTime", "LogAppendTime"}}
+	compressionTypes = enum{values: []string{"producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd"}}
+	roles            = list{values: []string{"broker", "controller"}, nonEmpty: true}
+)
+
+const maxLong = "9223372036854775807"
+
+// brokerProperties: every broker property Samsa accepts, in docs order.
+var brokerProperties = []property{
+	// Node identity and cluster shape.
+	property{name: "node.id", spec: atLeast(TypeInt, 0), def: "1",
+		doc:  "Id of this node, unique in the cluster; also written to meta.properties in each log directory.",
+		note: "Kafka has no default; Samsa's 1 lets `samsa serve` start without a file."}.
+		bind(i32(func(b *Broker) *int32 { return &b.NodeID })),
+	{name: "broker.id", spec: atLeast(TypeInt, -1), def: "-1",
+		doc:  "Old name of node.id.",
+		note: "Used as node.id when node.id is not set; must equal node.id when both are."},
+	property{name: "process.roles", spec: roles, def: "broker,controller",
+		doc:  "What this node does: broker (serves clients), controller (member of the metadata quorum), or both.",
+		note: "Kafka has no default; Samsa's default is one combined node."}.
+		bind(strs(func(b *Broker) *[]string { return &b.ProcessRoles })),
+	property{name: "controller.quorum.voters", spec: voterList, def: "",
+		doc:  "The controller quorum as id@host:port of each voter's CONTROLLER listener.",
+		note: "Empty means this node alone is the quorum."}.
+		bind(str(func(b *Broker) *string { return &b.ControllerQuorumVoters })),
+	{name: "log.dir", spec: text{}, def: "./samsa-data",
+		doc:  "Directory holding the data, used when log.dirs is not set.",
+		note: "Kafka's default is /tmp/kafka-logs."},
+	property{name: "log.dirs", spec: list{nonEmpty: true, valid: "dir,..."}, null: true,
+		doc:  "Comma-separated data directories; partitions are spread over them. Overrides log.dir.",
+		note: ""}.
+		bind(strs(func(b *Broker) *[]string { return &b.LogDirs })),
+	property{name: "listeners", spec: listenerList, def: "PLAINTEXT://127.0.0.1:9092",
+		doc:  "Addresses to listen on, as NAME://host:port; an empty host means every interface, port 0 a free port.",
+		note: "Kafka's default is PLAINTEXT://:9092. Every listener speaks PLAINTEXT; the one named CONTROLLER carries the quorum."}.
+		bind(listeners(func(b *Broker) *[]Listener { return &b.Listeners })),
+	property{name: "advertised.listeners", spec: listenerList0, null: true,
+		doc:  "Addresses given to clients in Metadata responses; each name must be one of listeners.",
+		note: "Defaults to listeners without CONTROLLER. 0.0.0.0 is refused: clients cannot connect to it."}.
+		bind(listeners(func(b *Broker) *[]Listener { return &b.AdvertisedListeners })),
+	property{name: "metrics.listener", spec: hostPortOrOff, def: "",
+		doc:  "host:port serving Prometheus metrics at /metrics; empty turns it off.",
+		note: "Samsa only, not a Kafka property."}.
+		bind(str(func(b *Broker) *string { return &b.MetricsListener })),
+
+	// Topic defaults.
+	property{name: "num.partitions", spec: atLeast(TypeInt, 1), def: "1",
+		doc: "Partitions of a topic created without a count (including auto-created topics)."}.
+		bind(i32(func(b *Broker) *int32 { return &b.NumPartitions })),
+	property{name: "default.replication.factor", spec: between(TypeInt, 1, math.MaxInt16), def: "1",
+		doc: "Replication factor of a topic created without one."}.
+		bind(i16(func(b *Broker) *int16 { return &b.DefaultReplicationFactor })),
+	property{name: "auto.create.topics.enable", spec: boolean{}, def: "true",
+		doc: "Create a topic when a client asks Metadata for one that does not exist."}.
+		bind(boolField(func(b *Broker) *bool { return &b.AutoCreateTopicsEnable })),
+	property{name: "delete.topic.enable", spec: boolean{}, def: "true",
+		doc: "Allow DeleteTopics; when false the request is refused."}.
+		bind(boolField(func(b *Broker) *bool { return &b.DeleteTopicEnable })),
+	property{name: "min.insync.replicas", spec: atLeast(TypeInt, 1), def: "1",
+		doc: "Fewest in-sync replicas for which an acks=all write is accepted (NOT_ENOUGH_REPLICAS otherwise). Topic: min.insync.replicas."}.
+		bind(i32(func(b *Broker) *int32 { return &b.MinInsyncReplicas })),
+	property{name: "unclean.leader.election.enable", spec: boolean{}, def: "false",
+		doc: "Allow an out-of-sync replica to become leader when no in-sync one is left (may lose acknowledged data). Topic: unclean.leader.election.enable."}.
+		bind(boolField(func(b *Broker) *bool { return &b.UncleanLeaderElectionEnable })),
+	property{name: "message.max.bytes", spec: atLeast(TypeInt, 0), def: "1048588",
+		doc: "Largest record batch the broker accepts (after compression). Topic: max.message.bytes."}.
+		bind(i32(func(b *Broker) *int32 { return &b.MessageMaxBytes })),
+	property{name: "compression.type", spec: compressionTypes, def: "producer",
+		doc:  "Codec batches are stored in: producer keeps what the producer sent. Topic: compression.type.",
+		note: "none is accepted as a synonym of uncompressed."}.
+		bind(str(func(b *Broker) *string { return &b.CompressionType })),
+	property{name: "log.message.timestamp.type", spec: timestampTypes, def: "CreateTime",
+		doc: "Whether record timestamps are the producer's (CreateTime) or the broker's append time (LogAppendTime). Topic: message.timestamp.type."}.
+		bind(str(func(b *Broker) *string { return &b.LogMessageTimestampType })),
+	property{name: "log.cleanup.policy", spec: cleanupPolicies, def: "delete",
+		doc: "delete removes old segments by time/size, compact keeps the last record per key; both may be given. Topic: cleanup.policy."}.
+		bind(strs(func(b *Broker) *[]string { return &b.LogCleanupPolicy })),
+
+	// Segments and retention.
+	property{name: "log.segment.bytes", spec: between(TypeInt, 14, math.MaxInt32), def: "1073741824",
+		doc:  "Size at which the active segment is rolled. Topic: segment.bytes.",
+		note: "Minimum 14 as in Kafka 3.x (Kafka 4 raised it to 1 MiB)."}.
+		bind(i64(func(b *Broker) *int64 { return &b.LogSegmentBytes })),
+	property{name: "log.roll.ms", spec: atLeast(TypeLong, 1), null: true,
+		doc: "Age at which the active segment is rolled even if not full; wins over log.roll.hours. Topic: segment.ms."}.
+		bind(getOnly(i64(func(b *Broker) *int64 { return &b.LogRollMs }))),
+	{name: "log.roll.hours", spec: atLeast(TypeInt, 1), def: "168",
+		doc: "log.roll.ms in hours, used when log.roll.ms is not set."},
+	property{name: "log.retention.ms", spec: anyOf(TypeLong), null: true,
+		doc: "How long segments are kept before deletion; -1 keeps them forever. Wins over .minutes and .hours. Topic: retention.ms."}.
+		bind(getOnly(i64(func(b *Broker) *int64 { return &b.LogRetentionMs }))),
+	{name: "log.retention.minutes", spec: anyOf(TypeInt), null: true,
+		doc: "log.retention.ms in minutes, used when log.retention.ms is not set; wins over log.retention.hours."},
+	{name: "log.retention.hours", spec: anyOf(TypeInt), def: "168",
+		doc: "log.retention.ms in hours, used when neither log.retention.ms nor log.retention.minutes is set."},
+	property{name: "log.retention.bytes", spec: anyOf(TypeLong), def: "-1",
+		doc: "Size a partition may reach before its oldest segments are deleted; -1 is unlimited. Topic: retention.bytes."}.
+		bind(i64(func(b *Broker) *int64 { return &b.LogRetentionBytes })),
+	property{name: "log.retention.check.interval.ms", spec: atLeast(TypeLong, 1), def: "300000",
+		doc: "How often segments are checked for deletion."}.
+		bind(i64(func(b *Broker) *int64 { return &b.LogRetentionCheckIntervalMs })),
+	property{name: "log.segment.delete.delay.ms", spec: atLeast(TypeLong, 0), def: "60000",
+		doc: "Delay between removing a segment from the log and deleting its files. Topic: file.delete.delay.ms."}.
+		bind(i64(func(b *Broker) *int64 { return &b.LogDeleteDelayMs })),
+	property{name: "log.index.interval.bytes", spec: atLeast(TypeInt, 0), def: "4096",
+		doc: "Bytes of batches between two offset-index entries. Topic: index.interval.bytes."}.
+		bind(i32(func(b *Broker) *int32 { return &b.LogIndexIntervalBytes })),
+	property{name: "log.index.size.max.bytes", spec: atLeast(TypeInt, 4), def: "10485760",
+		doc: "Maximum size of an offset or time index; a full index rolls the segment. Topic: segment.index.bytes."}.
+		bind(i32(func(b *Broker) *int32 { return &b.LogIndexSizeMaxBytes })),
+	property{name: "log.flush.interval.messages", spec: atLeast(TypeLong, 1), def: maxLong,
+		doc: "fsync the log after this many records; the default leaves flushing to the OS and replication. Topic: flush.messages."}.
+		bind(i64(func(b *Broker) *int64 { return &b.LogFlushIntervalMessages })),
+	property{name: "log.flush.interval.ms", spec: atLeast(TypeLong, -1), null: true,
+		doc:  "fsync the log when its oldest unflushed data is this old. Topic: flush.ms.",
+		note: "Unset (reported as -1) means log.flush.scheduler.interval.ms applies, as in Kafka."}.
+		bind(i64(func(b *Broker) *int64 { return &b.LogFlushIntervalMs })),
+	property{name: "log.flush.scheduler.interval.ms", spec: atLeast(TypeLong, 0), def: maxLong,
+		doc: "How often the flusher checks whether a log needs an fsync; also the flush interval when log.flush.interval.ms is unset."}.
+		bind(i64(func(b *Broker) *int64 { return &b.LogFlushSchedulerIntervalMs })),
+
+	// Log cleaner (compaction).
+	property{name: "log.cleaner.enable", spec: boolean{}, def: "true",
+		doc: "Run the log cleaner, which compacts topics with cleanup.policy=compact."}.
+		bind(boolField(func(b *Broker) *bool { return &b.LogCleanerEnable })),
+	property{name: "log.cleaner.threads", spec: atLeast(TypeInt, 0), def: "1",
+		doc: "Number of concurrent cleaners."}.
+		bind(i32(func(b *Broker) *int32 { return &b.LogCleanerThreads })),
+	property{name: "log.cleaner.backoff.ms", spec: atLeast(TypeLong, 0), def: "15000",
+		doc: "Pause of a cleaner that found nothing to clean."}.
+		bind(i64(func(b *Broker) *int64 { return &b.LogCleanerBackoffMs })),
+	property{name: "log.cleaner.min.cleanable.ratio", spec: double{min: 0, max: 1}, def: "0.5",
+		doc: "Share of a log that must be uncleaned before it is compacted. Topic: min.cleanable.dirty.ratio."}.
+		bind(f64(func(b *Broker) *float64 { return &b.LogCleanerMinCleanableRatio })),
+	property{name: "log.cleaner.delete.retention.ms", spec: atLeast(TypeLong, 0), def: "86400000",
+		doc: "How long tombstones survive compaction, so slow readers still see the delete. Topic: delete.retention.ms."}.
+		bind(i64(func(b *Broker) *int64 { return &b.LogCleanerDeleteRetentionMs })),
+	property{name: "log.cleaner.min.compaction.lag.ms", spec: atLeast(TypeLong, 0), def: "0",
+		doc: "Records younger than this are never compacted. Topic: min.compaction.lag.ms."}.
+		bind(i64(func(b *Broker) *int64 { return &b.LogCleanerMinCompactionLagMs })),
+	property{name: "log.cleaner.max.compaction.lag.ms", spec: atLeast(TypeLong, 1), def: maxLong,
+		doc: "Records older than this make their log eligible for compaction regardless of the dirty ratio. Topic: max.compaction.lag.ms."}.
+		bind(i64(func(b *Broker) *int64 { return &b.LogCleanerMaxCompactionLagMs })),
+	property{name: "log.cleaner.io.max.bytes.per.second", spec: double{min: 0, max: math.MaxFloat64}, def: "1.7976931348623157e+308",
+		doc: "Throttle on the cleaners' combined read and write rate."}.
+		bind(f64(func(b *Broker) *float64 { return &b.LogCleanerIoMaxBytesPerSecond })),
+
+	// Requests and connections.
+	property{name: "socket.request.max.bytes", spec: atLeast(TypeInt, 1), def: "104857600",
+		doc: "Largest request frame accepted; a bigger size prefix closes the connection."}.
+		bind(i32(func(b *Broker) *int32 { return &b.SocketRequestMaxBytes })),
+	property{name: "connections.max.idle.ms", spec: anyOf(TypeLong), def: "600000",
+		doc: "Idle connections are closed after this long."}.
+		bind(i64(func(b *Broker) *int64 { return &b.ConnectionsMaxIdleMs })),
+	property{name: "replica.lag.time.max.ms", spec: anyOf(TypeLong), def: "30000",
+		doc: "A follower that has not caught up with the leader for this long leaves the ISR."}.
+		bind(i64(func(b *Broker) *int64 { return &b.ReplicaLagTimeMaxMs })),
+
+	// Consumer groups and offsets.
+	property{name: "offsets.topic.num.partitions", spec: atLeast(TypeInt, 1), def: "50",
+		doc: "Partitions of __consumer_offsets; fixed once the topic exists."}.
+		bind(i32(func(b *Broker) *int32 { return &b.OffsetsTopicNumPartitions })),
+	property{name: "offsets.topic.replication.factor", spec: atLeast(TypeShort, 1), def: "3",
+		doc:  "Replication factor of __consumer_offsets.",
+		note: "Kafka refuses to create the topic with fewer live brokers; Samsa creates it with min(this, live brokers) so a single node works out of the box."}.
+		bind(i16(func(b *Broker) *int16 { return &b.OffsetsTopicReplicationFactor })),
+	property{name: "offsets.topic.segment.bytes", spec: atLeast(TypeInt, 1), def: "104857600",
+		doc: "segment.bytes of __consumer_offsets."}.
+		bind(i64(func(b *Broker) *int64 { return &b.OffsetsTopicSegmentBytes })),
+	property{name: "offsets.retention.minutes", spec: atLeast(TypeInt, 1), def: "10080",
+		doc: "Committed offsets of a group that has been empty this long are deleted."}.
+		bind(i64(func(b *Broker) *int64 { return &b.OffsetsRetentionMinutes })),
+	property{name: "offsets.retention.check.interval.ms", spec: atLeast(TypeLong, 1), def: "600000",
+		doc: "How often expired offsets are looked for."}.
+		bind(i64(func(b *Broker) *int64 { return &b.OffsetsRetentionCheckIntervalMs })),
+	property{name: "offsets.commit.timeout.ms", spec: atLeast(TypeInt, 1), def: "5000",
+		doc: "How long an offset commit waits for its write to __consumer_offsets to be replicated."}.
+		bind(i32(func(b *Broker) *int32 { return &b.OffsetsCommitTimeoutMs })),
+	property{name: "group.initial.rebalance.delay.ms", spec: atLeast(TypeInt, 0), def: "3000",
+		doc: "How long the first rebalance of an empty group waits for more members to join."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupInitialRebalanceDelayMs })),
+	property{name: "group.min.session.timeout.ms", spec: anyOf(TypeInt), def: "6000",
+		doc: "Smallest session timeout a member may ask for."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupMinSessionTimeoutMs })),
+	property{name: "group.max.session.timeout.ms", spec: anyOf(TypeInt), def: "1800000",
+		doc: "Largest session timeout a member may ask for."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupMaxSessionTimeoutMs })),
+	property{name: "group.max.size", spec: atLeast(TypeInt, 1), def: "2147483647",
+		doc: "Most members one group may have."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupMaxSize })),
+
+	// Transactions.
+	property{name: "transactional.id.expiration.ms", spec: atLeast(TypeInt, 1), def: "604800000",
+		doc: "A transactional id unused for this long is forgotten."}.
+		bind(i32(func(b *Broker) *int32 { return &b.TransactionalIDExpirationMs })),
+	property{name: "transaction.max.timeout.ms", spec: atLeast(TypeInt, 1), def: "900000",
+		doc: "Largest transaction timeout a producer may ask for."}.
+		bind(i32(func(b *Broker) *int32 { return &b.TransactionMaxTimeoutMs })),
+
+	// Accepted, no effect: found in Kafka's sample server.properties and common
+	// deployments. Their values are type-checked and reported, never used.
+	{name: "num.network.threads", spec: atLeast(TypeInt, 1), def: "3", ignored: true,
+		doc: "Kafka's network thread count.", note: "Samsa runs one goroutine per connection."},
+	{name: "num.io.threads", spec: atLeast(TypeInt, 1), def: "8", ignored: true,
+		doc: "Kafka's request handler thread count.", note: "Requests are handled by goroutines."},
+	{name: "background.threads", spec: atLeast(TypeInt, 1), def: "10", ignored: true,
+		doc: "Kafka's background task threads.", note: "Background work runs in goroutines."},
+	{name: "queued.max.requests", spec: atLeast(TypeInt, 1), def: "500", ignored: true,
+		doc: "Kafka's request queue bound.", note: "Samsa bounds in-flight requests per connection instead."},
+	{name: "num.replica.fetchers", spec: anyOf(TypeInt), def: "1", ignored: true,
+		doc: "Kafka's follower fetcher thread count.", note: "Not used."},
+	{name: "num.recovery.threads.per.data.dir", spec: atLeast(TypeInt, 1), def: "2", ignored: true,
+		doc: "Kafka's log recovery thread count.", note: "Not used."},
+	{name: "socket.send.buffer.bytes", spec: anyOf(TypeInt), def: "102400", ignored: true,
+		doc: "Kafka's SO_SNDBUF.", note: "The operating system's default is used."},
+	{name: "socket.receive.buffer.bytes", spec: anyOf(TypeInt), def: "102400", ignored: true,
+		doc: "Kafka's SO_RCVBUF.", note: "The operating system's default is used."},
+	{name: "controller.listener.names", spec: text{}, def: "", ignored: true,
+		doc: "Kafka's controller listener names.", note: "Samsa's controller listener is the one named CONTROLLER."},
+	{name: "inter.broker.listener.name", spec: text{}, null: true, ignored: true,
+		doc: "Kafka's listener for replication.", note: "Not used: every listener speaks PLAINTEXT."},
+	{name: "listener.security.protocol.map", spec: text{}, def: "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", ignored: true,
+		doc: "Kafka's listener name to security protocol map.", note: "Every listener is PLAINTEXT."},
+	{name: "controller.quorum.bootstrap.servers", spec: text{typ: TypeList}, def: "", ignored: true,
+		doc: "Kafka 4's dynamic quorum bootstrap list.", note: "Use controller.quorum.voters."},
+	{name: "auto.leader.rebalance.enable", spec: boolean{}, def: "true", ignored: true,
+		doc: "Kafka's periodic preferred leader election.", note: "Not implemented."},
+	{name: "log.preallocate", spec: boolean{}, def: "false", ignored: true,
+		doc: "Kafka's segment file preallocation. Topic: preallocate.", note: "Segments grow as written."},
+	{name: "transaction.state.log.replication.factor", spec: atLeast(TypeShort, 1), def: "3", ignored: true,
+		doc: "Replication factor of __transaction_state.", note: "Not used."},
+	{name: "transaction.state.log.min.isr", spec: atLeast(TypeInt, 1), def: "2", ignored: true,
+		doc: "min.insync.replicas of __transaction_state.", note: "Not used."},
+	{name: "share.coordinator.state.topic.replication.factor", spec: atLeast(TypeShort, 1), def: "3", ignored: true,
+		doc: "Replication factor of Kafka 4's share-group state topic.", note: "Share groups are not implemented."},
+	{name: "share.coordinator.state.topic.min.isr", spec: atLeast(TypeShort, 1), def: "2", ignored: true,
+		doc: "min.insync.replicas of Kafka 4's share-group state topic.", note: "Share groups are not implemented."},
+}
+
+var brokerIndex = func() map[string]*property {
+	m := make(map[string]*property, len(brokerProperties))
+	for i := range brokerProperties {
+		m[brokerProperties[i].name] = &brokerProperties[i]
+	}
+	return m
+}()
+
+// brokerValue is the text value of a broker property: its effective field value
+// when it has one, else what was set, else its default ("" for none).
+func brokerValue(b *Broker, p *property) string {
+	if p.get != nil {
+		return p.get(b)
+	}
+	if v, ok := b.Raw[p.name]; ok {
+		return v
+	}
+	return p.def
+}

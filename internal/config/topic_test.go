@@ -1,0 +1,250 @@
+package config
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+)
+
+func TestResolveTopicDefaults(t *testing.T) {
+	got, err := ResolveTopic(Default(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Topic{
+		CleanupPolicy:          []string{"delete"},
+		RetentionMs:            604800000,
+		RetentionBytes:         -1,
+		SegmentBytes:           1073741824,
+		SegmentMs:              604800000,
+		SegmentIndexBytes:      10485760,
+		IndexIntervalBytes:     4096,
+		MaxMessageBytes:        1048588,
+		MessageTimestampType:   "CreateTime",
+		MinInsyncReplicas:      1,
+		FlushMessages:          math.MaxInt64,
+		FlushMs:                math.MaxInt64,
+		DeleteRetentionMs:      86400000,
+		MinCompactionLagMs:     0,
+		MaxCompactionLagMs:     math.MaxInt64,
+		MinCleanableDirtyRatio: 0.5,
+		FileDeleteDelayMs:      60000,
+		CompressionType:        "producer",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ResolveTopic(Default(), nil) =\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+func TestResolveTopicPrecedence(t *testing.T) {
+	b, err := Load("", []string{
+		"log.retention.hours=1", "log.segment.bytes=5000", "log.cleanup.policy=compact",
+		"log.flush.interval.ms=250", "message.max.bytes=777", "compression.type=uncompressed",
+		"log.cleaner.min.cleanable.ratio=0.25",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Broker properties set explicitly become the topic defaults.
+	got, err := ResolveTopic(b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.RetentionMs != 3_600_000 || got.SegmentBytes != 5000 || !got.Compact() || got.Delete() ||
+		got.FlushMs != 250 || got.MaxMessageBytes != 777 || got.CompressionType != "none" ||
+		got.MinCleanableDirtyRatio != 0.25 {
+		t.Errorf("broker defaults not applied: %+v", got)
+	}
+	// Topic overrides beat them.
+	got, err = ResolveTopic(b, map[string]string{
+		"retention.ms": "-1", "segment.bytes": "1048576", "cleanup.policy": "compact,delete",
+		"flush.ms": "10", "max.message.bytes": "100", "compression.type": "zstd",
+		"min.cleanable.dirty.ratio": "0.9", "unclean.leader.election.enable": "true",
+		"segment.ms": "60000", "preallocate": "true",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.RetentionMs != -1 || got.SegmentBytes != 1048576 || !got.Compact() || !got.Delete() ||
+		got.FlushMs != 10 || got.MaxMessageBytes != 100 || got.CompressionType != "zstd" ||
+		got.MinCleanableDirtyRatio != 0.9 || !got.UncleanLeaderElectionEnable || got.SegmentMs != 60000 {
+		t.Errorf("topic overrides not applied: %+v", got)
+	}
+}
+
+func TestResolveTopicErrors(t *testing.T) {
+	_, err := ResolveTopic(Default(), map[string]string{
+		"retention.ms": "soon", "segment.bytes": "1", "no.such.config": "1", "num.partitions": "3",
+	})
+	if err == nil {
+		t.Fatal("ResolveTopic accepted bad overrides")
+	}
+	for _, want := range []string{"retention.ms", "segment.bytes", "no.such.config", "num.partitions is a broker property"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %q: %v", want, err)
+		}
+	}
+	if !errors.Is(err, ErrInvalidValue) || !errors.Is(err, ErrUnknownProperty) {
+		t.Errorf("error does not wrap both sentinels: %v", err)
+	}
+
+	_, err = ResolveTopic(Default(), map[string]string{"min.compaction.lag.ms": "100", "max.compaction.lag.ms": "50"})
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("min.compaction.lag.ms > max.compaction.lag.ms: err = %v, want ErrInvalidConfig", err)
+	}
+}
+
+func TestValidateTopicConfig(t *testing.T) {
+	tests := []struct {
+		name, value string
+		want        error // nil = valid
+	}{
+		{"retention.ms", "-1", nil},
+		{"retention.ms", "-2", ErrInvalidValue},
+		{"retention.ms", "1.5", ErrInvalidValue},
+		{"retention.ms", " 1000 ", nil},
+		{"retention.bytes", "-1", nil},
+		{"segment.bytes", "14", nil},
+		{"segment.bytes", "13", ErrInvalidValue},
+		{"segment.bytes", "2147483648", ErrInvalidValue},
+		{"segment.ms", "0", ErrInvalidValue},
+		{"segment.index.bytes", "3", ErrInvalidValue},
+		{"cleanup.policy", "compact", nil},
+		{"cleanup.policy", "compact, delete", nil},
+		{"cleanup.policy", "", ErrInvalidValue},
+		{"cleanup.policy", "Compact", ErrInvalidValue},
+		{"compression.type", "lz4", nil},
+		{"compression.type", "uncompressed", nil},
+		{"compression.type", "none", nil},
+		{"compression.type", "brotli", ErrInvalidValue},
+		{"message.timestamp.type", "LogAppendTime", nil},
+		{"message.timestamp.type", "logappendtime", ErrInvalidValue},
+		{"min.insync.replicas", "0", ErrInvalidValue},
+		{"min.insync.replicas", "2", nil},
+		{"min.cleanable.dirty.ratio", "1", nil},
+		{"min.cleanable.dirty.ratio", "1.01", ErrInvalidValue},
+		{"min.cleanable.dirty.ratio", "NaN", ErrInvalidValue},
+		{"unclean.leader.election.enable", "TRUE", nil},
+		{"unclean.leader.election.enable", "yes", ErrInvalidValue},
+		{"max.message.bytes", "-1", ErrInvalidValue},
+		{"flush.messages", "0", ErrInvalidValue},
+		{"flush.ms", "0", nil},
+		{"max.compaction.lag.ms", "0", ErrInvalidValue},
+		{"file.delete.delay.ms", "0", nil},
+		{"preallocate", "true", nil},
+		{"leader.replication.throttled.replicas", "", nil},
+		{"no.such.config", "1", ErrUnknownProperty},
+		{"log.retention.ms", "1", ErrUnknownProperty},
+	}
+	for _, tt := range tests {
+		err := ValidateTopicConfig(tt.name, tt.value)
+		if tt.want == nil {
+			if err != nil {
+				t.Errorf("ValidateTopicConfig(%q, %q) = %v, want nil", tt.name, tt.value, err)
+			}
+			continue
+		}
+		if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.name) {
+			t.Errorf("ValidateTopicConfig(%q, %q) = %v, want %v naming the config", tt.name, tt.value, err, tt.want)
+		}
+	}
+}
+
+func TestDescribeTopic(t *testing.T) {
+	b, err := Load("", []string{"log.retention.hours=2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := DescribeTopic(b, map[string]string{"cleanup.policy": "compact"})
+	if len(entries) != len(topicProperties) {
+		t.Fatalf("%d entries, want %d", len(entries), len(topicProperties))
+	}
+	if !sort.SliceIsSorted(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name }) {
+		t.Error("entries are not sorted by name")
+	}
+	byName := map[string]Entry{}
+	for _, e := range entries {
+		byName[e.Name] = e
+		if e.ReadOnly || e.Sensitive || e.Type == TypeUnknown || e.Doc == "" {
+			t.Errorf("%s: unexpected entry %+v", e.Name, e)
+		}
+	}
+	check := func(name, value string, source, typ int8) {
+		t.Helper()
+		e := byName[name]
+		if e.Value != value || e.Source != source || e.Type != typ {
+			t.Errorf("%s = %+v, want value %q source %d type %d", name, e, value, source, typ)
+		}
+	}
+	check("cleanup.policy", "compact", SourceDynamicTopic, TypeList)
+	check("retention.ms", "7200000", SourceStaticBroker, TypeLong)
+	check("segment.bytes", "1073741824", SourceDefault, TypeInt)
+	check("flush.ms", "9223372036854775807", SourceDefault, TypeLong)
+	check("min.cleanable.dirty.ratio", "0.5", SourceDefault, TypeDouble)
+	check("unclean.leader.election.enable", "false", SourceDefault, TypeBoolean)
+	check("compression.type", "producer", SourceDefault, TypeString)
+}
+
+func TestDescribeBroker(t *testing.T) {
+	b, err := Load("", []string{"log.retention.minutes=3", "num.io.threads=4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := DescribeBroker(b)
+	if len(entries) != len(brokerProperties) {
+		t.Fatalf("%d entries, want %d", len(entries), len(brokerProperties))
+	}
+	if !sort.SliceIsSorted(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name }) {
+		t.Error("entries are not sorted by name")
+	}
+	byName := map[string]Entry{}
+	for _, e := range entries {
+		byName[e.Name] = e
+		if !e.ReadOnly {
+			t.Errorf("%s is not read-only", e.Name)
+		}
+	}
+	for name, want := range map[string]Entry{
+		"log.retention.ms":      {Value: "180000", Source: SourceDefault, Type: TypeLong},
+		"log.retention.minutes": {Value: "3", Source: SourceStaticBroker, Type: TypeInt},
+		"num.io.threads":        {Value: "4", Source: SourceStaticBroker, Type: TypeInt},
+		"num.network.threads":   {Value: "3", Source: SourceDefault, Type: TypeInt},
+		"listeners":             {Value: "PLAINTEXT://127.0.0.1:9092", Source: SourceDefault, Type: TypeList},
+		"log.dirs":              {Value: "./samsa-data", Source: SourceDefault, Type: TypeList},
+		"log.flush.interval.ms": {Value: "-1", Source: SourceDefault, Type: TypeLong},
+	} {
+		e := byName[name]
+		if e.Value != want.Value || e.Source != want.Source || e.Type != want.Type {
+			t.Errorf("%s = %+v, want %+v", name, e, want)
+		}
+	}
+}
+
+// Every broker property a topic config draws its default from exists in the broker
+// table, and every broker property documented as "Topic: x" names a real topic config.
+func TestTopicTableConsistent(t *testing.T) {
+	for _, p := range topicProperties {
+		for _, bk := range p.broker {
+			if _, ok := brokerIndex[bk]; !ok {
+				t.Errorf("topic config %s refers to unknown broker property %s", p.name, bk)
+			}
+		}
+		if p.set == nil && !p.ignored {
+			t.Errorf("topic config %s sets nothing but is not marked ignored", p.name)
+		}
+	}
+	for _, p := range brokerProperties {
+		if _, topic, ok := strings.Cut(p.doc, "Topic: "); ok {
+			name := strings.TrimSuffix(topic, ".")
+			if !IsTopicConfig(name) {
+				t.Errorf("broker property %s documents unknown topic config %q", p.name, name)
+			}
+		}
+		if IsTopicConfig(p.name) && p.name != "min.insync.replicas" && p.name != "unclean.leader.election.enable" && p.name != "compression.type" {
+			t.Errorf("%s is both a broker property and a topic config", p.name)
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package record
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+)
+
+func fuzzSeeds(f *testing.F) {
+	for _, c := range allCodecs {
+		f.Add(mustBuild(f, producerOpts(c), sampleRecords(5)))
+	}
+	o := producerOpts(CompressionNone)
+	o.Control, o.Transactional = true, true
+	f.Add(mustBuild(f, o, []Record{ControlRecord{Type: ControlCommit, CoordinatorEpoch: 3}.Record()}))
+	f.Add(kmsgBatch(producerOpts(CompressionSnappy), 5, 4, 0, xerialFrame(kmsgRecords(sampleRecords(5)), 64)))
+	f.Add(kmsgBatch(producerOpts(CompressionNone), 1, 0, 0, []byte{16, 0, 0, 0, 1, 1, 2, 1, 0}))
+	f.Add([]byte{})
+	f.Add(make([]byte, HeaderSize))
+}
+
+// withFrame returns a copy of b with batchLength and CRC made consistent, so the
+// fuzzer reaches the record parsing behind them.
+func withFrame(b []byte) []byte {
+	if len(b) < HeaderSize {
+		return b
+	}
+	b = bytes.Clone(b)
+	binary.BigEndian.PutUint32(b[LengthOffset:], uint32(len(b)-LogOverhead))
+	b[MagicOffset] = MagicV2
+	return fixCRC(b)
+}
+
+func FuzzValidate(f *testing.F) {
+	fuzzSeeds(f)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = Validate(b, ValidateOptions{MaxBatchBytes: 1 << 20})
+		_, _ = Split(b)
+		_, _ = NextBatchSize(b)
+
+		framed := withFrame(b)
+		h, err := Validate(framed, ValidateOptions{})
+		if err != nil {
+			return
+		}
+		if h.Size() != len(framed) || h.NumRecords != h.LastOffsetDelta+1 {
+			t.Fatalf("Validate accepted an inconsistent header %+v for %d bytes", h, len(framed))
+		}
+		if h.Compression() != CompressionNone {
+			return
+		}
+		// A valid uncompressed batch must decode to exactly its records.
+		_, rs, err := Records(framed)
+		if err != nil {
+			t.Fatalf("Validate accepted a batch Records rejects: %v", err)
+		}
+		if len(rs) != int(h.NumRecords) {
+			t.Fatalf("%d records, header says %d", len(rs), h.NumRecords)
+		}
+		for i, r := range rs {
+			if r.OffsetDelta != int32(i) {
+				t.Fatalf("record %d has offset delta %d", i, r.OffsetDelta)
+			}
+		}
+	})
+}
+
+func FuzzRecords(f *testing.F) {
+	fuzzSeeds(f)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _, _ = Records(b)
+		framed := withFrame(b)
+		h, rs, err := Records(framed)
+		if err != nil || len(rs) == 0 {
+			return
+		}
+		// Whatever decodes must rebuild into a batch that decodes to the same records.
+		c := h.Compression()
+		if c > CompressionZstd {
+			t.Fatalf("Records accepted codec %d", c)
+		}
+		o := BuildOptions{BaseOffset: h.BaseOffset, Compression: c, ProducerID: h.ProducerID,
+			ProducerEpoch: h.ProducerEpoch, BaseSequence: h.BaseSequence, BaseTimestamp: h.BaseTimestamp}
+		rebuilt, err := Build(o, rs)
+		if err != nil {
+			t.Fatalf("rebuilding %d decoded records: %v", len(rs), err)
+		}
+		_, again, err := Records(rebuilt)
+		if err != nil {
+			t.Fatalf("decoding rebuilt batch: %v", err)
+		}
+		if len(again) != len(rs) {
+			t.Fatalf("rebuilt batch has %d records, want %d", len(again), len(rs))
+		}
+		for i := range rs {
+			a, b := again[i], rs[i]
+			if a.OffsetDelta != b.OffsetDelta || a.TimestampDelta != b.TimestampDelta ||
+				!sameBytes(a.Key, b.Key) || !sameBytes(a.Value, b.Value) || len(a.Headers) != len(b.Headers) {
+				t.Fatalf("record %d changed in a rebuild: %+v vs %+v", i, a, b)
+			}
+		}
+	})
+}

@@ -1,0 +1,153 @@
+package record
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// ErrTooLarge marks a batch bigger than the configured limit (Kafka's MESSAGE_TOO_LARGE).
+var ErrTooLarge = errors.New("record: batch too large")
+
+// ValidateOptions tunes Validate.
+type ValidateOptions struct {
+	// MaxBatchBytes is the largest batch accepted, in bytes including the 12-byte log
+	// overhead (Kafka's max.message.bytes). Zero or negative means no limit.
+	MaxBatchBytes int
+}
+
+// Validate checks one whole v2 batch as a producer sent it and returns its header.
+//
+// Errors, each wrapped with detail:
+//   - ErrUnsupportedMagic: magic is not 2.
+//   - ErrTooLarge: len(b) > MaxBatchBytes.
+//   - ErrCorrupt: shorter than a header, batchLength+12 != len(b), or the CRC-32C does not
+//     match (Kafka's CORRUPT_MESSAGE).
+//   - ErrInvalid: the contents break a rule (Kafka's INVALID_RECORD): unknown codec,
+//     negative lastOffsetDelta, a record count that is not lastOffsetDelta+1, a control
+//     batch (clients may not write them), a producer id without a base sequence, or for
+//     uncompressed batches any malformed record, offset deltas that are not 0,1,2,…, or
+//     bytes left after the last record.
+//
+// Compressed batches are not decompressed: only their header is checked. Validate does
+// not allocate unless it fails.
+func Validate(b []byte, opts ValidateOptions) (Header, error) {
+	if len(b) < MagicOffset+1 {
+		return Header{}, fmt.Errorf("%w: %w: %d bytes", ErrCorrupt, ErrTooShort, len(b))
+	}
+	if b[MagicOffset] != MagicV2 {
+		h, _ := ParseHeader(b)
+		return h, fmt.Errorf("%w: magic %d", ErrUnsupportedMagic, int8(b[MagicOffset]))
+	}
+	if opts.MaxBatchBytes > 0 && len(b) > opts.MaxBatchBytes {
+		h, _ := ParseHeader(b)
+		return h, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(b), opts.MaxBatchBytes)
+	}
+	h, err := checkFrame(b)
+	if err != nil {
+		return h, err
+	}
+	if err := checkClientHeader(&h); err != nil {
+		return h, err
+	}
+	if h.Compression() != CompressionNone {
+		return h, nil
+	}
+	if err := walkUncompressed(b[HeaderSize:], h.NumRecords); err != nil {
+		return h, err
+	}
+	return h, nil
+}
+
+// checkClientHeader applies the header rules Kafka enforces on batches from clients.
+func checkClientHeader(h *Header) error {
+	if c := h.Compression(); c > CompressionZstd {
+		return fmt.Errorf("%w: unknown compression codec %d", ErrInvalid, int8(c))
+	}
+	if h.LastOffsetDelta < 0 {
+		return fmt.Errorf("%w: negative lastOffsetDelta %d", ErrInvalid, h.LastOffsetDelta)
+	}
+	if h.NumRecords <= 0 {
+		return fmt.Errorf("%w: record count %d", ErrInvalid, h.NumRecords)
+	}
+	if int64(h.NumRecords) != int64(h.LastOffsetDelta)+1 {
+		return fmt.Errorf("%w: record count %d does not match lastOffsetDelta %d",
+			ErrInvalid, h.NumRecords, h.LastOffsetDelta)
+	}
+	if h.IsControl() {
+		return fmt.Errorf("%w: clients may not write control batches", ErrInvalid)
+	}
+	if h.HasProducerID() && h.BaseSequence < 0 {
+		return fmt.Errorf("%w: producer id %d with base sequence %d",
+			ErrInvalid, h.ProducerID, h.BaseSequence)
+	}
+	return nil
+}
+
+// walkUncompressed checks that payload holds exactly count well-formed records whose
+// offset deltas are 0, 1, …, count-1.
+func walkUncompressed(payload []byte, count int32) error {
+	pos := 0
+	for i := int32(0); i < count; i++ {
+		if pos == len(payload) {
+			return fmt.Errorf("%w: %d records present, header says %d", ErrInvalid, i, count)
+		}
+		n, d, err := scanRecord(payload[pos:], nil)
+		if err != nil {
+			return fmt.Errorf("%w: record %d: %w", ErrInvalid, i, err)
+		}
+		if d != i {
+			return fmt.Errorf("%w: record %d has offset delta %d", ErrInvalid, i, d)
+		}
+		pos += n
+	}
+	if pos != len(payload) {
+		return fmt.Errorf("%w: %d bytes after the last of %d records", ErrInvalid, len(payload)-pos, count)
+	}
+	return nil
+}
+
+// minBatchLength is the smallest legal batchLength: a header with no records.
+const minBatchLength = HeaderSize - LogOverhead
+
+// NextBatchSize returns the total size in bytes of the batch starting at b, reading only
+// its first 12 bytes (baseOffset and batchLength); the rest need not be present. It
+// returns ErrTooShort if fewer than 12 bytes are given and ErrCorrupt if batchLength is
+// smaller than a batch header.
+func NextBatchSize(b []byte) (int, error) {
+	if len(b) < LogOverhead {
+		return 0, ErrTooShort
+	}
+	length := int32(binary.BigEndian.Uint32(b[LengthOffset:]))
+	if length < minBatchLength || uint64(length)+LogOverhead > uint64(math.MaxInt) {
+		return 0, fmt.Errorf("%w: batchLength %d", ErrCorrupt, length)
+	}
+	return int(length) + LogOverhead, nil
+}
+
+// Split cuts a concatenation of batches into whole batches (sub-slices of b, no copy).
+// It checks framing only (see NextBatchSize), not magic or CRC. A trailing partial batch
+// is an error wrapping both ErrCorrupt and ErrTooShort; the batches before it are
+// returned with the error so a caller recovering a log can truncate at the torn tail.
+func Split(b []byte) ([][]byte, error) {
+	var batches [][]byte
+	pos := 0
+	for pos < len(b) {
+		size, err := NextBatchSize(b[pos:])
+		if err == nil && size > len(b)-pos {
+			err = ErrTooShort
+		}
+		if err != nil {
+			if errors.Is(err, ErrTooShort) {
+				err = fmt.Errorf("%w: %w: torn batch at byte %d of %d", ErrCorrupt, ErrTooShort, pos, len(b))
+			} else {
+				err = fmt.Errorf("at byte %d: %w", pos, err)
+			}
+			return batches, err
+		}
+		batches = append(batches, b[pos:pos+size:pos+size])
+		pos += size
+	}
+	return batches, nil
+}

@@ -1,0 +1,217 @@
+package record
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+)
+
+func TestValidate(t *testing.T) {
+	rs := sampleRecords(4)
+	good := func() []byte { return mustBuild(t, producerOpts(CompressionNone), rs) }
+	gz := func() []byte { return mustBuild(t, producerOpts(CompressionGzip), rs) }
+	put32 := func(b []byte, at int, v int32) []byte { binary.BigEndian.PutUint32(b[at:], uint32(v)); return b }
+	put64 := func(b []byte, at int, v int64) []byte { binary.BigEndian.PutUint64(b[at:], uint64(v)); return b }
+	withRecords := func(o BuildOptions, count, last int32, payload []byte) []byte {
+		return kmsgBatch(o, count, last, o.BaseTimestamp, payload)
+	}
+	reordered := []Record{rs[0], rs[2], rs[1], rs[3]}
+	reordered[1].OffsetDelta, reordered[2].OffsetDelta = 2, 1
+
+	tests := []struct {
+		name  string
+		batch []byte
+		max   int
+		want  error // nil = valid
+	}{
+		{"uncompressed", good(), 0, nil},
+		{"gzip header only", gz(), 0, nil},
+		{"single record", mustBuild(t, producerOpts(CompressionNone), rs[:1]), 0, nil},
+		{"no producer id", mustBuild(t, DefaultBuildOptions(), rs), 0, nil},
+		{"kmsg reference", refBatch(t, producerOpts(CompressionNone), rs), 0, nil},
+		{"at size limit", good(), len(good()), nil},
+		{"over size limit", good(), len(good()) - 1, ErrTooLarge},
+		{"flipped crc byte", func() []byte { b := good(); b[CRCOffset+2] ^= 0x40; return b }(), 0, ErrCorrupt},
+		{"flipped record byte", func() []byte { b := good(); b[len(b)-3] ^= 1; return b }(), 0, ErrCorrupt},
+		{"flipped compressed byte", func() []byte { b := gz(); b[HeaderSize+12] ^= 1; return b }(), 0, ErrCorrupt},
+		{"length too big", func() []byte { b := good(); return put32(b, LengthOffset, int32(len(b)-11)) }(), 0, ErrCorrupt},
+		{"length too small", func() []byte { b := good(); return put32(b, LengthOffset, int32(len(b)-13)) }(), 0, ErrCorrupt},
+		{"negative length", func() []byte { b := good(); return put32(b, LengthOffset, -1) }(), 0, ErrCorrupt},
+		{"truncated tail", func() []byte { b := good(); return b[:len(b)-1] }(), 0, ErrCorrupt},
+		{"truncated header", good()[:HeaderSize-1], 0, ErrCorrupt},
+		{"only offset and length", good()[:12], 0, ErrCorrupt},
+		{"empty", nil, 0, ErrCorrupt},
+		{"magic 1", func() []byte { b := good(); b[MagicOffset] = 1; return b }(), 0, ErrUnsupportedMagic},
+		{"magic 0 short", func() []byte { b := good()[:30]; b[MagicOffset] = 0; return b }(), 0, ErrUnsupportedMagic},
+		{"magic 3", func() []byte { b := good(); b[MagicOffset] = 3; return b }(), 0, ErrUnsupportedMagic},
+		{"count below lastOffsetDelta+1", fixCRC(put32(good(), 57, 3)), 0, ErrInvalid},
+		{"count above records present", fixCRC(put32(put32(good(), 57, 5), 23, 4)), 0, ErrInvalid},
+		{"count below records present", fixCRC(put32(put32(good(), 57, 3), 23, 2)), 0, ErrInvalid},
+		{"zero records", withRecords(producerOpts(CompressionNone), 0, 0, nil), 0, ErrInvalid},
+		{"negative count", fixCRC(put32(good(), 57, -1)), 0, ErrInvalid},
+		{"offset deltas out of order", withRecords(producerOpts(CompressionNone), 4, 3, kmsgRecords(reordered)), 0, ErrInvalid},
+		{"offset deltas not from zero", func() []byte {
+			shifted := append([]Record(nil), rs...)
+			for i := range shifted {
+				shifted[i].OffsetDelta++
+			}
+			return withRecords(producerOpts(CompressionNone), 4, 4, kmsgRecords(shifted))
+		}(), 0, ErrInvalid},
+		{"negative lastOffsetDelta compressed", fixCRC(put32(gz(), 23, -1)), 0, ErrInvalid},
+		{"compressed count mismatch", fixCRC(put32(gz(), 57, 9)), 0, ErrInvalid},
+		{"codec 5", fixCRC(func() []byte { b := gz(); b[AttributesOffset+1] = b[AttributesOffset+1]&^7 | 5; return b }()), 0, ErrInvalid},
+		{"codec 7", fixCRC(func() []byte { b := gz(); b[AttributesOffset+1] |= 7; return b }()), 0, ErrInvalid},
+		{"control batch from client", func() []byte {
+			o := producerOpts(CompressionNone)
+			o.Control = true
+			return mustBuild(t, o, []Record{ControlRecord{Type: ControlCommit}.Record()})
+		}(), 0, ErrInvalid},
+		{"producer id without sequence", fixCRC(put32(good(), 53, -1)), 0, ErrInvalid},
+		{"record length past payload", withRecords(producerOpts(CompressionNone), 1, 0, []byte{40, 0, 0, 0, 1, 1, 0}), 0, ErrInvalid},
+		{"record longer than its fields", withRecords(producerOpts(CompressionNone), 1, 0, []byte{16, 0, 0, 0, 1, 1, 0, 0, 0, 0}), 0, ErrInvalid},
+		{"record shorter than its fields", withRecords(producerOpts(CompressionNone), 1, 0, []byte{8, 0, 0, 0, 2, 'a', 1, 0}), 0, ErrInvalid},
+		{"malformed varint", withRecords(producerOpts(CompressionNone), 1, 0, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0x01}), 0, ErrInvalid},
+		{"null header key", withRecords(producerOpts(CompressionNone), 1, 0, []byte{16, 0, 0, 0, 1, 1, 2, 1, 0}), 0, ErrInvalid},
+		{"negative header count", withRecords(producerOpts(CompressionNone), 1, 0, []byte{12, 0, 0, 0, 1, 1, 1}), 0, ErrInvalid},
+		{"trailing garbage after records", withRecords(producerOpts(CompressionNone), 4, 3, append(kmsgRecords(rs), 0)), 0, ErrInvalid},
+		{"create time stamped max", fixCRC(put64(good(), 35, 5)), 0, nil},
+	}
+	sentinels := []error{ErrCorrupt, ErrInvalid, ErrUnsupportedMagic, ErrTooLarge}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, err := Validate(tt.batch, ValidateOptions{MaxBatchBytes: tt.max})
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				if h.Size() != len(tt.batch) || h.NumRecords != h.LastOffsetDelta+1 {
+					t.Fatalf("header %+v for %d bytes", h, len(tt.batch))
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Validate error = %v, want %v", err, tt.want)
+			}
+			for _, s := range sentinels {
+				if s != tt.want && errors.Is(err, s) {
+					t.Fatalf("error %v is also %v", err, s)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateHeaderFields(t *testing.T) {
+	o := producerOpts(CompressionZstd)
+	o.BaseOffset = 99
+	o.PartitionLeaderEpoch = 7
+	o.Transactional = true
+	b := mustBuild(t, o, sampleRecords(5))
+	h, err := Validate(b, ValidateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Header{BaseOffset: 99, Length: int32(len(b) - 12), PartitionLeaderEpoch: 7, Magic: 2,
+		CRC: Checksum(b), Attributes: int16(CompressionZstd) | AttrTransactional, LastOffsetDelta: 4,
+		BaseTimestamp: o.BaseTimestamp, MaxTimestamp: o.BaseTimestamp + 28, ProducerID: 4000,
+		ProducerEpoch: 3, BaseSequence: 17, NumRecords: 5}
+	if h != want {
+		t.Fatalf("header\n got %+v\nwant %+v", h, want)
+	}
+	if h.LastOffset() != 103 || h.LastSequence() != 21 || !h.IsTransactional() || h.Compression() != CompressionZstd {
+		t.Fatalf("derived header fields wrong: %+v", h)
+	}
+}
+
+func TestValidateDoesNotAllocate(t *testing.T) {
+	b := mustBuild(t, producerOpts(CompressionNone), sampleRecords(50))
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := Validate(b, ValidateOptions{MaxBatchBytes: 1 << 20}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("Validate allocated %.1f times per call", allocs)
+	}
+}
+
+func TestSplit(t *testing.T) {
+	a := mustBuild(t, producerOpts(CompressionNone), sampleRecords(3))
+	b := mustBuild(t, producerOpts(CompressionLZ4), sampleRecords(9))
+	c := mustBuild(t, DefaultBuildOptions(), sampleRecords(1))
+	all := append(append(append([]byte(nil), a...), b...), c...)
+
+	tests := []struct {
+		name      string
+		in        []byte
+		wantSizes []int
+		wantErr   error
+	}{
+		{"empty", nil, nil, nil},
+		{"one", a, []int{len(a)}, nil},
+		{"three", all, []int{len(a), len(b), len(c)}, nil},
+		{"torn last batch", all[:len(all)-1], []int{len(a), len(b)}, ErrTooShort},
+		{"torn inside length", all[:len(a)+5], []int{len(a)}, ErrTooShort},
+		{"bad length", append(append([]byte(nil), a...), make([]byte, 20)...), []int{len(a)}, ErrCorrupt},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Split(tt.in)
+			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
+				t.Fatalf("Split error = %v, want %v", err, tt.wantErr)
+			}
+			if err != nil && !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Split error %v is not ErrCorrupt", err)
+			}
+			if len(got) != len(tt.wantSizes) {
+				t.Fatalf("got %d batches, want %d", len(got), len(tt.wantSizes))
+			}
+			for i, g := range got {
+				if len(g) != tt.wantSizes[i] {
+					t.Fatalf("batch %d: %d bytes, want %d", i, len(g), tt.wantSizes[i])
+				}
+				if _, err := Validate(g, ValidateOptions{}); err != nil {
+					t.Fatalf("batch %d from Split does not validate: %v", i, err)
+				}
+			}
+		})
+	}
+}
+
+func TestNextBatchSize(t *testing.T) {
+	b := mustBuild(t, producerOpts(CompressionNone), sampleRecords(2))
+	if n, err := NextBatchSize(b[:12]); err != nil || n != len(b) {
+		t.Fatalf("NextBatchSize(12 bytes) = %d, %v; want %d", n, err, len(b))
+	}
+	if _, err := NextBatchSize(b[:11]); !errors.Is(err, ErrTooShort) {
+		t.Fatalf("NextBatchSize(11 bytes) error = %v, want ErrTooShort", err)
+	}
+	short := append([]byte(nil), b[:12]...)
+	binary.BigEndian.PutUint32(short[8:], minBatchLength-1)
+	if _, err := NextBatchSize(short); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("NextBatchSize(length 48) error = %v, want ErrCorrupt", err)
+	}
+	binary.BigEndian.PutUint32(short[8:], minBatchLength)
+	if n, err := NextBatchSize(short); err != nil || n != HeaderSize {
+		t.Fatalf("NextBatchSize(empty batch) = %d, %v", n, err)
+	}
+}
+
+func BenchmarkValidate(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		c    Compression
+		n    int
+	}{{"none-100", CompressionNone, 100}, {"none-1000", CompressionNone, 1000}, {"zstd-1000", CompressionZstd, 1000}} {
+		batch := mustBuild(b, producerOpts(tc.c), sampleRecords(tc.n))
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(batch)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Validate(batch, ValidateOptions{MaxBatchBytes: 1 << 20}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
