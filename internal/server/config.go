@@ -1,0 +1,103 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/protocol"
+)
+
+// Defaults, Kafka's values for the matching broker properties.
+const (
+	// DefaultMaxRequestSize is socket.request.max.bytes.
+	DefaultMaxRequestSize int32 = 104857600
+	// DefaultMaxInflightPerConn is how many requests of one connection may await their
+	// response before the server stops reading that connection.
+	DefaultMaxInflightPerConn = 100
+	// DefaultIdleTimeout is connections.max.idle.ms.
+	DefaultIdleTimeout = 10 * time.Minute
+)
+
+// Observer receives one call per request whose response was written (or, for a
+// Response with None set, skipped). It is called from connection goroutines and must
+// be safe for concurrent use.
+type Observer interface {
+	// RequestDone reports the api key and version of a request, the time from its
+	// frame being read to its response being handed to the socket, and the frame
+	// sizes in each direction (size prefixes included).
+	RequestDone(key, version int16, d time.Duration, bytesIn, bytesOut int)
+}
+
+// Config configures a Server. Zero values of the optional fields take the defaults.
+type Config struct {
+	// Listeners are host:port addresses, e.g. "127.0.0.1:9092" or "127.0.0.1:0".
+	Listeners []string
+	// MaxRequestSize is socket.request.max.bytes (default 104857600).
+	MaxRequestSize int32
+	// Handler serves decoded requests. Required.
+	Handler protocol.Handler
+	// Versions reports the served version range of an API key (ok=false: not
+	// served). Required.
+	Versions func(key int16) (min, max int16, ok bool)
+	// APIKeys lists served ranges, for the ApiVersions v0 fallback response.
+	APIKeys func() []kmsg.ApiVersionsResponseApiKey
+	// Logger receives connection and protocol logs (default: discard).
+	Logger *slog.Logger
+	// Observer is an optional metrics hook.
+	Observer Observer
+	// MaxInflightPerConn is the pipelining depth before the reader stops reading
+	// (default 100).
+	MaxInflightPerConn int
+	// IdleTimeout is connections.max.idle.ms (default 10 min): a connection with no
+	// request read and no response written for this long is closed.
+	IdleTimeout time.Duration
+}
+
+// ErrInvalidConfig marks every Config validation failure.
+var ErrInvalidConfig = errors.New("server: invalid config")
+
+// withDefaults returns cfg with defaults filled in, or every problem found at once.
+func (cfg Config) withDefaults() (Config, error) {
+	var problems []error
+	bad := func(format string, args ...any) {
+		problems = append(problems, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	if len(cfg.Listeners) == 0 {
+		bad("listeners: at least one listener address is required")
+	}
+	switch {
+	case cfg.MaxRequestSize == 0:
+		cfg.MaxRequestSize = DefaultMaxRequestSize
+	case cfg.MaxRequestSize < 0:
+		bad("socket.request.max.bytes: must be positive, got %d", cfg.MaxRequestSize)
+	}
+	if cfg.Handler == nil {
+		bad("handler: required")
+	}
+	if cfg.Versions == nil {
+		bad("versions: required")
+	}
+	if cfg.APIKeys == nil {
+		cfg.APIKeys = func() []kmsg.ApiVersionsResponseApiKey { return nil }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case cfg.MaxInflightPerConn == 0:
+		cfg.MaxInflightPerConn = DefaultMaxInflightPerConn
+	case cfg.MaxInflightPerConn < 0:
+		bad("max in-flight requests per connection: must be positive, got %d", cfg.MaxInflightPerConn)
+	}
+	switch {
+	case cfg.IdleTimeout == 0:
+		cfg.IdleTimeout = DefaultIdleTimeout
+	case cfg.IdleTimeout < 0:
+		bad("connections.max.idle.ms: must be positive, got %s", cfg.IdleTimeout)
+	}
+	return cfg, errors.Join(problems...)
+}

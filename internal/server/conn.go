@@ -1,0 +1,490 @@
+package server
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/protocol"
+)
+
+const (
+	// writeBufferSize is the per-connection bufio.Writer size.
+	writeBufferSize = 32 << 10
+	// maxKeptScratch bounds the encode buffer a connection keeps between responses.
+	maxKeptScratch = 1 << 20
+	// preadChunk is the size of pooled buffers for the non-sendfile file path.
+	preadChunk = 64 << 10
+	// initialFrameBuffer is the most a request frame allocates before its bytes arrive.
+	initialFrameBuffer = 1 << 20
+)
+
+// Connection-level failures.
+var (
+	errIdle              = errors.New("connection idle")
+	errHandlerNoChannel  = errors.New("handler returned a nil channel")
+	errHandlerNoResponse = errors.New("handler closed its response channel without a response")
+	errBadChunk          = errors.New("invalid response chunk")
+)
+
+var preadPool = sync.Pool{New: func() any { b := make([]byte, preadChunk); return &b }}
+
+// pending is a request whose response the writer has yet to write.
+type pending struct {
+	ch            <-chan protocol.Response
+	key           int16
+	version       int16 // request version, for logs and the Observer
+	respVersion   int16 // version the response body is encoded at
+	correlationID int32
+	// flexibleHeader: the response header carries an empty tag buffer.
+	flexibleHeader bool
+	start          time.Time
+	bytesIn        int
+}
+
+// conn is one client connection: a reader goroutine that decodes and dispatches
+// requests, and a writer goroutine that writes responses in request order.
+type conn struct {
+	srv    *Server
+	nc     net.Conn
+	remote string
+	log    *slog.Logger
+
+	queue     chan pending  // reader -> writer, capacity MaxInflightPerConn
+	done      chan struct{} // closed by close
+	closeOnce sync.Once
+
+	// inflight counts requests queued or being written; lastActivity is the unix
+	// nanosecond time of the last frame read or response written. Both feed the
+	// idle timeout, so a connection waiting on a long delayed fetch is not idle.
+	inflight     atomic.Int64
+	lastActivity atomic.Int64
+
+	// Owned by the writer goroutine.
+	bw      *bufio.Writer
+	scratch []byte
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{
+		srv:    s,
+		nc:     nc,
+		remote: nc.RemoteAddr().String(),
+		log:    s.log,
+		queue:  make(chan pending, s.cfg.MaxInflightPerConn),
+		done:   make(chan struct{}),
+		bw:     bufio.NewWriterSize(nc, writeBufferSize),
+	}
+	c.touch()
+	return c
+}
+
+// close closes the socket and releases both goroutines. Safe to call many times.
+func (c *conn) close() {
+	c.closeOnce.Do(func() {
+		close(c.done)
+		c.nc.Close()
+		c.srv.forget(c)
+		c.log.Debug("connection closed", "remote", c.remote)
+	})
+}
+
+func (c *conn) touch() { c.lastActivity.Store(time.Now().UnixNano()) }
+
+// readLoop reads frames, decodes them and hands them to the handler in order.
+func (c *conn) readLoop() {
+	defer c.srv.wg.Done()
+	defer c.close()
+	maxSize := c.srv.cfg.MaxRequestSize
+	var sizeBuf [4]byte
+	for {
+		if err := c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.IdleTimeout)); err != nil {
+			c.logReadError(err, false)
+			return
+		}
+		if err := c.readFull(sizeBuf[:]); err != nil {
+			c.logReadError(err, false)
+			return
+		}
+		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if size < 0 || size > maxSize {
+			c.log.Warn("request size out of range; closing connection",
+				"remote", c.remote, "size", size, "max", maxSize)
+			return
+		}
+		frame, err := c.readFrame(int(size))
+		if err != nil {
+			c.logReadError(err, true)
+			return
+		}
+		c.touch()
+		start := time.Now()
+
+		req, err := safeParseRequest(frame, c.srv.cfg.Versions)
+		var p pending
+		switch {
+		case err == nil:
+			p, err = c.dispatch(req)
+			if err != nil {
+				return
+			}
+		case errors.Is(err, errUnsupportedVersion) && req.key == apiVersionsKey:
+			// Normal when a client is newer than us: it retries lower. Not INFO.
+			c.log.Debug("unsupported ApiVersions version; answering with v0",
+				"remote", c.remote, "api_key", req.key, "version", req.version, "client_id", req.clientID)
+			p = pending{
+				ch: protocol.Ready(protocol.Response{Body: &kmsg.ApiVersionsResponse{
+					ErrorCode: errCodeUnsupportedVersion,
+					ApiKeys:   c.srv.cfg.APIKeys(),
+				}}),
+				key:           req.key,
+				version:       req.version,
+				respVersion:   0,
+				correlationID: req.correlationID,
+			}
+		default:
+			c.log.Info("bad request; closing connection", "remote", c.remote,
+				"api_key", req.key, "version", req.version, "client_id", req.clientID, "err", err)
+			return
+		}
+		p.start = start
+		p.bytesIn = 4 + len(frame)
+		c.inflight.Add(1)
+		select {
+		case c.queue <- p:
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// readFrame reads a frame body of size bytes into a new slice (never reused: decoded
+// bodies may alias it). Large frames are read into a buffer that doubles as bytes
+// arrive, so a size prefix alone cannot make the server allocate MaxRequestSize.
+func (c *conn) readFrame(size int) ([]byte, error) {
+	frame := make([]byte, min(size, initialFrameBuffer))
+	if err := c.readFull(frame); err != nil {
+		return nil, err
+	}
+	for len(frame) < size {
+		grown := make([]byte, min(size, 2*len(frame)))
+		copy(grown, frame)
+		if err := c.readFull(grown[len(frame):]); err != nil {
+			return nil, err
+		}
+		frame = grown
+	}
+	return frame, nil
+}
+
+// safeParseRequest is parseRequest with a recover, so that a decoder bug closes one
+// connection instead of the process.
+func safeParseRequest(frame []byte, versions versionsFunc) (req parsedRequest, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: decoder panic: %v", errMalformedBody, r)
+		}
+	}()
+	return parseRequest(frame, versions)
+}
+
+// dispatch calls the handler for a decoded request. A panicking handler, or one that
+// returns no channel, is logged and reported as an error (the connection closes).
+func (c *conn) dispatch(parsed parsedRequest) (p pending, err error) {
+	req := &protocol.Request{
+		Key:           parsed.key,
+		Version:       parsed.version,
+		CorrelationID: parsed.correlationID,
+		ClientID:      parsed.clientID,
+		Body:          parsed.body,
+		ClientAddr:    c.remote,
+	}
+	flexible := false
+	if parsed.key != apiVersionsKey { // KIP-511: ApiVersions response header is never flexible
+		resp := parsed.body.ResponseKind()
+		resp.SetVersion(parsed.version)
+		flexible = resp.IsFlexible()
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("handler panicked; closing connection",
+				"remote", c.remote, "api_key", parsed.key, "version", parsed.version,
+				"panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("handler panic: %v", r)
+		}
+	}()
+	ch := c.srv.cfg.Handler.Handle(req)
+	if ch == nil {
+		c.log.Error("handler returned no response channel; closing connection",
+			"remote", c.remote, "api_key", parsed.key, "version", parsed.version)
+		return p, errHandlerNoChannel
+	}
+	return pending{
+		ch:             ch,
+		key:            parsed.key,
+		version:        parsed.version,
+		respVersion:    parsed.version,
+		correlationID:  parsed.correlationID,
+		flexibleHeader: flexible,
+	}, nil
+}
+
+// readFull fills buf. A read deadline expiring is not an error while the connection
+// has requests in flight or saw activity within the idle timeout: the deadline is
+// pushed out and reading continues where it stopped.
+func (c *conn) readFull(buf []byte) error {
+	for read := 0; read < len(buf); {
+		n, err := c.nc.Read(buf[read:])
+		read += n
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			deadline, idle := c.idleDeadline()
+			if idle {
+				return errIdle
+			}
+			if err := c.nc.SetReadDeadline(deadline); err != nil {
+				return err
+			}
+			continue
+		}
+		if errors.Is(err, io.EOF) && read > 0 {
+			return io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	return nil
+}
+
+// idleDeadline reports whether the connection is idle and, if not, when it would be.
+func (c *conn) idleDeadline() (time.Time, bool) {
+	now := time.Now()
+	idle := c.srv.cfg.IdleTimeout
+	if c.inflight.Load() > 0 {
+		return now.Add(idle), false
+	}
+	deadline := time.Unix(0, c.lastActivity.Load()).Add(idle)
+	return deadline, !now.Before(deadline)
+}
+
+func (c *conn) logReadError(err error, midFrame bool) {
+	select {
+	case <-c.done: // closed by us (Close, Response.Close, writer error)
+		return
+	default:
+	}
+	switch {
+	case errors.Is(err, errIdle):
+		c.log.Debug("closing idle connection", "remote", c.remote, "idle_timeout", c.srv.cfg.IdleTimeout)
+	case midFrame || errors.Is(err, io.ErrUnexpectedEOF):
+		c.log.Info("truncated request frame; closing connection", "remote", c.remote, "err", err)
+	default:
+		c.log.Debug("connection read ended", "remote", c.remote, "err", err)
+	}
+}
+
+// writeLoop writes responses in request order, flushing whenever the next response
+// is not ready yet.
+func (c *conn) writeLoop() {
+	defer c.srv.wg.Done()
+	defer c.close()
+	for {
+		var p pending
+		select {
+		case p = <-c.queue:
+		default:
+			if !c.flush() {
+				return
+			}
+			select {
+			case p = <-c.queue:
+			case <-c.done:
+				return
+			}
+		}
+
+		var resp protocol.Response
+		var ok bool
+		select {
+		case resp, ok = <-p.ch:
+		default:
+			if !c.flush() {
+				return
+			}
+			select {
+			case resp, ok = <-p.ch:
+			case <-c.done:
+				return
+			}
+		}
+		if !ok {
+			c.log.Error("closing connection", "remote", c.remote, "api_key", p.key,
+				"version", p.version, "err", errHandlerNoResponse)
+			return
+		}
+
+		n, err := c.writeResponse(&p, resp)
+		c.inflight.Add(-1)
+		c.touch()
+		if err != nil {
+			c.logWriteError(&p, err)
+			return
+		}
+		if obs := c.srv.cfg.Observer; obs != nil {
+			obs.RequestDone(p.key, p.version, time.Since(p.start), p.bytesIn, n)
+		}
+		if resp.Close {
+			c.flush()
+			c.log.Debug("closing connection after response as asked", "remote", c.remote, "api_key", p.key)
+			return
+		}
+	}
+}
+
+func (c *conn) flush() bool {
+	if c.bw.Buffered() == 0 {
+		return true
+	}
+	if err := c.bw.Flush(); err != nil {
+		c.logWriteError(nil, err)
+		return false
+	}
+	return true
+}
+
+func (c *conn) logWriteError(p *pending, err error) {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	attrs := []any{"remote", c.remote, "err", err}
+	if p != nil {
+		attrs = append(attrs, "api_key", p.key, "version", p.version)
+	}
+	if errors.Is(err, errBadChunk) || errors.Is(err, errWritePanic) {
+		c.log.Error("cannot write response; closing connection", attrs...)
+		return
+	}
+	c.log.Debug("write failed; closing connection", attrs...)
+}
+
+var errWritePanic = errors.New("writing the response panicked")
+
+// writeResponse writes one response (header and body) into the buffered writer, or
+// straight to the socket for file chunks. It returns the bytes written.
+func (c *conn) writeResponse(p *pending, resp protocol.Response) (n int, err error) {
+	if resp.None {
+		return 0, nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v\n%s", errWritePanic, r, debug.Stack())
+		}
+	}()
+
+	buf := c.scratch[:0]
+	buf = append(buf, 0, 0, 0, 0) // size, set below
+	buf = binary.BigEndian.AppendUint32(buf, uint32(p.correlationID))
+	if p.flexibleHeader {
+		buf = append(buf, 0) // empty tag buffer
+	}
+	headerLen := len(buf) - 4
+
+	if resp.Body != nil {
+		resp.Body.SetVersion(p.respVersion)
+		buf = resp.Body.AppendTo(buf)
+		binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+		_, err = c.bw.Write(buf)
+		c.keepScratch(buf)
+		return len(buf), err
+	}
+
+	var bodyLen int64
+	for i, ch := range resp.Chunks {
+		if ch.File != nil && (ch.Offset < 0 || ch.Length < 0) {
+			return 0, fmt.Errorf("%w: chunk %d: offset %d length %d", errBadChunk, i, ch.Offset, ch.Length)
+		}
+		bodyLen += ch.Size()
+	}
+	total := int64(headerLen) + bodyLen
+	if total > 1<<31-1 {
+		return 0, fmt.Errorf("%w: response of %d bytes", errBadChunk, total)
+	}
+	binary.BigEndian.PutUint32(buf, uint32(total))
+	if _, err := c.bw.Write(buf); err != nil {
+		return 0, err
+	}
+	c.keepScratch(buf)
+	for _, ch := range resp.Chunks {
+		if ch.File == nil {
+			if _, err := c.bw.Write(ch.Bytes); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if err := c.writeFileRange(ch.File, ch.Offset, ch.Length); err != nil {
+			return 0, err
+		}
+	}
+	return int(4 + total), nil
+}
+
+func (c *conn) keepScratch(buf []byte) {
+	if cap(buf) <= maxKeptScratch {
+		c.scratch = buf[:0]
+	}
+}
+
+// writeFileRange writes length bytes of f starting at offset, never touching the
+// file's seek position: sendfile(2) on plain TCP, pread into a pooled buffer otherwise.
+func (c *conn) writeFileRange(f *os.File, offset, length int64) error {
+	if length == 0 {
+		return nil
+	}
+	if sc, ok := c.nc.(syscall.Conn); ok && sendfileSupported {
+		if _, isTCP := c.nc.(*net.TCPConn); isTCP {
+			if err := c.bw.Flush(); err != nil {
+				return err
+			}
+			return sendFile(sc, f, offset, length)
+		}
+	}
+	return c.copyFileRange(f, offset, length)
+}
+
+// copyFileRange is the portable path: ReadAt (pread) into a pooled buffer.
+func (c *conn) copyFileRange(f *os.File, offset, length int64) error {
+	bp := preadPool.Get().(*[]byte)
+	defer preadPool.Put(bp)
+	buf := *bp
+	for length > 0 {
+		chunk := buf[:min(int64(len(buf)), length)]
+		n, err := f.ReadAt(chunk, offset)
+		if n < len(chunk) {
+			if err == nil || errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return fmt.Errorf("read %s at %d: %w", f.Name(), offset, err)
+		}
+		if _, err := c.bw.Write(chunk); err != nil {
+			return err
+		}
+		offset += int64(n)
+		length -= int64(n)
+	}
+	return nil
+}

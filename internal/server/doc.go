@@ -1,0 +1,50 @@
+// Package server owns Samsa's client-facing network layer: the listeners, one
+// connection object per accepted socket, Kafka request framing and header decoding,
+// and the in-order pipelined write-back of responses, including zero-copy file ranges
+// written with sendfile(2).
+//
+// It knows nothing about what a request means: every decoded request is handed to a
+// protocol.Handler, which returns a channel yielding exactly one protocol.Response.
+//
+// # Wire framing
+//
+// Every request is a frame:
+//
+//	int32  size            bytes that follow; < 0 or > MaxRequestSize closes the connection
+//	int16  api key
+//	int16  api version
+//	int32  correlation id
+//	int16  client id length (-1 = null), then the client id bytes (never compact)
+//	[tagged fields]        only when the request version is flexible (KIP-482)
+//	body                   decoded with kmsg at the request version
+//
+// A response is int32 size, int32 correlation id, an empty tag buffer when the response
+// version is flexible (never for ApiVersions, KIP-511), then the body.
+//
+// A malformed frame, an unknown api key, an unsupported version (except ApiVersions,
+// which is answered with an ApiVersions v0 UNSUPPORTED_VERSION response carrying the
+// full key list) or a panicking handler closes that one connection with a log line.
+//
+// # Concurrency
+//
+// Server methods are safe for concurrent use. Each connection runs two goroutines:
+//
+//   - the reader decodes frames and calls Handler.Handle sequentially, in arrival
+//     order, then queues the returned channel; the queue holds at most
+//     MaxInflightPerConn entries, after which the reader stops reading the socket;
+//   - the writer takes the queued channels in the same order and writes each response
+//     when it arrives, so responses leave strictly in request order. It buffers writes
+//     and flushes whenever the next response is not ready yet.
+//
+// A Handler must deliver its Response on a channel that does not block the sender
+// after the connection is gone (a channel with capacity 1, as protocol.Ready makes):
+// once a connection closes nobody receives from its pending channels.
+//
+// Request frames are allocated per request and never reused, so a decoded body may
+// alias the frame (Produce records do) for as long as the handler needs it.
+//
+// File chunks are written with sendfile(2) at the chunk's explicit offset (the file's
+// shared seek position is never used or moved), so any number of connections may send
+// from one *os.File concurrently. Connections that are not plain TCP fall back to
+// pread into a pooled buffer.
+package server

@@ -1,0 +1,16 @@
+//go:build !linux
+
+package server
+
+import (
+	"errors"
+	"os"
+	"syscall"
+)
+
+// sendfileSupported is false off Linux: file chunks go through pread.
+const sendfileSupported = false
+
+func sendFile(syscall.Conn, *os.File, int64, int64) error {
+	return errors.New("sendfile not supported on this platform")
+}

@@ -1,0 +1,173 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// ErrClosed is returned by Start on a server that was closed.
+var ErrClosed = errors.New("server: closed")
+
+// Server accepts Kafka client connections on its listeners and serves them through
+// the configured protocol.Handler. It is safe for concurrent use.
+type Server struct {
+	cfg  Config
+	log  *slog.Logger
+	done chan struct{} // closed by Close
+
+	wg sync.WaitGroup // accept loops and connection goroutines
+
+	mu struct {
+		sync.Mutex
+		started   bool
+		closed    bool
+		listeners []net.Listener
+		conns     map[*conn]struct{}
+	}
+}
+
+// New validates cfg, fills in defaults and returns a server that is not listening yet.
+func New(cfg Config) (*Server, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, done: make(chan struct{})}
+	s.mu.conns = make(map[*conn]struct{})
+	return s, nil
+}
+
+// Start binds all listeners (port 0 allowed) and starts accepting connections. If any
+// listener fails to bind, the ones already bound are closed and the error returned.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return ErrClosed
+	}
+	if s.mu.started {
+		return errors.New("server: already started")
+	}
+	var listeners []net.Listener
+	for _, addr := range s.cfg.Listeners {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return fmt.Errorf("server: listen on %s: %w", addr, err)
+		}
+		listeners = append(listeners, ln)
+	}
+	s.mu.started = true
+	s.mu.listeners = listeners
+	for _, ln := range listeners {
+		s.log.Info("listening", "addr", ln.Addr().String())
+		s.wg.Add(1)
+		go s.acceptLoop(ln)
+	}
+	return nil
+}
+
+// Addrs returns the bound addresses, in Listeners order (nil before Start).
+func (s *Server) Addrs() []net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	addrs := make([]net.Addr, 0, len(s.mu.listeners))
+	for _, ln := range s.mu.listeners {
+		addrs = append(addrs, ln.Addr())
+	}
+	return addrs
+}
+
+// Close stops accepting, closes every connection and waits for all of the server's
+// goroutines to exit. Responses not yet written are dropped. Close is idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.mu.closed = true
+	close(s.done)
+	var errs []error
+	for _, ln := range s.mu.listeners {
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	conns := make([]*conn, 0, len(s.mu.conns))
+	for c := range s.mu.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+
+	for _, c := range conns {
+		c.close()
+	}
+	s.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// acceptLoop accepts connections until the listener is closed. Transient accept
+// errors (such as running out of file descriptors) back off up to a second, as
+// net/http does.
+func (s *Server) acceptLoop(ln net.Listener) {
+	defer s.wg.Done()
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			select {
+			case <-s.done:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept failed", "addr", ln.Addr().String(), "err", err, "retry_in", backoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-s.done:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
+		backoff = 0
+		s.serve(nc)
+	}
+}
+
+// serve registers a new connection and starts its goroutines.
+func (s *Server) serve(nc net.Conn) {
+	c := newConn(s, nc)
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	s.mu.conns[c] = struct{}{}
+	s.wg.Add(2)
+	s.mu.Unlock()
+
+	s.log.Debug("connection accepted", "remote", c.remote, "local", nc.LocalAddr().String())
+	go c.readLoop()
+	go c.writeLoop()
+}
+
+// forget removes a closed connection from the registry.
+func (s *Server) forget(c *conn) {
+	s.mu.Lock()
+	delete(s.mu.conns, c)
+	s.mu.Unlock()
+}
