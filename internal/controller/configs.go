@@ -1,0 +1,162 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/samsa-streaming/samsa/internal/metadata"
+)
+
+// Config operations of IncrementalAlterConfigs, with Kafka's numbering.
+const (
+	OpSet      int8 = 0
+	OpDelete   int8 = 1
+	OpAppend   int8 = 2
+	OpSubtract int8 = 3
+)
+
+// ConfigOp is one change of an AlterConfigs call.
+type ConfigOp struct {
+	Name  string
+	Value *string
+	Op    int8 // OpSet, OpDelete, OpAppend, OpSubtract
+}
+
+// AlterConfigs changes the configs of one resource: a topic (resourceType 2,
+// resourceName = topic) or a broker (resourceType 4, resourceName = node id, or ""
+// for the cluster-wide default). replaceAll is the legacy AlterConfigs semantics:
+// configs not set by ops are deleted. APPEND and SUBTRACT treat the value as a
+// comma-separated list; a list emptied by SUBTRACT is deleted. Topic values are
+// checked with Options.ValidateTopicConfig; broker values are not checked here.
+func (c *Controller) AlterConfigs(ctx context.Context, resourceType int8, resourceName string, ops []ConfigOp, replaceAll bool, validateOnly bool) error {
+	_, err := run(ctx, c, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, c.alterConfigs(ctx, resourceType, resourceName, ops, replaceAll, validateOnly)
+	})
+	return err
+}
+
+func (c *Controller) alterConfigs(ctx context.Context, resourceType int8, resourceName string, ops []ConfigOp, replaceAll bool, validateOnly bool) error {
+	if !validateOnly {
+		if err := c.requireLeader(); err != nil {
+			return err
+		}
+	}
+	img := c.Image()
+	var current map[string]string
+	switch resourceType {
+	case metadata.ResourceTopic:
+		t, ok := img.Topic(resourceName)
+		if !ok {
+			return fmt.Errorf("%w: topic %q does not exist", ErrUnknownTopic, resourceName)
+		}
+		current = t.Configs
+	case metadata.ResourceBroker:
+		if resourceName != "" {
+			if _, err := strconv.ParseInt(resourceName, 10, 32); err != nil {
+				return fmt.Errorf("%w: broker resource name %q is not a node id", ErrInvalidRequest, resourceName)
+			}
+		}
+		current = img.BrokerConfigs(resourceName)
+	default:
+		return fmt.Errorf("%w: resource type %d cannot be altered", ErrInvalidRequest, resourceType)
+	}
+
+	next := maps.Clone(current)
+	if next == nil || replaceAll {
+		next = map[string]string{}
+	}
+	seen := map[string]bool{}
+	for _, op := range ops {
+		if op.Name == "" {
+			return fmt.Errorf("%w: config without a name", ErrInvalidRequest)
+		}
+		if seen[op.Name] {
+			return fmt.Errorf("%w: config %s is changed more than once", ErrInvalidRequest, op.Name)
+		}
+		seen[op.Name] = true
+		switch op.Op {
+		case OpSet:
+			if op.Value == nil {
+				if !replaceAll {
+					return fmt.Errorf("%w: SET of %s without a value", ErrInvalidRequest, op.Name)
+				}
+				continue // legacy AlterConfigs: a null value leaves the config unset
+			}
+			next[op.Name] = *op.Value
+		case OpDelete:
+			delete(next, op.Name)
+		case OpAppend, OpSubtract:
+			if op.Value == nil {
+				return fmt.Errorf("%w: %s of %s without a value", ErrInvalidRequest, opName(op.Op), op.Name)
+			}
+			list := splitList(next[op.Name])
+			for _, v := range splitList(*op.Value) {
+				i := slices.Index(list, v)
+				switch {
+				case op.Op == OpAppend && i < 0:
+					list = append(list, v)
+				case op.Op == OpSubtract && i >= 0:
+					list = slices.Delete(list, i, i+1)
+				}
+			}
+			if len(list) == 0 {
+				delete(next, op.Name)
+			} else {
+				next[op.Name] = strings.Join(list, ",")
+			}
+		default:
+			return fmt.Errorf("%w: unknown config operation %d", ErrInvalidRequest, op.Op)
+		}
+	}
+
+	var recs []metadata.Record
+	for _, name := range slices.Sorted(maps.Keys(next)) {
+		v := next[name]
+		if old, ok := current[name]; ok && old == v {
+			continue
+		}
+		if resourceType == metadata.ResourceTopic {
+			if err := c.opts.ValidateTopicConfig(name, v); err != nil {
+				return fmt.Errorf("%w: %s: %v", ErrInvalidConfig, name, err)
+			}
+		}
+		recs = append(recs, metadata.ConfigRecord{ResourceType: resourceType, ResourceName: resourceName, Name: name, Value: &v})
+	}
+	for _, name := range slices.Sorted(maps.Keys(current)) {
+		if _, ok := next[name]; !ok {
+			recs = append(recs, metadata.ConfigRecord{ResourceType: resourceType, ResourceName: resourceName, Name: name})
+		}
+	}
+	if validateOnly || len(recs) == 0 {
+		return nil
+	}
+	return c.propose(ctx, recs)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for v := range strings.SplitSeq(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func opName(op int8) string {
+	switch op {
+	case OpSet:
+		return "SET"
+	case OpDelete:
+		return "DELETE"
+	case OpAppend:
+		return "APPEND"
+	case OpSubtract:
+		return "SUBTRACT"
+	}
+	return strconv.Itoa(int(op))
+}
