@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/samsa-streaming/samsa/internal/broker"
+	"github.com/samsa-streaming/samsa/internal/clock"
+	"github.com/samsa-streaming/samsa/internal/config"
+	"github.com/samsa-streaming/samsa/internal/server"
+)
+
+// shutdownGrace bounds a clean shutdown after SIGTERM/SIGINT.
+const shutdownGrace = 10 * time.Second
+
+func newServeCommand() *cobra.Command {
+	var (
+		configFile string
+		overrides  []string
+		logLevel   string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a Samsa node (Kafka-compatible broker and metadata controller)",
+		Long: `Run a Samsa node. With no arguments it starts the embedded default: one combined
+broker+controller node with data in ./samsa-data, listening on 127.0.0.1:9092.
+
+Properties use Kafka's names and defaults (see docs/config.md).`,
+		Example: `  samsa serve
+  samsa serve -c server.properties
+  samsa serve --override log.dirs=/var/lib/samsa --override listeners=PLAINTEXT://127.0.0.1:19092`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SilenceUsage = true
+			return serve(configFile, overrides, logLevel)
+		},
+	}
+	cmd.Flags().StringVarP(&configFile, "config", "c", "", "server.properties file")
+	cmd.Flags().StringArrayVar(&overrides, "override", nil, "property key=value, overriding the file (repeatable)")
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	return cmd
+}
+
+func serve(configFile string, overrides []string, logLevel string) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	cfg, err := config.Load(configFile, overrides)
+	if err != nil {
+		return fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	brk, err := broker.New(broker.Options{Config: cfg, Clock: clock.Real{}, Logger: logger})
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	advertised := cfg.AdvertisedListeners[0]
+	if err := brk.Start(ctx, advertised); err != nil {
+		brk.Close()
+		return err
+	}
+
+	var addrs []string
+	for _, l := range cfg.Listeners {
+		addrs = append(addrs, net.JoinHostPort(l.Host, strconv.Itoa(l.Port)))
+	}
+	srv, err := server.New(server.Config{
+		Listeners:      addrs,
+		MaxRequestSize: cfg.SocketRequestMaxBytes,
+		Handler:        brk,
+		Versions:       broker.Versions,
+		APIKeys:        broker.APIKeys,
+		Logger:         logger.With("component", "server"),
+		IdleTimeout:    time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
+	})
+	if err == nil {
+		err = srv.Start()
+	}
+	if err != nil {
+		brk.Close()
+		return fmt.Errorf("listen: %w", err)
+	}
+	bound := srv.Addrs()[0].String()
+	logger.Info("samsa ready", "addr", bound, "node", cfg.NodeID, "cluster", brk.ClusterID(), "log.dirs", cfg.LogDirs)
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	sig := <-sigs
+	logger.Info("shutting down", "signal", sig.String())
+	done := make(chan error, 1)
+	go func() {
+		done <- errors.Join(srv.Close(), brk.Close())
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			logger.Error("shutdown", "err", err)
+			return err
+		}
+		logger.Info("stopped cleanly")
+		return nil
+	case <-time.After(shutdownGrace):
+		return fmt.Errorf("shutdown did not finish within %v", shutdownGrace)
+	}
+}

@@ -1,0 +1,168 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/clock"
+	"github.com/samsa-streaming/samsa/internal/config"
+	"github.com/samsa-streaming/samsa/internal/controller"
+	"github.com/samsa-streaming/samsa/internal/metadata"
+	"github.com/samsa-streaming/samsa/internal/protocol"
+	"github.com/samsa-streaming/samsa/internal/replica"
+	"github.com/samsa-streaming/samsa/internal/storage"
+)
+
+// Options configure a Broker.
+type Options struct {
+	Config *config.Broker
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+// Broker serves the Kafka API of one node.
+type Broker struct {
+	cfg       *config.Broker
+	clock     clock.Clock
+	logger    *slog.Logger
+	nodeID    int32
+	clusterID string
+
+	logs       *storage.Manager
+	controller *controller.Controller
+	replicas   *replica.Manager
+	producers  producerIDs
+
+	// reconcileMu serialises applying metadata images to local partitions.
+	reconcileMu sync.Mutex
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New opens the node's storage and metadata and returns a broker ready to Start.
+func New(o Options) (*Broker, error) {
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	cfg := o.Config
+	b := &Broker{
+		cfg:      cfg,
+		clock:    o.Clock,
+		logger:   o.Logger,
+		nodeID:   cfg.NodeID,
+		replicas: replica.NewManager(cfg.NodeID),
+	}
+	logs, err := storage.NewManager(storage.ManagerOptions{
+		Dirs:                   cfg.LogDirs,
+		Clock:                  o.Clock,
+		Logger:                 o.Logger,
+		RetentionCheckInterval: time.Duration(cfg.LogRetentionCheckIntervalMs) * time.Millisecond,
+		FlushCheckInterval:     time.Duration(cfg.LogFlushSchedulerIntervalMs) * time.Millisecond,
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.logs = logs
+	clusterID, err := logs.EnsureMetaProperties(cfg.NodeID)
+	if err != nil {
+		logs.Close()
+		return nil, err
+	}
+	b.clusterID = clusterID
+	ctrl, err := controller.New(controller.Options{
+		Dir:                      filepath.Join(cfg.LogDirs[0], "__cluster_metadata-0"),
+		NodeID:                   cfg.NodeID,
+		ClusterID:                clusterID,
+		Clock:                    o.Clock,
+		Logger:                   o.Logger.With("component", "controller"),
+		DefaultNumPartitions:     cfg.NumPartitions,
+		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
+		ValidateTopicConfig:      config.ValidateTopicConfig,
+	})
+	if err != nil {
+		logs.Close()
+		return nil, err
+	}
+	b.controller = ctrl
+	b.producers.broker = b
+	return b, nil
+}
+
+// Start replays metadata, registers this node, opens its partitions and starts the
+// background work (retention, flushing). The advertised listener is the address
+// clients are told to use.
+func (b *Broker) Start(ctx context.Context, advertised config.Listener) error {
+	if err := b.controller.Start(ctx); err != nil {
+		return fmt.Errorf("start metadata quorum: %w", err)
+	}
+	b.controller.Subscribe(func(prev, next *metadata.Image) { b.reconcile(next) })
+	reg := metadata.RegisterBrokerRecord{
+		NodeID: metadata.NodeID(b.nodeID),
+		Endpoints: []metadata.Endpoint{{
+			Name: advertised.Name, Host: advertised.Host, Port: int32(advertised.Port),
+		}},
+	}
+	if err := b.controller.RegisterBroker(ctx, reg); err != nil {
+		return fmt.Errorf("register broker: %w", err)
+	}
+	b.removeOrphanLogs(b.controller.Image())
+	b.reconcile(b.controller.Image())
+
+	runCtx, cancel := context.WithCancel(context.Background())
+	b.cancel = cancel
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		b.logs.Run(runCtx)
+	}()
+	return nil
+}
+
+// Close stops background work, the metadata quorum and flushes and closes every log.
+func (b *Broker) Close() error {
+	if b.cancel != nil {
+		b.cancel()
+	}
+	b.wg.Wait()
+	errs := []error{b.controller.Close(), b.logs.Close()}
+	return errors.Join(errs...)
+}
+
+// ClusterID returns the cluster id from meta.properties.
+func (b *Broker) ClusterID() string { return b.clusterID }
+
+// Handle implements protocol.Handler.
+func (b *Broker) Handle(req *protocol.Request) <-chan protocol.Response {
+	e, ok := registry[req.Key]
+	if !ok {
+		// The server only passes served keys; be defensive anyway.
+		return protocol.Ready(protocol.Response{Close: true, None: true})
+	}
+	return e.fn(b, req)
+}
+
+// image returns the current metadata image.
+func (b *Broker) image() *metadata.Image { return b.controller.Image() }
+
+// requestContext bounds work done on behalf of one request.
+func (b *Broker) requestContext(timeoutMs int32) (context.Context, context.CancelFunc) {
+	d := time.Duration(timeoutMs) * time.Millisecond
+	if d <= 0 || d > time.Minute {
+		d = 30 * time.Second
+	}
+	return context.WithTimeout(context.Background(), d)
+}
+
+var _ protocol.Handler = (*Broker)(nil)
+var _ = kmsg.Produce

@@ -1,0 +1,165 @@
+package broker
+
+// DescribeConfigs (key 32) versions 0–4, AlterConfigs (key 33) versions 0–2,
+// IncrementalAlterConfigs (key 44) versions 0–1.
+//
+// Topic resources describe every supported topic config with its effective value and
+// source (DYNAMIC_TOPIC_CONFIG for an override, STATIC_BROKER_CONFIG when the broker's
+// property was set, DEFAULT_CONFIG otherwise), its type (v3+) and documentation.
+// Broker resources (named by node id, or "" for the cluster default) describe the
+// broker's properties. Changes to topic configs commit through the metadata quorum
+// and take effect on the partitions at once; AlterConfigs replaces a topic's whole set
+// of overrides (as Kafka's legacy API does) while IncrementalAlterConfigs applies SET,
+// DELETE, APPEND and SUBTRACT per config. Broker properties are static in Samsa:
+// altering them is refused with INVALID_REQUEST and a message saying so.
+
+import (
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/config"
+	"github.com/samsa-streaming/samsa/internal/controller"
+	"github.com/samsa-streaming/samsa/internal/protocol"
+)
+
+func init() {
+	register(kmsg.DescribeConfigs, 0, 4, (*Broker).handleDescribeConfigs)
+	register(kmsg.AlterConfigs, 0, 2, (*Broker).handleAlterConfigs)
+	register(kmsg.IncrementalAlterConfigs, 0, 1, (*Broker).handleIncrementalAlterConfigs)
+}
+
+func (b *Broker) handleDescribeConfigs(req *protocol.Request) <-chan protocol.Response {
+	r := req.Body.(*kmsg.DescribeConfigsRequest)
+	resp := kmsg.NewPtrDescribeConfigsResponse()
+	resp.SetVersion(req.Version)
+	img := b.image()
+	for _, res := range r.Resources {
+		sr := kmsg.NewDescribeConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = res.ResourceType, res.ResourceName
+		var entries []config.Entry
+		switch res.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
+			t, ok := img.Topic(res.ResourceName)
+			if !ok {
+				sr.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sr.ErrorMessage = kmsg.StringPtr("topic " + res.ResourceName + " does not exist")
+				break
+			}
+			entries = config.DescribeTopic(b.cfg, t.Configs)
+		case kmsg.ConfigResourceTypeBroker:
+			if err := b.checkBrokerResource(res.ResourceName); err != nil {
+				sr.ErrorCode, sr.ErrorMessage = errorCode(err), errorMessage(err)
+				break
+			}
+			entries = config.DescribeBroker(b.cfg)
+		default:
+			sr.ErrorCode = kerr.InvalidRequest.Code
+			sr.ErrorMessage = kmsg.StringPtr("unsupported config resource type " + strconv.Itoa(int(res.ResourceType)))
+		}
+		wanted := make(map[string]bool, len(res.ConfigNames))
+		for _, n := range res.ConfigNames {
+			wanted[n] = true
+		}
+		for _, e := range entries {
+			if res.ConfigNames != nil && !wanted[e.Name] {
+				continue
+			}
+			c := kmsg.NewDescribeConfigsResponseResourceConfig()
+			c.Name = e.Name
+			v := e.Value
+			c.Value = &v
+			c.ReadOnly = e.ReadOnly
+			c.Source = kmsg.ConfigSource(e.Source)
+			c.IsDefault = e.Source == int8(kmsg.ConfigSourceDefaultConfig)
+			c.IsSensitive = e.Sensitive
+			if e.Sensitive {
+				c.Value = nil
+			}
+			c.ConfigType = kmsg.ConfigType(e.Type)
+			if r.IncludeDocumentation && e.Doc != "" {
+				doc := e.Doc
+				c.Documentation = &doc
+			}
+			if r.IncludeSynonyms {
+				syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+				syn.Name, syn.Value, syn.Source = c.Name, c.Value, c.Source
+				c.ConfigSynonyms = append(c.ConfigSynonyms, syn)
+			}
+			sr.Configs = append(sr.Configs, c)
+		}
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return reply(resp)
+}
+
+// checkBrokerResource accepts this node's id or "" (cluster default).
+func (b *Broker) checkBrokerResource(name string) error {
+	if name == "" || name == strconv.Itoa(int(b.nodeID)) {
+		return nil
+	}
+	return kerr.InvalidRequest
+}
+
+func (b *Broker) handleAlterConfigs(req *protocol.Request) <-chan protocol.Response {
+	r := req.Body.(*kmsg.AlterConfigsRequest)
+	resp := kmsg.NewPtrAlterConfigsResponse()
+	resp.SetVersion(req.Version)
+	for _, res := range r.Resources {
+		var ops []controller.ConfigOp
+		for _, c := range res.Configs {
+			ops = append(ops, controller.ConfigOp{Name: c.Name, Value: c.Value, Op: int8(kmsg.IncrementalAlterConfigOpSet)})
+		}
+		err := b.alterConfigs(res.ResourceType, res.ResourceName, ops, true, r.ValidateOnly)
+		sr := kmsg.NewAlterConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = res.ResourceType, res.ResourceName
+		sr.ErrorCode, sr.ErrorMessage = errorCode(err), errorMessage(err)
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return reply(resp)
+}
+
+func (b *Broker) handleIncrementalAlterConfigs(req *protocol.Request) <-chan protocol.Response {
+	r := req.Body.(*kmsg.IncrementalAlterConfigsRequest)
+	resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
+	resp.SetVersion(req.Version)
+	for _, res := range r.Resources {
+		var ops []controller.ConfigOp
+		for _, c := range res.Configs {
+			ops = append(ops, controller.ConfigOp{Name: c.Name, Value: c.Value, Op: int8(c.Op)})
+		}
+		err := b.alterConfigs(res.ResourceType, res.ResourceName, ops, false, r.ValidateOnly)
+		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = res.ResourceType, res.ResourceName
+		sr.ErrorCode, sr.ErrorMessage = errorCode(err), errorMessage(err)
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return reply(resp)
+}
+
+func (b *Broker) alterConfigs(rt kmsg.ConfigResourceType, name string, ops []controller.ConfigOp, replaceAll, validateOnly bool) error {
+	switch rt {
+	case kmsg.ConfigResourceTypeTopic:
+	case kmsg.ConfigResourceTypeBroker:
+		if err := b.checkBrokerResource(name); err != nil {
+			return err
+		}
+		return &configError{"broker properties are static in Samsa: set them in server.properties or with --override and restart"}
+	default:
+		return &configError{"unsupported config resource type " + strconv.Itoa(int(rt))}
+	}
+	ctx, cancel := b.requestContext(0)
+	defer cancel()
+	err := b.controller.AlterConfigs(ctx, int8(rt), name, ops, replaceAll, validateOnly)
+	if err == nil && !validateOnly {
+		b.reconcile(b.image())
+	}
+	return err
+}
+
+// configError is an INVALID_REQUEST with a message.
+type configError struct{ msg string }
+
+func (e *configError) Error() string { return e.msg }
+func (e *configError) Unwrap() error { return kerr.InvalidRequest }

@@ -1,0 +1,52 @@
+package broker
+
+// CreatePartitions (key 37), versions 0–3.
+//
+// Raises a topic's partition count (never lowers it: INVALID_PARTITIONS), optionally
+// with a manual replica assignment for the new partitions. Keys hashed to partitions
+// move when the count changes, as in Kafka.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/protocol"
+)
+
+func init() { register(kmsg.CreatePartitions, 0, 3, (*Broker).handleCreatePartitions) }
+
+func (b *Broker) handleCreatePartitions(req *protocol.Request) <-chan protocol.Response {
+	r := req.Body.(*kmsg.CreatePartitionsRequest)
+	resp := kmsg.NewPtrCreatePartitionsResponse()
+	resp.SetVersion(req.Version)
+	ctx, cancel := b.requestContext(r.TimeoutMillis)
+	defer cancel()
+
+	seen := make(map[string]int)
+	for _, t := range r.Topics {
+		seen[t.Topic]++
+	}
+	for _, t := range r.Topics {
+		st := kmsg.NewCreatePartitionsResponseTopic()
+		st.Topic = t.Topic
+		if seen[t.Topic] > 1 {
+			st.ErrorCode = kerr.InvalidRequest.Code
+			st.ErrorMessage = kmsg.StringPtr("topic " + t.Topic + " appears more than once in the request")
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		var assignment [][]int32
+		for _, a := range t.Assignment {
+			assignment = append(assignment, a.Replicas)
+		}
+		if err := b.controller.CreatePartitions(ctx, t.Topic, t.Count, assignment, r.ValidateOnly); err != nil {
+			st.ErrorCode = errorCode(err)
+			st.ErrorMessage = errorMessage(err)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if !r.ValidateOnly {
+		b.reconcile(b.image())
+	}
+	return reply(resp)
+}

@@ -1,0 +1,56 @@
+package broker
+
+// DeleteRecords (key 21), versions 0–2.
+//
+// Moves a partition's log start offset forward (offset -1 means the high watermark);
+// whole segments below it are deleted and ListOffsets earliest / Fetch follow the new
+// start. An offset above the high watermark is OFFSET_OUT_OF_RANGE.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/protocol"
+)
+
+func init() { register(kmsg.DeleteRecords, 0, 2, (*Broker).handleDeleteRecords) }
+
+func (b *Broker) handleDeleteRecords(req *protocol.Request) <-chan protocol.Response {
+	r := req.Body.(*kmsg.DeleteRecordsRequest)
+	resp := kmsg.NewPtrDeleteRecordsResponse()
+	resp.SetVersion(req.Version)
+	for _, rt := range r.Topics {
+		st := kmsg.NewDeleteRecordsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.LowWatermark = -1
+			p := b.replicas.Get(rt.Topic, rp.Partition)
+			if err := fetchablePartition(p, -1); err != nil {
+				sp.ErrorCode = errorCode(err)
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			offset := rp.Offset
+			hw := p.HighWatermark()
+			if offset == -1 {
+				offset = hw
+			}
+			if offset < 0 || offset > hw {
+				sp.ErrorCode = kerr.OffsetOutOfRange.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			low, err := p.Log.DeleteRecordsBefore(offset)
+			if err != nil {
+				sp.ErrorCode = errorCode(err)
+			} else {
+				sp.LowWatermark = low
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return reply(resp)
+}

@@ -1,0 +1,47 @@
+package broker
+
+// DescribeCluster (key 60), versions 0–1.
+//
+// The registered, unfenced brokers, the cluster id and the active controller. Only the
+// broker endpoint type (1) is served; asking for controllers (2) is
+// UNSUPPORTED_ENDPOINT_TYPE, as on a Kafka broker.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/protocol"
+)
+
+func init() { register(kmsg.DescribeCluster, 0, 1, (*Broker).handleDescribeCluster) }
+
+func (b *Broker) handleDescribeCluster(req *protocol.Request) <-chan protocol.Response {
+	r := req.Body.(*kmsg.DescribeClusterRequest)
+	resp := kmsg.NewPtrDescribeClusterResponse()
+	resp.SetVersion(req.Version)
+	resp.EndpointType = 1
+	if req.Version >= 1 && r.EndpointType != 1 {
+		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
+		resp.ErrorMessage = kmsg.StringPtr("only broker endpoints (type 1) are served")
+		resp.EndpointType = r.EndpointType
+		return reply(resp)
+	}
+	resp.ClusterID = b.clusterID
+	resp.ControllerID = b.controller.Leader()
+	resp.ClusterAuthorizedOperations = authorizedOperationsOmitted
+	for _, br := range b.image().Brokers() {
+		if br.Fenced || len(br.Endpoints) == 0 {
+			continue
+		}
+		db := kmsg.NewDescribeClusterResponseBroker()
+		db.NodeID = int32(br.NodeID)
+		db.Host = br.Endpoints[0].Host
+		db.Port = br.Endpoints[0].Port
+		if br.Rack != "" {
+			rack := br.Rack
+			db.Rack = &rack
+		}
+		resp.Brokers = append(resp.Brokers, db)
+	}
+	return reply(resp)
+}

@@ -1,0 +1,47 @@
+package broker
+
+// DescribeProducers (key 61), version 0.
+//
+// The idempotent producers a partition's log tracks: id, epoch, last sequence, last
+// timestamp. There are no transactions yet, so CurrentTxnStartOffset is always -1.
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/protocol"
+)
+
+func init() { register(kmsg.DescribeProducers, 0, 0, (*Broker).handleDescribeProducers) }
+
+func (b *Broker) handleDescribeProducers(req *protocol.Request) <-chan protocol.Response {
+	r := req.Body.(*kmsg.DescribeProducersRequest)
+	resp := kmsg.NewPtrDescribeProducersResponse()
+	resp.SetVersion(req.Version)
+	for _, rt := range r.Topics {
+		st := kmsg.NewDescribeProducersResponseTopic()
+		st.Topic = rt.Topic
+		for _, idx := range rt.Partitions {
+			sp := kmsg.NewDescribeProducersResponseTopicPartition()
+			sp.Partition = idx
+			p := b.replicas.Get(rt.Topic, idx)
+			if err := fetchablePartition(p, -1); err != nil {
+				sp.ErrorCode = errorCode(err)
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			for _, pi := range p.Log.Producers() {
+				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+				ap.ProducerID = pi.ProducerID
+				ap.ProducerEpoch = int32(pi.Epoch)
+				ap.LastSequence = pi.LastSequence
+				ap.LastTimestamp = pi.LastTimestamp
+				ap.CoordinatorEpoch = pi.CoordinatorEpoch
+				ap.CurrentTxnStartOffset = pi.CurrentTxnStartOffset
+				sp.ActiveProducers = append(sp.ActiveProducers, ap)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return reply(resp)
+}

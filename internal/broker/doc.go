@@ -1,0 +1,15 @@
+// Package broker is the Kafka API surface of a Samsa node. Each Kafka API (or family)
+// has its own file, which registers its handler and served version range in an init
+// function; ApiVersions is built from that registry, so what is advertised is exactly
+// what is implemented.
+//
+// A handler casts the decoded kmsg request, validates it, calls into the layers below
+// (controller for metadata changes, replica/storage for partition data, group for the
+// group coordinator) and fills the kmsg response. Handlers that wait (Fetch with
+// min.bytes, acks=all Produce, JoinGroup) return a channel that is completed later; the
+// server writes responses in request order regardless.
+//
+// Concurrency: Handle is called sequentially per connection and concurrently across
+// connections; Broker's own state is either immutable after Start, atomic, or guarded
+// by the sub-systems it calls.
+package broker

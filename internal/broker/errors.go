@@ -1,0 +1,71 @@
+package broker
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/samsa-streaming/samsa/internal/controller"
+	"github.com/samsa-streaming/samsa/internal/record"
+	"github.com/samsa-streaming/samsa/internal/replica"
+	"github.com/samsa-streaming/samsa/internal/storage"
+)
+
+// errorCode maps an internal error to the Kafka error code a client understands. It is
+// the one table between Samsa's sentinel errors and the wire.
+func errorCode(err error) int16 {
+	if err == nil {
+		return 0
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Code
+	}
+	for _, m := range errorTable {
+		if errors.Is(err, m.err) {
+			return m.code.Code
+		}
+	}
+	return kerr.UnknownServerError.Code
+}
+
+var errorTable = []struct {
+	err  error
+	code *kerr.Error
+}{
+	{storage.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
+	{storage.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
+	{storage.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},
+	{storage.ErrCorrupt, kerr.CorruptMessage},
+	{storage.ErrRecordTooLarge, kerr.RecordListTooLarge},
+	{storage.ErrLogClosed, kerr.NotLeaderForPartition},
+	{record.ErrTooLarge, kerr.MessageTooLarge},
+	{record.ErrCorrupt, kerr.CorruptMessage},
+	{record.ErrTooShort, kerr.CorruptMessage},
+	{record.ErrUnsupportedMagic, kerr.UnsupportedForMessageFormat},
+	{record.ErrInvalid, kerr.InvalidRecord},
+	{replica.ErrNotLeader, kerr.NotLeaderForPartition},
+	{replica.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch},
+	{replica.ErrUnknownLeaderEpoch, kerr.UnknownLeaderEpoch},
+	{replica.ErrNotEnoughReplicas, kerr.NotEnoughReplicas},
+	{controller.ErrTopicExists, kerr.TopicAlreadyExists},
+	{controller.ErrInvalidTopic, kerr.InvalidTopicException},
+	{controller.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
+	{controller.ErrInvalidPartitions, kerr.InvalidPartitions},
+	{controller.ErrInvalidReplicationFactor, kerr.InvalidReplicationFactor},
+	{controller.ErrInvalidReplicaAssignment, kerr.InvalidReplicaAssignment},
+	{controller.ErrInvalidConfig, kerr.InvalidConfig},
+	{controller.ErrNotController, kerr.NotController},
+	{controller.ErrInvalidRequest, kerr.InvalidRequest},
+	{controller.ErrUnknownTopicID, kerr.UnknownTopicID},
+	{controller.ErrClosed, kerr.NotController},
+}
+
+// errorMessage returns a message for the response's ErrorMessage field, or nil.
+func errorMessage(err error) *string {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	return &s
+}

@@ -1,0 +1,153 @@
+package broker
+
+// Metadata (key 3), versions 1–12.
+//
+// Brokers come from the metadata image's registrations, topics and partitions (with
+// leader epochs and topic IDs) from its topics. A null topic list means all topics
+// (v1+); an empty list means none. Unknown topics are created when
+// auto.create.topics.enable is on and the request allows it (v4+; always before v4),
+// with num.partitions and default.replication.factor; creation commits through the
+// metadata quorum before the response is built, so the new topic is answered in full
+// rather than with LEADER_NOT_AVAILABLE. Authorized operations are not computed (no
+// ACLs): they are reported as Kafka reports "not requested" (-2147483648).
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/controller"
+	"github.com/samsa-streaming/samsa/internal/metadata"
+	"github.com/samsa-streaming/samsa/internal/protocol"
+)
+
+const authorizedOperationsOmitted = -2147483648
+
+func init() { register(kmsg.Metadata, 1, 12, (*Broker).handleMetadata) }
+
+func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response {
+	r := req.Body.(*kmsg.MetadataRequest)
+	resp := kmsg.NewPtrMetadataResponse()
+	resp.SetVersion(req.Version)
+	img := b.image()
+
+	if r.Topics != nil && b.cfg.AutoCreateTopicsEnable && (r.Version < 4 || r.AllowAutoTopicCreation) {
+		img = b.autoCreate(img, r.Topics)
+	}
+
+	for _, br := range img.Brokers() {
+		if br.Fenced || len(br.Endpoints) == 0 {
+			continue
+		}
+		ep := br.Endpoints[0]
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID = int32(br.NodeID)
+		mb.Host = ep.Host
+		mb.Port = ep.Port
+		if br.Rack != "" {
+			rack := br.Rack
+			mb.Rack = &rack
+		}
+		resp.Brokers = append(resp.Brokers, mb)
+	}
+	clusterID := b.clusterID
+	resp.ClusterID = &clusterID
+	resp.ControllerID = b.controller.Leader()
+	resp.AuthorizedOperations = authorizedOperationsOmitted
+
+	if r.Topics == nil {
+		for _, t := range img.Topics() {
+			resp.Topics = append(resp.Topics, topicMetadata(t))
+		}
+		return reply(resp)
+	}
+	for _, rt := range r.Topics {
+		var (
+			t  *metadata.Topic
+			ok bool
+		)
+		switch {
+		case rt.Topic != nil:
+			t, ok = img.Topic(*rt.Topic)
+		case rt.TopicID != [16]byte{}:
+			t, ok = img.TopicByID(metadata.TopicID(rt.TopicID))
+		}
+		if !ok {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic = rt.Topic
+			mt.TopicID = rt.TopicID
+			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			if rt.Topic == nil {
+				mt.ErrorCode = kerr.UnknownTopicID.Code
+			} else if err := controller.ValidateTopicName(*rt.Topic); err != nil {
+				mt.ErrorCode = kerr.InvalidTopicException.Code
+			}
+			mt.AuthorizedOperations = authorizedOperationsOmitted
+			resp.Topics = append(resp.Topics, mt)
+			continue
+		}
+		resp.Topics = append(resp.Topics, topicMetadata(t))
+	}
+	return reply(resp)
+}
+
+// autoCreate creates the requested topics that do not exist yet and returns the image
+// after creation.
+func (b *Broker) autoCreate(img *metadata.Image, topics []kmsg.MetadataRequestTopic) *metadata.Image {
+	var create []controller.CreateTopic
+	for _, rt := range topics {
+		if rt.Topic == nil {
+			continue
+		}
+		if _, ok := img.Topic(*rt.Topic); ok {
+			continue
+		}
+		if controller.ValidateTopicName(*rt.Topic) != nil {
+			continue
+		}
+		create = append(create, controller.CreateTopic{
+			Name: *rt.Topic, NumPartitions: -1, ReplicationFactor: -1,
+		})
+	}
+	if len(create) == 0 {
+		return img
+	}
+	ctx, cancel := b.requestContext(0)
+	defer cancel()
+	for _, res := range b.controller.CreateTopics(ctx, create, false) {
+		if res.Err != nil {
+			b.logger.Info("auto-create failed", "topic", res.Name, "err", res.Err)
+		} else {
+			b.logger.Info("auto-created topic", "topic", res.Name, "partitions", res.NumPartitions)
+		}
+	}
+	next := b.image()
+	b.reconcile(next)
+	return next
+}
+
+func topicMetadata(t *metadata.Topic) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	name := t.Name
+	mt.Topic = &name
+	mt.TopicID = [16]byte(t.ID)
+	mt.IsInternal = isInternalTopic(t.Name)
+	mt.AuthorizedOperations = authorizedOperationsOmitted
+	for _, p := range t.Partitions {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = p.Partition
+		mp.Leader = p.Leader
+		mp.LeaderEpoch = p.LeaderEpoch
+		mp.Replicas = append([]int32(nil), p.Replicas...)
+		mp.ISR = append([]int32(nil), p.ISR...)
+		mp.OfflineReplicas = []int32{}
+		if p.Leader < 0 {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}
+
+func isInternalTopic(name string) bool {
+	return name == "__consumer_offsets" || name == "__transaction_state"
+}

@@ -1,0 +1,152 @@
+package broker
+
+// Produce (key 0), versions 3–11.
+//
+// Each partition's records must be exactly one magic-v2 record batch (Kafka's rule for
+// v3+). The batch is validated in one pass (size, CRC-32C, header fields; compressed
+// batches are not decompressed), then appended byte for byte by the partition's log,
+// which assigns offsets and checks idempotent-producer sequences. acks=0 sends no
+// response (the connection is closed if a partition failed, so the client notices, as
+// Kafka does); acks=1 answers after the local append; acks=all waits until the high
+// watermark covers the batch, up to the request timeout, and refuses the write with
+// NOT_ENOUGH_REPLICAS when the ISR is smaller than min.insync.replicas.
+//
+// Differences from Kafka: transactional batches are refused with
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED until transactions are implemented; internal
+// topics refuse client writes with INVALID_TOPIC_EXCEPTION.
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/protocol"
+	"github.com/samsa-streaming/samsa/internal/record"
+	"github.com/samsa-streaming/samsa/internal/replica"
+)
+
+func init() { register(kmsg.Produce, 3, 11, (*Broker).handleProduce) }
+
+// pendingAck is a partition whose acks=all response waits for the high watermark.
+type pendingAck struct {
+	partition *replica.Partition
+	needHW    int64
+	resp      *kmsg.ProduceResponseTopicPartition
+}
+
+func (b *Broker) handleProduce(req *protocol.Request) <-chan protocol.Response {
+	r := req.Body.(*kmsg.ProduceRequest)
+	resp := kmsg.NewPtrProduceResponse()
+	resp.SetVersion(req.Version)
+	now := b.clock.Now()
+	var pending []pendingAck
+	failed := false
+
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(r.Topics))
+	for i := range r.Topics {
+		rt := &r.Topics[i]
+		st := &resp.Topics[i]
+		*st = kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			sp := &st.Partitions[j]
+			*sp = kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.BaseOffset = -1
+			sp.LogAppendTime = -1
+			p, lastOffset, err := b.produceOne(rt.Topic, rp.Partition, rp.Records, r.Acks, now, sp)
+			if err != nil {
+				failed = true
+				sp.ErrorCode = errorCode(err)
+				if req.Version >= 8 {
+					sp.ErrorMessage = errorMessage(err)
+				}
+				continue
+			}
+			if r.Acks == -1 && p.HighWatermark() <= lastOffset {
+				pending = append(pending, pendingAck{partition: p, needHW: lastOffset + 1, resp: sp})
+			}
+		}
+	}
+	switch {
+	case r.Acks == 0:
+		return protocol.Ready(protocol.Response{None: true, Close: failed})
+	case len(pending) == 0:
+		return reply(resp)
+	}
+	return b.waitForAcks(resp, pending, r.TimeoutMillis)
+}
+
+// produceOne validates and appends one partition's batch, filling sp on success. It
+// returns the partition and the offset of the batch's last record.
+func (b *Broker) produceOne(topic string, partition int32, records []byte, acks int16, now time.Time, sp *kmsg.ProduceResponseTopicPartition) (*replica.Partition, int64, error) {
+	if isInternalTopic(topic) {
+		return nil, 0, kerr.InvalidTopicException
+	}
+	p := b.replicas.Get(topic, partition)
+	if p == nil {
+		return nil, 0, kerr.UnknownTopicOrPartition
+	}
+	settings := p.Settings()
+	if len(records) == 0 {
+		return nil, 0, kerr.InvalidRecord
+	}
+	hdr, err := record.Validate(records, record.ValidateOptions{MaxBatchBytes: settings.MaxMessageBytes})
+	if err != nil {
+		return nil, 0, err
+	}
+	if hdr.Size() != len(records) {
+		// More than one batch: Produce v3+ carries exactly one per partition.
+		return nil, 0, kerr.InvalidRecord
+	}
+	if hdr.IsTransactional() || hdr.IsControl() {
+		return nil, 0, kerr.TransactionalIDAuthorizationFailed
+	}
+	info, err := p.AppendAsLeader(records, acks == -1, now)
+	if err != nil {
+		return nil, 0, err
+	}
+	sp.BaseOffset = info.BaseOffset
+	sp.LogAppendTime = info.LogAppendTime
+	sp.LogStartOffset = info.LogStartOffset
+	return p, info.LastOffset, nil
+}
+
+// waitForAcks completes an acks=all response once every pending partition's high
+// watermark passes its batch, or fails those still short with REQUEST_TIMED_OUT.
+func (b *Broker) waitForAcks(resp *kmsg.ProduceResponse, pending []pendingAck, timeoutMs int32) <-chan protocol.Response {
+	out := make(chan protocol.Response, 1)
+	go func() {
+		wake := make(chan struct{}, 1)
+		timeout := time.NewTimer(time.Duration(max(timeoutMs, 1)) * time.Millisecond)
+		defer timeout.Stop()
+		for {
+			remaining := pending[:0]
+			for _, pa := range pending {
+				// Register before checking so that an advance in between is not missed.
+				pa.partition.Wait(wake)
+				if pa.partition.HighWatermark() < pa.needHW {
+					remaining = append(remaining, pa)
+				}
+			}
+			pending = remaining
+			if len(pending) == 0 {
+				out <- protocol.Response{Body: resp}
+				return
+			}
+			select {
+			case <-wake:
+			case <-timeout.C:
+				for _, pa := range pending {
+					pa.resp.ErrorCode = kerr.RequestTimedOut.Code
+				}
+				out <- protocol.Response{Body: resp}
+				return
+			}
+		}
+	}()
+	return out
+}

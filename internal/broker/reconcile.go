@@ -1,0 +1,125 @@
+package broker
+
+import (
+	"math"
+
+	"github.com/samsa-streaming/samsa/internal/config"
+	"github.com/samsa-streaming/samsa/internal/metadata"
+	"github.com/samsa-streaming/samsa/internal/replica"
+	"github.com/samsa-streaming/samsa/internal/storage"
+)
+
+// reconcile makes the local partitions match a metadata image: it opens (or creates) the
+// log of every partition this node replicates, applies leadership and topic configs, and
+// deletes the logs of partitions that no longer exist. It is idempotent.
+func (b *Broker) reconcile(img *metadata.Image) {
+	b.reconcileMu.Lock()
+	defer b.reconcileMu.Unlock()
+
+	wanted := make(map[replica.Key]bool)
+	for _, t := range img.Topics() {
+		topicCfg, err := config.ResolveTopic(b.cfg, t.Configs)
+		if err != nil {
+			b.logger.Error("topic config does not resolve; using broker defaults", "topic", t.Name, "err", err)
+			topicCfg, _ = config.ResolveTopic(b.cfg, nil)
+		}
+		logCfg := storageConfig(topicCfg)
+		for _, part := range t.Partitions {
+			if !contains(part.Replicas, b.nodeID) {
+				continue
+			}
+			key := replica.Key{Topic: t.Name, Partition: part.Partition}
+			wanted[key] = true
+			p := b.replicas.Get(t.Name, part.Partition)
+			if p != nil && p.TopicID != [16]byte(t.ID) {
+				// Same name, new topic: the old one was deleted and re-created.
+				b.dropPartition(key)
+				p = nil
+			}
+			if p == nil {
+				log, err := b.logs.GetOrCreate(t.Name, part.Partition, [16]byte(t.ID), logCfg)
+				if err != nil {
+					b.logger.Error("cannot open partition log", "topic", t.Name, "partition", part.Partition, "err", err)
+					continue
+				}
+				p = replica.NewPartition(t.Name, part.Partition, [16]byte(t.ID), log, b.nodeID)
+				b.replicas.Put(p)
+			} else {
+				p.Log.UpdateConfig(logCfg)
+			}
+			p.SetSettings(replica.Settings{
+				MaxMessageBytes:   int(topicCfg.MaxMessageBytes),
+				MinInsyncReplicas: int(topicCfg.MinInsyncReplicas),
+			})
+			p.SetLeadership(part.Leader, part.LeaderEpoch, part.Replicas, part.ISR)
+		}
+	}
+	for _, p := range b.replicas.All() {
+		key := replica.Key{Topic: p.Topic, Partition: p.Index}
+		if !wanted[key] {
+			b.dropPartition(key)
+		}
+	}
+}
+
+func (b *Broker) dropPartition(key replica.Key) {
+	if p := b.replicas.Remove(key.Topic, key.Partition); p != nil {
+		if err := b.logs.Delete(key.Topic, key.Partition); err != nil {
+			b.logger.Error("cannot delete partition log", "topic", key.Topic, "partition", key.Partition, "err", err)
+		}
+	}
+}
+
+// removeOrphanLogs deletes logs found on disk whose topic no longer exists (deleted
+// while this node was down).
+func (b *Broker) removeOrphanLogs(img *metadata.Image) {
+	for _, k := range b.logs.Existing() {
+		t, ok := img.Topic(k.Topic)
+		if ok && int(k.Partition) < len(t.Partitions) && contains(t.Partitions[k.Partition].Replicas, b.nodeID) {
+			continue
+		}
+		b.logger.Info("deleting log of a partition that no longer exists", "topic", k.Topic, "partition", k.Partition)
+		if err := b.logs.Delete(k.Topic, k.Partition); err != nil {
+			b.logger.Error("cannot delete orphan log", "topic", k.Topic, "partition", k.Partition, "err", err)
+		}
+	}
+}
+
+// storageConfig turns resolved topic configs into the log's settings.
+func storageConfig(t config.Topic) storage.Config {
+	flushMessages := t.FlushMessages
+	if flushMessages <= 0 {
+		flushMessages = math.MaxInt64
+	}
+	return storage.Config{
+		SegmentBytes:          t.SegmentBytes,
+		SegmentMs:             t.SegmentMs,
+		RetentionMs:           t.RetentionMs,
+		RetentionBytes:        t.RetentionBytes,
+		DeleteRetention:       containsString(t.CleanupPolicy, "delete"),
+		IndexIntervalBytes:    int(t.IndexIntervalBytes),
+		SegmentIndexBytes:     int(t.SegmentIndexBytes),
+		FlushIntervalMessages: flushMessages,
+		FlushIntervalMs:       t.FlushMs,
+		LogAppendTime:         t.MessageTimestampType == "LogAppendTime",
+		FileDeleteDelayMs:     t.FileDeleteDelayMs,
+	}
+}
+
+func contains(xs []int32, x int32) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func containsString(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,51 @@
+package broker
+
+import (
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/protocol"
+)
+
+type handlerFunc func(b *Broker, req *protocol.Request) <-chan protocol.Response
+
+type apiEntry struct {
+	min, max int16
+	fn       handlerFunc
+}
+
+var registry = map[int16]apiEntry{}
+
+// register adds an API handler and its served version range. It is called from init
+// functions, one per API file.
+func register(key kmsg.Key, min, max int16, fn handlerFunc) {
+	if _, dup := registry[int16(key)]; dup {
+		panic("broker: API registered twice: " + kmsg.NameForKey(int16(key)))
+	}
+	if req := kmsg.RequestForKey(int16(key)); req == nil || req.MaxVersion() < max {
+		panic("broker: served version above what kmsg can decode: " + kmsg.NameForKey(int16(key)))
+	}
+	registry[int16(key)] = apiEntry{min: min, max: max, fn: fn}
+}
+
+// Versions reports the served version range of an API key.
+func Versions(key int16) (min, max int16, ok bool) {
+	e, ok := registry[key]
+	return e.min, e.max, ok
+}
+
+// APIKeys lists every served API with its version range, sorted by key.
+func APIKeys() []kmsg.ApiVersionsResponseApiKey {
+	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(registry))
+	for k, e := range registry {
+		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: e.min, MaxVersion: e.max})
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].ApiKey < keys[j].ApiKey })
+	return keys
+}
+
+// reply wraps a finished response.
+func reply(r kmsg.Response) <-chan protocol.Response {
+	return protocol.Ready(protocol.Response{Body: r})
+}

@@ -1,0 +1,255 @@
+// Package testutil starts real `samsa serve` processes for integration tests and offers
+// small helpers (WaitFor) so tests wait for conditions instead of sleeping.
+//
+// The samsa binary is built once per test process (go build ./cmd/samsa) into a
+// temporary directory.
+package testutil
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// RepoRoot returns the repository root (the directory holding go.mod).
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// SamsaBinary builds ./cmd/samsa once per test process and returns the binary's path.
+func SamsaBinary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "samsa-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "samsa")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/samsa")
+		cmd.Dir = RepoRoot()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/samsa: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// Broker is a running `samsa serve` process.
+type Broker struct {
+	Addr      string // host:port of the PLAINTEXT listener
+	Dir       string // log.dirs
+	Overrides []string
+
+	t      testing.TB
+	bin    string
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{}
+	logBuf *lockedBuffer
+}
+
+// FreePort returns a port on 127.0.0.1 that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// StartBroker starts `samsa serve` on a free port with data in a fresh temporary
+// directory, waits until it logs that it is ready, and stops it when the test ends.
+// overrides are extra `key=value` properties.
+func StartBroker(t testing.TB, overrides ...string) *Broker {
+	t.Helper()
+	b := &Broker{
+		Dir:       t.TempDir(),
+		Overrides: overrides,
+		t:         t,
+		bin:       SamsaBinary(t),
+	}
+	b.Addr = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	b.start(t)
+	t.Cleanup(func() { b.Stop() })
+	return b
+}
+
+func (b *Broker) args() []string {
+	args := []string{"serve",
+		"--override", "listeners=PLAINTEXT://" + b.Addr,
+		"--override", "log.dirs=" + b.Dir,
+	}
+	for _, o := range b.Overrides {
+		args = append(args, "--override", o)
+	}
+	return args
+}
+
+func (b *Broker) start(t testing.TB) {
+	t.Helper()
+	cmd := exec.Command(b.bin, b.args()...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	done := make(chan struct{})
+	buf := &lockedBuffer{}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		signalled := false
+		for sc.Scan() {
+			line := sc.Text()
+			buf.add(line)
+			if !signalled && strings.Contains(line, `msg="samsa ready"`) {
+				signalled = true
+				close(ready)
+			}
+		}
+		_ = cmd.Wait()
+		close(done)
+	}()
+	b.mu.Lock()
+	b.cmd, b.done, b.logBuf = cmd, done, buf
+	b.mu.Unlock()
+	select {
+	case <-ready:
+	case <-done:
+		t.Fatalf("samsa serve exited before it was ready:\n%s", buf.String())
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("samsa serve not ready within 30s:\n%s", buf.String())
+	}
+}
+
+// Log returns everything the broker has written to stderr so far.
+func (b *Broker) Log() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.logBuf == nil {
+		return ""
+	}
+	return b.logBuf.String()
+}
+
+// Stop sends SIGTERM and waits for the process to exit (it is killed after 15 s).
+// It returns the exit error, if any.
+func (b *Broker) Stop() error {
+	return b.signal(syscall.SIGTERM, 15*time.Second)
+}
+
+// Kill sends SIGKILL and waits for the process to exit.
+func (b *Broker) Kill() {
+	_ = b.signal(syscall.SIGKILL, 10*time.Second)
+}
+
+// Pause and Resume stop and continue the process (SIGSTOP/SIGCONT).
+func (b *Broker) Pause()  { b.mu.Lock(); defer b.mu.Unlock(); _ = b.cmd.Process.Signal(syscall.SIGSTOP) }
+func (b *Broker) Resume() { b.mu.Lock(); defer b.mu.Unlock(); _ = b.cmd.Process.Signal(syscall.SIGCONT) }
+
+func (b *Broker) signal(sig os.Signal, grace time.Duration) error {
+	b.mu.Lock()
+	cmd, done := b.cmd, b.done
+	b.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return exitErr(cmd)
+	default:
+	}
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-done:
+	case <-time.After(grace):
+		_ = cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("samsa serve did not exit within %v of %v", grace, sig)
+	}
+	return exitErr(cmd)
+}
+
+func exitErr(cmd *exec.Cmd) error {
+	if cmd.ProcessState != nil && !cmd.ProcessState.Success() {
+		return fmt.Errorf("samsa serve exited: %v", cmd.ProcessState)
+	}
+	return nil
+}
+
+// Restart stops the broker cleanly (if running) and starts it again on the same
+// address and data directory.
+func (b *Broker) Restart(t testing.TB) {
+	t.Helper()
+	if err := b.Stop(); err != nil {
+		t.Fatalf("stop before restart: %v\n%s", err, b.Log())
+	}
+	b.start(t)
+}
+
+// StartAgain starts a stopped or killed broker on the same address and data.
+func (b *Broker) StartAgain(t testing.TB) {
+	t.Helper()
+	b.start(t)
+}
+
+// WaitFor polls cond until it is true or the timeout passes, then fails the test.
+func WaitFor(t testing.TB, timeout time.Duration, cond func() bool, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for: %s", timeout, msg)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type lockedBuffer struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *lockedBuffer) add(s string) {
+	l.mu.Lock()
+	l.lines = append(l.lines, s)
+	l.mu.Unlock()
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}

@@ -1,0 +1,117 @@
+"""Shared plumbing for the Python conformance drivers (kcat.py, kafka_python.py,
+confluent.py). Standard library only, so it runs under /usr/bin/python3.
+
+Every driver is a command-line program:
+
+    DRIVER COMMAND --bootstrap 127.0.0.1:PORT [options]
+
+and prints exactly one JSON object on the last line of stdout (the summary the Go
+test parses). Long-running group members (command "member") instead print one JSON
+event per line. A driver never runs longer than --timeout seconds: an alarm kills it.
+
+Records are generated identically by every driver (and by kafkajs.js and the Go
+test) so that one client can produce and another verify:
+
+    key    = "k<i>"                        i in [0, keys)
+    value  = "<tag>|k<i>|<seq>|" + "samsa-" * (1 + seq % 7)
+    header "seq" = "<seq>"                 (drivers that can set per-record headers)
+
+produced in the order: for seq in [0, per_key): for i in [0, keys).
+"""
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+
+def record_value(tag, key, seq):
+    return "%s|%s|%d|%s" % (tag, key, seq, "samsa-" * (1 + seq % 7))
+
+
+def generate(tag, keys, per_key):
+    """Yields (key, value, seq) in production order."""
+    for seq in range(per_key):
+        for i in range(keys):
+            key = "k%d" % i
+            yield key, record_value(tag, key, seq), seq
+
+
+def parser(description):
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("command")
+    p.add_argument("--bootstrap", required=True)
+    p.add_argument("--topic", default="")
+    p.add_argument("--partitions", type=int, default=3)
+    p.add_argument("--codec", default="none")
+    p.add_argument("--keys", type=int, default=10)
+    p.add_argument("--per-key", type=int, default=20)
+    p.add_argument("--tag", default="t")
+    p.add_argument("--expect", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=60.0)
+    # group member options
+    p.add_argument("--group", default="")
+    p.add_argument("--instance-id", default="")
+    p.add_argument("--assignor", default="")
+    p.add_argument("--session-timeout-ms", type=int, default=6000)
+    p.add_argument("--heartbeat-interval-ms", type=int, default=1000)
+    p.add_argument("--max-poll-interval-ms", type=int, default=0)
+    p.add_argument("--max-poll-records", type=int, default=0)
+    p.add_argument("--process-delay-ms", type=int, default=0)
+    p.add_argument("--commit", action="store_true",
+                   help="commit synchronously after each processed batch")
+    return p
+
+
+def hard_deadline(seconds):
+    """Kills the process (exit code 3, JSON error) after seconds, whatever it is doing."""
+
+    def expired(signum, frame):
+        sys.stdout.write(json.dumps({"error": "driver timeout after %gs" % seconds}) + "\n")
+        sys.stdout.flush()
+        os._exit(3)
+
+    signal.signal(signal.SIGALRM, expired)
+    signal.alarm(max(1, int(seconds)))
+
+
+def emit(obj):
+    sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+def split_bootstrap(addr):
+    host, _, port = addr.rpartition(":")
+    return host, int(port)
+
+
+def run(description, commands):
+    """Parses arguments, arms the deadline and runs commands[args.command](args).
+
+    The command returns a dict, printed as the summary; an exception becomes
+    {"error": ...} with exit status 1.
+    """
+    args = parser(description).parse_args()
+    hard_deadline(args.timeout)
+    fn = commands.get(args.command)
+    if fn is None:
+        emit({"error": "unknown command %r" % args.command})
+        sys.exit(2)
+    try:
+        out = fn(args)
+    except Exception as e:  # report, do not hide: the Go test prints it
+        emit({"error": "%s: %s" % (type(e).__name__, e)})
+        sys.exit(1)
+    if out is not None:
+        emit(out)
+    sys.stdout.flush()
+    os._exit(0)  # do not wait for client background threads
+
+
+def until(deadline, step=0.05):
+    """Bounded polling helper: yields until deadline (time.monotonic())."""
+    while time.monotonic() < deadline:
+        yield
+        time.sleep(step)

@@ -1,0 +1,133 @@
+package integration
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/testutil"
+)
+
+// rawBatch encodes a one-record v2 batch for an idempotent producer.
+func rawBatch(pid int64, epoch int16, seq int32, val string) []byte {
+	rec := kmsg.NewRecord()
+	rec.Value = []byte(val)
+	rec.Length = int32(len(rec.AppendTo(nil)) - 1) // the body after a one-byte zero length
+	recBytes := rec.AppendTo(nil)
+	batch := kmsg.NewRecordBatch()
+	batch.Magic = 2
+	batch.ProducerID = pid
+	batch.ProducerEpoch = epoch
+	batch.FirstSequence = seq
+	batch.NumRecords = 1
+	batch.FirstTimestamp = time.Now().UnixMilli()
+	batch.MaxTimestamp = batch.FirstTimestamp
+	batch.Records = recBytes
+	b := batch.AppendTo(nil)
+	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12))
+	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return b
+}
+
+func produceRaw(t *testing.T, c *kgo.Client, topic string, batch []byte) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = -1
+	req.TimeoutMillis = 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctxT(t, 10*time.Second), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Topics[0].Partitions[0]
+}
+
+// TestIdempotentSequences: a retried batch returns its original offset and is stored
+// once; a gap is OUT_OF_ORDER_SEQUENCE_NUMBER; an old epoch is refused; the state
+// survives a restart.
+func TestIdempotentSequences(t *testing.T) {
+	b := testutil.StartBroker(t)
+	createTopic(t, newAdmin(t, b), "idem", 1, nil)
+	c := newClient(t, b)
+	init := kmsg.NewPtrInitProducerIDRequest()
+	initResp, err := init.RequestWith(ctxT(t, 10*time.Second), c)
+	if err != nil || initResp.ErrorCode != 0 {
+		t.Fatalf("init producer id: %v %v", err, initResp)
+	}
+	pid, epoch := initResp.ProducerID, initResp.ProducerEpoch
+
+	first := produceRaw(t, c, "idem", rawBatch(pid, epoch, 0, "a"))
+	if first.ErrorCode != 0 || first.BaseOffset != 0 {
+		t.Fatalf("first: %+v", first)
+	}
+	second := produceRaw(t, c, "idem", rawBatch(pid, epoch, 1, "b"))
+	if second.ErrorCode != 0 || second.BaseOffset != 1 {
+		t.Fatalf("second: %+v", second)
+	}
+	// Retry of the first batch: original offset, not stored again.
+	dup := produceRaw(t, c, "idem", rawBatch(pid, epoch, 0, "a"))
+	if dup.ErrorCode != 0 || dup.BaseOffset != 0 {
+		t.Fatalf("duplicate: %+v", dup)
+	}
+	// A gap in sequence numbers.
+	gap := produceRaw(t, c, "idem", rawBatch(pid, epoch, 5, "gap"))
+	if gap.ErrorCode != kerr.OutOfOrderSequenceNumber.Code {
+		t.Fatalf("gap: error %d, want OUT_OF_ORDER_SEQUENCE_NUMBER", gap.ErrorCode)
+	}
+
+	b.Restart(t)
+	c = newClient(t, b)
+	dup = produceRaw(t, c, "idem", rawBatch(pid, epoch, 1, "b"))
+	if dup.ErrorCode != 0 || dup.BaseOffset != 1 {
+		t.Fatalf("duplicate after restart: %+v", dup)
+	}
+	next := produceRaw(t, c, "idem", rawBatch(pid, epoch, 2, "c"))
+	if next.ErrorCode != 0 || next.BaseOffset != 2 {
+		t.Fatalf("next after restart: %+v", next)
+	}
+	// A bumped epoch starts again at sequence 0; the old epoch is then fenced.
+	bumped := produceRaw(t, c, "idem", rawBatch(pid, epoch+1, 0, "d"))
+	if bumped.ErrorCode != 0 || bumped.BaseOffset != 3 {
+		t.Fatalf("new epoch: %+v", bumped)
+	}
+	stale := produceRaw(t, c, "idem", rawBatch(pid, epoch, 3, "e"))
+	if stale.ErrorCode == 0 {
+		t.Fatalf("old epoch accepted: %+v", stale)
+	}
+
+	got := consumePartition(t, b, "idem", 0)
+	want := []string{"a", "b", "c", "d"}
+	if len(got) != len(want) {
+		t.Fatalf("stored %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("stored %v, want %v", got, want)
+		}
+	}
+
+	// DescribeProducers reports the producer.
+	dp := kmsg.NewPtrDescribeProducersRequest()
+	dt := kmsg.NewDescribeProducersRequestTopic()
+	dt.Topic = "idem"
+	dt.Partitions = []int32{0}
+	dp.Topics = append(dp.Topics, dt)
+	dresp, err := dp.RequestWith(ctxT(t, 10*time.Second), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := dresp.Topics[0].Partitions[0]
+	if ps.ErrorCode != 0 || len(ps.ActiveProducers) != 1 || ps.ActiveProducers[0].ProducerID != pid || ps.ActiveProducers[0].LastSequence != 0 {
+		t.Fatalf("describe producers: %+v", ps)
+	}
+}

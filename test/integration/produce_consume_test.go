@@ -1,0 +1,139 @@
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/samsa-streaming/samsa/internal/testutil"
+)
+
+// TestKeyedOrderPerPartition produces keyed records and checks that every key's records
+// come back in the order produced, all on one partition.
+func TestKeyedOrderPerPartition(t *testing.T) {
+	b := testutil.StartBroker(t)
+	adm := newAdmin(t, b)
+	createTopic(t, adm, "orders", 3, nil)
+
+	c := newClient(t, b, kgo.DefaultProduceTopic("orders"))
+	const perKey, keys = 200, 5
+	var recs []*kgo.Record
+	for i := 0; i < perKey; i++ {
+		for k := 0; k < keys; k++ {
+			recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprintf("key-%d", k)), Value: value(i)})
+		}
+	}
+	produceSync(t, c, recs...)
+
+	got := consumeN(t, b, "orders", perKey*keys)
+	next := map[string]int{}
+	partOf := map[string]int32{}
+	for _, r := range got {
+		k := string(r.Key)
+		if p, ok := partOf[k]; ok && p != r.Partition {
+			t.Fatalf("key %s on partitions %d and %d", k, p, r.Partition)
+		}
+		partOf[k] = r.Partition
+		if want := value(next[k]); !bytes.Equal(r.Value, want) {
+			t.Fatalf("key %s: got %s, want %s", k, r.Value, want)
+		}
+		next[k]++
+	}
+	for k := 0; k < keys; k++ {
+		if n := next[fmt.Sprintf("key-%d", k)]; n != perKey {
+			t.Fatalf("key-%d: %d records, want %d", k, n, perKey)
+		}
+	}
+}
+
+// TestCompressionCodecs round-trips records through every codec.
+func TestCompressionCodecs(t *testing.T) {
+	b := testutil.StartBroker(t)
+	adm := newAdmin(t, b)
+	codecs := map[string]kgo.CompressionCodec{
+		"none": kgo.NoCompression(), "gzip": kgo.GzipCompression(), "snappy": kgo.SnappyCompression(),
+		"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression(),
+	}
+	for name, codec := range codecs {
+		t.Run(name, func(t *testing.T) {
+			topic := "codec-" + name
+			createTopic(t, adm, topic, 1, nil)
+			c := newClient(t, b, kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(codec))
+			var recs []*kgo.Record
+			for i := 0; i < 500; i++ {
+				recs = append(recs, &kgo.Record{Value: bytes.Repeat(value(i), 10)})
+			}
+			produceSync(t, c, recs...)
+			got := consumeN(t, b, topic, len(recs))
+			for i, r := range got {
+				if !bytes.Equal(r.Value, bytes.Repeat(value(i), 10)) || r.Offset != int64(i) {
+					t.Fatalf("record %d: offset %d value %.20s", i, r.Offset, r.Value)
+				}
+			}
+		})
+	}
+}
+
+// TestAcks produces with acks 0, 1 and all and reads everything back.
+func TestAcks(t *testing.T) {
+	b := testutil.StartBroker(t)
+	adm := newAdmin(t, b)
+	for _, tc := range []struct {
+		name string
+		acks kgo.Acks
+		opts []kgo.Opt
+	}{
+		{"acks0", kgo.NoAck(), []kgo.Opt{kgo.DisableIdempotentWrite()}},
+		{"acks1", kgo.LeaderAck(), []kgo.Opt{kgo.DisableIdempotentWrite()}},
+		{"acksall", kgo.AllISRAcks(), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topic := "acks-" + tc.name
+			createTopic(t, adm, topic, 1, nil)
+			opts := append([]kgo.Opt{kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(tc.acks)}, tc.opts...)
+			c := newClient(t, b, opts...)
+			var recs []*kgo.Record
+			for i := 0; i < 300; i++ {
+				recs = append(recs, &kgo.Record{Value: value(i)})
+			}
+			produceSync(t, c, recs...)
+			got := consumeN(t, b, topic, len(recs))
+			for i, r := range got {
+				if !bytes.Equal(r.Value, value(i)) {
+					t.Fatalf("record %d = %s", i, r.Value)
+				}
+			}
+		})
+	}
+}
+
+// TestFetchWaitsForData checks that a consumer blocked on an empty partition receives a
+// record produced later (Fetch as a delayed operation woken by the append).
+func TestFetchWaitsForData(t *testing.T) {
+	b := testutil.StartBroker(t)
+	createTopic(t, newAdmin(t, b), "later", 1, nil)
+	consumer := newClient(t, b, kgo.ConsumeTopics("later"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(10*time.Second))
+	got := make(chan *kgo.Record, 1)
+	go func() {
+		ctx := ctxT(t, 30*time.Second)
+		for ctx.Err() == nil {
+			if recs := consumer.PollFetches(ctx).Records(); len(recs) > 0 {
+				got <- recs[0]
+				return
+			}
+		}
+	}()
+	produceSync(t, newClient(t, b, kgo.DefaultProduceTopic("later")), &kgo.Record{Value: []byte("hello")})
+	select {
+	case r := <-got:
+		if string(r.Value) != "hello" || r.Offset != 0 {
+			t.Fatalf("got %q at %d", r.Value, r.Offset)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("consumer never received the record")
+	}
+}
