@@ -173,8 +173,12 @@ func (b *Broker) Kill() {
 }
 
 // Pause and Resume stop and continue the process (SIGSTOP/SIGCONT).
-func (b *Broker) Pause()  { b.mu.Lock(); defer b.mu.Unlock(); _ = b.cmd.Process.Signal(syscall.SIGSTOP) }
-func (b *Broker) Resume() { b.mu.Lock(); defer b.mu.Unlock(); _ = b.cmd.Process.Signal(syscall.SIGCONT) }
+func (b *Broker) Pause() { b.mu.Lock(); defer b.mu.Unlock(); _ = b.cmd.Process.Signal(syscall.SIGSTOP) }
+func (b *Broker) Resume() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_ = b.cmd.Process.Signal(syscall.SIGCONT)
+}
 
 func (b *Broker) signal(sig os.Signal, grace time.Duration) error {
 	b.mu.Lock()
