@@ -1,0 +1,107 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Config is the per-partition log configuration. Property names are Kafka's topic-level
+// names; the broker fills it from the topic's effective configuration.
+type Config struct {
+	SegmentBytes          int64 // segment.bytes, default 1 GiB
+	SegmentMs             int64 // segment.ms: roll after this age (default 7 days)
+	RetentionMs           int64 // retention.ms, -1 = unlimited
+	RetentionBytes        int64 // retention.bytes, -1 = unlimited
+	DeleteRetention       bool  // cleanup.policy contains "delete" (retention applies)
+	IndexIntervalBytes    int   // index.interval.bytes, default 4096
+	SegmentIndexBytes     int   // segment.index.bytes: max index file size, default 10 MiB
+	FlushIntervalMessages int64 // flush.messages: fsync after this many records (default never)
+	FlushIntervalMs       int64 // flush.ms: fsync when the oldest unflushed data is older
+	LogAppendTime         bool  // message.timestamp.type=LogAppendTime
+	FileDeleteDelayMs     int64 // file.delete.delay.ms, default 60000
+	// ProducerIDExpirationMs is producer.id.expiration.ms (broker-wide in Kafka, default
+	// one day): idempotent producers silent for longer are forgotten.
+	ProducerIDExpirationMs int64
+}
+
+// DefaultConfig returns Kafka's defaults.
+func DefaultConfig() Config {
+	return Config{
+		SegmentBytes:           1 << 30,
+		SegmentMs:              7 * 24 * 60 * 60 * 1000,
+		RetentionMs:            7 * 24 * 60 * 60 * 1000,
+		RetentionBytes:         -1,
+		DeleteRetention:        true,
+		IndexIntervalBytes:     4096,
+		SegmentIndexBytes:      10 << 20,
+		FlushIntervalMessages:  math.MaxInt64,
+		FlushIntervalMs:        math.MaxInt64,
+		FileDeleteDelayMs:      60000,
+		ProducerIDExpirationMs: 24 * 60 * 60 * 1000,
+	}
+}
+
+// withDefaults replaces zero values (an unset field) by the defaults, so a zero Config
+// behaves like DefaultConfig except for the boolean fields.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.SegmentBytes <= 0 {
+		c.SegmentBytes = d.SegmentBytes
+	}
+	if c.SegmentMs <= 0 {
+		c.SegmentMs = d.SegmentMs
+	}
+	if c.RetentionMs == 0 {
+		c.RetentionMs = d.RetentionMs
+	}
+	if c.RetentionBytes == 0 {
+		c.RetentionBytes = d.RetentionBytes
+	}
+	if c.IndexIntervalBytes <= 0 {
+		c.IndexIntervalBytes = d.IndexIntervalBytes
+	}
+	if c.SegmentIndexBytes <= 0 {
+		c.SegmentIndexBytes = d.SegmentIndexBytes
+	}
+	if c.FlushIntervalMessages <= 0 {
+		c.FlushIntervalMessages = d.FlushIntervalMessages
+	}
+	if c.FlushIntervalMs <= 0 {
+		c.FlushIntervalMs = d.FlushIntervalMs
+	}
+	if c.FileDeleteDelayMs < 0 {
+		c.FileDeleteDelayMs = 0
+	}
+	if c.ProducerIDExpirationMs <= 0 {
+		c.ProducerIDExpirationMs = d.ProducerIDExpirationMs
+	}
+	return c
+}
+
+// Validate reports every out-of-bounds field at once, naming Kafka's property.
+func (c Config) Validate() error {
+	var errs []error
+	if c.SegmentBytes != 0 && c.SegmentBytes < 14 {
+		errs = append(errs, fmt.Errorf("segment.bytes must be at least 14, got %d", c.SegmentBytes))
+	}
+	if c.SegmentMs < 0 {
+		errs = append(errs, fmt.Errorf("segment.ms must be positive, got %d", c.SegmentMs))
+	}
+	if c.RetentionMs < -1 {
+		errs = append(errs, fmt.Errorf("retention.ms must be -1 or more, got %d", c.RetentionMs))
+	}
+	if c.RetentionBytes < -1 {
+		errs = append(errs, fmt.Errorf("retention.bytes must be -1 or more, got %d", c.RetentionBytes))
+	}
+	if c.IndexIntervalBytes < 0 {
+		errs = append(errs, fmt.Errorf("index.interval.bytes must be positive, got %d", c.IndexIntervalBytes))
+	}
+	if c.SegmentIndexBytes != 0 && c.SegmentIndexBytes < offsetEntrySize {
+		errs = append(errs, fmt.Errorf("segment.index.bytes must be at least %d, got %d", offsetEntrySize, c.SegmentIndexBytes))
+	}
+	if c.FileDeleteDelayMs < 0 {
+		errs = append(errs, fmt.Errorf("file.delete.delay.ms must be 0 or more, got %d", c.FileDeleteDelayMs))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,102 @@
+// Package storage is the partition log: segment files of record batches, their sparse
+// offset and time indexes, crash recovery, retention, DeleteRecords, follower
+// truncation, the leader epoch cache and the idempotent-producer table; and the Manager
+// that owns a broker's log directories. It knows nothing about the network or Kafka
+// APIs; the broker and replica layers call it. Apache Kafka's log (LogSegment,
+// OffsetIndex, TimeIndex, LogLoader, ProducerStateManager, LeaderEpochFileCache) is the
+// model.
+//
+// # On disk
+//
+//	<log.dir>/
+//	  .lock                          flock(2)ed by the running broker (ErrDirLocked)
+//	  .samsa_cleanshutdown           written by Manager.Close, removed at start
+//	  meta.properties                Kafka's format: version=1, node.id, cluster.id
+//	  <topic>-<partition>/
+//	    00000000000000000000.log       batches, byte for byte as appended
+//	    00000000000000000000.index     sparse offset index
+//	    00000000000000000000.timeindex sparse time index
+//	    00000000000000001234.log       next segment: base offset 1234 …
+//	    00000000000000001234.snapshot  producer state as of offset 1234
+//	    leader-epoch-checkpoint        Kafka's text format
+//	    partition.metadata             Kafka's text format (version: 0, topic_id: …)
+//	    log-state                      log start offset and recovery point
+//	  <topic>-<partition>.<hex>-delete/  a deleted partition awaiting removal
+//
+// File names are the 20-digit base offset of the segment (or the snapshot's offset).
+// All integers in binary files are big-endian.
+//
+//	.log        record batch v2 after record batch v2 …; nothing else
+//	.index      { relativeOffset uint32, position uint32 }*  8 bytes an entry
+//	            relativeOffset = batch base offset − segment base offset, of the
+//	            batch starting at position; one entry each time more than
+//	            index.interval.bytes were appended since the previous one; strictly
+//	            increasing in both fields.
+//	.timeindex  { timestamp int64, relativeOffset uint32 }*  12 bytes an entry
+//	            "the largest timestamp of the segment up to here is timestamp, first
+//	            reached in the batch at relativeOffset"; written beside an index entry
+//	            when the largest timestamp grew, and once more when the segment stops
+//	            being active so that its last entry is the segment's largest timestamp.
+//	.snapshot   version uint16 (1), crc32c uint32 of the rest, count uint32,
+//	            count × { producerID int64, epoch int16, coordinatorEpoch int32,
+//	            txnStartOffset int64, lastTimestamp int64, n uint8,
+//	            n × { firstSeq int32, lastSeq int32, baseOffset int64,
+//	            lastOffset int64, timestamp int64 } }
+//	log-state   "version 1\nlog_start_offset N\nrecovery_point N\n"
+//	leader-epoch-checkpoint  "0\n<count>\n<epoch> <startOffset>\n…"
+//
+// Index files are caches: they are rebuilt from the segment when missing, of a size
+// that is not a multiple of the entry size, not increasing or pointing past the end.
+// Metadata files are replaced atomically (write a .tmp, fsync, rename). A deleted
+// segment's files are renamed with a .deleted suffix and removed after
+// file.delete.delay.ms; the open descriptor stays valid until then, so FileRanges already
+// handed to readers keep working. Leftover .deleted and .tmp files are removed at open.
+//
+// # Recovery
+//
+// The recovery point is the offset below which data is known to be fsynced; it moves on
+// every flush (flush.messages, flush.ms, segment roll, Close) and is written to
+// log-state at rolls, Flush, Close and by the Manager's periodic CheckpointState (a
+// stale value on disk only makes recovery scan more). After a clean shutdown
+// (Options.CleanShutdown, from the Manager's marker) nothing is verified: the indexes of
+// old segments are loaded lazily on first use and only the headers after the active
+// segment's last index entry are walked to find the log end. Otherwise every segment from
+// the one holding the recovery point on is read batch by batch: length, magic, CRC-32C
+// and increasing offsets are checked and the indexes rebuilt; at the first bad or torn
+// batch the segment is cut there (a WARN names topic, partition, offset and the bytes
+// dropped) and every later segment is deleted. The base offset and partition leader
+// epoch fields are not covered by the CRC, as in Kafka, so damage there is not detected.
+//
+// Producer state is loaded from the newest valid snapshot not beyond the log end, then
+// the headers of the batches after it are replayed. Snapshots are written at each roll
+// and on Close; the newest three are kept.
+//
+// Segment and index files are opened through the FS interface (OSFS in production);
+// tests substitute it to lose unsynced bytes as an operating-system crash would and to
+// inject I/O errors. A failed append leaves the log as it was (the partial write is cut);
+// a failed fsync is returned to the caller.
+//
+// # Concurrency
+//
+// *Log and *Manager are safe for concurrent use.
+//
+//   - Appends, rolls, truncation, retention, DeleteRecords, Flush's bookkeeping and Close
+//     are serialized by Log.mu. Flush does its fsync without holding Log.mu (Log.flushMu
+//     serializes flushes), so appends continue during it.
+//   - Readers (Read, ReadBytes, OffsetForTimestamp, MaxTimestamp, LogStartOffset,
+//     LogEndOffset, Size) never take Log.mu: they load the segment list from an atomic
+//     pointer (replaced, never mutated, by writers) and the offsets from atomics. An
+//     append writes the bytes, then publishes the segment's size, then the log end; a
+//     reader loads the log end first and never returns data beyond it.
+//   - All file reads use explicit offsets (pread); nothing uses a file's seek position.
+//   - Each segment's in-memory indexes are guarded by segment.idx (an RWMutex), taken
+//     only around memory operations, never across another caller's I/O.
+//   - The leader epoch cache has its own RWMutex.
+//
+// Lock order: Log.flushMu → Log.mu → epochCache.mu → segment.idx. Manager.mu is never
+// held while calling into a Log, except Manager.Close, which first empties the map.
+//
+// TruncateTo cuts files in place: a FileRange into the truncated tail of the active
+// segment may read short afterwards (followers only truncate data above the high
+// watermark, which readers are not given).
+package storage

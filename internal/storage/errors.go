@@ -1,0 +1,37 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Callers match them with errors.Is; the broker maps each to a Kafka
+// error code. Errors returned by this package wrap one of these (or an *os.PathError
+// for plain I/O failures).
+var (
+	// ErrOffsetOutOfRange: a read or DeleteRecords outside [LogStartOffset, LogEndOffset].
+	ErrOffsetOutOfRange = errors.New("storage: offset out of range")
+	// ErrOutOfOrderSequence: an idempotent batch whose sequence does not follow the last one.
+	ErrOutOfOrderSequence = errors.New("storage: out of order sequence number")
+	// ErrDuplicateSequence is not returned by Append (duplicates are reported with
+	// AppendInfo.Duplicate); it exists for callers that want to name the condition.
+	ErrDuplicateSequence = errors.New("storage: duplicate sequence number")
+	// ErrInvalidProducerEpoch: a batch from an older producer epoch than the one known.
+	ErrInvalidProducerEpoch = errors.New("storage: invalid producer epoch")
+	// ErrUnknownProducerID is kept for completeness; modern Kafka answers
+	// OUT_OF_ORDER_SEQUENCE_NUMBER instead and so does this package.
+	ErrUnknownProducerID = errors.New("storage: unknown producer id")
+	// ErrCorrupt marks on-disk data or an appended batch that cannot be parsed.
+	ErrCorrupt = errors.New("storage: corrupt data")
+	// ErrLogClosed: the log was closed or deleted.
+	ErrLogClosed = errors.New("storage: log closed")
+	// ErrRecordTooLarge: a batch larger than the segment size.
+	ErrRecordTooLarge = errors.New("storage: batch larger than segment size")
+	// ErrTopicIDMismatch: the partition directory belongs to another topic of the same
+	// name (deleted and re-created); it wraps ErrCorrupt.
+	ErrTopicIDMismatch = fmt.Errorf("%w: partition directory holds another topic id", ErrCorrupt)
+	// ErrDirLocked: another process holds the lock on a log directory.
+	ErrDirLocked = errors.New("storage: log directory is locked by another process")
+	// ErrNodeIDMismatch: meta.properties names a different node.id.
+	ErrNodeIDMismatch = errors.New("storage: node.id in meta.properties does not match")
+)

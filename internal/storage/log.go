@@ -1,0 +1,543 @@
+package storage
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/samsa-streaming/samsa/internal/clock"
+	"github.com/samsa-streaming/samsa/internal/record"
+)
+
+// snapshotsKept is how many producer snapshots stay on disk.
+const snapshotsKept = 3
+
+// Options opens one partition log.
+type Options struct {
+	// Dir is the log directory (one entry of log.dirs); the partition lives in
+	// Dir/<topic>-<partition>.
+	Dir       string
+	Topic     string
+	Partition int32
+	// TopicID is written to partition.metadata; zero keeps what is on disk. A non-zero id
+	// different from the one on disk is refused (ErrTopicIDMismatch, wraps ErrCorrupt).
+	TopicID [16]byte
+	Config  Config
+	Clock   clock.Clock
+	Logger  *slog.Logger
+	// FS opens segment and index files; nil means OSFS.
+	FS FS
+	// CleanShutdown says the files were closed cleanly (the Manager's marker was
+	// present): nothing is scanned at open. Otherwise every segment from the recovery
+	// point on is checked batch by batch and a torn tail is cut.
+	CleanShutdown bool
+}
+
+// AppendOptions qualifies one append.
+type AppendOptions struct {
+	// LeaderEpoch is stamped into the batch (leader appends).
+	LeaderEpoch int32
+	// Now is the append time (LogAppendTime, segment age); zero means the log's clock.
+	Now time.Time
+	// Follower appends a batch replicated from the leader: its base offset and leader
+	// epoch are kept as they are (the base offset must be ≥ the log end offset), no
+	// producer checks are made, producer state is only updated.
+	Follower bool
+}
+
+// AppendInfo describes an append.
+type AppendInfo struct {
+	BaseOffset, LastOffset int64
+	LogAppendTime          int64 // -1 if CreateTime
+	LogStartOffset         int64
+	// Duplicate: the batch was already in the log (idempotent retry); BaseOffset and
+	// LastOffset are those of the original append and nothing was written.
+	Duplicate bool
+}
+
+// Log is one partition's log. It is safe for concurrent use: appends, truncation,
+// retention and flushes are serialized by mu; readers work from an atomically published
+// segment list and never take mu. Lock order: flushMu → mu → epochs.mu → segment.idx.
+type Log struct {
+	dir       string
+	topic     string
+	partition int32
+	topicID   [16]byte // immutable after Open
+	clock     clock.Clock
+	logger    *slog.Logger
+	fs        FS
+
+	segments atomic.Pointer[[]*segment] // ascending base offset; last is active
+	logStart atomic.Int64
+	logEnd   atomic.Int64
+	size     atomic.Int64
+	closed   atomic.Bool
+	cfg      atomic.Pointer[Config]
+
+	epochs *epochCache
+
+	flushMu sync.Mutex // serializes Flush; taken before mu
+
+	mu struct {
+		sync.Mutex
+		producers         *producerState
+		recoveryPoint     int64
+		unflushedMessages int64
+		firstUnflushedAt  time.Time // zero when everything is flushed
+		stateDirty        bool      // recovery point moved since log-state was written
+		pendingDeletes    map[*segment]clockTimer
+	}
+}
+
+func (l *Log) config() Config { return *l.cfg.Load() }
+
+func (l *Log) segs() []*segment {
+	if p := l.segments.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (l *Log) active() *segment {
+	s := l.segs()
+	return s[len(s)-1]
+}
+
+func (l *Log) setSegments(s []*segment) { l.segments.Store(&s) }
+
+// Dir is the partition's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// LogStartOffset is the first offset that may be read.
+func (l *Log) LogStartOffset() int64 { return l.logStart.Load() }
+
+// LogEndOffset is the offset the next appended record gets.
+func (l *Log) LogEndOffset() int64 { return l.logEnd.Load() }
+
+// Size is the total size in bytes of the segments.
+func (l *Log) Size() int64 { return l.size.Load() }
+
+// LatestEpoch is the newest leader epoch in the leader epoch cache, -1 if none.
+func (l *Log) LatestEpoch() int32 { return l.epochs.latest() }
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch: the largest epoch ≤ epoch known to the
+// log and the offset where the next epoch starts (the log end offset for the latest
+// epoch); (-1, -1) when epoch is newer than every known epoch or nothing is known.
+func (l *Log) EndOffsetForEpoch(epoch int32) (foundEpoch int32, endOffset int64) {
+	return l.epochs.endOffsetFor(epoch, l.logEnd.Load())
+}
+
+// EpochEntries returns a copy of the leader epoch cache.
+func (l *Log) EpochEntries() []EpochEntry { return l.epochs.all() }
+
+// Producers lists the idempotent/transactional producers known to the partition.
+func (l *Log) Producers() []ProducerInfo {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.producers.infos()
+}
+
+// ExpireProducers forgets idempotent producers with no open transaction whose last
+// batch is older than producer.id.expiration.ms; it returns how many went. A forgotten
+// producer that comes back with a sequence other than 0 gets ErrOutOfOrderSequence.
+func (l *Log) ExpireProducers(now time.Time) int {
+	cutoff := now.UnixMilli() - l.config().ProducerIDExpirationMs
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.producers.expire(cutoff)
+}
+
+// SetCoordinatorEpoch records the coordinator epoch of the last transaction marker
+// written for producerID (the broker knows it from WriteTxnMarkers).
+func (l *Log) SetCoordinatorEpoch(producerID int64, epoch int32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.mu.producers.setCoordinatorEpoch(producerID, epoch)
+}
+
+// RecoveryPoint is the offset below which data is known to be on disk.
+func (l *Log) RecoveryPoint() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.recoveryPoint
+}
+
+// UpdateConfig replaces the configuration; it applies to the following operations.
+func (l *Log) UpdateConfig(c Config) {
+	c = c.withDefaults()
+	l.cfg.Store(&c)
+}
+
+func (l *Log) now(t time.Time) time.Time {
+	if t.IsZero() {
+		return l.clock.Now()
+	}
+	return t
+}
+
+// Append appends one validated v2 batch; see AppendOptions. The batch may be modified
+// in place (offsets, leader epoch, LogAppendTime) and is not retained.
+func (l *Log) Append(batch []byte, opts AppendOptions) (AppendInfo, error) {
+	h, err := record.ParseHeader(batch)
+	if err != nil {
+		return AppendInfo{}, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	if h.Size() != len(batch) || h.Length < minBatchLength || h.LastOffsetDelta < 0 {
+		return AppendInfo{}, fmt.Errorf("%w: batch length %d does not match %d bytes", ErrCorrupt, h.Size(), len(batch))
+	}
+	cfg := l.config()
+	if int64(len(batch)) > cfg.SegmentBytes || len(batch) > math.MaxInt32/2 {
+		return AppendInfo{}, fmt.Errorf("%w: %d bytes, segment.bytes %d", ErrRecordTooLarge, len(batch), cfg.SegmentBytes)
+	}
+	now := l.now(opts.Now)
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return AppendInfo{}, ErrLogClosed
+	}
+	info := AppendInfo{LogAppendTime: -1}
+	leo := l.logEnd.Load()
+	epoch := opts.LeaderEpoch
+	if opts.Follower {
+		if h.BaseOffset < leo {
+			return AppendInfo{}, fmt.Errorf("%w: follower batch at offset %d below log end %d", ErrOffsetOutOfRange, h.BaseOffset, leo)
+		}
+		epoch = h.PartitionLeaderEpoch
+	} else {
+		dup, err := l.mu.producers.check(&h)
+		if err != nil {
+			return AppendInfo{}, err
+		}
+		if dup != nil {
+			info.BaseOffset, info.LastOffset, info.Duplicate = dup.baseOffset, dup.lastOffset, true
+			info.LogStartOffset = l.logStart.Load()
+			if cfg.LogAppendTime {
+				info.LogAppendTime = dup.timestamp
+			}
+			return info, nil
+		}
+		record.SetBaseOffset(batch, leo)
+		record.SetPartitionLeaderEpoch(batch, epoch)
+		h.BaseOffset, h.PartitionLeaderEpoch = leo, epoch
+		if cfg.LogAppendTime {
+			ms := now.UnixMilli()
+			record.SetLogAppendTime(batch, ms)
+			h.MaxTimestamp, h.Attributes = ms, h.Attributes|record.AttrTimestampType
+			info.LogAppendTime = ms
+		}
+	}
+	if err := l.maybeRollLocked(&h, len(batch), now, cfg); err != nil {
+		return AppendInfo{}, err
+	}
+	seg := l.active()
+	indexErr, err := seg.appendBatch(batch, &h, cfg.IndexIntervalBytes)
+	if err != nil {
+		return AppendInfo{}, fmt.Errorf("appending to %s: %w", seg.path(logSuffix), err)
+	}
+	if indexErr != nil {
+		l.logger.Warn("writing index entry", "topic", l.topic, "partition", l.partition, "offset", h.BaseOffset, "err", indexErr)
+	}
+	l.size.Add(int64(len(batch)))
+	l.logEnd.Store(h.LastOffset() + 1)
+	l.mu.producers.update(&h)
+	if err := l.epochs.assign(epoch, h.BaseOffset); err != nil {
+		l.logger.Warn("writing leader epoch checkpoint", "topic", l.topic, "partition", l.partition, "err", err)
+	}
+	if l.mu.firstUnflushedAt.IsZero() {
+		l.mu.firstUnflushedAt = now
+	}
+	l.mu.unflushedMessages += int64(max(h.NumRecords, 1))
+	info.BaseOffset, info.LastOffset = h.BaseOffset, h.LastOffset()
+	info.LogStartOffset = l.logStart.Load()
+	if l.mu.unflushedMessages >= cfg.FlushIntervalMessages {
+		// The recovery point is persisted later (next roll, Flush, Close or the
+		// Manager's checkpoint pass): a stale one only makes recovery scan more.
+		// On an fsync error the batch is in the log (info says where) but not durable.
+		if err := l.flushLocked(false); err != nil {
+			return info, err
+		}
+	}
+	return info, nil
+}
+
+// maybeRollLocked starts a new segment when the batch does not fit the active one
+// (size, age, index full, relative offset overflow), as Kafka's LogSegment.shouldRoll.
+func (l *Log) maybeRollLocked(h *record.Header, n int, now time.Time, cfg Config) error {
+	seg := l.active()
+	size := seg.size.Load()
+	if size == 0 {
+		if h.LastOffset()-seg.base > math.MaxInt32 {
+			// A follower batch far beyond the empty active segment's base: restart the
+			// segment at the batch so relative offsets fit the index.
+			return l.replaceEmptyActiveLocked(h.BaseOffset, now)
+		}
+		return nil
+	}
+	var waited int64
+	if seg.rollTimestamp >= 0 && h.MaxTimestamp >= 0 {
+		waited = h.MaxTimestamp - seg.rollTimestamp
+	} else {
+		waited = now.Sub(seg.createdAt).Milliseconds()
+	}
+	if size+int64(n) > cfg.SegmentBytes || size+int64(n) > math.MaxInt32 ||
+		waited > cfg.SegmentMs ||
+		seg.indexFull(cfg.SegmentIndexBytes) ||
+		h.LastOffset()-seg.base > math.MaxInt32 {
+		return l.rollLocked(now, h.BaseOffset)
+	}
+	return nil
+}
+
+// replaceEmptyActiveLocked swaps the empty active segment for one starting at base.
+func (l *Log) replaceEmptyActiveLocked(base int64, now time.Time) error {
+	segs := l.segs()
+	if err := l.dropSegmentsFrom(len(segs) - 1); err != nil {
+		return err
+	}
+	seg, err := openSegment(l.fs, l.dir, base, now)
+	if err != nil {
+		return err
+	}
+	seg.idx.loaded = true
+	if err := seg.activate(); err != nil {
+		seg.file.Close()
+		return err
+	}
+	l.setSegments(append(l.segs(), seg))
+	return nil
+}
+
+// rollLocked closes the active segment for writing (synced), starts a new one at base
+// (the log end offset, or a follower batch's base offset beyond it), snapshots producer
+// state and advances the recovery point.
+func (l *Log) rollLocked(now time.Time, base int64) error {
+	old := l.active()
+	leo := l.logEnd.Load()
+	base = max(base, leo)
+	if err := old.file.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", old.path(logSuffix), err)
+	}
+	// Create the new segment before retiring the old one, so that a failure leaves the
+	// old one active and whole.
+	seg, err := openSegment(l.fs, l.dir, base, now)
+	if err != nil {
+		return err
+	}
+	seg.idx.loaded = true
+	if err := seg.activate(); err != nil {
+		seg.file.Close()
+		return err
+	}
+	if err := old.deactivate(true); err != nil {
+		// The index files are caches; recovery rebuilds them if they are wrong.
+		l.logger.Warn("closing index files", "topic", l.topic, "partition", l.partition, "offset", old.base, "err", err)
+	}
+	segs := append(append([]*segment(nil), l.segs()...), seg)
+	l.setSegments(segs)
+	if err := writeSnapshot(l.dir, leo, l.mu.producers); err != nil {
+		l.logger.Warn("writing producer snapshot", "topic", l.topic, "partition", l.partition, "offset", leo, "err", err)
+	} else {
+		_ = pruneSnapshots(l.dir, snapshotsKept)
+	}
+	l.logger.Debug("rolled segment", "topic", l.topic, "partition", l.partition, "offset", leo)
+	return l.flushLocked(true)
+}
+
+// flushLocked fsyncs every segment holding data above the recovery point and moves
+// the recovery point to the log end offset, persisting it when persist is set.
+func (l *Log) flushLocked(persist bool) error {
+	leo := l.logEnd.Load()
+	if err := l.syncFrom(l.mu.recoveryPoint); err != nil {
+		return err
+	}
+	l.advanceRecoveryPointLocked(leo)
+	if persist && l.mu.stateDirty {
+		return l.writeStateLocked()
+	}
+	return nil
+}
+
+// syncFrom fsyncs the segments that may hold data at or above offset.
+func (l *Log) syncFrom(offset int64) error {
+	segs := l.segs()
+	for i, s := range segs {
+		if i+1 < len(segs) && segs[i+1].base <= offset {
+			continue
+		}
+		if s.deleted.Load() {
+			continue
+		}
+		if err := s.sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+			return fmt.Errorf("syncing %s: %w", s.path(logSuffix), err)
+		}
+	}
+	return nil
+}
+
+func (l *Log) advanceRecoveryPointLocked(leo int64) {
+	if leo >= l.logEnd.Load() {
+		l.mu.unflushedMessages = 0
+		l.mu.firstUnflushedAt = time.Time{}
+	}
+	if leo > l.mu.recoveryPoint {
+		l.mu.recoveryPoint = leo
+		l.mu.stateDirty = true
+	}
+}
+
+func (l *Log) writeStateLocked() error {
+	err := writeLogState(l.dir, logState{logStartOffset: l.logStart.Load(), recoveryPoint: l.mu.recoveryPoint})
+	if err == nil {
+		l.mu.stateDirty = false
+	}
+	return err
+}
+
+// CheckpointState persists the log start offset and recovery point if they changed
+// since they were last written (the Manager calls it on its flush schedule).
+func (l *Log) CheckpointState() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() || !l.mu.stateDirty {
+		return nil
+	}
+	return l.writeStateLocked()
+}
+
+// Flush fsyncs all appended data and advances the recovery point. Appends continue
+// while the fsync runs.
+func (l *Log) Flush() error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.mu.Lock()
+	if l.closed.Load() {
+		l.mu.Unlock()
+		return ErrLogClosed
+	}
+	leo, rp := l.logEnd.Load(), l.mu.recoveryPoint
+	l.mu.Unlock()
+	if leo <= rp {
+		return nil
+	}
+	if err := l.syncFrom(rp); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return ErrLogClosed
+	}
+	l.advanceRecoveryPointLocked(leo)
+	if !l.mu.stateDirty {
+		return nil
+	}
+	return l.writeStateLocked()
+}
+
+// MaybeFlush flushes when the oldest unflushed append is older than flush.ms.
+func (l *Log) MaybeFlush(now time.Time) error {
+	l.mu.Lock()
+	first := l.mu.firstUnflushedAt
+	l.mu.Unlock()
+	if first.IsZero() || now.Sub(first).Milliseconds() < l.config().FlushIntervalMs {
+		return nil
+	}
+	return l.Flush()
+}
+
+// Close flushes, writes a producer snapshot and the log state, and closes the files.
+// Segments waiting for deletion are removed now.
+func (l *Log) Close() error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Swap(true) {
+		return nil
+	}
+	var errs []error
+	errs = append(errs, l.flushLocked(false))
+	leo := l.logEnd.Load()
+	errs = append(errs, writeSnapshot(l.dir, leo, l.mu.producers))
+	_ = pruneSnapshots(l.dir, snapshotsKept)
+	errs = append(errs, l.writeStateLocked())
+	errs = append(errs, l.closeFilesLocked())
+	return errors.Join(errs...)
+}
+
+func (l *Log) closeFilesLocked() error {
+	var errs []error
+	for s, t := range l.mu.pendingDeletes {
+		t.Stop()
+		errs = append(errs, s.removeDeleted())
+	}
+	l.mu.pendingDeletes = nil
+	for _, s := range l.segs() {
+		errs = append(errs, s.close())
+	}
+	return errors.Join(errs...)
+}
+
+// Delete closes the log and removes its directory. The directory is renamed at once
+// (to <topic>-<partition>.<id>-delete, Kafka's convention) and removed after
+// file.delete.delay.ms, so ranges handed to readers stay valid until then.
+func (l *Log) Delete() error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Swap(true) {
+		return ErrLogClosed
+	}
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	target := l.dir + "." + hex.EncodeToString(id[:]) + deleteDirSuffix
+	if err := os.Rename(l.dir, target); err != nil {
+		return err
+	}
+	segs := l.segs()
+	pending := l.mu.pendingDeletes
+	l.mu.pendingDeletes = nil
+	remove := func() {
+		for s, t := range pending {
+			t.Stop()
+			s.close()
+		}
+		for _, s := range segs {
+			s.close()
+		}
+		if err := os.RemoveAll(target); err != nil {
+			l.logger.Warn("removing deleted log", "dir", target, "err", err)
+		}
+	}
+	delay := time.Duration(l.config().FileDeleteDelayMs) * time.Millisecond
+	if delay <= 0 {
+		remove()
+		return nil
+	}
+	l.clock.AfterFunc(delay, remove)
+	return nil
+}
+
+// deleteDirSuffix marks a partition directory scheduled for removal.
+const deleteDirSuffix = "-delete"
+
+// partitionDirName is <topic>-<partition>.
+func partitionDirName(topic string, partition int32) string {
+	return fmt.Sprintf("%s-%d", topic, partition)
+}
+
+func partitionDir(dir, topic string, partition int32) string {
+	return filepath.Join(dir, partitionDirName(topic, partition))
+}
+
+type clockTimer = clock.Timer

@@ -1,0 +1,325 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/samsa-streaming/samsa/internal/record"
+)
+
+// producerBatchesCached is how many recent batches per producer are remembered for
+// duplicate detection (Kafka: 5, the limit of max.in.flight.requests.per.connection
+// with idempotence).
+const producerBatchesCached = 5
+
+// ProducerInfo describes one producer's state (DescribeProducers).
+type ProducerInfo struct {
+	ProducerID            int64
+	Epoch                 int16
+	LastSequence          int32
+	LastTimestamp         int64
+	CoordinatorEpoch      int32
+	CurrentTxnStartOffset int64 // -1 when no transaction is open
+}
+
+type batchMeta struct {
+	firstSeq, lastSeq      int32
+	baseOffset, lastOffset int64
+	timestamp              int64
+}
+
+type producerEntry struct {
+	epoch            int16
+	batches          []batchMeta // oldest first, at most producerBatchesCached
+	lastTimestamp    int64
+	coordinatorEpoch int32
+	txnStartOffset   int64
+}
+
+func (e *producerEntry) lastSeq() int32 {
+	if len(e.batches) == 0 {
+		return -1
+	}
+	return e.batches[len(e.batches)-1].lastSeq
+}
+
+// producerState is the idempotence table of one partition: a pure data structure, guarded
+// by Log.mu.
+type producerState struct {
+	producers map[int64]*producerEntry
+}
+
+func newProducerState() *producerState {
+	return &producerState{producers: make(map[int64]*producerEntry)}
+}
+
+// inSequence reports whether next follows last (with int32 wrap-around).
+func inSequence(last, next int32) bool {
+	return next == last+1 || (last == math.MaxInt32 && next == 0)
+}
+
+// check validates a leader append. It returns the duplicate's original batch when the
+// batch was already appended.
+func (ps *producerState) check(h *record.Header) (dup *batchMeta, err error) {
+	if h.ProducerID < 0 {
+		return nil, nil
+	}
+	e := ps.producers[h.ProducerID]
+	if h.IsControl() {
+		if e != nil && h.ProducerEpoch < e.epoch {
+			return nil, fmt.Errorf("%w: marker epoch %d older than %d", ErrInvalidProducerEpoch, h.ProducerEpoch, e.epoch)
+		}
+		return nil, nil
+	}
+	first, last := h.BaseSequence, h.LastSequence()
+	if e == nil {
+		if first != 0 {
+			return nil, fmt.Errorf("%w: new producer %d starts at sequence %d", ErrOutOfOrderSequence, h.ProducerID, first)
+		}
+		return nil, nil
+	}
+	switch {
+	case h.ProducerEpoch < e.epoch:
+		return nil, fmt.Errorf("%w: producer %d epoch %d older than %d", ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, e.epoch)
+	case h.ProducerEpoch > e.epoch:
+		if first != 0 {
+			return nil, fmt.Errorf("%w: producer %d new epoch %d starts at sequence %d", ErrOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, first)
+		}
+		return nil, nil
+	}
+	for i := range e.batches {
+		b := &e.batches[i]
+		if b.firstSeq == first && b.lastSeq == last {
+			d := *b
+			return &d, nil
+		}
+	}
+	if ls := e.lastSeq(); ls < 0 {
+		if first != 0 {
+			return nil, fmt.Errorf("%w: producer %d expected sequence 0, got %d", ErrOutOfOrderSequence, h.ProducerID, first)
+		}
+	} else if !inSequence(ls, first) {
+		return nil, fmt.Errorf("%w: producer %d expected sequence %d, got %d", ErrOutOfOrderSequence, h.ProducerID, int64(ls)+1, first)
+	}
+	return nil, nil
+}
+
+// update records an appended batch (leader, follower or replay during recovery).
+func (ps *producerState) update(h *record.Header) {
+	if h.ProducerID < 0 {
+		return
+	}
+	e := ps.producers[h.ProducerID]
+	if e == nil {
+		e = &producerEntry{epoch: h.ProducerEpoch, txnStartOffset: -1}
+		ps.producers[h.ProducerID] = e
+	}
+	if h.ProducerEpoch != e.epoch {
+		e.epoch = h.ProducerEpoch
+		e.batches = e.batches[:0]
+	}
+	e.lastTimestamp = h.MaxTimestamp
+	if h.IsControl() {
+		// A transaction marker ends the open transaction.
+		e.txnStartOffset = -1
+		return
+	}
+	if h.IsTransactional() && e.txnStartOffset < 0 {
+		e.txnStartOffset = h.BaseOffset
+	}
+	if h.BaseSequence < 0 {
+		return
+	}
+	if len(e.batches) == producerBatchesCached {
+		copy(e.batches, e.batches[1:])
+		e.batches = e.batches[:producerBatchesCached-1]
+	}
+	e.batches = append(e.batches, batchMeta{
+		firstSeq: h.BaseSequence, lastSeq: h.LastSequence(),
+		baseOffset: h.BaseOffset, lastOffset: h.LastOffset(), timestamp: h.MaxTimestamp,
+	})
+}
+
+// SetCoordinatorEpoch records the transaction coordinator epoch of the last marker for
+// a producer (the log does not parse control records itself).
+func (ps *producerState) setCoordinatorEpoch(pid int64, epoch int32) {
+	if e := ps.producers[pid]; e != nil {
+		e.coordinatorEpoch = epoch
+	}
+}
+
+// expire forgets producers with no open transaction whose last batch timestamp is
+// older than cutoff (Kafka's producer.id.expiration.ms).
+func (ps *producerState) expire(cutoff int64) int {
+	n := 0
+	for pid, e := range ps.producers {
+		if e.txnStartOffset < 0 && e.lastTimestamp < cutoff {
+			delete(ps.producers, pid)
+			n++
+		}
+	}
+	return n
+}
+
+func (ps *producerState) infos() []ProducerInfo {
+	out := make([]ProducerInfo, 0, len(ps.producers))
+	for pid, e := range ps.producers {
+		out = append(out, ProducerInfo{
+			ProducerID: pid, Epoch: e.epoch, LastSequence: e.lastSeq(), LastTimestamp: e.lastTimestamp,
+			CoordinatorEpoch: e.coordinatorEpoch, CurrentTxnStartOffset: e.txnStartOffset,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
+	return out
+}
+
+// Snapshot file format (big-endian), see doc.go:
+//
+//	version  uint16 (1)
+//	crc      uint32  CRC-32C of everything after this field
+//	count    uint32
+//	count × { producerID int64, epoch int16, coordinatorEpoch int32, txnStartOffset int64,
+//	          lastTimestamp int64, n uint8, n × { firstSeq int32, lastSeq int32,
+//	          baseOffset int64, lastOffset int64, timestamp int64 } }
+const snapshotVersion = 1
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+func (ps *producerState) encode() []byte {
+	b := make([]byte, 10, 10+len(ps.producers)*64)
+	binary.BigEndian.PutUint16(b, snapshotVersion)
+	binary.BigEndian.PutUint32(b[6:], uint32(len(ps.producers)))
+	for pid, e := range ps.producers {
+		b = binary.BigEndian.AppendUint64(b, uint64(pid))
+		b = binary.BigEndian.AppendUint16(b, uint16(e.epoch))
+		b = binary.BigEndian.AppendUint32(b, uint32(e.coordinatorEpoch))
+		b = binary.BigEndian.AppendUint64(b, uint64(e.txnStartOffset))
+		b = binary.BigEndian.AppendUint64(b, uint64(e.lastTimestamp))
+		b = append(b, byte(len(e.batches)))
+		for _, m := range e.batches {
+			b = binary.BigEndian.AppendUint32(b, uint32(m.firstSeq))
+			b = binary.BigEndian.AppendUint32(b, uint32(m.lastSeq))
+			b = binary.BigEndian.AppendUint64(b, uint64(m.baseOffset))
+			b = binary.BigEndian.AppendUint64(b, uint64(m.lastOffset))
+			b = binary.BigEndian.AppendUint64(b, uint64(m.timestamp))
+		}
+	}
+	binary.BigEndian.PutUint32(b[2:], crc32.Checksum(b[6:], crcTable))
+	return b
+}
+
+var errBadSnapshot = fmt.Errorf("%w: producer snapshot", ErrCorrupt)
+
+func decodeProducerState(b []byte) (*producerState, error) {
+	if len(b) < 10 || binary.BigEndian.Uint16(b) != snapshotVersion {
+		return nil, errBadSnapshot
+	}
+	if crc32.Checksum(b[6:], crcTable) != binary.BigEndian.Uint32(b[2:]) {
+		return nil, errBadSnapshot
+	}
+	n := binary.BigEndian.Uint32(b[6:])
+	b = b[10:]
+	ps := newProducerState()
+	for range n {
+		if len(b) < 31 {
+			return nil, errBadSnapshot
+		}
+		pid := int64(binary.BigEndian.Uint64(b))
+		e := &producerEntry{
+			epoch:            int16(binary.BigEndian.Uint16(b[8:])),
+			coordinatorEpoch: int32(binary.BigEndian.Uint32(b[10:])),
+			txnStartOffset:   int64(binary.BigEndian.Uint64(b[14:])),
+			lastTimestamp:    int64(binary.BigEndian.Uint64(b[22:])),
+		}
+		nb := int(b[30])
+		b = b[31:]
+		if nb > producerBatchesCached || len(b) < nb*32 {
+			return nil, errBadSnapshot
+		}
+		for range nb {
+			e.batches = append(e.batches, batchMeta{
+				firstSeq:   int32(binary.BigEndian.Uint32(b)),
+				lastSeq:    int32(binary.BigEndian.Uint32(b[4:])),
+				baseOffset: int64(binary.BigEndian.Uint64(b[8:])),
+				lastOffset: int64(binary.BigEndian.Uint64(b[16:])),
+				timestamp:  int64(binary.BigEndian.Uint64(b[24:])),
+			})
+			b = b[32:]
+		}
+		ps.producers[pid] = e
+	}
+	if len(b) != 0 {
+		return nil, errBadSnapshot
+	}
+	return ps, nil
+}
+
+// listSnapshots returns the offsets of the snapshot files in dir, ascending.
+func listSnapshots(dir string) ([]int64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []int64
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasSuffix(name, snapshotSuffix) {
+			continue
+		}
+		off, err := strconv.ParseInt(strings.TrimSuffix(name, snapshotSuffix), 10, 64)
+		if err != nil || off < 0 {
+			continue
+		}
+		out = append(out, off)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, nil
+}
+
+// writeSnapshot writes the state as of offset (every batch below offset applied).
+func writeSnapshot(dir string, offset int64, ps *producerState) error {
+	return writeFileAtomic(filepath.Join(dir, fileName(offset, snapshotSuffix)), ps.encode(), true)
+}
+
+// loadLatestSnapshot loads the newest valid snapshot with offset ≤ limit, deleting
+// snapshots above limit and invalid ones. It returns offset -1 when none is usable.
+func loadLatestSnapshot(dir string, snaps []int64, limit int64) (*producerState, int64) {
+	for i := len(snaps) - 1; i >= 0; i-- {
+		p := filepath.Join(dir, fileName(snaps[i], snapshotSuffix))
+		if snaps[i] > limit {
+			_ = os.Remove(p)
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err == nil {
+			if ps, err := decodeProducerState(b); err == nil {
+				return ps, snaps[i]
+			}
+		}
+		_ = os.Remove(p)
+	}
+	return newProducerState(), -1
+}
+
+// pruneSnapshots keeps the newest keep snapshots.
+func pruneSnapshots(dir string, keep int) error {
+	snaps, err := listSnapshots(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := 0; i < len(snaps)-keep; i++ {
+		if err := os.Remove(filepath.Join(dir, fileName(snaps[i], snapshotSuffix))); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

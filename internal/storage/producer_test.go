@@ -1,0 +1,189 @@
+package storage
+
+import (
+	"errors"
+	"math"
+	"testing"
+)
+
+func TestIdempotentProducer(t *testing.T) {
+	type step struct {
+		epoch   int16
+		seq     int32
+		n       int
+		wantErr error
+		wantDup bool
+		wantOff int64 // base offset expected (original one for duplicates)
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"in order", []step{{0, 0, 2, nil, false, 0}, {0, 2, 3, nil, false, 2}, {0, 5, 1, nil, false, 5}}},
+		{"duplicate of last", []step{{0, 0, 2, nil, false, 0}, {0, 2, 2, nil, false, 2}, {0, 2, 2, nil, true, 2}}},
+		{"duplicate of older cached batch", []step{{0, 0, 1, nil, false, 0}, {0, 1, 1, nil, false, 1}, {0, 2, 1, nil, false, 2}, {0, 0, 1, nil, true, 0}}},
+		{"duplicate evicted after five", []step{{0, 0, 1, nil, false, 0}, {0, 1, 1, nil, false, 1}, {0, 2, 1, nil, false, 2}, {0, 3, 1, nil, false, 3}, {0, 4, 1, nil, false, 4}, {0, 5, 1, nil, false, 5}, {0, 0, 1, ErrOutOfOrderSequence, false, 0}}},
+		{"gap", []step{{0, 0, 2, nil, false, 0}, {0, 3, 1, ErrOutOfOrderSequence, false, 0}}},
+		{"new producer not at zero", []step{{0, 7, 1, ErrOutOfOrderSequence, false, 0}}},
+		{"epoch bump resets", []step{{0, 0, 3, nil, false, 0}, {1, 0, 1, nil, false, 3}, {1, 1, 1, nil, false, 4}}},
+		{"epoch bump not at zero", []step{{0, 0, 3, nil, false, 0}, {1, 3, 1, ErrOutOfOrderSequence, false, 0}}},
+		{"old epoch fenced", []step{{2, 0, 1, nil, false, 0}, {1, 1, 1, ErrInvalidProducerEpoch, false, 0}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := openTest(t, Config{})
+			for i, s := range tc.steps {
+				info, err := l.Append(mkBatch(t, batchSpec{n: s.n, pid: 42, epoch: s.epoch, seq: s.seq}), AppendOptions{})
+				if !errors.Is(err, s.wantErr) {
+					t.Fatalf("step %d: err %v, want %v", i, err, s.wantErr)
+				}
+				if err != nil {
+					continue
+				}
+				if info.Duplicate != s.wantDup || info.BaseOffset != s.wantOff || info.LastOffset != s.wantOff+int64(s.n)-1 {
+					t.Fatalf("step %d: %+v, want dup=%v base=%d", i, info, s.wantDup, s.wantOff)
+				}
+			}
+		})
+	}
+}
+
+func TestSequenceWrapAround(t *testing.T) {
+	l := openTest(t, Config{})
+	// Establish state near the top of the sequence space through a follower append
+	// (a leader would refuse a new producer starting there).
+	b := mkBatch(t, batchSpec{n: 1, pid: 9, epoch: 0, seq: math.MaxInt32})
+	if _, err := l.Append(b, AppendOptions{Follower: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(mkBatch(t, batchSpec{n: 2, pid: 9, epoch: 0, seq: 0}), AppendOptions{}); err != nil {
+		t.Fatalf("sequence after MaxInt32 must be 0: %v", err)
+	}
+	if ps := l.Producers(); len(ps) != 1 || ps[0].LastSequence != 1 {
+		t.Fatalf("producers %+v", ps)
+	}
+}
+
+func TestNonIdempotentBatchesSkipChecks(t *testing.T) {
+	l := openTest(t, Config{})
+	for i := 0; i < 3; i++ {
+		info := l.mustAppend(simple(t, 1, 0))
+		if info.Duplicate {
+			t.Fatal("non-idempotent batch reported duplicate")
+		}
+	}
+	if len(l.Producers()) != 0 {
+		t.Fatal("producer state for producer id -1")
+	}
+}
+
+func TestTransactionalProducerState(t *testing.T) {
+	l := openTest(t, Config{})
+	l.mustAppend(simple(t, 1, 0))
+	if _, err := l.Append(mkBatch(t, batchSpec{n: 2, pid: 5, epoch: 1, seq: 0, txn: true, ts: 77}), AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ps := l.Producers()
+	if len(ps) != 1 || ps[0].CurrentTxnStartOffset != 1 || ps[0].Epoch != 1 || ps[0].LastSequence != 1 {
+		t.Fatalf("producers %+v", ps)
+	}
+	marker := mkBatch(t, batchSpec{n: 1, pid: 5, epoch: 1, seq: -1, txn: true, control: true})
+	if _, err := l.Append(marker, AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if ps := l.Producers(); ps[0].CurrentTxnStartOffset != -1 {
+		t.Fatalf("transaction still open after marker: %+v", ps)
+	}
+	old := mkBatch(t, batchSpec{n: 1, pid: 5, epoch: 0, seq: -1, txn: true, control: true})
+	if _, err := l.Append(old, AppendOptions{}); !errors.Is(err, ErrInvalidProducerEpoch) {
+		t.Fatalf("marker from old epoch: %v", err)
+	}
+}
+
+func TestProducerStateSurvivesReopen(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		clean bool
+		roll  bool
+	}{{"clean", true, false}, {"crash no snapshot", false, false}, {"crash after roll", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{}
+			if tc.roll {
+				cfg.SegmentBytes = int64(2 * len(mkBatch(t, batchSpec{n: 2, pid: 1, seq: 0})))
+			}
+			l := openTest(t, cfg)
+			var seq int32
+			for i := 0; i < 5; i++ {
+				l.mustAppend(mkBatch(t, batchSpec{n: 2, pid: 1, epoch: 3, seq: seq}))
+				seq += 2
+			}
+			if tc.clean {
+				if err := l.Close(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				l.crash()
+			}
+			l.reopen(tc.clean)
+			// A retry of the last batch is a duplicate with its original offsets.
+			info, err := l.Append(mkBatch(t, batchSpec{n: 2, pid: 1, epoch: 3, seq: 8}), AppendOptions{})
+			if err != nil || !info.Duplicate || info.BaseOffset != 8 {
+				t.Fatalf("retry after reopen: %+v %v", info, err)
+			}
+			if _, err := l.Append(mkBatch(t, batchSpec{n: 1, pid: 1, epoch: 3, seq: 11}), AppendOptions{}); !errors.Is(err, ErrOutOfOrderSequence) {
+				t.Fatalf("gap after reopen: %v", err)
+			}
+			if _, err := l.Append(mkBatch(t, batchSpec{n: 1, pid: 1, epoch: 2, seq: 10}), AppendOptions{}); !errors.Is(err, ErrInvalidProducerEpoch) {
+				t.Fatalf("old epoch after reopen: %v", err)
+			}
+			info, err = l.Append(mkBatch(t, batchSpec{n: 1, pid: 1, epoch: 3, seq: 10}), AppendOptions{})
+			if err != nil || info.BaseOffset != 10 {
+				t.Fatalf("next batch after reopen: %+v %v", info, err)
+			}
+		})
+	}
+}
+
+func TestSnapshotEncoding(t *testing.T) {
+	ps := newProducerState()
+	for pid := int64(1); pid <= 3; pid++ {
+		for s := int32(0); s < 7; s++ {
+			h := mkHeader(pid, 2, s, int64(s)*10)
+			ps.update(&h)
+		}
+	}
+	b := ps.encode()
+	got, err := decodeProducerState(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.producers) != 3 || len(got.producers[2].batches) != producerBatchesCached || got.producers[2].lastSeq() != 6 {
+		t.Fatalf("decoded %+v", got.producers[2])
+	}
+	for i := range b {
+		c := append([]byte(nil), b...)
+		c[i] ^= 0x40
+		if _, err := decodeProducerState(c); err == nil {
+			t.Fatalf("flipped byte %d accepted", i)
+		}
+	}
+}
+
+func TestExpireProducers(t *testing.T) {
+	l := openTest(t, Config{ProducerIDExpirationMs: 1000})
+	now := t0.UnixMilli()
+	l.mustAppend(mkBatch(t, batchSpec{n: 1, pid: 1, seq: 0, ts: now - 5000}))
+	l.mustAppend(mkBatch(t, batchSpec{n: 1, pid: 2, seq: 0, ts: now}))
+	l.mustAppend(mkBatch(t, batchSpec{n: 1, pid: 3, seq: 0, ts: now - 5000, txn: true}))
+	if n := l.ExpireProducers(t0); n != 1 {
+		t.Fatalf("expired %d producers, want 1", n)
+	}
+	ps := l.Producers()
+	if len(ps) != 2 || ps[0].ProducerID != 2 || ps[1].ProducerID != 3 {
+		t.Fatalf("producers left %+v", ps)
+	}
+	// The forgotten producer must restart at sequence 0.
+	if _, err := l.Append(mkBatch(t, batchSpec{n: 1, pid: 1, seq: 1, ts: now}), AppendOptions{}); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("expired producer continuing: %v", err)
+	}
+}

@@ -1,0 +1,250 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+
+	"github.com/samsa-streaming/samsa/internal/record"
+)
+
+// FileRange is a byte range of a segment file. Read it with an explicit offset (pread,
+// sendfile with an offset), never through the file's seek position. The file stays
+// open for at least file.delete.delay.ms after the segment is deleted.
+type FileRange struct {
+	File     *os.File
+	Pos, Len int64
+}
+
+// ReadResult is whole batches as ranges of segment files.
+type ReadResult struct {
+	Ranges []FileRange
+	Size   int64
+	// FirstBatchOffset is the base offset of the first batch returned, -1 when empty.
+	FirstBatchOffset int64
+}
+
+// Read returns whole batches starting with the one containing offset, without copying:
+// it stops before a batch whose last offset is ≥ maxOffset (pass the high watermark or
+// last stable offset; math.MaxInt64 for no bound) and keeps the total ≤ maxBytes,
+// except that with minOneBatch the first batch is returned even when larger (KIP-74).
+// offset == LogEndOffset gives an empty result; an offset outside
+// [LogStartOffset, LogEndOffset] gives ErrOffsetOutOfRange.
+func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool) (ReadResult, error) {
+	res := ReadResult{FirstBatchOffset: -1}
+	if l.closed.Load() {
+		return res, ErrLogClosed
+	}
+	segs := l.segs()
+	start, end := l.logStart.Load(), l.logEnd.Load()
+	if offset < start || offset > end {
+		return res, fmt.Errorf("%w: offset %d, log [%d, %d]", ErrOffsetOutOfRange, offset, start, end)
+	}
+	// Never hand out batches beyond the log end loaded above: an append publishes the
+	// segment size before the log end.
+	maxOffset = min(maxOffset, end)
+	if offset == end || offset >= maxOffset {
+		return res, nil
+	}
+	interval := l.config().IndexIntervalBytes
+	remaining := int64(maxBytes)
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > offset }) - 1
+	for i = max(i, 0); i < len(segs); i++ {
+		s := segs[i]
+		pos, _, found, err := s.find(offset, interval)
+		if err != nil {
+			return res, l.readErr(s, err)
+		}
+		if !found {
+			continue
+		}
+		it := newBatchIter(s.file, pos, s.size.Load(), 16<<10)
+		var cur *FileRange
+		for {
+			h, bpos, err := it.next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return res, l.readErr(s, err)
+			}
+			size := int64(h.Size())
+			if h.LastOffset() >= maxOffset || (size > remaining && !(minOneBatch && res.Size == 0)) {
+				return res, nil
+			}
+			if res.FirstBatchOffset < 0 {
+				res.FirstBatchOffset = h.BaseOffset
+			}
+			if cur == nil {
+				res.Ranges = append(res.Ranges, FileRange{File: s.file.OS(), Pos: bpos})
+				cur = &res.Ranges[len(res.Ranges)-1]
+			}
+			cur.Len += size
+			res.Size += size
+			remaining -= size
+			offset = h.LastOffset() + 1
+			if remaining <= 0 {
+				return res, nil
+			}
+		}
+	}
+	return res, nil
+}
+
+func (l *Log) readErr(s *segment, err error) error {
+	if l.closed.Load() {
+		return ErrLogClosed
+	}
+	if errors.Is(err, os.ErrClosed) {
+		return fmt.Errorf("%w: segment %d was removed", ErrOffsetOutOfRange, s.base)
+	}
+	return fmt.Errorf("reading %s: %w", s.path(logSuffix), err)
+}
+
+// ReadBytes is Read copying the batches into one slice (for internal consumers such as
+// coordinators loading their state). At least one batch is returned when available.
+func (l *Log) ReadBytes(offset int64, maxBytes int, maxOffset int64) ([]byte, error) {
+	res, err := l.Read(offset, maxBytes, maxOffset, true)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, res.Size)
+	n := 0
+	for _, r := range res.Ranges {
+		if _, err := r.File.ReadAt(out[n:n+int(r.Len)], r.Pos); err != nil {
+			return nil, err
+		}
+		n += int(r.Len)
+	}
+	return out, nil
+}
+
+// readBatchAt reads the whole batch whose header is h at pos.
+func readBatchAt(s *segment, pos int64, h *record.Header) ([]byte, error) {
+	b := make([]byte, h.Size())
+	if _, err := s.file.ReadAt(b, pos); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// OffsetForTimestamp finds the earliest offset (≥ LogStartOffset) whose record
+// timestamp is ≥ ts and that record's timestamp; ok is false when there is none.
+func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bool) {
+	if l.closed.Load() {
+		return -1, -1, false
+	}
+	segs := l.segs()
+	start := l.logStart.Load()
+	interval := l.config().IndexIntervalBytes
+	for i, s := range segs {
+		if i+1 < len(segs) && segs[i+1].base <= start {
+			continue
+		}
+		maxTs, _, err := s.maxTimestamp(interval)
+		if err != nil || maxTs < ts {
+			continue
+		}
+		s.idx.RLock()
+		from, found := s.idx.x.lookupTime(s.base, ts)
+		s.idx.RUnlock()
+		if !found {
+			from = s.base
+		}
+		from = max(from, start)
+		pos, _, found, err := s.find(from, interval)
+		if err != nil || !found {
+			continue
+		}
+		it := newBatchIter(s.file, pos, s.size.Load(), 16<<10)
+		for {
+			h, bpos, err := it.next()
+			if err != nil {
+				break
+			}
+			if h.MaxTimestamp < ts || h.LastOffset() < start {
+				continue
+			}
+			if off, rts, ok := recordAtOrAfter(s, bpos, &h, ts, start); ok {
+				return off, rts, true
+			}
+		}
+	}
+	return -1, -1, false
+}
+
+// recordAtOrAfter decodes the batch at pos and returns its first record with a
+// timestamp ≥ ts and an offset ≥ minOffset. For LogAppendTime batches every record has
+// the batch's max timestamp.
+func recordAtOrAfter(s *segment, pos int64, h *record.Header, ts, minOffset int64) (int64, int64, bool) {
+	if h.LogAppendTime() {
+		return max(h.BaseOffset, minOffset), h.MaxTimestamp, true
+	}
+	b, err := readBatchAt(s, pos, h)
+	if err != nil {
+		return 0, 0, false
+	}
+	it, err := record.NewIterator(b)
+	if err != nil {
+		// Cannot decode the records: answer at batch granularity.
+		return max(h.BaseOffset, minOffset), h.MaxTimestamp, true
+	}
+	var r record.Record
+	for it.Next(&r) {
+		off := h.BaseOffset + int64(r.OffsetDelta)
+		rts := h.BaseTimestamp + r.TimestampDelta
+		if rts >= ts && off >= minOffset {
+			return off, rts, true
+		}
+	}
+	return 0, 0, false
+}
+
+// MaxTimestamp returns the largest record timestamp in the log and the offset of the
+// record carrying it (ListOffsets MAX_TIMESTAMP); (-1, -1) for an empty log.
+func (l *Log) MaxTimestamp() (timestamp, offset int64) {
+	if l.closed.Load() {
+		return -1, -1
+	}
+	segs := l.segs()
+	start := l.logStart.Load()
+	interval := l.config().IndexIntervalBytes
+	var best *segment
+	bestTs, bestBase := int64(-1), int64(-1)
+	for i, s := range segs {
+		if i+1 < len(segs) && segs[i+1].base <= start {
+			continue
+		}
+		ts, base, err := s.maxTimestamp(interval)
+		if err == nil && ts > bestTs {
+			best, bestTs, bestBase = s, ts, base
+		}
+	}
+	if best == nil {
+		return -1, -1
+	}
+	pos, h, found, err := best.find(bestBase, interval)
+	if err != nil || !found {
+		return bestTs, bestBase
+	}
+	if h.LogAppendTime() {
+		return bestTs, h.BaseOffset // every record carries the max; the first is earliest
+	}
+	b, err := readBatchAt(best, pos, &h)
+	if err != nil {
+		return bestTs, bestBase
+	}
+	it, err := record.NewIterator(b)
+	if err != nil {
+		return bestTs, h.LastOffset()
+	}
+	var r record.Record
+	for it.Next(&r) {
+		if h.BaseTimestamp+r.TimestampDelta == bestTs {
+			return bestTs, h.BaseOffset + int64(r.OffsetDelta)
+		}
+	}
+	return bestTs, h.LastOffset()
+}

@@ -1,0 +1,259 @@
+package storage
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// DeleteRecordsBefore advances the log start offset to offset (DeleteRecords), persists
+// it and deletes the segments entirely below it. It returns the new log start offset.
+// An offset above the log end gives ErrOffsetOutOfRange.
+func (l *Log) DeleteRecordsBefore(offset int64) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return 0, ErrLogClosed
+	}
+	if offset > l.logEnd.Load() || offset < 0 {
+		return l.logStart.Load(), fmt.Errorf("%w: offset %d, log end %d", ErrOffsetOutOfRange, offset, l.logEnd.Load())
+	}
+	if offset <= l.logStart.Load() {
+		return l.logStart.Load(), nil
+	}
+	if err := l.advanceLogStartLocked(offset); err != nil {
+		return l.logStart.Load(), err
+	}
+	segs := l.segs()
+	n := 0
+	for n+1 < len(segs) && segs[n+1].base <= offset {
+		n++
+	}
+	_, err := l.deleteOldestLocked(n, "log start offset")
+	return l.logStart.Load(), err
+}
+
+// advanceLogStartLocked moves the log start offset forward and persists it.
+func (l *Log) advanceLogStartLocked(offset int64) error {
+	if offset <= l.logStart.Load() {
+		return nil
+	}
+	l.logStart.Store(offset)
+	if err := l.epochs.truncateFromStart(offset); err != nil {
+		return err
+	}
+	return l.writeStateLocked()
+}
+
+// deleteOldestLocked removes the n oldest segments (never the active one): they leave
+// the segment list at once, their files are renamed .deleted and closed and removed
+// after file.delete.delay.ms so that ranges already handed to readers stay valid.
+func (l *Log) deleteOldestLocked(n int, reason string) (int, error) {
+	segs := l.segs()
+	n = min(n, len(segs)-1)
+	if n <= 0 {
+		return 0, nil
+	}
+	gone := segs[:n]
+	l.setSegments(append([]*segment(nil), segs[n:]...))
+	if err := l.advanceLogStartLocked(segs[n].base); err != nil {
+		return 0, err
+	}
+	delay := time.Duration(l.config().FileDeleteDelayMs) * time.Millisecond
+	var firstErr error
+	for _, s := range gone {
+		l.size.Add(-s.size.Load())
+		if err := s.renameDeleted(); err != nil && firstErr == nil {
+			firstErr = err
+		}
+		l.logger.Info("deleting segment", "topic", l.topic, "partition", l.partition, "offset", s.base, "reason", reason)
+		l.scheduleRemoveLocked(s, delay)
+	}
+	return n, firstErr
+}
+
+func (l *Log) scheduleRemoveLocked(s *segment, delay time.Duration) {
+	if delay <= 0 {
+		if err := s.removeDeleted(); err != nil {
+			l.logger.Warn("removing deleted segment", "topic", l.topic, "partition", l.partition, "offset", s.base, "err", err)
+		}
+		return
+	}
+	if l.mu.pendingDeletes == nil {
+		l.mu.pendingDeletes = map[*segment]clockTimer{}
+	}
+	l.mu.pendingDeletes[s] = l.clock.AfterFunc(delay, func() {
+		l.mu.Lock()
+		_, pending := l.mu.pendingDeletes[s]
+		delete(l.mu.pendingDeletes, s)
+		l.mu.Unlock()
+		if !pending {
+			return // Close or Delete took care of it
+		}
+		if err := s.removeDeleted(); err != nil {
+			l.logger.Warn("removing deleted segment", "topic", l.topic, "partition", l.partition, "offset", s.base, "err", err)
+		}
+	})
+}
+
+// EnforceRetention deletes the oldest segments that break retention.ms (their largest
+// timestamp is older) or retention.bytes (while the log stays above it without them),
+// only when cleanup.policy includes delete. An expired, non-empty active segment is
+// rolled first so that it can go too. It returns how many segments were deleted.
+func (l *Log) EnforceRetention(now time.Time) (int, error) {
+	cfg := l.config()
+	if !cfg.DeleteRetention || (cfg.RetentionMs < 0 && cfg.RetentionBytes < 0) {
+		return 0, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return 0, ErrLogClosed
+	}
+	nowMs := now.UnixMilli()
+	expired := func(s *segment) (bool, error) {
+		if cfg.RetentionMs < 0 {
+			return false, nil
+		}
+		ts, _, err := s.maxTimestamp(cfg.IndexIntervalBytes)
+		if err != nil {
+			return false, err
+		}
+		if ts < 0 {
+			// No timestamps: fall back on the segment's file age, as Kafka does.
+			st, err := s.file.Stat()
+			if err != nil {
+				return false, err
+			}
+			ts = st.ModTime().UnixMilli()
+		}
+		return nowMs-ts > cfg.RetentionMs, nil
+	}
+	segs := l.segs()
+	n := 0
+	for n < len(segs) {
+		ok, err := expired(segs[n])
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			break
+		}
+		n++
+	}
+	if n == len(segs) {
+		// Every segment expired, the active one included.
+		if segs[n-1].size.Load() > 0 {
+			if err := l.rollLocked(now, l.logEnd.Load()); err != nil {
+				return 0, err
+			}
+		} else {
+			n--
+		}
+	}
+	deleted, err := l.deleteOldestLocked(n, "retention.ms")
+	if err != nil {
+		return deleted, err
+	}
+	if cfg.RetentionBytes >= 0 {
+		segs = l.segs()
+		excess := l.size.Load() - cfg.RetentionBytes
+		k := 0
+		for k < len(segs)-1 && excess-segs[k].size.Load() >= 0 {
+			excess -= segs[k].size.Load()
+			k++
+		}
+		more, err := l.deleteOldestLocked(k, "retention.bytes")
+		deleted += more
+		if err != nil {
+			return deleted, err
+		}
+	}
+	return deleted, nil
+}
+
+// TruncateTo removes every batch at or after offset (a follower taking back a divergent
+// tail). The log end becomes the base offset of the first removed batch. An offset
+// below the log start empties the log and starts it at offset.
+func (l *Log) TruncateTo(offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return ErrLogClosed
+	}
+	if offset >= l.logEnd.Load() {
+		return nil
+	}
+	cfg := l.config()
+	if offset < l.logStart.Load() {
+		return l.truncateFullyLocked(offset, cfg)
+	}
+	segs := l.segs()
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > offset }) - 1
+	i = max(i, 0)
+	// Segments after the one holding offset go at once.
+	if err := l.dropSegmentsFrom(i + 1); err != nil {
+		return err
+	}
+	s := segs[i]
+	newEnd := offset
+	pos, h, found, err := s.find(offset, cfg.IndexIntervalBytes)
+	if err != nil {
+		return err
+	}
+	if found {
+		newEnd = min(offset, h.BaseOffset)
+		if err := s.deactivate(false); err != nil {
+			return err
+		}
+		if err := l.truncateSegmentAt(s, pos, cfg); err != nil {
+			return err
+		}
+		if err := s.activate(); err != nil {
+			return err
+		}
+	} else if s.offsetFile == nil {
+		if err := s.activate(); err != nil {
+			return err
+		}
+	}
+	s.bytesSinceIndex = 0
+	if s.size.Load() == 0 {
+		s.rollTimestamp = -1
+	}
+	return l.afterTruncateLocked(newEnd)
+}
+
+// truncateFullyLocked deletes every segment and starts an empty log at offset.
+func (l *Log) truncateFullyLocked(offset int64, cfg Config) error {
+	if err := l.dropSegmentsFrom(0); err != nil {
+		return err
+	}
+	s, err := openSegment(l.fs, l.dir, offset, l.clock.Now())
+	if err != nil {
+		return err
+	}
+	s.idx.loaded = true
+	if err := s.activate(); err != nil {
+		return err
+	}
+	l.setSegments([]*segment{s})
+	l.logStart.Store(offset)
+	if err := l.epochs.truncateFromStart(offset); err != nil {
+		return err
+	}
+	return l.afterTruncateLocked(offset)
+}
+
+// afterTruncateLocked resets the state derived from the tail of the log.
+func (l *Log) afterTruncateLocked(newEnd int64) error {
+	l.logEnd.Store(newEnd)
+	l.mu.recoveryPoint = min(l.mu.recoveryPoint, newEnd)
+	if err := l.epochs.truncateFromEnd(newEnd); err != nil {
+		return err
+	}
+	if err := l.writeStateLocked(); err != nil {
+		return err
+	}
+	return l.loadProducerState(newEnd)
+}

@@ -1,0 +1,133 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/samsa-streaming/samsa/internal/record"
+)
+
+// minBatchLength is the smallest legal batchLength field (a header with no records).
+const minBatchLength = record.HeaderSize - record.LogOverhead
+
+// errTorn marks an incomplete or unparsable batch at the end of a file region.
+var errTorn = fmt.Errorf("%w: torn or invalid batch", ErrCorrupt)
+
+// batchIter walks batch headers of a file region [pos, end) without reading record
+// data, using explicit-offset reads (never the file's seek position), so any number of
+// iterators may run on one file concurrently.
+type batchIter struct {
+	r        io.ReaderAt
+	pos, end int64
+	buf      []byte
+	bufStart int64 // file position of buf[0]
+	bufLen   int
+}
+
+func newBatchIter(r io.ReaderAt, pos, end int64, bufSize int) *batchIter {
+	if bufSize < record.HeaderSize {
+		bufSize = record.HeaderSize
+	}
+	return &batchIter{r: r, pos: pos, end: end, buf: make([]byte, bufSize), bufStart: -1}
+}
+
+// next returns the header of the batch at the current position and its position, then
+// advances past the batch. It returns io.EOF at the end of the region and errTorn when
+// the bytes left do not hold a whole, well-formed batch header.
+func (it *batchIter) next() (record.Header, int64, error) {
+	var h record.Header
+	if it.pos >= it.end {
+		return h, it.pos, io.EOF
+	}
+	if it.pos+record.HeaderSize > it.end {
+		return h, it.pos, errTorn
+	}
+	if it.bufStart < 0 || it.pos < it.bufStart || it.pos+record.HeaderSize > it.bufStart+int64(it.bufLen) {
+		want := int64(len(it.buf))
+		if rem := it.end - it.pos; rem < want {
+			want = rem
+		}
+		n, err := it.r.ReadAt(it.buf[:want], it.pos)
+		if n < record.HeaderSize {
+			if err == nil || errors.Is(err, io.EOF) {
+				return h, it.pos, errTorn
+			}
+			return h, it.pos, err
+		}
+		it.bufStart, it.bufLen = it.pos, n
+	}
+	off := it.pos - it.bufStart
+	h, err := record.ParseHeader(it.buf[off : off+record.HeaderSize])
+	if err != nil || h.Length < minBatchLength || it.pos+int64(h.Size()) > it.end || h.LastOffsetDelta < 0 {
+		return h, it.pos, errTorn
+	}
+	pos := it.pos
+	it.pos += int64(h.Size())
+	return h, pos, nil
+}
+
+// fullBatchReader walks whole batches (header and records) of a region, for recovery
+// and copying reads.
+type fullBatchReader struct {
+	r        io.ReaderAt
+	pos, end int64
+	buf      []byte
+	bufStart int64
+	bufLen   int
+}
+
+func newFullBatchReader(r io.ReaderAt, pos, end int64) *fullBatchReader {
+	return &fullBatchReader{r: r, pos: pos, end: end, buf: make([]byte, 1<<20), bufStart: -1}
+}
+
+// next returns the batch at the current position (valid until the next call), its
+// header and position. io.EOF at the end; errTorn when the rest is not a whole batch.
+// The CRC is not checked here.
+func (fr *fullBatchReader) next() ([]byte, record.Header, int64, error) {
+	var h record.Header
+	if fr.pos >= fr.end {
+		return nil, h, fr.pos, io.EOF
+	}
+	if fr.pos+record.HeaderSize > fr.end {
+		return nil, h, fr.pos, errTorn
+	}
+	hb, err := fr.slice(fr.pos, record.HeaderSize)
+	if err != nil {
+		return nil, h, fr.pos, err
+	}
+	h, err = record.ParseHeader(hb)
+	if err != nil || h.Length < minBatchLength || fr.pos+int64(h.Size()) > fr.end || h.LastOffsetDelta < 0 {
+		return nil, h, fr.pos, errTorn
+	}
+	b, err := fr.slice(fr.pos, h.Size())
+	if err != nil {
+		return nil, h, fr.pos, err
+	}
+	pos := fr.pos
+	fr.pos += int64(h.Size())
+	return b, h, pos, nil
+}
+
+func (fr *fullBatchReader) slice(pos int64, n int) ([]byte, error) {
+	if fr.bufStart >= 0 && pos >= fr.bufStart && pos+int64(n) <= fr.bufStart+int64(fr.bufLen) {
+		off := pos - fr.bufStart
+		return fr.buf[off : off+int64(n)], nil
+	}
+	if n > len(fr.buf) {
+		fr.buf = make([]byte, n)
+	}
+	want := int64(len(fr.buf))
+	if rem := fr.end - pos; rem < want {
+		want = rem
+	}
+	got, err := fr.r.ReadAt(fr.buf[:want], pos)
+	if got < n {
+		if err == nil || errors.Is(err, io.EOF) {
+			return nil, errTorn
+		}
+		return nil, err
+	}
+	fr.bufStart, fr.bufLen = pos, got
+	return fr.buf[:n], nil
+}

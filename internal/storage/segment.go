@@ -1,0 +1,347 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/samsa-streaming/samsa/internal/record"
+)
+
+// File name suffixes (format constants).
+const (
+	logSuffix       = ".log"
+	indexSuffix     = ".index"
+	timeIndexSuffix = ".timeindex"
+	snapshotSuffix  = ".snapshot"
+	deletedSuffix   = ".deleted"
+)
+
+func fileName(base int64, suffix string) string { return fmt.Sprintf("%020d%s", base, suffix) }
+
+// segment is one file of batches plus its two sparse indexes.
+//
+// Concurrency: base, file and the paths are immutable. size is the number of bytes
+// visible to readers; it only grows while the segment is active (the appender writes the
+// bytes first, then publishes the new size) and shrinks only under Log.mu in TruncateTo.
+// idx guards the in-memory indexes, loaded lazily for old segments. The fields under
+// "appender state" belong to the Log's mutex.
+type segment struct {
+	base    int64
+	dir     string
+	fs      FS
+	file    File
+	size    atomic.Int64
+	deleted atomic.Bool
+
+	idx struct {
+		sync.RWMutex
+		loaded               bool
+		x                    segmentIndex
+		maxTimestamp         int64 // largest batch max timestamp, -1 when none
+		offsetOfMaxTimestamp int64 // base offset of the batch holding it, -1 when none
+	}
+
+	// appender state (Log.mu)
+	offsetFile, timeFile File // open while active
+	bytesSinceIndex      int64
+	rollTimestamp        int64     // max timestamp of the first batch, -1 when unknown
+	createdAt            time.Time // when the segment was created or opened
+}
+
+func (s *segment) path(suffix string) string { return filepath.Join(s.dir, fileName(s.base, suffix)) }
+
+// openSegment opens (creating if needed) the segment file starting at base.
+func openSegment(fs FS, dir string, base int64, now time.Time) (*segment, error) {
+	s := &segment{base: base, dir: dir, fs: fs, rollTimestamp: -1, createdAt: now}
+	f, err := fs.OpenFile(s.path(logSuffix), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	s.file = f
+	s.size.Store(st.Size())
+	s.idx.maxTimestamp, s.idx.offsetOfMaxTimestamp = -1, -1
+	return s, nil
+}
+
+// ensureIndex loads the index files the first time they are needed, rebuilding them
+// from the segment when missing or invalid.
+func (s *segment) ensureIndex(interval int) error {
+	s.idx.RLock()
+	loaded := s.idx.loaded
+	s.idx.RUnlock()
+	if loaded {
+		return nil
+	}
+	s.idx.Lock()
+	defer s.idx.Unlock()
+	return s.ensureIndexLocked(interval)
+}
+
+func (s *segment) ensureIndexLocked(interval int) error {
+	if s.idx.loaded {
+		return nil
+	}
+	size := s.size.Load()
+	x, err := readIndexes(s.path(indexSuffix), s.path(timeIndexSuffix), max(size, 1))
+	if err != nil {
+		return s.rebuildIndexLocked(interval)
+	}
+	s.idx.x = x
+	s.idx.maxTimestamp, s.idx.offsetOfMaxTimestamp = -1, -1
+	if n := len(x.times); n > 0 {
+		s.idx.maxTimestamp = x.times[n-1].timestamp
+		s.idx.offsetOfMaxTimestamp = s.base + int64(x.times[n-1].relOffset)
+	}
+	// Batches after the last offset-index entry are not covered by the time index.
+	start := s.idx.x.lookup(s.base, 1<<62)
+	it := newBatchIter(s.file, start, size, 64<<10)
+	for {
+		h, _, err := it.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return s.rebuildIndexLocked(interval)
+		}
+		if h.MaxTimestamp > s.idx.maxTimestamp {
+			s.idx.maxTimestamp, s.idx.offsetOfMaxTimestamp = h.MaxTimestamp, h.BaseOffset
+		}
+	}
+	s.idx.loaded = true
+	return nil
+}
+
+// rebuildIndexLocked recreates both indexes by walking every batch header.
+func (s *segment) rebuildIndexLocked(interval int) error {
+	s.idx.x = segmentIndex{}
+	s.idx.maxTimestamp, s.idx.offsetOfMaxTimestamp = -1, -1
+	size := s.size.Load()
+	it := newBatchIter(s.file, 0, size, 256<<10)
+	var since int64
+	for {
+		h, pos, err := it.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("rebuilding index of %s: %w", s.path(logSuffix), err)
+		}
+		s.indexBatchLocked(&h, pos, &since, interval)
+	}
+	s.idx.loaded = true
+	if s.deleted.Load() {
+		return nil // a reader of a deleted segment: keep the index in memory only
+	}
+	return writeIndexes(s.path(indexSuffix), s.path(timeIndexSuffix), &s.idx.x)
+}
+
+// indexBatchLocked adds the index entries for the batch at pos (Kafka's rule: an entry
+// when more than interval bytes were appended since the previous one) and updates the
+// segment's max timestamp. It returns the entries added (zero values when none).
+func (s *segment) indexBatchLocked(h *record.Header, pos int64, since *int64, interval int) (oe offsetEntry, te timeEntry, addedO, addedT bool) {
+	if h.MaxTimestamp > s.idx.maxTimestamp {
+		s.idx.maxTimestamp, s.idx.offsetOfMaxTimestamp = h.MaxTimestamp, h.BaseOffset
+	}
+	if *since > int64(interval) {
+		oe = offsetEntry{uint32(h.BaseOffset - s.base), uint32(pos)}
+		s.idx.x.offsets = append(s.idx.x.offsets, oe)
+		addedO = true
+		n := len(s.idx.x.times)
+		if s.idx.maxTimestamp >= 0 && (n == 0 || s.idx.maxTimestamp > s.idx.x.times[n-1].timestamp) {
+			te = timeEntry{s.idx.maxTimestamp, uint32(s.idx.offsetOfMaxTimestamp - s.base)}
+			s.idx.x.times = append(s.idx.x.times, te)
+			addedT = true
+		}
+		*since = 0
+	}
+	*since += int64(h.Size())
+	return
+}
+
+// finalTimeEntryLocked appends the segment's max timestamp to the time index when it
+// is not the last entry yet, so that an inactive segment's max timestamp is its last
+// time index entry (Kafka does the same when a segment stops being active).
+func (s *segment) finalTimeEntryLocked() (timeEntry, bool) {
+	n := len(s.idx.x.times)
+	if s.idx.maxTimestamp < 0 || (n > 0 && s.idx.x.times[n-1].timestamp >= s.idx.maxTimestamp) {
+		return timeEntry{}, false
+	}
+	te := timeEntry{s.idx.maxTimestamp, uint32(s.idx.offsetOfMaxTimestamp - s.base)}
+	s.idx.x.times = append(s.idx.x.times, te)
+	return te, true
+}
+
+// activate opens the index files for appending. The in-memory index must be loaded.
+func (s *segment) activate() error {
+	s.idx.RLock()
+	no, nt := len(s.idx.x.offsets), len(s.idx.x.times)
+	s.idx.RUnlock()
+	of, err := s.fs.OpenFile(s.path(indexSuffix), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	tf, err := s.fs.OpenFile(s.path(timeIndexSuffix), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		of.Close()
+		return err
+	}
+	if err := errors.Join(of.Truncate(int64(no*offsetEntrySize)), tf.Truncate(int64(nt*timeEntrySize))); err != nil {
+		of.Close()
+		tf.Close()
+		return err
+	}
+	s.offsetFile, s.timeFile = of, tf
+	return nil
+}
+
+// deactivate writes the final time entry, syncs and closes the index files.
+func (s *segment) deactivate(sync bool) error {
+	var errs []error
+	s.idx.Lock()
+	te, ok := s.finalTimeEntryLocked()
+	nt := len(s.idx.x.times)
+	s.idx.Unlock()
+	if s.timeFile != nil && ok {
+		var b [timeEntrySize]byte
+		encodeTimeEntry(b[:], te)
+		_, err := s.timeFile.WriteAt(b[:], int64((nt-1)*timeEntrySize))
+		errs = append(errs, err)
+	}
+	for _, f := range []File{s.offsetFile, s.timeFile} {
+		if f == nil {
+			continue
+		}
+		if sync {
+			errs = append(errs, f.Sync())
+		}
+		errs = append(errs, f.Close())
+	}
+	s.offsetFile, s.timeFile = nil, nil
+	return errors.Join(errs...)
+}
+
+// appendBatch writes b at the end of the active segment and indexes it. Log.mu held.
+// err is a failed segment write (nothing was appended); indexErr a failed index file
+// write, after which the batch is appended and the in-memory index is right (the files
+// are rebuilt by the next recovery if they are wrong).
+func (s *segment) appendBatch(b []byte, h *record.Header, interval int) (indexErr, err error) {
+	pos := s.size.Load()
+	if _, err := s.file.WriteAt(b, pos); err != nil {
+		// Cut anything partially written so the file matches what readers see.
+		_ = s.file.Truncate(pos)
+		return nil, err
+	}
+	s.idx.Lock()
+	oe, te, addO, addT := s.indexBatchLocked(h, pos, &s.bytesSinceIndex, interval)
+	no, nt := len(s.idx.x.offsets), len(s.idx.x.times)
+	s.idx.Unlock()
+	if s.rollTimestamp < 0 && h.MaxTimestamp >= 0 && pos == 0 {
+		s.rollTimestamp = h.MaxTimestamp
+	}
+	s.size.Store(pos + int64(len(b)))
+	var errs []error
+	if addO && s.offsetFile != nil {
+		var e [offsetEntrySize]byte
+		encodeOffsetEntry(e[:], oe)
+		_, err := s.offsetFile.WriteAt(e[:], int64((no-1)*offsetEntrySize))
+		errs = append(errs, err)
+	}
+	if addT && s.timeFile != nil {
+		var e [timeEntrySize]byte
+		encodeTimeEntry(e[:], te)
+		_, err := s.timeFile.WriteAt(e[:], int64((nt-1)*timeEntrySize))
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...), nil
+}
+
+// indexFull reports whether either index reached maxBytes.
+func (s *segment) indexFull(maxBytes int) bool {
+	s.idx.RLock()
+	defer s.idx.RUnlock()
+	return len(s.idx.x.offsets)*offsetEntrySize+offsetEntrySize > maxBytes ||
+		len(s.idx.x.times)*timeEntrySize+timeEntrySize > maxBytes
+}
+
+// maxTimestamp returns the segment's largest timestamp and the base offset of the batch
+// holding it (-1, -1 when none).
+func (s *segment) maxTimestamp(interval int) (int64, int64, error) {
+	if err := s.ensureIndex(interval); err != nil {
+		return -1, -1, err
+	}
+	s.idx.RLock()
+	defer s.idx.RUnlock()
+	return s.idx.maxTimestamp, s.idx.offsetOfMaxTimestamp, nil
+}
+
+// find returns the position and header of the first batch whose last offset is ≥
+// offset, using the offset index then walking headers. found is false when no such
+// batch is in the segment.
+func (s *segment) find(offset int64, interval int) (pos int64, h record.Header, found bool, err error) {
+	if err := s.ensureIndex(interval); err != nil {
+		return 0, h, false, err
+	}
+	s.idx.RLock()
+	start := s.idx.x.lookup(s.base, offset)
+	s.idx.RUnlock()
+	it := newBatchIter(s.file, start, s.size.Load(), 16<<10)
+	for {
+		h, pos, err := it.next()
+		if err == io.EOF {
+			return 0, h, false, nil
+		}
+		if err != nil {
+			return 0, h, false, err
+		}
+		if h.LastOffset() >= offset {
+			return pos, h, true, nil
+		}
+	}
+}
+
+// sync flushes the segment file to disk. Index files are caches rebuilt by recovery;
+// they are synced when the segment stops being active (roll, Close).
+func (s *segment) sync() error { return s.file.Sync() }
+
+// close closes every file of the segment, syncing the index files of an active one.
+func (s *segment) close() error {
+	errs := []error{s.deactivate(true)}
+	errs = append(errs, s.file.Close())
+	return errors.Join(errs...)
+}
+
+// renameDeleted renames the segment's files with the .deleted suffix. The open file
+// stays readable until close.
+func (s *segment) renameDeleted() error {
+	s.deleted.Store(true)
+	var errs []error
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		p := s.path(suf)
+		if err := os.Rename(p, p+deletedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeDeleted closes the segment and removes its .deleted files.
+func (s *segment) removeDeleted() error {
+	errs := []error{s.close()}
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		if err := os.Remove(s.path(suf) + deletedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
