@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/samsa-streaming/samsa/internal/broker"
 	"github.com/samsa-streaming/samsa/internal/clock"
 	"github.com/samsa-streaming/samsa/internal/config"
+	"github.com/samsa-streaming/samsa/internal/metrics"
 	"github.com/samsa-streaming/samsa/internal/server"
 )
 
@@ -62,10 +64,18 @@ func serve(configFile string, overrides []string, logLevel string) error {
 	if err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", err)
 	}
-	brk, err := broker.New(broker.Options{Config: cfg, Clock: clock.Real{}, Logger: logger})
+	// The metrics registry is made before the broker (which records into it) and reads
+	// the broker's state through this indirection once the broker exists.
+	source := &brokerSource{}
+	m, err := metrics.New(metrics.Options{Listen: cfg.MetricsListener, Logger: logger.With("component", "metrics"), Source: source})
 	if err != nil {
 		return err
 	}
+	brk, err := broker.New(broker.Options{Config: cfg, Clock: clock.Real{}, Logger: logger, Metrics: m})
+	if err != nil {
+		return err
+	}
+	source.set(brk)
 	ctx := context.Background()
 	advertised := cfg.AdvertisedListeners[0]
 	if err := brk.Start(ctx, advertised); err != nil {
@@ -84,6 +94,7 @@ func serve(configFile string, overrides []string, logLevel string) error {
 		Versions:       broker.Versions,
 		APIKeys:        broker.APIKeys,
 		Logger:         logger.With("component", "server"),
+		Observer:       m,
 		IdleTimeout:    time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
 	})
 	if err == nil {
@@ -92,6 +103,11 @@ func serve(configFile string, overrides []string, logLevel string) error {
 	if err != nil {
 		brk.Close()
 		return fmt.Errorf("listen: %w", err)
+	}
+	if err := m.Start(); err != nil {
+		srv.Close()
+		brk.Close()
+		return fmt.Errorf("metrics listener: %w", err)
 	}
 	bound := srv.Addrs()[0].String()
 	logger.Info("samsa ready", "addr", bound, "node", cfg.NodeID, "cluster", brk.ClusterID(), "log.dirs", cfg.LogDirs)
@@ -102,7 +118,7 @@ func serve(configFile string, overrides []string, logLevel string) error {
 	logger.Info("shutting down", "signal", sig.String())
 	done := make(chan error, 1)
 	go func() {
-		done <- errors.Join(srv.Close(), brk.Close())
+		done <- errors.Join(srv.Close(), m.Close(), brk.Close())
 	}()
 	select {
 	case err := <-done:
@@ -115,4 +131,25 @@ func serve(configFile string, overrides []string, logLevel string) error {
 	case <-time.After(shutdownGrace):
 		return fmt.Errorf("shutdown did not finish within %v", shutdownGrace)
 	}
+}
+
+// brokerSource hands metrics scrapes to the broker once it has been built.
+type brokerSource struct {
+	broker atomic.Pointer[broker.Broker]
+}
+
+func (s *brokerSource) set(b *broker.Broker) { s.broker.Store(b) }
+
+func (s *brokerSource) Partitions() []metrics.PartitionStats {
+	if b := s.broker.Load(); b != nil {
+		return b.Partitions()
+	}
+	return nil
+}
+
+func (s *brokerSource) Groups() []metrics.GroupStats {
+	if b := s.broker.Load(); b != nil {
+		return b.Groups()
+	}
+	return nil
 }

@@ -9,12 +9,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/samsa-streaming/samsa/internal/clock"
 	"github.com/samsa-streaming/samsa/internal/config"
 	"github.com/samsa-streaming/samsa/internal/controller"
+	"github.com/samsa-streaming/samsa/internal/group"
 	"github.com/samsa-streaming/samsa/internal/metadata"
+	"github.com/samsa-streaming/samsa/internal/metrics"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/replica"
 	"github.com/samsa-streaming/samsa/internal/storage"
@@ -25,6 +25,8 @@ type Options struct {
 	Config *config.Broker
 	Clock  clock.Clock
 	Logger *slog.Logger
+	// Metrics records broker metrics; nil records nothing.
+	Metrics *metrics.Metrics
 }
 
 // Broker serves the Kafka API of one node.
@@ -32,12 +34,14 @@ type Broker struct {
 	cfg       *config.Broker
 	clock     clock.Clock
 	logger    *slog.Logger
+	metrics   *metrics.Metrics
 	nodeID    int32
 	clusterID string
 
 	logs       *storage.Manager
 	controller *controller.Controller
 	replicas   *replica.Manager
+	groups     *group.Coordinator
 	producers  producerIDs
 
 	// reconcileMu serialises applying metadata images to local partitions.
@@ -60,6 +64,7 @@ func New(o Options) (*Broker, error) {
 		cfg:      cfg,
 		clock:    o.Clock,
 		logger:   o.Logger,
+		metrics:  o.Metrics,
 		nodeID:   cfg.NodeID,
 		replicas: replica.NewManager(cfg.NodeID),
 	}
@@ -96,6 +101,16 @@ func New(o Options) (*Broker, error) {
 	}
 	b.controller = ctrl
 	b.producers.broker = b
+	b.groups = group.New(group.Options{
+		Log:    offsetsLog{b},
+		Clock:  o.Clock,
+		Logger: o.Logger.With("component", "group"),
+		Config: groupConfig(cfg),
+		TopicExists: func(topic string, partition int32) bool {
+			t, ok := b.image().Topic(topic)
+			return ok && partition >= 0 && int(partition) < len(t.Partitions)
+		},
+	})
 	return b, nil
 }
 
@@ -116,8 +131,16 @@ func (b *Broker) Start(ctx context.Context, advertised config.Listener) error {
 	if err := b.controller.RegisterBroker(ctx, reg); err != nil {
 		return fmt.Errorf("register broker: %w", err)
 	}
-	b.removeOrphanLogs(b.controller.Image())
-	b.reconcile(b.controller.Image())
+	img := b.controller.Image()
+	b.removeOrphanLogs(img)
+	// Open the logs already on disk in parallel before reconciling, so that a node with
+	// many partitions starts quickly.
+	if err := b.logs.LoadExisting(func(k storage.PartitionKey) storage.Config {
+		return b.logConfig(img, k.Topic)
+	}); err != nil {
+		b.logger.Error("some partition logs could not be opened", "err", err)
+	}
+	b.reconcile(img)
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
@@ -135,6 +158,7 @@ func (b *Broker) Close() error {
 		b.cancel()
 	}
 	b.wg.Wait()
+	b.groups.Close()
 	errs := []error{b.controller.Close(), b.logs.Close()}
 	return errors.Join(errs...)
 }
@@ -164,5 +188,7 @@ func (b *Broker) requestContext(timeoutMs int32) (context.Context, context.Cance
 	return context.WithTimeout(context.Background(), d)
 }
 
-var _ protocol.Handler = (*Broker)(nil)
-var _ = kmsg.Produce
+var (
+	_ protocol.Handler = (*Broker)(nil)
+	_ metrics.Source   = (*Broker)(nil)
+)

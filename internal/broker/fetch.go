@@ -33,7 +33,7 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.FetchRequest)
 	topics, total, parts, failed := b.readFetch(r)
 	if failed || total >= int64(r.MinBytes) || r.MaxWaitMillis <= 0 || len(parts) == 0 {
-		return protocol.Ready(protocol.Response{Chunks: encodeFetchResponse(r.Version, 0, r.IsolationLevel == 1, topics)})
+		return protocol.Ready(b.fetchResponse(r, topics))
 	}
 	out := make(chan protocol.Response, 1)
 	go func() {
@@ -56,9 +56,23 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 			topics, _, _, _ = b.readFetch(r)
 			break
 		}
-		out <- protocol.Response{Chunks: encodeFetchResponse(r.Version, 0, r.IsolationLevel == 1, topics)}
+		out <- b.fetchResponse(r, topics)
 	}()
 	return out
+}
+
+// fetchResponse encodes the final response and records its metrics.
+func (b *Broker) fetchResponse(r *kmsg.FetchRequest, topics []fetchTopicResult) protocol.Response {
+	for _, t := range topics {
+		for _, p := range t.partitions {
+			if p.errorCode != 0 {
+				b.metrics.FetchError(p.errorCode)
+			} else if p.size > 0 {
+				b.metrics.FetchedBytes(t.name, 0, int(p.size))
+			}
+		}
+	}
+	return protocol.Response{Chunks: encodeFetchResponse(r.Version, 0, r.IsolationLevel == 1, topics)}
 }
 
 // readFetch reads every requested partition once. It returns the response topics, the

@@ -61,6 +61,7 @@ func (b *Broker) handleProduce(req *protocol.Request) <-chan protocol.Response {
 			if err != nil {
 				failed = true
 				sp.ErrorCode = errorCode(err)
+				b.metrics.ProduceError(sp.ErrorCode)
 				if req.Version >= 8 {
 					sp.ErrorMessage = errorMessage(err)
 				}
@@ -109,6 +110,7 @@ func (b *Broker) produceOne(topic string, partition int32, records []byte, acks 
 	if err != nil {
 		return nil, 0, err
 	}
+	b.metrics.ProducedBatch(topic, int(hdr.NumRecords), len(records))
 	sp.BaseOffset = info.BaseOffset
 	sp.LogAppendTime = info.LogAppendTime
 	sp.LogStartOffset = info.LogStartOffset

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"math"
 
 	"github.com/samsa-streaming/samsa/internal/config"
@@ -52,6 +53,9 @@ func (b *Broker) reconcile(img *metadata.Image) {
 				MinInsyncReplicas: int(topicCfg.MinInsyncReplicas),
 			})
 			p.SetLeadership(part.Leader, part.LeaderEpoch, part.Replicas, part.ISR)
+			if t.Name == offsetsTopic {
+				b.updateGroupPartition(part.Partition, part.Leader == b.nodeID)
+			}
 		}
 	}
 	for _, p := range b.replicas.All() {
@@ -62,7 +66,25 @@ func (b *Broker) reconcile(img *metadata.Image) {
 	}
 }
 
+// updateGroupPartition makes the group coordinator load (in the background) or unload a
+// __consumer_offsets partition as this node gains or loses its leadership.
+func (b *Broker) updateGroupPartition(p int32, leader bool) {
+	switch has := b.groups.HasPartition(p); {
+	case leader && !has:
+		go func() {
+			if err := b.groups.LoadPartition(context.Background(), p); err != nil {
+				b.logger.Error("cannot load group partition", "partition", p, "err", err)
+			}
+		}()
+	case !leader && has:
+		b.groups.UnloadPartition(p)
+	}
+}
+
 func (b *Broker) dropPartition(key replica.Key) {
+	if key.Topic == offsetsTopic {
+		b.groups.UnloadPartition(key.Partition)
+	}
 	if p := b.replicas.Remove(key.Topic, key.Partition); p != nil {
 		if err := b.logs.Delete(key.Topic, key.Partition); err != nil {
 			b.logger.Error("cannot delete partition log", "topic", key.Topic, "partition", key.Partition, "err", err)
@@ -83,6 +105,20 @@ func (b *Broker) removeOrphanLogs(img *metadata.Image) {
 			b.logger.Error("cannot delete orphan log", "topic", k.Topic, "partition", k.Partition, "err", err)
 		}
 	}
+}
+
+// logConfig returns the storage settings of a topic in an image (broker defaults for an
+// unknown topic).
+func (b *Broker) logConfig(img *metadata.Image, topic string) storage.Config {
+	var overrides map[string]string
+	if t, ok := img.Topic(topic); ok {
+		overrides = t.Configs
+	}
+	tc, err := config.ResolveTopic(b.cfg, overrides)
+	if err != nil {
+		tc, _ = config.ResolveTopic(b.cfg, nil)
+	}
+	return storageConfig(tc)
 }
 
 // storageConfig turns resolved topic configs into the log's settings.

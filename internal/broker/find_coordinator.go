@@ -1,0 +1,107 @@
+package broker
+
+// FindCoordinator (key 10), versions 0–5 (batched keys from v4).
+//
+// Group keys hash to a __consumer_offsets partition (Kafka's hash of the group id
+// modulo offsets.topic.num.partitions); its leader is the coordinator. The topic is
+// created on first use, compacted, with offsets.topic.num.partitions partitions, as
+// Kafka does. While a partition's groups are still loading the group APIs answer
+// COORDINATOR_LOAD_IN_PROGRESS. Transaction coordinator keys (type 1) are answered with
+// COORDINATOR_NOT_AVAILABLE: transactions are not served yet.
+
+import (
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/controller"
+	"github.com/samsa-streaming/samsa/internal/metadata"
+	"github.com/samsa-streaming/samsa/internal/protocol"
+)
+
+func init() { register(kmsg.FindCoordinator, 0, 5, (*Broker).handleFindCoordinator) }
+
+func (b *Broker) handleFindCoordinator(req *protocol.Request) <-chan protocol.Response {
+	r := req.Body.(*kmsg.FindCoordinatorRequest)
+	resp := kmsg.NewPtrFindCoordinatorResponse()
+	resp.SetVersion(req.Version)
+	keys := r.CoordinatorKeys
+	if req.Version < 4 {
+		keys = []string{r.CoordinatorKey}
+	}
+	for _, key := range keys {
+		c := b.findCoordinator(key, r.CoordinatorType)
+		if req.Version < 4 {
+			resp.ErrorCode, resp.ErrorMessage = c.ErrorCode, c.ErrorMessage
+			resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
+			break
+		}
+		resp.Coordinators = append(resp.Coordinators, c)
+	}
+	return reply(resp)
+}
+
+func (b *Broker) findCoordinator(key string, keyType int8) kmsg.FindCoordinatorResponseCoordinator {
+	c := kmsg.NewFindCoordinatorResponseCoordinator()
+	c.Key = key
+	c.NodeID = -1
+	if keyType != 0 {
+		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		c.ErrorMessage = kmsg.StringPtr("transactions are not supported by this broker yet")
+		return c
+	}
+	img, err := b.ensureOffsetsTopic()
+	if err != nil {
+		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		c.ErrorMessage = errorMessage(err)
+		return c
+	}
+	t, _ := img.Topic(offsetsTopic)
+	p := b.groups.PartitionFor(key)
+	if int(p) >= len(t.Partitions) {
+		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		c.ErrorMessage = kmsg.StringPtr(offsetsTopic + " has fewer partitions than offsets.topic.num.partitions; partition " + strconv.Itoa(int(p)) + " is missing")
+		return c
+	}
+	leader := t.Partitions[p].Leader
+	br, ok := img.Broker(metadata.NodeID(leader))
+	if leader < 0 || !ok || len(br.Endpoints) == 0 {
+		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return c
+	}
+	c.NodeID = leader
+	c.Host, c.Port = br.Endpoints[0].Host, br.Endpoints[0].Port
+	return c
+}
+
+// ensureOffsetsTopic creates __consumer_offsets on first use and returns the image
+// that has it.
+func (b *Broker) ensureOffsetsTopic() (*metadata.Image, error) {
+	img := b.image()
+	if _, ok := img.Topic(offsetsTopic); ok {
+		return img, nil
+	}
+	rf := b.cfg.OffsetsTopicReplicationFactor
+	if live := int16(len(img.UnfencedBrokers())); rf > live {
+		rf = live
+	}
+	ctx, cancel := b.requestContext(0)
+	defer cancel()
+	res := b.controller.CreateTopics(ctx, []controller.CreateTopic{{
+		Name:              offsetsTopic,
+		NumPartitions:     b.cfg.OffsetsTopicNumPartitions,
+		ReplicationFactor: rf,
+		Configs: map[string]string{
+			"cleanup.policy":   "compact",
+			"segment.bytes":    strconv.FormatInt(b.cfg.OffsetsTopicSegmentBytes, 10),
+			"compression.type": "producer",
+		},
+	}}, false)
+	if len(res) == 1 && res[0].Err != nil && errorCode(res[0].Err) != kerr.TopicAlreadyExists.Code {
+		return nil, res[0].Err
+	}
+	img = b.image()
+	b.reconcile(img)
+	return img, nil
+}

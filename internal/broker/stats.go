@@ -1,0 +1,31 @@
+package broker
+
+import (
+	"github.com/samsa-streaming/samsa/internal/metrics"
+)
+
+// Partitions implements metrics.Source: a snapshot of the partitions this node hosts.
+func (b *Broker) Partitions() []metrics.PartitionStats {
+	parts := b.replicas.All()
+	out := make([]metrics.PartitionStats, 0, len(parts))
+	for _, p := range parts {
+		replicas, isr := p.Replicas()
+		out = append(out, metrics.PartitionStats{
+			Topic:          p.Topic,
+			Partition:      p.Index,
+			LogSizeBytes:   p.Log.Size(),
+			LogStartOffset: p.Log.LogStartOffset(),
+			LogEndOffset:   p.Log.LogEndOffset(),
+			HighWatermark:  p.HighWatermark(),
+			Replicas:       len(replicas),
+			ISR:            len(isr),
+			Leader:         p.IsLeader(),
+		})
+	}
+	return out
+}
+
+// Groups implements metrics.Source: the groups this node coordinates.
+func (b *Broker) Groups() []metrics.GroupStats {
+	return nil
+}
