@@ -1,0 +1,225 @@
+package group
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// groupAuthorizedOperations is the bit field of the ACL operations on a group (READ,
+// DELETE, DESCRIBE), reported when DescribeGroups asks for them.
+const groupAuthorizedOperations = 1<<3 | 1<<6 | 1<<8
+
+// DescribeGroups handles a DescribeGroups request (v0–v5). A group this node
+// coordinates but does not know is reported Dead, as Kafka does.
+func (c *Coordinator) DescribeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.DescribeGroupsResponse {
+	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range req.Groups {
+		out := kmsg.NewDescribeGroupsResponseGroup()
+		out.Group = id
+		if req.Version >= 3 && req.IncludeAuthorizedOperations {
+			out.AuthorizedOperations = groupAuthorizedOperations
+		}
+		part, code := c.partitionOfLocked(id)
+		if code != kerrNone {
+			out.ErrorCode = code
+			resp.Groups = append(resp.Groups, out)
+			continue
+		}
+		g := part.groups[id]
+		if g == nil {
+			out.State = StateDead.String()
+			resp.Groups = append(resp.Groups, out)
+			continue
+		}
+		out.State = g.state.String()
+		out.ProtocolType = g.protocolType
+		if g.state == StateStable {
+			out.Protocol = g.protocol
+		}
+		for _, mid := range g.order {
+			m := g.members[mid]
+			dm := kmsg.NewDescribeGroupsResponseGroupMember()
+			dm.MemberID = m.id
+			if m.static {
+				dm.InstanceID = strPtr(m.instanceID)
+			}
+			dm.ClientID = m.clientID
+			dm.ClientHost = m.clientHost
+			dm.ProtocolMetadata = []byte{}
+			dm.MemberAssignment = []byte{}
+			if g.state == StateStable {
+				dm.ProtocolMetadata = m.metadataFor(g.protocol)
+				if m.assignment != nil {
+					dm.MemberAssignment = m.assignment
+				}
+			}
+			out.Members = append(out.Members, dm)
+		}
+		resp.Groups = append(resp.Groups, out)
+	}
+	return resp
+}
+
+// ListGroups handles a ListGroups request (v0–v5): the groups of every loaded
+// partition, filtered by state (v4+) and type (v5+: these are all "classic" groups).
+// While a partition loads the answer carries COORDINATOR_LOAD_IN_PROGRESS.
+func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {
+	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	matches := func(filter []string, v string) bool {
+		return len(filter) == 0 || slices.ContainsFunc(filter, func(f string) bool { return strings.EqualFold(f, v) })
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.summariesLocked() {
+		if s.State == StateDead.String() {
+			continue
+		}
+		if req.Version >= 4 && !matches(req.StatesFilter, s.State) {
+			continue
+		}
+		if req.Version >= 5 && !matches(req.TypesFilter, "classic") {
+			continue
+		}
+		lg := kmsg.NewListGroupsResponseGroup()
+		lg.Group = s.Group
+		lg.ProtocolType = s.ProtocolType
+		lg.GroupState = s.State
+		lg.GroupType = "classic"
+		resp.Groups = append(resp.Groups, lg)
+	}
+	for _, part := range c.mu.partitions {
+		if part.loading {
+			resp.ErrorCode = kerrCoordinatorLoadInProgress
+		}
+	}
+	return resp
+}
+
+// DeleteGroups handles a DeleteGroups request (v0–v2). Only groups without members
+// can be deleted (NON_EMPTY_GROUP otherwise); their offsets go with them. The channel
+// receives exactly one response, once the tombstones are committed.
+func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) <-chan *kmsg.DeleteGroupsResponse {
+	ch := make(chan *kmsg.DeleteGroupsResponse, 1)
+	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
+	for _, id := range req.Groups {
+		r := kmsg.NewDeleteGroupsResponseGroup()
+		r.Group = id
+		resp.Groups = append(resp.Groups, r)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	pending := 1 // released after the loop
+	finish := func() {
+		pending--
+		if pending == 0 {
+			ch <- resp
+		}
+	}
+	for i, id := range req.Groups {
+		r := &resp.Groups[i]
+		part, code := c.partitionOfLocked(id)
+		if code != kerrNone {
+			r.ErrorCode = code
+			continue
+		}
+		g := part.groups[id]
+		switch {
+		case g == nil || g.state == StateDead:
+			r.ErrorCode = kerrGroupIDNotFound
+		case g.state != StateEmpty:
+			r.ErrorCode = kerrNonEmptyGroup
+		default:
+			pending++
+			c.deleteGroupLocked(part, g, now, func(code int16) {
+				r.ErrorCode = code
+				finish()
+			})
+		}
+	}
+	finish()
+	return ch
+}
+
+func (c *Coordinator) deleteGroupLocked(part *partition, g *group, now time.Time, done func(code int16)) {
+	tps := make([]TopicPartition, 0, len(g.offsets))
+	for tp := range g.offsets {
+		tps = append(tps, tp)
+	}
+	slices.SortFunc(tps, compareTopicPartition)
+	g.pending = map[string]time.Time{}
+	c.removeOffsetsLocked(part, g, tps, now, done)
+}
+
+// MemberSummary describes one group member.
+type MemberSummary struct {
+	MemberID   string
+	InstanceID string // "" for dynamic members
+	ClientID   string
+	ClientHost string
+}
+
+// GroupSummary describes one group, for metrics, lag and the CLI.
+type GroupSummary struct {
+	Group        string
+	Partition    int32 // of __consumer_offsets
+	State        string
+	ProtocolType string
+	Protocol     string
+	Generation   int32
+	Members      []MemberSummary
+}
+
+// Groups lists the groups of every loaded partition, sorted by name.
+func (c *Coordinator) Groups() []GroupSummary {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.summariesLocked()
+}
+
+func (c *Coordinator) summariesLocked() []GroupSummary {
+	var out []GroupSummary
+	for _, part := range c.mu.partitions {
+		if part.loading {
+			continue
+		}
+		for _, g := range part.groups {
+			s := GroupSummary{
+				Group: g.id, Partition: part.id, State: g.state.String(),
+				ProtocolType: g.protocolType, Protocol: g.protocol, Generation: g.generation,
+			}
+			for _, id := range g.order {
+				m := g.members[id]
+				s.Members = append(s.Members, MemberSummary{MemberID: m.id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost})
+			}
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b GroupSummary) int { return strings.Compare(a.Group, b.Group) })
+	return out
+}
+
+// CommittedOffsets returns a copy of a group's committed offsets; nil when the group
+// is unknown here.
+func (c *Coordinator) CommittedOffsets(group string) map[TopicPartition]CommittedOffset {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	part, code := c.partitionOfLocked(group)
+	if code != kerrNone {
+		return nil
+	}
+	g := part.groups[group]
+	if g == nil || g.state == StateDead {
+		return nil
+	}
+	out := make(map[TopicPartition]CommittedOffset, len(g.offsets))
+	for tp, o := range g.offsets {
+		out[tp] = o
+	}
+	return out
+}

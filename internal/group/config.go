@@ -1,0 +1,120 @@
+package group
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config holds the coordinator settings, named after Kafka's broker properties.
+//
+// A zero field takes Kafka's default (see DefaultConfig), except InitialRebalanceDelay,
+// where zero means no delay.
+type Config struct {
+	// NumPartitions is offsets.topic.num.partitions (default 50).
+	NumPartitions int32
+	// InitialRebalanceDelay is group.initial.rebalance.delay.ms (Kafka default 3 s).
+	InitialRebalanceDelay time.Duration
+	// MinSessionTimeout is group.min.session.timeout.ms (default 6 s).
+	MinSessionTimeout time.Duration
+	// MaxSessionTimeout is group.max.session.timeout.ms (default 30 min).
+	MaxSessionTimeout time.Duration
+	// MaxSize is group.max.size (default unlimited).
+	MaxSize int32
+	// OffsetsRetention is offsets.retention.minutes (default 7 days).
+	OffsetsRetention time.Duration
+	// OffsetsRetentionCheckInterval is offsets.retention.check.interval.ms (default 10 min).
+	OffsetsRetentionCheckInterval time.Duration
+	// OffsetCommitTimeout is offsets.commit.timeout.ms (default 5 s): how long an append
+	// to __consumer_offsets may take.
+	OffsetCommitTimeout time.Duration
+	// MaxMetadataSize is offset.metadata.max.bytes (default 4096).
+	MaxMetadataSize int
+}
+
+// DefaultConfig returns Kafka's defaults.
+func DefaultConfig() Config {
+	return Config{
+		NumPartitions:                 50,
+		InitialRebalanceDelay:         3 * time.Second,
+		MinSessionTimeout:             6 * time.Second,
+		MaxSessionTimeout:             30 * time.Minute,
+		MaxSize:                       1<<31 - 1,
+		OffsetsRetention:              7 * 24 * time.Hour,
+		OffsetsRetentionCheckInterval: 10 * time.Minute,
+		OffsetCommitTimeout:           5 * time.Second,
+		MaxMetadataSize:               4096,
+	}
+}
+
+// withDefaults fills zero fields with Kafka's defaults.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.NumPartitions <= 0 {
+		c.NumPartitions = d.NumPartitions
+	}
+	if c.MinSessionTimeout <= 0 {
+		c.MinSessionTimeout = d.MinSessionTimeout
+	}
+	if c.MaxSessionTimeout <= 0 {
+		c.MaxSessionTimeout = d.MaxSessionTimeout
+	}
+	if c.MaxSize <= 0 {
+		c.MaxSize = d.MaxSize
+	}
+	if c.OffsetsRetention <= 0 {
+		c.OffsetsRetention = d.OffsetsRetention
+	}
+	if c.OffsetsRetentionCheckInterval <= 0 {
+		c.OffsetsRetentionCheckInterval = d.OffsetsRetentionCheckInterval
+	}
+	if c.OffsetCommitTimeout <= 0 {
+		c.OffsetCommitTimeout = d.OffsetCommitTimeout
+	}
+	if c.MaxMetadataSize <= 0 {
+		c.MaxMetadataSize = d.MaxMetadataSize
+	}
+	if c.InitialRebalanceDelay < 0 {
+		c.InitialRebalanceDelay = 0
+	}
+	return c
+}
+
+// Validate reports every out-of-range setting at once, naming the Kafka property.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(prop string, v any, why string) {
+		errs = append(errs, fmt.Errorf("%w: %s=%v %s", ErrInvalidConfig, prop, v, why))
+	}
+	if c.NumPartitions < 0 {
+		bad("offsets.topic.num.partitions", c.NumPartitions, "must be at least 1")
+	}
+	if c.InitialRebalanceDelay < 0 {
+		bad("group.initial.rebalance.delay.ms", c.InitialRebalanceDelay.Milliseconds(), "must not be negative")
+	}
+	if c.MinSessionTimeout < 0 {
+		bad("group.min.session.timeout.ms", c.MinSessionTimeout.Milliseconds(), "must not be negative")
+	}
+	if c.MaxSessionTimeout < 0 {
+		bad("group.max.session.timeout.ms", c.MaxSessionTimeout.Milliseconds(), "must not be negative")
+	}
+	if c.MinSessionTimeout > 0 && c.MaxSessionTimeout > 0 && c.MinSessionTimeout > c.MaxSessionTimeout {
+		bad("group.min.session.timeout.ms", c.MinSessionTimeout.Milliseconds(), "must not exceed group.max.session.timeout.ms")
+	}
+	if c.MaxSize < 0 {
+		bad("group.max.size", c.MaxSize, "must be at least 1")
+	}
+	if c.OffsetsRetention < 0 {
+		bad("offsets.retention.minutes", c.OffsetsRetention.Minutes(), "must not be negative")
+	}
+	if c.OffsetsRetentionCheckInterval < 0 {
+		bad("offsets.retention.check.interval.ms", c.OffsetsRetentionCheckInterval.Milliseconds(), "must not be negative")
+	}
+	if c.OffsetCommitTimeout < 0 {
+		bad("offsets.commit.timeout.ms", c.OffsetCommitTimeout.Milliseconds(), "must not be negative")
+	}
+	if c.MaxMetadataSize < 0 {
+		bad("offset.metadata.max.bytes", c.MaxMetadataSize, "must not be negative")
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,523 @@
+package group
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+	"unicode/utf16"
+
+	"github.com/samsa-streaming/samsa/internal/clock"
+)
+
+// Record is one record of __consumer_offsets. A nil Value is a tombstone.
+type Record struct {
+	Key, Value []byte
+}
+
+// Log is the coordinator's view of the __consumer_offsets partitions it leads.
+type Log interface {
+	// Append writes records to partition p of __consumer_offsets and returns once they
+	// are committed (high watermark) — an error otherwise (mapped to
+	// COORDINATOR_NOT_AVAILABLE, or NOT_COORDINATOR when it wraps ErrNotCoordinator).
+	Append(ctx context.Context, partition int32, records []Record) error
+	// Load reads all records of partition p from log start to the end, in order.
+	Load(ctx context.Context, partition int32, fn func(Record) error) error
+}
+
+// Options configure a Coordinator.
+type Options struct {
+	Log    Log
+	Clock  clock.Clock  // nil: clock.Real
+	Logger *slog.Logger // nil: slog.Default()
+	Config Config
+	// TopicExists reports whether a topic partition exists; OffsetCommit answers
+	// UNKNOWN_TOPIC_OR_PARTITION for partitions it rejects. nil accepts everything.
+	TopicExists func(topic string, partition int32) bool
+}
+
+// Coordinator is the group coordinator of one node. It is safe for concurrent use.
+type Coordinator struct {
+	log         Log
+	clock       clock.Clock
+	logger      *slog.Logger
+	cfg         Config
+	topicExists func(topic string, partition int32) bool
+	newID       func() string
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		closed      bool
+		partitions  map[int32]*partition
+		epoch       uint64
+		expiryTimer clock.Timer
+	}
+}
+
+// partition is one __consumer_offsets partition this node coordinates.
+type partition struct {
+	id      int32
+	epoch   uint64
+	loading bool
+	groups  map[string]*group
+	writer  *writer
+}
+
+// New returns a coordinator that coordinates no partition until LoadPartition.
+func New(o Options) *Coordinator {
+	c := &Coordinator{
+		log:         o.Log,
+		clock:       o.Clock,
+		logger:      o.Logger,
+		cfg:         o.Config.withDefaults(),
+		topicExists: o.TopicExists,
+		newID:       randomUUID,
+	}
+	if c.clock == nil {
+		c.clock = clock.Real{}
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.mu.partitions = map[int32]*partition{}
+	return c
+}
+
+func randomUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// PartitionFor returns the __consumer_offsets partition of a group, as Kafka computes
+// it: Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions.
+func (c *Coordinator) PartitionFor(group string) int32 {
+	return partitionFor(group, c.cfg.NumPartitions)
+}
+
+func partitionFor(group string, n int32) int32 {
+	var h int32
+	for _, u := range utf16.Encode([]rune(group)) {
+		h = 31*h + int32(u)
+	}
+	if h == -1<<31 {
+		h = 0
+	} else if h < 0 {
+		h = -h
+	}
+	return h % n
+}
+
+// IsCoordinator reports whether this node serves the group: 0, NOT_COORDINATOR or
+// COORDINATOR_LOAD_IN_PROGRESS.
+func (c *Coordinator) IsCoordinator(group string) int16 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, code := c.partitionOfLocked(group)
+	return code
+}
+
+func (c *Coordinator) partitionOfLocked(group string) (*partition, int16) {
+	part := c.mu.partitions[c.PartitionFor(group)]
+	switch {
+	case part == nil:
+		return nil, kerrNotCoordinator
+	case part.loading:
+		return nil, kerrCoordinatorLoadInProgress
+	}
+	return part, kerrNone
+}
+
+// HasPartition reports whether partition p is loaded or loading here.
+func (c *Coordinator) HasPartition(p int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.partitions[p] != nil
+}
+
+// LoadPartition makes this node the coordinator of __consumer_offsets partition p: it
+// replays the partition from its start. Groups of p answer COORDINATOR_LOAD_IN_PROGRESS
+// until it returns. Loading a partition already loaded is a no-op.
+func (c *Coordinator) LoadPartition(ctx context.Context, p int32) error {
+	c.mu.Lock()
+	if c.mu.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	if c.mu.partitions[p] != nil {
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.epoch++
+	part := &partition{id: p, epoch: c.mu.epoch, loading: true, groups: map[string]*group{}}
+	c.mu.partitions[p] = part
+	c.mu.Unlock()
+
+	ld := &loader{partition: p, groups: map[string]*group{}, logger: c.logger}
+	err := c.log.Load(ctx, p, ld.apply)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.partitions[p] != part {
+		return fmt.Errorf("%w: __consumer_offsets-%d unloaded while loading", ErrNotCoordinator, p)
+	}
+	if err != nil {
+		delete(c.mu.partitions, p)
+		return fmt.Errorf("group: loading __consumer_offsets-%d: %w", p, err)
+	}
+	now := c.clock.Now()
+	part.groups = ld.finish(now)
+	part.loading = false
+	part.writer = c.startWriter(part)
+	for _, g := range part.groups {
+		c.settleGroupLocked(part, g)
+	}
+	c.armExpiryLocked()
+	level := slog.LevelInfo
+	if ld.records == 0 {
+		level = slog.LevelDebug
+	}
+	c.logger.Log(context.Background(), level, "loaded group coordinator partition", "partition", p, "groups", len(part.groups), "records", ld.records)
+	return nil
+}
+
+// UnloadPartition stops coordinating partition p: its groups answer NOT_COORDINATOR,
+// and every waiting request is answered NOT_COORDINATOR.
+func (c *Coordinator) UnloadPartition(p int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unloadLocked(p)
+}
+
+func (c *Coordinator) unloadLocked(p int32) {
+	part := c.mu.partitions[p]
+	if part == nil {
+		return
+	}
+	delete(c.mu.partitions, p)
+	for _, g := range part.groups {
+		stopGroupTimer(g)
+		for _, m := range g.members {
+			if m.join != nil {
+				m.join.fail(kerrNotCoordinator, m.id)
+				m.join = nil
+			}
+			if m.sync != nil {
+				m.sync.fail(kerrNotCoordinator)
+				m.sync = nil
+			}
+		}
+	}
+	if part.writer != nil {
+		part.writer.stopWriter()
+	}
+	c.logger.Debug("unloaded group coordinator partition", "partition", p, "groups", len(part.groups))
+}
+
+// Close unloads every partition and waits for the writers to finish.
+func (c *Coordinator) Close() {
+	c.mu.Lock()
+	c.mu.closed = true
+	for p := range c.mu.partitions {
+		c.unloadLocked(p)
+	}
+	if c.mu.expiryTimer != nil {
+		c.mu.expiryTimer.Stop()
+		c.mu.expiryTimer = nil
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+	c.cancel()
+}
+
+// --- writes -----------------------------------------------------------------------
+
+type writeJob struct {
+	group   *group // settled after the replay; nil when none
+	records []Record
+	// replay runs under Coordinator.mu once the append finished: err == nil means the
+	// records are committed and their effect is applied now.
+	replay func(err error)
+}
+
+// writer appends one partition's records in order, one job at a time.
+type writer struct {
+	c    *Coordinator
+	part *partition
+	mu   sync.Mutex
+	jobs []writeJob
+	wake chan struct{}
+	stop chan struct{}
+}
+
+func (c *Coordinator) startWriter(part *partition) *writer {
+	w := &writer{c: c, part: part, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	c.wg.Add(1)
+	go w.run()
+	return w
+}
+
+func (w *writer) stopWriter() { close(w.stop) }
+
+func (w *writer) enqueue(j writeJob) {
+	w.mu.Lock()
+	w.jobs = append(w.jobs, j)
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *writer) take() []writeJob {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	jobs := w.jobs
+	w.jobs = nil
+	return jobs
+}
+
+func (w *writer) run() {
+	defer w.c.wg.Done()
+	for {
+		select {
+		case <-w.wake:
+		case <-w.stop:
+		}
+		stopped := false
+		select {
+		case <-w.stop:
+			stopped = true
+		default:
+		}
+		for {
+			jobs := w.take()
+			if len(jobs) == 0 {
+				break
+			}
+			for len(jobs) > 0 {
+				n := coalesce(jobs)
+				w.do(jobs[:n])
+				jobs = jobs[n:]
+			}
+		}
+		if stopped {
+			return
+		}
+	}
+}
+
+// maxCoalescedBytes bounds the records of several jobs appended as one batch (well
+// under the default max.message.bytes).
+const maxCoalescedBytes = 256 << 10
+
+// coalesce returns how many leading jobs to append together: commits queued while an
+// append was in flight share the next one.
+func coalesce(jobs []writeJob) int {
+	size := 0
+	for i, j := range jobs {
+		for _, r := range j.records {
+			size += len(r.Key) + len(r.Value)
+		}
+		if i > 0 && size > maxCoalescedBytes {
+			return i
+		}
+	}
+	return len(jobs)
+}
+
+// do appends the jobs' records as one write and replays each job in order.
+func (w *writer) do(jobs []writeJob) {
+	c := w.c
+	records := jobs[0].records
+	if len(jobs) > 1 {
+		records = nil
+		for _, j := range jobs {
+			records = append(records, j.records...)
+		}
+	}
+	// Jobs queued before an unload or Close are still appended (a clean shutdown keeps
+	// what was decided); their replay then finds the partition gone and answers
+	// NOT_COORDINATOR, which clients retry against the new coordinator.
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.OffsetCommitTimeout)
+	err := c.log.Append(ctx, w.part.id, records)
+	cancel()
+	if err != nil {
+		c.logger.Warn("append to __consumer_offsets failed", "partition", w.part.id, "records", len(records), "err", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil && c.mu.partitions[w.part.id] != w.part {
+		err = ErrNotCoordinator
+	}
+	for _, j := range jobs {
+		j.replay(err)
+		if j.group != nil {
+			c.settleGroupLocked(w.part, j.group)
+		}
+	}
+}
+
+// appendLocked hands records to the partition's writer; replay runs after the append.
+// g, when not nil, is the group whose timer the replay may move.
+func (c *Coordinator) appendLocked(part *partition, g *group, records []Record, replay func(err error)) {
+	if part.writer == nil || c.mu.partitions[part.id] != part {
+		replay(ErrNotCoordinator)
+		return
+	}
+	part.writer.enqueue(writeJob{group: g, records: records, replay: replay})
+}
+
+// --- timers -----------------------------------------------------------------------
+//
+// Every group has at most one armed timer, for its earliest deadline (join phase end,
+// pending SyncGroup expiry, a pending member's or a member's session expiry). An
+// operation on a group re-arms that group's timer only, so the cost of an operation does
+// not grow with the number of groups. Offset expiry runs on one coordinator-wide timer
+// every offsets.retention.check.interval.ms.
+
+// settleLocked runs the group's due deadlines and arms its timer for the next one.
+func (c *Coordinator) settleLocked(groupID string) {
+	part := c.mu.partitions[c.PartitionFor(groupID)]
+	if part == nil || part.loading {
+		return
+	}
+	if g := part.groups[groupID]; g != nil {
+		c.settleGroupLocked(part, g)
+	}
+}
+
+func (c *Coordinator) owns(part *partition, g *group) bool {
+	return !c.mu.closed && c.mu.partitions[part.id] == part && part.groups[g.id] == g
+}
+
+func (c *Coordinator) settleGroupLocked(part *partition, g *group) {
+	if !c.owns(part, g) {
+		stopGroupTimer(g)
+		return
+	}
+	now := c.clock.Now()
+	for range 16 {
+		if next := g.nextDeadline(); next.IsZero() || next.After(now) {
+			break
+		}
+		c.tickGroupLocked(part, g, now)
+		if !c.owns(part, g) {
+			stopGroupTimer(g)
+			return
+		}
+	}
+	next := g.nextDeadline()
+	if g.timer != nil && next.Equal(g.timerAt) {
+		return
+	}
+	stopGroupTimer(g)
+	if next.IsZero() {
+		return
+	}
+	g.timerAt = next
+	g.timerSeq++
+	seq := g.timerSeq
+	g.timer = c.clock.AfterFunc(max(next.Sub(now), 0), func() { c.onGroupTimer(part, g, seq) })
+}
+
+func stopGroupTimer(g *group) {
+	if g.timer != nil {
+		g.timer.Stop()
+		g.timer = nil
+	}
+	g.timerAt = time.Time{}
+}
+
+func (c *Coordinator) onGroupTimer(part *partition, g *group, seq uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if seq != g.timerSeq {
+		return // replaced by a later arming
+	}
+	g.timer = nil
+	g.timerAt = time.Time{}
+	if c.owns(part, g) {
+		c.tickGroupLocked(part, g, c.clock.Now())
+		c.settleGroupLocked(part, g)
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+// nextDeadline is the group's earliest pending deadline, zero when none.
+func (g *group) nextDeadline() time.Time {
+	var next time.Time
+	if g.state == StatePreparingRebalance {
+		next = g.joinDeadline
+	}
+	next = earliest(next, g.syncDeadline)
+	for _, d := range g.pending {
+		next = earliest(next, d)
+	}
+	for _, m := range g.members {
+		next = earliest(next, m.heartbeatDeadline)
+	}
+	return next
+}
+
+func due(deadline, now time.Time) bool { return !deadline.IsZero() && !now.Before(deadline) }
+
+// tickGroupLocked runs every deadline of the group that is due at now.
+func (c *Coordinator) tickGroupLocked(part *partition, g *group, now time.Time) {
+	for id, deadline := range g.pending {
+		if due(deadline, now) {
+			c.removePendingMemberLocked(part, g, id, now)
+		}
+	}
+	for _, id := range slices.Clone(g.order) {
+		if m := g.members[id]; m != nil && due(m.heartbeatDeadline, now) {
+			c.expireHeartbeatLocked(part, g, m, now)
+		}
+	}
+	if g.state == StatePreparingRebalance && due(g.joinDeadline, now) {
+		c.onJoinDeadlineLocked(part, g, now)
+	}
+	if due(g.syncDeadline, now) {
+		c.onSyncDeadlineLocked(part, g, now)
+	}
+}
+
+// armExpiryLocked schedules the next offset expiry check.
+func (c *Coordinator) armExpiryLocked() {
+	if c.mu.closed || c.mu.expiryTimer != nil {
+		return
+	}
+	c.mu.expiryTimer = c.clock.AfterFunc(c.cfg.OffsetsRetentionCheckInterval, c.onExpiryTimer)
+}
+
+func (c *Coordinator) onExpiryTimer() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.expiryTimer = nil
+	if c.mu.closed {
+		return
+	}
+	now := c.clock.Now()
+	for _, part := range c.mu.partitions {
+		if !part.loading {
+			c.expireOffsetsLocked(part, now)
+		}
+	}
+	c.armExpiryLocked()
+}

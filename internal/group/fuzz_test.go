@@ -1,0 +1,34 @@
+package group
+
+import (
+	"testing"
+	"time"
+)
+
+// FuzzLoadRecord feeds arbitrary records to the loader: nothing may panic, whatever a
+// __consumer_offsets partition holds.
+func FuzzLoadRecord(f *testing.F) {
+	g := newGroup("g", 0, time.Unix(1, 0))
+	g.protocolType, g.protocol, g.generation = "consumer", "range", 3
+	g.add(&member{id: "m", protocols: []protocol{{name: "range", metadata: consumerMeta("t")}}, sessionTimeout: time.Second}, nil)
+	for _, r := range []Record{
+		offsetRecord("g", TopicPartition{"t", 1}, CommittedOffset{Offset: 5, LeaderEpoch: 2, Metadata: "x", CommitTime: time.Unix(2, 0)}),
+		offsetTombstone("g", TopicPartition{"t", 1}),
+		groupRecord(g, map[string][]byte{"m": []byte("a")}),
+		groupTombstone("g"),
+	} {
+		f.Add(r.Key, r.Value, r.Value == nil)
+	}
+	f.Fuzz(func(t *testing.T, key, value []byte, tombstone bool) {
+		if tombstone {
+			value = nil
+		}
+		l := &loader{groups: map[string]*group{}, logger: discardLogger()}
+		_ = l.apply(Record{Key: key, Value: value})
+		_ = l.apply(Record{Key: key, Value: value})
+		for _, g := range l.finish(time.Unix(10, 0)) {
+			_ = groupRecord(g, nil)
+			_ = g.computeSubscribedTopics()
+		}
+	})
+}

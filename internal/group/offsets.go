@@ -1,0 +1,478 @@
+package group
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// OffsetCommit handles an OffsetCommit request (v0–v9). The channel receives exactly
+// one response, once the offsets are committed to __consumer_offsets (or at once on
+// error). A commit with generation -1 and no member id into a group without members
+// is a "simple consumer" commit and creates the group if needed.
+func (c *Coordinator) OffsetCommit(req *kmsg.OffsetCommitRequest) <-chan *kmsg.OffsetCommitResponse {
+	ch := make(chan *kmsg.OffsetCommitResponse, 1)
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		rt.TopicID = t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition = p.Partition
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.commitLocked(req, resp, ch, c.clock.Now())
+	c.settleLocked(req.Group)
+	return ch
+}
+
+func setAllCommitErrors(resp *kmsg.OffsetCommitResponse, code int16) {
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			resp.Topics[i].Partitions[j].ErrorCode = code
+		}
+	}
+}
+
+func (c *Coordinator) commitLocked(req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, ch chan *kmsg.OffsetCommitResponse, now time.Time) {
+	fail := func(code int16) {
+		setAllCommitErrors(resp, code)
+		ch <- resp
+	}
+	part, code := c.partitionOfLocked(req.Group)
+	if code != kerrNone {
+		fail(code)
+		return
+	}
+	generation, memberID, instanceID := req.Generation, req.MemberID, req.InstanceID
+	if req.Version == 0 {
+		generation, memberID, instanceID = -1, "", nil
+	}
+	g := part.groups[req.Group]
+	if g == nil {
+		if generation >= 0 {
+			fail(kerrIllegalGeneration)
+			return
+		}
+		g = newGroup(req.Group, part.id, now)
+		part.groups[req.Group] = g
+	}
+	cleanup := func() {
+		if g.useless() && part.groups[g.id] == g {
+			delete(part.groups, g.id)
+		}
+	}
+	if code := validateCommit(g, memberID, instanceID, generation); code != kerrNone {
+		cleanup()
+		fail(code)
+		return
+	}
+	if m := g.members[memberID]; m != nil {
+		m.heartbeatDeadline = now.Add(m.sessionTimeout)
+	}
+	var expire time.Time
+	if req.Version >= 2 && req.Version <= 4 && req.RetentionTimeMillis >= 0 {
+		expire = now.Add(time.Duration(req.RetentionTimeMillis) * time.Millisecond)
+	}
+	type commit struct {
+		ti, pi int
+		tp     TopicPartition
+		o      CommittedOffset
+	}
+	var commits []commit
+	var records []Record
+	for ti, t := range req.Topics {
+		for pi, p := range t.Partitions {
+			rp := &resp.Topics[ti].Partitions[pi]
+			meta := ""
+			if p.Metadata != nil {
+				meta = *p.Metadata
+			}
+			switch {
+			case c.topicExists != nil && !c.topicExists(t.Topic, p.Partition):
+				rp.ErrorCode = kerrUnknownTopicOrPartition
+			case len(meta) > c.cfg.MaxMetadataSize:
+				rp.ErrorCode = kerrOffsetMetadataTooLarge
+			default:
+				leaderEpoch := p.LeaderEpoch
+				if req.Version < 6 {
+					leaderEpoch = -1
+				}
+				cm := commit{ti: ti, pi: pi, tp: TopicPartition{Topic: t.Topic, Partition: p.Partition},
+					o: CommittedOffset{Offset: p.Offset, LeaderEpoch: leaderEpoch, Metadata: meta,
+						CommitTime: time.UnixMilli(now.UnixMilli()), ExpireTime: expire}}
+				commits = append(commits, cm)
+				records = append(records, offsetRecord(g.id, cm.tp, cm.o))
+			}
+		}
+	}
+	if len(records) == 0 {
+		cleanup()
+		ch <- resp
+		return
+	}
+	groupID := g.id
+	c.appendLocked(part, nil, records, func(err error) {
+		if err != nil {
+			code := appendErrorCode(err)
+			for _, cm := range commits {
+				resp.Topics[cm.ti].Partitions[cm.pi].ErrorCode = code
+			}
+			if c.mu.partitions[part.id] == part {
+				cleanup()
+			}
+		} else {
+			for _, cm := range commits {
+				o := cm.o
+				replayOffset(part.groups, part.id, groupID, cm.tp, &o)
+			}
+		}
+		ch <- resp
+	})
+}
+
+// validateCommit is Kafka's check of who may commit into a group.
+func validateCommit(g *group, memberID string, instanceID *string, generation int32) int16 {
+	if g.state == StateDead {
+		return kerrCoordinatorNotAvailable
+	}
+	if generation >= 0 || memberID != "" || instanceID != nil {
+		if g.staticFenced(instanceID, memberID) {
+			return kerrFencedInstanceID
+		}
+		if g.members[memberID] == nil {
+			return kerrUnknownMemberID
+		}
+		if generation != g.generation {
+			return kerrIllegalGeneration
+		}
+	} else if g.state != StateEmpty {
+		// The group is managed by the coordinator: a commit from outside is refused.
+		return kerrUnknownMemberID
+	}
+	if g.state == StateCompletingRebalance {
+		return kerrRebalanceInProgress
+	}
+	return kerrNone
+}
+
+// fetchedPartition is one answer of OffsetFetch.
+type fetchedPartition struct {
+	partition int32
+	offset    CommittedOffset
+	found     bool
+}
+
+type fetchedTopic struct {
+	topic      string
+	partitions []fetchedPartition
+}
+
+type requestedTopic struct {
+	topic      string
+	partitions []int32
+}
+
+// OffsetFetch handles an OffsetFetch request (v0–v9; v8+ asks for several groups).
+// A partition without a committed offset answers offset -1.
+func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if req.Version >= 8 {
+		for _, rg := range req.Groups {
+			var want []requestedTopic
+			if rg.Topics != nil {
+				want = []requestedTopic{}
+				for _, t := range rg.Topics {
+					want = append(want, requestedTopic{topic: t.Topic, partitions: t.Partitions})
+				}
+			}
+			code, topics := c.fetchOffsetsLocked(rg.Group, want)
+			out := kmsg.NewOffsetFetchResponseGroup()
+			out.Group = rg.Group
+			out.ErrorCode = code
+			for _, t := range topics {
+				ot := kmsg.NewOffsetFetchResponseGroupTopic()
+				ot.Topic = t.topic
+				for _, p := range t.partitions {
+					op := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					op.Partition = p.partition
+					op.Offset, op.LeaderEpoch, op.Metadata = fetchedFields(p)
+					ot.Partitions = append(ot.Partitions, op)
+				}
+				out.Topics = append(out.Topics, ot)
+			}
+			resp.Groups = append(resp.Groups, out)
+		}
+		return resp
+	}
+	var want []requestedTopic
+	if req.Topics != nil || req.Version < 2 {
+		want = []requestedTopic{}
+		for _, t := range req.Topics {
+			want = append(want, requestedTopic{topic: t.Topic, partitions: t.Partitions})
+		}
+	}
+	code, topics := c.fetchOffsetsLocked(req.Group, want)
+	if code != kerrNone {
+		if req.Version >= 2 {
+			resp.ErrorCode = code
+			return resp
+		}
+		// v0–v1 have no top-level error: report it on every partition asked for.
+		topics = nil
+		for _, t := range want {
+			ft := fetchedTopic{topic: t.topic}
+			for _, p := range t.partitions {
+				ft.partitions = append(ft.partitions, fetchedPartition{partition: p})
+			}
+			topics = append(topics, ft)
+		}
+	}
+	for _, t := range topics {
+		ot := kmsg.NewOffsetFetchResponseTopic()
+		ot.Topic = t.topic
+		for _, p := range t.partitions {
+			op := kmsg.NewOffsetFetchResponseTopicPartition()
+			op.Partition = p.partition
+			op.Offset, op.LeaderEpoch, op.Metadata = fetchedFields(p)
+			op.ErrorCode = code
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		resp.Topics = append(resp.Topics, ot)
+	}
+	return resp
+}
+
+func fetchedFields(p fetchedPartition) (int64, int32, *string) {
+	if !p.found {
+		return -1, -1, strPtr("")
+	}
+	return p.offset.Offset, p.offset.LeaderEpoch, strPtr(p.offset.Metadata)
+}
+
+// fetchOffsetsLocked answers one group's offsets; want == nil asks for all of them.
+func (c *Coordinator) fetchOffsetsLocked(groupID string, want []requestedTopic) (int16, []fetchedTopic) {
+	part, code := c.partitionOfLocked(groupID)
+	if code != kerrNone {
+		return code, nil
+	}
+	var offsets map[TopicPartition]CommittedOffset
+	if g := part.groups[groupID]; g != nil && g.state != StateDead {
+		offsets = g.offsets
+	}
+	if want == nil {
+		return kerrNone, allOffsets(offsets)
+	}
+	out := make([]fetchedTopic, 0, len(want))
+	for _, t := range want {
+		ft := fetchedTopic{topic: t.topic}
+		for _, p := range t.partitions {
+			o, ok := offsets[TopicPartition{Topic: t.topic, Partition: p}]
+			ft.partitions = append(ft.partitions, fetchedPartition{partition: p, offset: o, found: ok})
+		}
+		out = append(out, ft)
+	}
+	return kerrNone, out
+}
+
+func allOffsets(offsets map[TopicPartition]CommittedOffset) []fetchedTopic {
+	tps := make([]TopicPartition, 0, len(offsets))
+	for tp := range offsets {
+		tps = append(tps, tp)
+	}
+	slices.SortFunc(tps, compareTopicPartition)
+	var out []fetchedTopic
+	for _, tp := range tps {
+		if len(out) == 0 || out[len(out)-1].topic != tp.Topic {
+			out = append(out, fetchedTopic{topic: tp.Topic})
+		}
+		last := &out[len(out)-1]
+		last.partitions = append(last.partitions, fetchedPartition{partition: tp.Partition, offset: offsets[tp], found: true})
+	}
+	return out
+}
+
+func compareTopicPartition(a, b TopicPartition) int {
+	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+		return c
+	}
+	return int(a.Partition) - int(b.Partition)
+}
+
+// OffsetDelete handles an OffsetDelete request (v0). Offsets of topics the group is
+// subscribed to (consumer protocol) are refused with GROUP_SUBSCRIBED_TO_TOPIC.
+func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) <-chan *kmsg.OffsetDeleteResponse {
+	ch := make(chan *kmsg.OffsetDeleteResponse, 1)
+	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offsetDeleteLocked(req, resp, ch, c.clock.Now())
+	return ch
+}
+
+func (c *Coordinator) offsetDeleteLocked(req *kmsg.OffsetDeleteRequest, resp *kmsg.OffsetDeleteResponse, ch chan *kmsg.OffsetDeleteResponse, now time.Time) {
+	fail := func(code int16) {
+		resp.ErrorCode = code
+		ch <- resp
+	}
+	if req.Group == "" {
+		fail(kerrInvalidGroupID)
+		return
+	}
+	part, code := c.partitionOfLocked(req.Group)
+	if code != kerrNone {
+		fail(code)
+		return
+	}
+	g := part.groups[req.Group]
+	if g == nil || g.state == StateDead {
+		fail(kerrGroupIDNotFound)
+		return
+	}
+	if !g.is(StateEmpty) && g.protocolType != consumerProtocolType {
+		fail(kerrNonEmptyGroup)
+		return
+	}
+	var eligible []TopicPartition
+	var eligibleAt []*kmsg.OffsetDeleteResponseTopicPartition
+	for _, t := range req.Topics {
+		rt := kmsg.NewOffsetDeleteResponseTopic()
+		rt.Topic = t.Topic
+		for range t.Partitions {
+			rt.Partitions = append(rt.Partitions, kmsg.NewOffsetDeleteResponseTopicPartition())
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	for ti, t := range req.Topics {
+		for pi, p := range t.Partitions {
+			rp := &resp.Topics[ti].Partitions[pi]
+			rp.Partition = p.Partition
+			if g.state != StateEmpty && g.subscribedTo(t.Topic) {
+				rp.ErrorCode = kerrGroupSubscribedToTopic
+				continue
+			}
+			eligible = append(eligible, TopicPartition{Topic: t.Topic, Partition: p.Partition})
+			eligibleAt = append(eligibleAt, rp)
+		}
+	}
+	c.removeOffsetsLocked(part, g, eligible, now, func(code int16) {
+		for _, rp := range eligibleAt {
+			rp.ErrorCode = code
+		}
+		ch <- resp
+	})
+}
+
+// removeOffsetsLocked writes tombstones for the group's offsets in tps; an Empty group
+// left without offsets is deleted with them (Kafka's cleanupGroupMetadata). done gets
+// the outcome once the tombstones are committed and replayed.
+func (c *Coordinator) removeOffsetsLocked(part *partition, g *group, tps []TopicPartition, now time.Time, done func(code int16)) {
+	var removed []TopicPartition
+	var records []Record
+	seen := map[TopicPartition]bool{}
+	for _, tp := range tps {
+		if _, ok := g.offsets[tp]; ok && !seen[tp] {
+			seen[tp] = true
+			removed = append(removed, tp)
+			records = append(records, offsetTombstone(g.id, tp))
+		}
+	}
+	dead := g.state == StateEmpty && len(g.pending) == 0 && len(removed) == len(g.offsets)
+	if dead {
+		records = append(records, groupTombstone(g.id))
+		g.transition(StateDead, now)
+	}
+	if len(records) == 0 {
+		done(kerrNone)
+		return
+	}
+	c.appendLocked(part, nil, records, func(err error) {
+		owned := c.mu.partitions[part.id] == part
+		if err != nil {
+			if dead && owned && g.state == StateDead {
+				g.transition(StateEmpty, c.clock.Now())
+			}
+			done(appendErrorCode(err))
+			return
+		}
+		for _, tp := range removed {
+			replayOffset(part.groups, part.id, g.id, tp, nil)
+		}
+		if dead && part.groups[g.id] == g && g.state == StateDead {
+			delete(part.groups, g.id)
+			c.logger.Info("group deleted", "group", g.id)
+		}
+		done(kerrNone)
+	})
+}
+
+// expireOffsetsLocked removes offsets older than offsets.retention.minutes, with
+// Kafka 2.1+ semantics: offsets of a group with members are kept (except those of
+// topics a consumer group no longer subscribes to); once a group is Empty they expire
+// a retention period after it became Empty. Standalone offsets expire a retention
+// period after their commit.
+func (c *Coordinator) expireOffsetsLocked(part *partition, now time.Time) {
+	ids := make([]string, 0, len(part.groups))
+	for id := range part.groups {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		g := part.groups[id]
+		if g.state == StateDead {
+			continue
+		}
+		expired := expiredOffsets(g, now, c.cfg.OffsetsRetention)
+		dead := g.state == StateEmpty && len(g.pending) == 0 && len(expired) == len(g.offsets)
+		if len(expired) == 0 && !dead {
+			continue
+		}
+		c.logger.Info("expiring offsets", "group", g.id, "offsets", len(expired), "delete_group", dead)
+		c.removeOffsetsLocked(part, g, expired, now, func(int16) {})
+	}
+}
+
+func expiredOffsets(g *group, now time.Time, retention time.Duration) []TopicPartition {
+	var base func(o CommittedOffset) time.Time
+	var subscribed map[string]bool
+	switch {
+	case g.protocolType != "" && g.state == StateEmpty:
+		base = func(o CommittedOffset) time.Time {
+			if !g.stateTime.IsZero() {
+				return g.stateTime
+			}
+			return o.CommitTime
+		}
+	case g.protocolType == consumerProtocolType && g.subscribedTopics != nil && g.state == StateStable:
+		subscribed = g.subscribedTopics
+		base = func(o CommittedOffset) time.Time { return o.CommitTime }
+	case g.protocolType == "":
+		base = func(o CommittedOffset) time.Time { return o.CommitTime }
+	default:
+		return nil
+	}
+	var out []TopicPartition
+	for tp, o := range g.offsets {
+		if subscribed != nil && subscribed[tp.Topic] {
+			continue
+		}
+		if !o.ExpireTime.IsZero() {
+			if !now.Before(o.ExpireTime) {
+				out = append(out, tp)
+			}
+		} else if now.Sub(base(o)) >= retention {
+			out = append(out, tp)
+		}
+	}
+	slices.SortFunc(out, compareTopicPartition)
+	return out
+}
