@@ -25,7 +25,17 @@ func (b *Broker) Partitions() []metrics.PartitionStats {
 	return out
 }
 
-// Groups implements metrics.Source: the groups this node coordinates.
+// Groups implements metrics.Source: the groups this node coordinates, with their
+// committed offsets.
 func (b *Broker) Groups() []metrics.GroupStats {
-	return nil
+	summaries := b.groups.Groups()
+	out := make([]metrics.GroupStats, 0, len(summaries))
+	for _, g := range summaries {
+		gs := metrics.GroupStats{Group: g.Group, State: g.State, Members: len(g.Members), Generation: g.Generation}
+		for tp, o := range b.groups.CommittedOffsets(g.Group) {
+			gs.Offsets = append(gs.Offsets, metrics.GroupOffset{Topic: tp.Topic, Partition: tp.Partition, Committed: o.Offset})
+		}
+		out = append(out, gs)
+	}
+	return out
 }

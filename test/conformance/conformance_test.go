@@ -1,11 +1,3 @@
-// Package conformance drives Kafka clients that are not written in Go — kcat,
-// kafka-python, confluent-kafka-python (librdkafka) and kafkajs — against a real
-// `samsa serve`, through the scripts in this directory (see common.py for their
-// contract). Each script prints a JSON summary; the checks live here.
-//
-// scripts/install-test-deps.sh (run by `make test`) installs the clients. Set
-// SAMSA_CONFORMANCE_BROKER=127.0.0.1:PORT to run the same suite against another,
-// already running broker (Apache Kafka, kfake) for comparison.
 package conformance
 
 import (
@@ -40,15 +32,9 @@ func TestClients(t *testing.T) {
 		for _, c := range allClients {
 			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
-				consumer := c
-				if c.groupConsume {
-					// kafkajs reads only through a consumer group; its own consumer
-					// is exercised by the group tests. Read its records with kcat.
-					consumer = kcat
-				}
 				for _, codec := range codecs(t, tg, c) {
 					t.Run(codec, func(t *testing.T) {
-						roundTrip(t, tg, "rt", c, consumer, codec)
+						roundTrip(t, tg, "rt", c, c, codec)
 					})
 				}
 			})

@@ -39,9 +39,6 @@ type client struct {
 	canCreate bool
 	// headers: records it produces carry the "seq" header.
 	headers bool
-	// groupConsume: its consume command needs the group coordinator (kafkajs only
-	// has a group consumer).
-	groupConsume bool
 	// requiredCodecs must all be reported usable by the driver.
 	requiredCodecs []string
 }
@@ -63,7 +60,7 @@ var (
 		canCreate: true, headers: true,
 		requiredCodecs: []string{"none", "gzip", "snappy", "lz4", "zstd"}}
 	kafkajs = client{name: "kafkajs", argv: []string{"node", "kafkajs.js"},
-		canCreate: true, headers: true, groupConsume: true,
+		canCreate: true, headers: true, // consume goes through a group: kafkajs has no other consumer
 		requiredCodecs: []string{"none", "gzip"}}
 
 	allClients = []client{kcat, kafkaPython, confluent, kafkajs}
@@ -164,6 +161,9 @@ func (c client) try(tg *target, command string, args ...string) (summary, error)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()
+	if errors.Is(runErr, exec.ErrNotFound) || errors.Is(runErr, os.ErrNotExist) {
+		return summary{}, fmt.Errorf("%v (run scripts/install-test-deps.sh, or make test)", runErr)
+	}
 	line := lastLine(stdout.String())
 	var s summary
 	if line != "" {

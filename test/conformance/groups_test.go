@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -285,6 +286,20 @@ func groupStaticRollingRestart(t *testing.T, tg *target, c groupClient) {
 	for _, m := range members {
 		before[m.name] = m.owned()
 	}
+	// Until the group first settled, a member may have read partitions it then gave
+	// up; from here on each member reads only its own partition.
+	settledAt := map[*member]int{}
+	for _, m := range members {
+		settledAt[m] = len(m.records())
+	}
+	onlyOwn := func(m *member) {
+		for _, r := range m.records()[settledAt[m]:] {
+			if !slices.Contains(before[m.name], r.Partition) {
+				t.Errorf("%s consumed partition %d, which belonged to another member", m.name, r.Partition)
+				return
+			}
+		}
+	}
 	for i := range members {
 		changes := make([]int, len(members))
 		for j, m := range members {
@@ -292,6 +307,7 @@ func groupStaticRollingRestart(t *testing.T, tg *target, c groupClient) {
 		}
 		old := members[i]
 		old.stop(t)
+		onlyOwn(old)
 		members[i] = startMember(t, tg, c.client, old.name, opts(i))
 		produceWithKgo(t, tg, topic, fmt.Sprintf("static%d", i+1), numKeys, 5)
 		waitOwnership(t, members, 3, func() bool { return slices.Equal(members[i].owned(), before[old.name]) },
@@ -301,23 +317,11 @@ func groupStaticRollingRestart(t *testing.T, tg *target, c groupClient) {
 				t.Errorf("restarting %s rebalanced %s (assignment now %v)", old.name, m.name, m.owned())
 			}
 		}
-		// Records from before the restart are consumed by the new incarnation too
-		// (nothing is committed); that is one member at a time, not two at once.
-		old.kill()
-		for _, r := range old.records() {
-			if !slices.Contains(before[old.name], r.Partition) {
-				t.Errorf("%s consumed partition %d it never owned", old.name, r.Partition)
-			}
-		}
 	}
 	total := numKeys * 5 * 4
 	testutil.WaitFor(t, rebalanceWait, consumedAll(members, total), "every record to be consumed")
 	for _, m := range members {
-		for _, r := range m.records() {
-			if !slices.Contains(before[m.name], r.Partition) {
-				t.Errorf("%s consumed partition %d that belonged to another member", m.name, r.Partition)
-			}
-		}
+		onlyOwn(m)
 	}
 }
 
@@ -391,4 +395,58 @@ func listGroups(t *testing.T, tg *target) []string {
 		t.Fatalf("list groups: %v", err)
 	}
 	return groups.Groups()
+}
+
+// TestGroupsBrokerRestart: offsets committed by each client's group consumer and the
+// group listing survive a broker restart; a new member resumes after the commits.
+func TestGroupsBrokerRestart(t *testing.T) {
+	if os.Getenv(externalBrokerEnv) != "" {
+		t.Skip("restarts the broker, so it needs the broker the test starts itself")
+	}
+	tg := startTarget(t, groupBrokerOverrides...)
+	const keys, before = 5, 6
+	type clientState struct {
+		c     groupClient
+		topic string
+		group string
+	}
+	var states []clientState
+	for _, c := range groupClients {
+		st := clientState{c: c, topic: tg.topic("grestart", c.name), group: tg.group(c, "restart")}
+		createTopic(t, tg, c.client, st.topic, 3)
+		produceWithKgo(t, tg, st.topic, "before", keys, before)
+		m := startMember(t, tg, c.client, c.name+"-before", memberOptions{group: st.group, topic: st.topic, commit: true})
+		testutil.WaitFor(t, rebalanceWait, func() bool {
+			sum := int64(0)
+			for _, o := range m.commits() {
+				sum += o
+			}
+			return sum == keys*before
+		}, c.name+" to commit every record")
+		m.stop(t)
+		states = append(states, st)
+	}
+
+	tg.broker.Restart(t)
+
+	listed := listGroups(t, tg)
+	for _, st := range states {
+		if !slices.Contains(listed, st.group) {
+			t.Errorf("group %s missing from ListGroups after restart (listed %v)", st.group, listed)
+		}
+	}
+	for _, st := range states {
+		t.Run(st.c.name, func(t *testing.T) {
+			produceWithKgo(t, tg, st.topic, "after", keys, 4)
+			m := startMember(t, tg, st.c.client, st.c.name+"-after", memberOptions{group: st.group, topic: st.topic})
+			testutil.WaitFor(t, rebalanceWait, consumedAll([]*member{m}, keys*4),
+				"the new member to consume the records produced after the restart")
+			for _, r := range m.records() {
+				if r.Value == nil || !strings.HasPrefix(*r.Value, "after|") {
+					t.Fatalf("new member re-read p%d@%d (%v), committed before the restart", r.Partition, r.Offset, r.Value)
+				}
+			}
+			verifyRecords(t, "after", keys, 4, true, nil, byPartitionOffset(m.records()))
+		})
+	}
 }

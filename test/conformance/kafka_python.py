@@ -91,8 +91,14 @@ def cmd_consume(args):
     c = KafkaConsumer(bootstrap_servers=args.bootstrap, group_id=None,
                       enable_auto_commit=False, auto_offset_reset="earliest",
                       check_crcs=True, client_id="samsa-conformance-kafka-python")
-    parts = [TopicPartition(args.topic, p)
-             for p in sorted(c.partitions_for_topic(args.topic) or ())]
+    # A topic created a moment ago may not be in every metadata answer yet.
+    ids = None
+    deadline = time.monotonic() + 10
+    while not ids and time.monotonic() < deadline:
+        ids = c.partitions_for_topic(args.topic)
+        if not ids:
+            time.sleep(0.2)
+    parts = [TopicPartition(args.topic, p) for p in sorted(ids or ())]
     if not parts:
         raise RuntimeError("no partitions for topic %s" % args.topic)
     c.assign(parts)
