@@ -277,6 +277,23 @@ func TestDescribeClusterAndLeaderEpochs(t *testing.T) {
 	}
 	produceSync(t, newClient(t, b, kgo.DefaultProduceTopic("ep")), &kgo.Record{Value: []byte("a")}, &kgo.Record{Value: []byte("b")})
 
+	// DescribeLogDirs reports the partition's size in its log directory.
+	dirs, err := adm.DescribeAllLogDirs(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size int64 = -1
+	dirs.Each(func(d kadm.DescribedLogDir) {
+		d.Topics.Each(func(p kadm.DescribedLogDirPartition) {
+			if p.Topic == "ep" && p.Partition == 0 {
+				size = p.Size
+			}
+		})
+	})
+	if size <= 0 {
+		t.Fatalf("log dir size of ep-0 = %d", size)
+	}
+
 	// OffsetForLeaderEpoch: epoch 0 ends at the log end offset.
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
