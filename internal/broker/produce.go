@@ -106,6 +106,11 @@ func (b *Broker) produceOne(topic string, partition int32, records []byte, acks 
 	if hdr.IsTransactional() || hdr.IsControl() {
 		return nil, 0, kerr.TransactionalIDAuthorizationFailed
 	}
+	if settings.Recompress && hdr.Compression() != settings.Compression {
+		if records, err = recompress(records, &hdr, settings.Compression); err != nil {
+			return nil, 0, err
+		}
+	}
 	info, err := p.AppendAsLeader(records, acks == -1, now)
 	if err != nil {
 		return nil, 0, err
@@ -115,6 +120,28 @@ func (b *Broker) produceOne(topic string, partition int32, records []byte, acks 
 	sp.LogAppendTime = info.LogAppendTime
 	sp.LogStartOffset = info.LogStartOffset
 	return p, info.LastOffset, nil
+}
+
+// recompress re-encodes a batch with the topic's codec (compression.type), keeping its
+// producer fields, timestamps and offset deltas. It is the one produce path that
+// decodes records, and only topics that ask for a codec take it.
+func recompress(batch []byte, hdr *record.Header, codec record.Compression) ([]byte, error) {
+	_, recs, err := record.Records(batch)
+	if err != nil {
+		return nil, err
+	}
+	opts := record.DefaultBuildOptions()
+	opts.Compression = codec
+	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = hdr.ProducerID, hdr.ProducerEpoch, hdr.BaseSequence
+	opts.BaseTimestamp = hdr.BaseTimestamp
+	out, err := record.Build(opts, recs)
+	if err != nil {
+		return nil, err
+	}
+	if *hdr, err = record.ParseHeader(out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // waitForAcks completes an acks=all response once every pending partition's high

@@ -6,6 +6,7 @@ import (
 
 	"github.com/samsa-streaming/samsa/internal/config"
 	"github.com/samsa-streaming/samsa/internal/metadata"
+	"github.com/samsa-streaming/samsa/internal/record"
 	"github.com/samsa-streaming/samsa/internal/replica"
 	"github.com/samsa-streaming/samsa/internal/storage"
 )
@@ -48,9 +49,12 @@ func (b *Broker) reconcile(img *metadata.Image) {
 			} else {
 				p.Log.UpdateConfig(logCfg)
 			}
+			codec, recompress := topicCompression(topicCfg.CompressionType)
 			p.SetSettings(replica.Settings{
 				MaxMessageBytes:   int(topicCfg.MaxMessageBytes),
 				MinInsyncReplicas: int(topicCfg.MinInsyncReplicas),
+				Recompress:        recompress,
+				Compression:       codec,
 			})
 			p.SetLeadership(part.Leader, part.LeaderEpoch, part.Replicas, part.ISR)
 			if t.Name == offsetsTopic {
@@ -140,6 +144,24 @@ func storageConfig(t config.Topic) storage.Config {
 		LogAppendTime:         t.MessageTimestampType == "LogAppendTime",
 		FileDeleteDelayMs:     t.FileDeleteDelayMs,
 	}
+}
+
+// topicCompression maps compression.type to a codec; "producer" keeps whatever the
+// producer used.
+func topicCompression(name string) (record.Compression, bool) {
+	switch name {
+	case "none":
+		return record.CompressionNone, true
+	case "gzip":
+		return record.CompressionGzip, true
+	case "snappy":
+		return record.CompressionSnappy, true
+	case "lz4":
+		return record.CompressionLZ4, true
+	case "zstd":
+		return record.CompressionZstd, true
+	}
+	return record.CompressionNone, false
 }
 
 func contains(xs []int32, x int32) bool {

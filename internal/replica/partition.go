@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/samsa-streaming/samsa/internal/record"
 	"github.com/samsa-streaming/samsa/internal/storage"
 )
 
@@ -52,6 +53,10 @@ func NewPartition(topic string, index int32, topicID [16]byte, log *storage.Log,
 type Settings struct {
 	MaxMessageBytes   int // max.message.bytes
 	MinInsyncReplicas int // min.insync.replicas
+	// Recompress is set when compression.type names a codec (not "producer"): batches
+	// in another codec are re-encoded with Compression before they are appended.
+	Recompress  bool
+	Compression record.Compression
 }
 
 // SetSettings replaces the partition's topic settings.

@@ -3,9 +3,12 @@ package integration
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/samsa-streaming/samsa/internal/testutil"
@@ -135,5 +138,30 @@ func TestFetchWaitsForData(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("consumer never received the record")
+	}
+}
+
+// TestTopicCompressionType: a topic with compression.type=zstd stores uncompressed
+// producer batches recompressed with zstd, and consumers read them unchanged.
+func TestTopicCompressionType(t *testing.T) {
+	b := testutil.StartBroker(t)
+	createTopic(t, newAdmin(t, b), "zt", 1, map[string]*string{"compression.type": kadm.StringPtr("zstd")})
+	c := newClient(t, b, kgo.DefaultProduceTopic("zt"), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	var recs []*kgo.Record
+	for i := 0; i < 100; i++ {
+		recs = append(recs, &kgo.Record{Key: []byte("k"), Value: bytes.Repeat(value(i), 20)})
+	}
+	produceSync(t, c, recs...)
+	seg, err := os.ReadFile(filepath.Join(b.Dir, "zt-0", "00000000000000000000.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seg) < 61 || seg[22]&0x07 != 4 {
+		t.Fatalf("stored batch codec %d, want zstd (4)", seg[22]&0x07)
+	}
+	for i, r := range consumeN(t, b, "zt", 100) {
+		if !bytes.Equal(r.Value, bytes.Repeat(value(i), 20)) || r.Offset != int64(i) {
+			t.Fatalf("record %d: offset %d", i, r.Offset)
+		}
 	}
 }
