@@ -23,6 +23,22 @@ type Config struct {
 	// ProducerIDExpirationMs is producer.id.expiration.ms (broker-wide in Kafka, default
 	// one day): idempotent producers silent for longer are forgotten.
 	ProducerIDExpirationMs int64
+
+	// Compact: cleanup.policy contains "compact"; the Cleaner keeps the latest record
+	// per key. DeleteRetention (above) may be set too (compact,delete).
+	Compact bool
+	// DeleteRetentionMs is delete.retention.ms: how long a tombstone stays after the
+	// cleaner first saw it (default one day).
+	DeleteRetentionMs int64
+	// MinCompactionLagMs is min.compaction.lag.ms: records younger than this are not
+	// compacted (default 0).
+	MinCompactionLagMs int64
+	// MaxCompactionLagMs is max.compaction.lag.ms: a log whose oldest uncompacted record
+	// is older than this is cleaned whatever its dirty ratio (default MaxInt64); it also
+	// bounds segment.ms for compacted logs, as in Kafka.
+	MaxCompactionLagMs int64
+	// MinCleanableDirtyRatio is min.cleanable.dirty.ratio (default 0.5).
+	MinCleanableDirtyRatio float64
 }
 
 // DefaultConfig returns Kafka's defaults.
@@ -39,6 +55,9 @@ func DefaultConfig() Config {
 		FlushIntervalMs:        math.MaxInt64,
 		FileDeleteDelayMs:      60000,
 		ProducerIDExpirationMs: 24 * 60 * 60 * 1000,
+		DeleteRetentionMs:      24 * 60 * 60 * 1000,
+		MaxCompactionLagMs:     math.MaxInt64,
+		MinCleanableDirtyRatio: 0.5,
 	}
 }
 
@@ -76,6 +95,18 @@ func (c Config) withDefaults() Config {
 	if c.ProducerIDExpirationMs <= 0 {
 		c.ProducerIDExpirationMs = d.ProducerIDExpirationMs
 	}
+	if c.DeleteRetentionMs <= 0 {
+		c.DeleteRetentionMs = d.DeleteRetentionMs
+	}
+	if c.MinCompactionLagMs < 0 {
+		c.MinCompactionLagMs = 0
+	}
+	if c.MaxCompactionLagMs <= 0 {
+		c.MaxCompactionLagMs = d.MaxCompactionLagMs
+	}
+	if c.MinCleanableDirtyRatio <= 0 {
+		c.MinCleanableDirtyRatio = d.MinCleanableDirtyRatio
+	}
 	return c
 }
 
@@ -102,6 +133,21 @@ func (c Config) Validate() error {
 	}
 	if c.FileDeleteDelayMs < 0 {
 		errs = append(errs, fmt.Errorf("file.delete.delay.ms must be 0 or more, got %d", c.FileDeleteDelayMs))
+	}
+	if c.DeleteRetentionMs < 0 {
+		errs = append(errs, fmt.Errorf("delete.retention.ms must be 0 or more, got %d", c.DeleteRetentionMs))
+	}
+	if c.MinCompactionLagMs < 0 {
+		errs = append(errs, fmt.Errorf("min.compaction.lag.ms must be 0 or more, got %d", c.MinCompactionLagMs))
+	}
+	if c.MaxCompactionLagMs < 0 {
+		errs = append(errs, fmt.Errorf("max.compaction.lag.ms must be positive, got %d", c.MaxCompactionLagMs))
+	}
+	if c.MaxCompactionLagMs > 0 && c.MinCompactionLagMs > c.MaxCompactionLagMs {
+		errs = append(errs, fmt.Errorf("min.compaction.lag.ms (%d) must not exceed max.compaction.lag.ms (%d)", c.MinCompactionLagMs, c.MaxCompactionLagMs))
+	}
+	if c.MinCleanableDirtyRatio < 0 || c.MinCleanableDirtyRatio > 1 {
+		errs = append(errs, fmt.Errorf("min.cleanable.dirty.ratio must be between 0 and 1, got %g", c.MinCleanableDirtyRatio))
 	}
 	return errors.Join(errs...)
 }

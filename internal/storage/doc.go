@@ -1,10 +1,10 @@
 // Package storage is the partition log: segment files of record batches, their sparse
 // offset and time indexes, crash recovery, retention, DeleteRecords, follower
-// truncation, the leader epoch cache and the idempotent-producer table; and the Manager
-// that owns a broker's log directories. It knows nothing about the network or Kafka
-// APIs; the broker and replica layers call it. Apache Kafka's log (LogSegment,
-// OffsetIndex, TimeIndex, LogLoader, ProducerStateManager, LeaderEpochFileCache) is the
-// model.
+// truncation, the leader epoch cache and the idempotent-producer table; the Manager
+// that owns a broker's log directories; and the Cleaner that compacts logs with
+// cleanup.policy=compact. It knows nothing about the network or Kafka APIs; the broker
+// and replica layers call it. Apache Kafka's log (LogSegment, OffsetIndex, TimeIndex,
+// LogLoader, ProducerStateManager, LeaderEpochFileCache, LogCleaner) is the model.
 //
 // # On disk
 //
@@ -12,6 +12,8 @@
 //	  .lock                          flock(2)ed by the running broker (ErrDirLocked)
 //	  .samsa_cleanshutdown           written by Manager.Close, removed at start
 //	  meta.properties                Kafka's format: version=1, node.id, cluster.id
+//	  cleaner-offset-checkpoint      Kafka's format: "0\n<count>\n<topic> <partition> <offset>\n…",
+//	                                 where the next cleaning of each compacted log starts
 //	  <topic>-<partition>/
 //	    00000000000000000000.log       batches, byte for byte as appended
 //	    00000000000000000000.index     sparse offset index
@@ -21,6 +23,10 @@
 //	    leader-epoch-checkpoint        Kafka's text format
 //	    partition.metadata             Kafka's text format (version: 0, topic_id: …)
 //	    log-state                      log start offset and recovery point
+//	    00000000000000000000.log.cleaned  a cleaned segment being written (+ .index.cleaned,
+//	                                      .timeindex.cleaned)
+//	    00000000000000000000.log.swap     a cleaned segment committed, not yet swapped in
+//	                                      (+ .index.swap, .timeindex.swap)
 //	  <topic>-<partition>.<hex>-delete/  a deleted partition awaiting removal
 //
 // File names are the 20-digit base offset of the segment (or the snapshot's offset).
@@ -51,6 +57,59 @@
 // segment's files are renamed with a .deleted suffix and removed after
 // file.delete.delay.ms; the open descriptor stays valid until then, so FileRanges already
 // handed to readers keep working. Leftover .deleted and .tmp files are removed at open.
+//
+// # Compaction
+//
+// The Cleaner (cleaner*.go; Kafka's LogCleaner, Cleaner, SkimpyOffsetMap and
+// LogCleanerManager) compacts logs whose Config.Compact is set. Each pass picks the log
+// with the highest dirty ratio — bytes of the dirty section over bytes of clean plus
+// dirty — above min.cleanable.dirty.ratio, or one whose dirty section holds a batch
+// older than max.compaction.lag.ms, or one holding tombstones whose delete horizon has
+// passed. The dirty section runs from the checkpointed first dirty offset to the first
+// uncleanable offset: the active segment, the first segment with a record newer than
+// min.compaction.lag.ms, the first offset of an open transaction and the optional
+// CleanerOptions.MaxCleanableOffset bound (high watermark), aligned down to a segment
+// start. A map key → latest offset is built over the dirty section (records of a
+// transaction count once its commit marker is seen), then every segment below the end
+// of the map is rewritten, in groups that fit segment.bytes, keeping a record when no
+// later offset of its key is in the map:
+//
+//   - offsets are preserved: batches keep their base offset and last offset delta,
+//     records their offset deltas, so compacted logs have gaps;
+//   - a batch that loses records is rebuilt with its codec, producer id, epoch, base
+//     sequence, transactional flag and leader epoch; an untouched batch is copied as is;
+//   - a batch that loses every record is dropped, unless it is the last data batch of a
+//     producer in the producer table: it is then kept as a 61-byte header without
+//     records (Kafka's empty batch), so the producer's sequence state survives;
+//   - control batches (transaction markers) are kept as they are; records of aborted
+//     transactions are not removed (out of scope) but never shadow committed data;
+//   - records without a key are dropped, as Kafka's cleaner does;
+//   - tombstones (null values) use KIP-534's delete horizon: the first cleaning that
+//     keeps a tombstone stamps its batch with attribute bit 6 and baseTimestamp = now +
+//     delete.retention.ms (record timestamp deltas re-based on it); a cleaning after
+//     the horizon drops the tombstones. The earliest horizon of a log is remembered in
+//     memory (found again from the batch headers after a restart) so the log is
+//     cleaned again then, dirty or not.
+//
+// A cleaned group is written to <base>.log.cleaned (+ .index.cleaned,
+// .timeindex.cleaned) and fsynced. Then, under Log.mu, the cleaner checks that the group
+// is still in the segment list as it was (retention, truncation and close abort the
+// swap), renames the files to .swap, index files first (the commit point), fsyncs the
+// directory, renames the old segments' files .deleted (closed and removed after
+// file.delete.delay.ms, so FileRanges handed to readers stay valid), strips .swap,
+// fsyncs the directory and publishes the new list. At open, before segments are listed,
+// the loader deletes *.cleaned files, completes every <base>.log.swap — the segments
+// whose base offset lies in [base, the swap segment's last offset] (base itself always)
+// are deleted and .swap stripped — and deletes .swap index files left without their
+// segment. A kill at any step thus leaves every offset range either as it was or as
+// cleaned; an old segment of a group left beside its cleaned segment (its base above
+// the cleaned segment's last offset) holds only records the cleaning dropped, so no
+// key's latest value is ever lost. The cleaned segment keeps the newest modification
+// time of those it replaces (retention falls back on it).
+//
+// The first dirty offset of each log after a cleaning is written to the directory's
+// cleaner-offset-checkpoint, so dirty ratios survive restarts. Reads and writes of all
+// threads are throttled together to log.cleaner.io.max.bytes.per.second.
 //
 // # Recovery
 //
@@ -92,9 +151,16 @@
 //   - Each segment's in-memory indexes are guarded by segment.idx (an RWMutex), taken
 //     only around memory operations, never across another caller's I/O.
 //   - The leader epoch cache has its own RWMutex.
+//   - The Cleaner reads segments like a reader, without Log.mu (a segment closed under
+//     it aborts the pass), writes its .cleaned files alone and takes Log.mu only to
+//     swap them in. Cleaner.mu guards its per-log state and is never held across I/O
+//     or while a Log lock is taken; Cleaner.checkpointMu serializes checkpoint writes.
 //
 // Lock order: Log.flushMu → Log.mu → epochCache.mu → segment.idx. Manager.mu is never
 // held while calling into a Log, except Manager.Close, which first empties the map.
+// Cleaner.checkpointMu → Cleaner.mu → Manager.mu (through the logs function); no Log
+// lock is taken while holding a Cleaner lock. Stop the Cleaner (cancel Run's context and
+// wait for it) before Manager.Close.
 //
 // TruncateTo cuts files in place: a FileRange into the truncated tail of the active
 // segment may read short afterwards (followers only truncate data above the high

@@ -288,8 +288,14 @@ func (l *Log) maybeRollLocked(h *record.Header, n int, now time.Time, cfg Config
 	} else {
 		waited = now.Sub(seg.createdAt).Milliseconds()
 	}
+	segmentMs := cfg.SegmentMs
+	if cfg.Compact && cfg.MaxCompactionLagMs < segmentMs {
+		// A compacted log rolls by max.compaction.lag.ms too, so the cleaner can reach
+		// records that must be compacted by then (Kafka's LogConfig.maxSegmentMs).
+		segmentMs = cfg.MaxCompactionLagMs
+	}
 	if size+int64(n) > cfg.SegmentBytes || size+int64(n) > math.MaxInt32 ||
-		waited > cfg.SegmentMs ||
+		waited > segmentMs ||
 		seg.indexFull(cfg.SegmentIndexBytes) ||
 		h.LastOffset()-seg.base > math.MaxInt32 {
 		return l.rollLocked(now, h.BaseOffset)

@@ -186,12 +186,19 @@ func (l *Log) load(clean bool) error {
 	return nil
 }
 
-// scanDir settles leftovers (.deleted, .tmp, orphan indexes) and returns the base
-// offsets of the segment files, ascending.
+// scanDir settles leftovers (the cleaner's .cleaned and .swap files, .deleted, .tmp,
+// orphan indexes) and returns the base offsets of the segment files, ascending.
 func (l *Log) scanDir() ([]int64, error) {
 	ents, err := os.ReadDir(l.dir)
 	if err != nil {
 		return nil, err
+	}
+	if changed, err := settleCleanerFiles(l.dir, ents); err != nil {
+		return nil, err
+	} else if changed {
+		if ents, err = os.ReadDir(l.dir); err != nil {
+			return nil, err
+		}
 	}
 	logs := map[int64]bool{}
 	var orphans []string
