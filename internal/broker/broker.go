@@ -149,6 +149,21 @@ func (b *Broker) Start(ctx context.Context, advertised config.Listener) error {
 		defer b.wg.Done()
 		b.logs.Run(runCtx)
 	}()
+	if b.cfg.LogCleanerEnable {
+		cleaner := storage.NewCleaner(storage.CleanerOptions{
+			Threads:             int(b.cfg.LogCleanerThreads),
+			Backoff:             time.Duration(b.cfg.LogCleanerBackoffMs) * time.Millisecond,
+			IOMaxBytesPerSecond: b.cfg.LogCleanerIoMaxBytesPerSecond,
+			Clock:               b.clock,
+			Logger:              b.logger.With("component", "cleaner"),
+			MaxCleanableOffset:  b.highWatermarkOf,
+		}, storage.LogsOf(b.logs))
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			cleaner.Run(runCtx)
+		}()
+	}
 	return nil
 }
 
@@ -161,6 +176,14 @@ func (b *Broker) Close() error {
 	b.groups.Close()
 	errs := []error{b.controller.Close(), b.logs.Close()}
 	return errors.Join(errs...)
+}
+
+// highWatermarkOf bounds the cleaner to committed data.
+func (b *Broker) highWatermarkOf(l *storage.Log) int64 {
+	if p := b.replicas.Get(l.Topic(), l.Partition()); p != nil && p.Log == l {
+		return p.HighWatermark()
+	}
+	return l.LogStartOffset() // not a partition served here: clean nothing
 }
 
 // ClusterID returns the cluster id from meta.properties.

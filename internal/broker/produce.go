@@ -16,6 +16,7 @@ package broker
 // topics refuse client writes with INVALID_TOPIC_EXCEPTION.
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -106,6 +107,11 @@ func (b *Broker) produceOne(topic string, partition int32, records []byte, acks 
 	if hdr.IsTransactional() || hdr.IsControl() {
 		return nil, 0, kerr.TransactionalIDAuthorizationFailed
 	}
+	if settings.RequireKeys {
+		if err := checkKeys(records); err != nil {
+			return nil, 0, err
+		}
+	}
 	if settings.Recompress && hdr.Compression() != settings.Compression {
 		if records, err = recompress(records, &hdr, settings.Compression); err != nil {
 			return nil, 0, err
@@ -120,6 +126,24 @@ func (b *Broker) produceOne(topic string, partition int32, records []byte, acks 
 	sp.LogAppendTime = info.LogAppendTime
 	sp.LogStartOffset = info.LogStartOffset
 	return p, info.LastOffset, nil
+}
+
+// errKeylessRecord refuses a record without a key on a compacted topic.
+var errKeylessRecord = fmt.Errorf("compacted topic: every record needs a key: %w", kerr.InvalidRecord)
+
+// checkKeys makes sure every record of a batch has a key, decompressing it if needed.
+func checkKeys(batch []byte) error {
+	it, err := record.NewIterator(batch)
+	if err != nil {
+		return err
+	}
+	var r record.Record
+	for it.Next(&r) {
+		if r.Key == nil {
+			return errKeylessRecord
+		}
+	}
+	return it.Err()
 }
 
 // recompress re-encodes a batch with the topic's codec (compression.type), keeping its

@@ -55,6 +55,7 @@ func (b *Broker) reconcile(img *metadata.Image) {
 				MinInsyncReplicas: int(topicCfg.MinInsyncReplicas),
 				Recompress:        recompress,
 				Compression:       codec,
+				RequireKeys:       topicCfg.Compact(),
 			})
 			p.SetLeadership(part.Leader, part.LeaderEpoch, part.Replicas, part.ISR)
 			if t.Name == offsetsTopic {
@@ -131,18 +132,29 @@ func storageConfig(t config.Topic) storage.Config {
 	if flushMessages <= 0 {
 		flushMessages = math.MaxInt64
 	}
+	// In storage.Config zero means "Kafka's default"; explicit zeros become the smallest
+	// positive value with the same effect.
+	dirtyRatio := t.MinCleanableDirtyRatio
+	if dirtyRatio <= 0 {
+		dirtyRatio = 1e-9
+	}
 	return storage.Config{
-		SegmentBytes:          t.SegmentBytes,
-		SegmentMs:             t.SegmentMs,
-		RetentionMs:           t.RetentionMs,
-		RetentionBytes:        t.RetentionBytes,
-		DeleteRetention:       containsString(t.CleanupPolicy, "delete"),
-		IndexIntervalBytes:    int(t.IndexIntervalBytes),
-		SegmentIndexBytes:     int(t.SegmentIndexBytes),
-		FlushIntervalMessages: flushMessages,
-		FlushIntervalMs:       t.FlushMs,
-		LogAppendTime:         t.MessageTimestampType == "LogAppendTime",
-		FileDeleteDelayMs:     t.FileDeleteDelayMs,
+		Compact:                containsString(t.CleanupPolicy, "compact"),
+		DeleteRetentionMs:      max(t.DeleteRetentionMs, 1),
+		MinCompactionLagMs:     t.MinCompactionLagMs,
+		MaxCompactionLagMs:     t.MaxCompactionLagMs,
+		MinCleanableDirtyRatio: dirtyRatio,
+		SegmentBytes:           t.SegmentBytes,
+		SegmentMs:              t.SegmentMs,
+		RetentionMs:            t.RetentionMs,
+		RetentionBytes:         t.RetentionBytes,
+		DeleteRetention:        containsString(t.CleanupPolicy, "delete"),
+		IndexIntervalBytes:     int(t.IndexIntervalBytes),
+		SegmentIndexBytes:      int(t.SegmentIndexBytes),
+		FlushIntervalMessages:  flushMessages,
+		FlushIntervalMs:        t.FlushMs,
+		LogAppendTime:          t.MessageTimestampType == "LogAppendTime",
+		FileDeleteDelayMs:      t.FileDeleteDelayMs,
 	}
 }
 

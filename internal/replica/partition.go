@@ -57,6 +57,8 @@ type Settings struct {
 	// in another codec are re-encoded with Compression before they are appended.
 	Recompress  bool
 	Compression record.Compression
+	// RequireKeys refuses records without a key (compacted topics, as Kafka does).
+	RequireKeys bool
 }
 
 // SetSettings replaces the partition's topic settings.

@@ -78,6 +78,10 @@ func (l *Log) checkTopicID(id [16]byte) error {
 // TopicID returns the topic id of the partition (zero when unknown).
 func (l *Log) TopicID() [16]byte { return l.topicID }
 
+// Topic and Partition name the partition this log stores.
+func (l *Log) Topic() string    { return l.topic }
+func (l *Log) Partition() int32 { return l.partition }
+
 // load finds the segments, recovers them if needed and rebuilds the in-memory state.
 func (l *Log) load(clean bool) error {
 	cfg := l.config()
