@@ -113,11 +113,6 @@ func abandon(l *Log) {
 	}
 	for _, s := range l.segs() {
 		s.file.Close()
-		for _, f := range []File{s.offsetFile, s.timeFile} {
-			if f != nil {
-				f.Close()
-			}
-		}
 	}
 }
 

@@ -53,6 +53,9 @@
 //
 // Index files are caches: they are rebuilt from the segment when missing, of a size
 // that is not a multiple of the entry size, not increasing or pointing past the end.
+// The active segment's index lives in memory only and its files are written whole when
+// the segment stops being active (roll, clean close, truncation): a partition holds one
+// file descriptor (its active .log), not three, and an append is one write.
 // Metadata files are replaced atomically (write a .tmp, fsync, rename). A deleted
 // segment's files are renamed with a .deleted suffix and removed after
 // file.delete.delay.ms; the open descriptor stays valid until then, so FileRanges already

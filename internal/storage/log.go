@@ -239,12 +239,8 @@ func (l *Log) Append(batch []byte, opts AppendOptions) (AppendInfo, error) {
 		return AppendInfo{}, err
 	}
 	seg := l.active()
-	indexErr, err := seg.appendBatch(batch, &h, cfg.IndexIntervalBytes)
-	if err != nil {
+	if err := seg.appendBatch(batch, &h, cfg.IndexIntervalBytes); err != nil {
 		return AppendInfo{}, fmt.Errorf("appending to %s: %w", seg.path(logSuffix), err)
-	}
-	if indexErr != nil {
-		l.logger.Warn("writing index entry", "topic", l.topic, "partition", l.partition, "offset", h.BaseOffset, "err", indexErr)
 	}
 	l.size.Add(int64(len(batch)))
 	l.logEnd.Store(h.LastOffset() + 1)

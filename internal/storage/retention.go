@@ -212,7 +212,7 @@ func (l *Log) TruncateTo(offset int64) error {
 		if err := s.activate(); err != nil {
 			return err
 		}
-	} else if s.offsetFile == nil {
+	} else if !s.active {
 		if err := s.activate(); err != nil {
 			return err
 		}

@@ -48,7 +48,7 @@ type segment struct {
 	}
 
 	// appender state (Log.mu)
-	offsetFile, timeFile File // open while active
+	active               bool // the log's last segment, indexed in memory only
 	bytesSinceIndex      int64
 	rollTimestamp        int64     // max timestamp of the first batch, -1 when unknown
 	createdAt            time.Time // when the segment was created or opened
@@ -182,88 +182,73 @@ func (s *segment) finalTimeEntryLocked() (timeEntry, bool) {
 	return te, true
 }
 
-// activate opens the index files for appending. The in-memory index must be loaded.
+// activate makes the segment the active one. The in-memory index must be loaded. The
+// active segment's index entries live in memory only; the index files are written whole
+// when the segment stops being active (roll, close, truncation), so a partition costs one
+// file descriptor, not three. After a crash the files of the active segment may be
+// stale or missing: they are rebuildable and recovery rebuilds them.
 func (s *segment) activate() error {
-	s.idx.RLock()
-	no, nt := len(s.idx.x.offsets), len(s.idx.x.times)
-	s.idx.RUnlock()
-	of, err := s.fs.OpenFile(s.path(indexSuffix), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
-	}
-	tf, err := s.fs.OpenFile(s.path(timeIndexSuffix), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		of.Close()
-		return err
-	}
-	if err := errors.Join(of.Truncate(int64(no*offsetEntrySize)), tf.Truncate(int64(nt*timeEntrySize))); err != nil {
-		of.Close()
-		tf.Close()
-		return err
-	}
-	s.offsetFile, s.timeFile = of, tf
+	s.active = true
 	return nil
 }
 
-// deactivate writes the final time entry, syncs and closes the index files.
+// deactivate writes the final time entry and both index files, syncing them when asked.
 func (s *segment) deactivate(sync bool) error {
-	var errs []error
+	if !s.active {
+		return nil
+	}
+	s.active = false
 	s.idx.Lock()
-	te, ok := s.finalTimeEntryLocked()
-	nt := len(s.idx.x.times)
+	s.finalTimeEntryLocked()
+	offsets := make([]byte, len(s.idx.x.offsets)*offsetEntrySize)
+	for i, e := range s.idx.x.offsets {
+		encodeOffsetEntry(offsets[i*offsetEntrySize:], e)
+	}
+	times := make([]byte, len(s.idx.x.times)*timeEntrySize)
+	for i, e := range s.idx.x.times {
+		encodeTimeEntry(times[i*timeEntrySize:], e)
+	}
 	s.idx.Unlock()
-	if s.timeFile != nil && ok {
-		var b [timeEntrySize]byte
-		encodeTimeEntry(b[:], te)
-		_, err := s.timeFile.WriteAt(b[:], int64((nt-1)*timeEntrySize))
+	return errors.Join(
+		s.writeIndexFile(indexSuffix, offsets, sync),
+		s.writeIndexFile(timeIndexSuffix, times, sync),
+	)
+}
+
+func (s *segment) writeIndexFile(suffix string, data []byte, sync bool) error {
+	f, err := s.fs.OpenFile(s.path(suffix), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	errs := []error{f.Truncate(int64(len(data)))}
+	if len(data) > 0 {
+		_, err := f.WriteAt(data, 0)
 		errs = append(errs, err)
 	}
-	for _, f := range []File{s.offsetFile, s.timeFile} {
-		if f == nil {
-			continue
-		}
-		if sync {
-			errs = append(errs, f.Sync())
-		}
-		errs = append(errs, f.Close())
+	if sync {
+		errs = append(errs, f.Sync())
 	}
-	s.offsetFile, s.timeFile = nil, nil
+	errs = append(errs, f.Close())
 	return errors.Join(errs...)
 }
 
-// appendBatch writes b at the end of the active segment and indexes it. Log.mu held.
-// err is a failed segment write (nothing was appended); indexErr a failed index file
-// write, after which the batch is appended and the in-memory index is right (the files
-// are rebuilt by the next recovery if they are wrong).
-func (s *segment) appendBatch(b []byte, h *record.Header, interval int) (indexErr, err error) {
+// appendBatch writes b at the end of the active segment and indexes it in memory.
+// Log.mu held. On error nothing was appended.
+func (s *segment) appendBatch(b []byte, h *record.Header, interval int) error {
 	pos := s.size.Load()
 	if _, err := s.file.WriteAt(b, pos); err != nil {
 		// Cut anything partially written so the file matches what readers see.
 		_ = s.file.Truncate(pos)
-		return nil, err
+		return err
 	}
 	s.idx.Lock()
-	oe, te, addO, addT := s.indexBatchLocked(h, pos, &s.bytesSinceIndex, interval)
-	no, nt := len(s.idx.x.offsets), len(s.idx.x.times)
+	s.indexBatchLocked(h, pos, &s.bytesSinceIndex, interval)
 	s.idx.Unlock()
 	if s.rollTimestamp < 0 && h.MaxTimestamp >= 0 && pos == 0 {
 		s.rollTimestamp = h.MaxTimestamp
 	}
 	s.size.Store(pos + int64(len(b)))
-	var errs []error
-	if addO && s.offsetFile != nil {
-		var e [offsetEntrySize]byte
-		encodeOffsetEntry(e[:], oe)
-		_, err := s.offsetFile.WriteAt(e[:], int64((no-1)*offsetEntrySize))
-		errs = append(errs, err)
-	}
-	if addT && s.timeFile != nil {
-		var e [timeEntrySize]byte
-		encodeTimeEntry(e[:], te)
-		_, err := s.timeFile.WriteAt(e[:], int64((nt-1)*timeEntrySize))
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...), nil
+	return nil
 }
 
 // indexFull reports whether either index reached maxBytes.
