@@ -121,7 +121,6 @@ func (b *Broker) Start(ctx context.Context, advertised config.Listener) error {
 	if err := b.controller.Start(ctx); err != nil {
 		return fmt.Errorf("start metadata quorum: %w", err)
 	}
-	b.controller.Subscribe(func(prev, next *metadata.Image) { b.reconcile(next) })
 	reg := metadata.RegisterBrokerRecord{
 		NodeID: metadata.NodeID(b.nodeID),
 		Endpoints: []metadata.Endpoint{{
@@ -141,6 +140,10 @@ func (b *Broker) Start(ctx context.Context, advertised config.Listener) error {
 		b.logger.Error("some partition logs could not be opened", "err", err)
 	}
 	b.reconcile(img)
+	// From now on every metadata change is applied as it commits; reconcile once more
+	// for anything committed between the image read above and the subscription.
+	b.controller.Subscribe(func(prev, next *metadata.Image) { b.reconcile(next) })
+	b.reconcile(b.controller.Image())
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel

@@ -93,6 +93,8 @@ type Log struct {
 		unflushedMessages int64
 		firstUnflushedAt  time.Time // zero when everything is flushed
 		stateDirty        bool      // recovery point moved since log-state was written
+		writtenState      logState  // what log-state on disk holds
+		snapshotAt        int64     // offset of a snapshot holding the current producer state, -1 if none
 		pendingDeletes    map[*segment]clockTimer
 	}
 }
@@ -152,7 +154,11 @@ func (l *Log) ExpireProducers(now time.Time) int {
 	cutoff := now.UnixMilli() - l.config().ProducerIDExpirationMs
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.mu.producers.expire(cutoff)
+	n := l.mu.producers.expire(cutoff)
+	if n > 0 {
+		l.mu.snapshotAt = -1
+	}
+	return n
 }
 
 // SetCoordinatorEpoch records the coordinator epoch of the last transaction marker
@@ -161,6 +167,7 @@ func (l *Log) SetCoordinatorEpoch(producerID int64, epoch int32) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.mu.producers.setCoordinatorEpoch(producerID, epoch)
+	l.mu.snapshotAt = -1
 }
 
 // RecoveryPoint is the offset below which data is known to be on disk.
@@ -348,6 +355,7 @@ func (l *Log) rollLocked(now time.Time, base int64) error {
 	if err := writeSnapshot(l.dir, leo, l.mu.producers); err != nil {
 		l.logger.Warn("writing producer snapshot", "topic", l.topic, "partition", l.partition, "offset", leo, "err", err)
 	} else {
+		l.mu.snapshotAt = leo
 		_ = pruneSnapshots(l.dir, snapshotsKept)
 	}
 	l.logger.Debug("rolled segment", "topic", l.topic, "partition", l.partition, "offset", leo)
@@ -397,9 +405,11 @@ func (l *Log) advanceRecoveryPointLocked(leo int64) {
 }
 
 func (l *Log) writeStateLocked() error {
-	err := writeLogState(l.dir, logState{logStartOffset: l.logStart.Load(), recoveryPoint: l.mu.recoveryPoint})
+	st := logState{logStartOffset: l.logStart.Load(), recoveryPoint: l.mu.recoveryPoint}
+	err := writeLogState(l.dir, st)
 	if err == nil {
 		l.mu.stateDirty = false
+		l.mu.writtenState = st
 	}
 	return err
 }
@@ -468,10 +478,16 @@ func (l *Log) Close() error {
 	}
 	var errs []error
 	errs = append(errs, l.flushLocked(false))
+	// Files that already hold the current state are not rewritten: a clean shutdown of
+	// thousands of idle partitions must not cost thousands of fsyncs.
 	leo := l.logEnd.Load()
-	errs = append(errs, writeSnapshot(l.dir, leo, l.mu.producers))
-	_ = pruneSnapshots(l.dir, snapshotsKept)
-	errs = append(errs, l.writeStateLocked())
+	if l.mu.snapshotAt != leo {
+		errs = append(errs, writeSnapshot(l.dir, leo, l.mu.producers))
+		_ = pruneSnapshots(l.dir, snapshotsKept)
+	}
+	if st := (logState{logStartOffset: l.logStart.Load(), recoveryPoint: l.mu.recoveryPoint}); st != l.mu.writtenState {
+		errs = append(errs, l.writeStateLocked())
+	}
 	errs = append(errs, l.closeFilesLocked())
 	return errors.Join(errs...)
 }

@@ -522,6 +522,9 @@ func (m *Manager) removeDeletedDirs() {
 
 // Close closes every log (in parallel), writes the clean-shutdown markers when all of
 // them closed cleanly, and releases the directory locks.
+// closeWorkers is how many logs Close closes at once.
+const closeWorkers = 64
+
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.mu.closed {
@@ -538,7 +541,9 @@ func (m *Manager) Close() error {
 		emu  sync.Mutex
 		errs []error
 	)
-	sem := make(chan struct{}, m.opts.OpenWorkers)
+	// Closing is bound by fsync latency, not CPU: many in flight at once keep the
+	// device busy (a shutdown must finish within seconds with 10,000 partitions).
+	sem := make(chan struct{}, max(m.opts.OpenWorkers, closeWorkers))
 	for _, l := range logs {
 		wg.Add(1)
 		sem <- struct{}{}

@@ -94,6 +94,7 @@ func (l *Log) load(clean bool) error {
 	if !haveState {
 		clean = false
 	}
+	l.mu.writtenState = state
 	var segs []*segment
 	for _, b := range bases {
 		s, err := openSegment(l.fs, l.dir, b, now)
@@ -324,6 +325,7 @@ func (l *Log) recoverSegment(s *segment, cfg Config, expectNext int64) (next int
 	s.idx.Lock()
 	defer s.idx.Unlock()
 	s.idx.x = segmentIndex{}
+	s.idx.fromFiles = false
 	s.idx.maxTimestamp, s.idx.offsetOfMaxTimestamp = -1, -1
 	next = expectNext
 	fr := newFullBatchReader(s.file, 0, s.size.Load())
@@ -399,6 +401,10 @@ func (l *Log) loadProducerState(leo int64) error {
 	}
 	ps, from := loadLatestSnapshot(l.dir, snaps, leo)
 	l.mu.producers = ps
+	l.mu.snapshotAt = -1
+	if from == leo {
+		l.mu.snapshotAt = leo
+	}
 	from = max(from, l.logStart.Load())
 	if from >= leo {
 		return nil

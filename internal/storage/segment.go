@@ -45,13 +45,15 @@ type segment struct {
 		x                    segmentIndex
 		maxTimestamp         int64 // largest batch max timestamp, -1 when none
 		offsetOfMaxTimestamp int64 // base offset of the batch holding it, -1 when none
+		fromFiles            bool  // x was read from the index files, not rebuilt
 	}
 
 	// appender state (Log.mu)
-	active               bool // the log's last segment, indexed in memory only
-	bytesSinceIndex      int64
-	rollTimestamp        int64     // max timestamp of the first batch, -1 when unknown
-	createdAt            time.Time // when the segment was created or opened
+	active          bool // the log's last segment, indexed in memory only
+	indexDirty      bool // the in-memory index differs from the index files
+	bytesSinceIndex int64
+	rollTimestamp   int64     // max timestamp of the first batch, -1 when unknown
+	createdAt       time.Time // when the segment was created or opened
 }
 
 func (s *segment) path(suffix string) string { return filepath.Join(s.dir, fileName(s.base, suffix)) }
@@ -98,6 +100,7 @@ func (s *segment) ensureIndexLocked(interval int) error {
 		return s.rebuildIndexLocked(interval)
 	}
 	s.idx.x = x
+	s.idx.fromFiles = true
 	s.idx.maxTimestamp, s.idx.offsetOfMaxTimestamp = -1, -1
 	if n := len(x.times); n > 0 {
 		s.idx.maxTimestamp = x.times[n-1].timestamp
@@ -125,6 +128,7 @@ func (s *segment) ensureIndexLocked(interval int) error {
 // rebuildIndexLocked recreates both indexes by walking every batch header.
 func (s *segment) rebuildIndexLocked(interval int) error {
 	s.idx.x = segmentIndex{}
+	s.idx.fromFiles = false
 	s.idx.maxTimestamp, s.idx.offsetOfMaxTimestamp = -1, -1
 	size := s.size.Load()
 	it := newBatchIter(s.file, 0, size, 256<<10)
@@ -189,7 +193,29 @@ func (s *segment) finalTimeEntryLocked() (timeEntry, bool) {
 // stale or missing: they are rebuildable and recovery rebuilds them.
 func (s *segment) activate() error {
 	s.active = true
+	s.idx.RLock()
+	fromFiles := s.idx.fromFiles
+	s.idx.RUnlock()
+	s.indexDirty = !fromFiles || !s.indexFilesMatch()
 	return nil
+}
+
+// indexFilesMatch reports whether both index files still hold exactly the in-memory
+// entries' worth of bytes.
+func (s *segment) indexFilesMatch() bool {
+	s.idx.RLock()
+	no, nt := len(s.idx.x.offsets), len(s.idx.x.times)
+	s.idx.RUnlock()
+	for _, f := range []struct {
+		suffix string
+		size   int
+	}{{indexSuffix, no * offsetEntrySize}, {timeIndexSuffix, nt * timeEntrySize}} {
+		st, err := os.Stat(s.path(f.suffix))
+		if err != nil || st.Size() != int64(f.size) {
+			return false
+		}
+	}
+	return true
 }
 
 // deactivate writes the final time entry and both index files, syncing them when asked.
@@ -199,7 +225,14 @@ func (s *segment) deactivate(sync bool) error {
 	}
 	s.active = false
 	s.idx.Lock()
-	s.finalTimeEntryLocked()
+	if _, added := s.finalTimeEntryLocked(); added {
+		s.indexDirty = true
+	}
+	if !s.indexDirty {
+		s.idx.Unlock()
+		return nil
+	}
+	s.indexDirty = false
 	offsets := make([]byte, len(s.idx.x.offsets)*offsetEntrySize)
 	for i, e := range s.idx.x.offsets {
 		encodeOffsetEntry(offsets[i*offsetEntrySize:], e)
@@ -244,6 +277,7 @@ func (s *segment) appendBatch(b []byte, h *record.Header, interval int) error {
 	s.idx.Lock()
 	s.indexBatchLocked(h, pos, &s.bytesSinceIndex, interval)
 	s.idx.Unlock()
+	s.indexDirty = true
 	if s.rollTimestamp < 0 && h.MaxTimestamp >= 0 && pos == 0 {
 		s.rollTimestamp = h.MaxTimestamp
 	}
