@@ -5,13 +5,11 @@ package main
 import (
 	"os"
 
-	"github.com/spf13/cobra"
+	"github.com/samsa-streaming/samsa/internal/cli"
 )
 
 func main() {
-	root := &cobra.Command{Use: "samsa", Short: "Kafka-compatible event streaming", SilenceErrors: false}
+	root := cli.NewRoot()
 	root.AddCommand(newServeCommand())
-	if err := root.Execute(); err != nil {
-		os.Exit(1)
-	}
+	os.Exit(cli.Execute(root))
 }

@@ -1,0 +1,142 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// unreachableError means no seed broker accepted a connection.
+type unreachableError struct{ seeds []string }
+
+func (e *unreachableError) Error() string {
+	return fmt.Sprintf("cannot reach %s: is the broker running? set -b or %s", strings.Join(e.seeds, ","), BrokersEnv)
+}
+
+// clientID is how the CLI introduces itself to brokers.
+const clientID = "samsa-cli"
+
+// newClient builds a franz-go client for the seed brokers plus the given options.
+func (g *globals) newClient(opts ...kgo.Opt) (*kgo.Client, error) {
+	base := []kgo.Opt{
+		kgo.SeedBrokers(g.seeds()...),
+		kgo.ClientID(clientID),
+		kgo.DialTimeout(min(g.timeout, 5*time.Second)),
+		kgo.RetryTimeout(g.timeout),
+		kgo.MetadataMinAge(250 * time.Millisecond),
+	}
+	cl, err := kgo.NewClient(append(base, opts...)...)
+	if err != nil {
+		return nil, usagef("bad client configuration: %v", err)
+	}
+	return cl, nil
+}
+
+// newAdmin builds an admin client; close it with the returned function.
+func (g *globals) newAdmin() (*kadm.Client, func(), error) {
+	cl, err := g.newClient()
+	if err != nil {
+		return nil, nil, err
+	}
+	adm := kadm.NewClient(cl)
+	adm.SetTimeoutMillis(int32(min(g.timeout, time.Hour).Milliseconds()))
+	return adm, cl.Close, nil
+}
+
+// withTimeout returns a context that ends after --timeout.
+func (g *globals) withTimeout(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, g.timeout)
+}
+
+// explain turns a client error into one that says what to do. what names the
+// operation ("list topics"); it prefixes errors that are not about reachability.
+func (g *globals) explain(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := errors.AsType[*unreachableError](err); ok || errors.Is(err, ErrFindings) {
+		return err
+	}
+	if _, ok := errors.AsType[*usageError](err); ok {
+		return err
+	}
+	if isNetworkError(err) && !g.anySeedReachable() {
+		return &unreachableError{seeds: g.seeds()}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: no answer from the cluster within %s (raise --timeout, or check the broker's logs): %w",
+			what, g.timeout, err)
+	}
+	if strings.Contains(err.Error(), "broker is too old") {
+		return fmt.Errorf("%s: the broker does not serve the request this needs: %w", what, err)
+	}
+	if hint := kafkaHint(err); hint != "" {
+		return fmt.Errorf("%s: %w (%s)", what, err, hint)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// isNetworkError reports whether err could mean the seeds cannot be reached: anything
+// that is not an error code a broker sent back.
+func isNetworkError(err error) bool {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return true
+	}
+	_, fromBroker := errors.AsType[*kerr.Error](err)
+	return !fromBroker
+}
+
+// anySeedReachable dials each seed once, briefly.
+func (g *globals) anySeedReachable() bool {
+	for _, s := range g.seeds() {
+		conn, err := net.DialTimeout("tcp", s, min(g.timeout, 2*time.Second))
+		if err == nil {
+			conn.Close()
+			return true
+		}
+	}
+	return false
+}
+
+// kafkaHint suggests a fix for the Kafka errors users meet most.
+func kafkaHint(err error) string {
+	var ke *kerr.Error
+	if !errors.As(err, &ke) {
+		return ""
+	}
+	switch ke {
+	case kerr.UnknownTopicOrPartition:
+		return "the topic does not exist; see `samsa topic list`"
+	case kerr.TopicAlreadyExists:
+		return "pick another name, or delete it first with `samsa topic delete`"
+	case kerr.InvalidReplicationFactor:
+		return "the replication factor cannot exceed the number of brokers; see `samsa cluster info`"
+	case kerr.InvalidPartitions:
+		return "the partition count must be at least 1 and, when adding, larger than the current count"
+	case kerr.InvalidConfig:
+		return "check the property name and value against Kafka's topic configuration reference"
+	case kerr.InvalidTopicException:
+		return "topic names use only ASCII letters, digits, '.', '_' and '-', at most 249 characters"
+	case kerr.GroupIDNotFound:
+		return "the group does not exist; see `samsa group list`"
+	case kerr.NonEmptyGroup:
+		return "the group still has active members; stop its consumers first"
+	case kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend:
+		return "fewer in-sync replicas than min.insync.replicas; check `samsa doctor`"
+	case kerr.RecordListTooLarge, kerr.MessageTooLarge:
+		return "the record is larger than the topic's max.message.bytes"
+	case kerr.UnsupportedVersion:
+		return "the broker does not serve this request"
+	case kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed, kerr.ClusterAuthorizationFailed:
+		return "the cluster's ACLs do not allow this"
+	}
+	return ""
+}

@@ -1,0 +1,230 @@
+package cli
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+func healthyTopic(name string, partitions int, rf int32, configs map[string]string) TopicSnapshot {
+	t := TopicSnapshot{Name: name, Configs: configs}
+	for i := range partitions {
+		var replicas []int32
+		for r := range rf {
+			replicas = append(replicas, r+1)
+		}
+		t.Partitions = append(t.Partitions, PartitionSnapshot{ID: int32(i), Leader: 1, Replicas: replicas, ISR: replicas})
+	}
+	return t
+}
+
+func defaults(minISR string) map[string]string {
+	return map[string]string{"min.insync.replicas": minISR, "unclean.leader.election.enable": "false"}
+}
+
+func members(assigned ...int) []MemberSnapshot {
+	var out []MemberSnapshot
+	for i, n := range assigned {
+		out = append(out, MemberSnapshot{ID: "m" + string(rune('a'+i)), Assigned: n})
+	}
+	return out
+}
+
+func lagSample(state string, ms []MemberSnapshot, lags ...int64) GroupSample {
+	s := GroupSample{State: state, Members: ms, Lag: map[string]map[int32]int64{"t": {}}}
+	for p, l := range lags {
+		s.Lag["t"][int32(p)] = l
+	}
+	return s
+}
+
+func codes(fs []Finding) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Code)
+	}
+	return out
+}
+
+func TestDiagnose(t *testing.T) {
+	stable3 := members(1, 1, 1)
+	tests := []struct {
+		name string
+		snap Snapshot
+		want []string
+	}{
+		{
+			name: "healthy single node cluster",
+			snap: Snapshot{Window: 10 * time.Second,
+				Topics: []TopicSnapshot{healthyTopic("t", 3, 1, defaults("1"))},
+				Groups: []GroupSnapshot{{Name: "g", TopicPartitions: map[string]int{"t": 3}, Samples: []GroupSample{
+					lagSample("Stable", stable3, 5, 4, 6), lagSample("Stable", stable3, 0, 1, 2), lagSample("Stable", stable3, 3, 3, 3),
+				}}}},
+			want: nil,
+		},
+		{
+			name: "healthy replicated topic",
+			snap: Snapshot{Topics: []TopicSnapshot{healthyTopic("t", 2, 3, defaults("2"))}},
+			want: nil,
+		},
+		{
+			name: "offline and under-replicated partitions",
+			snap: Snapshot{Topics: []TopicSnapshot{{Name: "t", Configs: defaults("2"), Partitions: []PartitionSnapshot{
+				{ID: 0, Leader: -1, Replicas: []int32{1, 2, 3}, ISR: nil},
+				{ID: 1, Leader: 2, Replicas: []int32{1, 2, 3}, ISR: []int32{2}},
+				{ID: 2, Leader: 3, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}},
+			}}}},
+			want: []string{CodeOfflinePartitions, CodeUnderReplicated},
+		},
+		{
+			name: "min.insync.replicas above replication factor",
+			snap: Snapshot{Topics: []TopicSnapshot{healthyTopic("t", 1, 1, defaults("2"))}},
+			want: []string{CodeMinISRAboveRF},
+		},
+		{
+			name: "min.insync.replicas equal to a replication factor above one",
+			snap: Snapshot{Topics: []TopicSnapshot{healthyTopic("t", 1, 3, defaults("3"))}},
+			want: []string{CodeMinISREqualsRF},
+		},
+		{
+			name: "min.insync.replicas equal to replication factor one is not reported",
+			snap: Snapshot{Topics: []TopicSnapshot{healthyTopic("t", 1, 1, defaults("1"))}},
+			want: nil,
+		},
+		{
+			name: "min.insync.replicas one with replication factor three",
+			snap: Snapshot{Topics: []TopicSnapshot{healthyTopic("t", 1, 3, defaults("1"))}},
+			want: []string{CodeMinISROne},
+		},
+		{
+			name: "min.insync.replicas one with replication factor two is fine",
+			snap: Snapshot{Topics: []TopicSnapshot{healthyTopic("t", 1, 2, defaults("1"))}},
+			want: nil,
+		},
+		{
+			name: "unclean leader election enabled",
+			snap: Snapshot{Topics: []TopicSnapshot{healthyTopic("t", 1, 1, map[string]string{"min.insync.replicas": "1", "unclean.leader.election.enable": "true"})}},
+			want: []string{CodeUncleanLeaderElection},
+		},
+		{
+			name: "configs unknown: no config findings",
+			snap: Snapshot{Topics: []TopicSnapshot{healthyTopic("t", 1, 1, nil)}},
+			want: nil,
+		},
+		{
+			name: "four members on three partitions",
+			snap: Snapshot{Groups: []GroupSnapshot{{Name: "g", TopicPartitions: map[string]int{"t": 3},
+				Samples: []GroupSample{lagSample("Stable", members(1, 1, 1, 0), 0, 0, 0)}}}},
+			want: []string{CodeIdleConsumers},
+		},
+		{
+			name: "idle members are not judged mid-rebalance",
+			snap: Snapshot{Groups: []GroupSnapshot{{Name: "g", TopicPartitions: map[string]int{"t": 3},
+				Samples: []GroupSample{lagSample("CompletingRebalance", members(0, 0, 0, 0), 0, 0, 0)}}}},
+			want: nil,
+		},
+		{
+			name: "lag concentrated on one partition",
+			snap: Snapshot{Groups: []GroupSnapshot{{Name: "g", TopicPartitions: map[string]int{"t": 3},
+				Samples: []GroupSample{lagSample("Empty", nil, 900, 50, 50)}}}},
+			want: []string{CodeLagSkew},
+		},
+		{
+			name: "skew below the minimum total lag is noise",
+			snap: Snapshot{Groups: []GroupSnapshot{{Name: "g", TopicPartitions: map[string]int{"t": 3},
+				Samples: []GroupSample{lagSample("Empty", nil, 90, 1, 1)}}}},
+			want: nil,
+		},
+		{
+			name: "even lag is not skew",
+			snap: Snapshot{Groups: []GroupSnapshot{{Name: "g", TopicPartitions: map[string]int{"t": 3},
+				Samples: []GroupSample{lagSample("Empty", nil, 400, 350, 300)}}}},
+			want: nil,
+		},
+		{
+			name: "over half but not twice the mean is not skew",
+			snap: Snapshot{Groups: []GroupSnapshot{{Name: "g", TopicPartitions: map[string]int{"t": 2},
+				Samples: []GroupSample{lagSample("Empty", nil, 600, 400)}}}},
+			want: nil,
+		},
+		{
+			name: "lag growing through the window",
+			snap: Snapshot{Window: 8 * time.Second, Groups: []GroupSnapshot{{Name: "g", TopicPartitions: map[string]int{"t": 3},
+				Samples: []GroupSample{
+					lagSample("Stable", stable3, 10, 10, 10), lagSample("Stable", stable3, 20, 20, 20),
+					lagSample("Stable", stable3, 30, 30, 30), lagSample("Stable", stable3, 40, 40, 40),
+					lagSample("Stable", stable3, 50, 50, 50),
+				}}}},
+			want: []string{CodeLagGrowing},
+		},
+		{
+			name: "a commit sawtooth is not growth",
+			snap: Snapshot{Window: 8 * time.Second, Groups: []GroupSnapshot{{Name: "g", TopicPartitions: map[string]int{"t": 3},
+				Samples: []GroupSample{
+					lagSample("Stable", stable3, 10, 10, 10), lagSample("Stable", stable3, 30, 30, 30),
+					lagSample("Stable", stable3, 5, 5, 5), lagSample("Stable", stable3, 30, 30, 30),
+					lagSample("Stable", stable3, 40, 40, 40),
+				}}}},
+			want: nil,
+		},
+		{
+			name: "one sample cannot show growth or rebalancing",
+			snap: Snapshot{Groups: []GroupSnapshot{{Name: "g", TopicPartitions: map[string]int{"t": 3},
+				Samples: []GroupSample{lagSample("PreparingRebalance", stable3, 10, 10, 10)}}}},
+			want: nil,
+		},
+		{
+			name: "rebalancing state seen during the window",
+			snap: Snapshot{Window: time.Second, Groups: []GroupSnapshot{{Name: "g", TopicPartitions: map[string]int{"t": 3},
+				Samples: []GroupSample{lagSample("Stable", stable3, 0, 0, 0), lagSample("PreparingRebalance", stable3, 0, 0, 0), lagSample("Stable", stable3, 0, 0, 0)}}}},
+			want: []string{CodeGroupRebalancing},
+		},
+		{
+			name: "membership changed during the window",
+			snap: Snapshot{Window: time.Second, Groups: []GroupSnapshot{{Name: "g", TopicPartitions: map[string]int{"t": 3},
+				Samples: []GroupSample{lagSample("Stable", members(2, 1), 0, 0, 0), lagSample("Stable", stable3, 0, 0, 0)}}}},
+			want: []string{CodeGroupRebalancing},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := codes(Diagnose(tt.snap))
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("codes = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDiagnoseNumbersAndFix(t *testing.T) {
+	fs := Diagnose(Snapshot{Groups: []GroupSnapshot{{Name: "g", TopicPartitions: map[string]int{"t": 3},
+		Samples: []GroupSample{lagSample("Empty", nil, 50, 900, 50)}}}})
+	if len(fs) != 1 {
+		t.Fatalf("findings = %v", fs)
+	}
+	f := fs[0]
+	want := map[string]int64{"partition": 1, "partition_lag": 900, "total_lag": 1000, "share_percent": 90, "mean_lag": 333}
+	for k, v := range want {
+		if f.Numbers[k] != v {
+			t.Errorf("numbers[%s] = %d, want %d", k, f.Numbers[k], v)
+		}
+	}
+	if f.Group != "g" || f.Topic != "t" || !slices.Equal(f.Partitions, []int32{1}) || f.Fix == "" || f.Severity != severityWarning {
+		t.Errorf("finding = %+v", f)
+	}
+}
+
+func TestDiagnoseOrderIsDeterministic(t *testing.T) {
+	snap := Snapshot{Topics: []TopicSnapshot{
+		healthyTopic("b", 1, 1, map[string]string{"min.insync.replicas": "2", "unclean.leader.election.enable": "true"}),
+		healthyTopic("a", 1, 1, map[string]string{"min.insync.replicas": "2"}),
+	}}
+	var got []string
+	for _, f := range Diagnose(snap) {
+		got = append(got, f.Topic+"/"+f.Code)
+	}
+	want := []string{"a/" + CodeMinISRAboveRF, "b/" + CodeMinISRAboveRF, "b/" + CodeUncleanLeaderElection}
+	if !slices.Equal(got, want) {
+		t.Fatalf("order = %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,364 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+func newGroupCmd(g *globals) *cobra.Command {
+	cmd := newGroupingCmd("group", "List, describe, delete consumer groups and reset their offsets",
+		"Inspect and manage consumer groups: members, assignments, committed offsets and lag.")
+	cmd.AddCommand(
+		newGroupListCmd(g),
+		newGroupDescribeCmd(g),
+		newGroupDeleteCmd(g),
+		newGroupResetOffsetsCmd(g),
+	)
+	return cmd
+}
+
+// groupSummary is one row of `group list`.
+type groupSummary struct {
+	Group        string `json:"group"`
+	State        string `json:"state"`
+	ProtocolType string `json:"protocol_type"`
+	Coordinator  int32  `json:"coordinator"`
+}
+
+func newGroupListCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List consumer groups",
+		Example: `  samsa group list
+  samsa group list -o json | jq -r '.groups[].group'`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			adm, done, err := g.newAdmin()
+			if err != nil {
+				return err
+			}
+			defer done()
+			ctx, cancel := g.withTimeout(cmd.Context())
+			defer cancel()
+			listed, err := adm.ListGroups(ctx)
+			if err != nil && len(listed) == 0 {
+				return g.explain("list groups", err)
+			}
+			rows := []groupSummary{}
+			for _, l := range listed.Sorted() {
+				rows = append(rows, groupSummary{Group: l.Group, State: l.State, ProtocolType: l.ProtocolType, Coordinator: l.Coordinator})
+			}
+			return g.newOutput(cmd).render(struct {
+				Groups []groupSummary `json:"groups"`
+			}{rows}, func(w io.Writer) {
+				t := newTable(w, "GROUP", "STATE", "PROTOCOL-TYPE")
+				for _, r := range rows {
+					t.row(r.Group, orDash(r.State), orDash(r.ProtocolType))
+				}
+				t.flush()
+			})
+		},
+	}
+}
+
+// groupDescription is the JSON result of `group describe`.
+type groupDescription struct {
+	Group        string         `json:"group"`
+	State        string         `json:"state"`
+	ProtocolType string         `json:"protocol_type"`
+	Protocol     string         `json:"protocol"`
+	Coordinator  int32          `json:"coordinator"`
+	Members      []groupMember  `json:"members"`
+	Partitions   []partitionLag `json:"partitions"`
+	TotalLag     int64          `json:"total_lag"`
+}
+
+type groupMember struct {
+	MemberID    string            `json:"member_id"`
+	InstanceID  *string           `json:"instance_id"`
+	ClientID    string            `json:"client_id"`
+	Host        string            `json:"host"`
+	Assignments []topicPartitions `json:"assignments"`
+}
+
+type topicPartitions struct {
+	Topic      string  `json:"topic"`
+	Partitions []int32 `json:"partitions"`
+}
+
+// partitionLag is one partition the group consumes or has committed to. Committed
+// offset and lag are null when the group has not committed for the partition.
+type partitionLag struct {
+	Topic           string  `json:"topic"`
+	Partition       int32   `json:"partition"`
+	CommittedOffset *int64  `json:"committed_offset"`
+	LogEndOffset    *int64  `json:"log_end_offset"`
+	Lag             *int64  `json:"lag"`
+	MemberID        string  `json:"member_id"`
+	ClientID        string  `json:"client_id"`
+	Host            string  `json:"host"`
+	Error           *string `json:"error,omitempty"`
+}
+
+func newGroupDescribeCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe GROUP",
+		Short: "Show a group's members, assignments, committed offsets and lag",
+		Long: `Show a consumer group's state and members (client id, host, assigned
+partitions), then for every partition it is assigned or has committed to: the
+committed offset, the log end offset and the lag between them, and the total lag.`,
+		Example: `  samsa group describe billing
+  samsa group describe billing -o json | jq .total_lag`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			adm, done, err := g.newAdmin()
+			if err != nil {
+				return err
+			}
+			defer done()
+			ctx, cancel := g.withTimeout(cmd.Context())
+			defer cancel()
+			desc, err := describeGroup(ctx, g, adm, a[0])
+			if err != nil {
+				return err
+			}
+			return renderGroupDescription(g.newOutput(cmd), desc)
+		},
+	}
+}
+
+// groupState is what describe, reset-offsets and doctor read about a group.
+type groupState struct {
+	described kadm.DescribedGroup
+	commits   kadm.OffsetResponses
+}
+
+// loadGroup describes a group and fetches its committed offsets; a group that does
+// not exist is an error that says so.
+func loadGroup(ctx context.Context, g *globals, adm *kadm.Client, group string) (groupState, error) {
+	described, err := adm.DescribeGroups(ctx, group)
+	if err != nil && len(described) == 0 {
+		return groupState{}, g.explain(fmt.Sprintf("describe group %q", group), err)
+	}
+	d, ok := described[group]
+	if !ok {
+		return groupState{}, fmt.Errorf("describe group %q: missing from the broker's answer", group)
+	}
+	if errors.Is(d.Err, kerr.GroupIDNotFound) {
+		return groupState{}, groupNotFound(group)
+	}
+	if d.Err != nil {
+		return groupState{}, g.explain(fmt.Sprintf("describe group %q", group), d.Err)
+	}
+	commits, err := adm.FetchOffsets(ctx, group)
+	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+		return groupState{}, g.explain(fmt.Sprintf("fetch committed offsets of group %q", group), err)
+	}
+	if (d.State == "Dead" || d.State == "") && len(d.Members) == 0 && len(commits) == 0 {
+		return groupState{}, groupNotFound(group)
+	}
+	return groupState{described: d, commits: commits}, nil
+}
+
+func groupNotFound(group string) error {
+	return fmt.Errorf("group %q does not exist; see `samsa group list`", group)
+}
+
+func describeGroup(ctx context.Context, g *globals, adm *kadm.Client, group string) (groupDescription, error) {
+	st, err := loadGroup(ctx, g, adm, group)
+	if err != nil {
+		return groupDescription{}, err
+	}
+	topics := groupTopics(st)
+	var ends kadm.ListedOffsets
+	if len(topics) > 0 {
+		ends, err = adm.ListEndOffsets(ctx, topics...)
+		if err != nil && len(ends) == 0 {
+			return groupDescription{}, g.explain("list end offsets", err)
+		}
+	}
+	return buildGroupDescription(st, ends), nil
+}
+
+// groupTopics returns the topics a group is assigned or has committed to.
+func groupTopics(st groupState) []string {
+	set := map[string]bool{}
+	for t := range st.commits {
+		set[t] = true
+	}
+	for t := range st.described.AssignedPartitions() {
+		set[t] = true
+	}
+	return sortedKeys(set)
+}
+
+// buildGroupDescription joins members, commits and end offsets; it does no I/O.
+func buildGroupDescription(st groupState, ends kadm.ListedOffsets) groupDescription {
+	d := st.described
+	desc := groupDescription{
+		Group: d.Group, State: d.State, ProtocolType: d.ProtocolType, Protocol: d.Protocol,
+		Coordinator: d.Coordinator.NodeID, Members: []groupMember{}, Partitions: []partitionLag{},
+	}
+	owner := map[string]map[int32]groupMember{}
+	for _, m := range d.Members {
+		gm := groupMember{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: m.ClientID, Host: m.ClientHost, Assignments: []topicPartitions{}}
+		if c, ok := m.Assigned.AsConsumer(); ok {
+			for _, t := range c.Topics {
+				ps := slices.Sorted(slices.Values(t.Partitions))
+				gm.Assignments = append(gm.Assignments, topicPartitions{Topic: t.Topic, Partitions: ps})
+				for _, p := range ps {
+					if owner[t.Topic] == nil {
+						owner[t.Topic] = map[int32]groupMember{}
+					}
+					owner[t.Topic][p] = gm
+				}
+			}
+		}
+		sort.Slice(gm.Assignments, func(i, j int) bool { return gm.Assignments[i].Topic < gm.Assignments[j].Topic })
+		desc.Members = append(desc.Members, gm)
+	}
+	for _, tp := range lagPartitions(st) {
+		row := partitionLag{Topic: tp.topic, Partition: tp.partition, LogEndOffset: listedOffset(ends, tp.topic, tp.partition)}
+		if m, ok := owner[tp.topic][tp.partition]; ok {
+			row.MemberID, row.ClientID, row.Host = m.MemberID, m.ClientID, m.Host
+		}
+		if c, ok := st.commits[tp.topic][tp.partition]; ok {
+			if c.Err != nil {
+				row.Error = ptr(c.Err.Error())
+			} else if c.At >= 0 {
+				row.CommittedOffset = ptr(c.At)
+			}
+		}
+		if row.CommittedOffset != nil && row.LogEndOffset != nil {
+			row.Lag = ptr(max(0, *row.LogEndOffset-*row.CommittedOffset))
+			desc.TotalLag += *row.Lag
+		}
+		desc.Partitions = append(desc.Partitions, row)
+	}
+	return desc
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// lagPartitions lists, sorted, every partition a group is assigned or committed to.
+func lagPartitions(st groupState) []topicPartition {
+	seen := map[topicPartition]bool{}
+	for t, ps := range st.commits {
+		for p := range ps {
+			seen[topicPartition{t, p}] = true
+		}
+	}
+	for t, ps := range st.described.AssignedPartitions() {
+		for p := range ps {
+			seen[topicPartition{t, p}] = true
+		}
+	}
+	out := make([]topicPartition, 0, len(seen))
+	for tp := range seen {
+		out = append(out, tp)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].topic != out[j].topic {
+			return out[i].topic < out[j].topic
+		}
+		return out[i].partition < out[j].partition
+	})
+	return out
+}
+
+func renderGroupDescription(o *output, d groupDescription) error {
+	return o.render(d, func(w io.Writer) {
+		fmt.Fprintf(w, "Group:        %s\n", d.Group)
+		fmt.Fprintf(w, "State:        %s\n", d.State)
+		fmt.Fprintf(w, "Protocol:     %s/%s\n", orDash(d.ProtocolType), orDash(d.Protocol))
+		fmt.Fprintf(w, "Coordinator:  %d\n", d.Coordinator)
+		fmt.Fprintf(w, "Members:      %d\n", len(d.Members))
+		fmt.Fprintf(w, "Total lag:    %d\n", d.TotalLag)
+		if len(d.Members) > 0 {
+			fmt.Fprintln(w)
+			t := newTable(w, "MEMBER-ID", "CLIENT-ID", "HOST", "ASSIGNMENTS")
+			for _, m := range d.Members {
+				t.row(m.MemberID, m.ClientID, m.Host, orDash(assignmentText(m.Assignments)))
+			}
+			t.flush()
+		}
+		if len(d.Partitions) > 0 {
+			fmt.Fprintln(w)
+			t := newTable(w, "TOPIC", "PARTITION", "COMMITTED", "LOG-END", "LAG", "MEMBER-ID", "CLIENT-ID", "HOST")
+			for _, p := range d.Partitions {
+				t.row(p.Topic, p.Partition, dashInt(p.CommittedOffset), dashInt(p.LogEndOffset), dashInt(p.Lag),
+					orDash(p.MemberID), orDash(p.ClientID), orDash(p.Host))
+			}
+			t.flush()
+		}
+	})
+}
+
+func assignmentText(as []topicPartitions) string {
+	s := ""
+	for i, a := range as {
+		if i > 0 {
+			s += " "
+		}
+		s += a.Topic + ":" + int32List(a.Partitions)
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func dashInt(v *int64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprint(*v)
+}
+
+func newGroupDeleteCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "delete GROUP",
+		Aliases: []string{"rm"},
+		Short:   "Delete an empty consumer group and its committed offsets",
+		Example: `  samsa group delete old-billing`,
+		Args:    args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			adm, done, err := g.newAdmin()
+			if err != nil {
+				return err
+			}
+			defer done()
+			ctx, cancel := g.withTimeout(cmd.Context())
+			defer cancel()
+			resp, err := adm.DeleteGroup(ctx, a[0])
+			if err == nil {
+				err = resp.Err
+			}
+			switch {
+			case errors.Is(err, kerr.GroupIDNotFound):
+				return groupNotFound(a[0])
+			case err != nil:
+				return g.explain(fmt.Sprintf("delete group %q", a[0]), err)
+			}
+			return g.newOutput(cmd).render(struct {
+				Group string `json:"group"`
+			}{a[0]}, func(w io.Writer) { fmt.Fprintf(w, "deleted group %q\n", a[0]) })
+		},
+	}
+}
