@@ -1,10 +1,10 @@
 package broker
 
-// Metadata (key 3), versions 1–12.
+// Metadata (key 3), versions 0–12.
 //
 // Brokers come from the metadata image's registrations, topics and partitions (with
 // leader epochs and topic IDs) from its topics. A null topic list means all topics
-// (v1+); an empty list means none. Unknown topics are created when
+// (v1+); an empty list means none, except in v0, where empty means all. Unknown topics are created when
 // auto.create.topics.enable is on and the request allows it (v4+; always before v4),
 // with num.partitions and default.replication.factor; creation commits through the
 // metadata quorum before the response is built, so the new topic is answered in full
@@ -22,10 +22,13 @@ import (
 
 const authorizedOperationsOmitted = -2147483648
 
-func init() { register(kmsg.Metadata, 1, 12, (*Broker).handleMetadata) }
+func init() { register(kmsg.Metadata, 0, 12, (*Broker).handleMetadata) }
 
 func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.MetadataRequest)
+	if r.Version == 0 && len(r.Topics) == 0 {
+		r.Topics = nil
+	}
 	resp := kmsg.NewPtrMetadataResponse()
 	resp.SetVersion(req.Version)
 	img := b.image()

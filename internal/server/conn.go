@@ -101,12 +101,36 @@ func (c *conn) close() {
 	})
 }
 
+// closeAfterPending queues a marker that makes the writer close the connection once
+// every response queued before it has been written and flushed.
+func (c *conn) closeAfterPending() {
+	c.inflight.Add(1)
+	select {
+	case c.queue <- pending{ch: protocol.Ready(protocol.Response{None: true, Close: true}), key: -1}:
+	case <-c.done:
+	}
+}
+
 func (c *conn) touch() { c.lastActivity.Store(time.Now().UnixNano()) }
 
 // readLoop reads frames, decodes them and hands them to the handler in order.
+//
+// A request the server refuses (bad size, unknown key, unsupported version, malformed
+// body, failed dispatch) ends reading, but the connection closes only after the
+// responses to the requests before it have been written: a client that pipelines a
+// request we refuse behind one we answer (kafka-python probes ApiVersions v0 then
+// Metadata v0) still gets the first answer, as it would from Kafka, which reads the next
+// request only after answering the previous one.
 func (c *conn) readLoop() {
 	defer c.srv.wg.Done()
-	defer c.close()
+	refused := false
+	defer func() {
+		if refused {
+			c.closeAfterPending()
+		} else {
+			c.close()
+		}
+	}()
 	maxSize := c.srv.cfg.MaxRequestSize
 	var sizeBuf [4]byte
 	for {
@@ -122,6 +146,7 @@ func (c *conn) readLoop() {
 		if size < 0 || size > maxSize {
 			c.log.Warn("request size out of range; closing connection",
 				"remote", c.remote, "size", size, "max", maxSize)
+			refused = true
 			return
 		}
 		frame, err := c.readFrame(int(size))
@@ -138,6 +163,7 @@ func (c *conn) readLoop() {
 		case err == nil:
 			p, err = c.dispatch(req)
 			if err != nil {
+				refused = true
 				return
 			}
 		case errors.Is(err, errUnsupportedVersion) && req.key == apiVersionsKey:
@@ -157,6 +183,7 @@ func (c *conn) readLoop() {
 		default:
 			c.log.Info("bad request; closing connection", "remote", c.remote,
 				"api_key", req.key, "version", req.version, "client_id", req.clientID, "err", err)
+			refused = true
 			return
 		}
 		p.start = start
@@ -343,7 +370,7 @@ func (c *conn) writeLoop() {
 			c.logWriteError(&p, err)
 			return
 		}
-		if obs := c.srv.cfg.Observer; obs != nil {
+		if obs := c.srv.cfg.Observer; obs != nil && p.key >= 0 {
 			obs.RequestDone(p.key, p.version, time.Since(p.start), p.bytesIn, n)
 		}
 		if resp.Close {

@@ -676,3 +676,37 @@ func TestLargeRequestFrame(t *testing.T) {
 		t.Fatalf("handler saw %d topics, want %d", n, topics)
 	}
 }
+
+// TestRefusedRequestAfterAnsweredOne: a refused request pipelined behind a valid one
+// closes the connection only after the valid one's response is written (kafka-python
+// sends ApiVersions v0 and then a Metadata version the broker may not serve).
+func TestRefusedRequestAfterAnsweredOne(t *testing.T) {
+	slow := make(chan struct{})
+	h := apiVersionsHandler(func(req *protocol.Request) <-chan protocol.Response {
+		ch := make(chan protocol.Response, 1)
+		go func() {
+			<-slow
+			ch <- protocol.Response{Body: &kmsg.HeartbeatResponse{}}
+		}()
+		return ch
+	})
+	_, addr := startServer(t, h, nil)
+	for i := 0; i < 20; i++ {
+		c := dial(t, addr)
+		frames := append(encodeRequest(kmsg.NewPtrApiVersionsRequest(), 0, 1, "probe"),
+			encodeRequest(kmsg.NewPtrHeartbeatRequest(), 0, 2, "probe")...)
+		// An unsupported version of Metadata: refused.
+		frames = append(frames, encodeRequest(kmsg.NewPtrMetadataRequest(), 13, 3, "probe")...)
+		send(t, c, frames)
+		if corr := readResponse(t, c, kmsg.NewPtrApiVersionsResponse(), 0, false); corr != 1 {
+			t.Fatalf("first response has correlation id %d", corr)
+		}
+		if i == 0 {
+			close(slow) // the second response is delayed: the close must wait for it
+		}
+		if corr := readResponse(t, c, kmsg.NewPtrHeartbeatResponse(), 0, false); corr != 2 {
+			t.Fatalf("second response has correlation id %d", corr)
+		}
+		expectClosed(t, c)
+	}
+}
