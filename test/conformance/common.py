@@ -24,7 +24,6 @@ import json
 import os
 import signal
 import sys
-import time
 
 
 def record_value(tag, key, seq):
@@ -108,10 +107,3 @@ def run(description, commands):
         emit(out)
     sys.stdout.flush()
     os._exit(0)  # do not wait for client background threads
-
-
-def until(deadline, step=0.05):
-    """Bounded polling helper: yields until deadline (time.monotonic())."""
-    while time.monotonic() < deadline:
-        yield
-        time.sleep(step)

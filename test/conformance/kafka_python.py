@@ -42,7 +42,10 @@ def cmd_metadata(args):
                       client_id="samsa-conformance-kafka-python")
     names = c.topics()  # forces a full metadata refresh
     cluster = c._client.cluster
-    brokers = [{"id": b.nodeId, "host": b.host, "port": b.port} for b in cluster.brokers()]
+    # Before the first metadata answer, kafka-python lists its bootstrap
+    # pseudo-broker ("bootstrap-0"); only brokers the cluster reported count.
+    brokers = [{"id": b.nodeId, "host": b.host, "port": b.port} for b in cluster.brokers()
+               if isinstance(b.nodeId, int)]
     topics = {t: len(c.partitions_for_topic(t) or ()) for t in names}
     version = c.config.get("api_version")
     c.close()

@@ -174,6 +174,7 @@ func (m *member) apply(e memberEvent) {
 	case "error":
 		m.mu.errors = append(m.mu.errors, e.Msg)
 	case "ready", "closed":
+	case "": // the driver's final {"error": ...} line, recorded below
 	default:
 		m.mu.errors = append(m.mu.errors, "unknown event "+e.Ev)
 	}
