@@ -110,6 +110,7 @@ func New(o Options) (*Broker, error) {
 			t, ok := b.image().Topic(topic)
 			return ok && partition >= 0 && int(partition) < len(t.Partitions)
 		},
+		OnRebalance: o.Metrics.Rebalance,
 	})
 	return b, nil
 }

@@ -37,6 +37,9 @@ type Options struct {
 	// TopicExists reports whether a topic partition exists; OffsetCommit answers
 	// UNKNOWN_TOPIC_OR_PARTITION for partitions it rejects. nil accepts everything.
 	TopicExists func(topic string, partition int32) bool
+	// OnRebalance, if set, is called (with the coordinator's lock held: it must not call
+	// back into the coordinator) each time a group starts a rebalance; for metrics.
+	OnRebalance func(group string)
 }
 
 // Coordinator is the group coordinator of one node. It is safe for concurrent use.
@@ -46,6 +49,7 @@ type Coordinator struct {
 	logger      *slog.Logger
 	cfg         Config
 	topicExists func(topic string, partition int32) bool
+	onRebalance func(group string)
 	newID       func() string
 
 	ctx    context.Context
@@ -78,6 +82,7 @@ func New(o Options) *Coordinator {
 		logger:      o.Logger,
 		cfg:         o.Config.withDefaults(),
 		topicExists: o.TopicExists,
+		onRebalance: o.OnRebalance,
 		newID:       randomUUID,
 	}
 	if c.clock == nil {

@@ -314,6 +314,9 @@ func (c *Coordinator) prepareRebalanceLocked(part *partition, g *group, now time
 	}
 	g.transition(StatePreparingRebalance, now)
 	c.logger.Info("preparing to rebalance group", "group", g.id, "generation", g.generation, "reason", reason)
+	if c.onRebalance != nil {
+		c.onRebalance(g.id)
+	}
 	c.tryCompleteJoinLocked(part, g, now)
 }
 
