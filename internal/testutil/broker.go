@@ -34,6 +34,7 @@ func RepoRoot() string {
 }
 
 // SamsaBinary builds ./cmd/samsa once per test process and returns the binary's path.
+// Under `go test -race` the binary is built with the race detector as well.
 func SamsaBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -43,7 +44,11 @@ func SamsaBinary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "samsa")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/samsa")
+		args := []string{"build", "-o", binPath}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, "./cmd/samsa")...)
 		cmd.Dir = RepoRoot()
 		out, err := cmd.CombinedOutput()
 		if err != nil {
@@ -94,7 +99,12 @@ func StartBroker(t testing.TB, overrides ...string) *Broker {
 	}
 	b.Addr = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 	b.start(t)
-	t.Cleanup(func() { b.Stop() })
+	t.Cleanup(func() {
+		b.Stop()
+		if log := b.Log(); strings.Contains(log, "WARNING: DATA RACE") {
+			t.Errorf("the broker reported a data race:\n%s", log)
+		}
+	})
 	return b
 }
 
