@@ -97,8 +97,18 @@ func StartBroker(t testing.TB, overrides ...string) *Broker {
 		t:         t,
 		bin:       SamsaBinary(t),
 	}
-	b.Addr = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
-	b.start(t)
+	// FreePort's port can be taken by another test between the check and the bind:
+	// try a few ports before giving up.
+	for attempt := 1; ; attempt++ {
+		b.Addr = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+		err := b.tryStart()
+		if err == nil {
+			break
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+	}
 	t.Cleanup(func() {
 		b.Stop()
 		if log := b.Log(); strings.Contains(log, "WARNING: DATA RACE") {
@@ -121,14 +131,21 @@ func (b *Broker) args() []string {
 
 func (b *Broker) start(t testing.TB) {
 	t.Helper()
+	if err := b.tryStart(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryStart starts the process and waits until it is ready.
+func (b *Broker) tryStart() error {
 	cmd := exec.Command(b.bin, b.args()...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	cmd.Stdout = io.Discard
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	ready := make(chan struct{})
 	done := make(chan struct{})
@@ -153,11 +170,13 @@ func (b *Broker) start(t testing.TB) {
 	b.mu.Unlock()
 	select {
 	case <-ready:
+		return nil
 	case <-done:
-		t.Fatalf("samsa serve exited before it was ready:\n%s", buf.String())
+		return fmt.Errorf("samsa serve exited before it was ready:\n%s", buf.String())
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
-		t.Fatalf("samsa serve not ready within 30s:\n%s", buf.String())
+		<-done
+		return fmt.Errorf("samsa serve not ready within 30s:\n%s", buf.String())
 	}
 }
 
