@@ -54,15 +54,17 @@ type pending struct {
 	bytesIn        int
 }
 
-// conn is one client connection: a reader goroutine that decodes and dispatches
-// requests, and a writer goroutine that writes responses in request order.
+// conn is one client connection: a reader goroutine that reads and decodes requests, a
+// dispatcher goroutine that hands them to the handler in order, and a writer goroutine
+// that writes responses in request order.
 type conn struct {
 	srv    *Server
 	nc     net.Conn
 	remote string
 	log    *slog.Logger
 
-	queue     chan pending  // reader -> writer, capacity MaxInflightPerConn
+	inbound   chan inbound  // reader -> dispatcher
+	queue     chan pending  // dispatcher -> writer, capacity MaxInflightPerConn
 	done      chan struct{} // closed by close
 	closeOnce sync.Once
 
@@ -79,13 +81,14 @@ type conn struct {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{
-		srv:    s,
-		nc:     nc,
-		remote: nc.RemoteAddr().String(),
-		log:    s.log,
-		queue:  make(chan pending, s.cfg.MaxInflightPerConn),
-		done:   make(chan struct{}),
-		bw:     bufio.NewWriterSize(nc, writeBufferSize),
+		srv:     s,
+		nc:      nc,
+		remote:  nc.RemoteAddr().String(),
+		log:     s.log,
+		inbound: make(chan inbound, inboundDepth),
+		queue:   make(chan pending, s.cfg.MaxInflightPerConn),
+		done:    make(chan struct{}),
+		bw:      bufio.NewWriterSize(nc, writeBufferSize),
 	}
 	c.touch()
 	return c
@@ -113,7 +116,22 @@ func (c *conn) closeAfterPending() {
 
 func (c *conn) touch() { c.lastActivity.Store(time.Now().UnixNano()) }
 
-// readLoop reads frames, decodes them and hands them to the handler in order.
+// inbound is a decoded request on its way from the reader to the dispatcher.
+type inbound struct {
+	req      parsedRequest
+	fallback *pending // a response the server makes itself (ApiVersions v0 fallback)
+	refused  bool     // stop here: close once the earlier responses are written
+	start    time.Time
+	bytesIn  int
+}
+
+// inboundDepth is how many decoded requests may wait for the dispatcher: enough for
+// the reader to take the next frame off the socket while the handler works on the
+// previous one (a producer pipelines up to five produce requests).
+const inboundDepth = 4
+
+// readLoop reads frames and decodes them; dispatchLoop hands them to the handler in
+// order. Reading the next frame thus overlaps with handling the previous one.
 //
 // A request the server refuses (bad size, unknown key, unsupported version, malformed
 // body, failed dispatch) ends reading, but the connection closes only after the
@@ -123,54 +141,51 @@ func (c *conn) touch() { c.lastActivity.Store(time.Now().UnixNano()) }
 // request only after answering the previous one.
 func (c *conn) readLoop() {
 	defer c.srv.wg.Done()
-	refused := false
-	defer func() {
-		if refused {
-			c.closeAfterPending()
-		} else {
-			c.close()
+	defer close(c.inbound)
+	refuse := func() {
+		select {
+		case c.inbound <- inbound{refused: true}:
+		case <-c.done:
 		}
-	}()
+	}
 	maxSize := c.srv.cfg.MaxRequestSize
 	var sizeBuf [4]byte
 	for {
 		if err := c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.IdleTimeout)); err != nil {
 			c.logReadError(err, false)
+			c.close()
 			return
 		}
 		if err := c.readFull(sizeBuf[:]); err != nil {
 			c.logReadError(err, false)
+			c.close()
 			return
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
 		if size < 0 || size > maxSize {
 			c.log.Warn("request size out of range; closing connection",
 				"remote", c.remote, "size", size, "max", maxSize)
-			refused = true
+			refuse()
 			return
 		}
 		frame, err := c.readFrame(int(size))
 		if err != nil {
 			c.logReadError(err, true)
+			c.close()
 			return
 		}
 		c.touch()
-		start := time.Now()
+		in := inbound{start: time.Now(), bytesIn: 4 + len(frame)}
 
 		req, err := safeParseRequest(frame, c.srv.cfg.Versions)
-		var p pending
 		switch {
 		case err == nil:
-			p, err = c.dispatch(req)
-			if err != nil {
-				refused = true
-				return
-			}
+			in.req = req
 		case errors.Is(err, errUnsupportedVersion) && req.key == apiVersionsKey:
 			// Normal when a client is newer than us: it retries lower. Not INFO.
 			c.log.Debug("unsupported ApiVersions version; answering with v0",
 				"remote", c.remote, "api_key", req.key, "version", req.version, "client_id", req.clientID)
-			p = pending{
+			in.fallback = &pending{
 				ch: protocol.Ready(protocol.Response{Body: &kmsg.ApiVersionsResponse{
 					ErrorCode: errCodeUnsupportedVersion,
 					ApiKeys:   c.srv.cfg.APIKeys(),
@@ -183,11 +198,37 @@ func (c *conn) readLoop() {
 		default:
 			c.log.Info("bad request; closing connection", "remote", c.remote,
 				"api_key", req.key, "version", req.version, "client_id", req.clientID, "err", err)
-			refused = true
+			refuse()
 			return
 		}
-		p.start = start
-		p.bytesIn = 4 + len(frame)
+		select {
+		case c.inbound <- in:
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// dispatchLoop calls the handler for each decoded request, in arrival order, and queues
+// the pending responses for the writer.
+func (c *conn) dispatchLoop() {
+	defer c.srv.wg.Done()
+	for in := range c.inbound {
+		var p pending
+		switch {
+		case in.refused:
+			c.closeAfterPending()
+			return
+		case in.fallback != nil:
+			p = *in.fallback
+		default:
+			var err error
+			if p, err = c.dispatch(in.req); err != nil {
+				c.closeAfterPending()
+				return
+			}
+		}
+		p.start, p.bytesIn = in.start, in.bytesIn
 		c.inflight.Add(1)
 		select {
 		case c.queue <- p:

@@ -27,11 +27,13 @@
 //
 // # Concurrency
 //
-// Server methods are safe for concurrent use. Each connection runs two goroutines:
+// Server methods are safe for concurrent use. Each connection runs three goroutines:
 //
-//   - the reader decodes frames and calls Handler.Handle sequentially, in arrival
-//     order, then queues the returned channel; the queue holds at most
-//     MaxInflightPerConn entries, after which the reader stops reading the socket;
+//   - the reader reads and decodes frames and passes them on (a few may wait), so
+//     the next request comes off the socket while the previous one is handled;
+//   - the dispatcher calls Handler.Handle sequentially, in arrival order, then queues
+//     the returned channel; the queue holds at most MaxInflightPerConn entries, after
+//     which the dispatcher, and then the reader, stop;
 //   - the writer takes the queued channels in the same order and writes each response
 //     when it arrives, so responses leave strictly in request order. It buffers writes
 //     and flushes whenever the next response is not ready yet.
