@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -30,6 +31,7 @@ func newServeCommand() *cobra.Command {
 		configFile string
 		overrides  []string
 		logLevel   string
+		cpuProfile string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -44,12 +46,23 @@ Properties use Kafka's names and defaults (see docs/config.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cmd.SilenceUsage = true
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer func() { pprof.StopCPUProfile(); f.Close() }()
+			}
 			return serve(configFile, overrides, logLevel)
 		},
 	}
 	cmd.Flags().StringVarP(&configFile, "config", "c", "", "server.properties file")
 	cmd.Flags().StringArrayVar(&overrides, "override", nil, "property key=value, overriding the file (repeatable)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for go tool pprof)")
 	return cmd
 }
 
