@@ -106,6 +106,7 @@ func serve(configFile string, overrides []string, logLevel string) error {
 		Handler:        brk,
 		Versions:       broker.Versions,
 		APIKeys:        broker.APIKeys,
+		ReusableFrames: broker.ReusableFrames,
 		Logger:         logger.With("component", "server"),
 		Observer:       m,
 		IdleTimeout:    time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,

@@ -29,6 +29,12 @@ import (
 
 func init() { register(kmsg.Produce, 3, 11, (*Broker).handleProduce) }
 
+// ReusableFrames reports whether the server may reuse a request's frame as soon as
+// Handle returns. Produce may: its records are validated and appended (copied into
+// the log) before Handle returns, and nothing of the request is kept — recompression
+// and key checks work on copies, topic names are copied by the decoder.
+func ReusableFrames(key int16) bool { return key == int16(kmsg.Produce) }
+
 // pendingAck is a partition whose acks=all response waits for the high watermark.
 type pendingAck struct {
 	partition *replica.Partition

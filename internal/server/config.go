@@ -55,6 +55,12 @@ type Config struct {
 	// IdleTimeout is connections.max.idle.ms (default 10 min): a connection with no
 	// request read and no response written for this long is closed.
 	IdleTimeout time.Duration
+	// ReusableFrames, if set, reports whether the frame of a request with this API
+	// key may be reused as soon as Handle has returned, because the handler keeps no
+	// reference into it (Produce, whose records are appended before Handle returns).
+	// Large reusable frames then come from a pool instead of a fresh, zeroed
+	// allocation per request.
+	ReusableFrames func(key int16) bool
 }
 
 // ErrInvalidConfig marks every Config validation failure.

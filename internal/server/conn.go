@@ -119,6 +119,7 @@ func (c *conn) touch() { c.lastActivity.Store(time.Now().UnixNano()) }
 // inbound is a decoded request on its way from the reader to the dispatcher.
 type inbound struct {
 	req      parsedRequest
+	pooled   *[]byte  // the frame's buffer, to return to framePool after Handle
 	fallback *pending // a response the server makes itself (ApiVersions v0 fallback)
 	refused  bool     // stop here: close once the earlier responses are written
 	start    time.Time
@@ -168,7 +169,7 @@ func (c *conn) readLoop() {
 			refuse()
 			return
 		}
-		frame, err := c.readFrame(int(size))
+		frame, pooled, err := c.readRequestFrame(int(size))
 		if err != nil {
 			c.logReadError(err, true)
 			c.close()
@@ -181,6 +182,9 @@ func (c *conn) readLoop() {
 		switch {
 		case err == nil:
 			in.req = req
+			if pooled != nil && c.srv.cfg.ReusableFrames != nil && c.srv.cfg.ReusableFrames(req.key) {
+				in.pooled = pooled
+			}
 		case errors.Is(err, errUnsupportedVersion) && req.key == apiVersionsKey:
 			// Normal when a client is newer than us: it retries lower. Not INFO.
 			c.log.Debug("unsupported ApiVersions version; answering with v0",
@@ -223,7 +227,11 @@ func (c *conn) dispatchLoop() {
 			p = *in.fallback
 		default:
 			var err error
-			if p, err = c.dispatch(in.req); err != nil {
+			p, err = c.dispatch(in.req)
+			if in.pooled != nil {
+				framePool.Put(in.pooled)
+			}
+			if err != nil {
 				c.closeAfterPending()
 				return
 			}
@@ -236,6 +244,35 @@ func (c *conn) dispatchLoop() {
 			return
 		}
 	}
+}
+
+// framePool holds buffers for large request frames whose API lets the server reuse
+// them (Config.ReusableFrames). Buffers have pooledFrameSize capacity.
+var framePool = sync.Pool{New: func() any { b := make([]byte, pooledFrameSize); return &b }}
+
+const (
+	// pooledFrameMin and pooledFrameSize bound the frames read into pooled buffers:
+	// big enough that a fresh zeroed allocation costs (a producer's batches, up to the
+	// default max.request.size of 1 MiB plus request overhead).
+	pooledFrameMin  = 64 << 10
+	pooledFrameSize = 1<<20 + 64<<10
+)
+
+// readRequestFrame reads a frame, into a pooled buffer when its size suits the pool
+// (the buffer is returned as pooled, nil otherwise). A pooled frame is given back only
+// for APIs whose handler keeps no reference into it; the others keep the buffer.
+func (c *conn) readRequestFrame(size int) (frame []byte, pooled *[]byte, err error) {
+	if c.srv.cfg.ReusableFrames == nil || size < pooledFrameMin || size > pooledFrameSize {
+		frame, err = c.readFrame(size)
+		return frame, nil, err
+	}
+	pooled = framePool.Get().(*[]byte)
+	frame = (*pooled)[:size]
+	if err := c.readFull(frame); err != nil {
+		framePool.Put(pooled)
+		return nil, nil, err
+	}
+	return frame, pooled, nil
 }
 
 // readFrame reads a frame body of size bytes into a new slice (never reused: decoded

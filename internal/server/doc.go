@@ -43,7 +43,9 @@
 // once a connection closes nobody receives from its pending channels.
 //
 // Request frames are allocated per request and never reused, so a decoded body may
-// alias the frame (Produce records do) for as long as the handler needs it.
+// alias the frame for as long as the handler needs it — except for the APIs that
+// Config.ReusableFrames names, whose handlers promise to keep no reference once Handle
+// returns: their large frames come from a pool and go back to it after Handle.
 //
 // File chunks are written with sendfile(2) at the chunk's explicit offset (the file's
 // shared seek position is never used or moved), so any number of connections may send

@@ -165,3 +165,35 @@ func TestTopicCompressionType(t *testing.T) {
 		}
 	}
 }
+
+// TestLargeBatches produces many batches near 1 MiB on one connection (their request
+// frames are read into reused buffers) and reads every record back intact.
+func TestLargeBatches(t *testing.T) {
+	b := testutil.StartBroker(t)
+	createTopic(t, newAdmin(t, b), "large", 2, nil)
+	c := newClient(t, b, kgo.DefaultProduceTopic("large"), kgo.ProducerLinger(20*time.Millisecond),
+		kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	const n = 6000
+	var recs []*kgo.Record
+	for i := 0; i < n; i++ {
+		v := bytes.Repeat([]byte{byte(i)}, 900)
+		copy(v, value(i))
+		recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprint(i % 2)), Value: v})
+	}
+	produceSync(t, c, recs...)
+	got := consumeN(t, b, "large", n)
+	seen := make(map[string]bool, n)
+	for _, r := range got {
+		var i int
+		fmt.Sscanf(string(r.Value[:12]), "value-%06d", &i)
+		want := bytes.Repeat([]byte{byte(i)}, 900)
+		copy(want, value(i))
+		if !bytes.Equal(r.Value, want) {
+			t.Fatalf("record %d at %d/%d is damaged", i, r.Partition, r.Offset)
+		}
+		seen[string(r.Value[:12])] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("%d distinct records, want %d", len(seen), n)
+	}
+}
