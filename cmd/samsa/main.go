@@ -5,11 +5,12 @@ package main
 import (
 	"os"
 
+	"github.com/samsa-streaming/samsa/internal/bench"
 	"github.com/samsa-streaming/samsa/internal/cli"
 )
 
 func main() {
 	root := cli.NewRoot()
-	root.AddCommand(newServeCommand())
+	root.AddCommand(newServeCommand(), bench.NewCommand())
 	os.Exit(cli.Execute(root))
 }

@@ -1,0 +1,171 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runCommand runs `bench args...` and returns its stdout and stderr.
+func runCommand(t *testing.T, args ...string) (stdout, stderr string) {
+	t.Helper()
+	cmd := NewCommand()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	cmd.SetContext(testContext(t))
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("bench %s: %v\nstderr:\n%s", strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String(), errOut.String()
+}
+
+func TestProduceQuickAgainstNull(t *testing.T) {
+	out, _ := runCommand(t, "produce", "--against", "null", "--quick", "--record-size", "512", "--partitions", "2", "-o", "json")
+	var res ProduceResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("summary is not JSON: %v\n%s", err, out)
+	}
+	if res.Records != quickRecords || res.Errors != 0 {
+		t.Fatalf("records %d errors %d, want %d and 0", res.Records, res.Errors, quickRecords)
+	}
+	if res.RecordSize != 512 || res.Partitions != 2 || res.Acks != "all" || !res.Idempotent {
+		t.Fatalf("summary does not echo the settings: %+v", res)
+	}
+	if res.RecordsPerSec <= 0 || res.MBPerSec <= 0 || res.Latency.Count != quickRecords || res.Latency.P99Ms < res.Latency.P50Ms {
+		t.Fatalf("figures missing or inconsistent: %+v", res)
+	}
+}
+
+func TestProduceTextSummary(t *testing.T) {
+	out, _ := runCommand(t, "produce", "--against", "null", "--records", "2000", "--acks", "1", "--idempotent=false", "--compression", "lz4")
+	for _, want := range []string{"2000 records", "records/s", "MB/s", "p99", "acks=1", "compression=lz4"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("summary lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestConsumeQuickAgainstNull(t *testing.T) {
+	out, _ := runCommand(t, "consume", "--against", "null", "--quick", "--partitions", "3", "-o", "json")
+	var res ConsumeResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("summary is not JSON: %v\n%s", err, out)
+	}
+	if res.Records < quickRecords || res.Partitions != 3 || res.Bytes <= 0 || res.Batches <= 0 || res.Fetches <= 0 {
+		t.Fatalf("consumed too little: %+v", res)
+	}
+}
+
+// TestProduceThenConsumeKfake reads back exactly what was produced: the fetch loop
+// counts records from batch headers and stops at the end offsets.
+func TestProduceThenConsumeKfake(t *testing.T) {
+	out, _ := runCommand(t, "consume", "--against", "kfake", "--records", "3000", "--record-size", "100", "--partitions", "2", "-o", "json")
+	var res ConsumeResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("summary is not JSON: %v\n%s", err, out)
+	}
+	// kfake holds the 3000 prefilled records plus the producer's warm-up record.
+	if res.Records != 3001 {
+		t.Fatalf("read %d records, want 3001", res.Records)
+	}
+}
+
+func TestLimitsSmall(t *testing.T) {
+	dir := t.TempDir()
+	out, _ := runCommand(t, "limits", "--dir", dir, "--size", "4MiB", "-o", "json")
+	var res LimitsResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("summary is not JSON: %v\n%s", err, out)
+	}
+	if res.Bytes != 4<<20 || res.SinkMBPerSec <= 0 || res.SendfileMBPerSec <= 0 {
+		t.Fatalf("limits = %+v", res)
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "*"))
+	if len(left) != 0 {
+		t.Fatalf("scratch file not removed: %v", left)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	tests := [][]string{
+		{"produce", "--against", "null", "--acks", "2"},
+		{"produce", "--against", "null", "--acks", "1"}, // idempotent needs acks=all
+		{"produce", "--against", "null", "--compression", "brotli"},
+		{"produce", "--against", "null", "--record-size", "lots"},
+		{"consume", "--against", "null"}, // would never end
+		{"limits", "--size", "0"},
+		{"produce", "-o", "yaml"},
+	}
+	for _, args := range tests {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			cmd := NewCommand()
+			cmd.SetOut(&bytes.Buffer{})
+			cmd.SetErr(&bytes.Buffer{})
+			cmd.SetArgs(args)
+			if err := cmd.Execute(); err == nil {
+				t.Fatal("expected an error")
+			}
+		})
+	}
+}
+
+// TestSuiteQuick runs the whole suite with the null broker standing in for the broker
+// under test and checks the report has every scenario and ratio.
+func TestSuiteQuick(t *testing.T) {
+	nb := startNull(t, NullBrokerConfig{})
+	report := filepath.Join(t.TempDir(), "perf.md")
+	out, _ := runCommand(t, "suite", "--against", nb.Addr(), "--quick", "--repeat", "2", "--dir", t.TempDir(), "--out", report, "-o", "json")
+	var res SuiteResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("summary is not JSON: %v\n%s", err, out)
+	}
+	if len(res.Notes) != 0 {
+		t.Fatalf("suite had problems: %v", res.Notes)
+	}
+	if res.Produce1K.Samsa.Records == 0 || res.Produce1K.Null.Records == 0 || res.Produce1K.Kfake == nil ||
+		res.Consume.Samsa.Records == 0 || res.Consume.Null.Records == 0 || res.Produce100.Samsa.Records == 0 ||
+		res.LatencyRate <= 0 || res.Latency.Samsa.Latency.Count == 0 || res.Latency.Null.Latency.Count == 0 {
+		t.Fatalf("a scenario is missing: %+v", res)
+	}
+	// Per repetition: 1 KiB produce ×3 and consume ×3, 100 B ×3, the maximum, and
+	// half load ×3 — all kept, interleaved, for the detail tables.
+	if len(res.Runs) != 2*13 || len(res.LimitsRuns) != 2 || res.Repeat != 2 {
+		t.Fatalf("runs %d, limits runs %d, repeat %d; want 26, 2, 2", len(res.Runs), len(res.LimitsRuns), res.Repeat)
+	}
+	md, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"TCP → file", "sendfile", "produce 1 KiB", "consume, raw fetch loop", "produce 100 B", "p99 produce latency", "Samsa vs kfake", "samsa bench produce --against", "median of 2"} {
+		if !strings.Contains(string(md), want) {
+			t.Fatalf("report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestMedianRun(t *testing.T) {
+	tests := []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{5}, 5},
+		{[]float64{3, 1}, 1}, // the lower middle of an even count
+		{[]float64{9, 1, 5}, 5},
+		{[]float64{4, 8, 1, 7}, 4},
+	}
+	for _, tc := range tests {
+		if got := medianOf(tc.in, func(f float64) float64 { return f }); got != tc.want {
+			t.Fatalf("median of %v = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+	runs := []ProduceResult{{MBPerSec: 10, Records: 1}, {MBPerSec: 30, Records: 3}, {MBPerSec: 20, Records: 2}}
+	if m := medianRun(runs, produceMBs); m.Records != 2 {
+		t.Fatalf("median run is %+v, want the 20 MB/s one", m)
+	}
+}

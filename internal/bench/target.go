@@ -1,0 +1,183 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Names --against accepts besides an address.
+const (
+	againstNull  = "null"
+	againstKfake = "kfake"
+)
+
+// target is the cluster a run talks to: an address list, or an in-process null
+// broker or kfake cluster that close stops.
+type target struct {
+	name    string   // "null", "kfake" or the address list as given
+	brokers []string // seed addresses
+	close   func()
+}
+
+// nullOptions shape an in-process null broker's canned fetch batch.
+type nullOptions struct {
+	partitions int32
+	recordSize int
+	batchBytes int
+}
+
+// startTarget resolves --against: "null" starts a null broker on 127.0.0.1:0,
+// "kfake" starts a one-broker kfake cluster, anything else is a comma-separated list
+// of addresses (brokers, from -b, is used when against is empty).
+func startTarget(against string, brokers []string, opts nullOptions) (*target, error) {
+	switch against {
+	case againstNull:
+		nb, err := StartNullBroker(NullBrokerConfig{
+			Partitions: opts.partitions, RecordSize: opts.recordSize, BatchBytes: opts.batchBytes,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &target{name: againstNull, brokers: []string{nb.Addr()}, close: func() { nb.Close() }}, nil
+	case againstKfake:
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(int(max(opts.partitions, 1))),
+			kfake.AllowAutoTopicCreation())
+		if err != nil {
+			return nil, fmt.Errorf("bench: starting kfake: %w", err)
+		}
+		return &target{name: againstKfake, brokers: c.ListenAddrs(), close: c.Close}, nil
+	case "":
+		if len(brokers) == 0 {
+			return nil, fmt.Errorf("%w: no brokers: give -b or --against", ErrBadFlag)
+		}
+		return &target{name: strings.Join(brokers, ","), brokers: brokers, close: func() {}}, nil
+	default:
+		return &target{name: against, brokers: splitList(against), close: func() {}}, nil
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for part := range strings.SplitSeq(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// createTopic creates topic with partitions partitions (replication factor 1 is
+// what a single node can hold; -1 lets the broker pick). An existing topic is fine.
+func createTopic(ctx context.Context, brokers []string, topic string, partitions int32) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return fmt.Errorf("bench: create topic: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopic(ctx, partitions, -1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("bench: create topic %q: %w", topic, err)
+	}
+	return waitTopicReady(ctx, adm, topic, partitions)
+}
+
+// waitTopicReady waits until metadata shows topic with partitions partitions, each
+// with a leader.
+func waitTopicReady(ctx context.Context, adm *kadm.Client, topic string, partitions int32) error {
+	for {
+		md, err := adm.Metadata(ctx, topic)
+		if err == nil {
+			if td, ok := md.Topics[topic]; ok && td.Err == nil && int32(len(td.Partitions)) >= partitions {
+				ready := true
+				for _, p := range td.Partitions {
+					if p.Leader < 0 || p.Err != nil {
+						ready = false
+					}
+				}
+				if ready {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("bench: topic %q not ready: %w", topic, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// deleteTopic deletes topic, best effort (the suite frees page cache this way).
+func deleteTopic(ctx context.Context, brokers []string, topic string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).DeleteTopic(ctx, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	return err
+}
+
+// progressReader reports a run's records and bytes so far and, for produce, its
+// latency histogram (nil otherwise).
+type progressReader func() (records, bytes int64, hist *Histogram)
+
+// startProgress prints a progress line to w every second until the returned stop
+// function is called: records done, the last second's rate and MB/s, and latency
+// percentiles so far (when hist is not nil). It does nothing when w is nil.
+func startProgress(w io.Writer, label string, start time.Time, read progressReader) (stop func()) {
+	if w == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		var lastN, lastBytes int64
+		last := start
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-tick.C:
+				n, bytes, hist := read()
+				secs := now.Sub(last).Seconds()
+				line := fmt.Sprintf("%s: %5.1fs %12d records %12.0f rec/s %9.1f MB/s",
+					label, now.Sub(start).Seconds(), n, float64(n-lastN)/secs, float64(bytes-lastBytes)/mebibyte/secs)
+				if hist != nil {
+					line += fmt.Sprintf("  p50 %.2f ms p99 %.2f ms", ms(hist.Quantile(0.5)), ms(hist.Quantile(0.99)))
+				}
+				fmt.Fprintln(w, line)
+				lastN, lastBytes, last = n, bytes, now
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
