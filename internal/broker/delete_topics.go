@@ -4,13 +4,13 @@ package broker
 //
 // Topics are named (v0–v5) or named or identified by topic ID (v6). Deletion commits
 // through the metadata quorum; each broker then removes the partitions' files (renamed
-// aside and deleted in the background). Internal topics cannot be deleted.
+// aside and deleted in the background). Internal topics cannot be deleted, and no
+// topic can when delete.topic.enable is false (TOPIC_DELETION_DISABLED).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/samsa-streaming/samsa/internal/controller"
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 )
@@ -57,6 +57,9 @@ func (b *Broker) handleDeleteTopics(req *protocol.Request) <-chan protocol.Respo
 			st.ErrorCode = kerr.UnknownTopicID.Code
 		case !ok:
 			st.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		case !b.cfg.DeleteTopicEnable:
+			st.ErrorCode = kerr.TopicDeletionDisabled.Code
+			st.ErrorMessage = kmsg.StringPtr("delete.topic.enable is false on this broker")
 		case isInternalTopic(t.Name):
 			st.ErrorCode = kerr.InvalidTopicException.Code
 			st.ErrorMessage = kmsg.StringPtr("internal topic " + t.Name + " cannot be deleted")
@@ -74,5 +77,3 @@ func (b *Broker) handleDeleteTopics(req *protocol.Request) <-chan protocol.Respo
 	b.reconcile(b.image())
 	return reply(resp)
 }
-
-var _ = controller.ErrUnknownTopic

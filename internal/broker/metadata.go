@@ -152,5 +152,5 @@ func topicMetadata(t *metadata.Topic) kmsg.MetadataResponseTopic {
 }
 
 func isInternalTopic(name string) bool {
-	return name == "__consumer_offsets" || name == "__transaction_state"
+	return name == offsetsTopic || name == "__transaction_state"
 }

@@ -323,3 +323,17 @@ func TestDescribeClusterAndLeaderEpochs(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteTopicDisabled: delete.topic.enable=false refuses deletions.
+func TestDeleteTopicDisabled(t *testing.T) {
+	b := testutil.StartBroker(t, "delete.topic.enable=false")
+	adm := newAdmin(t, b)
+	createTopic(t, adm, "kept", 1, nil)
+	res, err := adm.DeleteTopics(ctxT(t, 10*time.Second), "kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(res["kept"].Err, kerr.TopicDeletionDisabled) {
+		t.Fatalf("delete with delete.topic.enable=false: %v", res["kept"].Err)
+	}
+}
