@@ -38,12 +38,15 @@ func RepoRoot() string {
 func SamsaBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "samsa-bin-")
-		if err != nil {
+		// One binary per test process, named by its pid; binaries of processes that
+		// have exited are removed here, since a test process has no exit hook.
+		dir := filepath.Join(os.TempDir(), "samsa-test-bins")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			buildErr = err
 			return
 		}
-		binPath = filepath.Join(dir, "samsa")
+		removeStaleBinaries(dir)
+		binPath = filepath.Join(dir, fmt.Sprintf("samsa-%d", os.Getpid()))
 		args := []string{"build", "-o", binPath}
 		if raceEnabled {
 			args = append(args, "-race")
@@ -59,6 +62,20 @@ func SamsaBinary(t testing.TB) string {
 		t.Fatal(buildErr)
 	}
 	return binPath
+}
+
+// removeStaleBinaries deletes test binaries whose process is gone.
+func removeStaleBinaries(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "samsa-%d", &pid); err != nil {
+			continue
+		}
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // Broker is a running `samsa serve` process.
