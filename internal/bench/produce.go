@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/samsa-streaming/samsa/internal/cli"
 )
 
 // produceConfig is what `bench produce` runs.
@@ -77,45 +79,19 @@ func (c *produceConfig) validate() error {
 	if c.rate < 0 {
 		errs = append(errs, fmt.Errorf("%w: --rate must be ≥ 0", ErrBadFlag))
 	}
-	if _, err := acksOption(c.acks); err != nil {
+	if _, err := cli.ParseAcks(c.acks); err != nil {
 		errs = append(errs, err)
 	}
 	if c.acks != "all" && c.idempotent {
 		errs = append(errs, fmt.Errorf("%w: --idempotent needs --acks all", ErrBadFlag))
 	}
-	if _, err := compressionCodec(c.compression); err != nil {
+	if _, err := cli.ParseCompression(c.compression); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-func acksOption(acks string) (kgo.Acks, error) {
-	switch acks {
-	case "all", "-1":
-		return kgo.AllISRAcks(), nil
-	case "1":
-		return kgo.LeaderAck(), nil
-	case "0":
-		return kgo.NoAck(), nil
-	}
-	return kgo.Acks{}, fmt.Errorf("%w: --acks must be all, 1 or 0, not %q", ErrBadFlag, acks)
-}
 
-func compressionCodec(name string) (kgo.CompressionCodec, error) {
-	switch name {
-	case "none", "":
-		return kgo.NoCompression(), nil
-	case "gzip":
-		return kgo.GzipCompression(), nil
-	case "snappy":
-		return kgo.SnappyCompression(), nil
-	case "lz4":
-		return kgo.Lz4Compression(), nil
-	case "zstd":
-		return kgo.ZstdCompression(), nil
-	}
-	return kgo.CompressionCodec{}, fmt.Errorf("%w: --compression must be none, gzip, snappy, lz4 or zstd, not %q", ErrBadFlag, name)
-}
 
 // ProduceResult is the summary of a produce run.
 type ProduceResult struct {
@@ -173,11 +149,11 @@ func (s *producerState) promise(r *kgo.Record, err error) {
 }
 
 func (c *produceConfig) clientOpts() ([]kgo.Opt, error) {
-	acks, err := acksOption(c.acks)
+	acks, err := cli.ParseAcks(c.acks)
 	if err != nil {
 		return nil, err
 	}
-	codec, err := compressionCodec(c.compression)
+	codec, err := cli.ParseCompression(c.compression)
 	if err != nil {
 		return nil, err
 	}

@@ -70,11 +70,11 @@ partition and offset of each record as it is acknowledged.`,
 
 // clientOpts turns the flags into franz-go options, rejecting bad values.
 func (o produceOptions) clientOpts(topic string, timeout time.Duration) ([]kgo.Opt, error) {
-	acks, err := parseAcks(o.acks)
+	acks, err := ParseAcks(o.acks)
 	if err != nil {
 		return nil, err
 	}
-	codec, err := parseCompression(o.compression)
+	codec, err := ParseCompression(o.compression)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +97,8 @@ func (o produceOptions) clientOpts(topic string, timeout time.Duration) ([]kgo.O
 	return opts, nil
 }
 
-func parseAcks(s string) (kgo.Acks, error) {
+// ParseAcks parses an --acks value (all, -1, 1, 0); a bad value is a usage error.
+func ParseAcks(s string) (kgo.Acks, error) {
 	switch s {
 	case "all", "-1":
 		return kgo.AllISRAcks(), nil
@@ -109,7 +110,9 @@ func parseAcks(s string) (kgo.Acks, error) {
 	return kgo.Acks{}, usagef("--acks must be all, 1 or 0, not %q", s)
 }
 
-func parseCompression(s string) (kgo.CompressionCodec, error) {
+// ParseCompression parses a --compression value (none, gzip, snappy, lz4, zstd); a
+// bad value is a usage error.
+func ParseCompression(s string) (kgo.CompressionCodec, error) {
 	switch s {
 	case "none", "":
 		return kgo.NoCompression(), nil
