@@ -91,8 +91,6 @@ func (c *produceConfig) validate() error {
 	return errors.Join(errs...)
 }
 
-
-
 // ProduceResult is the summary of a produce run.
 type ProduceResult struct {
 	Target        string    `json:"target"`
