@@ -228,11 +228,7 @@ func TestGroupsFranzGroupOfFour(t *testing.T) {
 
 	first := produceSpread(t, b, topic, "a", 3, 20)
 	testutil.WaitFor(t, 20*time.Second, func() bool { return led.distinct() == 60 }, "the group to read the first 60 records")
-	for _, s := range led.all() {
-		if want := byID[v.owner(s.Partition)].name; s.Member != want {
-			t.Fatalf("record %s of partition %d read by %s, owner is %s", s.Value, s.Partition, s.Member, want)
-		}
-	}
+	readByOwners(t, led, "", func(p int32) string { return byID[v.owner(p)].name })
 	checkAll(t, first, led.all(), nil)
 
 	// Kill the owner of partition 0.
@@ -252,15 +248,7 @@ func TestGroupsFranzGroupOfFour(t *testing.T) {
 
 	second := produceSpread(t, b, topic, "b", 3, 20)
 	testutil.WaitFor(t, 20*time.Second, func() bool { return led.distinct() == 120 }, "the group to read the next 60 records after the kill")
-	var after []seen
-	for _, s := range led.all() {
-		if strings.HasPrefix(s.Value, "b-") {
-			after = append(after, s)
-			if want := byID[v2.owner(s.Partition)].name; s.Member != want {
-				t.Fatalf("record %s of partition %d read by %s, owner is %s", s.Value, s.Partition, s.Member, want)
-			}
-		}
-	}
+	after := readByOwners(t, led, "b-", func(p int32) string { return byID[v2.owner(p)].name })
 	checkAll(t, second, after, nil)
 }
 

@@ -476,3 +476,20 @@ func (o *ownership) check(t *testing.T) {
 		t.Fatalf("partitions owned twice: %s", strings.Join(o.violations, "; "))
 	}
 }
+
+// readByOwners returns the ledger's records whose value starts with prefix and fails
+// the test if any was read by a member other than its partition's owner.
+func readByOwners(t *testing.T, led *ledger, prefix string, owner func(partition int32) string) []seen {
+	t.Helper()
+	var out []seen
+	for _, s := range led.all() {
+		if !strings.HasPrefix(s.Value, prefix) {
+			continue
+		}
+		out = append(out, s)
+		if want := owner(s.Partition); s.Member != want {
+			t.Fatalf("record %s of partition %d read by %s, owner is %s", s.Value, s.Partition, s.Member, want)
+		}
+	}
+	return out
+}
