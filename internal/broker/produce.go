@@ -102,13 +102,13 @@ func (b *Broker) produceOne(topic string, partition int32, records []byte, acks 
 	if len(records) == 0 {
 		return nil, 0, kerr.InvalidRecord
 	}
+	if n, err := record.NextBatchSize(records); err == nil && n < len(records) {
+		// More than one batch: Produce v3+ carries exactly one per partition.
+		return nil, 0, kerr.InvalidRecord
+	}
 	hdr, err := record.Validate(records, record.ValidateOptions{MaxBatchBytes: settings.MaxMessageBytes})
 	if err != nil {
 		return nil, 0, err
-	}
-	if hdr.Size() != len(records) {
-		// More than one batch: Produce v3+ carries exactly one per partition.
-		return nil, 0, kerr.InvalidRecord
 	}
 	if hdr.IsTransactional() || hdr.IsControl() {
 		return nil, 0, kerr.TransactionalIDAuthorizationFailed
