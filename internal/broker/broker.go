@@ -203,6 +203,14 @@ func (b *Broker) Handle(req *protocol.Request) <-chan protocol.Response {
 	return e.fn(b, req)
 }
 
+// after returns a channel closed once d has passed on the broker's clock, and a
+// function that cancels it. Delayed operations wait on it, so tests can drive them.
+func (b *Broker) after(d time.Duration) (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	t := b.clock.AfterFunc(d, func() { close(ch) })
+	return ch, func() { t.Stop() }
+}
+
 // image returns the current metadata image.
 func (b *Broker) image() *metadata.Image { return b.controller.Image() }
 

@@ -38,8 +38,8 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 	out := make(chan protocol.Response, 1)
 	go func() {
 		wake := make(chan struct{}, 1)
-		timer := time.NewTimer(time.Duration(r.MaxWaitMillis) * time.Millisecond)
-		defer timer.Stop()
+		expired, stop := b.after(time.Duration(r.MaxWaitMillis) * time.Millisecond)
+		defer stop()
 		for {
 			for _, p := range parts {
 				p.Wait(wake)
@@ -51,7 +51,7 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 			select {
 			case <-wake:
 				continue
-			case <-timer.C:
+			case <-expired:
 			}
 			topics, _, _, _ = b.readFetch(r)
 			break

@@ -180,8 +180,8 @@ func (b *Broker) waitForAcks(resp *kmsg.ProduceResponse, pending []pendingAck, t
 	out := make(chan protocol.Response, 1)
 	go func() {
 		wake := make(chan struct{}, 1)
-		timeout := time.NewTimer(time.Duration(max(timeoutMs, 1)) * time.Millisecond)
-		defer timeout.Stop()
+		expired, stop := b.after(time.Duration(max(timeoutMs, 1)) * time.Millisecond)
+		defer stop()
 		for {
 			remaining := pending[:0]
 			for _, pa := range pending {
@@ -198,7 +198,7 @@ func (b *Broker) waitForAcks(resp *kmsg.ProduceResponse, pending []pendingAck, t
 			}
 			select {
 			case <-wake:
-			case <-timeout.C:
+			case <-expired:
 				for _, pa := range pending {
 					pa.resp.ErrorCode = kerr.RequestTimedOut.Code
 				}
