@@ -1,0 +1,86 @@
+package replica
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/samsa-streaming/samsa/internal/clock"
+	"github.com/samsa-streaming/samsa/internal/record"
+	"github.com/samsa-streaming/samsa/internal/storage"
+)
+
+func newTestPartition(t *testing.T) *Partition {
+	t.Helper()
+	log, err := storage.Open(storage.Options{Dir: t.TempDir(), Topic: "t", Partition: 0,
+		Config: storage.DefaultConfig(), Clock: clock.NewFake(time.Unix(1_700_000_000, 0))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { log.Close() })
+	p := NewPartition("t", 0, [16]byte{1}, log, 1)
+	p.SetLeadership(1, 3, []int32{1}, []int32{1})
+	p.SetSettings(Settings{MaxMessageBytes: 1 << 20, MinInsyncReplicas: 1})
+	return p
+}
+
+func batch(t *testing.T, n int) []byte {
+	t.Helper()
+	recs := make([]record.Record, n)
+	for i := range recs {
+		recs[i] = record.Record{OffsetDelta: int32(i), Value: []byte("v")}
+	}
+	b, err := record.Build(record.DefaultBuildOptions(), recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestHighWatermarkFollowsAppendsAndWakesWaiters(t *testing.T) {
+	p := newTestPartition(t)
+	wake := make(chan struct{}, 1)
+	p.Wait(wake)
+	info, err := p.AppendAsLeader(batch(t, 3), true, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.BaseOffset != 0 || info.LastOffset != 2 || p.HighWatermark() != 3 {
+		t.Fatalf("append: %+v, high watermark %d", info, p.HighWatermark())
+	}
+	select {
+	case <-wake:
+	default:
+		t.Fatal("waiter not woken by the high watermark moving")
+	}
+	if got := p.Log.LatestEpoch(); got != 3 {
+		t.Fatalf("batch stamped with epoch %d, want the leader epoch 3", got)
+	}
+}
+
+func TestLeaderEpochChecks(t *testing.T) {
+	p := newTestPartition(t)
+	for _, tc := range []struct {
+		epoch int32
+		want  error
+	}{{-1, nil}, {3, nil}, {2, ErrFencedLeaderEpoch}, {4, ErrUnknownLeaderEpoch}} {
+		if err := p.CheckLeaderEpoch(tc.epoch); !errors.Is(err, tc.want) {
+			t.Errorf("epoch %d: %v, want %v", tc.epoch, err, tc.want)
+		}
+	}
+}
+
+func TestAppendRefusals(t *testing.T) {
+	p := newTestPartition(t)
+	p.SetSettings(Settings{MaxMessageBytes: 1 << 20, MinInsyncReplicas: 2})
+	if _, err := p.AppendAsLeader(batch(t, 1), true, time.Now()); !errors.Is(err, ErrNotEnoughReplicas) {
+		t.Fatalf("acks=all with ISR 1 < min.insync.replicas 2: %v", err)
+	}
+	if _, err := p.AppendAsLeader(batch(t, 1), false, time.Now()); err != nil {
+		t.Fatalf("acks=1 ignores min.insync.replicas: %v", err)
+	}
+	p.SetLeadership(2, 4, []int32{1, 2}, []int32{1, 2})
+	if _, err := p.AppendAsLeader(batch(t, 1), false, time.Now()); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("append on a follower: %v", err)
+	}
+}
