@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/samsa-streaming/samsa/internal/testutil"
@@ -195,5 +197,37 @@ func TestLargeBatches(t *testing.T) {
 	}
 	if len(seen) != n {
 		t.Fatalf("%d distinct records, want %d", len(seen), n)
+	}
+}
+
+// TestMinInsyncReplicas: acks=all is refused with NOT_ENOUGH_REPLICAS when the ISR is
+// smaller than min.insync.replicas; acks=1 still writes.
+func TestMinInsyncReplicas(t *testing.T) {
+	b := testutil.StartBroker(t)
+	createTopic(t, newAdmin(t, b), "strict", 1, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
+	all := newClient(t, b, kgo.DefaultProduceTopic("strict"), kgo.RecordRetries(1))
+	err := all.ProduceSync(ctxT(t, 20*time.Second), &kgo.Record{Value: []byte("x")}).FirstErr()
+	if !errors.Is(err, kerr.NotEnoughReplicas) {
+		t.Fatalf("acks=all with ISR 1 < min.insync.replicas 2: %v", err)
+	}
+	one := newClient(t, b, kgo.DefaultProduceTopic("strict"), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	produceSync(t, one, &kgo.Record{Value: []byte("y")})
+}
+
+// TestLogAppendTime: with message.timestamp.type=LogAppendTime the broker stamps the
+// append time, replacing the producer's timestamps.
+func TestLogAppendTime(t *testing.T) {
+	b := testutil.StartBroker(t)
+	createTopic(t, newAdmin(t, b), "stamped", 1, map[string]*string{"message.timestamp.type": kadm.StringPtr("LogAppendTime")})
+	c := newClient(t, b, kgo.DefaultProduceTopic("stamped"))
+	old := time.Now().Add(-240 * time.Hour)
+	before := time.Now().Add(-time.Second)
+	produceSync(t, c, &kgo.Record{Value: []byte("x"), Timestamp: old})
+	r := consumeN(t, b, "stamped", 1)[0]
+	if r.Timestamp.Before(before) || r.Timestamp.After(time.Now().Add(time.Second)) {
+		t.Fatalf("timestamp %v, want the append time (about %v)", r.Timestamp, time.Now())
+	}
+	if r.Attrs.TimestampType() != 1 {
+		t.Fatal("record not marked LogAppendTime")
 	}
 }
