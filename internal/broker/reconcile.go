@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"math"
+	"sync"
 
 	"github.com/samsa-streaming/samsa/internal/config"
 	"github.com/samsa-streaming/samsa/internal/metadata"
@@ -18,7 +19,17 @@ func (b *Broker) reconcile(img *metadata.Image) {
 	b.reconcileMu.Lock()
 	defer b.reconcileMu.Unlock()
 
-	wanted := make(map[replica.Key]bool)
+	type local struct {
+		topic    *metadata.Topic
+		part     metadata.Partition
+		topicCfg config.Topic
+		logCfg   storage.Config
+	}
+	var (
+		wanted  = make(map[replica.Key]bool)
+		locals  []local
+		missing []local
+	)
 	for _, t := range img.Topics() {
 		topicCfg, err := config.ResolveTopic(b.cfg, t.Configs)
 		if err != nil {
@@ -32,6 +43,7 @@ func (b *Broker) reconcile(img *metadata.Image) {
 			}
 			key := replica.Key{Topic: t.Name, Partition: part.Partition}
 			wanted[key] = true
+			l := local{topic: t, part: part, topicCfg: topicCfg, logCfg: logCfg}
 			p := b.replicas.Get(t.Name, part.Partition)
 			if p != nil && p.TopicID != [16]byte(t.ID) {
 				// Same name, new topic: the old one was deleted and re-created.
@@ -39,28 +51,40 @@ func (b *Broker) reconcile(img *metadata.Image) {
 				p = nil
 			}
 			if p == nil {
-				log, err := b.logs.GetOrCreate(t.Name, part.Partition, [16]byte(t.ID), logCfg)
-				if err != nil {
-					b.logger.Error("cannot open partition log", "topic", t.Name, "partition", part.Partition, "err", err)
-					continue
-				}
-				p = replica.NewPartition(t.Name, part.Partition, [16]byte(t.ID), log, b.nodeID)
-				b.replicas.Put(p)
+				missing = append(missing, l)
 			} else {
 				p.Log.UpdateConfig(logCfg)
 			}
-			codec, recompress := topicCompression(topicCfg.CompressionType)
-			p.SetSettings(replica.Settings{
-				MaxMessageBytes:   int(topicCfg.MaxMessageBytes),
-				MinInsyncReplicas: int(topicCfg.MinInsyncReplicas),
-				Recompress:        recompress,
-				Compression:       codec,
-				RequireKeys:       topicCfg.Compact(),
-			})
-			p.SetLeadership(part.Leader, part.LeaderEpoch, part.Replicas, part.ISR)
-			if t.Name == offsetsTopic {
-				b.updateGroupPartition(part.Partition, part.Leader == b.nodeID)
-			}
+			locals = append(locals, l)
+		}
+	}
+	// New partitions (a topic with thousands of them, or start-up) are opened in
+	// parallel: creating a log is a few file creations and fsyncs.
+	parallel(len(missing), 16, func(i int) {
+		l := missing[i]
+		log, err := b.logs.GetOrCreate(l.topic.Name, l.part.Partition, [16]byte(l.topic.ID), l.logCfg)
+		if err != nil {
+			b.logger.Error("cannot open partition log", "topic", l.topic.Name, "partition", l.part.Partition, "err", err)
+			return
+		}
+		b.replicas.Put(replica.NewPartition(l.topic.Name, l.part.Partition, [16]byte(l.topic.ID), log, b.nodeID))
+	})
+	for _, l := range locals {
+		p := b.replicas.Get(l.topic.Name, l.part.Partition)
+		if p == nil {
+			continue // failed to open, logged above
+		}
+		codec, recompress := topicCompression(l.topicCfg.CompressionType)
+		p.SetSettings(replica.Settings{
+			MaxMessageBytes:   int(l.topicCfg.MaxMessageBytes),
+			MinInsyncReplicas: int(l.topicCfg.MinInsyncReplicas),
+			Recompress:        recompress,
+			Compression:       codec,
+			RequireKeys:       l.topicCfg.Compact(),
+		})
+		p.SetLeadership(l.part.Leader, l.part.LeaderEpoch, l.part.Replicas, l.part.ISR)
+		if l.topic.Name == offsetsTopic {
+			b.updateGroupPartition(l.part.Partition, l.part.Leader == b.nodeID)
 		}
 	}
 	for _, p := range b.replicas.All() {
@@ -69,6 +93,29 @@ func (b *Broker) reconcile(img *metadata.Image) {
 			b.dropPartition(key)
 		}
 	}
+}
+
+// parallel runs fn(0..n-1) on at most workers goroutines and waits for all of them.
+func parallel(n, workers int, fn func(i int)) {
+	if n == 0 {
+		return
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(n, workers); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				fn(i)
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 // updateGroupPartition makes the group coordinator load (in the background) or unload a

@@ -40,13 +40,16 @@ func Open(opts Options) (*Log, error) {
 		fs:        opts.FS,
 	}
 	l.cfg.Store(&cfg)
+	// A partition created now has nothing to recover.
+	_, statErr := os.Stat(l.dir)
+	fresh := errors.Is(statErr, os.ErrNotExist)
 	if err := os.MkdirAll(l.dir, 0o755); err != nil {
 		return nil, err
 	}
 	if err := l.checkTopicID(opts.TopicID); err != nil {
 		return nil, err
 	}
-	if err := l.load(opts.CleanShutdown); err != nil {
+	if err := l.load(opts.CleanShutdown || fresh); err != nil {
 		l.closeFilesLocked()
 		return nil, fmt.Errorf("opening log %s: %w", l.dir, err)
 	}
