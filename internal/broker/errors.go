@@ -2,6 +2,8 @@ package broker
 
 import (
 	"errors"
+	"io/fs"
+	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -25,6 +27,13 @@ func errorCode(err error) int16 {
 		if errors.Is(err, m.err) {
 			return m.code.Code
 		}
+	}
+	// A failed file operation (disk full, I/O error) is a storage error: the client
+	// refreshes metadata and retries, as with Kafka's KAFKA_STORAGE_ERROR.
+	var pathErr *fs.PathError
+	var errno syscall.Errno
+	if errors.As(err, &pathErr) || errors.As(err, &errno) {
+		return kerr.KafkaStorageError.Code
 	}
 	return kerr.UnknownServerError.Code
 }
