@@ -27,6 +27,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics records broker metrics; nil records nothing.
 	Metrics *metrics.Metrics
+	// FS opens segment files; nil is the real file system (tests inject I/O errors).
+	FS storage.FS
 }
 
 // Broker serves the Kafka API of one node.
@@ -74,6 +76,7 @@ func New(o Options) (*Broker, error) {
 		Logger:                 o.Logger,
 		RetentionCheckInterval: time.Duration(cfg.LogRetentionCheckIntervalMs) * time.Millisecond,
 		FlushCheckInterval:     time.Duration(cfg.LogFlushSchedulerIntervalMs) * time.Millisecond,
+		FS:                     o.FS,
 	})
 	if err != nil {
 		return nil, err

@@ -54,6 +54,8 @@ var errorTable = []struct {
 	{record.ErrUnsupportedMagic, kerr.UnsupportedForMessageFormat},
 	{record.ErrInvalid, kerr.InvalidRecord},
 	{replica.ErrNotLeader, kerr.NotLeaderForPartition},
+	{replica.ErrOffline, kerr.KafkaStorageError},
+	{storage.ErrLogDirOffline, kerr.KafkaStorageError},
 	{replica.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch},
 	{replica.ErrUnknownLeaderEpoch, kerr.UnknownLeaderEpoch},
 	{replica.ErrNotEnoughReplicas, kerr.NotEnoughReplicas},

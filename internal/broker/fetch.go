@@ -130,6 +130,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) ([]fetchTopicResult, int64, []*
 			}
 			res, err := p.Log.Read(rp.FetchOffset, int(maxBytes), limit, total == 0)
 			if err != nil {
+				b.storageFailed(p, err)
 				pr.errorCode = errorCode(err)
 				failed = true
 				tr.partitions = append(tr.partitions, pr)
@@ -150,6 +151,9 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) ([]fetchTopicResult, int64, []*
 func fetchablePartition(p *replica.Partition, currentLeaderEpoch int32) error {
 	if p == nil {
 		return kerr.UnknownTopicOrPartition
+	}
+	if p.Offline() {
+		return replica.ErrOffline
 	}
 	if err := p.CheckLeaderEpoch(currentLeaderEpoch); err != nil {
 		return err

@@ -59,7 +59,7 @@ func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response 
 
 	if r.Topics == nil {
 		for _, t := range img.Topics() {
-			resp.Topics = append(resp.Topics, topicMetadata(t))
+			resp.Topics = append(resp.Topics, b.topicMetadata(t))
 		}
 		return reply(resp)
 	}
@@ -88,7 +88,7 @@ func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response 
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, topicMetadata(t))
+		resp.Topics = append(resp.Topics, b.topicMetadata(t))
 	}
 	return reply(resp)
 }
@@ -128,7 +128,10 @@ func (b *Broker) autoCreate(img *metadata.Image, topics []kmsg.MetadataRequestTo
 	return next
 }
 
-func topicMetadata(t *metadata.Topic) kmsg.MetadataResponseTopic {
+// topicMetadata describes a topic as the image has it, with the replicas whose log
+// directory failed on this node reported offline (and a partition without a live
+// leader as LEADER_NOT_AVAILABLE).
+func (b *Broker) topicMetadata(t *metadata.Topic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic = &name
@@ -143,7 +146,13 @@ func topicMetadata(t *metadata.Topic) kmsg.MetadataResponseTopic {
 		mp.Replicas = append([]int32(nil), p.Replicas...)
 		mp.ISR = append([]int32(nil), p.ISR...)
 		mp.OfflineReplicas = []int32{}
-		if p.Leader < 0 {
+		if local := b.replicas.Get(t.Name, p.Partition); local != nil && local.Offline() {
+			mp.OfflineReplicas = append(mp.OfflineReplicas, b.nodeID)
+			if mp.Leader == b.nodeID {
+				mp.Leader = -1
+			}
+		}
+		if mp.Leader < 0 {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 		}
 		mt.Partitions = append(mt.Partitions, mp)

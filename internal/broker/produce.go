@@ -125,6 +125,7 @@ func (b *Broker) produceOne(topic string, partition int32, records []byte, acks 
 	}
 	info, err := p.AppendAsLeader(records, acks == -1, now)
 	if err != nil {
+		b.storageFailed(p, err)
 		return nil, 0, err
 	}
 	b.metrics.ProducedBatch(topic, int(hdr.NumRecords), len(records))

@@ -2,8 +2,12 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"math"
+	"path/filepath"
 	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/samsa-streaming/samsa/internal/config"
 	"github.com/samsa-streaming/samsa/internal/metadata"
@@ -93,6 +97,22 @@ func (b *Broker) reconcile(img *metadata.Image) {
 			b.dropPartition(key)
 		}
 	}
+}
+
+// storageFailed takes a partition's log directory offline when err is an I/O error:
+// every partition in that directory then answers KAFKA_STORAGE_ERROR, and Metadata
+// reports it without a leader, while the other directories keep serving.
+func (b *Broker) storageFailed(p *replica.Partition, err error) {
+	if errorCode(err) != kerr.KafkaStorageError.Code || errors.Is(err, replica.ErrOffline) {
+		return
+	}
+	dir := filepath.Dir(p.Log.Dir())
+	for _, k := range b.logs.MarkOffline(dir, err) {
+		if rp := b.replicas.Get(k.Topic, k.Partition); rp != nil {
+			rp.SetOffline()
+		}
+	}
+	p.SetOffline()
 }
 
 // parallel runs fn(0..n-1) on at most workers goroutines and waits for all of them.

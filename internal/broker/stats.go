@@ -20,6 +20,7 @@ func (b *Broker) Partitions() []metrics.PartitionStats {
 			Replicas:       len(replicas),
 			ISR:            len(isr),
 			Leader:         p.IsLeader(),
+			Offline:        p.Offline(),
 		})
 	}
 	return out

@@ -16,6 +16,7 @@ var (
 	ErrFencedLeaderEpoch  = errors.New("replica: request leader epoch is older than the current one")
 	ErrUnknownLeaderEpoch = errors.New("replica: request leader epoch is newer than the current one")
 	ErrNotEnoughReplicas  = errors.New("replica: in-sync replicas below min.insync.replicas")
+	ErrOffline            = errors.New("replica: the partition's log directory is offline")
 )
 
 // Partition is one replica of a topic partition.
@@ -28,6 +29,7 @@ type Partition struct {
 
 	highWatermark atomic.Int64
 	settings      atomic.Pointer[Settings]
+	offline       atomic.Bool
 
 	mu struct {
 		sync.Mutex
@@ -71,6 +73,12 @@ func (p *Partition) Settings() Settings {
 	}
 	return Settings{MaxMessageBytes: 1048588, MinInsyncReplicas: 1}
 }
+
+// SetOffline marks the replica unavailable: its log directory failed.
+func (p *Partition) SetOffline() { p.offline.Store(true) }
+
+// Offline reports whether the replica's log directory failed.
+func (p *Partition) Offline() bool { return p.offline.Load() }
 
 // SetLeadership records the partition's leader, leader epoch, replicas and ISR as the
 // metadata image has them.
@@ -130,6 +138,9 @@ func (p *Partition) LastStableOffset() int64 { return p.HighWatermark() }
 // enforced when requireISR (acks=all) is set.
 func (p *Partition) AppendAsLeader(batch []byte, requireISR bool, now time.Time) (storage.AppendInfo, error) {
 	minISR := p.Settings().MinInsyncReplicas
+	if p.Offline() {
+		return storage.AppendInfo{}, ErrOffline
+	}
 	p.mu.Lock()
 	if p.mu.leader != p.localNode {
 		p.mu.Unlock()

@@ -35,3 +35,7 @@ var (
 	// ErrNodeIDMismatch: meta.properties names a different node.id.
 	ErrNodeIDMismatch = errors.New("storage: node.id in meta.properties does not match")
 )
+
+// ErrLogDirOffline is returned for a partition whose log directory was taken offline
+// after an I/O error (Kafka's KAFKA_STORAGE_ERROR).
+var ErrLogDirOffline = errors.New("storage: log directory offline")

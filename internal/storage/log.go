@@ -492,6 +492,24 @@ func (l *Log) Close() error {
 	return errors.Join(errs...)
 }
 
+// Abandon closes the log's files without flushing it or writing its state, for a log
+// whose directory failed. Reads and appends afterwards fail with ErrLogClosed.
+func (l *Log) Abandon() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Swap(true) {
+		return
+	}
+	for s, t := range l.mu.pendingDeletes {
+		t.Stop()
+		s.file.Close()
+	}
+	l.mu.pendingDeletes = nil
+	for _, s := range l.segs() {
+		s.file.Close()
+	}
+}
+
 func (l *Log) closeFilesLocked() error {
 	var errs []error
 	for s, t := range l.mu.pendingDeletes {

@@ -62,10 +62,54 @@ type Manager struct {
 
 	mu struct {
 		sync.RWMutex
-		logs   map[PartitionKey]*Log
-		dirOf  map[PartitionKey]string
-		closed bool
+		logs    map[PartitionKey]*Log
+		dirOf   map[PartitionKey]string
+		offline map[string]error // log directory → the error that took it offline
+		closed  bool
 	}
+}
+
+// MarkOffline takes a log directory offline after an I/O error in it: its logs are
+// abandoned (files closed, nothing more written) and no log is opened or created there
+// until the node restarts. It returns the partitions that were in the directory (none
+// when it was already offline). The process keeps serving the other directories.
+func (m *Manager) MarkOffline(dir string, cause error) []PartitionKey {
+	dir = filepath.Clean(dir)
+	m.mu.Lock()
+	if m.mu.offline == nil {
+		m.mu.offline = map[string]error{}
+	}
+	if _, already := m.mu.offline[dir]; already {
+		m.mu.Unlock()
+		return nil
+	}
+	m.mu.offline[dir] = cause
+	var keys []PartitionKey
+	var logs []*Log
+	for k, d := range m.mu.dirOf {
+		if filepath.Clean(d) == dir {
+			keys = append(keys, k)
+			if l := m.mu.logs[k]; l != nil {
+				logs = append(logs, l)
+			}
+			delete(m.mu.logs, k)
+		}
+	}
+	m.mu.Unlock()
+	m.opts.Logger.Error("log directory offline after an I/O error; its partitions are unavailable until restart",
+		"dir", dir, "partitions", len(keys), "err", cause)
+	for _, l := range logs {
+		l.Abandon()
+	}
+	return keys
+}
+
+// Offline reports whether a log directory was taken offline.
+func (m *Manager) Offline(dir string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	_, off := m.mu.offline[filepath.Clean(dir)]
+	return off
 }
 
 // NewManager creates the directories, locks them (a second process gets ErrDirLocked)
@@ -352,6 +396,9 @@ func (m *Manager) GetOrCreate(topic string, partition int32, topicID [16]byte, c
 		}
 	}
 	dir := m.placeFor(k)
+	if m.Offline(dir) {
+		return nil, fmt.Errorf("%w: %s", ErrLogDirOffline, dir)
+	}
 	l, err := m.open(k, dir, topicID, cfg)
 	if errors.Is(err, ErrTopicIDMismatch) {
 		m.opts.Logger.Warn("deleting stray log of a previous topic with the same name", "topic", topic, "partition", partition, "err", err)
@@ -364,6 +411,9 @@ func (m *Manager) GetOrCreate(topic string, partition int32, topicID [16]byte, c
 }
 
 func (m *Manager) placeFor(k PartitionKey) string {
+	if len(m.opts.Dirs) == 1 {
+		return m.opts.Dirs[0]
+	}
 	for _, d := range m.opts.Dirs {
 		if _, err := os.Stat(partitionDir(d, k.Topic, k.Partition)); err == nil {
 			return d

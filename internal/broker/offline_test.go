@@ -1,0 +1,138 @@
+package broker
+
+import (
+	"context"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/clock"
+	"github.com/samsa-streaming/samsa/internal/config"
+	"github.com/samsa-streaming/samsa/internal/protocol"
+	"github.com/samsa-streaming/samsa/internal/record"
+	"github.com/samsa-streaming/samsa/internal/storage"
+)
+
+// failingFS fails every write to files under a directory once armed.
+type failingFS struct {
+	under string
+	armed atomic.Bool
+}
+
+func (f *failingFS) OpenFile(name string, flag int, perm os.FileMode) (storage.File, error) {
+	file, err := storage.OSFS{}.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &failingFile{File: file, fs: f, name: name}, nil
+}
+
+type failingFile struct {
+	storage.File
+	fs   *failingFS
+	name string
+}
+
+func (f *failingFile) WriteAt(b []byte, off int64) (int, error) {
+	if f.fs.armed.Load() && strings.HasPrefix(f.name, f.fs.under) {
+		return 0, &fs.PathError{Op: "write", Path: f.name, Err: syscall.EIO}
+	}
+	return f.File.WriteAt(b, off)
+}
+
+func call[T kmsg.Response](t *testing.T, b *Broker, req kmsg.Request) T {
+	t.Helper()
+	req.SetVersion(req.MaxVersion())
+	if _, max, _ := Versions(req.Key()); req.GetVersion() > max {
+		req.SetVersion(max)
+	}
+	select {
+	case r := <-b.Handle(&protocol.Request{Key: req.Key(), Version: req.GetVersion(), Body: req}):
+		return r.Body.(T)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no response")
+	}
+	panic("unreachable")
+}
+
+func produceTo(t *testing.T, b *Broker, topic string) int16 {
+	t.Helper()
+	batch, err := record.Build(record.DefaultBuildOptions(), []record.Record{{Value: []byte("v")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return call[*kmsg.ProduceResponse](t, b, req).Topics[0].Partitions[0].ErrorCode
+}
+
+// TestLogDirOffline: an I/O error in one log directory takes that directory offline —
+// its partitions answer KAFKA_STORAGE_ERROR and lose their leader in Metadata — while
+// partitions in the other directory keep working and nothing panics.
+func TestLogDirOffline(t *testing.T) {
+	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	cfg, err := config.Load("", []string{"log.dirs=" + dirA + "," + dirB, "listeners=PLAINTEXT://127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing := &failingFS{under: dirA}
+	b, err := New(Options{Config: cfg, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler), FS: failing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Start(context.Background(), config.Listener{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"on-a", "on-b"} { // one at a time: the first goes to a, the second to b
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 1, 1
+		req.Topics = append(req.Topics, rt)
+		if code := call[*kmsg.CreateTopicsResponse](t, b, req).Topics[0].ErrorCode; code != 0 {
+			t.Fatalf("create %s: %d", name, code)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dirA, "on-a-0")); err != nil {
+		t.Fatalf("on-a-0 not placed in the first directory: %v", err)
+	}
+	if code := produceTo(t, b, "on-a"); code != 0 {
+		t.Fatalf("produce before the failure: %d", code)
+	}
+
+	failing.armed.Store(true)
+	if code := produceTo(t, b, "on-a"); code != kerr.KafkaStorageError.Code {
+		t.Fatalf("produce hitting the I/O error: %d, want KAFKA_STORAGE_ERROR", code)
+	}
+	if code := produceTo(t, b, "on-a"); code != kerr.KafkaStorageError.Code {
+		t.Fatalf("produce to the offline directory: %d, want KAFKA_STORAGE_ERROR", code)
+	}
+	if code := produceTo(t, b, "on-b"); code != 0 {
+		t.Fatalf("produce to the healthy directory: %d", code)
+	}
+	meta := kmsg.NewPtrMetadataRequest()
+	meta.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("on-a")}, {Topic: kmsg.StringPtr("on-b")}}
+	resp := call[*kmsg.MetadataResponse](t, b, meta)
+	a, bb := resp.Topics[0].Partitions[0], resp.Topics[1].Partitions[0]
+	if a.Leader != -1 || len(a.OfflineReplicas) != 1 || a.ErrorCode != kerr.LeaderNotAvailable.Code {
+		t.Fatalf("metadata of the offline partition: %+v", a)
+	}
+	if bb.Leader != 1 || len(bb.OfflineReplicas) != 0 {
+		t.Fatalf("metadata of the healthy partition: %+v", bb)
+	}
+}
