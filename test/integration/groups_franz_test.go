@@ -234,48 +234,19 @@ func TestGroupsFranzGroupOfFour(t *testing.T) {
 	// Kill the owner of partition 0.
 	victimID := v.owner(0)
 	victim := byID[victimID]
-	victimParts := v.Members[victimID]
 	victim.ks.Kill()
-	v2 := waitGroup(t, adm, group, topic, 30*time.Second, "the killed member's partitions to move to the idle member", func(v groupView) bool {
-		_, stillThere := v.Members[victimID]
-		return v.balanced(3, 3) && !stillThere && slices.Equal(v.Members[idle[0]], victimParts)
-	})
-	for id, ps := range v2.Members {
-		if id != idle[0] && !slices.Equal(ps, v.Members[id]) {
-			t.Fatalf("member %s went from %v to %v; only the killed member's partitions should move", id, v.Members[id], ps)
-		}
-	}
+	v2 := waitStickyMove(t, adm, group, topic, v, victimID, idle[0])
 
-	second := produceSpread(t, b, topic, "b", 3, 20)
-	testutil.WaitFor(t, 20*time.Second, func() bool { return led.distinct() == 120 }, "the group to read the next 60 records after the kill")
-	after := readByOwners(t, led, "b-", func(p int32) string { return byID[v2.owner(p)].name })
-	checkAll(t, second, after, nil)
+	checkReadAfterKill(t, b, led, topic, func(p int32) string { return byID[v2.owner(p)].name })
 }
 
 // TestGroupsFranzFanOut: two groups on one topic each read every record once.
 func TestGroupsFranzFanOut(t *testing.T) {
 	t.Parallel()
-	b := startGroupBroker(t)
-	adm := newAdmin(t, b)
-	const topic = "fanout"
-	createTopic(t, adm, topic, 3, nil)
-
-	ledgers := map[string]*ledger{"fan-a": {}, "fan-b": {}}
-	for group, led := range ledgers {
-		for i := 0; i < 2; i++ {
-			name := fmt.Sprintf("%s-%d", group, i)
-			newKgoMember(t, b, name, group, topic, nil, kgo.SessionTimeout(10*time.Second), kgo.HeartbeatInterval(200*time.Millisecond)).
-				run(autoLoop(name, led))
-		}
-	}
-	for group := range ledgers {
-		waitGroup(t, adm, group, topic, 30*time.Second, "2 members sharing 3 partitions", func(v groupView) bool { return v.balanced(2, 3) })
-	}
-	produced := produceSpread(t, b, topic, "f", 3, 50)
-	for group, led := range ledgers {
-		testutil.WaitFor(t, 20*time.Second, func() bool { return led.distinct() == 150 }, group+" to read all 150 records")
-		checkAll(t, produced, led.all(), nil)
-	}
+	runFanOut(t, func(b *testutil.Broker, name, group, topic string, led *ledger) {
+		newKgoMember(t, b, name, group, topic, nil, kgo.SessionTimeout(10*time.Second), kgo.HeartbeatInterval(200*time.Millisecond)).
+			run(autoLoop(name, led))
+	})
 }
 
 // TestGroupsFranzResumeAfterKill: a member commits after processing each small batch,

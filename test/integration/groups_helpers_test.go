@@ -493,3 +493,62 @@ func readByOwners(t *testing.T, led *ledger, prefix string, owner func(partition
 	}
 	return out
 }
+
+// runFanOut starts two groups of two members each (start adds one member of group
+// named name, recording into led) on a 3-partition topic and checks that each group
+// reads every record once.
+func runFanOut(t *testing.T, start func(b *testutil.Broker, name, group, topic string, led *ledger)) {
+	b := startGroupBroker(t)
+	adm := newAdmin(t, b)
+	const topic = "fanout"
+	createTopic(t, adm, topic, 3, nil)
+
+	ledgers := map[string]*ledger{"fan-a": {}, "fan-b": {}}
+	for group, led := range ledgers {
+		for i := 0; i < 2; i++ {
+			start(b, fmt.Sprintf("%s-%d", group, i), group, topic, led)
+		}
+	}
+	for group := range ledgers {
+		waitGroup(t, adm, group, topic, 30*time.Second, "2 members sharing 3 partitions", func(v groupView) bool { return v.balanced(2, 3) })
+	}
+	produced := produceSpread(t, b, topic, "f", 3, 50)
+	for group, led := range ledgers {
+		testutil.WaitFor(t, 20*time.Second, func() bool { return led.distinct() == 150 }, group+" to read all 150 records")
+		checkAll(t, produced, led.all(), nil)
+	}
+}
+
+// waitStickyMove waits until the killed member's partitions have moved to the idle
+// member, and fails if any other member's partitions moved too (sticky assignors).
+func waitStickyMove(t *testing.T, adm *kadm.Client, group, topic string, v groupView, victimID, idle string) groupView {
+	t.Helper()
+	victimParts := v.Members[victimID]
+	v2 := waitGroup(t, adm, group, topic, 30*time.Second, "the killed member's partitions to move to the idle member", func(nv groupView) bool {
+		_, stillThere := nv.Members[victimID]
+		return nv.balanced(3, 3) && !stillThere && slices.Equal(nv.Members[idle], victimParts)
+	})
+	for id, ps := range v2.Members {
+		if id != idle && !slices.Equal(ps, v.Members[id]) {
+			t.Fatalf("member %s went from %v to %v; only the killed member's partitions should move", id, v.Members[id], ps)
+		}
+	}
+	return v2
+}
+
+// checkReadAfterKill produces 20 more records per partition and checks that the group
+// reads them all, each by its partition's owner.
+func checkReadAfterKill(t *testing.T, b *testutil.Broker, led *ledger, topic string, owner func(partition int32) string) {
+	t.Helper()
+	second := produceSpread(t, b, topic, "b", 3, 20)
+	testutil.WaitFor(t, 20*time.Second, func() bool {
+		n := 0
+		for _, s := range led.all() {
+			if strings.HasPrefix(s.Value, "b-") {
+				n++
+			}
+		}
+		return n >= 60
+	}, "the group to read the next 60 records after the kill")
+	checkAll(t, second, readByOwners(t, led, "b-", owner), nil)
+}

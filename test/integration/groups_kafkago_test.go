@@ -158,43 +158,15 @@ func TestGroupsKafkaGoGroupOfFour(t *testing.T) {
 		_, stillThere := v.Members[victimID]
 		return v.balanced(3, 3) && !stillThere && len(v.Members[idle[0]]) == 1
 	})
-	second := produceSpread(t, b, topic, "b", 3, 20)
-	testutil.WaitFor(t, 20*time.Second, func() bool {
-		n := 0
-		for _, s := range led.all() {
-			if strings.HasPrefix(s.Value, "b-") {
-				n++
-			}
-		}
-		return n >= 60
-	}, "the group to read the next 60 records after the kill")
-	after := readByOwners(t, led, "b-", func(p int32) string { return byID[v2.owner(p)].name })
-	checkAll(t, second, after, nil)
+	checkReadAfterKill(t, b, led, topic, func(p int32) string { return byID[v2.owner(p)].name })
 }
 
 // TestGroupsKafkaGoFanOut: two kafka-go groups on one topic each read every record once.
 func TestGroupsKafkaGoFanOut(t *testing.T) {
 	t.Parallel()
-	b := startGroupBroker(t)
-	adm := newAdmin(t, b)
-	const topic = "fanout"
-	createTopic(t, adm, topic, 3, nil)
-
-	ledgers := map[string]*ledger{"fan-a": {}, "fan-b": {}}
-	for group, led := range ledgers {
-		for i := 0; i < 2; i++ {
-			name := fmt.Sprintf("%s-%d", group, i)
-			startKafkaGo(t, b, name, group, topic, kafkagoAuto(name, led), nil)
-		}
-	}
-	for group := range ledgers {
-		waitGroup(t, adm, group, topic, 30*time.Second, "2 members sharing 3 partitions", func(v groupView) bool { return v.balanced(2, 3) })
-	}
-	produced := produceSpread(t, b, topic, "f", 3, 50)
-	for group, led := range ledgers {
-		testutil.WaitFor(t, 20*time.Second, func() bool { return led.distinct() == 150 }, group+" to read all 150 records")
-		checkAll(t, produced, led.all(), nil)
-	}
+	runFanOut(t, func(b *testutil.Broker, name, group, topic string, led *ledger) {
+		startKafkaGo(t, b, name, group, topic, kafkagoAuto(name, led), nil)
+	})
 }
 
 // TestGroupsKafkaGoResumeAfterKill: a Reader commits each message synchronously after
