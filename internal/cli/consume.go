@@ -153,19 +153,8 @@ func (o consumeOptions) clientOpts(topic string, jsonOut bool) ([]kgo.Opt, error
 }
 
 func runConsume(cmd *cobra.Command, g *globals, topic string, opts consumeOptions, f *formatter, kopts []kgo.Opt) error {
-	adm, done, err := g.newAdmin()
-	if err != nil {
+	if err := checkTopicPartition(cmd, g, topic, opts.partition); err != nil {
 		return err
-	}
-	ctx, cancel := g.withTimeout(cmd.Context())
-	detail, err := topicExists(ctx, g, adm, topic)
-	cancel()
-	done()
-	if err != nil {
-		return err
-	}
-	if _, ok := detail.Partitions[opts.partition]; opts.partition >= 0 && !ok {
-		return fmt.Errorf("topic %q has no partition %d (it has %d)", topic, opts.partition, len(detail.Partitions))
 	}
 	cl, err := g.newClient(kopts...)
 	if err != nil {

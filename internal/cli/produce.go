@@ -188,19 +188,8 @@ func (r *produceResults) record(err error) {
 
 func runProduce(cmd *cobra.Command, g *globals, topic string, opts produceOptions,
 	headers []kgo.RecordHeader, kopts []kgo.Opt) error {
-	adm, done, err := g.newAdmin()
-	if err != nil {
+	if err := checkTopicPartition(cmd, g, topic, opts.partition); err != nil {
 		return err
-	}
-	ctx, cancel := g.withTimeout(cmd.Context())
-	detail, err := topicExists(ctx, g, adm, topic)
-	cancel()
-	done()
-	if err != nil {
-		return err
-	}
-	if _, ok := detail.Partitions[opts.partition]; opts.partition >= 0 && !ok {
-		return fmt.Errorf("topic %q has no partition %d (it has %d)", topic, opts.partition, len(detail.Partitions))
 	}
 	cl, err := g.newClient(kopts...)
 	if err != nil {
@@ -248,4 +237,24 @@ func produceLines(ctx context.Context, cl *kgo.Client, in io.Reader, opts produc
 			return n, err
 		}
 	}
+}
+
+// checkTopicPartition fails unless the topic exists and, when partition ≥ 0, has that
+// partition: produce and consume say so up front instead of waiting on metadata.
+func checkTopicPartition(cmd *cobra.Command, g *globals, topic string, partition int32) error {
+	adm, done, err := g.newAdmin()
+	if err != nil {
+		return err
+	}
+	defer done()
+	ctx, cancel := g.withTimeout(cmd.Context())
+	defer cancel()
+	detail, err := topicExists(ctx, g, adm, topic)
+	if err != nil {
+		return err
+	}
+	if _, ok := detail.Partitions[partition]; partition >= 0 && !ok {
+		return fmt.Errorf("topic %q has no partition %d (it has %d)", topic, partition, len(detail.Partitions))
+	}
+	return nil
 }
