@@ -144,8 +144,10 @@ func (b *Broker) Start(ctx context.Context, advertised config.Listener) error {
 		b.logger.Error("some partition logs could not be opened", "err", err)
 	}
 	b.reconcile(img)
-	// From now on every metadata change is applied as it commits; reconcile once more
-	// for anything committed between the image read above and the subscription.
+	// From now on every metadata change is applied as it commits (the controller calls
+	// subscribers before the command that caused the change returns, so a handler that
+	// created a topic finds its partitions); reconcile once more for anything committed
+	// between the image read above and the subscription.
 	b.controller.Subscribe(func(prev, next *metadata.Image) { b.reconcile(next) })
 	b.reconcile(b.controller.Image())
 

@@ -151,11 +151,7 @@ func (b *Broker) alterConfigs(rt kmsg.ConfigResourceType, name string, ops []con
 	}
 	ctx, cancel := b.requestContext(0)
 	defer cancel()
-	err := b.controller.AlterConfigs(ctx, int8(rt), name, ops, replaceAll, validateOnly)
-	if err == nil && !validateOnly {
-		b.reconcile(b.image())
-	}
-	return err
+	return b.controller.AlterConfigs(ctx, int8(rt), name, ops, replaceAll, validateOnly)
 }
 
 // configError is an INVALID_REQUEST with a message.

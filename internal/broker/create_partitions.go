@@ -45,8 +45,5 @@ func (b *Broker) handleCreatePartitions(req *protocol.Request) <-chan protocol.R
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	if !r.ValidateOnly {
-		b.reconcile(b.image())
-	}
 	return reply(resp)
 }

@@ -62,9 +62,6 @@ func (b *Broker) handleCreateTopics(req *protocol.Request) <-chan protocol.Respo
 	for _, res := range results {
 		byName[res.Name] = res
 	}
-	if !r.ValidateOnly {
-		b.reconcile(b.image())
-	}
 
 	for _, t := range r.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()

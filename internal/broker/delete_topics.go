@@ -74,6 +74,5 @@ func (b *Broker) handleDeleteTopics(req *protocol.Request) <-chan protocol.Respo
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	b.reconcile(b.image())
 	return reply(resp)
 }

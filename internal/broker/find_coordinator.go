@@ -101,7 +101,5 @@ func (b *Broker) ensureOffsetsTopic() (*metadata.Image, error) {
 	if len(res) == 1 && res[0].Err != nil && errorCode(res[0].Err) != kerr.TopicAlreadyExists.Code {
 		return nil, res[0].Err
 	}
-	img = b.image()
-	b.reconcile(img)
-	return img, nil
+	return b.image(), nil
 }

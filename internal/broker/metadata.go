@@ -123,9 +123,7 @@ func (b *Broker) autoCreate(img *metadata.Image, topics []kmsg.MetadataRequestTo
 			b.logger.Info("auto-created topic", "topic", res.Name, "partitions", res.NumPartitions)
 		}
 	}
-	next := b.image()
-	b.reconcile(next)
-	return next
+	return b.image()
 }
 
 // topicMetadata describes a topic as the image has it, with the replicas whose log
