@@ -140,7 +140,7 @@ var topicProperties = []topicProperty{
 
 	// Accepted, no effect.
 	{name: "preallocate", spec: boolean{}, broker: []string{"log.preallocate"}, ignored: true,
-		doc: "Kafka preallocates segment files; Samsa does not."},
+		doc: "Kafka preallocates whole segment files; Samsa always reserves a bounded stretch ahead of the active segment's end instead."},
 	{name: "leader.replication.throttled.replicas", spec: text{typ: TypeList}, fromBroker: constant(""), ignored: true,
 		doc: "Kafka's replication throttling; not implemented."},
 	{name: "follower.replication.throttled.replicas", spec: text{typ: TypeList}, fromBroker: constant(""), ignored: true,

@@ -246,7 +246,7 @@ func (l *Log) Append(batch []byte, opts AppendOptions) (AppendInfo, error) {
 		return AppendInfo{}, err
 	}
 	seg := l.active()
-	if err := seg.appendBatch(batch, &h, cfg.IndexIntervalBytes); err != nil {
+	if err := seg.appendBatch(batch, &h, cfg.IndexIntervalBytes, cfg.SegmentBytes); err != nil {
 		return AppendInfo{}, fmt.Errorf("appending to %s: %w", seg.path(logSuffix), err)
 	}
 	l.size.Add(int64(len(batch)))

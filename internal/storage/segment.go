@@ -54,6 +54,8 @@ type segment struct {
 	bytesSinceIndex int64
 	rollTimestamp   int64     // max timestamp of the first batch, -1 when unknown
 	createdAt       time.Time // when the segment was created or opened
+	reserved        int64     // disk blocks are preallocated up to here (>= size)
+	noPreallocate   bool      // the file system refused to preallocate
 }
 
 func (s *segment) path(suffix string) string { return filepath.Join(s.dir, fileName(s.base, suffix)) }
@@ -193,6 +195,7 @@ func (s *segment) finalTimeEntryLocked() (timeEntry, bool) {
 // stale or missing: they are rebuildable and recovery rebuilds them.
 func (s *segment) activate() error {
 	s.active = true
+	s.reserved = s.size.Load()
 	s.idx.RLock()
 	fromFiles := s.idx.fromFiles
 	s.idx.RUnlock()
@@ -224,13 +227,14 @@ func (s *segment) deactivate(sync bool) error {
 		return nil
 	}
 	s.active = false
+	trimErr := s.trimReserved()
 	s.idx.Lock()
 	if _, added := s.finalTimeEntryLocked(); added {
 		s.indexDirty = true
 	}
 	if !s.indexDirty {
 		s.idx.Unlock()
-		return nil
+		return trimErr
 	}
 	s.indexDirty = false
 	offsets := make([]byte, len(s.idx.x.offsets)*offsetEntrySize)
@@ -242,7 +246,7 @@ func (s *segment) deactivate(sync bool) error {
 		encodeTimeEntry(times[i*timeEntrySize:], e)
 	}
 	s.idx.Unlock()
-	return errors.Join(
+	return errors.Join(trimErr,
 		s.writeIndexFile(indexSuffix, offsets, sync),
 		s.writeIndexFile(timeIndexSuffix, times, sync),
 	)
@@ -266,12 +270,16 @@ func (s *segment) writeIndexFile(suffix string, data []byte, sync bool) error {
 }
 
 // appendBatch writes b at the end of the active segment and indexes it in memory.
-// Log.mu held. On error nothing was appended.
-func (s *segment) appendBatch(b []byte, h *record.Header, interval int) error {
+// limit is the size the segment rolls at. Log.mu held. On error nothing was appended.
+func (s *segment) appendBatch(b []byte, h *record.Header, interval int, limit int64) error {
 	pos := s.size.Load()
+	if end := pos + int64(len(b)); end > s.reserved {
+		s.reserve(end, int64(len(b)), limit)
+	}
 	if _, err := s.file.WriteAt(b, pos); err != nil {
 		// Cut anything partially written so the file matches what readers see.
 		_ = s.file.Truncate(pos)
+		s.reserved = pos
 		return err
 	}
 	s.idx.Lock()
@@ -283,6 +291,51 @@ func (s *segment) appendBatch(b []byte, h *record.Header, interval int) error {
 	}
 	s.size.Store(pos + int64(len(b)))
 	return nil
+}
+
+// Preallocation bounds: an append past the reserve reserves a quarter of the
+// segment's size or the append's own size ahead, whichever is larger, at most
+// maxReserve and never past the roll size; nothing when that is below minReserve, so
+// small, slow partitions keep no blocks past their end.
+const (
+	minReserve = 64 << 10
+	maxReserve = 16 << 20
+)
+
+// errPreallocateUnsupported is what Preallocate returns where the file system has no
+// way to reserve blocks.
+var errPreallocateUnsupported = errors.New("preallocation not supported")
+
+// reserve preallocates disk blocks past end, so that appends write into blocks the
+// file system has already allocated instead of reserving (ext4: delayed-allocating)
+// every 4 KiB block as it is written; on ext4 that halves the CPU cost of a buffered
+// write. The file's length does not change, so readers and crash recovery are
+// unaffected; the reserve is trimmed when the segment stops being active. Failures
+// only cost speed: the write that follows reports any real problem (ENOSPC).
+// Log.mu held.
+func (s *segment) reserve(end, n, limit int64) {
+	ahead := min(max(end/4, n), maxReserve)
+	p, ok := s.file.(interface{ Preallocate(off, n int64) error })
+	if !ok || s.noPreallocate || ahead < minReserve {
+		return
+	}
+	to := min(end+ahead, max(limit, end))
+	from := max(s.reserved, s.size.Load())
+	if err := p.Preallocate(from, to-from); err != nil {
+		s.noPreallocate = errors.Is(err, errPreallocateUnsupported)
+		return
+	}
+	s.reserved = to
+}
+
+// trimReserved releases the blocks reserved past the segment's end. Log.mu held.
+func (s *segment) trimReserved() error {
+	size := s.size.Load()
+	if s.reserved <= size {
+		return nil
+	}
+	s.reserved = size
+	return s.file.Truncate(size)
 }
 
 // indexFull reports whether either index reached maxBytes.
