@@ -116,9 +116,10 @@ func newProduceCommand(c *common) *cobra.Command {
 with the given producer settings and reports records/s, MB/s and the p50/p99/p999
 latency of each record from the Produce call to its acknowledgement.
 
---against null runs against an in-process null broker (the client's ceiling),
---against kfake against an in-process franz-go kfake cluster, --against ADDR (or -b)
-against a real cluster.`,
+--against null-process runs against a null broker in a child process (the client's
+ceiling, paying the same cost of a second process as a real broker), --against null
+against one inside the bench process, --against kfake against an in-process
+franz-go kfake cluster, --against ADDR (or -b) against a real cluster.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := signalContext(cmd)
@@ -206,8 +207,8 @@ partition's leader (one in flight per leader), counting records and bytes from t
 record batch headers only, and reports records/s and MB/s (bytes of whole batches).
 Without --records it reads up to the end offsets the topic had at the start.
 
---against null answers every fetch from one canned batch (the loop's ceiling);
---against kfake starts an in-process kfake cluster and, like --prefill, first
+--against null-process (a child process) or null (in-process) answers every fetch
+from one canned batch (the loop's ceiling); --against kfake starts an in-process kfake cluster and, like --prefill, first
 produces --records records of --record-size to read back.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -224,7 +225,7 @@ produces --records records of --record-size to read back.`,
 					cfg.duration = quickDuration
 				}
 			}
-			if against == againstNull && cfg.records == 0 && cfg.duration == 0 {
+			if (against == againstNull || against == againstNullProcess) && cfg.records == 0 && cfg.duration == 0 {
 				return fmt.Errorf("%w: against the null broker give --records or --duration (it never ends)", ErrBadFlag)
 			}
 			tgt, err := startTarget(against, splitList(c.brokers), nullOptions{

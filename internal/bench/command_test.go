@@ -2,22 +2,36 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // runCommand runs `bench args...` and returns its stdout and stderr.
 func runCommand(t *testing.T, args ...string) (stdout, stderr string) {
+	t.Helper()
+	return runCommandCtx(t, testContext(t), args...)
+}
+
+// longTestContext is testContext for the suite, whose runs are child processes.
+func longTestContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func runCommandCtx(t *testing.T, ctx context.Context, args ...string) (stdout, stderr string) {
 	t.Helper()
 	cmd := NewCommand()
 	var out, errOut bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&errOut)
 	cmd.SetArgs(args)
-	cmd.SetContext(testContext(t))
+	cmd.SetContext(ctx)
 	if err := cmd.Execute(); err != nil {
 		t.Fatalf("bench %s: %v\nstderr:\n%s", strings.Join(args, " "), err, errOut.String())
 	}
@@ -119,7 +133,9 @@ func TestBadFlags(t *testing.T) {
 func TestSuiteQuick(t *testing.T) {
 	nb := startNull(t, NullBrokerConfig{})
 	report := filepath.Join(t.TempDir(), "perf.md")
-	out, _ := runCommand(t, "suite", "--against", nb.Addr(), "--quick", "--repeat", "2", "--dir", t.TempDir(), "--out", report, "-o", "json")
+	// Every run is a child process (a race-built test binary under -race, a second or
+	// more each): one repetition keeps this test short; TestMedianRun covers medians.
+	out, _ := runCommandCtx(t, longTestContext(t), "suite", "--against", nb.Addr(), "--quick", "--repeat", "1", "--dir", t.TempDir(), "--out", report, "-o", "json")
 	var res SuiteResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("summary is not JSON: %v\n%s", err, out)
@@ -128,20 +144,22 @@ func TestSuiteQuick(t *testing.T) {
 		t.Fatalf("suite had problems: %v", res.Notes)
 	}
 	if res.Produce1K.Samsa.Records == 0 || res.Produce1K.Null.Records == 0 || res.Produce1K.Kfake == nil ||
+		res.Produce1K.NullInProcess == nil || res.Produce100.NullInProcess == nil || res.Latency.NullInProcess == nil ||
 		res.Consume.Samsa.Records == 0 || res.Consume.Null.Records == 0 || res.Produce100.Samsa.Records == 0 ||
 		res.LatencyRate <= 0 || res.Latency.Samsa.Latency.Count == 0 || res.Latency.Null.Latency.Count == 0 {
 		t.Fatalf("a scenario is missing: %+v", res)
 	}
-	// Per repetition: 1 KiB produce ×3 and consume ×3, 100 B ×3, the maximum, and
-	// half load ×3 — all kept, interleaved, for the detail tables.
-	if len(res.Runs) != 2*13 || len(res.LimitsRuns) != 2 || res.Repeat != 2 {
-		t.Fatalf("runs %d, limits runs %d, repeat %d; want 26, 2, 2", len(res.Runs), len(res.LimitsRuns), res.Repeat)
+	// Per repetition: 1 KiB produce ×4 (Samsa, null process, null in-process, kfake)
+	// and consume ×3, 100 B ×4, the maximum, and half load ×4 — all kept, interleaved,
+	// for the detail tables.
+	if len(res.Runs) != 16 || len(res.LimitsRuns) != 1 || res.Repeat != 1 {
+		t.Fatalf("runs %d, limits runs %d, repeat %d; want 16, 1, 1", len(res.Runs), len(res.LimitsRuns), res.Repeat)
 	}
 	md, err := os.ReadFile(report)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"TCP → file", "sendfile", "produce 1 KiB", "consume, raw fetch loop", "produce 100 B", "p99 produce latency", "Samsa vs kfake", "samsa bench produce --against", "median of 2"} {
+	for _, want := range []string{"TCP → file", "sendfile", "produce 1 KiB", "consume, raw fetch loop", "produce 100 B", "p99 produce latency", "Samsa vs kfake", "samsa bench produce --against", "--against null-process", "in-process null"} {
 		if !strings.Contains(string(md), want) {
 			t.Fatalf("report lacks %q:\n%s", want, md)
 		}
@@ -167,5 +185,25 @@ func TestMedianRun(t *testing.T) {
 	runs := []ProduceResult{{MBPerSec: 10, Records: 1}, {MBPerSec: 30, Records: 3}, {MBPerSec: 20, Records: 2}}
 	if m := medianRun(runs, produceMBs); m.Records != 2 {
 		t.Fatalf("median run is %+v, want the 20 MB/s one", m)
+	}
+}
+
+// The null broker in a process of its own serves the same runs as the in-process one.
+func TestProduceAndConsumeAgainstNullProcess(t *testing.T) {
+	out, _ := runCommand(t, "produce", "--against", "null-process", "--records", "5000", "--record-size", "200", "-o", "json")
+	var res ProduceResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if res.Records != 5000 || res.Errors != 0 || res.Target != "null-process" {
+		t.Fatalf("produce against null-process: %+v", res)
+	}
+	out, _ = runCommand(t, "consume", "--against", "null-process", "--records", "3000", "-o", "json")
+	var cres ConsumeResult
+	if err := json.Unmarshal([]byte(out), &cres); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if cres.Records < 3000 {
+		t.Fatalf("consume against null-process read %d records, want ≥ 3000", cres.Records)
 	}
 }

@@ -16,6 +16,9 @@
 //     from one canned batch, written with writev as [fields][base offset][canned batch
 //     minus its base offset]… so that no record byte is copied; the CRC does not cover
 //     the base offset, so every copy is a valid batch. It is the client's own ceiling.
+//     The suite runs it in a child process (nullprocess.go: this binary's `bench
+//     null-broker`), as the broker under test runs in its own process; the in-process
+//     one is reported beside it.
 //   - limits (limits.go): a loopback TCP sink appending to a file with read/write, and
 //     a sendfile reader of that file.
 //   - histogram.go: a log-linear latency histogram (≤ 1.6 % relative error, fixed

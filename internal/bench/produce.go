@@ -45,7 +45,7 @@ func defaultProduceConfig() produceConfig {
 		partitions:    1,
 		producers:     1,
 		createTopic:   true,
-		maxBuffered:   10_000,
+		maxBuffered:   50_000, // franz-go's own default
 	}
 }
 

@@ -17,8 +17,9 @@ import (
 
 // Names --against accepts besides an address.
 const (
-	againstNull  = "null"
-	againstKfake = "kfake"
+	againstNull        = "null"         // a null broker inside the bench process
+	againstNullProcess = "null-process" // a null broker in a process of its own
+	againstKfake       = "kfake"
 )
 
 // target is the cluster a run talks to: an address list, or an in-process null
@@ -36,8 +37,8 @@ type nullOptions struct {
 	batchBytes int
 }
 
-// startTarget resolves --against: "null" starts a null broker on 127.0.0.1:0,
-// "kfake" starts a one-broker kfake cluster, anything else is a comma-separated list
+// startTarget resolves --against: "null" starts a null broker on 127.0.0.1:0 in this
+// process, "null-process" one in a child process, "kfake" starts a one-broker kfake cluster, anything else is a comma-separated list
 // of addresses (brokers, from -b, is used when against is empty).
 func startTarget(against string, brokers []string, opts nullOptions) (*target, error) {
 	switch against {
@@ -49,6 +50,12 @@ func startTarget(against string, brokers []string, opts nullOptions) (*target, e
 			return nil, err
 		}
 		return &target{name: againstNull, brokers: []string{nb.Addr()}, close: func() { nb.Close() }}, nil
+	case againstNullProcess:
+		addr, stop, err := startNullProcess(opts)
+		if err != nil {
+			return nil, err
+		}
+		return &target{name: againstNullProcess, brokers: []string{addr}, close: stop}, nil
 	case againstKfake:
 		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(int(max(opts.partitions, 1))),
 			kfake.AllowAutoTopicCreation())
