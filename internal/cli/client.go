@@ -51,6 +51,17 @@ func (g *globals) newAdmin() (*kadm.Client, func(), error) {
 	return adm, cl.Close, nil
 }
 
+// admin builds an admin client and a context that ends after --timeout; done closes
+// the client and cancels the context.
+func (g *globals) admin(parent context.Context) (*kadm.Client, context.Context, func(), error) {
+	adm, closeAdm, err := g.newAdmin()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := g.withTimeout(parent)
+	return adm, ctx, func() { cancel(); closeAdm() }, nil
+}
+
 // withTimeout returns a context that ends after --timeout.
 func (g *globals) withTimeout(parent context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(parent, g.timeout)

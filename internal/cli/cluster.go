@@ -46,13 +46,11 @@ func newClusterInfoCmd(g *globals) *cobra.Command {
   samsa cluster info -o json | jq '.brokers[0].api_versions[] | select(.name=="Fetch")'`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			adm, done, err := g.newAdmin()
+			adm, ctx, done, err := g.admin(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			ctx, cancel := g.withTimeout(cmd.Context())
-			defer cancel()
 			md, err := adm.BrokerMetadata(ctx)
 			if err != nil {
 				return g.explain("read cluster metadata", err)

@@ -42,13 +42,11 @@ func newGroupListCmd(g *globals) *cobra.Command {
   samsa group list -o json | jq -r '.groups[].group'`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			adm, done, err := g.newAdmin()
+			adm, ctx, done, err := g.admin(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			ctx, cancel := g.withTimeout(cmd.Context())
-			defer cancel()
 			listed, err := adm.ListGroups(ctx)
 			if err != nil && len(listed) == 0 {
 				return g.explain("list groups", err)
@@ -120,13 +118,11 @@ committed offset, the log end offset and the lag between them, and the total lag
   samsa group describe billing -o json | jq .total_lag`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			adm, done, err := g.newAdmin()
+			adm, ctx, done, err := g.admin(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			ctx, cancel := g.withTimeout(cmd.Context())
-			defer cancel()
 			desc, err := describeGroup(ctx, g, adm, a[0])
 			if err != nil {
 				return err
@@ -339,13 +335,11 @@ func newGroupDeleteCmd(g *globals) *cobra.Command {
 		Example: `  samsa group delete old-billing`,
 		Args:    args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			adm, done, err := g.newAdmin()
+			adm, ctx, done, err := g.admin(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			ctx, cancel := g.withTimeout(cmd.Context())
-			defer cancel()
 			resp, err := adm.DeleteGroup(ctx, a[0])
 			if err == nil {
 				err = resp.Err

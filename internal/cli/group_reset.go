@@ -177,13 +177,11 @@ stop its consumers first (the broker would refuse commits from outside the group
 }
 
 func runResetOffsets(cmd *cobra.Command, g *globals, group string, topics []string, spec resetSpec, execute bool) error {
-	adm, done, err := g.newAdmin()
+	adm, ctx, done, err := g.admin(cmd.Context())
 	if err != nil {
 		return err
 	}
 	defer done()
-	ctx, cancel := g.withTimeout(cmd.Context())
-	defer cancel()
 	st, err := loadGroupForReset(ctx, g, adm, group)
 	if err != nil {
 		return err

@@ -242,13 +242,11 @@ func produceLines(ctx context.Context, cl *kgo.Client, in io.Reader, opts produc
 // checkTopicPartition fails unless the topic exists and, when partition ≥ 0, has that
 // partition: produce and consume say so up front instead of waiting on metadata.
 func checkTopicPartition(cmd *cobra.Command, g *globals, topic string, partition int32) error {
-	adm, done, err := g.newAdmin()
+	adm, ctx, done, err := g.admin(cmd.Context())
 	if err != nil {
 		return err
 	}
 	defer done()
-	ctx, cancel := g.withTimeout(cmd.Context())
-	defer cancel()
 	detail, err := topicExists(ctx, g, adm, topic)
 	if err != nil {
 		return err

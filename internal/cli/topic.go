@@ -69,13 +69,11 @@ Without -p or -r the broker's num.partitions and default.replication.factor appl
 }
 
 func runTopicCreate(cmd *cobra.Command, g *globals, name string, p int32, rf int16, cfg map[string]*string) error {
-	adm, done, err := g.newAdmin()
+	adm, ctx, done, err := g.admin(cmd.Context())
 	if err != nil {
 		return err
 	}
 	defer done()
-	ctx, cancel := g.withTimeout(cmd.Context())
-	defer cancel()
 	resp, err := adm.CreateTopic(ctx, p, rf, cfg, name)
 	if err != nil {
 		if resp.ErrMessage != "" {
@@ -117,13 +115,11 @@ func newTopicListCmd(g *globals) *cobra.Command {
   samsa topic list --internal -o json`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			adm, done, err := g.newAdmin()
+			adm, ctx, done, err := g.admin(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			ctx, cancel := g.withTimeout(cmd.Context())
-			defer cancel()
 			list := adm.ListTopics
 			if internal {
 				list = adm.ListTopicsWithInternal
@@ -169,13 +165,11 @@ func newTopicDeleteCmd(g *globals) *cobra.Command {
   samsa topic delete scratch-1 scratch-2`,
 		Args: args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, names []string) error {
-			adm, done, err := g.newAdmin()
+			adm, ctx, done, err := g.admin(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			ctx, cancel := g.withTimeout(cmd.Context())
-			defer cancel()
 			resps, err := adm.DeleteTopics(ctx, names...)
 			if err != nil {
 				return g.explain("delete topics", err)
@@ -280,13 +274,11 @@ type configsAltered struct {
 }
 
 func runAlterConfig(cmd *cobra.Command, g *globals, name string, ops []kadm.AlterConfig) error {
-	adm, done, err := g.newAdmin()
+	adm, ctx, done, err := g.admin(cmd.Context())
 	if err != nil {
 		return err
 	}
 	defer done()
-	ctx, cancel := g.withTimeout(cmd.Context())
-	defer cancel()
 	resps, err := adm.AlterTopicConfigs(ctx, ops, name)
 	if err == nil {
 		for _, r := range resps {
@@ -347,13 +339,11 @@ type partitionsAdded struct {
 }
 
 func runAddPartitions(cmd *cobra.Command, g *globals, name string, total int) error {
-	adm, done, err := g.newAdmin()
+	adm, ctx, done, err := g.admin(cmd.Context())
 	if err != nil {
 		return err
 	}
 	defer done()
-	ctx, cancel := g.withTimeout(cmd.Context())
-	defer cancel()
 	o := g.newOutput(cmd)
 	o.warnf("adding partitions changes which partition a key hashes to: records with the same key "+
 		"produced before and after this change may land on different partitions, so per-key ordering "+
@@ -430,13 +420,11 @@ that differ from the defaults unless --all-configs is given; JSON lists them all
   samsa topic describe orders -o json | jq '.partitions[] | {partition, log_end_offset}'`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			adm, done, err := g.newAdmin()
+			adm, ctx, done, err := g.admin(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			ctx, cancel := g.withTimeout(cmd.Context())
-			defer cancel()
 			desc, err := describeTopic(ctx, g, adm, a[0])
 			if err != nil {
 				return err
