@@ -67,27 +67,39 @@ type onlyReader struct{ io.Reader }
 // onlyWriter hides a writer's ReadFrom (os.File would splice from the socket).
 type onlyWriter struct{ io.Writer }
 
-func measureSink(ctx context.Context, f *os.File, size int64) (time.Duration, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// serveOne listens on a loopback port and serves the first connection with serve in
+// a goroutine; done delivers serve's error (or the accept error). Closing ln ends it.
+func serveOne(serve func(c net.Conn) error) (ln net.Listener, done <-chan error, err error) {
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, fmt.Errorf("bench limits: %w", err)
+		return nil, nil, fmt.Errorf("bench limits: %w", err)
 	}
-	defer ln.Close()
-	done := make(chan error, 1)
+	ch := make(chan error, 1)
 	go func() {
 		c, err := ln.Accept()
 		if err != nil {
-			done <- err
+			ch <- err
 			return
 		}
 		defer c.Close()
+		ch <- serve(c)
+	}()
+	return ln, ch, nil
+}
+
+func measureSink(ctx context.Context, f *os.File, size int64) (time.Duration, error) {
+	ln, done, err := serveOne(func(c net.Conn) error {
 		buf := make([]byte, limitsBuffer)
 		n, err := io.CopyBuffer(onlyWriter{f}, onlyReader{c}, buf)
 		if err == nil && n != size {
 			err = fmt.Errorf("sink got %d of %d bytes", n, size)
 		}
-		done <- err
-	}()
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
 	start := time.Now()
 	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", ln.Addr().String())
 	if err != nil {
@@ -114,29 +126,20 @@ func measureSink(ctx context.Context, f *os.File, size int64) (time.Duration, er
 }
 
 func measureSendfile(ctx context.Context, path string, size int64) (time.Duration, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("bench limits: %w", err)
-	}
-	defer ln.Close()
-	done := make(chan error, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			done <- err
-			return
-		}
-		defer c.Close()
+	ln, done, err := serveOne(func(c net.Conn) error {
 		f, err := os.Open(path)
 		if err != nil {
-			done <- err
-			return
+			return err
 		}
 		defer f.Close()
 		// (*net.TCPConn).ReadFrom(*os.File) is sendfile(2) on Linux.
 		_, err = c.(*net.TCPConn).ReadFrom(f)
-		done <- err
-	}()
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
 	start := time.Now()
 	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", ln.Addr().String())
 	if err != nil {
