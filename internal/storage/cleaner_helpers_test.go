@@ -56,32 +56,16 @@ type kvRecord struct {
 func (tl *testLog) readRecords() []kvRecord {
 	tl.t.Helper()
 	var out []kvRecord
-	from := tl.LogStartOffset()
-	for from < tl.LogEndOffset() {
-		b, err := tl.ReadBytes(from, 1<<20, 1<<62)
+	tl.eachBatch(tl.LogStartOffset(), func(h record.Header, batch []byte) {
+		_, recs, err := record.Records(batch)
 		if err != nil {
-			tl.t.Fatalf("ReadBytes(%d): %v", from, err)
+			tl.t.Fatalf("batch at %d: %v", h.BaseOffset, err)
 		}
-		if len(b) == 0 {
-			tl.t.Fatalf("ReadBytes(%d): nothing below log end %d", from, tl.LogEndOffset())
+		for _, r := range recs {
+			out = append(out, kvRecord{offset: h.BaseOffset + int64(r.OffsetDelta), key: string(r.Key),
+				value: string(r.Value), del: r.Value == nil, batch: h})
 		}
-		for len(b) > 0 {
-			h, err := record.ParseHeader(b)
-			if err != nil {
-				tl.t.Fatal(err)
-			}
-			_, recs, err := record.Records(b[:h.Size()])
-			if err != nil {
-				tl.t.Fatalf("batch at %d: %v", h.BaseOffset, err)
-			}
-			for _, r := range recs {
-				out = append(out, kvRecord{offset: h.BaseOffset + int64(r.OffsetDelta), key: string(r.Key),
-					value: string(r.Value), del: r.Value == nil, batch: h})
-			}
-			b = b[h.Size():]
-			from = h.LastOffset() + 1
-		}
-	}
+	})
 	for i := 1; i < len(out); i++ {
 		if out[i].offset <= out[i-1].offset {
 			tl.t.Fatalf("offsets not increasing: %d after %d", out[i].offset, out[i-1].offset)

@@ -123,10 +123,9 @@ func (tl *testLog) mustAppend(b []byte) AppendInfo {
 	return info
 }
 
-// readAll copies every batch from offset to the end.
-func (tl *testLog) readAll(from int64) []record.Header {
+// eachBatch calls fn with every whole batch from offset from to the log end.
+func (tl *testLog) eachBatch(from int64, fn func(h record.Header, batch []byte)) {
 	tl.t.Helper()
-	var out []record.Header
 	for from < tl.LogEndOffset() {
 		b, err := tl.ReadBytes(from, 1<<20, 1<<62)
 		if err != nil {
@@ -140,14 +139,23 @@ func (tl *testLog) readAll(from int64) []record.Header {
 			if err != nil {
 				tl.t.Fatal(err)
 			}
-			if !record.ChecksumOK(b[:h.Size()]) {
-				tl.t.Fatalf("batch at %d: bad CRC", h.BaseOffset)
-			}
-			out = append(out, h)
+			fn(h, b[:h.Size()])
 			b = b[h.Size():]
 			from = h.LastOffset() + 1
 		}
 	}
+}
+
+// readAll copies every batch from offset to the end.
+func (tl *testLog) readAll(from int64) []record.Header {
+	tl.t.Helper()
+	var out []record.Header
+	tl.eachBatch(from, func(h record.Header, batch []byte) {
+		if !record.ChecksumOK(batch) {
+			tl.t.Fatalf("batch at %d: bad CRC", h.BaseOffset)
+		}
+		out = append(out, h)
+	})
 	return out
 }
 
