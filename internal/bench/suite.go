@@ -69,17 +69,17 @@ func (c *suiteConfig) sizes() suiteSizes {
 	}
 }
 
-// produceTriple holds one scenario's median runs against Samsa, the null broker (in a
+// produceMedians holds one scenario's median runs against Samsa, the null broker (in a
 // process of its own, as Samsa runs: the client's ceiling the targets are judged
 // against), the null broker inside the bench process (for reference) and kfake.
-type produceTriple struct {
+type produceMedians struct {
 	Samsa         ProduceResult  `json:"samsa"`
 	Null          ProduceResult  `json:"null"`
 	NullInProcess *ProduceResult `json:"null_in_process,omitempty"`
 	Kfake         *ProduceResult `json:"kfake,omitempty"`
 }
 
-type consumeTriple struct {
+type consumeMedians struct {
 	Samsa ConsumeResult  `json:"samsa"`
 	Null  ConsumeResult  `json:"null"`
 	Kfake *ConsumeResult `json:"kfake,omitempty"`
@@ -108,12 +108,12 @@ type SuiteResult struct {
 	CPUs           int              `json:"cpus"`
 	Limits         LimitsResult     `json:"limits"`
 	LimitsRuns     []LimitsResult   `json:"limits_runs"`
-	Produce1K      produceTriple    `json:"produce_1k"`
-	Consume        consumeTriple    `json:"consume"`
-	Produce100     produceTriple    `json:"produce_100b"`
+	Produce1K      produceMedians   `json:"produce_1k"`
+	Consume        consumeMedians   `json:"consume"`
+	Produce100     produceMedians   `json:"produce_100b"`
 	LatencyMax     ProduceResult    `json:"latency_samsa_max"`
 	LatencyRate    float64          `json:"latency_rate"`
-	Latency        produceTriple    `json:"latency_at_half"`
+	Latency        produceMedians   `json:"latency_at_half"`
 	Runs           []suiteRunRecord `json:"runs"`
 	Notes          []string         `json:"notes,omitempty"`
 	Commands       []string         `json:"commands"`
@@ -383,9 +383,9 @@ func (s *suiteRun) produceAndConsume1K() {
 
 		cNulls = append(cNulls, s.recordConsume("consume", "null", i, s.nullConsume(c, topic, i)))
 	}
-	s.res.Produce1K = produceTriple{Samsa: medianRun(samsas, produceMBs), Null: medianRun(nulls, produceMBs),
+	s.res.Produce1K = produceMedians{Samsa: medianRun(samsas, produceMBs), Null: medianRun(nulls, produceMBs),
 		NullInProcess: medianPtr(inProcs, produceMBs), Kfake: medianPtr(kfakes, produceMBs)}
-	s.res.Consume = consumeTriple{Samsa: medianRun(cSamsas, consumeMBs), Null: medianRun(cNulls, consumeMBs), Kfake: medianPtr(cKfakes, consumeMBs)}
+	s.res.Consume = consumeMedians{Samsa: medianRun(cSamsas, consumeMBs), Null: medianRun(cNulls, consumeMBs), Kfake: medianPtr(cKfakes, consumeMBs)}
 }
 
 // kfakeProduceConsume produces cfg to a fresh kfake, then reads as many records
@@ -429,7 +429,7 @@ func (s *suiteRun) produce100() {
 		samsas = append(samsas, s.recordProduce(scenario, "samsa", i, s.produceOn(s.cfg.against, s.baseProduce(topic, 100, n), "samsa", i)))
 		s.dropTopic(topic)
 	}
-	s.res.Produce100 = produceTriple{Samsa: medianRun(samsas, produceRecords), Null: medianRun(nulls, produceRecords),
+	s.res.Produce100 = produceMedians{Samsa: medianRun(samsas, produceRecords), Null: medianRun(nulls, produceRecords),
 		NullInProcess: medianPtr(inProcs, produceRecords), Kfake: medianPtr(kfakes, produceRecords)}
 }
 
@@ -471,7 +471,7 @@ func (s *suiteRun) latency() {
 		samsas = append(samsas, run(s.cfg.against, "samsa"))
 		s.dropTopic(topic)
 	}
-	s.res.Latency = produceTriple{Samsa: medianRun(samsas, produceP99), Null: medianRun(nulls, produceP99),
+	s.res.Latency = produceMedians{Samsa: medianRun(samsas, produceP99), Null: medianRun(nulls, produceP99),
 		NullInProcess: medianPtr(inProcs, produceP99), Kfake: medianPtr(kfakes, produceP99)}
 }
 
