@@ -378,8 +378,14 @@ func waitDrained(t *testing.T, adm *kadm.Client, group, topic string, timeout ti
 // checkResumed asserts that a member that took over from a killed one started every
 // partition exactly at the committed offset (or had nothing to read there) and so
 // re-processed the killed member's whole uncommitted tail.
-func checkResumed(t *testing.T, produced map[int32][]string, committed, firstOffset map[int32]int64, tail map[string]bool, second []seen) {
+func checkResumed(t *testing.T, produced map[int32][]string, committed map[int32]int64, tail map[string]bool, second []seen) {
 	t.Helper()
+	firstOffset := map[int32]int64{}
+	for _, s := range second {
+		if _, ok := firstOffset[s.Partition]; !ok {
+			firstOffset[s.Partition] = s.Offset
+		}
+	}
 	for p, vs := range produced {
 		first, ok := firstOffset[p]
 		switch {
@@ -398,6 +404,17 @@ func checkResumed(t *testing.T, produced map[int32][]string, committed, firstOff
 			t.Fatalf("uncommitted record %s processed by the killed member was not processed again", v)
 		}
 	}
+}
+
+// mergeProduced joins per-partition values produced in several rounds, in order.
+func mergeProduced(rounds []map[int32][]string) map[int32][]string {
+	all := map[int32][]string{}
+	for _, round := range rounds {
+		for p, vs := range round {
+			all[p] = append(all[p], vs...)
+		}
+	}
+	return all
 }
 
 // dumpOnFailure logs, if the test fails, which offsets each member processed.

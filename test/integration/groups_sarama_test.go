@@ -301,13 +301,7 @@ func TestGroupsSaramaResumeAfterKill(t *testing.T) {
 
 	startSarama(t, b, "second", group, topic, saramaCommitEach("second", led), noAutoCommit, nil)
 	waitDrained(t, adm, group, topic, 30*time.Second)
-	firstOffset := map[int32]int64{}
-	for _, s := range led.byMember()["second"] {
-		if _, ok := firstOffset[s.Partition]; !ok {
-			firstOffset[s.Partition] = s.Offset
-		}
-	}
-	checkResumed(t, produced, wantCommitted, firstOffset, tail, led.byMember()["second"])
+	checkResumed(t, produced, wantCommitted, tail, led.byMember()["second"])
 	checkAll(t, produced, led.all(), tail)
 }
 
@@ -454,13 +448,7 @@ func TestGroupsSaramaStaticRollingRestart(t *testing.T) {
 		produceAndDrain(fmt.Sprintf("after%d", i))
 	}
 	owners.check(t)
-	all := map[int32][]string{}
-	for _, batch := range produced {
-		for p, vs := range batch {
-			all[p] = append(all[p], vs...)
-		}
-	}
-	checkAll(t, all, led.all(), nil)
+	checkAll(t, mergeProduced(produced), led.all(), nil)
 }
 
 // TestGroupsSaramaSlowProcessingEvicted: a sarama member whose handler is still busy
