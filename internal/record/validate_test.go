@@ -202,8 +202,18 @@ func BenchmarkValidate(b *testing.B) {
 		name string
 		c    Compression
 		n    int
-	}{{"none-100", CompressionNone, 100}, {"none-1000", CompressionNone, 1000}, {"zstd-1000", CompressionZstd, 1000}} {
-		batch := mustBuild(b, producerOpts(tc.c), sampleRecords(tc.n))
+	}{{"none-100", CompressionNone, 100}, {"none-1000", CompressionNone, 1000}, {"zstd-1000", CompressionZstd, 1000},
+		{"none-9000x100B", CompressionNone, -9000}} {
+		var recs []Record
+		if tc.n > 0 {
+			recs = sampleRecords(tc.n)
+		} else { // a producer's 1 MiB batch of 100-byte values without keys
+			recs = make([]Record, -tc.n)
+			for i := range recs {
+				recs[i] = Record{OffsetDelta: int32(i), TimestampDelta: int64(i / 100), Value: make([]byte, 100)}
+			}
+		}
+		batch := mustBuild(b, producerOpts(tc.c), recs)
 		b.Run(tc.name, func(b *testing.B) {
 			b.SetBytes(int64(len(batch)))
 			b.ReportAllocs()
