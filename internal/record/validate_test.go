@@ -197,30 +197,44 @@ func TestNextBatchSize(t *testing.T) {
 	}
 }
 
+// BenchmarkValidate validates one batch over and over (its bytes stay in the CPU cache)
+// and, for the "cold" cases, 48 copies of a producer's 1 MiB batch in turn — more than
+// the last-level cache holds, as a broker sees batches that arrived a while ago.
 func BenchmarkValidate(b *testing.B) {
-	for _, tc := range []struct {
-		name string
-		c    Compression
-		n    int
-	}{{"none-100", CompressionNone, 100}, {"none-1000", CompressionNone, 1000}, {"zstd-1000", CompressionZstd, 1000},
-		{"none-9000x100B", CompressionNone, -9000}} {
-		var recs []Record
-		if tc.n > 0 {
-			recs = sampleRecords(tc.n)
-		} else { // a producer's 1 MiB batch of 100-byte values without keys
-			recs = make([]Record, -tc.n)
-			for i := range recs {
-				recs[i] = Record{OffsetDelta: int32(i), TimestampDelta: int64(i / 100), Value: make([]byte, 100)}
-			}
+	// A producer's 1 MiB batch: n records with valueSize-byte values and no keys.
+	producerBatch := func(n, valueSize int) []Record {
+		recs := make([]Record, n)
+		for i := range recs {
+			recs[i] = Record{OffsetDelta: int32(i), TimestampDelta: int64(i / 100), Value: make([]byte, valueSize)}
 		}
-		batch := mustBuild(b, producerOpts(tc.c), recs)
+		return recs
+	}
+	for _, tc := range []struct {
+		name   string
+		c      Compression
+		recs   []Record
+		copies int
+	}{
+		{"none-100", CompressionNone, sampleRecords(100), 1},
+		{"none-1000", CompressionNone, sampleRecords(1000), 1},
+		{"zstd-1000", CompressionZstd, sampleRecords(1000), 1},
+		{"none-9000x100B", CompressionNone, producerBatch(9000, 100), 1},
+		{"none-9000x100B-cold", CompressionNone, producerBatch(9000, 100), 48},
+		{"none-1000x1KiB-cold", CompressionNone, producerBatch(1000, 1024), 48},
+	} {
+		batches := make([][]byte, tc.copies)
+		for i := range batches {
+			batches[i] = mustBuild(b, producerOpts(tc.c), tc.recs)
+		}
 		b.Run(tc.name, func(b *testing.B) {
-			b.SetBytes(int64(len(batch)))
+			b.SetBytes(int64(len(batches[0])))
 			b.ReportAllocs()
+			i := 0
 			for b.Loop() {
-				if _, err := Validate(batch, ValidateOptions{MaxBatchBytes: 1 << 20}); err != nil {
+				if _, err := Validate(batches[i%len(batches)], ValidateOptions{MaxBatchBytes: 1 << 20}); err != nil {
 					b.Fatal(err)
 				}
+				i++
 			}
 		})
 	}
