@@ -118,8 +118,10 @@
 //
 // The recovery point is the offset below which data is known to be fsynced; it moves on
 // every flush (flush.messages, flush.ms, segment roll, Close) and is written to
-// log-state at rolls, Flush, Close and by the Manager's periodic CheckpointState (a
-// stale value on disk only makes recovery scan more). After a clean shutdown
+// log-state by Flush, Close and the Manager's periodic CheckpointState (a stale value on
+// disk only makes recovery scan more). A roll does not fsync on the append path: as
+// Kafka does, it starts a background Flush, and the recovery point moves when the
+// rolled segment is on disk. After a clean shutdown
 // (Options.CleanShutdown, from the Manager's marker) nothing is verified: the indexes of
 // old segments are loaded lazily on first use and only the headers after the active
 // segment's last index entry are walked to find the log end. Otherwise every segment from
@@ -136,7 +138,9 @@
 // Segment and index files are opened through the FS interface (OSFS in production);
 // tests substitute it to lose unsynced bytes as an operating-system crash would and to
 // inject I/O errors. A failed append leaves the log as it was (the partial write is cut);
-// a failed fsync is returned to the caller.
+// a failed fsync is returned to the caller and every later append fails with it (the
+// kernel may have dropped the dirty pages, so the log's bytes are no longer known to
+// reach the disk; the broker takes the directory offline).
 //
 // # Concurrency
 //

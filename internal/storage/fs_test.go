@@ -8,7 +8,9 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/samsa-streaming/samsa/internal/clock"
 )
@@ -127,6 +129,7 @@ func TestCrashKeepsFlushedData(t *testing.T) {
 		l.mu.Lock()
 		l.closeFilesLocked()
 		l.mu.Unlock()
+		l.background.Wait() // a flush of a rolled segment, cut short by the closed files
 		cfs.crash(t)
 
 		opts.FS = nil
@@ -229,7 +232,6 @@ func TestIOErrorsLeaveLogConsistent(t *testing.T) {
 		write, sync, open bool
 	}{
 		{"write fails", true, false, false},
-		{"sync at roll fails", false, true, false},
 		{"new segment cannot be created", false, false, true},
 	}
 	for _, st := range steps {
@@ -277,4 +279,133 @@ func (l *Log) readAllLog(t *testing.T) [][]byte {
 		off = h.LastOffset() + 1
 	}
 	return out
+}
+
+// gateFS, once armed, holds every fsync of a segment file until gate is closed,
+// reporting each one it holds on held.
+type gateFS struct {
+	armed atomic.Bool
+	gate  chan struct{}
+	held  chan struct{}
+}
+
+func (g *gateFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := OSFS{}.OpenFile(name, flag, perm)
+	if err != nil || !strings.HasSuffix(name, logSuffix) {
+		return f, err
+	}
+	return &gateFile{File: f, fs: g}, nil
+}
+
+type gateFile struct {
+	File
+	fs *gateFS
+}
+
+func (f *gateFile) Sync() error {
+	if !f.fs.armed.Load() {
+		return f.File.Sync()
+	}
+	select {
+	case f.fs.held <- struct{}{}:
+	default:
+	}
+	<-f.fs.gate
+	return f.File.Sync()
+}
+
+// TestRollFlushesInBackground: an append that rolls the segment returns while the
+// rolled segment's fsync is still running (as Kafka flushes on roll, off the append
+// path), and the recovery point moves only once that fsync is done.
+func TestRollFlushesInBackground(t *testing.T) {
+	gfs := &gateFS{gate: make(chan struct{}), held: make(chan struct{}, 16)}
+	one := int64(len(simple(t, 1, 0)))
+	l, err := Open(Options{Dir: t.TempDir(), Topic: "g", Partition: 0, Clock: clock.NewFake(t0), Logger: testLogger(t),
+		FS: gfs, Config: Config{SegmentBytes: 3 * one}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gfs.armed.Store(true)
+	opened := false
+	defer func() {
+		if !opened {
+			close(gfs.gate)
+		}
+		l.Close()
+	}()
+
+	appended := make(chan error, 1)
+	go func() {
+		for range 4 { // the fourth append rolls the segment
+			if _, err := l.Append(simple(t, 1, 0), AppendOptions{}); err != nil {
+				appended <- err
+				return
+			}
+		}
+		appended <- nil
+	}()
+	deadline := time.After(10 * time.Second)
+	select {
+	case err := <-appended:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-deadline:
+		t.Fatal("the append that rolled the segment waited for its fsync")
+	}
+	select {
+	case <-gfs.held:
+	case <-deadline:
+		t.Fatal("the rolled segment was never flushed")
+	}
+	if n := len(l.segs()); n != 2 {
+		t.Fatalf("%d segments after the roll, want 2", n)
+	}
+	if rp := l.RecoveryPoint(); rp != 0 {
+		t.Fatalf("recovery point %d while the rolled segment's fsync is held, want 0", rp)
+	}
+
+	close(gfs.gate)
+	opened = true
+	l.background.Wait()
+	if rp, end := l.RecoveryPoint(), l.LogEndOffset(); rp != end {
+		t.Fatalf("recovery point %d after the background flush, want the log end %d", rp, end)
+	}
+}
+
+// TestFailedFlushRefusesAppends: when the background fsync of a rolled segment fails,
+// the recovery point stays where it was and every later append fails with that error
+// (the broker then takes the directory offline), rather than acknowledging records in
+// a log whose earlier bytes may never reach the disk.
+func TestFailedFlushRefusesAppends(t *testing.T) {
+	ffs := &faultFS{}
+	one := int64(len(simple(t, 1, 0)))
+	l, err := Open(Options{Dir: t.TempDir(), Topic: "f", Partition: 0, Clock: clock.NewFake(t0), Logger: testLogger(t),
+		FS: ffs, Config: Config{SegmentBytes: 3 * one}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	ffs.set(false, true, false)
+	for i := range 4 { // the fourth append rolls; the append path does not fsync
+		if _, err := l.Append(simple(t, 1, 0), AppendOptions{}); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	l.background.Wait()
+	if rp := l.RecoveryPoint(); rp != 0 {
+		t.Fatalf("recovery point %d after a failed fsync, want 0", rp)
+	}
+	end := l.LogEndOffset()
+	if _, err := l.Append(simple(t, 1, 0), AppendOptions{}); !errors.Is(err, errInjected) {
+		t.Fatalf("append after the failed fsync: %v, want the fsync error", err)
+	}
+	ffs.set(false, false, false)
+	if _, err := l.Append(simple(t, 1, 0), AppendOptions{}); !errors.Is(err, errInjected) {
+		t.Fatalf("append once fsyncs work again: %v, want the earlier fsync error still", err)
+	}
+	if l.LogEndOffset() != end {
+		t.Fatalf("log end %d, want %d: refused appends must not change the log", l.LogEndOffset(), end)
+	}
 }

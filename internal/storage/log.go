@@ -85,6 +85,9 @@ type Log struct {
 	epochs *epochCache
 
 	flushMu sync.Mutex // serializes Flush; taken before mu
+	// background counts the goroutines flushing rolled segments; Close and Abandon wait
+	// for them.
+	background sync.WaitGroup
 
 	mu struct {
 		sync.Mutex
@@ -96,6 +99,8 @@ type Log struct {
 		writtenState      logState  // what log-state on disk holds
 		snapshotAt        int64     // offset of a snapshot holding the current producer state, -1 if none
 		pendingDeletes    map[*segment]clockTimer
+		flushQueued       bool  // a background Flush has started but not yet taken flushMu
+		syncErr           error // the first failed fsync of segment data; appends fail from then on
 	}
 }
 
@@ -211,6 +216,9 @@ func (l *Log) Append(batch []byte, opts AppendOptions) (AppendInfo, error) {
 	if l.closed.Load() {
 		return AppendInfo{}, ErrLogClosed
 	}
+	if err := l.mu.syncErr; err != nil {
+		return AppendInfo{}, fmt.Errorf("appends refused since an fsync failed: %w", err)
+	}
 	info := AppendInfo{LogAppendTime: -1}
 	leo := l.logEnd.Load()
 	epoch := opts.LeaderEpoch
@@ -325,16 +333,15 @@ func (l *Log) replaceEmptyActiveLocked(base int64, now time.Time) error {
 	return nil
 }
 
-// rollLocked closes the active segment for writing (synced), starts a new one at base
-// (the log end offset, or a follower batch's base offset beyond it), snapshots producer
-// state and advances the recovery point.
+// rollLocked closes the active segment for writing, starts a new one at base (the log
+// end offset, or a follower batch's base offset beyond it) and snapshots producer state.
+// The rolled segment is fsynced in the background, as Kafka flushes on roll, and the
+// recovery point moves once it is on disk: an append never waits for a whole segment
+// to be written out.
 func (l *Log) rollLocked(now time.Time, base int64) error {
 	old := l.active()
 	leo := l.logEnd.Load()
 	base = max(base, leo)
-	if err := old.file.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", old.path(logSuffix), err)
-	}
 	// Create the new segment before retiring the old one, so that a failure leaves the
 	// old one active and whole.
 	seg, err := openSegment(l.fs, l.dir, base, now)
@@ -359,7 +366,27 @@ func (l *Log) rollLocked(now time.Time, base int64) error {
 		_ = pruneSnapshots(l.dir, snapshotsKept)
 	}
 	l.logger.Debug("rolled segment", "topic", l.topic, "partition", l.partition, "offset", leo)
-	return l.flushLocked(true)
+	l.flushInBackgroundLocked()
+	return nil
+}
+
+// flushInBackgroundLocked runs Flush on a goroutine of its own, unless one is already
+// waiting to run.
+func (l *Log) flushInBackgroundLocked() {
+	if l.mu.flushQueued {
+		return
+	}
+	l.mu.flushQueued = true
+	l.background.Add(1)
+	go func() {
+		defer l.background.Done()
+		l.mu.Lock()
+		l.mu.flushQueued = false
+		l.mu.Unlock()
+		if err := l.Flush(); err != nil && !errors.Is(err, ErrLogClosed) {
+			l.logger.Error("flushing rolled segment", "topic", l.topic, "partition", l.partition, "err", err)
+		}
+	}()
 }
 
 // flushLocked fsyncs every segment holding data above the recovery point and moves
@@ -367,6 +394,7 @@ func (l *Log) rollLocked(now time.Time, base int64) error {
 func (l *Log) flushLocked(persist bool) error {
 	leo := l.logEnd.Load()
 	if err := l.syncFrom(l.mu.recoveryPoint); err != nil {
+		l.syncFailedLocked(err)
 		return err
 	}
 	l.advanceRecoveryPointLocked(leo)
@@ -374,6 +402,15 @@ func (l *Log) flushLocked(persist bool) error {
 		return l.writeStateLocked()
 	}
 	return nil
+}
+
+// syncFailedLocked records a failed fsync of segment data. Appends fail from then on:
+// after a failed fsync the kernel may have dropped the dirty pages, so what the log
+// holds is no longer known to be on disk (the broker takes the directory offline).
+func (l *Log) syncFailedLocked(err error) {
+	if l.mu.syncErr == nil {
+		l.mu.syncErr = err
+	}
 }
 
 // syncFrom fsyncs the segments that may hold data at or above offset.
@@ -440,11 +477,13 @@ func (l *Log) Flush() error {
 	if leo <= rp {
 		return nil
 	}
-	if err := l.syncFrom(rp); err != nil {
-		return err
-	}
+	err := l.syncFrom(rp)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err != nil {
+		l.syncFailedLocked(err)
+		return err
+	}
 	if l.closed.Load() {
 		return ErrLogClosed
 	}
@@ -469,6 +508,7 @@ func (l *Log) MaybeFlush(now time.Time) error {
 // Close flushes, writes a producer snapshot and the log state, and closes the files.
 // Segments waiting for deletion are removed now.
 func (l *Log) Close() error {
+	defer l.background.Wait() // after the locks are released: a queued Flush takes them
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
 	l.mu.Lock()
@@ -495,6 +535,7 @@ func (l *Log) Close() error {
 // Abandon closes the log's files without flushing it or writing its state, for a log
 // whose directory failed. Reads and appends afterwards fail with ErrLogClosed.
 func (l *Log) Abandon() {
+	defer l.background.Wait()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Swap(true) {

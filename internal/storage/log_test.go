@@ -166,12 +166,14 @@ func TestRollBySize(t *testing.T) {
 	if got := len(l.readAll(0)); got != 10 {
 		t.Fatalf("read %d batches, want 10", got)
 	}
-	// A roll leaves a producer snapshot at the new base offset and moves the recovery point.
+	// A roll leaves a producer snapshot at the new base offset and, once the rolled
+	// segments are flushed in the background, moves the recovery point.
 	if !fileExists(filepath.Join(l.Dir(), fileName(9, snapshotSuffix))) {
 		t.Error("no snapshot at the last roll")
 	}
-	if rp := l.RecoveryPoint(); rp != 9 {
-		t.Errorf("recovery point %d, want 9", rp)
+	l.background.Wait()
+	if rp := l.RecoveryPoint(); rp != l.LogEndOffset() {
+		t.Errorf("recovery point %d, want the log end %d", rp, l.LogEndOffset())
 	}
 }
 
