@@ -568,6 +568,7 @@ func (l *Log) closeFilesLocked() error {
 // (to <topic>-<partition>.<id>-delete, Kafka's convention) and removed after
 // file.delete.delay.ms, so ranges handed to readers stay valid until then.
 func (l *Log) Delete() error {
+	defer l.background.Wait()
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
 	l.mu.Lock()
