@@ -4,7 +4,9 @@ package broker
 //
 // Each partition's records must be exactly one magic-v2 record batch (Kafka's rule for
 // v3+). The batch is validated in one pass (size, CRC-32C, header fields; compressed
-// batches are not decompressed), then appended byte for byte by the partition's log,
+// batches are not decompressed unless the topic asks for a check of every record: keys
+// on compacted topics, timestamp bounds, a compression.type to re-encode into), then
+// appended byte for byte by the partition's log,
 // which assigns offsets and checks idempotent-producer sequences. acks=0 sends no
 // response (the connection is closed if a partition failed, so the client notices, as
 // Kafka does); acks=1 answers after the local append; acks=all waits until the high
@@ -17,6 +19,7 @@ package broker
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -118,6 +121,11 @@ func (b *Broker) produceOne(topic string, partition int32, records []byte, acks 
 			return nil, 0, err
 		}
 	}
+	if settings.Timestamps != nil {
+		if err := checkTimestamps(records, now, *settings.Timestamps); err != nil {
+			return nil, 0, err
+		}
+	}
 	if settings.Recompress && hdr.Compression() != settings.Compression {
 		if records, err = recompress(records, &hdr, settings.Compression); err != nil {
 			return nil, 0, err
@@ -148,6 +156,29 @@ func checkKeys(batch []byte) error {
 	for it.Next(&r) {
 		if r.Key == nil {
 			return errKeylessRecord
+		}
+	}
+	return it.Err()
+}
+
+// checkTimestamps refuses a batch holding a record whose timestamp is further from now
+// than the topic allows (Kafka's INVALID_TIMESTAMP); a record without a timestamp (-1)
+// passes. Like checkKeys it decodes every record, decompressing if needed, as Kafka does
+// for this check: only topics with a bound take this path.
+func checkTimestamps(batch []byte, now time.Time, bounds replica.TimestampBounds) error {
+	it, err := record.NewIterator(batch)
+	if err != nil {
+		return err
+	}
+	nowMs := max(now.UnixMilli(), 0) // so that neither bound overflows
+	lo, hi := nowMs-bounds.Before, nowMs+min(bounds.After, math.MaxInt64-nowMs)
+	base := it.Header().BaseTimestamp
+	var r record.Record
+	for it.Next(&r) {
+		ts := base + r.TimestampDelta
+		if ts != -1 && (ts < lo || ts > hi) {
+			return fmt.Errorf("timestamp %d of the record with offset delta %d is out of range: it should be within [%d, %d]: %w",
+				ts, r.OffsetDelta, lo, hi, kerr.InvalidTimestamp)
 		}
 	}
 	return it.Err()

@@ -79,12 +79,17 @@ func (b *Broker) reconcile(img *metadata.Image) {
 			continue // failed to open, logged above
 		}
 		codec, recompress := topicCompression(l.topicCfg.CompressionType)
+		var bounds *replica.TimestampBounds
+		if before, after := l.topicCfg.TimestampBounds(); before != math.MaxInt64 || after != math.MaxInt64 {
+			bounds = &replica.TimestampBounds{Before: before, After: after}
+		}
 		p.SetSettings(replica.Settings{
 			MaxMessageBytes:   int(l.topicCfg.MaxMessageBytes),
 			MinInsyncReplicas: int(l.topicCfg.MinInsyncReplicas),
 			Recompress:        recompress,
 			Compression:       codec,
 			RequireKeys:       l.topicCfg.Compact(),
+			Timestamps:        bounds,
 		})
 		p.SetLeadership(l.part.Leader, l.part.LeaderEpoch, l.part.Replicas, l.part.ISR)
 		if l.topic.Name == offsetsTopic {
@@ -213,6 +218,7 @@ func storageConfig(t config.Topic) storage.Config {
 		MinCleanableDirtyRatio: dirtyRatio,
 		SegmentBytes:           t.SegmentBytes,
 		SegmentMs:              t.SegmentMs,
+		SegmentJitterMs:        t.SegmentJitterMs,
 		RetentionMs:            t.RetentionMs,
 		RetentionBytes:         t.RetentionBytes,
 		DeleteRetention:        containsString(t.CleanupPolicy, "delete"),

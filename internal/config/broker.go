@@ -122,6 +122,7 @@ type Broker struct {
 	DeleteTopicEnable           bool  // delete.topic.enable
 	LogSegmentBytes             int64 // log.segment.bytes (Kafka INT bounds)
 	LogRollMs                   int64 // log.roll.ms, else log.roll.hours
+	LogRollJitterMs             int64 // log.roll.jitter.ms, else log.roll.jitter.hours
 	LogRetentionMs              int64 // log.retention.ms > .minutes > .hours; -1 unlimited
 	LogRetentionBytes           int64 // log.retention.bytes; -1 unlimited
 	LogRetentionCheckIntervalMs int64 // log.retention.check.interval.ms
@@ -131,14 +132,19 @@ type Broker struct {
 	LogFlushIntervalMs          int64 // log.flush.interval.ms; -1 = not set (then log.flush.scheduler.interval.ms applies)
 	LogFlushSchedulerIntervalMs int64 // log.flush.scheduler.interval.ms
 
-	LogCleanupPolicy            []string // log.cleanup.policy: delete, compact
-	LogMessageTimestampType     string   // log.message.timestamp.type: CreateTime | LogAppendTime
-	CompressionType             string   // compression.type: producer | uncompressed | gzip | snappy | lz4 | zstd
-	MessageMaxBytes             int32    // message.max.bytes
-	SocketRequestMaxBytes       int32    // socket.request.max.bytes
-	MinInsyncReplicas           int32    // min.insync.replicas
-	UncleanLeaderElectionEnable bool     // unclean.leader.election.enable
-	LogDeleteDelayMs            int64    // log.segment.delete.delay.ms (topic: file.delete.delay.ms)
+	LogCleanupPolicy        []string // log.cleanup.policy: delete, compact
+	LogMessageTimestampType string   // log.message.timestamp.type: CreateTime | LogAppendTime
+	// log.message.timestamp.{before,after,difference}.max.ms: how far a CreateTime
+	// record timestamp may be from the broker's clock (math.MaxInt64: any).
+	LogMessageTimestampBeforeMaxMs     int64
+	LogMessageTimestampAfterMaxMs      int64
+	LogMessageTimestampDifferenceMaxMs int64
+	CompressionType                    string // compression.type: producer | uncompressed | gzip | snappy | lz4 | zstd
+	MessageMaxBytes                    int32  // message.max.bytes
+	SocketRequestMaxBytes              int32  // socket.request.max.bytes
+	MinInsyncReplicas                  int32  // min.insync.replicas
+	UncleanLeaderElectionEnable        bool   // unclean.leader.election.enable
+	LogDeleteDelayMs                   int64  // log.segment.delete.delay.ms (topic: file.delete.delay.ms)
 
 	OffsetsTopicNumPartitions       int32 // offsets.topic.num.partitions
 	OffsetsTopicReplicationFactor   int16 // offsets.topic.replication.factor (Samsa: min(this, live brokers) at creation)
@@ -208,6 +214,12 @@ func derive(b *Broker, set map[string]string) {
 		b.LogRollMs = mustInt(set["log.roll.ms"])
 	} else {
 		b.LogRollMs = intOr(set, "log.roll.hours", 168) * 3_600_000
+	}
+	// log.roll.jitter.ms > log.roll.jitter.hours.
+	if has(set, "log.roll.jitter.ms") {
+		b.LogRollJitterMs = mustInt(set["log.roll.jitter.ms"])
+	} else {
+		b.LogRollJitterMs = intOr(set, "log.roll.jitter.hours", 0) * 3_600_000
 	}
 	// log.flush.interval.ms is null by default: -1 here.
 	if !has(set, "log.flush.interval.ms") {

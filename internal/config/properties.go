@@ -178,6 +178,16 @@ var brokerProperties = []property{
 	property{name: "log.message.timestamp.type", spec: timestampTypes, def: "CreateTime",
 		doc: "Whether record timestamps are the producer's (CreateTime) or the broker's append time (LogAppendTime). Topic: message.timestamp.type."}.
 		bind(str(func(b *Broker) *string { return &b.LogMessageTimestampType })),
+	property{name: "log.message.timestamp.before.max.ms", spec: atLeast(TypeLong, 0), def: maxLong,
+		doc: "How far in the past a CreateTime record timestamp may be; older records are refused with INVALID_TIMESTAMP. Topic: message.timestamp.before.max.ms."}.
+		bind(i64(func(b *Broker) *int64 { return &b.LogMessageTimestampBeforeMaxMs })),
+	property{name: "log.message.timestamp.after.max.ms", spec: atLeast(TypeLong, 0), def: maxLong,
+		doc: "How far in the future a CreateTime record timestamp may be; later records are refused with INVALID_TIMESTAMP. Topic: message.timestamp.after.max.ms."}.
+		bind(i64(func(b *Broker) *int64 { return &b.LogMessageTimestampAfterMaxMs })),
+	property{name: "log.message.timestamp.difference.max.ms", spec: atLeast(TypeLong, 0), def: maxLong,
+		doc:  "Deprecated in Kafka 3.6: the bound both ways, used for .before.max.ms and .after.max.ms while they are at their default. Topic: message.timestamp.difference.max.ms.",
+		note: "Removed in Kafka 4."}.
+		bind(i64(func(b *Broker) *int64 { return &b.LogMessageTimestampDifferenceMaxMs })),
 	property{name: "log.cleanup.policy", spec: cleanupPolicies, def: "delete",
 		doc: "delete removes old segments by time/size, compact keeps the last record per key; both may be given. Topic: cleanup.policy."}.
 		bind(strs(func(b *Broker) *[]string { return &b.LogCleanupPolicy })),
@@ -192,6 +202,11 @@ var brokerProperties = []property{
 		bind(getOnly(i64(func(b *Broker) *int64 { return &b.LogRollMs }))),
 	{name: "log.roll.hours", spec: atLeast(TypeInt, 1), def: "168",
 		doc: "log.roll.ms in hours, used when log.roll.ms is not set."},
+	property{name: "log.roll.jitter.ms", spec: atLeast(TypeLong, 0), null: true,
+		doc: "Largest random amount a segment rolls before its roll age, so that partitions created together do not roll together; wins over log.roll.jitter.hours. Topic: segment.jitter.ms."}.
+		bind(getOnly(i64(func(b *Broker) *int64 { return &b.LogRollJitterMs }))),
+	{name: "log.roll.jitter.hours", spec: atLeast(TypeInt, 0), def: "0",
+		doc: "log.roll.jitter.ms in hours, used when log.roll.jitter.ms is not set."},
 	property{name: "log.retention.ms", spec: anyOf(TypeLong), null: true,
 		doc: "How long segments are kept before deletion; -1 keeps them forever. Wins over .minutes and .hours. Topic: retention.ms."}.
 		bind(getOnly(i64(func(b *Broker) *int64 { return &b.LogRetentionMs }))),

@@ -11,27 +11,51 @@ import (
 // Topic is the effective configuration of one topic: each field is the topic's
 // override when it has one, else the broker's default for it (see ResolveTopic).
 type Topic struct {
-	CleanupPolicy               []string // cleanup.policy: delete and/or compact
-	RetentionMs                 int64    // retention.ms; -1 unlimited
-	RetentionBytes              int64    // retention.bytes; negative unlimited
-	SegmentBytes                int64    // segment.bytes
-	SegmentMs                   int64    // segment.ms
-	SegmentIndexBytes           int32    // segment.index.bytes
-	IndexIntervalBytes          int32    // index.interval.bytes
-	MaxMessageBytes             int32    // max.message.bytes
-	MessageTimestampType        string   // message.timestamp.type: CreateTime | LogAppendTime
-	MinInsyncReplicas           int32    // min.insync.replicas
-	FlushMessages               int64    // flush.messages
-	FlushMs                     int64    // flush.ms (math.MaxInt64: never)
-	DeleteRetentionMs           int64    // delete.retention.ms
-	MinCompactionLagMs          int64    // min.compaction.lag.ms
-	MaxCompactionLagMs          int64    // max.compaction.lag.ms
-	MinCleanableDirtyRatio      float64  // min.cleanable.dirty.ratio
-	UncleanLeaderElectionEnable bool     // unclean.leader.election.enable
-	FileDeleteDelayMs           int64    // file.delete.delay.ms
+	CleanupPolicy        []string // cleanup.policy: delete and/or compact
+	RetentionMs          int64    // retention.ms; -1 unlimited
+	RetentionBytes       int64    // retention.bytes; negative unlimited
+	SegmentBytes         int64    // segment.bytes
+	SegmentMs            int64    // segment.ms
+	SegmentJitterMs      int64    // segment.jitter.ms
+	SegmentIndexBytes    int32    // segment.index.bytes
+	IndexIntervalBytes   int32    // index.interval.bytes
+	MaxMessageBytes      int32    // max.message.bytes
+	MessageTimestampType string   // message.timestamp.type: CreateTime | LogAppendTime
+	// message.timestamp.{before,after,difference}.max.ms (math.MaxInt64: any); see
+	// TimestampBounds.
+	MessageTimestampBeforeMaxMs     int64
+	MessageTimestampAfterMaxMs      int64
+	MessageTimestampDifferenceMaxMs int64
+	MinInsyncReplicas               int32   // min.insync.replicas
+	FlushMessages                   int64   // flush.messages
+	FlushMs                         int64   // flush.ms (math.MaxInt64: never)
+	DeleteRetentionMs               int64   // delete.retention.ms
+	MinCompactionLagMs              int64   // min.compaction.lag.ms
+	MaxCompactionLagMs              int64   // max.compaction.lag.ms
+	MinCleanableDirtyRatio          float64 // min.cleanable.dirty.ratio
+	UncleanLeaderElectionEnable     bool    // unclean.leader.election.enable
+	FileDeleteDelayMs               int64   // file.delete.delay.ms
 	// CompressionType is producer (keep the producer's codec), none, gzip, snappy,
 	// lz4 or zstd. Kafka's spelling "uncompressed" is normalised to "none".
 	CompressionType string
+}
+
+// TimestampBounds returns how far in the past and in the future a record's timestamp
+// may be from the broker's clock, in milliseconds (math.MaxInt64: any). As in Kafka
+// 3.6+, message.timestamp.difference.max.ms stands in for a bound left at its default,
+// and a LogAppendTime topic checks nothing (the broker stamps its own time).
+func (t Topic) TimestampBounds() (before, after int64) {
+	if t.MessageTimestampType == "LogAppendTime" {
+		return math.MaxInt64, math.MaxInt64
+	}
+	before, after = t.MessageTimestampBeforeMaxMs, t.MessageTimestampAfterMaxMs
+	if before == math.MaxInt64 {
+		before = t.MessageTimestampDifferenceMaxMs
+	}
+	if after == math.MaxInt64 {
+		after = t.MessageTimestampDifferenceMaxMs
+	}
+	return before, after
 }
 
 // Compact reports whether cleanup.policy includes compact.
@@ -107,6 +131,15 @@ var topicProperties = []topicProperty{
 	{name: "max.message.bytes", spec: atLeast(TypeInt, 0), broker: []string{"message.max.bytes"},
 		set: topicInt32(func(t *Topic) *int32 { return &t.MaxMessageBytes }),
 		doc: "Largest record batch accepted (after compression)."},
+	{name: "message.timestamp.after.max.ms", spec: atLeast(TypeLong, 0), broker: []string{"log.message.timestamp.after.max.ms"},
+		set: topicInt64(func(t *Topic) *int64 { return &t.MessageTimestampAfterMaxMs }),
+		doc: "How far in the future a CreateTime record timestamp may be (INVALID_TIMESTAMP beyond)."},
+	{name: "message.timestamp.before.max.ms", spec: atLeast(TypeLong, 0), broker: []string{"log.message.timestamp.before.max.ms"},
+		set: topicInt64(func(t *Topic) *int64 { return &t.MessageTimestampBeforeMaxMs }),
+		doc: "How far in the past a CreateTime record timestamp may be (INVALID_TIMESTAMP beyond)."},
+	{name: "message.timestamp.difference.max.ms", spec: atLeast(TypeLong, 0), broker: []string{"log.message.timestamp.difference.max.ms"},
+		set: topicInt64(func(t *Topic) *int64 { return &t.MessageTimestampDifferenceMaxMs }),
+		doc: "Deprecated (Kafka 3.6): the bound both ways, for .before.max.ms and .after.max.ms left at their default."},
 	{name: "message.timestamp.type", spec: timestampTypes, broker: []string{"log.message.timestamp.type"},
 		set: func(t *Topic, v string) { t.MessageTimestampType = strings.TrimSpace(v) },
 		doc: "CreateTime keeps the producer's timestamps; LogAppendTime stamps the broker's time."},
@@ -131,6 +164,9 @@ var topicProperties = []topicProperty{
 	{name: "segment.index.bytes", spec: atLeast(TypeInt, 4), broker: []string{"log.index.size.max.bytes"},
 		set: topicInt32(func(t *Topic) *int32 { return &t.SegmentIndexBytes }),
 		doc: "Maximum size of a segment's offset and time indexes."},
+	{name: "segment.jitter.ms", spec: atLeast(TypeLong, 0), broker: []string{"log.roll.jitter.ms", "log.roll.jitter.hours"},
+		set: topicInt64(func(t *Topic) *int64 { return &t.SegmentJitterMs }),
+		doc: "Largest random amount a segment rolls before segment.ms."},
 	{name: "segment.ms", spec: atLeast(TypeLong, 1), broker: []string{"log.roll.ms", "log.roll.hours"},
 		set: topicInt64(func(t *Topic) *int64 { return &t.SegmentMs }),
 		doc: "Age at which the active segment is rolled even if not full."},
@@ -145,6 +181,21 @@ var topicProperties = []topicProperty{
 		doc: "Kafka's replication throttling; not implemented."},
 	{name: "follower.replication.throttled.replicas", spec: text{typ: TypeList}, fromBroker: constant(""), ignored: true,
 		doc: "Kafka's replication throttling; not implemented."},
+	{name: "message.format.version", spec: text{}, fromBroker: constant("3.0-IV1"), ignored: true,
+		doc: "Kafka's message format for old clients (deprecated in Kafka 3, removed in 4); Samsa always stores v2 batches."},
+	{name: "message.downconversion.enable", spec: boolean{}, fromBroker: constant("true"), ignored: true,
+		doc: "Kafka converts batches for Fetch below v4; Samsa serves Fetch v4 and later, which need no conversion."},
+	{name: "local.retention.ms", spec: atLeast(TypeLong, -2), fromBroker: constant("-2"), ignored: true,
+		doc: "Tiered storage's local retention; Samsa has no tiered storage."},
+	{name: "local.retention.bytes", spec: atLeast(TypeLong, -2), fromBroker: constant("-2"), ignored: true,
+		doc: "Tiered storage's local retention; Samsa has no tiered storage."},
+	{name: "remote.storage.enable", spec: text{typ: TypeBoolean, valid: "false", fn: func(v string) error {
+		if v != "false" {
+			return errors.New("must be false: tiered storage is not supported")
+		}
+		return nil
+	}}, fromBroker: constant("false"), ignored: true,
+		doc: "Tiered storage; not implemented: only false is accepted."},
 }
 
 func constant(v string) func(*Broker) string { return func(*Broker) string { return v } }

@@ -15,24 +15,27 @@ func TestResolveTopicDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Topic{
-		CleanupPolicy:          []string{"delete"},
-		RetentionMs:            604800000,
-		RetentionBytes:         -1,
-		SegmentBytes:           1073741824,
-		SegmentMs:              604800000,
-		SegmentIndexBytes:      10485760,
-		IndexIntervalBytes:     4096,
-		MaxMessageBytes:        1048588,
-		MessageTimestampType:   "CreateTime",
-		MinInsyncReplicas:      1,
-		FlushMessages:          math.MaxInt64,
-		FlushMs:                math.MaxInt64,
-		DeleteRetentionMs:      86400000,
-		MinCompactionLagMs:     0,
-		MaxCompactionLagMs:     math.MaxInt64,
-		MinCleanableDirtyRatio: 0.5,
-		FileDeleteDelayMs:      60000,
-		CompressionType:        "producer",
+		CleanupPolicy:                   []string{"delete"},
+		RetentionMs:                     604800000,
+		RetentionBytes:                  -1,
+		SegmentBytes:                    1073741824,
+		SegmentMs:                       604800000,
+		SegmentIndexBytes:               10485760,
+		IndexIntervalBytes:              4096,
+		MaxMessageBytes:                 1048588,
+		MessageTimestampType:            "CreateTime",
+		MessageTimestampBeforeMaxMs:     math.MaxInt64,
+		MessageTimestampAfterMaxMs:      math.MaxInt64,
+		MessageTimestampDifferenceMaxMs: math.MaxInt64,
+		MinInsyncReplicas:               1,
+		FlushMessages:                   math.MaxInt64,
+		FlushMs:                         math.MaxInt64,
+		DeleteRetentionMs:               86400000,
+		MinCompactionLagMs:              0,
+		MaxCompactionLagMs:              math.MaxInt64,
+		MinCleanableDirtyRatio:          0.5,
+		FileDeleteDelayMs:               60000,
+		CompressionType:                 "producer",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ResolveTopic(Default(), nil) =\n%+v\nwant\n%+v", got, want)
@@ -122,6 +125,14 @@ func TestValidateTopicConfig(t *testing.T) {
 		{"compression.type", "brotli", ErrInvalidValue},
 		{"message.timestamp.type", "LogAppendTime", nil},
 		{"message.timestamp.type", "logappendtime", ErrInvalidValue},
+		{"message.timestamp.before.max.ms", "0", nil},
+		{"message.timestamp.after.max.ms", "-1", ErrInvalidValue},
+		{"segment.jitter.ms", "0", nil},
+		{"segment.jitter.ms", "-1", ErrInvalidValue},
+		{"message.format.version", "2.8-IV1", nil},
+		{"local.retention.ms", "-2", nil},
+		{"remote.storage.enable", "false", nil},
+		{"remote.storage.enable", "true", ErrInvalidValue},
 		{"min.insync.replicas", "0", ErrInvalidValue},
 		{"min.insync.replicas", "2", nil},
 		{"min.cleanable.dirty.ratio", "1", nil},
@@ -246,5 +257,30 @@ func TestTopicTableConsistent(t *testing.T) {
 		if IsTopicConfig(p.name) && p.name != "min.insync.replicas" && p.name != "unclean.leader.election.enable" && p.name != "compression.type" {
 			t.Errorf("%s is both a broker property and a topic config", p.name)
 		}
+	}
+}
+
+func TestTimestampBounds(t *testing.T) {
+	const maxLong = math.MaxInt64
+	tests := []struct {
+		name                      string
+		typ                       string
+		before, after, difference int64
+		wantBefore, wantAfter     int64
+	}{
+		{"defaults: any timestamp", "CreateTime", maxLong, maxLong, maxLong, maxLong, maxLong},
+		{"difference stands in for both", "CreateTime", maxLong, maxLong, 5000, 5000, 5000},
+		{"explicit bounds win over difference", "CreateTime", 100, maxLong, 5000, 100, 5000},
+		{"both explicit", "CreateTime", 100, 200, 5000, 100, 200},
+		{"LogAppendTime checks nothing", "LogAppendTime", 100, 200, 5000, maxLong, maxLong},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			topic := Topic{MessageTimestampType: tt.typ, MessageTimestampBeforeMaxMs: tt.before,
+				MessageTimestampAfterMaxMs: tt.after, MessageTimestampDifferenceMaxMs: tt.difference}
+			if b, a := topic.TimestampBounds(); b != tt.wantBefore || a != tt.wantAfter {
+				t.Fatalf("TimestampBounds() = %d, %d, want %d, %d", b, a, tt.wantBefore, tt.wantAfter)
+			}
+		})
 	}
 }

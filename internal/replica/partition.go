@@ -61,7 +61,14 @@ type Settings struct {
 	Compression record.Compression
 	// RequireKeys refuses records without a key (compacted topics, as Kafka does).
 	RequireKeys bool
+	// Timestamps, when set, bounds how far a record's timestamp may be from the
+	// broker's clock (message.timestamp.before.max.ms and .after.max.ms).
+	Timestamps *TimestampBounds
 }
+
+// TimestampBounds are the milliseconds a record's timestamp may be before (Before) and
+// after (After) the broker's clock; math.MaxInt64 is no bound on that side.
+type TimestampBounds struct{ Before, After int64 }
 
 // SetSettings replaces the partition's topic settings.
 func (p *Partition) SetSettings(s Settings) { p.settings.Store(&s) }

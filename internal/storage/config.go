@@ -9,8 +9,11 @@ import (
 // Config is the per-partition log configuration. Property names are Kafka's topic-level
 // names; the broker fills it from the topic's effective configuration.
 type Config struct {
-	SegmentBytes          int64 // segment.bytes, default 1 GiB
-	SegmentMs             int64 // segment.ms: roll after this age (default 7 days)
+	SegmentBytes int64 // segment.bytes, default 1 GiB
+	SegmentMs    int64 // segment.ms: roll after this age (default 7 days)
+	// SegmentJitterMs is segment.jitter.ms: each segment rolls a random amount below
+	// this (and below segment.ms) before segment.ms (default 0).
+	SegmentJitterMs       int64
 	RetentionMs           int64 // retention.ms, -1 = unlimited
 	RetentionBytes        int64 // retention.bytes, -1 = unlimited
 	DeleteRetention       bool  // cleanup.policy contains "delete" (retention applies)
@@ -118,6 +121,9 @@ func (c Config) Validate() error {
 	}
 	if c.SegmentMs < 0 {
 		errs = append(errs, fmt.Errorf("segment.ms must be positive, got %d", c.SegmentMs))
+	}
+	if c.SegmentJitterMs < 0 {
+		errs = append(errs, fmt.Errorf("segment.jitter.ms must be 0 or more, got %d", c.SegmentJitterMs))
 	}
 	if c.RetentionMs < -1 {
 		errs = append(errs, fmt.Errorf("retention.ms must be -1 or more, got %d", c.RetentionMs))

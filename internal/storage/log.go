@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -305,8 +306,16 @@ func (l *Log) maybeRollLocked(h *record.Header, n int, now time.Time, cfg Config
 		// records that must be compacted by then (Kafka's LogConfig.maxSegmentMs).
 		segmentMs = cfg.MaxCompactionLagMs
 	}
+	if !seg.jitterDrawn {
+		// Each segment rolls a random amount early, so that partitions created together
+		// do not all roll (and flush) at once: Kafka's segment.jitter.ms.
+		seg.jitterDrawn = true
+		if j := min(cfg.SegmentJitterMs, segmentMs); j > 0 {
+			seg.rollJitterMs = mrand.Int64N(j)
+		}
+	}
 	if size+int64(n) > cfg.SegmentBytes || size+int64(n) > math.MaxInt32 ||
-		waited > segmentMs ||
+		waited > segmentMs-seg.rollJitterMs ||
 		seg.indexFull(cfg.SegmentIndexBytes) ||
 		h.LastOffset()-seg.base > math.MaxInt32 {
 		return l.rollLocked(now, h.BaseOffset)

@@ -201,6 +201,34 @@ func TestRollByTime(t *testing.T) {
 	}
 }
 
+// TestRollJitter: with segment.jitter.ms, each segment rolls a random amount (below the
+// jitter and below segment.ms) earlier than segment.ms, and exactly then.
+func TestRollJitter(t *testing.T) {
+	ts := t0.UnixMilli()
+	jitters := map[int64]bool{}
+	for range 20 {
+		l := openTest(t, Config{SegmentMs: 1000, SegmentJitterMs: 5000})
+		l.mustAppend(simple(t, 1, ts))
+		l.mustAppend(simple(t, 1, ts+1)) // the first age check draws the jitter
+		j := l.active().rollJitterMs
+		if j < 0 || j >= 1000 {
+			t.Fatalf("jitter %d ms, want within [0, segment.ms=1000)", j)
+		}
+		jitters[j] = true
+		l.mustAppend(simple(t, 1, ts+1000-j)) // exactly segment.ms - jitter: no roll
+		if n := len(l.segs()); n != 1 {
+			t.Fatalf("jitter %d: %d segments at segment.ms - jitter, want 1", j, n)
+		}
+		l.mustAppend(simple(t, 1, ts+1001-j))
+		if n := len(l.segs()); n != 2 {
+			t.Fatalf("jitter %d: %d segments after segment.ms - jitter, want 2", j, n)
+		}
+	}
+	if len(jitters) < 2 {
+		t.Fatalf("20 segments all drew the jitter %v: not random", jitters)
+	}
+}
+
 func TestRollWhenIndexFull(t *testing.T) {
 	l := openTest(t, Config{IndexIntervalBytes: 1, SegmentIndexBytes: 3 * offsetEntrySize})
 	for i := 0; i < 12; i++ {

@@ -56,6 +56,8 @@ type segment struct {
 	createdAt       time.Time // when the segment was created or opened
 	reserved        int64     // disk blocks are preallocated up to here (>= size)
 	noPreallocate   bool      // the file system refused to preallocate
+	rollJitterMs    int64     // taken off segment.ms for this segment (segment.jitter.ms)
+	jitterDrawn     bool      // rollJitterMs was drawn (at the first age check)
 }
 
 func (s *segment) path(suffix string) string { return filepath.Join(s.dir, fileName(s.base, suffix)) }

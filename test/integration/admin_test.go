@@ -90,14 +90,21 @@ func TestTopicConfigsAndPartitions(t *testing.T) {
 	if v, src := describe("cleanup.policy"); v != "delete" || src != kmsg.ConfigSourceDefaultConfig {
 		t.Fatalf("cleanup.policy = %s (source %v)", v, src)
 	}
+	if v, src := describe("segment.jitter.ms"); v != "0" || src != kmsg.ConfigSourceDefaultConfig {
+		t.Fatalf("segment.jitter.ms = %s (source %v)", v, src)
+	}
 
 	// Incremental alter: set one, delete another.
 	_, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
 		{Op: kadm.SetConfig, Name: "max.message.bytes", Value: kadm.StringPtr("2048")},
 		{Op: kadm.DeleteConfig, Name: "retention.ms"},
+		{Op: kadm.SetConfig, Name: "segment.jitter.ms", Value: kadm.StringPtr("60000")},
 	}, "cfg")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if v, src := describe("segment.jitter.ms"); v != "60000" || src != kmsg.ConfigSourceDynamicTopicConfig {
+		t.Fatalf("segment.jitter.ms = %s (source %v)", v, src)
 	}
 	if v, _ := describe("max.message.bytes"); v != "2048" {
 		t.Fatalf("max.message.bytes = %s", v)

@@ -231,3 +231,65 @@ func TestLogAppendTime(t *testing.T) {
 		t.Fatal("record not marked LogAppendTime")
 	}
 }
+
+// TestTimestampBounds: message.timestamp.before.max.ms and .after.max.ms (and the older
+// .difference.max.ms standing in for both) refuse a record whose CreateTime timestamp
+// is too far from the broker's clock with INVALID_TIMESTAMP, in compressed batches
+// too; a LogAppendTime topic and a topic without bounds take any timestamp. Exactly
+// the accepted records read back.
+func TestTimestampBounds(t *testing.T) {
+	b := testutil.StartBroker(t)
+	adm := newAdmin(t, b)
+	minute := kadm.StringPtr("60000")
+	createTopic(t, adm, "bounded", 1, map[string]*string{
+		"message.timestamp.before.max.ms": minute, "message.timestamp.after.max.ms": minute})
+	createTopic(t, adm, "difference", 1, map[string]*string{"message.timestamp.difference.max.ms": minute})
+	createTopic(t, adm, "appendtime", 1, map[string]*string{
+		"message.timestamp.difference.max.ms": minute, "message.timestamp.type": kadm.StringPtr("LogAppendTime")})
+	createTopic(t, adm, "unbounded", 1, nil)
+
+	now := time.Now()
+	hourAgo, inAnHour := now.Add(-time.Hour), now.Add(time.Hour)
+	cases := []struct {
+		topic   string
+		ts      time.Time
+		refused bool
+	}{
+		{"bounded", now, false}, {"bounded", hourAgo, true}, {"bounded", inAnHour, true},
+		{"difference", now, false}, {"difference", hourAgo, true}, {"difference", inAnHour, true},
+		{"appendtime", hourAgo, false},
+		{"unbounded", hourAgo, false}, {"unbounded", inAnHour, false},
+	}
+	accepted := map[string][]time.Time{}
+	for _, codec := range []kgo.CompressionCodec{kgo.NoCompression(), kgo.ZstdCompression()} {
+		c := newClient(t, b, kgo.ProducerBatchCompression(codec), kgo.DisableIdempotentWrite())
+		for _, tc := range cases {
+			err := c.ProduceSync(ctxT(t, 20*time.Second), &kgo.Record{Topic: tc.topic, Timestamp: tc.ts, Value: []byte("v")}).FirstErr()
+			switch {
+			case tc.refused && !errors.Is(err, kerr.InvalidTimestamp):
+				t.Fatalf("%s, timestamp %v from now: %v, want INVALID_TIMESTAMP", tc.topic, tc.ts.Sub(now).Round(time.Minute), err)
+			case !tc.refused && err != nil:
+				t.Fatalf("%s, timestamp %v from now: %v", tc.topic, tc.ts.Sub(now).Round(time.Minute), err)
+			case !tc.refused:
+				accepted[tc.topic] = append(accepted[tc.topic], tc.ts)
+			}
+		}
+	}
+	for topic, want := range accepted {
+		got := consumeN(t, b, topic, len(want))
+		if len(got) != len(want) {
+			t.Fatalf("%s: read %d records, want the %d accepted", topic, len(got), len(want))
+		}
+		for i, r := range got {
+			if topic == "appendtime" {
+				if r.Timestamp.Before(now.Add(-time.Minute)) {
+					t.Fatalf("appendtime: record %d has timestamp %v, want the broker's append time", i, r.Timestamp)
+				}
+				continue
+			}
+			if r.Timestamp.UnixMilli() != want[i].UnixMilli() {
+				t.Fatalf("%s: record %d has timestamp %v, want %v", topic, i, r.Timestamp, want[i])
+			}
+		}
+	}
+}
