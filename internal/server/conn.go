@@ -54,19 +54,23 @@ type pending struct {
 	bytesIn        int
 }
 
-// conn is one client connection: a reader goroutine that reads and decodes requests, a
-// dispatcher goroutine that hands them to the handler in order, and a writer goroutine
-// that writes responses in request order.
+// conn is one client connection: a reader goroutine that reads and decodes requests,
+// hands each to the handler and writes the response itself when it is ready at once and
+// none is waiting before it; and a writer goroutine that writes the other responses, in
+// request order, as they become ready.
 type conn struct {
 	srv    *Server
 	nc     net.Conn
 	remote string
 	log    *slog.Logger
 
-	inbound   chan inbound  // reader -> dispatcher
-	queue     chan pending  // dispatcher -> writer, capacity MaxInflightPerConn
+	queue     chan pending  // reader -> writer, capacity MaxInflightPerConn
 	done      chan struct{} // closed by close
 	closeOnce sync.Once
+
+	// queued counts the responses handed to the writer and not yet written: the reader
+	// writes a response itself only when it is zero, so responses keep request order.
+	queued atomic.Int64
 
 	// inflight counts requests queued or being written; lastActivity is the unix
 	// nanosecond time of the last frame read or response written. Both feed the
@@ -74,21 +78,22 @@ type conn struct {
 	inflight     atomic.Int64
 	lastActivity atomic.Int64
 
-	// Owned by the writer goroutine.
+	// writeMu guards the buffered writer and the encode buffer, used by the writer
+	// goroutine and by the reader when it writes a ready response itself.
+	writeMu sync.Mutex
 	bw      *bufio.Writer
 	scratch []byte
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{
-		srv:     s,
-		nc:      nc,
-		remote:  nc.RemoteAddr().String(),
-		log:     s.log,
-		inbound: make(chan inbound, inboundDepth),
-		queue:   make(chan pending, s.cfg.MaxInflightPerConn),
-		done:    make(chan struct{}),
-		bw:      bufio.NewWriterSize(nc, writeBufferSize),
+		srv:    s,
+		nc:     nc,
+		remote: nc.RemoteAddr().String(),
+		log:    s.log,
+		queue:  make(chan pending, s.cfg.MaxInflightPerConn),
+		done:   make(chan struct{}),
+		bw:     bufio.NewWriterSize(nc, writeBufferSize),
 	}
 	c.touch()
 	return c
@@ -108,31 +113,39 @@ func (c *conn) close() {
 // every response queued before it has been written and flushed.
 func (c *conn) closeAfterPending() {
 	c.inflight.Add(1)
+	c.queueResponse(pending{ch: protocol.Ready(protocol.Response{None: true, Close: true}), key: -1})
+}
+
+// queueResponse hands a pending response to the writer. It blocks while
+// MaxInflightPerConn responses wait, which stops the reader: backpressure on a client
+// that pipelines faster than its responses complete. It reports false once the
+// connection is closed.
+func (c *conn) queueResponse(p pending) bool {
+	c.queued.Add(1)
 	select {
-	case c.queue <- pending{ch: protocol.Ready(protocol.Response{None: true, Close: true}), key: -1}:
+	case c.queue <- p:
+		return true
 	case <-c.done:
+		return false
 	}
 }
 
 func (c *conn) touch() { c.lastActivity.Store(time.Now().UnixNano()) }
 
-// inbound is a decoded request on its way from the reader to the dispatcher.
+// inbound is a decoded request (or what stands in for one) for the handler.
 type inbound struct {
 	req      parsedRequest
 	pooled   *[]byte  // the frame's buffer, to return to framePool after Handle
 	fallback *pending // a response the server makes itself (ApiVersions v0 fallback)
-	refused  bool     // stop here: close once the earlier responses are written
 	start    time.Time
 	bytesIn  int
 }
 
-// inboundDepth is how many decoded requests may wait for the dispatcher: enough for
-// the reader to take the next frame off the socket while the handler works on the
-// previous one (a producer pipelines up to five produce requests).
-const inboundDepth = 4
-
-// readLoop reads frames and decodes them; dispatchLoop hands them to the handler in
-// order. Reading the next frame thus overlaps with handling the previous one.
+// readLoop reads frames, decodes them and hands them to the handler in arrival order.
+// The next frame is read once Handle has returned, as Kafka reads a connection's next
+// request once the previous one is handled; the kernel keeps receiving meanwhile, and a
+// response that is not ready yet (a delayed fetch, an acks=all produce) waits for the
+// writer while reading goes on.
 //
 // A request the server refuses (bad size, unknown key, unsupported version, malformed
 // body, failed dispatch) ends reading, but the connection closes only after the
@@ -142,13 +155,6 @@ const inboundDepth = 4
 // request only after answering the previous one.
 func (c *conn) readLoop() {
 	defer c.srv.wg.Done()
-	defer close(c.inbound)
-	refuse := func() {
-		select {
-		case c.inbound <- inbound{refused: true}:
-		case <-c.done:
-		}
-	}
 	maxSize := c.srv.cfg.MaxRequestSize
 	var sizeBuf [4]byte
 	for {
@@ -166,7 +172,7 @@ func (c *conn) readLoop() {
 		if size < 0 || size > maxSize {
 			c.log.Warn("request size out of range; closing connection",
 				"remote", c.remote, "size", size, "max", maxSize)
-			refuse()
+			c.closeAfterPending()
 			return
 		}
 		frame, pooled, err := c.readRequestFrame(int(size))
@@ -202,48 +208,60 @@ func (c *conn) readLoop() {
 		default:
 			c.log.Info("bad request; closing connection", "remote", c.remote,
 				"api_key", req.key, "version", req.version, "client_id", req.clientID, "err", err)
-			refuse()
+			c.closeAfterPending()
 			return
 		}
-		select {
-		case c.inbound <- in:
-		case <-c.done:
+		if !c.handle(in) {
 			return
 		}
 	}
 }
 
-// dispatchLoop calls the handler for each decoded request, in arrival order, and queues
-// the pending responses for the writer.
-func (c *conn) dispatchLoop() {
-	defer c.srv.wg.Done()
-	for in := range c.inbound {
-		var p pending
-		switch {
-		case in.refused:
-			c.closeAfterPending()
-			return
-		case in.fallback != nil:
-			p = *in.fallback
-		default:
-			var err error
-			p, err = c.dispatch(in.req)
-			if in.pooled != nil {
-				framePool.Put(in.pooled)
-			}
-			if err != nil {
-				c.closeAfterPending()
-				return
-			}
+// handle calls the handler for one decoded request and passes its response on. When
+// the response is ready at once and no earlier one waits for the writer, the reader
+// writes it itself: no goroutine is woken for it, and it leaves while the request's
+// bytes are still in the CPU cache. Otherwise the writer gets it. handle reports false
+// when reading must stop.
+func (c *conn) handle(in inbound) bool {
+	var p pending
+	if in.fallback != nil {
+		p = *in.fallback
+	} else {
+		var err error
+		p, err = c.dispatch(in.req)
+		if in.pooled != nil {
+			framePool.Put(in.pooled)
 		}
-		p.start, p.bytesIn = in.start, in.bytesIn
-		c.inflight.Add(1)
-		select {
-		case c.queue <- p:
-		case <-c.done:
-			return
+		if err != nil {
+			c.closeAfterPending()
+			return false
 		}
 	}
+	p.start, p.bytesIn = in.start, in.bytesIn
+	c.inflight.Add(1)
+	if c.queued.Load() == 0 {
+		select {
+		case resp, ok := <-p.ch:
+			if !ok {
+				c.logNoResponse(&p)
+				c.close()
+				return false
+			}
+			c.writeMu.Lock()
+			n, err := c.writeResponse(&p, resp)
+			if err == nil {
+				err = c.bw.Flush()
+			}
+			c.writeMu.Unlock()
+			if !c.written(&p, resp, n, err) {
+				c.close()
+				return false
+			}
+			return true
+		default:
+		}
+	}
+	return c.queueResponse(p)
 }
 
 // framePool holds buffers for large request frames whose API lets the server reuse
@@ -401,8 +419,8 @@ func (c *conn) logReadError(err error, midFrame bool) {
 	}
 }
 
-// writeLoop writes responses in request order, flushing whenever the next response
-// is not ready yet.
+// writeLoop writes the responses the reader queued, in request order, flushing whenever
+// the next response is not ready yet.
 func (c *conn) writeLoop() {
 	defer c.srv.wg.Done()
 	defer c.close()
@@ -436,30 +454,43 @@ func (c *conn) writeLoop() {
 			}
 		}
 		if !ok {
-			c.log.Error("closing connection", "remote", c.remote, "api_key", p.key,
-				"version", p.version, "err", errHandlerNoResponse)
+			c.logNoResponse(&p)
 			return
 		}
 
+		c.writeMu.Lock()
 		n, err := c.writeResponse(&p, resp)
-		c.inflight.Add(-1)
-		c.touch()
-		if err != nil {
-			c.logWriteError(&p, err)
-			return
-		}
-		if obs := c.srv.cfg.Observer; obs != nil && p.key >= 0 {
-			obs.RequestDone(p.key, p.version, time.Since(p.start), p.bytesIn, n)
-		}
-		if resp.Close {
-			c.flush()
-			c.log.Debug("closing connection after response as asked", "remote", c.remote, "api_key", p.key)
+		c.writeMu.Unlock()
+		c.queued.Add(-1)
+		if !c.written(&p, resp, n, err) {
 			return
 		}
 	}
 }
 
+// written accounts for a response written (or failed) by the writer or the reader and
+// reports whether the connection stays open.
+func (c *conn) written(p *pending, resp protocol.Response, n int, err error) bool {
+	c.inflight.Add(-1)
+	c.touch()
+	if err != nil {
+		c.logWriteError(p, err)
+		return false
+	}
+	if obs := c.srv.cfg.Observer; obs != nil && p.key >= 0 {
+		obs.RequestDone(p.key, p.version, time.Since(p.start), p.bytesIn, n)
+	}
+	if resp.Close {
+		c.flush()
+		c.log.Debug("closing connection after response as asked", "remote", c.remote, "api_key", p.key)
+		return false
+	}
+	return true
+}
+
 func (c *conn) flush() bool {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
 	if c.bw.Buffered() == 0 {
 		return true
 	}
@@ -468,6 +499,11 @@ func (c *conn) flush() bool {
 		return false
 	}
 	return true
+}
+
+func (c *conn) logNoResponse(p *pending) {
+	c.log.Error("closing connection", "remote", c.remote, "api_key", p.key,
+		"version", p.version, "err", errHandlerNoResponse)
 }
 
 func (c *conn) logWriteError(p *pending, err error) {

@@ -27,16 +27,18 @@
 //
 // # Concurrency
 //
-// Server methods are safe for concurrent use. Each connection runs three goroutines:
+// Server methods are safe for concurrent use. Each connection runs two goroutines:
 //
-//   - the reader reads and decodes frames and passes them on (a few may wait), so
-//     the next request comes off the socket while the previous one is handled;
-//   - the dispatcher calls Handler.Handle sequentially, in arrival order, then queues
-//     the returned channel; the queue holds at most MaxInflightPerConn entries, after
-//     which the dispatcher, and then the reader, stop;
-//   - the writer takes the queued channels in the same order and writes each response
-//     when it arrives, so responses leave strictly in request order. It buffers writes
-//     and flushes whenever the next response is not ready yet.
+//   - the reader reads and decodes frames and calls Handler.Handle for each, in arrival
+//     order; it reads the next frame once Handle has returned (as Kafka handles one
+//     request of a connection at a time; the kernel keeps receiving meanwhile). When
+//     the returned channel already holds the response and no earlier response waits
+//     for the writer, the reader writes and flushes it itself, and no goroutine is
+//     woken for the request at all;
+//   - the writer takes the other responses in the same order and writes each when it
+//     arrives, so responses leave strictly in request order. It buffers writes and
+//     flushes whenever the next response is not ready yet. At most MaxInflightPerConn
+//     responses wait for it; then the reader stops until one is written.
 //
 // A Handler must deliver its Response on a channel that does not block the sender
 // after the connection is gone (a channel with capacity 1, as protocol.Ready makes):

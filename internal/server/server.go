@@ -157,12 +157,11 @@ func (s *Server) serve(nc net.Conn) {
 		return
 	}
 	s.mu.conns[c] = struct{}{}
-	s.wg.Add(3)
+	s.wg.Add(2)
 	s.mu.Unlock()
 
 	s.log.Debug("connection accepted", "remote", c.remote, "local", nc.LocalAddr().String())
 	go c.readLoop()
-	go c.dispatchLoop()
 	go c.writeLoop()
 }
 

@@ -128,17 +128,18 @@ func TestApiVersionsRawVersions(t *testing.T) {
 }
 
 // heartbeatReplyLater is a handler that answers Heartbeat requests only when release
-// is called, with ErrorCode = the request's generation, so tests can check which
-// response is which.
+// is called (at once for the generations in ready), with ErrorCode = the request's
+// generation, so tests can check which response is which.
 type heartbeatReplyLater struct {
 	mu      sync.Mutex
 	pending map[int32]chan protocol.Response // by generation
 	order   []int32                          // generations in Handle order
 	none    map[int32]bool                   // generations answered with None
+	ready   map[int32]bool                   // generations answered within Handle
 }
 
 func newHeartbeatReplyLater() *heartbeatReplyLater {
-	return &heartbeatReplyLater{pending: map[int32]chan protocol.Response{}, none: map[int32]bool{}}
+	return &heartbeatReplyLater{pending: map[int32]chan protocol.Response{}, none: map[int32]bool{}, ready: map[int32]bool{}}
 }
 
 func (h *heartbeatReplyLater) Handle(req *protocol.Request) <-chan protocol.Response {
@@ -147,7 +148,11 @@ func (h *heartbeatReplyLater) Handle(req *protocol.Request) <-chan protocol.Resp
 	h.mu.Lock()
 	h.pending[hb.Generation] = ch
 	h.order = append(h.order, hb.Generation)
+	ready := h.ready[hb.Generation]
 	h.mu.Unlock()
+	if ready {
+		h.release(hb.Generation)
+	}
 	return ch
 }
 
@@ -157,10 +162,15 @@ func (h *heartbeatReplyLater) handled() int {
 	return len(h.order)
 }
 
+// release answers generation gen (once: a second call does nothing).
 func (h *heartbeatReplyLater) release(gen int32) {
 	h.mu.Lock()
 	ch, none := h.pending[gen], h.none[gen]
+	delete(h.pending, gen)
 	h.mu.Unlock()
+	if ch == nil {
+		return
+	}
 	if none {
 		ch <- protocol.Response{None: true}
 		return
@@ -169,21 +179,29 @@ func (h *heartbeatReplyLater) release(gen int32) {
 }
 
 // TestPipelinedResponsesInOrder sends many requests without waiting, has the handler
-// complete them in reverse, and expects responses in request order, with one
-// None response (acks=0 style) silently skipped.
+// complete them in reverse, and expects responses in request order, with the None
+// responses (acks=0 style) silently skipped. Responses ready within Handle (which the
+// reader writes itself when nothing waits before them) must still wait behind earlier
+// ones that are not.
 func TestPipelinedResponsesInOrder(t *testing.T) {
 	tests := []struct {
-		name string
-		none []int32 // generations answered with Response.None
+		name  string
+		none  []int32 // generations answered with Response.None
+		ready []int32 // generations answered within Handle
 	}{
 		{name: "all answered"},
 		{name: "none responses keep order", none: []int32{1, 4, 9}},
+		{name: "ready responses wait behind pending ones", ready: []int32{0, 2, 3, 7, 9}},
+		{name: "ready and none responses", none: []int32{0, 5}, ready: []int32{0, 1, 5, 6, 8}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHeartbeatReplyLater()
 			for _, g := range tc.none {
 				h.none[g] = true
+			}
+			for _, g := range tc.ready {
+				h.ready[g] = true
 			}
 			var observed atomic.Int64
 			_, addr := startServer(t, h, func(c *Config) { c.Observer = observerFunc(func() { observed.Add(1) }) })
