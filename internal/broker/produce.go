@@ -127,7 +127,7 @@ func (b *Broker) produceOne(topic string, partition int32, records []byte, acks 
 		}
 	}
 	if settings.Recompress && hdr.Compression() != settings.Compression {
-		if records, err = recompress(records, &hdr, settings.Compression); err != nil {
+		if records, err = recompress(records, &hdr, settings.Compression, settings.CompressionLevel); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -184,16 +184,16 @@ func checkTimestamps(batch []byte, now time.Time, bounds replica.TimestampBounds
 	return it.Err()
 }
 
-// recompress re-encodes a batch with the topic's codec (compression.type), keeping its
-// producer fields, timestamps and offset deltas. It is the one produce path that
-// decodes records, and only topics that ask for a codec take it.
-func recompress(batch []byte, hdr *record.Header, codec record.Compression) ([]byte, error) {
+// recompress re-encodes a batch with the topic's codec (compression.type) at its level
+// (compression.*.level), keeping its producer fields, timestamps and offset deltas.
+// Only topics that ask for a codec take this path.
+func recompress(batch []byte, hdr *record.Header, codec record.Compression, level int) ([]byte, error) {
 	_, recs, err := record.Records(batch)
 	if err != nil {
 		return nil, err
 	}
 	opts := record.DefaultBuildOptions()
-	opts.Compression = codec
+	opts.Compression, opts.CompressionLevel = codec, level
 	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = hdr.ProducerID, hdr.ProducerEpoch, hdr.BaseSequence
 	opts.BaseTimestamp = hdr.BaseTimestamp
 	out, err := record.Build(opts, recs)

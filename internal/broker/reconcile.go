@@ -88,6 +88,7 @@ func (b *Broker) reconcile(img *metadata.Image) {
 			MinInsyncReplicas: int(l.topicCfg.MinInsyncReplicas),
 			Recompress:        recompress,
 			Compression:       codec,
+			CompressionLevel:  l.topicCfg.CompressionLevel(),
 			RequireKeys:       l.topicCfg.Compact(),
 			Timestamps:        bounds,
 		})

@@ -140,11 +140,15 @@ type Broker struct {
 	LogMessageTimestampAfterMaxMs      int64
 	LogMessageTimestampDifferenceMaxMs int64
 	CompressionType                    string // compression.type: producer | uncompressed | gzip | snappy | lz4 | zstd
-	MessageMaxBytes                    int32  // message.max.bytes
-	SocketRequestMaxBytes              int32  // socket.request.max.bytes
-	MinInsyncReplicas                  int32  // min.insync.replicas
-	UncleanLeaderElectionEnable        bool   // unclean.leader.election.enable
-	LogDeleteDelayMs                   int64  // log.segment.delete.delay.ms (topic: file.delete.delay.ms)
+	// compression.{gzip,lz4,zstd}.level: the level the broker compresses at (KIP-390).
+	CompressionGzipLevel        int32
+	CompressionLz4Level         int32
+	CompressionZstdLevel        int32
+	MessageMaxBytes             int32 // message.max.bytes
+	SocketRequestMaxBytes       int32 // socket.request.max.bytes
+	MinInsyncReplicas           int32 // min.insync.replicas
+	UncleanLeaderElectionEnable bool  // unclean.leader.election.enable
+	LogDeleteDelayMs            int64 // log.segment.delete.delay.ms (topic: file.delete.delay.ms)
 
 	OffsetsTopicNumPartitions       int32 // offsets.topic.num.partitions
 	OffsetsTopicReplicationFactor   int16 // offsets.topic.replication.factor (Samsa: min(this, live brokers) at creation)

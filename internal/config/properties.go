@@ -1,7 +1,9 @@
 package config
 
 import (
+	"errors"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -106,7 +108,14 @@ var (
 	cleanupPolicies  = list{values: []string{"compact", "delete"}, nonEmpty: true}
 	timestampTypes   = enum{values: []string{"CreateTime", "LogAppendTime"}}
 	compressionTypes = enum{values: []string{"producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd"}}
-	roles            = list{values: []string{"broker", "controller"}, nonEmpty: true}
+	// gzipLevels is -1 (the default) or 1–9, as Kafka's compression.gzip.level.
+	gzipLevels = text{typ: TypeInt, valid: "-1, [1,...,9]", fn: func(s string) error {
+		if n, err := strconv.Atoi(s); err != nil || n != -1 && (n < 1 || n > 9) {
+			return errors.New("must be -1 or 1 to 9")
+		}
+		return nil
+	}}
+	roles = list{values: []string{"broker", "controller"}, nonEmpty: true}
 )
 
 const maxLong = "9223372036854775807"
@@ -175,6 +184,17 @@ var brokerProperties = []property{
 		doc:  "Codec batches are stored in: producer keeps what the producer sent. Topic: compression.type.",
 		note: "none is accepted as a synonym of uncompressed."}.
 		bind(str(func(b *Broker) *string { return &b.CompressionType })),
+	property{name: "compression.gzip.level", spec: gzipLevels, def: "-1",
+		doc: "gzip level the broker compresses at when compression.type is gzip (-1: gzip's default). Topic: compression.gzip.level."}.
+		bind(i32(func(b *Broker) *int32 { return &b.CompressionGzipLevel })),
+	property{name: "compression.lz4.level", spec: between(TypeInt, 1, 17), def: "9",
+		doc:  "lz4 level the broker compresses at when compression.type is lz4. Topic: compression.lz4.level.",
+		note: "9 (the default) is lz4's fast compressor, as in Kafka; other levels use its high-compression mode, whose Go codec has nine levels (10–17 act as 9)."}.
+		bind(i32(func(b *Broker) *int32 { return &b.CompressionLz4Level })),
+	property{name: "compression.zstd.level", spec: between(TypeInt, -131072, 22), def: "3",
+		doc:  "zstd level the broker compresses at when compression.type is zstd. Topic: compression.zstd.level.",
+		note: "The Go codec has four speeds: below 3 fastest, 3–5 default, 6–9 better, 10 and up best."}.
+		bind(i32(func(b *Broker) *int32 { return &b.CompressionZstdLevel })),
 	property{name: "log.message.timestamp.type", spec: timestampTypes, def: "CreateTime",
 		doc: "Whether record timestamps are the producer's (CreateTime) or the broker's append time (LogAppendTime). Topic: message.timestamp.type."}.
 		bind(str(func(b *Broker) *string { return &b.LogMessageTimestampType })),

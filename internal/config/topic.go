@@ -38,6 +38,22 @@ type Topic struct {
 	// CompressionType is producer (keep the producer's codec), none, gzip, snappy,
 	// lz4 or zstd. Kafka's spelling "uncompressed" is normalised to "none".
 	CompressionType string
+	// compression.{gzip,lz4,zstd}.level; see CompressionLevel.
+	CompressionGzipLevel, CompressionLz4Level, CompressionZstdLevel int32
+}
+
+// CompressionLevel is the level of the codec compression.type names (KIP-390), 0 for
+// producer, none and snappy.
+func (t Topic) CompressionLevel() int {
+	switch t.CompressionType {
+	case "gzip":
+		return int(t.CompressionGzipLevel)
+	case "lz4":
+		return int(t.CompressionLz4Level)
+	case "zstd":
+		return int(t.CompressionZstdLevel)
+	}
+	return 0
 }
 
 // TimestampBounds returns how far in the past and in the future a record's timestamp
@@ -104,6 +120,15 @@ var topicProperties = []topicProperty{
 			}
 		},
 		doc: "Codec batches are stored in; producer keeps the producer's, none/uncompressed stores them uncompressed."},
+	{name: "compression.gzip.level", spec: gzipLevels, broker: []string{"compression.gzip.level"},
+		set: topicInt32(func(t *Topic) *int32 { return &t.CompressionGzipLevel }),
+		doc: "gzip level when compression.type is gzip (-1: gzip's default)."},
+	{name: "compression.lz4.level", spec: between(TypeInt, 1, 17), broker: []string{"compression.lz4.level"},
+		set: topicInt32(func(t *Topic) *int32 { return &t.CompressionLz4Level }),
+		doc: "lz4 level when compression.type is lz4 (9, the default, is the fast compressor)."},
+	{name: "compression.zstd.level", spec: between(TypeInt, -131072, 22), broker: []string{"compression.zstd.level"},
+		set: topicInt32(func(t *Topic) *int32 { return &t.CompressionZstdLevel }),
+		doc: "zstd level when compression.type is zstd."},
 	{name: "delete.retention.ms", spec: atLeast(TypeLong, 0), broker: []string{"log.cleaner.delete.retention.ms"},
 		set: topicInt64(func(t *Topic) *int64 { return &t.DeleteRetentionMs }),
 		doc: "How long tombstones are kept on a compacted topic."},

@@ -36,6 +36,9 @@ func TestResolveTopicDefaults(t *testing.T) {
 		MinCleanableDirtyRatio:          0.5,
 		FileDeleteDelayMs:               60000,
 		CompressionType:                 "producer",
+		CompressionGzipLevel:            -1,
+		CompressionLz4Level:             9,
+		CompressionZstdLevel:            3,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ResolveTopic(Default(), nil) =\n%+v\nwant\n%+v", got, want)
@@ -133,6 +136,14 @@ func TestValidateTopicConfig(t *testing.T) {
 		{"local.retention.ms", "-2", nil},
 		{"remote.storage.enable", "false", nil},
 		{"remote.storage.enable", "true", ErrInvalidValue},
+		{"compression.gzip.level", "-1", nil},
+		{"compression.gzip.level", "9", nil},
+		{"compression.gzip.level", "0", ErrInvalidValue},
+		{"compression.gzip.level", "10", ErrInvalidValue},
+		{"compression.lz4.level", "17", nil},
+		{"compression.lz4.level", "0", ErrInvalidValue},
+		{"compression.zstd.level", "-131072", nil},
+		{"compression.zstd.level", "23", ErrInvalidValue},
 		{"min.insync.replicas", "0", ErrInvalidValue},
 		{"min.insync.replicas", "2", nil},
 		{"min.cleanable.dirty.ratio", "1", nil},
@@ -247,6 +258,9 @@ func TestTopicTableConsistent(t *testing.T) {
 			t.Errorf("topic config %s sets nothing but is not marked ignored", p.name)
 		}
 	}
+	// Kafka names these the same at both levels.
+	sameName := map[string]bool{"min.insync.replicas": true, "unclean.leader.election.enable": true,
+		"compression.type": true, "compression.gzip.level": true, "compression.lz4.level": true, "compression.zstd.level": true}
 	for _, p := range brokerProperties {
 		if _, topic, ok := strings.Cut(p.doc, "Topic: "); ok {
 			name := strings.TrimSuffix(topic, ".")
@@ -254,7 +268,7 @@ func TestTopicTableConsistent(t *testing.T) {
 				t.Errorf("broker property %s documents unknown topic config %q", p.name, name)
 			}
 		}
-		if IsTopicConfig(p.name) && p.name != "min.insync.replicas" && p.name != "unclean.leader.election.enable" && p.name != "compression.type" {
+		if IsTopicConfig(p.name) && !sameName[p.name] {
 			t.Errorf("%s is both a broker property and a topic config", p.name)
 		}
 	}
@@ -282,5 +296,15 @@ func TestTimestampBounds(t *testing.T) {
 				t.Fatalf("TimestampBounds() = %d, %d, want %d, %d", b, a, tt.wantBefore, tt.wantAfter)
 			}
 		})
+	}
+}
+
+func TestCompressionLevel(t *testing.T) {
+	topic := Topic{CompressionGzipLevel: 1, CompressionLz4Level: 12, CompressionZstdLevel: 19}
+	for typ, want := range map[string]int{"gzip": 1, "lz4": 12, "zstd": 19, "snappy": 0, "producer": 0, "none": 0} {
+		topic.CompressionType = typ
+		if got := topic.CompressionLevel(); got != want {
+			t.Errorf("compression.type=%s: level %d, want %d", typ, got, want)
+		}
 	}
 }

@@ -24,6 +24,9 @@ type BuildOptions struct {
 	// LogAppendTime is set (it is then the broker's append time).
 	BaseTimestamp int64
 	LogAppendTime bool
+	// CompressionLevel is the codec's level as Kafka names it; zero is the codec's
+	// default (see CompressLevel).
+	CompressionLevel int
 }
 
 // DefaultBuildOptions returns options for a non-idempotent, uncompressed batch at offset
@@ -160,7 +163,7 @@ func (b *BatchBuilder) AppendTo(dst []byte) ([]byte, error) {
 	var err error
 	if o.Compression == CompressionNone {
 		dst = append(dst, records...)
-	} else if dst, err = Compress(o.Compression, dst, records); err != nil {
+	} else if dst, err = CompressLevel(o.Compression, o.CompressionLevel, dst, records); err != nil {
 		return dst[:start], err
 	}
 	batch := dst[start:]

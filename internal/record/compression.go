@@ -27,12 +27,24 @@ var errUnknownCodec = errors.New("unknown compression codec")
 // franz-go, sarama and kafka-python all read. LZ4 is the LZ4 frame format Kafka uses
 // since message format v1, with 64 KiB blocks as the Java producer writes them.
 func Compress(c Compression, dst, src []byte) ([]byte, error) {
+	return CompressLevel(c, 0, dst, src)
+}
+
+// CompressLevel is Compress at a compression level as Kafka names it (KIP-390): gzip
+// 1–9 (compression.gzip.level, default -1), lz4 1–17 (compression.lz4.level, default 9),
+// zstd -131072–22 (compression.zstd.level, default 3). Zero and each codec's default
+// mean the codec's default; snappy has no levels. Levels map onto the Go codecs: lz4's
+// default is its fast compressor (as Kafka's is) and 1–17 its high-compression levels,
+// of which it has nine (10–17 act as 9); zstd has four speeds (below 3 fastest, 3–5
+// default, 6–9 better, 10 and up best).
+func CompressLevel(c Compression, level int, dst, src []byte) ([]byte, error) {
 	switch c {
 	case CompressionNone:
 		return append(dst, src...), nil
 	case CompressionGzip:
-		w := gzipWriters.Get().(*gzip.Writer)
-		defer gzipWriters.Put(w)
+		pool := &gzipWriters[gzipLevel(level)]
+		w := pool.Get().(*gzip.Writer)
+		defer pool.Put(w)
 		out := &appendWriter{b: dst}
 		w.Reset(out)
 		if _, err := w.Write(src); err != nil {
@@ -48,8 +60,9 @@ func Compress(c Compression, dst, src []byte) ([]byte, error) {
 		enc := snappy.Encode(dst[n:cap(dst)], src)
 		return dst[:n+len(enc)], nil
 	case CompressionLZ4:
-		w := lz4Writers.Get().(*lz4.Writer)
-		defer lz4Writers.Put(w)
+		pool := &lz4Writers[lz4Level(level)]
+		w := pool.Get().(*lz4.Writer)
+		defer pool.Put(w)
 		out := &appendWriter{b: dst}
 		w.Reset(out)
 		if _, err := w.Write(src); err != nil {
@@ -60,7 +73,7 @@ func Compress(c Compression, dst, src []byte) ([]byte, error) {
 		}
 		return out.b, nil
 	case CompressionZstd:
-		enc, err := zstdEncoder()
+		enc, err := zstdEncoders[zstdLevel(level)]()
 		if err != nil {
 			return dst, err
 		}
@@ -212,26 +225,81 @@ func (w *appendWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Codec state. Writers and readers are pooled; the zstd encoder and decoder are each
-// created once and shared, since EncodeAll and DecodeAll are safe for concurrent use.
+// gzipLevel is the index into gzipWriters, which is the gzip level itself (0: default).
+func gzipLevel(level int) int {
+	if level < 1 || level > 9 {
+		return 0
+	}
+	return level
+}
+
+// lz4Level is the index into lz4Writers: 0 is the fast compressor (the default, and
+// Kafka's level 9), 1–9 the high-compression levels.
+func lz4Level(level int) int {
+	if level <= 0 || level == 9 {
+		return 0
+	}
+	return min(level, 9)
+}
+
+// zstdLevel is the zstd encoder speed for a Kafka zstd level (0: default).
+func zstdLevel(level int) zstd.EncoderLevel {
+	if level == 0 {
+		return zstd.SpeedDefault
+	}
+	return zstd.EncoderLevelFromZstd(level)
+}
+
+// Codec state. Writers and readers are pooled, writers per level; the zstd encoders
+// (one per speed) and the decoder are each created once and shared, since EncodeAll
+// and DecodeAll are safe for concurrent use.
 var (
-	gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
+	gzipWriters = func() *[10]sync.Pool {
+		var pools [10]sync.Pool
+		for level := range pools {
+			pools[level].New = func() any {
+				if level == 0 {
+					return gzip.NewWriter(nil)
+				}
+				// 1–9 are valid levels; NewWriterLevel cannot fail for them.
+				w, _ := gzip.NewWriterLevel(nil, level)
+				return w
+			}
+		}
+		return &pools
+	}()
 	gzipReaders = sync.Pool{New: func() any { return new(gzip.Reader) }}
-	lz4Writers  = sync.Pool{New: func() any {
-		w := lz4.NewWriter(nil)
-		// The options are constants; Apply cannot fail for them.
-		_ = w.Apply(lz4.BlockSizeOption(lz4.Block64Kb), lz4.ConcurrencyOption(1))
-		return w
-	}}
+	lz4Writers  = func() *[10]sync.Pool {
+		var pools [10]sync.Pool
+		levels := [10]lz4.CompressionLevel{lz4.Fast, lz4.Level1, lz4.Level2, lz4.Level3, lz4.Level4,
+			lz4.Level5, lz4.Level6, lz4.Level7, lz4.Level8, lz4.Level9}
+		for i := range pools {
+			pools[i].New = func() any {
+				w := lz4.NewWriter(nil)
+				// The options are constants; Apply cannot fail for them.
+				_ = w.Apply(lz4.BlockSizeOption(lz4.Block64Kb), lz4.ConcurrencyOption(1),
+					lz4.CompressionLevelOption(levels[i]))
+				return w
+			}
+		}
+		return &pools
+	}()
 	lz4Readers = sync.Pool{New: func() any { return lz4.NewReader(nil) }}
 
-	zstdEncoder = sync.OnceValues(func() (*zstd.Encoder, error) {
-		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault))
-		if err != nil {
-			return nil, fmt.Errorf("record: zstd encoder: %w", err)
+	zstdEncoders = func() map[zstd.EncoderLevel]func() (*zstd.Encoder, error) {
+		m := map[zstd.EncoderLevel]func() (*zstd.Encoder, error){}
+		for _, speed := range []zstd.EncoderLevel{zstd.SpeedFastest, zstd.SpeedDefault,
+			zstd.SpeedBetterCompression, zstd.SpeedBestCompression} {
+			m[speed] = sync.OnceValues(func() (*zstd.Encoder, error) {
+				enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(speed))
+				if err != nil {
+					return nil, fmt.Errorf("record: zstd encoder: %w", err)
+				}
+				return enc, nil
+			})
 		}
-		return enc, nil
-	})
+		return m
+	}()
 	zstdDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {
 		dec, err := zstd.NewReader(nil,
 			zstd.WithDecoderMaxMemory(MaxDecompressedBytes),

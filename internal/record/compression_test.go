@@ -55,6 +55,60 @@ func TestCompressRoundTrip(t *testing.T) {
 	}
 }
 
+// TestCompressLevels: every level Kafka allows round-trips, out-of-range levels fall
+// back to the default, and a high level compresses text smaller than a low one, so the
+// level is really applied.
+func TestCompressLevels(t *testing.T) {
+	// Words drawn at random from a small vocabulary: compressible, but not so regular
+	// that every level finds the same matches.
+	rng := rand.New(rand.NewPCG(3, 4))
+	vocab := make([]string, 300)
+	for i := range vocab {
+		w := make([]byte, 3+rng.IntN(8))
+		for j := range w {
+			w[j] = byte('a' + rng.IntN(26))
+		}
+		vocab[i] = string(w)
+	}
+	var text bytes.Buffer
+	for text.Len() < 256<<10 {
+		text.WriteString(vocab[rng.IntN(len(vocab))])
+		text.WriteByte(" \n"[rng.IntN(2)])
+	}
+	src := text.Bytes()
+	size := func(c Compression, level int) int {
+		t.Helper()
+		out, err := CompressLevel(c, level, nil, src)
+		if err != nil {
+			t.Fatalf("%v level %d: %v", c, level, err)
+		}
+		got, err := Decompress(c, out)
+		if err != nil || !bytes.Equal(got, src) {
+			t.Fatalf("%v level %d: round trip failed: %v", c, level, err)
+		}
+		return len(out)
+	}
+	for _, tc := range []struct {
+		c                 Compression
+		levels            []int
+		low, high, defalt int
+	}{
+		{CompressionGzip, []int{-1, 0, 1, 5, 9, 10}, 1, 9, -1},
+		{CompressionLZ4, []int{0, 1, 8, 9, 10, 17}, 9, 17, 9},
+		{CompressionZstd, []int{-131072, -1, 0, 1, 3, 6, 10, 22}, 1, 19, 3},
+	} {
+		for _, level := range tc.levels {
+			size(tc.c, level)
+		}
+		if low, high := size(tc.c, tc.low), size(tc.c, tc.high); high >= low {
+			t.Errorf("%v: level %d gives %d bytes, level %d %d: the level has no effect", tc.c, tc.high, high, tc.low, low)
+		}
+		if d, z := size(tc.c, tc.defalt), size(tc.c, 0); d != z {
+			t.Errorf("%v: Kafka's default level %d gives %d bytes, level 0 (default) %d", tc.c, tc.defalt, d, z)
+		}
+	}
+}
+
 // TestCodecsInteroperateWithFranzGo decodes franz-go's compression and has franz-go
 // decode ours, for every codec.
 func TestCodecsInteroperateWithFranzGo(t *testing.T) {

@@ -59,6 +59,8 @@ type Settings struct {
 	// in another codec are re-encoded with Compression before they are appended.
 	Recompress  bool
 	Compression record.Compression
+	// CompressionLevel is the codec's level for Recompress (compression.*.level).
+	CompressionLevel int
 	// RequireKeys refuses records without a key (compacted topics, as Kafka does).
 	RequireKeys bool
 	// Timestamps, when set, bounds how far a record's timestamp may be from the
