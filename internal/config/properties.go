@@ -341,7 +341,7 @@ var brokerProperties = []property{
 	// Accepted, no effect: found in Kafka's sample server.properties and common
 	// deployments. Their values are type-checked and reported, never used.
 	{name: "num.network.threads", spec: atLeast(TypeInt, 1), def: "3", ignored: true,
-		doc: "Kafka's network thread count.", note: "Samsa runs one goroutine per connection."},
+		doc: "Kafka's network thread count.", note: "Samsa reads, handles and answers each connection's requests on a goroutine of its own, with a second one for responses that are not ready at once."},
 	{name: "num.io.threads", spec: atLeast(TypeInt, 1), def: "8", ignored: true,
 		doc: "Kafka's request handler thread count.", note: "Requests are handled by goroutines."},
 	{name: "background.threads", spec: atLeast(TypeInt, 1), def: "10", ignored: true,
