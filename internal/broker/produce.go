@@ -116,13 +116,8 @@ func (b *Broker) produceOne(topic string, partition int32, records []byte, acks 
 	if hdr.IsTransactional() || hdr.IsControl() {
 		return nil, 0, kerr.TransactionalIDAuthorizationFailed
 	}
-	if settings.RequireKeys {
-		if err := checkKeys(records); err != nil {
-			return nil, 0, err
-		}
-	}
-	if settings.Timestamps != nil {
-		if err := checkTimestamps(records, now, *settings.Timestamps); err != nil {
+	if settings.RequireKeys || settings.Timestamps != nil {
+		if err := checkRecords(records, now, settings.RequireKeys, settings.Timestamps); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -146,37 +141,28 @@ func (b *Broker) produceOne(topic string, partition int32, records []byte, acks 
 // errKeylessRecord refuses a record without a key on a compacted topic.
 var errKeylessRecord = fmt.Errorf("compacted topic: every record needs a key: %w", kerr.InvalidRecord)
 
-// checkKeys makes sure every record of a batch has a key, decompressing it if needed.
-func checkKeys(batch []byte) error {
+// checkRecords applies the topic's rules for every record, in one pass that decodes the
+// records (decompressing if needed), as Kafka does for them: with requireKeys
+// (compacted topics) a record without a key is INVALID_RECORD; with bounds, one whose
+// timestamp is further from now than they allow is INVALID_TIMESTAMP (a record
+// without a timestamp, -1, passes). Only topics with such a rule take this path.
+func checkRecords(batch []byte, now time.Time, requireKeys bool, bounds *replica.TimestampBounds) error {
 	it, err := record.NewIterator(batch)
 	if err != nil {
 		return err
 	}
-	var r record.Record
-	for it.Next(&r) {
-		if r.Key == nil {
-			return errKeylessRecord
-		}
+	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+	if bounds != nil {
+		nowMs := max(now.UnixMilli(), 0) // so that neither bound overflows
+		lo, hi = nowMs-bounds.Before, nowMs+min(bounds.After, math.MaxInt64-nowMs)
 	}
-	return it.Err()
-}
-
-// checkTimestamps refuses a batch holding a record whose timestamp is further from now
-// than the topic allows (Kafka's INVALID_TIMESTAMP); a record without a timestamp (-1)
-// passes. Like checkKeys it decodes every record, decompressing if needed, as Kafka does
-// for this check: only topics with a bound take this path.
-func checkTimestamps(batch []byte, now time.Time, bounds replica.TimestampBounds) error {
-	it, err := record.NewIterator(batch)
-	if err != nil {
-		return err
-	}
-	nowMs := max(now.UnixMilli(), 0) // so that neither bound overflows
-	lo, hi := nowMs-bounds.Before, nowMs+min(bounds.After, math.MaxInt64-nowMs)
 	base := it.Header().BaseTimestamp
 	var r record.Record
 	for it.Next(&r) {
-		ts := base + r.TimestampDelta
-		if ts != -1 && (ts < lo || ts > hi) {
+		if requireKeys && r.Key == nil {
+			return errKeylessRecord
+		}
+		if ts := base + r.TimestampDelta; ts != -1 && (ts < lo || ts > hi) {
 			return fmt.Errorf("timestamp %d of the record with offset delta %d is out of range: it should be within [%d, %d]: %w",
 				ts, r.OffsetDelta, lo, hi, kerr.InvalidTimestamp)
 		}
