@@ -11,6 +11,8 @@ import (
 
 	"github.com/klauspost/compress/snappy"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/samsa-streaming/samsa/internal/testutil"
 )
 
 func testPayloads() map[string][]byte {
@@ -59,23 +61,7 @@ func TestCompressRoundTrip(t *testing.T) {
 // back to the default, and a high level compresses text smaller than a low one, so the
 // level is really applied.
 func TestCompressLevels(t *testing.T) {
-	// Words drawn at random from a small vocabulary: compressible, but not so regular
-	// that every level finds the same matches.
-	rng := rand.New(rand.NewPCG(3, 4))
-	vocab := make([]string, 300)
-	for i := range vocab {
-		w := make([]byte, 3+rng.IntN(8))
-		for j := range w {
-			w[j] = byte('a' + rng.IntN(26))
-		}
-		vocab[i] = string(w)
-	}
-	var text bytes.Buffer
-	for text.Len() < 256<<10 {
-		text.WriteString(vocab[rng.IntN(len(vocab))])
-		text.WriteByte(" \n"[rng.IntN(2)])
-	}
-	src := text.Bytes()
+	src := testutil.Words(1, 256<<10)
 	size := func(c Compression, level int) int {
 		t.Helper()
 		out, err := CompressLevel(c, level, nil, src)

@@ -1,5 +1,6 @@
 // Package testutil starts real `samsa serve` processes for integration tests and offers
-// small helpers (WaitFor) so tests wait for conditions instead of sleeping.
+// small helpers: WaitFor, so tests wait for conditions instead of sleeping, and Words,
+// compressible test data.
 //
 // The samsa binary is built once per test process (go build ./cmd/samsa) into a
 // temporary directory.

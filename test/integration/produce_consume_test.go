@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math/rand"
 	"os"
 	"path/filepath"
 	"testing"
@@ -178,23 +177,9 @@ func TestTopicCompressionLevel(t *testing.T) {
 	gzip := kadm.StringPtr("gzip")
 	createTopic(t, adm, "gz1", 1, map[string]*string{"compression.type": gzip, "compression.gzip.level": kadm.StringPtr("1")})
 	createTopic(t, adm, "gz9", 1, map[string]*string{"compression.type": gzip, "compression.gzip.level": kadm.StringPtr("9")})
-	// Words drawn from a small vocabulary: compressible, and more so at a higher level.
-	rng := rand.New(rand.NewSource(5))
-	words := make([]string, 300)
-	for i := range words {
-		w := make([]byte, 3+rng.Intn(8))
-		for j := range w {
-			w[j] = byte('a' + rng.Intn(26))
-		}
-		words[i] = string(w)
-	}
 	values := make([][]byte, 200)
 	for i := range values {
-		var v bytes.Buffer
-		for v.Len() < 2000 {
-			v.WriteString(words[rng.Intn(len(words))] + " ")
-		}
-		values[i] = v.Bytes()
+		values[i] = testutil.Words(uint64(i), 2000)
 	}
 	c := newClient(t, b, kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(50*time.Millisecond))
 	sizes := map[string]int64{}
