@@ -329,17 +329,26 @@ func (l *Log) replaceEmptyActiveLocked(base int64, now time.Time) error {
 	if err := l.dropSegmentsFrom(len(segs) - 1); err != nil {
 		return err
 	}
-	seg, err := openSegment(l.fs, l.dir, base, now)
+	seg, err := l.newActiveSegment(base, now)
 	if err != nil {
-		return err
-	}
-	seg.idx.loaded = true
-	if err := seg.activate(); err != nil {
-		seg.file.Close()
 		return err
 	}
 	l.setSegments(append(l.segs(), seg))
 	return nil
+}
+
+// newActiveSegment creates an empty segment starting at base, ready to be appended to.
+func (l *Log) newActiveSegment(base int64, now time.Time) (*segment, error) {
+	seg, err := openSegment(l.fs, l.dir, base, now)
+	if err != nil {
+		return nil, err
+	}
+	seg.idx.loaded = true
+	if err := seg.activate(); err != nil {
+		seg.file.Close()
+		return nil, err
+	}
+	return seg, nil
 }
 
 // rollLocked closes the active segment for writing, starts a new one at base (the log
@@ -353,13 +362,8 @@ func (l *Log) rollLocked(now time.Time, base int64) error {
 	base = max(base, leo)
 	// Create the new segment before retiring the old one, so that a failure leaves the
 	// old one active and whole.
-	seg, err := openSegment(l.fs, l.dir, base, now)
+	seg, err := l.newActiveSegment(base, now)
 	if err != nil {
-		return err
-	}
-	seg.idx.loaded = true
-	if err := seg.activate(); err != nil {
-		seg.file.Close()
 		return err
 	}
 	if err := old.deactivate(true); err != nil {
