@@ -227,7 +227,7 @@ func storageConfig(t config.Topic) storage.Config {
 		SegmentIndexBytes:      int(t.SegmentIndexBytes),
 		FlushIntervalMessages:  flushMessages,
 		FlushIntervalMs:        t.FlushMs,
-		LogAppendTime:          t.MessageTimestampType == "LogAppendTime",
+		LogAppendTime:          t.LogAppendTime(),
 		FileDeleteDelayMs:      t.FileDeleteDelayMs,
 	}
 }

@@ -61,7 +61,7 @@ func (t Topic) CompressionLevel() int {
 // 3.6+, message.timestamp.difference.max.ms stands in for a bound left at its default,
 // and a LogAppendTime topic checks nothing (the broker stamps its own time).
 func (t Topic) TimestampBounds() (before, after int64) {
-	if t.MessageTimestampType == "LogAppendTime" {
+	if t.LogAppendTime() {
 		return math.MaxInt64, math.MaxInt64
 	}
 	before, after = t.MessageTimestampBeforeMaxMs, t.MessageTimestampAfterMaxMs
@@ -73,6 +73,10 @@ func (t Topic) TimestampBounds() (before, after int64) {
 	}
 	return before, after
 }
+
+// LogAppendTime reports whether message.timestamp.type is LogAppendTime: the broker
+// stamps its own time on every batch.
+func (t Topic) LogAppendTime() bool { return t.MessageTimestampType == "LogAppendTime" }
 
 // Compact reports whether cleanup.policy includes compact.
 func (t Topic) Compact() bool { return contains(t.CleanupPolicy, "compact") }
