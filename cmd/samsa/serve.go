@@ -112,6 +112,9 @@ func serve(configFile string, overrides []string, logLevel string) error {
 		IdleTimeout:    time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
 	})
 	if err == nil {
+		err = m.RequestFrames(srv.FrameBytes)
+	}
+	if err == nil {
 		err = srv.Start()
 	}
 	if err != nil {

@@ -360,12 +360,9 @@ func (c *conn) dispatch(parsed parsedRequest) (p pending, err error) {
 		Body:          parsed.body,
 		ClientAddr:    c.remote,
 	}
-	flexible := false
-	if parsed.key != apiVersionsKey { // KIP-511: ApiVersions response header is never flexible
-		resp := parsed.body.ResponseKind()
-		resp.SetVersion(parsed.version)
-		flexible = resp.IsFlexible()
-	}
+	// A response is flexible exactly when its request is (Kafka defines one range of
+	// flexible versions per API), except ApiVersions' header, which never is (KIP-511).
+	flexible := parsed.key != apiVersionsKey && parsed.body.IsFlexible()
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error("handler panicked; closing connection",

@@ -64,17 +64,23 @@ type freeFrame struct {
 	freeAt time.Time
 }
 
-// get returns a buffer of length n; its capacity is n's class size.
+// get returns a buffer of length n: a free one of n's class or of one of the next two
+// classes (at most twice the size), so that frames of varying sizes share a buffer
+// rather than each keeping one of its own class; a new one of n's class otherwise.
 func (p *framePool) get(n int) *[]byte {
 	class, size := frameClass(n)
 	p.mu.Lock()
-	if list := p.free[class]; len(list) > 0 {
+	for c := class; c < min(class+3, frameClasses); c++ {
+		list := p.free[c]
+		if len(list) == 0 {
+			continue
+		}
 		f := list[len(list)-1]
 		list[len(list)-1] = freeFrame{}
-		p.free[class] = list[:len(list)-1]
+		p.free[c] = list[:len(list)-1]
 		p.mu.Unlock()
 		*f.buf = (*f.buf)[:n]
-		p.inUse.Add(int64(size))
+		p.inUse.Add(int64(cap(*f.buf)))
 		return f.buf
 	}
 	p.mu.Unlock()
@@ -83,7 +89,9 @@ func (p *framePool) get(n int) *[]byte {
 	return &b
 }
 
-// put gives a buffer from get back.
+// put gives a buffer from get back. It is dropped instead when a free buffer of one
+// of the next two classes could serve its frames too: a connection whose frames vary
+// in size then keeps one buffer, not one of each class.
 func (p *framePool) put(b *[]byte) {
 	class, size := frameClass(cap(*b))
 	if size != cap(*b) {
@@ -91,8 +99,13 @@ func (p *framePool) put(b *[]byte) {
 	}
 	p.inUse.Add(-int64(size))
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := class + 1; c < min(class+3, frameClasses); c++ {
+		if len(p.free[c]) > 0 {
+			return
+		}
+	}
 	p.free[class] = append(p.free[class], freeFrame{buf: b, freeAt: time.Now()})
-	p.mu.Unlock()
 }
 
 // drop forgets a buffer from get without keeping it: the garbage collector takes it.

@@ -45,8 +45,24 @@ func TestFramePoolReusesAndTrims(t *testing.T) {
 		t.Fatal("a buffer of the same class was not reused")
 	}
 	p.put(b)
+	c := p.get(3 << 20) // two classes below: the free 6 MiB buffer serves it
+	if &(*c)[0] != &(*a)[0] || p.inUse.Load() != 6<<20 {
+		t.Fatalf("a smaller frame did not take the free larger buffer (in use %d)", p.inUse.Load())
+	}
+	p.put(c)
+	d := p.get(2 << 20) // three classes below: a new buffer
+	if &(*d)[0] == &(*a)[0] || cap(*d) != 2<<20 {
+		t.Fatal("a frame took a free buffer more than twice its size")
+	}
+	p.put(d)
+	e, f := p.get(6<<20), p.get(4<<20) // the 6 MiB buffer, and a new 4 MiB one
+	p.put(e)
+	p.put(f) // dropped: the free 6 MiB buffer serves 4 MiB frames
+	if p.freeBytes() != 8<<20 || p.inUse.Load() != 0 {
+		t.Fatalf("free %d, in use %d: want the 6 and 2 MiB buffers free", p.freeBytes(), p.inUse.Load())
+	}
 	p.trim(time.Now().Add(-time.Hour))
-	if p.freeBytes() != 6<<20 {
+	if p.freeBytes() != 8<<20 {
 		t.Fatalf("trim dropped a buffer freed after the cutoff: %d free", p.freeBytes())
 	}
 	p.trim(time.Now().Add(time.Second))
