@@ -107,6 +107,7 @@ func serve(configFile string, overrides []string, logLevel string) error {
 		Versions:       broker.Versions,
 		APIKeys:        broker.APIKeys,
 		ReusableFrames: broker.ReusableFrames,
+		Produce:        brk,
 		Logger:         logger.With("component", "server"),
 		Observer:       m,
 		IdleTimeout:    time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,

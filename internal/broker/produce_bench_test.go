@@ -119,6 +119,7 @@ func startBenchBroker(b *testing.B, topic string, partitions int32) string {
 		Versions:       Versions,
 		APIKeys:        APIKeys,
 		ReusableFrames: ReusableFrames,
+		Produce:        brk,
 	})
 	if err != nil {
 		b.Fatal(err)

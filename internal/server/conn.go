@@ -45,7 +45,11 @@ var preadPool = sync.Pool{New: func() any { b := make([]byte, preadChunk); retur
 
 // pending is a request whose response the writer has yet to write.
 type pending struct {
-	ch            <-chan protocol.Response
+	ch <-chan protocol.Response
+	// now is the response when ready is set (a streamed Produce answered at once),
+	// instead of ch.
+	now           protocol.Response
+	ready         bool
 	key           int16
 	version       int16 // request version, for logs and the Observer
 	respVersion   int16 // version the response body is encoded at
@@ -91,6 +95,9 @@ type conn struct {
 	// buffer) and the size up to which a pooled frame is taken at once (frames.go).
 	br          *bufio.Reader
 	frameBudget int
+	names       nameCache        // recent topic names and client ids (produce_stream.go)
+	produceReq  protocol.Request // the streamed Produce request being handled
+	frame       frameReader      // its reader
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -184,6 +191,21 @@ func (c *conn) readLoop() {
 			c.closeAfterPending()
 			return
 		}
+		if c.srv.cfg.Produce != nil && size >= 4 {
+			head, err := c.peek(4)
+			if err != nil {
+				c.logReadError(err, true)
+				c.close()
+				return
+			}
+			key, version := int16(binary.BigEndian.Uint16(head)), int16(binary.BigEndian.Uint16(head[2:]))
+			if key == produceKey && c.streamable(version) {
+				if !c.streamProduce(int(size), version) {
+					return
+				}
+				continue
+			}
+		}
 		frame, pooled, err := c.readRequestFrame(int(size))
 		if err != nil {
 			c.logReadError(err, true)
@@ -224,11 +246,8 @@ func (c *conn) readLoop() {
 	}
 }
 
-// handle calls the handler for one decoded request and passes its response on. When
-// the response is ready at once and no earlier one waits for the writer, the reader
-// writes it itself: no goroutine is woken for it, and it leaves while the request's
-// bytes are still in the CPU cache. Otherwise the writer gets it. handle reports false
-// when reading must stop.
+// handle calls the handler for one decoded request and passes its response on; it
+// reports false when reading must stop.
 func (c *conn) handle(in inbound) bool {
 	var p pending
 	if in.fallback != nil {
@@ -245,7 +264,22 @@ func (c *conn) handle(in inbound) bool {
 		}
 	}
 	p.start, p.bytesIn = in.start, in.bytesIn
+	return c.pass(p)
+}
+
+// pass hands a request's response on: when it is ready at once and no earlier one
+// waits for the writer, the reader writes it itself — no goroutine is woken for it, and
+// it leaves while the request's bytes are still in the CPU cache; otherwise the writer
+// gets it. pass reports false when reading must stop.
+func (c *conn) pass(p pending) bool {
 	c.inflight.Add(1)
+	if p.ready {
+		if c.queued.Load() == 0 {
+			return c.writeNow(&p, p.now)
+		}
+		p.ch, p.ready = protocol.Ready(p.now), false
+		return c.queueResponse(p)
+	}
 	if c.queued.Load() == 0 {
 		select {
 		case resp, ok := <-p.ch:
@@ -254,21 +288,26 @@ func (c *conn) handle(in inbound) bool {
 				c.close()
 				return false
 			}
-			c.writeMu.Lock()
-			n, err := c.writeResponse(&p, resp)
-			if err == nil {
-				err = c.bw.Flush()
-			}
-			c.writeMu.Unlock()
-			if !c.written(&p, resp, n, err) {
-				c.close()
-				return false
-			}
-			return true
+			return c.writeNow(&p, resp)
 		default:
 		}
 	}
 	return c.queueResponse(p)
+}
+
+// writeNow writes and flushes a response from the reader goroutine.
+func (c *conn) writeNow(p *pending, resp protocol.Response) bool {
+	c.writeMu.Lock()
+	n, err := c.writeResponse(p, resp)
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	c.writeMu.Unlock()
+	if !c.written(p, resp, n, err) {
+		c.close()
+		return false
+	}
+	return true
 }
 
 // readRequestFrame reads a frame of size bytes. The frame of an API whose handler keeps
@@ -517,6 +556,9 @@ func (c *conn) writeLoop() {
 func (c *conn) written(p *pending, resp protocol.Response, n int, err error) bool {
 	c.inflight.Add(-1)
 	c.touch()
+	if resp.Written != nil {
+		defer resp.Written()
+	}
 	if err != nil {
 		c.logWriteError(p, err)
 		return false

@@ -55,6 +55,12 @@
 // has already delivered). The produce path thus allocates no frame memory per request,
 // and the memory held for frames is bounded by the requests being read or handled.
 //
+// Produce requests are streamed when Config.Produce is set (produce_stream.go): their
+// fields are decoded as they arrive and each partition's records are read into a pooled
+// buffer and handed to the protocol.ProduceHandler at once, so that a request of many
+// partitions is never held whole and every batch is checked and appended while its
+// bytes are still in the CPU cache. The reader still handles one request at a time.
+//
 // File chunks are written with sendfile(2) at the chunk's explicit offset (the file's
 // shared seek position is never used or moved), so any number of connections may send
 // from one *os.File concurrently. Connections that are not plain TCP fall back to
