@@ -332,13 +332,18 @@ func (c *conn) readRequestFrame(size int) (frame []byte, pooled *[]byte, err err
 	return frame, nil, err
 }
 
-// readPooledFrame reads a frame of size bytes into a pooled buffer: at once when size
-// is within the connection's budget (the largest frame it has delivered, at least
-// frameBudget), otherwise in steps that double as the bytes arrive.
-func (c *conn) readPooledFrame(size int) (*[]byte, error) {
-	n := min(size, max(c.frameBudget, frameBudget))
+// readPooledFrame reads a frame of size bytes into a pooled buffer.
+func (c *conn) readPooledFrame(size int) (*[]byte, error) { return c.readPooled(nil, size) }
+
+// readPooled reads size bytes into a pooled buffer whose first bytes are have (read
+// already): at once when size is within the connection's budget (the largest frame it
+// has delivered, at least frameBudget), otherwise in steps that double as the bytes
+// arrive.
+func (c *conn) readPooled(have []byte, size int) (*[]byte, error) {
+	n := min(size, max(c.frameBudget, frameBudget, len(have)))
 	p := c.srv.frames.get(n)
-	if err := c.readFull(*p); err != nil {
+	copy(*p, have)
+	if err := c.readFull((*p)[len(have):]); err != nil {
 		c.srv.frames.put(p)
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/samsa-streaming/samsa/internal/protocol"
@@ -47,26 +48,79 @@ func (c *conn) streamable(v int16) bool {
 	return ok && v >= lo && v <= hi
 }
 
-// frameReader reads the fields of one request frame from the connection, never past
-// the frame's end.
+// frameReader reads the fields of one request frame through a window: a pooled
+// buffer of up to streamWindow bytes, filled with as much of the frame as the socket
+// has (never past the frame's end), so that a request of many partitions costs a read
+// per window rather than several per partition, and records that fit the window are
+// handed over where they lie, without a copy.
 type frameReader struct {
 	c        *conn
-	left     int // bytes of the frame not read yet
+	left     int // bytes of the frame not pulled into the window yet
 	flexible bool
-	scratch  [8]byte
+	win      *[]byte
+	r, w     int // (*win)[r:w] pulled and not consumed
 }
 
-func (r *frameReader) take(n int) ([]byte, error) {
-	if n > r.left {
-		return nil, errMalformedProduce
+// streamWindow is the largest window a streamed request reads through.
+const streamWindow = 1 << 20
+
+// newFrameReader starts reading a frame of size bytes (after its size prefix).
+func (c *conn) newFrameReader(size int) *frameReader {
+	r := &c.frame
+	*r = frameReader{c: c, left: size, win: c.srv.frames.get(min(size, streamWindow))}
+	*r.win = (*r.win)[:cap(*r.win)]
+	return r
+}
+
+// release gives the window back.
+func (r *frameReader) release() {
+	if r.win != nil {
+		r.c.srv.frames.put(r.win)
+		r.win = nil
 	}
-	buf := r.scratch[:n]
-	if err := r.c.readFull(buf); err != nil {
+}
+
+// ensure makes n ≤ len(window) bytes of the frame available at (*win)[r:].
+func (r *frameReader) ensure(n int) error {
+	if r.w-r.r >= n {
+		return nil
+	}
+	buf := *r.win
+	if n > r.w-r.r+r.left || n > len(buf) {
+		return errMalformedProduce
+	}
+	if r.r+n > len(buf) {
+		r.w = copy(buf, buf[r.r:r.w])
+		r.r = 0
+	}
+	for r.w-r.r < n {
+		m, err := r.c.br.Read(buf[r.w : r.w+min(len(buf)-r.w, r.left)])
+		r.w += m
+		r.left -= m
+		if err != nil {
+			if err = r.c.retryableReadError(err); err != nil {
+				if errors.Is(err, io.EOF) {
+					return io.ErrUnexpectedEOF
+				}
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// take consumes n bytes (n ≤ len(window)).
+func (r *frameReader) take(n int) ([]byte, error) {
+	if err := r.ensure(n); err != nil {
 		return nil, err
 	}
-	r.left -= n
-	return buf, nil
+	b := (*r.win)[r.r : r.r+n]
+	r.r += n
+	return b, nil
 }
+
+// remaining is the frame's bytes not consumed yet.
+func (r *frameReader) remaining() int { return r.w - r.r + r.left }
 
 func (r *frameReader) int16() (int16, error) {
 	b, err := r.take(2)
@@ -125,7 +179,7 @@ func (r *frameReader) length(classic16 bool, minElem int) (int, error) {
 		}
 		n = int(v)
 	}
-	if n < -1 || n > r.left/max(minElem, 1) {
+	if n < -1 || n > r.remaining()/max(minElem, 1) {
 		return 0, errMalformedProduce
 	}
 	return n, nil
@@ -133,11 +187,11 @@ func (r *frameReader) length(classic16 bool, minElem int) (int, error) {
 
 // skip discards n bytes of the frame.
 func (r *frameReader) skip(n int) error {
-	if n > r.left {
+	if n > r.remaining() {
 		return errMalformedProduce
 	}
 	for n > 0 {
-		chunk := min(n, len(r.scratch))
+		chunk := min(n, len(*r.win))
 		if _, err := r.take(chunk); err != nil {
 			return err
 		}
@@ -183,18 +237,37 @@ func (r *frameReader) str(nullable bool) (*string, error) {
 		}
 		return nil, nil
 	}
-	if n > len(r.c.names.buf) {
-		r.c.names.buf = make([]byte, n)
-	}
-	buf := r.c.names.buf[:n]
-	if n > r.left {
-		return nil, errMalformedProduce
-	}
-	if err := r.c.readFull(buf); err != nil {
+	b, err := r.take(n)
+	if err != nil {
 		return nil, err
 	}
-	r.left -= n
-	return r.c.names.intern(buf), nil
+	return r.c.names.intern(b), nil
+}
+
+// records reads a records field of n bytes and hands it to fn: where it lies in the
+// window when it fits, otherwise in a pooled buffer of its own.
+func (r *frameReader) records(n int, fn func([]byte)) error {
+	if n <= len(*r.win) {
+		b, err := r.take(n)
+		if err != nil {
+			return err
+		}
+		fn(b)
+		return nil
+	}
+	if n > r.remaining() {
+		return errMalformedProduce
+	}
+	have := (*r.win)[r.r:r.w]
+	r.r = r.w
+	p, err := r.c.readPooled(have, n)
+	if err != nil {
+		return err
+	}
+	r.left -= n - len(have)
+	fn(*p)
+	r.c.srv.frames.put(p)
+	return nil
 }
 
 // nameCache keeps the last few strings read on a connection.
@@ -221,9 +294,9 @@ func (nc *nameCache) intern(b []byte) *string {
 // It reports false when reading must stop.
 func (c *conn) streamProduce(size int, version int16) bool {
 	start := time.Now()
-	r := &c.frame
-	*r = frameReader{c: c, left: size}
+	r := c.newFrameReader(size)
 	stream, req, err := c.readProduce(r, version)
+	r.release()
 	if err != nil {
 		if stream != nil {
 			stream.Abort()
@@ -297,7 +370,7 @@ func (c *conn) readProduce(r *frameReader, version int16) (protocol.ProduceStrea
 		return stream, req, err
 	}
 	// Kafka ignores bytes after the last field; so does kmsg.
-	return stream, req, r.skip(r.left)
+	return stream, req, r.skip(r.remaining())
 }
 
 // readStreamHeader reads the request header (key, version, correlation id, client id,
@@ -337,20 +410,15 @@ func (c *conn) streamPartition(r *frameReader, stream protocol.ProduceStream) er
 	if err != nil {
 		return err
 	}
-	if n < 0 {
+	switch {
+	case n < 0:
 		stream.Partition(index, nil)
-		return r.skipTags()
-	}
-	if n == 0 {
+	case n == 0:
 		stream.Partition(index, []byte{})
-		return r.skipTags()
+	default:
+		if err := r.records(n, func(b []byte) { stream.Partition(index, b) }); err != nil {
+			return err
+		}
 	}
-	buf, err := c.readPooledFrame(n)
-	if err != nil {
-		return err
-	}
-	r.left -= n
-	stream.Partition(index, *buf)
-	c.srv.frames.put(buf)
 	return r.skipTags()
 }

@@ -194,6 +194,46 @@ func TestProduceStreamMatchesKmsg(t *testing.T) {
 	}
 }
 
+// TestProduceStreamLargeRecords: records larger than the stream's window, between
+// small ones, arrive whole and in order.
+func TestProduceStreamLargeRecords(t *testing.T) {
+	rec := &streamRecorder{}
+	addr := startStreamServer(t, rec)
+	rng := rand.New(rand.NewPCG(7, 8))
+	big := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	req := kmsg.NewPtrProduceRequest()
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "big"
+	for i, records := range [][]byte{big(100), big(streamWindow*5/2 + 3), big(70_000), big(streamWindow + 1)} {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = int32(i), records
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	c := dial(t, addr)
+	for v := int16(8); v <= 9; v++ { // classic and compact lengths
+		send(t, c, encodeRequest(req, v, int32(v), "big"))
+		readResponse(t, c, kmsg.NewPtrProduceResponse(), v, v >= 9)
+	}
+	got, _ := rec.snapshot()
+	for _, g := range got {
+		for i, rp := range rt.Partitions {
+			if !bytes.Equal(g.topics[0].records[i].records, rp.Records) {
+				t.Fatalf("partition %d: %d bytes arrived, want the %d sent", i, len(g.topics[0].records[i].records), len(rp.Records))
+			}
+		}
+	}
+	if len(got) != 2 {
+		t.Fatalf("%d requests streamed, want 2", len(got))
+	}
+}
+
 func equalPtr(a, b *string) bool {
 	if a == nil || b == nil {
 		return a == b
@@ -228,7 +268,7 @@ func TestProduceStreamMalformed(t *testing.T) {
 	small.Topics = []kmsg.ProduceRequestTopic{{Topic: "t", Partitions: []kmsg.ProduceRequestTopicPartition{{Records: []byte("0123456789")}}}}
 	bad := encodeRequest(small, 9, 2, "bad")
 	countAt := 4 + 2 + 2 + 4 + 2 + len("bad") + 1 + 1 + 2 + 4 // size … header tags, null txn id, acks, timeout
-	if bad[countAt] != 2 {                                      // compact array: 1 topic + 1
+	if bad[countAt] != 2 {                                    // compact array: 1 topic + 1
 		t.Fatalf("byte %d is %d, not the topic count", countAt, bad[countAt])
 	}
 	bad[countAt] = 0x7f // 126 topics: at least 252 bytes, in a frame of a few dozen
@@ -274,8 +314,9 @@ func FuzzProduceStream(f *testing.F) {
 		srv := &Server{cfg: Config{Produce: rec}}
 		// One byte more than the frame: reading past its end would take it.
 		c := &conn{srv: srv, br: bufio.NewReader(bytes.NewReader(append(append([]byte{}, frame...), 0xee)))}
-		r := &frameReader{c: c, left: len(frame)}
+		r := c.newFrameReader(len(frame))
 		stream, _, err := c.readProduce(r, version)
+		r.release()
 		if rest, _ := io.ReadAll(c.br); len(rest) == 0 || rest[len(rest)-1] != 0xee || (err == nil && len(rest) != 1) {
 			t.Fatalf("the decoder read past the frame, or accepted it without reading it all (%d bytes left, err %v)", len(rest), err)
 		}
