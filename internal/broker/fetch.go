@@ -17,6 +17,7 @@ package broker
 // clients send full fetch requests, which Kafka permits.
 
 import (
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -25,15 +26,20 @@ import (
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/replica"
+	"github.com/samsa-streaming/samsa/internal/storage"
 )
 
-func init() { register(kmsg.Fetch, 4, 16, (*Broker).handleFetch) }
+func init() {
+	register(kmsg.Fetch, 4, 16, (*Broker).handleFetch)
+	fetchStates.New = newFetchState
+}
 
 func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.FetchRequest)
-	topics, total, parts, failed := b.readFetch(r)
-	if failed || total >= int64(r.MinBytes) || r.MaxWaitMillis <= 0 || len(parts) == 0 {
-		return protocol.Ready(b.fetchResponse(r, topics))
+	st := fetchStates.Get().(*fetchState)
+	total, failed := b.readFetch(r, st)
+	if failed || total >= int64(r.MinBytes) || r.MaxWaitMillis <= 0 || len(st.parts) == 0 {
+		return protocol.Ready(b.fetchResponse(r, st))
 	}
 	out := make(chan protocol.Response, 1)
 	go func() {
@@ -41,10 +47,10 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 		expired, stop := b.after(time.Duration(r.MaxWaitMillis) * time.Millisecond)
 		defer stop()
 		for {
-			for _, p := range parts {
+			for _, p := range st.parts {
 				p.Wait(wake)
 			}
-			topics, total, _, failed = b.readFetch(r)
+			total, failed = b.readFetch(r, st)
 			if failed || total >= int64(r.MinBytes) {
 				break
 			}
@@ -53,17 +59,45 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 				continue
 			case <-expired:
 			}
-			topics, _, _, _ = b.readFetch(r)
+			b.readFetch(r, st)
 			break
 		}
-		out <- b.fetchResponse(r, topics)
+		out <- b.fetchResponse(r, st)
 	}()
 	return out
 }
 
+// fetchState is what serving one Fetch request takes: the partitions' results, the file
+// ranges of all of them in one slice, and the encoded response. States are pooled, their
+// slices keeping their capacity, so a Fetch of many partitions allocates nothing per
+// partition; one goes back to the pool once its response has been written.
+type fetchState struct {
+	topics  []fetchTopicResult
+	parts   []*replica.Partition
+	ranges  []storage.FileRange
+	w       chunkWriter
+	written func() // release, made once per pooled state (a method value allocates)
+}
+
+// fetchStates holds idle fetchStates (New is set in init: release puts back).
+var fetchStates sync.Pool
+
+func newFetchState() any {
+	st := new(fetchState)
+	st.written = st.release
+	return st
+}
+
+// release returns the state to the pool.
+func (st *fetchState) release() {
+	clear(st.parts)
+	clear(st.ranges) // they hold *os.File
+	fetchStates.Put(st)
+}
+
 // fetchResponse encodes the final response and records its metrics.
-func (b *Broker) fetchResponse(r *kmsg.FetchRequest, topics []fetchTopicResult) protocol.Response {
-	for _, t := range topics {
+func (b *Broker) fetchResponse(r *kmsg.FetchRequest, st *fetchState) protocol.Response {
+	for _, t := range st.topics {
 		for _, p := range t.partitions {
 			if p.errorCode != 0 {
 				b.metrics.FetchError(p.errorCode)
@@ -72,13 +106,15 @@ func (b *Broker) fetchResponse(r *kmsg.FetchRequest, topics []fetchTopicResult) 
 			}
 		}
 	}
-	return protocol.Response{Chunks: encodeFetchResponse(r.Version, 0, r.IsolationLevel == 1, topics)}
+	st.w.reset()
+	chunks := st.w.fetchResponse(r.Version, 0, r.IsolationLevel == 1, st.topics)
+	return protocol.Response{Chunks: chunks, Written: st.written}
 }
 
-// readFetch reads every requested partition once. It returns the response topics, the
-// number of record bytes found, the partitions read (for waiting) and whether any
-// partition failed (an error answers at once).
-func (b *Broker) readFetch(r *kmsg.FetchRequest) ([]fetchTopicResult, int64, []*replica.Partition, bool) {
+// readFetch reads every requested partition once into st. It returns the number of
+// record bytes found and whether any partition failed (an error answers at once); the
+// partitions read (for waiting) are in st.parts.
+func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 	img := b.image()
 	readCommitted := r.IsolationLevel == 1
 	remaining := int64(r.MaxBytes)
@@ -87,12 +123,19 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) ([]fetchTopicResult, int64, []*
 	}
 	var (
 		total  int64
-		parts  []*replica.Partition
 		failed bool
 	)
-	topics := make([]fetchTopicResult, 0, len(r.Topics))
+	st.parts, st.ranges = st.parts[:0], st.ranges[:0]
+	topics := st.topics[:0]
 	for _, rt := range r.Topics {
-		tr := fetchTopicResult{name: rt.Topic, id: rt.TopicID}
+		n := len(topics)
+		if n < cap(topics) {
+			topics = topics[:n+1]
+		} else {
+			topics = append(topics, fetchTopicResult{})
+		}
+		tr := &topics[n]
+		tr.name, tr.id, tr.partitions = rt.Topic, rt.TopicID, tr.partitions[:0]
 		var topicErr int16
 		if r.Version >= 13 {
 			if t, ok := img.TopicByID(metadata.TopicID(rt.TopicID)); ok {
@@ -116,7 +159,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) ([]fetchTopicResult, int64, []*
 				tr.partitions = append(tr.partitions, pr)
 				continue
 			}
-			parts = append(parts, p)
+			st.parts = append(st.parts, p)
 			pr.highWatermark = p.HighWatermark()
 			pr.lastStableOffset = p.LastStableOffset()
 			pr.logStartOffset = p.Log.LogStartOffset()
@@ -124,11 +167,9 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) ([]fetchTopicResult, int64, []*
 			if readCommitted {
 				limit = pr.lastStableOffset
 			}
-			maxBytes := min(int64(rp.PartitionMaxBytes), remaining)
-			if maxBytes < 0 {
-				maxBytes = 0
-			}
-			res, err := p.Log.Read(rp.FetchOffset, int(maxBytes), limit, total == 0)
+			maxBytes := max(min(int64(rp.PartitionMaxBytes), remaining), 0)
+			res, ranges, err := p.Log.ReadAppend(st.ranges, rp.FetchOffset, int(maxBytes), limit, total == 0)
+			st.ranges = ranges
 			if err != nil {
 				b.storageFailed(p, err)
 				pr.errorCode = errorCode(err)
@@ -141,9 +182,9 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) ([]fetchTopicResult, int64, []*
 			remaining -= res.Size
 			tr.partitions = append(tr.partitions, pr)
 		}
-		topics = append(topics, tr)
 	}
-	return topics, total, parts, failed
+	st.topics = topics
+	return total, failed
 }
 
 // fetchablePartition checks that a partition exists here, is led by this node and that

@@ -30,10 +30,19 @@ type fetchTopicResult struct {
 	partitions []fetchPartitionResult
 }
 
-// chunkWriter builds a response body out of byte runs and file ranges.
+// chunkWriter builds a response body out of byte runs and file ranges. The runs are
+// parts of one buffer (mark is where the current run starts), so a response of many
+// partitions takes one buffer, not one per partition.
 type chunkWriter struct {
 	chunks []protocol.Chunk
 	buf    []byte
+	mark   int
+}
+
+// reset empties the writer, keeping its capacity.
+func (w *chunkWriter) reset() {
+	clear(w.chunks) // they hold *os.File
+	w.chunks, w.buf, w.mark = w.chunks[:0], w.buf[:0], 0
 }
 
 func (w *chunkWriter) int8(v int8)   { w.buf = append(w.buf, byte(v)) }
@@ -88,17 +97,31 @@ func (w *chunkWriter) records(ranges []storage.FileRange, size int64, flexible b
 	}
 }
 
+// flush ends the current run of bytes. A later run may grow buf into a new array; the
+// earlier runs keep pointing into the old one, whose bytes stay as they were.
 func (w *chunkWriter) flush() {
-	if len(w.buf) > 0 {
-		w.chunks = append(w.chunks, protocol.Chunk{Bytes: w.buf})
-		w.buf = nil
+	if len(w.buf) > w.mark {
+		w.chunks = append(w.chunks, protocol.Chunk{Bytes: w.buf[w.mark:len(w.buf):len(w.buf)]})
+		w.mark = len(w.buf)
 	}
 }
 
 // encodeFetchResponse writes a Fetch response body of the given version.
 func encodeFetchResponse(version int16, errorCode int16, readCommitted bool, topics []fetchTopicResult) []protocol.Chunk {
+	var w chunkWriter
+	return w.fetchResponse(version, errorCode, readCommitted, topics)
+}
+
+// fetchResponse writes a Fetch response body of the given version into w.
+func (w *chunkWriter) fetchResponse(version int16, errorCode int16, readCommitted bool, topics []fetchTopicResult) []protocol.Chunk {
 	flexible := version >= 12
-	w := &chunkWriter{buf: make([]byte, 0, 256)}
+	size := 64
+	for _, t := range topics {
+		size += 24 + len(t.name) + 64*len(t.partitions)
+	}
+	if cap(w.buf) < size {
+		w.buf = make([]byte, 0, size)
+	}
 	w.int32(0) // throttle_time_ms
 	if version >= 7 {
 		w.int16(errorCode)

@@ -189,3 +189,78 @@ func checkProduceResponse(b *testing.B, frame []byte) {
 		}
 	}
 }
+
+// BenchmarkFetchRequest reads the same data again and again, one Fetch request at a
+// time over TCP: every partition of the topic from offset 0, up to 128 KiB each (a
+// consumer of many partitions), in batches of 32 KiB. allocs/op counts the whole process.
+func BenchmarkFetchRequest(b *testing.B) {
+	for _, partitions := range []int{1, 64, 1000} {
+		b.Run(fmt.Sprintf("partitions=%d", partitions), func(b *testing.B) {
+			addr := startBenchBroker(b, "bench", int32(partitions))
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer conn.Close()
+			resp := make([]byte, 1<<20)
+			roundTrip := func(frame []byte) []byte {
+				if _, err := conn.Write(frame); err != nil {
+					b.Fatal(err)
+				}
+				var size [4]byte
+				if _, err := io.ReadFull(conn, size[:]); err != nil {
+					b.Fatal(err)
+				}
+				n := int(binary.BigEndian.Uint32(size[:]))
+				if n > len(resp) {
+					resp = make([]byte, n)
+				}
+				if _, err := io.ReadFull(conn, resp[:n]); err != nil {
+					b.Fatal(err)
+				}
+				return resp[:n]
+			}
+			for range 8 { // 8 batches of 32 × 1 KiB records in every partition
+				roundTrip(produceFrame(b, "bench", partitions, partitions*32<<10, 1024))
+			}
+			req := kmsg.NewPtrFetchRequest()
+			req.SetVersion(12)
+			req.MaxWaitMillis, req.MaxBytes = 0, 256<<20
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic = "bench"
+			for p := range partitions {
+				rp := kmsg.NewFetchRequestTopicPartition()
+				rp.Partition, rp.PartitionMaxBytes = int32(p), 128<<10
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, rt)
+			frame := binary.BigEndian.AppendUint32(nil, 0)
+			frame = binary.BigEndian.AppendUint16(frame, uint16(kmsg.Fetch))
+			frame = binary.BigEndian.AppendUint16(frame, 12)
+			frame = binary.BigEndian.AppendUint32(frame, 2)
+			frame = binary.BigEndian.AppendUint16(frame, 0xffff)
+			frame = append(frame, 0)
+			frame = req.AppendTo(frame)
+			binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+			body := roundTrip(frame)
+			fr := kmsg.NewPtrFetchResponse()
+			fr.SetVersion(12)
+			if err := fr.ReadFrom(body[5:]); err != nil {
+				b.Fatal(err)
+			}
+			for _, t := range fr.Topics {
+				for _, p := range t.Partitions {
+					if p.ErrorCode != 0 || len(p.RecordBatches) < 96<<10 {
+						b.Fatalf("partition %d: error %d, %d bytes of records, high watermark %d", p.Partition, p.ErrorCode, len(p.RecordBatches), p.HighWatermark)
+					}
+				}
+			}
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				roundTrip(frame)
+			}
+		})
+	}
+}

@@ -89,6 +89,7 @@ type conn struct {
 	writeMu sync.Mutex
 	bw      *bufio.Writer
 	scratch []byte
+	sender  *fileSender // sendfile(2) to this connection, made at the first file range
 
 	// Reader state, owned by the reader goroutine: the buffered reader (several small
 	// requests arrive in one read; large frames are read past it, straight into their
@@ -692,7 +693,13 @@ func (c *conn) writeFileRange(f *os.File, offset, length int64) error {
 			if err := c.bw.Flush(); err != nil {
 				return err
 			}
-			return sendFile(sc, f, offset, length)
+			if c.sender == nil {
+				var err error
+				if c.sender, err = newFileSender(sc); err != nil {
+					return err
+				}
+			}
+			return c.sender.sendFile(f, offset, length)
 		}
 	}
 	return c.copyFileRange(f, offset, length)

@@ -11,6 +11,12 @@ import (
 // sendfileSupported is false off Linux: file chunks go through pread.
 const sendfileSupported = false
 
-func sendFile(syscall.Conn, *os.File, int64, int64) error {
+type fileSender struct{}
+
+func newFileSender(syscall.Conn) (*fileSender, error) {
+	return nil, errors.New("sendfile not supported on this platform")
+}
+
+func (*fileSender) sendFile(*os.File, int64, int64) error {
 	return errors.New("sendfile not supported on this platform")
 }

@@ -26,71 +26,111 @@ type ReadResult struct {
 	FirstBatchOffset int64
 }
 
-// Read returns whole batches starting with the one containing offset, without copying:
+// Read is ReadAppend to no ranges.
+func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool) (ReadResult, error) {
+	res, _, err := l.ReadAppend(nil, offset, maxBytes, maxOffset, minOneBatch)
+	return res, err
+}
+
+// ReadAppend returns whole batches starting with the one containing offset, without copying:
 // it stops before a batch whose last offset is ≥ maxOffset (pass the high watermark or
 // last stable offset; math.MaxInt64 for no bound) and keeps the total ≤ maxBytes,
 // except that with minOneBatch the first batch is returned even when larger (KIP-74).
 // offset == LogEndOffset gives an empty result; an offset outside
 // [LogStartOffset, LogEndOffset] gives ErrOffsetOutOfRange.
-func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool) (ReadResult, error) {
+//
+// The ranges are appended to dst (a Fetch of many partitions reuses one slice for all
+// of them); res.Ranges is the part appended, and the whole slice is returned.
+func (l *Log) ReadAppend(dst []FileRange, offset int64, maxBytes int, maxOffset int64, minOneBatch bool) (res ReadResult, all []FileRange, err error) {
+	res, all, err = l.read(dst, offset, maxBytes, maxOffset, minOneBatch)
+	res.Ranges = all[len(dst):]
+	return res, all, err
+}
+
+func (l *Log) read(dst []FileRange, offset int64, maxBytes int, maxOffset int64, minOneBatch bool) (ReadResult, []FileRange, error) {
 	res := ReadResult{FirstBatchOffset: -1}
 	if l.closed.Load() {
-		return res, ErrLogClosed
+		return res, dst, ErrLogClosed
 	}
 	segs := l.segs()
 	start, end := l.logStart.Load(), l.logEnd.Load()
 	if offset < start || offset > end {
-		return res, fmt.Errorf("%w: offset %d, log [%d, %d]", ErrOffsetOutOfRange, offset, start, end)
+		return res, dst, fmt.Errorf("%w: offset %d, log [%d, %d]", ErrOffsetOutOfRange, offset, start, end)
 	}
 	// Never hand out batches beyond the log end loaded above: an append publishes the
 	// segment size before the log end.
 	maxOffset = min(maxOffset, end)
 	if offset == end || offset >= maxOffset {
-		return res, nil
+		return res, dst, nil
 	}
+	r := segmentRead{maxOffset: maxOffset, remaining: int64(maxBytes), minOneBatch: minOneBatch, first: -1, ranges: dst}
 	interval := l.config().IndexIntervalBytes
-	remaining := int64(maxBytes)
 	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > offset }) - 1
+	var err error
 	for i = max(i, 0); i < len(segs); i++ {
 		s := segs[i]
-		pos, _, found, err := s.find(offset, interval)
+		done, serr := r.segment(s, offset, interval)
+		if serr != nil {
+			err = l.readErr(s, serr)
+			break
+		}
+		if done {
+			break
+		}
+		offset = r.next
+	}
+	res.Size, res.FirstBatchOffset = r.size, r.first
+	return res, r.ranges, err
+}
+
+// segmentRead is the state of a Read across segments.
+type segmentRead struct {
+	maxOffset   int64
+	remaining   int64
+	minOneBatch bool
+	size, first int64 // ReadResult's Size and FirstBatchOffset
+	ranges      []FileRange
+	next        int64 // the offset to read from in the next segment
+}
+
+// segment reads the batches of s from offset on; done reports that the read is
+// complete (a bound was reached).
+func (r *segmentRead) segment(s *segment, offset int64, interval int) (done bool, err error) {
+	r.next = offset
+	pos, _, found, err := s.find(offset, interval)
+	if err != nil || !found {
+		return false, err
+	}
+	it := newReadIter(s.file, pos, s.size.Load())
+	defer it.close()
+	var cur *FileRange
+	for {
+		h, bpos, err := it.next()
+		if err == io.EOF {
+			return false, nil
+		}
 		if err != nil {
-			return res, l.readErr(s, err)
+			return false, err
 		}
-		if !found {
-			continue
+		size := int64(h.Size())
+		if h.LastOffset() >= r.maxOffset || (size > r.remaining && !(r.minOneBatch && r.size == 0)) {
+			return true, nil
 		}
-		it := newBatchIter(s.file, pos, s.size.Load(), 16<<10)
-		var cur *FileRange
-		for {
-			h, bpos, err := it.next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return res, l.readErr(s, err)
-			}
-			size := int64(h.Size())
-			if h.LastOffset() >= maxOffset || (size > remaining && !(minOneBatch && res.Size == 0)) {
-				return res, nil
-			}
-			if res.FirstBatchOffset < 0 {
-				res.FirstBatchOffset = h.BaseOffset
-			}
-			if cur == nil {
-				res.Ranges = append(res.Ranges, FileRange{File: s.file.OS(), Pos: bpos})
-				cur = &res.Ranges[len(res.Ranges)-1]
-			}
-			cur.Len += size
-			res.Size += size
-			remaining -= size
-			offset = h.LastOffset() + 1
-			if remaining <= 0 {
-				return res, nil
-			}
+		if r.first < 0 {
+			r.first = h.BaseOffset
+		}
+		if cur == nil {
+			r.ranges = append(r.ranges, FileRange{File: s.file.OS(), Pos: bpos})
+			cur = &r.ranges[len(r.ranges)-1]
+		}
+		cur.Len += size
+		r.size += size
+		r.remaining -= size
+		r.next = h.LastOffset() + 1
+		if r.remaining <= 0 {
+			return true, nil
 		}
 	}
-	return res, nil
 }
 
 func (l *Log) readErr(s *segment, err error) error {
@@ -158,7 +198,8 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bool) {
 		if err != nil || !found {
 			continue
 		}
-		it := newBatchIter(s.file, pos, s.size.Load(), 16<<10)
+		it := newReadIter(s.file, pos, s.size.Load())
+		defer it.close()
 		for {
 			h, bpos, err := it.next()
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/samsa-streaming/samsa/internal/record"
 )
@@ -21,7 +22,8 @@ type batchIter struct {
 	r        io.ReaderAt
 	pos, end int64
 	buf      []byte
-	bufStart int64 // file position of buf[0]
+	pooled   *[]byte // buf's pool entry (newReadIter)
+	bufStart int64   // file position of buf[0]
 	bufLen   int
 }
 
@@ -30,6 +32,28 @@ func newBatchIter(r io.ReaderAt, pos, end int64, bufSize int) *batchIter {
 		bufSize = record.HeaderSize
 	}
 	return &batchIter{r: r, pos: pos, end: end, buf: make([]byte, bufSize), bufStart: -1}
+}
+
+// readIterBuf is the buffer size of the iterators on the read path (Read, find,
+// OffsetForTimestamp), which take it from readIterBufs and give it back with close: a
+// Fetch of many partitions walks headers in each of them.
+const readIterBuf = 16 << 10
+
+var readIterBufs = sync.Pool{New: func() any { b := make([]byte, readIterBuf); return &b }}
+
+// newReadIter is newBatchIter with a pooled buffer, returned by value so that it can
+// live on the caller's stack; call close when done.
+func newReadIter(r io.ReaderAt, pos, end int64) batchIter {
+	p := readIterBufs.Get().(*[]byte)
+	return batchIter{r: r, pos: pos, end: end, buf: *p, pooled: p, bufStart: -1}
+}
+
+// close gives a pooled buffer back; the iterator must not be used afterwards.
+func (it *batchIter) close() {
+	if it.pooled != nil {
+		readIterBufs.Put(it.pooled)
+		it.pooled, it.buf = nil, nil
+	}
 }
 
 // next returns the header of the batch at the current position and its position, then

@@ -369,7 +369,8 @@ func (s *segment) find(offset int64, interval int) (pos int64, h record.Header, 
 	s.idx.RLock()
 	start := s.idx.x.lookup(s.base, offset)
 	s.idx.RUnlock()
-	it := newBatchIter(s.file, start, s.size.Load(), 16<<10)
+	it := newReadIter(s.file, start, s.size.Load())
+	defer it.close()
 	for {
 		h, pos, err := it.next()
 		if err == io.EOF {
