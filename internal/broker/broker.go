@@ -125,14 +125,19 @@ func (b *Broker) Start(ctx context.Context, advertised config.Listener) error {
 	if err := b.controller.Start(ctx); err != nil {
 		return fmt.Errorf("start metadata quorum: %w", err)
 	}
-	reg := metadata.RegisterBrokerRecord{
-		NodeID: metadata.NodeID(b.nodeID),
+	reg := controller.Registration{
+		NodeID:        b.nodeID,
+		IncarnationID: controller.NewIncarnationID(),
 		Endpoints: []metadata.Endpoint{{
 			Name: advertised.Name, Host: advertised.Host, Port: int32(advertised.Port),
 		}},
 	}
-	if err := b.controller.RegisterBroker(ctx, reg); err != nil {
+	epoch, err := b.controller.RegisterBroker(ctx, reg)
+	if err != nil {
 		return fmt.Errorf("register broker: %w", err)
+	}
+	if _, err := b.controller.BrokerHeartbeat(ctx, controller.Heartbeat{BrokerID: b.nodeID, BrokerEpoch: epoch, MetadataOffset: b.controller.Image().Offset()}); err != nil {
+		return fmt.Errorf("unfence broker: %w", err)
 	}
 	img := b.controller.Image()
 	b.removeOrphanLogs(img)

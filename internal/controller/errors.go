@@ -26,11 +26,42 @@ var (
 	// ErrInvalidRequest: INVALID_REQUEST (duplicates in one request, conflicting
 	// fields, unsupported resource types or operations).
 	ErrInvalidRequest = errors.New("invalid request")
-	// ErrNotController: NOT_CONTROLLER. This node is not the active controller;
-	// forwarding to the active one is not implemented yet.
+	// ErrNotController: NOT_CONTROLLER. This node is not the active controller
+	// (brokers forward to the active one and retry), or a request names epochs
+	// newer than this controller knows (it may have lost leadership).
 	ErrNotController = errors.New("not the active controller")
-	// ErrTopicDeletionDisabled: TOPIC_DELETION_DISABLED. Never returned today.
+	// ErrTopicDeletionDisabled: TOPIC_DELETION_DISABLED (delete.topic.enable=false).
 	ErrTopicDeletionDisabled = errors.New("topic deletion is disabled")
+	// ErrStaleBrokerEpoch: STALE_BROKER_EPOCH. The broker is not registered, or not
+	// with this epoch: it must register again.
+	ErrStaleBrokerEpoch = errors.New("stale broker epoch")
+	// ErrDuplicateBrokerRegistration: DUPLICATE_BROKER_REGISTRATION. Another
+	// incarnation of the node id still heartbeats.
+	ErrDuplicateBrokerRegistration = errors.New("duplicate broker registration")
+	// ErrInconsistentClusterID: INCONSISTENT_CLUSTER_ID.
+	ErrInconsistentClusterID = errors.New("inconsistent cluster id")
+	// ErrFencedLeaderEpoch: FENCED_LEADER_EPOCH. AlterPartition from a leader whose
+	// leader epoch is older than the partition's.
+	ErrFencedLeaderEpoch = errors.New("fenced leader epoch")
+	// ErrInvalidUpdateVersion: INVALID_UPDATE_VERSION. AlterPartition with an old
+	// partition epoch: the partition changed since the leader last saw it.
+	ErrInvalidUpdateVersion = errors.New("invalid partition epoch")
+	// ErrIneligibleReplica: INELIGIBLE_REPLICA (OPERATION_NOT_ATTEMPTED before
+	// AlterPartition v2). The new ISR names a broker that is fenced, shutting down,
+	// unregistered or at another broker epoch (KIP-841, KIP-903).
+	ErrIneligibleReplica = errors.New("ineligible replica")
+	// ErrNewLeaderElected: NEW_LEADER_ELECTED (FENCED_LEADER_EPOCH before
+	// AlterPartition v2). The ISR change was committed and completed a reassignment
+	// that moved the leadership away.
+	ErrNewLeaderElected = errors.New("new leader elected")
+	// ErrElectionNotNeeded: ELECTION_NOT_NEEDED.
+	ErrElectionNotNeeded = errors.New("election not needed")
+	// ErrPreferredLeaderNotAvailable: PREFERRED_LEADER_NOT_AVAILABLE.
+	ErrPreferredLeaderNotAvailable = errors.New("preferred leader not available")
+	// ErrEligibleLeadersNotAvailable: ELIGIBLE_LEADERS_NOT_AVAILABLE.
+	ErrEligibleLeadersNotAvailable = errors.New("eligible leaders not available")
+	// ErrNoReassignmentInProgress: NO_REASSIGNMENT_IN_PROGRESS.
+	ErrNoReassignmentInProgress = errors.New("no reassignment in progress")
 	// ErrClosed: the controller is closed (or its metadata log failed); the broker
 	// should answer NOT_CONTROLLER or shut down.
 	ErrClosed = errors.New("controller closed")

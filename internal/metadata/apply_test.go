@@ -188,7 +188,7 @@ func TestApplyTable(t *testing.T) {
 			},
 		},
 		{
-			name: "broker fenced, unfenced and in controlled shutdown",
+			name:  "broker fenced, unfenced and in controlled shutdown",
 			setup: [][]Record{{RegisterBrokerRecord{NodeID: 1, Epoch: 3, IncarnationID: "aa", Fenced: true}}},
 			recs: []Record{
 				BrokerRegistrationChangeRecord{NodeID: 1, Epoch: 3, Fenced: ptr(false)},
