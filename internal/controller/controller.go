@@ -117,6 +117,7 @@ type Controller struct {
 	// (leader, with an entry of its own term applied), 0 when it is not.
 	activeTerm atomic.Uint64
 	observers  observerTable
+	refused    sync.Map // node id → true: peers of another cluster already logged
 
 	// Owned by the command goroutine.
 	proposalSeq    uint64
