@@ -1,6 +1,11 @@
 package controller
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
 
 // Errors returned by the controller. The broker maps them to Kafka error codes; the
 // Kafka code each stands for is in its comment. Returned errors wrap these sentinels
@@ -68,3 +73,66 @@ var (
 	// ErrCorruptLog: the metadata log on disk is damaged beyond a torn tail.
 	ErrCorruptLog = errors.New("metadata log corrupt")
 )
+
+// errorCodes is the one table between the controller's errors and Kafka's error
+// codes, used both ways: the broker answers with ErrorCode, and Channel turns codes
+// that crossed the wire back into these errors.
+var errorCodes = []struct {
+	err  error
+	code *kerr.Error
+}{
+	{ErrTopicExists, kerr.TopicAlreadyExists},
+	{ErrInvalidTopic, kerr.InvalidTopicException},
+	{ErrUnknownTopic, kerr.UnknownTopicOrPartition},
+	{ErrUnknownTopicID, kerr.UnknownTopicID},
+	{ErrInvalidPartitions, kerr.InvalidPartitions},
+	{ErrInvalidReplicationFactor, kerr.InvalidReplicationFactor},
+	{ErrInvalidReplicaAssignment, kerr.InvalidReplicaAssignment},
+	{ErrInvalidConfig, kerr.InvalidConfig},
+	{ErrInvalidRequest, kerr.InvalidRequest},
+	{ErrNotController, kerr.NotController},
+	{ErrClosed, kerr.NotController},
+	{ErrTopicDeletionDisabled, kerr.TopicDeletionDisabled},
+	{ErrStaleBrokerEpoch, kerr.StaleBrokerEpoch},
+	{ErrDuplicateBrokerRegistration, kerr.DuplicateBrokerRegistration},
+	{ErrInconsistentClusterID, kerr.InconsistentClusterID},
+	{ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch},
+	{ErrInvalidUpdateVersion, kerr.InvalidUpdateVersion},
+	{ErrIneligibleReplica, kerr.IneligibleReplica},
+	{ErrNewLeaderElected, kerr.NewLeaderElected},
+	{ErrElectionNotNeeded, kerr.ElectionNotNeeded},
+	{ErrPreferredLeaderNotAvailable, kerr.PreferredLeaderNotAvailable},
+	{ErrEligibleLeadersNotAvailable, kerr.EligibleLeadersNotAvailable},
+	{ErrNoReassignmentInProgress, kerr.NoReassignmentInProgress},
+}
+
+// ErrorCode returns the Kafka error code for err when it wraps one of this
+// package's errors.
+func ErrorCode(err error) (int16, bool) {
+	for _, e := range errorCodes {
+		if errors.Is(err, e.err) {
+			return e.code.Code, true
+		}
+	}
+	return 0, false
+}
+
+// ErrorForCode turns a Kafka error code from a controller's answer back into this
+// package's error (kerr's for codes it has none for), with the answer's message.
+// Code 0 is nil.
+func ErrorForCode(code int16, message *string) error {
+	if code == 0 {
+		return nil
+	}
+	var base error = kerr.ErrorForCode(code)
+	for _, e := range errorCodes {
+		if e.code.Code == code {
+			base = e.err
+			break
+		}
+	}
+	if message != nil && *message != "" {
+		return fmt.Errorf("%w: %s", base, *message)
+	}
+	return base
+}
