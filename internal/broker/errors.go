@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"syscall"
@@ -46,6 +47,7 @@ var errorTable = []struct {
 	err  error
 	code *kerr.Error
 }{
+	{context.DeadlineExceeded, kerr.RequestTimedOut},
 	{storage.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
 	{storage.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
 	{storage.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},

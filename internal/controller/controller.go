@@ -116,6 +116,7 @@ type Controller struct {
 	// activeTerm is the Raft term in which this node became the active controller
 	// (leader, with an entry of its own term applied), 0 when it is not.
 	activeTerm atomic.Uint64
+	raftState  atomic.Int32 // raft.StateType
 	observers  observerTable
 	refused    sync.Map // node id → true: peers of another cluster already logged
 
@@ -283,6 +284,7 @@ func (c *Controller) awaitClusterID(ctx context.Context) error {
 // Close stops Raft and the command loop, fails pending calls with ErrClosed and
 // closes the log. Subscribers are not called after Close returns.
 func (c *Controller) Close() error {
+	c.handOverLeadership()
 	c.lifecycle.Lock()
 	if c.lifecycle.closed {
 		c.lifecycle.Unlock()
@@ -308,6 +310,40 @@ func (c *Controller) Close() error {
 		return *errp
 	}
 	return nil
+}
+
+// handOverLeadership makes the most up-to-date other voter the leader when this node,
+// the active controller, closes, so that the quorum has a leader again within a
+// round trip instead of an election timeout. It waits at most one election timeout.
+func (c *Controller) handOverLeadership() {
+	c.lifecycle.Lock()
+	running := c.lifecycle.started && !c.lifecycle.closed
+	c.lifecycle.Unlock()
+	if !running || c.single || !c.Active() {
+		return
+	}
+	c.onLoop(func(l *raftLoop) {
+		st := l.node.Status()
+		var best uint64
+		var bestMatch uint64
+		for id, pr := range st.Progress {
+			if id != c.raftID && (best == 0 || pr.Match > bestMatch) {
+				best, bestMatch = id, pr.Match
+			}
+		}
+		if best != 0 {
+			l.logger.Info("handing the metadata quorum leadership over before closing", "to", NodeIDOf(best))
+			l.node.TransferLeader(best)
+		}
+	})
+	deadline := time.Now().Add(c.opts.ElectionTimeout)
+	for c.Leader() == c.opts.NodeID && time.Now().Before(deadline) {
+		select {
+		case <-c.loopDone:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // Image returns the latest applied metadata image. It never blocks.
@@ -445,6 +481,20 @@ func (c *Controller) requireLeader() error {
 		c.lastRebalance = c.opts.Clock.Now()
 	}
 	return nil
+}
+
+// RaftState is this node's role in the metadata quorum: leader, follower,
+// candidate or pre-candidate.
+func (c *Controller) RaftState() string {
+	switch raft.StateType(c.raftState.Load()) {
+	case raft.StateLeader:
+		return "leader"
+	case raft.StateCandidate:
+		return "candidate"
+	case raft.StatePreCandidate:
+		return "pre-candidate"
+	}
+	return "follower"
 }
 
 // Active reports whether this node is the active controller.

@@ -213,6 +213,7 @@ func (l *raftLoop) softState(ss *raft.SoftState) {
 	if prev := l.c.leader.Swap(leader); prev != leader {
 		l.logger.Info("metadata quorum leader changed", "leader", leader, "previous", prev, "state", ss.RaftState.String())
 	}
+	l.c.raftState.Store(int32(ss.RaftState))
 	wasLeader := l.isLeader
 	l.isLeader = ss.RaftState == raft.StateLeader
 	if !l.isLeader {
