@@ -116,7 +116,11 @@ type Controller struct {
 	// activeTerm is the Raft term in which this node became the active controller
 	// (leader, with an entry of its own term applied), 0 when it is not.
 	activeTerm atomic.Uint64
-	raftState  atomic.Int32 // raft.StateType
+	activation struct {
+		sync.Mutex
+		ch chan struct{} // closed while this node is the active controller
+	}
+	raftState atomic.Int32 // raft.StateType
 	observers  observerTable
 	refused    sync.Map // node id → true: peers of another cluster already logged
 
@@ -471,6 +475,10 @@ func run[T any](ctx context.Context, c *Controller, fn func(ctx context.Context)
 // (so that its image holds everything earlier leaders committed). On the command
 // goroutine it also starts the sessions over when this node has just become active.
 func (c *Controller) requireLeader() error {
+	if c.activeTerm.Load() == 0 && c.Leader() == c.opts.NodeID {
+		// Elected, not yet active: a write now would only be refused.
+		c.waitActive(c.opts.ElectionTimeout)
+	}
 	term := c.activeTerm.Load()
 	if term == 0 || c.Leader() != c.opts.NodeID {
 		return fmt.Errorf("%w: the active controller is %d", ErrNotController, c.Leader())
@@ -495,6 +503,43 @@ func (c *Controller) RaftState() string {
 		return "pre-candidate"
 	}
 	return "follower"
+}
+
+// setActive records that this node became (or stopped being) the active controller.
+func (c *Controller) setActive(term uint64) {
+	c.activeTerm.Store(term)
+	c.activation.Lock()
+	defer c.activation.Unlock()
+	if c.activation.ch == nil {
+		c.activation.ch = make(chan struct{})
+	}
+	select {
+	case <-c.activation.ch:
+		if term == 0 {
+			c.activation.ch = make(chan struct{})
+		}
+	default:
+		if term != 0 {
+			close(c.activation.ch)
+		}
+	}
+}
+
+// waitActive waits up to d for this node to become the active controller.
+func (c *Controller) waitActive(d time.Duration) {
+	c.activation.Lock()
+	if c.activation.ch == nil {
+		c.activation.ch = make(chan struct{})
+	}
+	ch := c.activation.ch
+	c.activation.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-c.loopDone:
+	}
 }
 
 // Active reports whether this node is the active controller.

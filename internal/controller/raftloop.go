@@ -11,6 +11,7 @@ import (
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/samsa-streaming/samsa/internal/metadata"
@@ -216,8 +217,8 @@ func (l *raftLoop) softState(ss *raft.SoftState) {
 	l.c.raftState.Store(int32(ss.RaftState))
 	wasLeader := l.isLeader
 	l.isLeader = ss.RaftState == raft.StateLeader
-	if !l.isLeader {
-		l.c.activeTerm.Store(0)
+	if !l.isLeader && l.c.activeTerm.Load() != 0 {
+		l.c.setActive(0)
 	}
 	if wasLeader && !l.isLeader {
 		// Proposals of the old term may or may not commit; their callers get a
@@ -328,7 +329,7 @@ func (l *raftLoop) maybeActivate(applied []*pb.Entry) {
 	if applied[len(applied)-1].GetTerm() != term {
 		return
 	}
-	l.c.activeTerm.Store(term)
+	l.c.setActive(term)
 	l.peers = map[uint64]*peerContact{}
 	l.logger.Info("this node is the active controller", "epoch", term, "offset", l.applied)
 	select {
@@ -355,8 +356,18 @@ func (l *raftLoop) noteContact(m *pb.Message) {
 	}
 	now := l.c.opts.Clock.Now()
 	pc.lastFetch = now
-	if last, _ := l.storage.LastIndex(); m.GetType() == pb.MessageType_MsgAppResp && !m.GetReject() && m.GetIndex() >= last {
+	last, _ := l.storage.LastIndex()
+	switch {
+	case m.GetType() == pb.MessageType_MsgAppResp && !m.GetReject() && m.GetIndex() >= last:
 		pc.lastCaughtUp = now
+	case m.GetType() == pb.MessageType_MsgHeartbeatResp:
+		// An idle follower answers heartbeats only: it is caught up if it already
+		// has the last entry.
+		l.node.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+			if id == m.GetFrom() && pr.Match >= last {
+				pc.lastCaughtUp = now
+			}
+		})
 	}
 }
 
