@@ -121,8 +121,8 @@ type Controller struct {
 		ch chan struct{} // closed while this node is the active controller
 	}
 	raftState atomic.Int32 // raft.StateType
-	observers  observerTable
-	refused    sync.Map // node id → true: peers of another cluster already logged
+	observers observerTable
+	refused   sync.Map // node id → true: peers of another cluster already logged
 
 	// Owned by the command goroutine.
 	proposalSeq    uint64
