@@ -424,7 +424,7 @@ type clusterInfo struct {
 			NodeID int32 `json:"node_id"`
 		} `json:"voters"`
 	} `json:"quorum"`
-	Brokers      []struct {
+	Brokers []struct {
 		NodeID      int32  `json:"node_id"`
 		Host        string `json:"host"`
 		Port        int32  `json:"port"`
