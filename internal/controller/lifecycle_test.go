@@ -2,6 +2,8 @@ package controller
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,5 +156,25 @@ func TestManualAssignmentSkipsFencedReplicas(t *testing.T) {
 	}
 	if r := c.CreateTopics(ctx(t), []CreateTopic{{Name: "rf3", NumPartitions: 1, ReplicationFactor: 3}}, false); !errors.Is(r[0].Err, ErrInvalidReplicationFactor) {
 		t.Fatalf("rf 3 with a fenced broker: %v", r[0].Err)
+	}
+}
+
+func TestErrorCodesRoundTrip(t *testing.T) {
+	for _, e := range errorCodes {
+		code, ok := ErrorCode(fmt.Errorf("wrapped: %w", e.err))
+		if !ok || code != e.code.Code {
+			t.Errorf("ErrorCode(%v) = %d, %v", e.err, code, ok)
+		}
+		back := ErrorForCode(code, nil)
+		if want, _ := ErrorCode(back); want != code {
+			t.Errorf("ErrorForCode(%d) = %v", code, back)
+		}
+	}
+	if ErrorForCode(0, nil) != nil {
+		t.Error("code 0 is not an error")
+	}
+	msg := "details"
+	if err := ErrorForCode(74, &msg); !errors.Is(err, ErrFencedLeaderEpoch) || !strings.Contains(err.Error(), msg) {
+		t.Errorf("ErrorForCode(74) = %v", err)
 	}
 }

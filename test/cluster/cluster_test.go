@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -347,5 +348,50 @@ func TestClusterDedicatedRoles(t *testing.T) {
 	if _, err := controllerQuorum(ctxT(t, 5*time.Second), c.Node(1).ControllerAddr); err != nil {
 		t.Fatalf("controller listener: %v", err)
 	}
+
+	// Reassignments and preferred elections through kadm, forwarded by a broker: a
+	// reordering completes at once and a preferred election then moves the
+	// leadership; a move to another broker stays in progress (the new replica is not
+	// in sync: followers do not copy data yet) until it is cancelled.
+	adm := kadm.NewClient(b2.cl)
+	md, _ = b2.metadata(ctxT(t, 5*time.Second))
+	p0 := partitionsOf(md, "observed")[0]
+	reversed := []int32{p0.Replicas[1], p0.Replicas[0]}
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign("observed", 0, reversed)
+	if res, err := adm.AlterPartitionAssignments(ctxT(t, 10*time.Second), req); err != nil || res["observed"][0].Err != nil {
+		t.Fatalf("reorder: %v %+v", err, res)
+	}
+	elected, err := adm.ElectLeaders(ctxT(t, 10*time.Second), kadm.ElectPreferredReplica, kadm.TopicsSet{"observed": {0: {}}})
+	if err != nil || elected["observed"][0].Err != nil {
+		t.Fatalf("preferred election: %v %+v", err, elected)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		md, err := b3.metadata(ctxT(t, 2*time.Second))
+		return err == nil && partitionsOf(md, "observed")[0].Leader == reversed[0]
+	}, fmt.Sprintf("observed-0 led by its new preferred replica %d", reversed[0]))
+
+	createTopic(t, b2, "moving", 1, 1)
+	md, _ = b2.metadata(ctxT(t, 5*time.Second))
+	from := partitionsOf(md, "moving")[0].Replicas[0]
+	to := int32(5) - from // the other of brokers 2 and 3
+	req = nil
+	req.Assign("moving", 0, []int32{to})
+	if res, err := adm.AlterPartitionAssignments(ctxT(t, 10*time.Second), req); err != nil || res["moving"][0].Err != nil {
+		t.Fatalf("move: %v %+v", err, res)
+	}
+	listed, err := adm.ListPartitionReassignments(ctxT(t, 10*time.Second), kadm.TopicsSet{"moving": {0: {}}})
+	if r := listed["moving"][0]; err != nil || !slices.Equal(r.AddingReplicas, []int32{to}) || !slices.Equal(r.RemovingReplicas, []int32{from}) {
+		t.Fatalf("listed: %v %+v", err, listed)
+	}
+	req = nil
+	req.CancelAssign("moving", 0)
+	if res, err := adm.AlterPartitionAssignments(ctxT(t, 10*time.Second), req); err != nil || res["moving"][0].Err != nil {
+		t.Fatalf("cancel: %v %+v", err, res)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		md, err := b3.metadata(ctxT(t, 2*time.Second))
+		return err == nil && slices.Equal(partitionsOf(md, "moving")[0].Replicas, []int32{from})
+	}, "the cancelled move reverted")
 	inv.check()
 }
