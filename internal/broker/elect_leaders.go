@@ -51,18 +51,27 @@ func (b *Broker) serveElectLeaders(ctx context.Context, req kmsg.Request) kmsg.R
 	}
 	index := map[string]int{}
 	for _, res := range results {
-		i, ok := index[res.Topic]
-		if !ok {
-			i = len(resp.Topics)
-			index[res.Topic] = i
+		i := topicSlot(index, &resp.Topics, res.Topic, func() kmsg.ElectLeadersResponseTopic {
 			rt := kmsg.NewElectLeadersResponseTopic()
 			rt.Topic = res.Topic
-			resp.Topics = append(resp.Topics, rt)
-		}
+			return rt
+		})
 		rp := kmsg.NewElectLeadersResponseTopicPartition()
 		rp.Partition = res.Partition
 		rp.ErrorCode, rp.ErrorMessage = errorCode(res.Err), errorMessage(res.Err)
 		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rp)
 	}
 	return resp
+}
+
+// topicSlot returns the index of topic's entry in *topics, appending mk() when there
+// is none yet; index remembers the positions.
+func topicSlot[T any](index map[string]int, topics *[]T, topic string, mk func() T) int {
+	i, ok := index[topic]
+	if !ok {
+		i = len(*topics)
+		index[topic] = i
+		*topics = append(*topics, mk())
+	}
+	return i
 }

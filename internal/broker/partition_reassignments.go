@@ -115,14 +115,11 @@ func (b *Broker) serveListPartitionReassignments(_ context.Context, req kmsg.Req
 	}
 	index := map[string]int{}
 	for _, s := range list {
-		i, ok := index[s.Topic]
-		if !ok {
-			i = len(resp.Topics)
-			index[s.Topic] = i
+		i := topicSlot(index, &resp.Topics, s.Topic, func() kmsg.ListPartitionReassignmentsResponseTopic {
 			rt := kmsg.NewListPartitionReassignmentsResponseTopic()
 			rt.Topic = s.Topic
-			resp.Topics = append(resp.Topics, rt)
-		}
+			return rt
+		})
 		rp := kmsg.NewListPartitionReassignmentsResponseTopicPartition()
 		rp.Partition, rp.Replicas, rp.AddingReplicas, rp.RemovingReplicas = s.Partition, s.Replicas, s.AddingReplicas, s.RemovingReplicas
 		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rp)

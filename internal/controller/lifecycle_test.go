@@ -37,18 +37,21 @@ func heartbeat(t *testing.T, c *Controller, id int32, epoch int64, shutdown bool
 	return r
 }
 
-func TestSessionExpiryFencesAndMovesLeaders(t *testing.T) {
-	c, clk, epochs := lifecycleController(t)
-	// Brokers 1 and 2 heartbeat, 3 goes silent.
+// silenceBroker3 advances the clock past the session timeout while brokers 1 and 2
+// heartbeat and 3 does not, and waits until 3 is fenced.
+func silenceBroker3(t *testing.T, c *Controller, clk *clock.Fake, epochs map[int32]int64) {
+	t.Helper()
 	for range 12 {
 		clk.Advance(250 * time.Millisecond)
 		heartbeat(t, c, 1, epochs[1], false)
 		heartbeat(t, c, 2, epochs[2], false)
-		if b, _ := c.Image().Broker(3); b.Fenced {
-			break
-		}
 	}
 	waitFor(t, "broker 3 fenced", func() bool { b, _ := c.Image().Broker(3); return b.Fenced })
+}
+
+func TestSessionExpiryFencesAndMovesLeaders(t *testing.T) {
+	c, clk, epochs := lifecycleController(t)
+	silenceBroker3(t, c, clk, epochs)
 	tp, _ := c.Image().Topic("t")
 	for _, p := range tp.Partitions {
 		if p.Leader == 3 || len(p.ISR) != 2 || p.LeaderEpoch < 0 {
@@ -136,12 +139,7 @@ func TestAlterPartitionThroughTheController(t *testing.T) {
 
 func TestManualAssignmentSkipsFencedReplicas(t *testing.T) {
 	c, clk, epochs := lifecycleController(t)
-	for range 12 {
-		clk.Advance(250 * time.Millisecond)
-		heartbeat(t, c, 1, epochs[1], false)
-		heartbeat(t, c, 2, epochs[2], false)
-	}
-	waitFor(t, "broker 3 fenced", func() bool { b, _ := c.Image().Broker(3); return b.Fenced })
+	silenceBroker3(t, c, clk, epochs)
 	r := c.CreateTopics(ctx(t), []CreateTopic{{Name: "m", NumPartitions: -1, ReplicationFactor: -1, Assignments: map[int32][]int32{0: {3, 1}, 1: {3}}}}, false)
 	if !errors.Is(r[0].Err, ErrInvalidReplicaAssignment) {
 		t.Fatalf("all replicas fenced: %v", r[0].Err)

@@ -98,6 +98,25 @@ func (nc *netCluster) start(id int32, clusterID string) <-chan error {
 	return done
 }
 
+// startAll starts every node as a new cluster and returns the active controller.
+func (nc *netCluster) startAll() *Controller {
+	nc.t.Helper()
+	var starts []<-chan error
+	for id := range nc.nodes {
+		starts = append(starts, nc.start(id, ""))
+	}
+	for _, s := range starts {
+		if err := <-s; err != nil {
+			nc.t.Fatal(err)
+		}
+	}
+	var ids []int32
+	for id := range nc.nodes {
+		ids = append(ids, id)
+	}
+	return nc.leader(ids...)
+}
+
 func (nc *netCluster) stop(id int32) {
 	n := nc.nodes[id]
 	if c := n.ctrl.Swap(nil); c != nil {
@@ -123,16 +142,7 @@ func (nc *netCluster) leader(ids ...int32) *Controller {
 
 func TestNetTransportQuorumFailoverAndSnapshot(t *testing.T) {
 	nc := newNetCluster(t, 1, 2, 3)
-	var starts []<-chan error
-	for _, id := range []int32{1, 2, 3} {
-		starts = append(starts, nc.start(id, ""))
-	}
-	for _, s := range starts {
-		if err := <-s; err != nil {
-			t.Fatal(err)
-		}
-	}
-	leader := nc.leader(1, 2, 3)
+	leader := nc.startAll()
 	cluster := leader.Image().ClusterID()
 	for _, id := range []int32{1, 2, 3} {
 		register(t, leader, id)
@@ -178,16 +188,7 @@ func TestNetTransportQuorumFailoverAndSnapshot(t *testing.T) {
 
 func TestNodeOfAnotherClusterIsRefused(t *testing.T) {
 	nc := newNetCluster(t, 1, 2, 3)
-	var starts []<-chan error
-	for _, id := range []int32{1, 2, 3} {
-		starts = append(starts, nc.start(id, ""))
-	}
-	for _, s := range starts {
-		if err := <-s; err != nil {
-			t.Fatal(err)
-		}
-	}
-	leader := nc.leader(1, 2, 3)
+	leader := nc.startAll()
 	var victim int32 = 3
 	if leader.NodeID() == victim {
 		victim = 2

@@ -41,12 +41,32 @@ func acceptableIn(img *metadata.Image, leaving, joining int32) func(int32) bool 
 	}
 }
 
+// changeSet collects the records of several partition changes and the leadership
+// changes among them.
+type changeSet struct {
+	recs   []metadata.Record
+	events []electionEvent
+}
+
+// add builds c (a change of partition p of topic t) and keeps its record, if any; it
+// reports whether there was one.
+func (cs *changeSet) add(t *metadata.Topic, p metadata.Partition, c *partitionChange) bool {
+	rec, out := c.build()
+	if rec == nil {
+		return false
+	}
+	cs.recs = append(cs.recs, *rec)
+	if out.leader != p.Leader {
+		cs.events = append(cs.events, electionEvent{Topic: t.Name, Partition: p.Partition, From: p.Leader, To: out.leader, Unclean: out.unclean, ISR: p.ISR})
+	}
+	return true
+}
+
 // updatePartitions builds a change for every partition pick selects, after setup has
 // set its targets, and returns the records and the leadership changes.
 func updatePartitions(img *metadata.Image, pick func(t *metadata.Topic, p metadata.Partition) bool,
 	setup func(t *metadata.Topic, c *partitionChange)) ([]metadata.Record, []electionEvent) {
-	var recs []metadata.Record
-	var events []electionEvent
+	var cs changeSet
 	for _, t := range img.Topics() {
 		for _, p := range t.Partitions {
 			if !pick(t, p) {
@@ -54,17 +74,10 @@ func updatePartitions(img *metadata.Image, pick func(t *metadata.Topic, p metada
 			}
 			c := newPartitionChange(t.ID, p, nil)
 			setup(t, c)
-			rec, out := c.build()
-			if rec == nil {
-				continue
-			}
-			recs = append(recs, *rec)
-			if out.leader != p.Leader {
-				events = append(events, electionEvent{Topic: t.Name, Partition: p.Partition, From: p.Leader, To: out.leader, Unclean: out.unclean, ISR: p.ISR})
-			}
+			cs.add(t, p, c)
 		}
 	}
-	return recs, events
+	return cs.recs, cs.events
 }
 
 func electionFor(t *metadata.Topic, unclean uncleanPolicy) election {
@@ -318,8 +331,7 @@ type ElectionResult struct {
 // electLeadersUpdates runs an election on the named partitions (nil: every
 // partition, and then the partitions that need none are left out of the results).
 func electLeadersUpdates(img *metadata.Image, typ ElectionType, targets map[string][]int32) ([]metadata.Record, []electionEvent, []ElectionResult) {
-	var recs []metadata.Record
-	var events []electionEvent
+	var cs changeSet
 	var results []ElectionResult
 	elect := func(t *metadata.Topic, p metadata.Partition) error {
 		if typ == ElectPreferred && len(p.Replicas) > 0 && p.Leader == p.Replicas[0] ||
@@ -331,16 +343,13 @@ func electLeadersUpdates(img *metadata.Image, typ ElectionType, targets map[stri
 		if typ == ElectUnclean {
 			c.election = electUnclean
 		}
-		rec, out := c.build()
-		if rec == nil {
-			if typ == ElectPreferred {
-				return fmt.Errorf("%w: preferred replica %d of %s-%d is not an active ISR member", ErrPreferredLeaderNotAvailable, p.Replicas[0], t.Name, p.Partition)
-			}
-			return fmt.Errorf("%w: no active replica of %s-%d", ErrEligibleLeadersNotAvailable, t.Name, p.Partition)
+		if cs.add(t, p, c) {
+			return nil
 		}
-		recs = append(recs, *rec)
-		events = append(events, electionEvent{Topic: t.Name, Partition: p.Partition, From: p.Leader, To: out.leader, Unclean: out.unclean, ISR: p.ISR})
-		return nil
+		if typ == ElectPreferred {
+			return fmt.Errorf("%w: preferred replica %d of %s-%d is not an active ISR member", ErrPreferredLeaderNotAvailable, p.Replicas[0], t.Name, p.Partition)
+		}
+		return fmt.Errorf("%w: no active replica of %s-%d", ErrEligibleLeadersNotAvailable, t.Name, p.Partition)
 	}
 	if targets == nil {
 		for _, t := range img.Topics() {
@@ -350,7 +359,7 @@ func electLeadersUpdates(img *metadata.Image, typ ElectionType, targets map[stri
 				}
 			}
 		}
-		return recs, events, results
+		return cs.recs, cs.events, results
 	}
 	for _, name := range sortedKeys(targets) {
 		t, ok := img.Topic(name)
@@ -365,7 +374,7 @@ func electLeadersUpdates(img *metadata.Image, typ ElectionType, targets map[stri
 			results = append(results, res)
 		}
 	}
-	return recs, events, results
+	return cs.recs, cs.events, results
 }
 
 // Reassignment is one partition of AlterPartitionReassignments: the target replicas
@@ -391,8 +400,7 @@ type ReassignmentStatus struct {
 // once all of them are in the ISR, the next ISR change (or this one, if that is
 // already so) drops the replicas being removed.
 func reassignUpdates(img *metadata.Image, items []Reassignment, unclean uncleanPolicy) ([]metadata.Record, []electionEvent, []error) {
-	var recs []metadata.Record
-	var events []electionEvent
+	var cs changeSet
 	errs := make([]error, len(items))
 	for i, it := range items {
 		t, ok := img.Topic(it.Topic)
@@ -429,16 +437,9 @@ func reassignUpdates(img *metadata.Image, items []Reassignment, unclean uncleanP
 			c.targetRemoving = removing
 			c.targetReplicas = append(slices.Clone(it.Replicas), removing...)
 		}
-		rec, out := c.build()
-		if rec == nil {
-			continue
-		}
-		recs = append(recs, *rec)
-		if out.leader != p.Leader {
-			events = append(events, electionEvent{Topic: t.Name, Partition: p.Partition, From: p.Leader, To: out.leader, Unclean: out.unclean, ISR: p.ISR})
-		}
+		cs.add(t, p, c)
 	}
-	return recs, events, errs
+	return cs.recs, cs.events, errs
 }
 
 // listReassignments returns the ongoing reassignments of the named topics (nil:
