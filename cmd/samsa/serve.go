@@ -162,10 +162,14 @@ func serve(configFile string, overrides []string, logLevel string) error {
 			Versions:       broker.Versions,
 			APIKeys:        broker.APIKeys,
 			ReusableFrames: broker.ReusableFrames,
+			Produce:        brk,
 			Logger:         logger.With("component", "server"),
 			Observer:       m,
 			IdleTimeout:    time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
 		})
+		if err == nil {
+			err = m.RequestFrames(srv.FrameBytes)
+		}
 		if err == nil {
 			err = srv.Start()
 		}

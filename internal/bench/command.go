@@ -168,6 +168,8 @@ franz-go kfake cluster, --against ADDR (or -b) against a real cluster.`,
 	f.Float64Var(&cfg.rate, "rate", 0, "target records/s over all producers (0: as fast as possible)")
 	f.IntVar(&cfg.maxBuffered, "max-buffered-records", cfg.maxBuffered, "records each producer buffers before Produce blocks")
 	f.BoolVar(&quick, "quick", false, "smoke run: a few thousand records")
+	f.StringVar(&cfg.brokerMetrics, "broker-metrics", "",
+		"the broker's Prometheus URL (metrics.listener, e.g. http://127.0.0.1:9644/metrics): report its CPU per MB, GC share and peak memory during the run")
 	return cmd
 }
 
@@ -181,6 +183,10 @@ latency ms: mean %.2f  p50 %.2f  p99 %.2f  p99.9 %.2f  max %.2f
 `, r.Target, r.Topic, r.Records, r.RecordSize, r.Partitions, r.Producers, r.Acks, r.Idempotent, r.Compression,
 		r.LingerMs, formatBytes(int64(r.BatchMaxBytes)), r.Records, r.Seconds, r.RecordsPerSec, r.MBPerSec,
 		r.Latency.MeanMs, r.Latency.P50Ms, r.Latency.P99Ms, r.Latency.P999Ms, r.Latency.MaxMs)
+	if err == nil && r.Broker != nil {
+		_, err = fmt.Fprintf(w, "broker: %.2f CPU s, %.2f CPU ms per MB, GC %.1f %% of its CPU, peak RSS %.0f MB\n",
+			r.Broker.CPUSeconds, r.Broker.CPUMsPerMB, 100*r.Broker.GCShare, r.Broker.PeakRSSMB)
+	}
 	if err == nil && r.Errors > 0 {
 		_, err = fmt.Fprintf(w, "%d records failed\n", r.Errors)
 	}

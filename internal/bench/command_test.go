@@ -4,9 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -135,7 +142,8 @@ func TestSuiteQuick(t *testing.T) {
 	report := filepath.Join(t.TempDir(), "perf.md")
 	// Every run is a child process (a race-built test binary under -race, a second or
 	// more each): one repetition keeps this test short; TestMedianRun covers medians.
-	out, _ := runCommandCtx(t, longTestContext(t), "suite", "--against", nb.Addr(), "--quick", "--repeat", "1", "--dir", t.TempDir(), "--out", report, "-o", "json")
+	out, _ := runCommandCtx(t, longTestContext(t), "suite", "--against", nb.Addr(), "--quick", "--repeat", "1", "--dir", t.TempDir(), "--out", report, "-o", "json",
+		"--shapes", "3,2x2,100b:2")
 	var res SuiteResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("summary is not JSON: %v\n%s", err, out)
@@ -149,17 +157,28 @@ func TestSuiteQuick(t *testing.T) {
 		res.LatencyRate <= 0 || res.Latency.Samsa.Latency.Count == 0 || res.Latency.Null.Latency.Count == 0 {
 		t.Fatalf("a scenario is missing: %+v", res)
 	}
+	want := []produceShape{{3, 1, 1024}, {2, 2, 1024}, {2, 1, 100}}
+	if len(res.Shapes) != len(want) {
+		t.Fatalf("%d shapes measured, want %d", len(res.Shapes), len(want))
+	}
+	for i, sh := range res.Shapes {
+		if sh.Shape != want[i] || sh.Samsa.Records == 0 || sh.Null.Records == 0 ||
+			sh.Samsa.Partitions != want[i].Partitions || sh.Null.Producers != want[i].Producers || sh.Samsa.RecordSize != want[i].RecordSize {
+			t.Fatalf("shape %d: %+v, want %+v measured on both", i, sh, want[i])
+		}
+	}
 	// Per repetition: 1 KiB produce ×4 (Samsa, null process, null in-process, kfake)
-	// and consume ×3, 100 B ×4, the maximum, and half load ×4 — all kept, interleaved,
-	// for the detail tables.
-	if len(res.Runs) != 16 || len(res.LimitsRuns) != 1 || res.Repeat != 1 {
-		t.Fatalf("runs %d, limits runs %d, repeat %d; want 16, 1, 1", len(res.Runs), len(res.LimitsRuns), res.Repeat)
+	// and consume ×3, 100 B ×4, the maximum, half load ×4 and 2 per shape — all kept,
+	// interleaved, for the detail tables.
+	if len(res.Runs) != 22 || len(res.LimitsRuns) != 1 || res.Repeat != 1 {
+		t.Fatalf("runs %d, limits runs %d, repeat %d; want 22, 1, 1", len(res.Runs), len(res.LimitsRuns), res.Repeat)
 	}
 	md, err := os.ReadFile(report)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"TCP → file", "sendfile", "produce 1 KiB", "consume, raw fetch loop", "produce 100 B", "p99 produce latency", "Samsa vs kfake", "samsa bench produce --against", "--against null-process", "in-process null"} {
+	for _, want := range []string{"TCP → file", "sendfile", "produce 1 KiB", "consume, raw fetch loop", "produce 100 B", "p99 produce latency", "Samsa vs kfake", "samsa bench produce --against", "--against null-process", "in-process null",
+		"1KiB, 3 partitions", "1KiB, 2 partitions, 2 producers", "100 B, 2 partitions", "null broker MB/s (same shape)"} {
 		if !strings.Contains(string(md), want) {
 			t.Fatalf("report lacks %q:\n%s", want, md)
 		}
@@ -205,5 +224,56 @@ func TestProduceAndConsumeAgainstNullProcess(t *testing.T) {
 	}
 	if cres.Records < 3000 {
 		t.Fatalf("consume against null-process read %d records, want ≥ 3000", cres.Records)
+	}
+}
+
+func TestParseShapes(t *testing.T) {
+	got, err := parseShapes("1, 6,64x2,100b:6,4KiB:3x3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []produceShape{{1, 1, 1024}, {6, 1, 1024}, {64, 2, 1024}, {6, 1, 100}, {3, 3, 4096}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("parseShapes = %+v, want %+v", got, want)
+	}
+	for _, bad := range []string{"", "0", "x2", "6x0", "6x", "abc:6", "-1", "6x2x2"} {
+		if _, err := parseShapes(bad); !errors.Is(err, ErrBadFlag) {
+			t.Errorf("parseShapes(%q) = %v, want ErrBadFlag", bad, err)
+		}
+	}
+}
+
+// TestBrokerUsage: the sampler reads the broker's CPU, GC share and peak memory from
+// its Prometheus text between the first and the last scrape.
+func TestBrokerUsage(t *testing.T) {
+	var scrapes atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		n := float64(scrapes.Add(1) - 1) // 0 at the first scrape
+		rss := 100 << 20
+		if n == 1 {
+			rss = 300 << 20 // the peak, seen by a sample in between
+		}
+		fmt.Fprintf(w, "# HELP process_cpu_seconds_total x\nprocess_cpu_seconds_total %g\nprocess_resident_memory_bytes %d\n", 10+2*n, rss)
+		fmt.Fprintf(w, "go_cpu_classes_gc_total_cpu_seconds_total %g\ngo_cpu_classes_total_cpu_seconds_total %g\ngo_cpu_classes_idle_cpu_seconds_total %g\n",
+			1+0.1*n, 100+4*n, 50+2*n)
+	}))
+	defer srv.Close()
+	ctx := testContext(t)
+	u, err := startUsage(ctx, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "a sample between the first and the last", func() bool { return scrapes.Load() >= 2 })
+	got, err := u.finish(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := float64(scrapes.Load() - 1) // the last scrape's n
+	if got.CPUSeconds != 2*n || got.CPUMsPerMB != 1000*2*n/100 || got.PeakRSSMB != 300 ||
+		math.Abs(got.GCShare-0.05) > 1e-9 {
+		t.Fatalf("usage %+v after %v scrapes", got, n+1)
+	}
+	if _, err := startUsage(ctx, srv.URL+"/nothing-here\x00"); !errors.Is(err, ErrBadFlag) {
+		t.Fatalf("a bad URL: %v", err)
 	}
 }

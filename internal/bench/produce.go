@@ -31,6 +31,9 @@ type produceConfig struct {
 	createTopic   bool
 	rate          float64 // records/s over all producers; 0 = as fast as possible
 	maxBuffered   int     // records buffered per producer client
+	// brokerMetrics is the broker's Prometheus URL (--broker-metrics): its CPU, GC
+	// share and peak memory during the run are reported when set.
+	brokerMetrics string
 }
 
 func defaultProduceConfig() produceConfig {
@@ -110,6 +113,8 @@ type ProduceResult struct {
 	RecordsPerSec float64   `json:"records_per_sec"`
 	MBPerSec      float64   `json:"mb_per_sec"`
 	Latency       Latencies `json:"latency"`
+	// Broker is what the broker spent (with --broker-metrics).
+	Broker *BrokerUsage `json:"broker,omitempty"`
 }
 
 // mebibyte is the MB of every MB/s figure, as kafka-producer-perf-test counts it.
@@ -226,6 +231,10 @@ func runProduce(ctx context.Context, cfg produceConfig, target string, progress 
 		}
 	}
 
+	usage, err := startUsage(ctx, cfg.brokerMetrics)
+	if err != nil {
+		return res, err
+	}
 	start := time.Now()
 	var deadline time.Time
 	if cfg.records <= 0 {
@@ -264,6 +273,9 @@ func runProduce(ctx context.Context, cfg produceConfig, target string, progress 
 		end = time.Now()
 	}
 	fillProduceResult(&res, state, end.Sub(start))
+	if res.Broker, err = usage.finish(ctx, float64(res.Records)*float64(res.RecordSize)/mebibyte); err != nil {
+		return res, err
+	}
 	if p := state.firstErr.Load(); p != nil {
 		return res, fmt.Errorf("%w: %d records failed, first: %v", ErrProduceFail, res.Errors, *p)
 	}

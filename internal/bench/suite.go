@@ -38,6 +38,11 @@ type suiteConfig struct {
 	noKfake    bool
 	dropCaches bool
 	noPrime    bool
+	// shapes are the produce shapes measured against the null broker of the same
+	// shape (--shapes); brokerMetrics is the broker's Prometheus URL, for its CPU,
+	// GC share and memory in those runs (--broker-metrics).
+	shapes        []produceShape
+	brokerMetrics string
 }
 
 // suiteSizes are the data volumes of one repetition of the suite; a full repetition
@@ -114,6 +119,7 @@ type SuiteResult struct {
 	LatencyMax     ProduceResult    `json:"latency_samsa_max"`
 	LatencyRate    float64          `json:"latency_rate"`
 	Latency        produceMedians   `json:"latency_at_half"`
+	Shapes         []shapeResult    `json:"shapes"`
 	Runs           []suiteRunRecord `json:"runs"`
 	Notes          []string         `json:"notes,omitempty"`
 	Commands       []string         `json:"commands"`
@@ -319,6 +325,7 @@ func runSuite(ctx context.Context, cfg suiteConfig, progress io.Writer) (*SuiteR
 	s.produceAndConsume1K()
 	s.produce100()
 	s.latency()
+	s.shapes()
 	s.res.ElapsedSeconds = time.Since(started).Seconds()
 	return s.res, ctx.Err()
 }
@@ -481,6 +488,9 @@ func produceCommandLine(c produceConfig, against string) string {
 	if c.rate > 0 {
 		line += fmt.Sprintf(" --rate %.0f", c.rate)
 	}
+	if c.brokerMetrics != "" {
+		line += " --broker-metrics " + c.brokerMetrics
+	}
 	return line
 }
 
@@ -595,8 +605,11 @@ func (r *SuiteResult) markdown() string {
 		l.Samsa.Latency.P99Ms, l.Null.Latency.P99Ms, fmt.Sprintf("≤ %.1f", targetLatencyVsNull), rr > 0 && rr <= targetLatencyVsNull,
 		kp(l.NullInProcess, p99), kp(l.Kfake, p99))
 	b.WriteString("\n")
+	r.shapesMarkdown(&b)
 	kr := ratio(p1.Samsa.MBPerSec, kp(p1.Kfake, mbs))
-	fmt.Fprintf(&b, "Samsa vs kfake (produce 1 KiB, same tool, same run): %.2f× — target ≥ %.1f×: %s. ", kr, targetProduceVsKfake, verdict(kr >= targetProduceVsKfake))
+	if p1.Kfake != nil {
+		fmt.Fprintf(&b, "Samsa vs kfake (produce 1 KiB, same tool, same run): %.2f× — target ≥ %.1f×: %s. ", kr, targetProduceVsKfake, verdict(kr >= targetProduceVsKfake))
+	}
 	fmt.Fprintf(&b, "Samsa's maximum at linger 1 ms: %.0f records/s (%.0f MB/s).\n\n", r.LatencyMax.RecordsPerSec, r.LatencyMax.MBPerSec)
 
 	b.WriteString("| run | # | records | s | records/s | MB/s | p50 ms | p99 ms | p99.9 ms | errors |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -629,6 +642,7 @@ func (r *SuiteResult) markdown() string {
 
 func newSuiteCommand(c *common) *cobra.Command {
 	cfg := suiteConfig{dir: os.TempDir(), partitions: 1, scale: 1}
+	shapes := defaultShapes
 	cmd := &cobra.Command{
 		Use:   "suite",
 		Short: "Run issue 4's benchmark scenarios and write a markdown table with ratios to the limits",
@@ -639,7 +653,11 @@ its own as the broker is; also inside the bench process, for reference) and kfak
 the raw consume loop
 against the broker and the null broker; 100-byte records; and p99 produce latency at
 half of the broker's own maximum (linger 1 ms) against the broker and the null broker
-at the same rate. It writes a markdown report with every ratio next to its target.
+at the same rate; then the produce shapes users run (--shapes: 1, 6, 64 and 1,000
+partitions, 4 producers on 6 partitions, 100-byte records on 6 partitions), each
+against a null broker of the same shape, with the broker's CPU per MB, GC share and
+peak memory when --broker-metrics names its metrics.listener. It writes a markdown
+report with every ratio next to its target.
 One repetition writes about 2.3 GB (and primes the page cache with as much again);
 --quick is a smoke run of a few seconds.`,
 		Args: cobra.NoArgs,
@@ -648,6 +666,10 @@ One repetition writes about 2.3 GB (and primes the page cache with as much again
 			defer cancel()
 			if cfg.against == "" {
 				cfg.against = c.brokers
+			}
+			var err error
+			if cfg.shapes, err = parseShapes(shapes); err != nil {
+				return err
 			}
 			res, err := runSuite(ctx, cfg, cmd.ErrOrStderr())
 			if res == nil {
@@ -678,6 +700,11 @@ One repetition writes about 2.3 GB (and primes the page cache with as much again
 	f.Float64Var(&cfg.scale, "scale", cfg.scale, "multiply the data volumes of the full run")
 	f.IntVar(&cfg.repeat, "repeat", 1, "run every scenario this many times, interleaved, and report medians")
 	f.BoolVar(&cfg.noKfake, "no-kfake", false, "skip the kfake runs")
+	f.StringVar(&shapes, "shapes", shapes,
+		"produce shapes measured against the null broker of the same shape: P partitions, PxN with N producers, "+
+			"a size prefix for other records than 1 KiB (100b:6)")
+	f.StringVar(&cfg.brokerMetrics, "broker-metrics", "",
+		"the broker's Prometheus URL (metrics.listener): report its CPU per MB, GC share and peak memory in the shape runs")
 	f.BoolVar(&cfg.noPrime, "no-prime", false,
 		"do not prime the page cache before each run (see performance.md: on a VM that hands freed memory to its host, "+
 			"the first write to a page costs a host fault)")

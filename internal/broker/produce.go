@@ -13,6 +13,13 @@ package broker
 // watermark covers the batch, up to the request timeout, and refuses the write with
 // NOT_ENOUGH_REPLICAS when the ISR is smaller than min.insync.replicas.
 //
+// The server streams requests (protocol.ProduceHandler): each partition's batch is
+// validated and appended as it arrives, and the response and its slices are pooled, so
+// that the steady state allocates nothing per request. A request found malformed part
+// way (the connection is then closed without a response) keeps the batches appended
+// before that point; Kafka reads a request whole first. The client retries them as
+// after any lost response (idempotent producers are deduplicated).
+//
 // Differences from Kafka: transactional batches are refused with
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED until transactions are implemented; internal
 // topics refuse client writes with INVALID_TOPIC_EXCEPTION.
@@ -20,6 +27,7 @@ package broker
 import (
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -30,65 +38,147 @@ import (
 	"github.com/samsa-streaming/samsa/internal/replica"
 )
 
-func init() { register(kmsg.Produce, 3, 11, (*Broker).handleProduce) }
+func init() {
+	register(kmsg.Produce, 3, 11, (*Broker).handleProduce)
+	produceRequests.New = newProduceRequest
+}
 
 // ReusableFrames reports whether the server may reuse a request's frame as soon as
 // Handle returns. Produce may: its records are validated and appended (copied into
 // the log) before Handle returns, and nothing of the request is kept — recompression
-// and key checks work on copies, topic names are copied by the decoder.
+// and key checks work on copies, topic names are copied by the decoder. (The server
+// streams Produce requests through StartProduce; frames are read whole only for
+// versions it does not stream.)
 func ReusableFrames(key int16) bool { return key == int16(kmsg.Produce) }
 
-// pendingAck is a partition whose acks=all response waits for the high watermark.
-type pendingAck struct {
-	partition *replica.Partition
-	needHW    int64
-	resp      *kmsg.ProduceResponseTopicPartition
-}
-
+// handleProduce serves a Produce request decoded whole, through the same steps as a
+// streamed one.
 func (b *Broker) handleProduce(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.ProduceRequest)
-	resp := kmsg.NewPtrProduceResponse()
-	resp.SetVersion(req.Version)
-	now := b.clock.Now()
-	var pending []pendingAck
-	failed := false
-
-	resp.Topics = make([]kmsg.ProduceResponseTopic, len(r.Topics))
+	pr := b.StartProduce(req, protocol.ProduceHeader{
+		TransactionalID: r.TransactionID, Acks: r.Acks, TimeoutMillis: r.TimeoutMillis, Topics: len(r.Topics),
+	})
 	for i := range r.Topics {
 		rt := &r.Topics[i]
-		st := &resp.Topics[i]
-		*st = kmsg.NewProduceResponseTopic()
-		st.Topic = rt.Topic
-		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		pr.Topic(rt.Topic, len(rt.Partitions))
 		for j := range rt.Partitions {
-			rp := &rt.Partitions[j]
-			sp := &st.Partitions[j]
-			*sp = kmsg.NewProduceResponseTopicPartition()
-			sp.Partition = rp.Partition
-			sp.BaseOffset = -1
-			sp.LogAppendTime = -1
-			p, lastOffset, err := b.produceOne(rt.Topic, rp.Partition, rp.Records, r.Acks, now, sp)
-			if err != nil {
-				failed = true
-				sp.ErrorCode = errorCode(err)
-				b.metrics.ProduceError(sp.ErrorCode)
-				if req.Version >= 8 {
-					sp.ErrorMessage = errorMessage(err)
-				}
-				continue
-			}
-			if r.Acks == -1 && p.HighWatermark() <= lastOffset {
-				pending = append(pending, pendingAck{partition: p, needHW: lastOffset + 1, resp: sp})
-			}
+			pr.Partition(rt.Partitions[j].Partition, rt.Partitions[j].Records)
 		}
 	}
-	switch {
-	case r.Acks == 0:
-		return protocol.Ready(protocol.Response{None: true, Close: failed})
-	case len(pending) == 0:
-		return reply(resp)
+	resp, later := pr.Finish()
+	if later != nil {
+		return later
 	}
-	return b.waitForAcks(resp, pending, r.TimeoutMillis)
+	return protocol.Ready(resp)
+}
+
+// produceRequest is one Produce request being served: each partition's batch is
+// validated and appended as it arrives (Partition), and Finish answers — at once, or
+// once the high watermark covers every acks=all batch. Requests are pooled with their
+// response, whose slices keep their capacity, so that the steady state of produce
+// allocates nothing per request; one goes back to the pool when its response has been
+// written.
+type produceRequest struct {
+	b       *Broker
+	written func() // release, made once per pooled request (a method value allocates)
+	version int16
+	acks    int16
+	timeout int32
+	now     time.Time
+	resp    kmsg.ProduceResponse
+	pending []pendingAck
+	failed  bool
+}
+
+// pendingAck is a partition whose acks=all response waits for the high watermark: the
+// partition's index in the response's topic.
+type pendingAck struct {
+	partition    *replica.Partition
+	needHW       int64
+	topic, index int
+}
+
+// produceRequests holds idle produceRequests (New is set in init: release puts back).
+var produceRequests sync.Pool
+
+func newProduceRequest() any {
+	pr := new(produceRequest)
+	pr.written = pr.release
+	return pr
+}
+
+// StartProduce implements protocol.ProduceHandler.
+func (b *Broker) StartProduce(req *protocol.Request, h protocol.ProduceHeader) protocol.ProduceStream {
+	pr := produceRequests.Get().(*produceRequest)
+	topics := pr.resp.Topics[:0]
+	pr.resp = kmsg.ProduceResponse{Topics: topics}
+	pr.resp.Default()
+	pr.resp.SetVersion(req.Version)
+	pr.b, pr.version, pr.acks, pr.timeout, pr.now = b, req.Version, h.Acks, h.TimeoutMillis, b.clock.Now()
+	pr.pending, pr.failed = pr.pending[:0], false
+	return pr
+}
+
+// Topic implements protocol.ProduceStream.
+func (pr *produceRequest) Topic(name string, partitions int) {
+	n := len(pr.resp.Topics)
+	if n < cap(pr.resp.Topics) {
+		pr.resp.Topics = pr.resp.Topics[:n+1]
+	} else {
+		pr.resp.Topics = append(pr.resp.Topics, kmsg.ProduceResponseTopic{})
+	}
+	t := &pr.resp.Topics[n]
+	parts := t.Partitions[:0]
+	if cap(parts) < partitions {
+		parts = make([]kmsg.ProduceResponseTopicPartition, 0, partitions)
+	}
+	*t = kmsg.NewProduceResponseTopic()
+	t.Topic, t.Partitions = name, parts
+}
+
+// Partition implements protocol.ProduceStream: it validates and appends one
+// partition's batch and records the outcome in the response.
+func (pr *produceRequest) Partition(partition int32, records []byte) {
+	t := &pr.resp.Topics[len(pr.resp.Topics)-1]
+	t.Partitions = append(t.Partitions, kmsg.NewProduceResponseTopicPartition())
+	sp := &t.Partitions[len(t.Partitions)-1]
+	sp.Partition, sp.BaseOffset, sp.LogAppendTime = partition, -1, -1
+	b := pr.b
+	p, lastOffset, err := b.produceOne(t.Topic, partition, records, pr.acks, pr.now, sp)
+	if err != nil {
+		pr.failed = true
+		sp.ErrorCode = errorCode(err)
+		b.metrics.ProduceError(sp.ErrorCode)
+		if pr.version >= 8 {
+			sp.ErrorMessage = errorMessage(err)
+		}
+		return
+	}
+	if pr.acks == -1 && p.HighWatermark() <= lastOffset {
+		pr.pending = append(pr.pending, pendingAck{partition: p, needHW: lastOffset + 1,
+			topic: len(pr.resp.Topics) - 1, index: len(t.Partitions) - 1})
+	}
+}
+
+// Finish implements protocol.ProduceStream.
+func (pr *produceRequest) Finish() (protocol.Response, <-chan protocol.Response) {
+	switch {
+	case pr.acks == 0:
+		return protocol.Response{None: true, Close: pr.failed, Written: pr.written}, nil
+	case len(pr.pending) == 0:
+		return protocol.Response{Body: &pr.resp, Written: pr.written}, nil
+	}
+	return protocol.Response{}, pr.b.waitForAcks(pr)
+}
+
+// Abort implements protocol.ProduceStream.
+func (pr *produceRequest) Abort() { pr.release() }
+
+// release returns the request to the pool.
+func (pr *produceRequest) release() {
+	clear(pr.pending)
+	pr.b = nil
+	produceRequests.Put(pr)
 }
 
 // produceOne validates and appends one partition's batch, filling sp on success. It
@@ -194,12 +284,13 @@ func recompress(batch []byte, hdr *record.Header, codec record.Compression, leve
 
 // waitForAcks completes an acks=all response once every pending partition's high
 // watermark passes its batch, or fails those still short with REQUEST_TIMED_OUT.
-func (b *Broker) waitForAcks(resp *kmsg.ProduceResponse, pending []pendingAck, timeoutMs int32) <-chan protocol.Response {
+func (b *Broker) waitForAcks(pr *produceRequest) <-chan protocol.Response {
 	out := make(chan protocol.Response, 1)
 	go func() {
 		wake := make(chan struct{}, 1)
-		expired, stop := b.after(time.Duration(max(timeoutMs, 1)) * time.Millisecond)
+		expired, stop := b.after(time.Duration(max(pr.timeout, 1)) * time.Millisecond)
 		defer stop()
+		pending := pr.pending
 		for {
 			remaining := pending[:0]
 			for _, pa := range pending {
@@ -211,16 +302,16 @@ func (b *Broker) waitForAcks(resp *kmsg.ProduceResponse, pending []pendingAck, t
 			}
 			pending = remaining
 			if len(pending) == 0 {
-				out <- protocol.Response{Body: resp}
+				out <- protocol.Response{Body: &pr.resp, Written: pr.written}
 				return
 			}
 			select {
 			case <-wake:
 			case <-expired:
 				for _, pa := range pending {
-					pa.resp.ErrorCode = kerr.RequestTimedOut.Code
+					pr.resp.Topics[pa.topic].Partitions[pa.index].ErrorCode = kerr.RequestTimedOut.Code
 				}
-				out <- protocol.Response{Body: resp}
+				out <- protocol.Response{Body: &pr.resp, Written: pr.written}
 				return
 			}
 		}

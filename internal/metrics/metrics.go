@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,7 +102,11 @@ func New(o Options) (*Metrics, error) {
 		m.bytesIn, m.bytesOut, m.recordsIn, m.recordsOut,
 		m.requests, m.requestBytes, m.responseBytes, m.requestLatency,
 		m.produceErrors, m.fetchErrors, m.rebalances, m.isrShrinks, m.isrExpands,
-		collectors.NewGoCollector(),
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			// The garbage collector's share of the CPU the process used: gc over
+			// total minus idle (runtime/metrics estimates; docs/metrics.md).
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/cpu/classes/(gc/total|idle|total):cpu-seconds$`)},
+		)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	}
 	if o.Source != nil {
@@ -119,6 +124,32 @@ func New(o Options) (*Metrics, error) {
 	})
 	return m, nil
 }
+
+// RequestFrames serves samsa_request_frame_bytes{state="in_use"|"free"} from fn,
+// read at scrape time: the memory of the pooled request frames (the server's
+// FrameBytes).
+func (m *Metrics) RequestFrames(fn func() (inUse, free int64)) error {
+	if m == nil {
+		return nil
+	}
+	desc := prometheus.NewDesc(namespace+"_request_frame_bytes",
+		"Bytes of the pooled buffers holding produce requests: being read or handled (in_use), or kept for the next ones (free).",
+		[]string{"state"}, nil)
+	return m.registry.Register(funcCollector{desc: desc, collect: func(ch chan<- prometheus.Metric) {
+		inUse, free := fn()
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(inUse), "in_use")
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(free), "free")
+	}})
+}
+
+// funcCollector collects one metric family from a function.
+type funcCollector struct {
+	desc    *prometheus.Desc
+	collect func(ch chan<- prometheus.Metric)
+}
+
+func (c funcCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c funcCollector) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
 
 // Registry returns the private registry, for callers that add their own collectors.
 // Nil for a nil Metrics.

@@ -32,6 +32,10 @@ type Response struct {
 	Chunks []Chunk // pre-encoded body (without response header)
 	None   bool
 	Close  bool
+	// Written, if set, is called once the server is done with the response — written,
+	// skipped (None) or failed to write — so that its handler can reuse what it holds.
+	// It is not called for a response never taken (the connection closed first).
+	Written func()
 }
 
 // Chunk is part of a pre-encoded response body: either bytes or a range of a file
@@ -65,4 +69,39 @@ func Ready(r Response) <-chan Response {
 	ch := make(chan Response, 1)
 	ch <- r
 	return ch
+}
+
+// ProduceHandler is implemented by a Handler that takes Produce requests partition by
+// partition as their bytes arrive (see internal/server), so that a request carrying the
+// batches of many partitions is never held whole in memory, and each batch is checked
+// and appended while its bytes are still in the CPU cache.
+type ProduceHandler interface {
+	// StartProduce begins a Produce request whose fields before the topics are read.
+	// req.Body is nil.
+	StartProduce(req *Request, h ProduceHeader) ProduceStream
+}
+
+// ProduceHeader holds the fields of a Produce request that precede its topics.
+type ProduceHeader struct {
+	TransactionalID *string
+	Acks            int16
+	TimeoutMillis   int32
+	// Topics is the number of topics that follow.
+	Topics int
+}
+
+// ProduceStream receives the topics and partitions of one Produce request in request
+// order, then Finish — or Abort when the request cannot be read whole (the connection
+// is then closed). A stream is used by one goroutine.
+type ProduceStream interface {
+	// Topic begins a topic that has partitions partitions.
+	Topic(name string, partitions int)
+	// Partition hands over one partition's records (nil when null); records is valid
+	// only during the call.
+	Partition(partition int32, records []byte)
+	// Finish ends the request: the response is resp, or arrives on later when later is
+	// not nil.
+	Finish() (resp Response, later <-chan Response)
+	// Abort ends a request that could not be read whole.
+	Abort()
 }

@@ -65,6 +65,10 @@ type Config struct {
 	// Large reusable frames then come from a pool instead of a fresh, zeroed
 	// allocation per request.
 	ReusableFrames func(key int16) bool
+	// Produce, if set, takes Produce requests of the versions the server streams
+	// (produce_stream.go) partition by partition as they are read; usually the Handler
+	// itself. Other versions go to Handler whole.
+	Produce protocol.ProduceHandler
 }
 
 // ErrInvalidConfig marks every Config validation failure.

@@ -23,6 +23,8 @@ import (
 const (
 	// writeBufferSize is the per-connection bufio.Writer size.
 	writeBufferSize = 32 << 10
+	// readBufferSize is the per-connection bufio.Reader size.
+	readBufferSize = 16 << 10
 	// maxKeptScratch bounds the encode buffer a connection keeps between responses.
 	maxKeptScratch = 1 << 20
 	// preadChunk is the size of pooled buffers for the non-sendfile file path.
@@ -43,7 +45,11 @@ var preadPool = sync.Pool{New: func() any { b := make([]byte, preadChunk); retur
 
 // pending is a request whose response the writer has yet to write.
 type pending struct {
-	ch            <-chan protocol.Response
+	ch <-chan protocol.Response
+	// now is the response when ready is set (a streamed Produce answered at once),
+	// instead of ch.
+	now           protocol.Response
+	ready         bool
 	key           int16
 	version       int16 // request version, for logs and the Observer
 	respVersion   int16 // version the response body is encoded at
@@ -83,6 +89,15 @@ type conn struct {
 	writeMu sync.Mutex
 	bw      *bufio.Writer
 	scratch []byte
+
+	// Reader state, owned by the reader goroutine: the buffered reader (several small
+	// requests arrive in one read; large frames are read past it, straight into their
+	// buffer) and the size up to which a pooled frame is taken at once (frames.go).
+	br          *bufio.Reader
+	frameBudget int
+	names       nameCache        // recent topic names and client ids (produce_stream.go)
+	produceReq  protocol.Request // the streamed Produce request being handled
+	frame       frameReader      // its reader
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -94,6 +109,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		queue:  make(chan pending, s.cfg.MaxInflightPerConn),
 		done:   make(chan struct{}),
 		bw:     bufio.NewWriterSize(nc, writeBufferSize),
+		br:     bufio.NewReaderSize(nc, readBufferSize),
 	}
 	c.touch()
 	return c
@@ -135,7 +151,7 @@ func (c *conn) touch() { c.lastActivity.Store(time.Now().UnixNano()) }
 // inbound is a decoded request (or what stands in for one) for the handler.
 type inbound struct {
 	req      parsedRequest
-	pooled   *[]byte  // the frame's buffer, to return to framePool after Handle
+	pooled   *[]byte  // the frame's buffer, to give back to the frame pool after Handle
 	fallback *pending // a response the server makes itself (ApiVersions v0 fallback)
 	start    time.Time
 	bytesIn  int
@@ -175,6 +191,21 @@ func (c *conn) readLoop() {
 			c.closeAfterPending()
 			return
 		}
+		if c.srv.cfg.Produce != nil && size >= 4 {
+			head, err := c.peek(4)
+			if err != nil {
+				c.logReadError(err, true)
+				c.close()
+				return
+			}
+			key, version := int16(binary.BigEndian.Uint16(head)), int16(binary.BigEndian.Uint16(head[2:]))
+			if key == produceKey && c.streamable(version) {
+				if !c.streamProduce(int(size), version) {
+					return
+				}
+				continue
+			}
+		}
 		frame, pooled, err := c.readRequestFrame(int(size))
 		if err != nil {
 			c.logReadError(err, true)
@@ -188,9 +219,7 @@ func (c *conn) readLoop() {
 		switch {
 		case err == nil:
 			in.req = req
-			if pooled != nil && c.srv.cfg.ReusableFrames != nil && c.srv.cfg.ReusableFrames(req.key) {
-				in.pooled = pooled
-			}
+			in.pooled = pooled
 		case errors.Is(err, errUnsupportedVersion) && req.key == apiVersionsKey:
 			// Normal when a client is newer than us: it retries lower. Not INFO.
 			c.log.Debug("unsupported ApiVersions version; answering with v0",
@@ -217,11 +246,8 @@ func (c *conn) readLoop() {
 	}
 }
 
-// handle calls the handler for one decoded request and passes its response on. When
-// the response is ready at once and no earlier one waits for the writer, the reader
-// writes it itself: no goroutine is woken for it, and it leaves while the request's
-// bytes are still in the CPU cache. Otherwise the writer gets it. handle reports false
-// when reading must stop.
+// handle calls the handler for one decoded request and passes its response on; it
+// reports false when reading must stop.
 func (c *conn) handle(in inbound) bool {
 	var p pending
 	if in.fallback != nil {
@@ -230,7 +256,7 @@ func (c *conn) handle(in inbound) bool {
 		var err error
 		p, err = c.dispatch(in.req)
 		if in.pooled != nil {
-			framePool.Put(in.pooled)
+			c.srv.frames.put(in.pooled)
 		}
 		if err != nil {
 			c.closeAfterPending()
@@ -238,7 +264,22 @@ func (c *conn) handle(in inbound) bool {
 		}
 	}
 	p.start, p.bytesIn = in.start, in.bytesIn
+	return c.pass(p)
+}
+
+// pass hands a request's response on: when it is ready at once and no earlier one
+// waits for the writer, the reader writes it itself — no goroutine is woken for it, and
+// it leaves while the request's bytes are still in the CPU cache; otherwise the writer
+// gets it. pass reports false when reading must stop.
+func (c *conn) pass(p pending) bool {
 	c.inflight.Add(1)
+	if p.ready {
+		if c.queued.Load() == 0 {
+			return c.writeNow(&p, p.now)
+		}
+		p.ch, p.ready = protocol.Ready(p.now), false
+		return c.queueResponse(p)
+	}
 	if c.queued.Load() == 0 {
 		select {
 		case resp, ok := <-p.ch:
@@ -247,50 +288,74 @@ func (c *conn) handle(in inbound) bool {
 				c.close()
 				return false
 			}
-			c.writeMu.Lock()
-			n, err := c.writeResponse(&p, resp)
-			if err == nil {
-				err = c.bw.Flush()
-			}
-			c.writeMu.Unlock()
-			if !c.written(&p, resp, n, err) {
-				c.close()
-				return false
-			}
-			return true
+			return c.writeNow(&p, resp)
 		default:
 		}
 	}
 	return c.queueResponse(p)
 }
 
-// framePool holds buffers for large request frames whose API lets the server reuse
-// them (Config.ReusableFrames). Buffers have pooledFrameSize capacity.
-var framePool = sync.Pool{New: func() any { b := make([]byte, pooledFrameSize); return &b }}
+// writeNow writes and flushes a response from the reader goroutine.
+func (c *conn) writeNow(p *pending, resp protocol.Response) bool {
+	c.writeMu.Lock()
+	n, err := c.writeResponse(p, resp)
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	c.writeMu.Unlock()
+	if !c.written(p, resp, n, err) {
+		c.close()
+		return false
+	}
+	return true
+}
 
-const (
-	// pooledFrameMin and pooledFrameSize bound the frames read into pooled buffers:
-	// big enough that a fresh zeroed allocation costs (a producer's batches, up to the
-	// default max.request.size of 1 MiB plus request overhead).
-	pooledFrameMin  = 64 << 10
-	pooledFrameSize = 1<<20 + 64<<10
-)
-
-// readRequestFrame reads a frame, into a pooled buffer when its size suits the pool
-// (the buffer is returned as pooled, nil otherwise). A pooled frame is given back only
-// for APIs whose handler keeps no reference into it; the others keep the buffer.
+// readRequestFrame reads a frame of size bytes. The frame of an API whose handler keeps
+// no reference to it once Handle has returned (Config.ReusableFrames) is read into a
+// pooled buffer (see frames.go), returned as pooled for handle to give back; any other
+// frame is a fresh slice. The api key is peeked from the buffered reader to choose.
 func (c *conn) readRequestFrame(size int) (frame []byte, pooled *[]byte, err error) {
-	if c.srv.cfg.ReusableFrames == nil || size < pooledFrameMin || size > pooledFrameSize {
-		frame, err = c.readFrame(size)
-		return frame, nil, err
+	if reuse := c.srv.cfg.ReusableFrames; reuse != nil && size >= 2 {
+		head, err := c.peek(2)
+		if err != nil {
+			return nil, nil, err
+		}
+		if reuse(int16(binary.BigEndian.Uint16(head))) {
+			pooled, err = c.readPooledFrame(size)
+			if err != nil {
+				return nil, nil, err
+			}
+			return *pooled, pooled, nil
+		}
 	}
-	pooled = framePool.Get().(*[]byte)
-	frame = (*pooled)[:size]
-	if err := c.readFull(frame); err != nil {
-		framePool.Put(pooled)
-		return nil, nil, err
+	frame, err = c.readFrame(size)
+	return frame, nil, err
+}
+
+// readPooledFrame reads a frame of size bytes into a pooled buffer: at once when size
+// is within the connection's budget (the largest frame it has delivered, at least
+// frameBudget), otherwise in steps that double as the bytes arrive.
+func (c *conn) readPooledFrame(size int) (*[]byte, error) {
+	n := min(size, max(c.frameBudget, frameBudget))
+	p := c.srv.frames.get(n)
+	if err := c.readFull(*p); err != nil {
+		c.srv.frames.put(p)
+		return nil, err
 	}
-	return frame, pooled, nil
+	for n < size {
+		next := min(size, 2*n)
+		q := c.srv.frames.get(next)
+		copy(*q, (*p)[:n])
+		c.srv.frames.drop(p)
+		p = q
+		if err := c.readFull((*p)[n:next]); err != nil {
+			c.srv.frames.put(p)
+			return nil, err
+		}
+		n = next
+	}
+	c.frameBudget = max(c.frameBudget, size)
+	return p, nil
 }
 
 // readFrame reads a frame body of size bytes into a new slice (never reused: decoded
@@ -334,12 +399,9 @@ func (c *conn) dispatch(parsed parsedRequest) (p pending, err error) {
 		Body:          parsed.body,
 		ClientAddr:    c.remote,
 	}
-	flexible := false
-	if parsed.key != apiVersionsKey { // KIP-511: ApiVersions response header is never flexible
-		resp := parsed.body.ResponseKind()
-		resp.SetVersion(parsed.version)
-		flexible = resp.IsFlexible()
-	}
+	// A response is flexible exactly when its request is (Kafka defines one range of
+	// flexible versions per API), except ApiVersions' header, which never is (KIP-511).
+	flexible := parsed.key != apiVersionsKey && parsed.body.IsFlexible()
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error("handler panicked; closing connection",
@@ -364,32 +426,53 @@ func (c *conn) dispatch(parsed parsedRequest) (p pending, err error) {
 	}, nil
 }
 
-// readFull fills buf. A read deadline expiring is not an error while the connection
-// has requests in flight or saw activity within the idle timeout: the deadline is
-// pushed out and reading continues where it stopped.
+// readFull fills buf from the buffered reader.
 func (c *conn) readFull(buf []byte) error {
 	for read := 0; read < len(buf); {
-		n, err := c.nc.Read(buf[read:])
+		n, err := c.br.Read(buf[read:])
 		read += n
 		if err == nil {
 			continue
 		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			deadline, idle := c.idleDeadline()
-			if idle {
-				return errIdle
+		if err = c.retryableReadError(err); err != nil {
+			if errors.Is(err, io.EOF) && read > 0 {
+				return io.ErrUnexpectedEOF
 			}
-			if err := c.nc.SetReadDeadline(deadline); err != nil {
-				return err
-			}
-			continue
+			return err
 		}
-		if errors.Is(err, io.EOF) && read > 0 {
-			return io.ErrUnexpectedEOF
-		}
-		return err
 	}
 	return nil
+}
+
+// peek returns the next n bytes without consuming them (valid until the next read).
+func (c *conn) peek(n int) ([]byte, error) {
+	for {
+		b, err := c.br.Peek(n)
+		if err == nil {
+			return b, nil
+		}
+		if err = c.retryableReadError(err); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, io.ErrUnexpectedEOF // called inside a frame
+			}
+			return nil, err
+		}
+	}
+}
+
+// retryableReadError returns nil when reading may go on after err: a read deadline
+// expiring is not an error while the connection has requests in flight or saw activity
+// within the idle timeout — the deadline is pushed out and reading continues where it
+// stopped. Any other error is returned (errIdle for an idle connection).
+func (c *conn) retryableReadError(err error) error {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
+	}
+	deadline, idle := c.idleDeadline()
+	if idle {
+		return errIdle
+	}
+	return c.nc.SetReadDeadline(deadline)
 }
 
 // idleDeadline reports whether the connection is idle and, if not, when it would be.
@@ -473,6 +556,9 @@ func (c *conn) writeLoop() {
 func (c *conn) written(p *pending, resp protocol.Response, n int, err error) bool {
 	c.inflight.Add(-1)
 	c.touch()
+	if resp.Written != nil {
+		defer resp.Written()
+	}
 	if err != nil {
 		c.logWriteError(p, err)
 		return false

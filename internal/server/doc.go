@@ -45,10 +45,22 @@
 // after the connection is gone (a channel with capacity 1, as protocol.Ready makes):
 // once a connection closes nobody receives from its pending channels.
 //
-// Request frames are allocated per request and never reused, so a decoded body may
-// alias the frame for as long as the handler needs it — except for the APIs that
-// Config.ReusableFrames names, whose handlers promise to keep no reference once Handle
-// returns: their large frames come from a pool and go back to it after Handle.
+// The reader reads through a small buffer (several small requests arrive in one
+// system call; a large frame is read past it, straight into its own buffer). Request
+// frames are allocated per request and never reused, so a decoded body may alias the
+// frame for as long as the handler needs it — except for the APIs that
+// Config.ReusableFrames names, whose handlers promise to keep no reference to the
+// request once Handle returns: their frames, whatever their size, are read into
+// buffers of a pool of size classes and go back to it after Handle (frames.go; a size
+// prefix alone never takes more than a megabyte, or the largest frame the connection
+// has already delivered). The produce path thus allocates no frame memory per request,
+// and the memory held for frames is bounded by the requests being read or handled.
+//
+// Produce requests are streamed when Config.Produce is set (produce_stream.go): their
+// fields are decoded as they arrive and each partition's records are read into a pooled
+// buffer and handed to the protocol.ProduceHandler at once, so that a request of many
+// partitions is never held whole and every batch is checked and appended while its
+// bytes are still in the CPU cache. The reader still handles one request at a time.
 //
 // File chunks are written with sendfile(2) at the chunk's explicit offset (the file's
 // shared seek position is never used or moved), so any number of connections may send

@@ -19,7 +19,9 @@ type Server struct {
 	log  *slog.Logger
 	done chan struct{} // closed by Close
 
-	wg sync.WaitGroup // accept loops and connection goroutines
+	wg sync.WaitGroup // accept loops, connection goroutines and the frame trimmer
+
+	frames framePool // pooled request frames (frames.go)
 
 	mu struct {
 		sync.Mutex
@@ -70,7 +72,31 @@ func (s *Server) Start() error {
 		s.wg.Add(1)
 		go s.acceptLoop(ln)
 	}
+	s.wg.Add(1)
+	go s.trimFrames()
 	return nil
+}
+
+// FrameBytes reports the memory of pooled request frames (Config.ReusableFrames): the
+// bytes of the buffers holding requests being read or handled, and of the free ones
+// kept for the next requests (dropped after frameIdle).
+func (s *Server) FrameBytes() (inUse, free int64) {
+	return s.frames.inUse.Load(), int64(s.frames.freeBytes())
+}
+
+// trimFrames drops pooled frame buffers that stayed free for frameIdle, until Close.
+func (s *Server) trimFrames() {
+	defer s.wg.Done()
+	t := time.NewTicker(frameIdle / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case now := <-t.C:
+			s.frames.trim(now.Add(-frameIdle))
+		}
+	}
 }
 
 // Addrs returns the bound addresses, in Listeners order (nil before Start).

@@ -120,11 +120,18 @@ type EpochEntry struct {
 }
 
 // epochCache is Kafka's LeaderEpochFileCache: the ordered (epoch, start offset) pairs,
-// persisted to leader-epoch-checkpoint on every change. Safe for concurrent use.
+// persisted to leader-epoch-checkpoint. A new epoch assigned by an append is written
+// with the next flush of the log's data (persist), never on the append path — a
+// partition's first append in an epoch would otherwise wait for an fsync (Kafka moved
+// that fsync off the produce path too, KAFKA-15046). That is safe because the recovery
+// point moves only after persist: after a crash, the epochs of the batches above it
+// are assigned again by recovery, which reads them from the batch headers.
+// Truncations are written at once. Safe for concurrent use.
 type epochCache struct {
 	path    string
 	mu      sync.RWMutex
 	entries []EpochEntry
+	dirty   bool // entries hold an assignment the file does not
 }
 
 func loadEpochCache(dir string) (*epochCache, error) {
@@ -166,20 +173,42 @@ func (c *epochCache) writeLocked() error {
 	for _, e := range c.entries {
 		fmt.Fprintf(&sb, "%d %d\n", e.Epoch, e.StartOffset)
 	}
-	return writeFileAtomic(c.path, []byte(sb.String()), true)
+	if err := writeFileAtomic(c.path, []byte(sb.String()), true); err != nil {
+		return err
+	}
+	c.dirty = false
+	return nil
 }
 
-// assign records that epoch starts at offset when epoch is newer than the latest.
-func (c *epochCache) assign(epoch int32, offset int64) error {
+// assign records that epoch starts at offset when epoch is newer than the latest. The
+// file is written by the next persist.
+func (c *epochCache) assign(epoch int32, offset int64) {
 	if epoch < 0 {
-		return nil
+		return
+	}
+	c.mu.RLock()
+	n := len(c.entries)
+	newer := n == 0 || c.entries[n-1].Epoch < epoch
+	c.mu.RUnlock()
+	if !newer {
+		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if n := len(c.entries); n > 0 && c.entries[n-1].Epoch >= epoch {
-		return nil
+		return
 	}
 	c.entries = append(c.entries, EpochEntry{epoch, offset})
+	c.dirty = true
+}
+
+// persist writes the file when an assignment is not in it yet.
+func (c *epochCache) persist() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.dirty {
+		return nil
+	}
 	return c.writeLocked()
 }
 

@@ -261,9 +261,7 @@ func (l *Log) Append(batch []byte, opts AppendOptions) (AppendInfo, error) {
 	l.size.Add(int64(len(batch)))
 	l.logEnd.Store(h.LastOffset() + 1)
 	l.mu.producers.update(&h)
-	if err := l.epochs.assign(epoch, h.BaseOffset); err != nil {
-		l.logger.Warn("writing leader epoch checkpoint", "topic", l.topic, "partition", l.partition, "err", err)
-	}
+	l.epochs.assign(epoch, h.BaseOffset)
 	if l.mu.firstUnflushedAt.IsZero() {
 		l.mu.firstUnflushedAt = now
 	}
@@ -410,6 +408,9 @@ func (l *Log) flushLocked(persist bool) error {
 		l.syncFailedLocked(err)
 		return err
 	}
+	if err := l.epochs.persist(); err != nil {
+		return fmt.Errorf("writing the leader epoch checkpoint of %s: %w", l.dir, err)
+	}
 	l.advanceRecoveryPointLocked(leo)
 	if persist && l.mu.stateDirty {
 		return l.writeStateLocked()
@@ -491,12 +492,18 @@ func (l *Log) Flush() error {
 		return nil
 	}
 	err := l.syncFrom(rp)
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if err != nil {
+		l.mu.Lock()
+		defer l.mu.Unlock()
 		l.syncFailedLocked(err)
 		return err
 	}
+	// Before the recovery point moves past the epochs assigned since the last flush.
+	if err := l.epochs.persist(); err != nil {
+		return fmt.Errorf("writing the leader epoch checkpoint of %s: %w", l.dir, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.closed.Load() {
 		return ErrLogClosed
 	}

@@ -186,6 +186,9 @@ func (l *Log) load(clean bool) error {
 		if err := l.syncFrom(l.mu.recoveryPoint); err != nil {
 			return err
 		}
+		if err := l.epochs.persist(); err != nil {
+			return err
+		}
 		l.mu.recoveryPoint = leo
 		if err := l.writeStateLocked(); err != nil {
 			return err
@@ -348,9 +351,7 @@ func (l *Log) recoverSegment(s *segment, cfg Config, expectNext int64) (next int
 			break
 		}
 		s.indexBatchLocked(&h, pos, &since, cfg.IndexIntervalBytes)
-		if err := l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
-			return 0, false, 0, err
-		}
+		l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset)
 		next = h.LastOffset() + 1
 	}
 	s.idx.loaded = true

@@ -244,6 +244,13 @@ func TestEndOffsetForEpoch(t *testing.T) {
 		}
 	}
 	check("live")
+	// New epochs reach the checkpoint with the next flush, not on the append path.
+	if b, err := os.ReadFile(filepath.Join(l.Dir(), leaderEpochFile)); err == nil && len(b) > 0 && string(b) != "0\n0\n" {
+		t.Fatalf("leader-epoch-checkpoint written before a flush: %q", b)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	b, err := os.ReadFile(filepath.Join(l.Dir(), leaderEpochFile))
 	if err != nil || string(b) != "0\n3\n1 0\n3 2\n4 5\n" {
 		t.Fatalf("leader-epoch-checkpoint = %q, %v", b, err)

@@ -78,7 +78,10 @@ type fullBatchReader struct {
 }
 
 func newFullBatchReader(r io.ReaderAt, pos, end int64) *fullBatchReader {
-	return &fullBatchReader{r: r, pos: pos, end: end, buf: make([]byte, 1<<20), bufStart: -1}
+	// Up to 1 MiB at a time, no more than the region: a partition created empty, or
+	// holding a few small batches, costs no megabyte (slice grows it for a larger batch).
+	size := min(max(end-pos, record.HeaderSize), 1<<20)
+	return &fullBatchReader{r: r, pos: pos, end: end, buf: make([]byte, size), bufStart: -1}
 }
 
 // next returns the batch at the current position (valid until the next call), its

@@ -1,0 +1,191 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/clock"
+	"github.com/samsa-streaming/samsa/internal/config"
+	"github.com/samsa-streaming/samsa/internal/protocol"
+	"github.com/samsa-streaming/samsa/internal/record"
+	"github.com/samsa-streaming/samsa/internal/server"
+)
+
+// BenchmarkProduceRequest sends one Produce request at a time over TCP to a real
+// server and broker (in this process, data in a temporary directory) and reads its
+// response, shaped as a franz-go producer with 1 KiB records sends them to a broker
+// that keeps up: a batch of up to 1 MiB for every partition of the topic, up to about
+// 50 MB (franz-go's default of 50,000 buffered records) per request. allocs/op and B/op count the whole
+// process per request, server and broker included (the raw client allocates
+// nothing per request); the steady state should allocate nothing per partition.
+func BenchmarkProduceRequest(b *testing.B) {
+	for _, shape := range []struct{ partitions, requestBytes int }{
+		{1, 1 << 20}, {6, 6 << 20}, {64, 32 << 20}, {1000, 50 << 20},
+	} {
+		b.Run(fmt.Sprintf("partitions=%d", shape.partitions), func(b *testing.B) {
+			benchProduce(b, shape.partitions, shape.requestBytes, 1024)
+		})
+	}
+}
+
+func benchProduce(b *testing.B, partitions, requestBytes, recordSize int) {
+	addr := startBenchBroker(b, "bench", int32(partitions))
+	frame := produceFrame(b, "bench", partitions, requestBytes, recordSize)
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	resp := make([]byte, 1<<20)
+	roundTrip := func() {
+		if _, err := conn.Write(frame); err != nil {
+			b.Fatal(err)
+		}
+		var size [4]byte
+		if _, err := io.ReadFull(conn, size[:]); err != nil {
+			b.Fatal(err)
+		}
+		n := int(binary.BigEndian.Uint32(size[:]))
+		if n > len(resp) {
+			resp = make([]byte, n)
+		}
+		if _, err := io.ReadFull(conn, resp[:n]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range 20 { // warm up pools, page cache and segment preallocation
+		roundTrip()
+	}
+	checkProduceResponse(b, resp)
+	b.SetBytes(int64(len(frame)))
+	b.ReportAllocs()
+	cpu0 := processCPU(b)
+	b.ResetTimer()
+	for range b.N {
+		roundTrip()
+	}
+	b.StopTimer()
+	// CPU time of the whole process (the raw client's share is one write and one
+	// read per request) per MB of request: comparable across partition counts when
+	// the wall time is not, on a shared machine.
+	b.ReportMetric(float64((processCPU(b)-cpu0).Milliseconds())/(float64(b.N)*float64(len(frame))/(1<<20)), "cpu-ms/MB")
+	checkProduceResponse(b, resp)
+}
+
+// processCPU returns the user and system CPU time this process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// startBenchBroker starts a broker and a server on 127.0.0.1:0 with one topic.
+func startBenchBroker(b *testing.B, topic string, partitions int32) string {
+	cfg, err := config.Load("", []string{"log.dirs=" + b.TempDir(), "listeners=PLAINTEXT://127.0.0.1:0"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	brk, err := New(Options{Config: cfg, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { brk.Close() })
+	if err := brk.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, 1
+	req.Topics = append(req.Topics, rt)
+	req.SetVersion(5)
+	r := <-brk.Handle(&protocol.Request{Key: req.Key(), Version: req.GetVersion(), Body: req})
+	if code := r.Body.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != 0 {
+		b.Fatalf("create topic: error %d", code)
+	}
+	srv, err := server.New(server.Config{
+		Listeners:      []string{"127.0.0.1:0"},
+		Handler:        brk,
+		Versions:       Versions,
+		APIKeys:        APIKeys,
+		ReusableFrames: ReusableFrames,
+		Produce:        brk,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.Close() })
+	return srv.Addrs()[0].String()
+}
+
+// produceFrame encodes a Produce v9 request (acks=1) with one batch of recordSize-byte
+// records per partition, requestBytes of records in all, size prefix included.
+func produceFrame(b *testing.B, topic string, partitions, requestBytes, recordSize int) []byte {
+	perPartition := min(max(requestBytes/partitions/recordSize, 1), 1000) // a batch stays below max.message.bytes
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	req.Acks, req.TimeoutMillis = 1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	value := make([]byte, recordSize)
+	for i := range value {
+		value[i] = byte('a' + i%26)
+	}
+	for p := range partitions {
+		recs := make([]record.Record, perPartition)
+		for i := range recs {
+			recs[i] = record.Record{Value: value, TimestampDelta: int64(i)}
+		}
+		opts := record.DefaultBuildOptions()
+		opts.BaseTimestamp = time.Now().UnixMilli()
+		batch, err := record.Build(opts, recs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = int32(p), batch
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	body := req.AppendTo(nil)
+	frame := binary.BigEndian.AppendUint32(nil, 0)
+	frame = binary.BigEndian.AppendUint16(frame, uint16(kmsg.Produce))
+	frame = binary.BigEndian.AppendUint16(frame, 9)
+	frame = binary.BigEndian.AppendUint32(frame, 1)      // correlation id
+	frame = binary.BigEndian.AppendUint16(frame, 0xffff) // null client id
+	frame = append(frame, 0)                             // header tags (v9 is flexible)
+	frame = append(frame, body...)
+	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+	return frame
+}
+
+// checkProduceResponse fails the benchmark unless every partition of the last response
+// (a Produce v9 response body after the 4-byte correlation id and the header tags)
+// succeeded.
+func checkProduceResponse(b *testing.B, frame []byte) {
+	resp := kmsg.NewPtrProduceResponse()
+	resp.SetVersion(9)
+	if err := resp.ReadFrom(frame[5:]); err != nil {
+		b.Fatalf("decoding the produce response: %v", err)
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				b.Fatalf("partition %d: error %d", p.Partition, p.ErrorCode)
+			}
+		}
+	}
+}
