@@ -34,7 +34,9 @@
 //     listeners (internal/peer connections, Samsa's internal SamsaRaft request).
 //   - Observer (observer.go): how a broker that is not a voter follows the metadata
 //     log, by fetching it (SamsaMetadataFetch) from the voters. Controller and
-//     Observer both implement Metadata, which is all a broker reads.
+//     Observer both implement Metadata, which is all a broker reads. Fetching rather
+//     than Raft learners: brokers need no inbound quorum listener, the voters need no
+//     membership change per broker, and it is Kafka's own design (observers fetch).
 //   - Channel (channel.go): a broker's requests to the active controller — BrokerRegistration,
 //     BrokerHeartbeat, AlterPartition, AllocateProducerIds and the admin requests
 //     clients send to any broker — in process when this node leads, over the network
