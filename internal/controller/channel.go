@@ -82,9 +82,11 @@ func (ch *Channel) Close() {
 	}
 }
 
-// target picks the node to try: the known leader, else the voters in turn.
-func (ch *Channel) target() int32 {
-	if l := ch.opts.Leader(); l >= 0 && (ch.conns[l] != nil || l == ch.opts.NodeID && ch.opts.Local != nil) {
+// target picks the node to try: the known leader, else the voters in turn. Every
+// other retry goes to the next voter even when a leader is known, in case this node's
+// knowledge of the leader is stale.
+func (ch *Channel) target(attempt int) int32 {
+	if l := ch.opts.Leader(); l >= 0 && attempt%2 == 0 && (ch.conns[l] != nil || l == ch.opts.NodeID && ch.opts.Local != nil) {
 		return l
 	}
 	ch.mu.Lock()
@@ -104,7 +106,7 @@ func (ch *Channel) Send(ctx context.Context, req kmsg.Request) (kmsg.Response, e
 	var lastResp kmsg.Response
 	var lastErr error
 	for attempt := 0; ; attempt++ {
-		id := ch.target()
+		id := ch.target(attempt)
 		resp, err := ch.sendTo(ctx, id, req)
 		if err == nil && !notController(resp) {
 			return resp, nil
