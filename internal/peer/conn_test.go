@@ -14,11 +14,16 @@ import (
 	"github.com/samsa-streaming/samsa/internal/peer"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/server"
+	"github.com/samsa-streaming/samsa/internal/testutil"
 )
 
 // testHandler answers Raft requests with their sender as the cluster id, after
-// hold when the request carries a message "hold".
-type testHandler struct{ hold chan struct{} }
+// hold is closed when the request carries a message "hold" (held is signalled when
+// such a request arrives).
+type testHandler struct {
+	hold chan struct{}
+	held chan struct{}
+}
 
 func (h *testHandler) Handle(req *protocol.Request) <-chan protocol.Response {
 	switch r := req.Body.(type) {
@@ -26,6 +31,9 @@ func (h *testHandler) Handle(req *protocol.Request) <-chan protocol.Response {
 		ch := make(chan protocol.Response, 1)
 		go func() {
 			if len(r.Messages) > 0 && string(r.Messages[0]) == "hold" {
+				if h.held != nil {
+					h.held <- struct{}{}
+				}
 				<-h.hold
 			}
 			ch <- protocol.Response{Body: &protocol.RaftResponse{ClusterID: fmt.Sprint(r.From)}}
@@ -78,7 +86,7 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 }
 
 func TestRequestsPipelinedInOrder(t *testing.T) {
-	h := &testHandler{hold: make(chan struct{})}
+	h := &testHandler{hold: make(chan struct{}), held: make(chan struct{}, 1)}
 	srv := startServer(t, "127.0.0.1:0", h)
 	c := peer.New(srv.Addrs()[0].String(), peer.Options{ClientID: "test"})
 	defer c.Close()
@@ -111,7 +119,11 @@ func TestRequestsPipelinedInOrder(t *testing.T) {
 			got[i] = r.(*protocol.RaftResponse).ClusterID
 		}()
 		if i == 0 {
-			time.Sleep(20 * time.Millisecond) // let the held request go first
+			select { // the held request is on the wire before the others
+			case <-h.held:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the held request did not arrive")
+			}
 		}
 	}
 	close(h.hold)
@@ -138,17 +150,10 @@ func TestTimeoutBreaksAndBackoffThenReconnect(t *testing.T) {
 	if _, err := c.Request(ctxT(t, time.Second), &protocol.RaftRequest{}); !errors.Is(err, peer.ErrBackingOff) {
 		t.Fatalf("right after a failure: %v", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testutil.WaitFor(t, 5*time.Second, func() bool {
 		_, err := c.Request(ctxT(t, time.Second), &protocol.RaftRequest{From: 7})
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no reconnect: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil
+	}, "a reconnect after the backoff")
 
 	// The server goes away and comes back on the same address.
 	srv.Close()
@@ -159,13 +164,8 @@ func TestTimeoutBreaksAndBackoffThenReconnect(t *testing.T) {
 		t.Fatal("address still accepting")
 	}
 	startServer(t, addr, &testHandler{})
-	for {
-		if _, err := c.Request(ctxT(t, time.Second), &protocol.RaftRequest{}); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no reconnect to the restarted server")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		_, err := c.Request(ctxT(t, time.Second), &protocol.RaftRequest{})
+		return err == nil
+	}, "a reconnect to the restarted server")
 }
