@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -89,55 +90,116 @@ func serve(configFile string, overrides []string, logLevel string) error {
 		return err
 	}
 	source.set(brk)
-	ctx := context.Background()
-	advertised := cfg.AdvertisedListeners[0]
-	if err := brk.Start(ctx, advertised); err != nil {
-		brk.Close()
-		return err
-	}
-
-	var addrs []string
-	for _, l := range cfg.Listeners {
-		addrs = append(addrs, net.JoinHostPort(l.Host, strconv.Itoa(l.Port)))
-	}
-	srv, err := server.New(server.Config{
-		Listeners:      addrs,
-		MaxRequestSize: cfg.SocketRequestMaxBytes,
-		Handler:        brk,
-		Versions:       broker.Versions,
-		APIKeys:        broker.APIKeys,
-		ReusableFrames: broker.ReusableFrames,
-		Produce:        brk,
-		Logger:         logger.With("component", "server"),
-		Observer:       m,
-		IdleTimeout:    time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
-	})
-	if err == nil {
-		err = m.RequestFrames(srv.FrameBytes)
-	}
-	if err == nil {
-		err = srv.Start()
-	}
-	if err != nil {
-		brk.Close()
-		return fmt.Errorf("listen: %w", err)
-	}
-	if err := m.Start(); err != nil {
-		srv.Close()
-		brk.Close()
-		return fmt.Errorf("metrics listener: %w", err)
-	}
-	bound := srv.Addrs()[0].String()
-	logger.Info("samsa ready", "addr", bound, "node", cfg.NodeID, "cluster", brk.ClusterID(), "log.dirs", cfg.LogDirs)
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+
+	// The controller listener serves first: the quorum forms through it while Start
+	// waits for it.
+	var ctrlSrv *server.Server
+	if l, ok := cfg.ControllerListener(); ok && cfg.HasRole("controller") {
+		ctrlSrv, err = server.New(server.Config{
+			Listeners:      []string{l.Addr()},
+			MaxRequestSize: cfg.SocketRequestMaxBytes,
+			Handler:        brk.ControllerHandler(),
+			Versions:       broker.ControllerVersions,
+			APIKeys:        broker.ControllerAPIKeys,
+			NewRequest:     broker.ControllerNewRequest,
+			Logger:         logger.With("component", "controller-listener"),
+			IdleTimeout:    time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
+		})
+		if err == nil {
+			err = ctrlSrv.Start()
+		}
+		if err != nil {
+			brk.Close()
+			return fmt.Errorf("controller listener: %w", err)
+		}
+	}
+	closeAll := func(srv *server.Server) error {
+		var errs []error
+		if srv != nil {
+			errs = append(errs, srv.Close())
+		}
+		errs = append(errs, brk.Close())
+		if ctrlSrv != nil {
+			errs = append(errs, ctrlSrv.Close())
+		}
+		return errors.Join(append(errs, m.Close())...)
+	}
+
+	// Start waits for the quorum (and, on a broker, for the controller to unfence
+	// it); a signal meanwhile aborts it.
+	startCtx, cancelStart := context.WithCancel(context.Background())
+	started := make(chan error, 1)
+	go func() { started <- brk.Start(startCtx) }()
+	select {
+	case err = <-started:
+	case sig := <-sigs:
+		logger.Info("shutting down before the node was ready", "signal", sig.String())
+		cancelStart()
+		<-started
+		closeAll(nil)
+		return nil
+	}
+	cancelStart()
+	if err != nil {
+		closeAll(nil)
+		return err
+	}
+
+	var srv *server.Server
+	var bound string
+	if clients := cfg.ClientListeners(); cfg.HasRole("broker") && len(clients) > 0 {
+		var addrs []string
+		for _, l := range clients {
+			addrs = append(addrs, net.JoinHostPort(l.Host, strconv.Itoa(l.Port)))
+		}
+		srv, err = server.New(server.Config{
+			Listeners:      addrs,
+			MaxRequestSize: cfg.SocketRequestMaxBytes,
+			Handler:        brk,
+			Versions:       broker.Versions,
+			APIKeys:        broker.APIKeys,
+			ReusableFrames: broker.ReusableFrames,
+			Produce:        brk,
+			Logger:         logger.With("component", "server"),
+			Observer:       m,
+			IdleTimeout:    time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
+		})
+		if err == nil {
+			err = m.RequestFrames(srv.FrameBytes)
+		}
+		if err == nil {
+			err = srv.Start()
+		}
+		if err != nil {
+			closeAll(nil)
+			return fmt.Errorf("listen: %w", err)
+		}
+		bound = srv.Addrs()[0].String()
+	} else if ctrlSrv != nil {
+		bound = ctrlSrv.Addrs()[0].String()
+	}
+	if err := m.Start(); err != nil {
+		closeAll(srv)
+		return fmt.Errorf("metrics listener: %w", err)
+	}
+	logger.Info("samsa ready", "addr", bound, "node", cfg.NodeID, "roles", strings.Join(cfg.ProcessRoles, ","),
+		"cluster", brk.ClusterID(), "controller", brk.Metadata().Leader(), "log.dirs", cfg.LogDirs)
+
 	sig := <-sigs
 	logger.Info("shutting down", "signal", sig.String())
+	// Controlled shutdown: the controller moves this broker's leaderships away while
+	// clients are still served, bounded by the broker session timeout (after which
+	// the controller would fence this broker anyway).
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.BrokerSessionTimeoutMs)*time.Millisecond)
+	if err := brk.Shutdown(shutdownCtx); err != nil {
+		logger.Warn("controlled shutdown incomplete; closing anyway", "err", err)
+	}
+	cancel()
 	done := make(chan error, 1)
-	go func() {
-		done <- errors.Join(srv.Close(), m.Close(), brk.Close())
-	}()
+	go func() { done <- closeAll(srv) }()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -163,6 +225,13 @@ func (s *brokerSource) Partitions() []metrics.PartitionStats {
 		return b.Partitions()
 	}
 	return nil
+}
+
+func (s *brokerSource) Quorum() metrics.QuorumStats {
+	if b := s.broker.Load(); b != nil {
+		return b.Quorum()
+	}
+	return metrics.QuorumStats{}
 }
 
 func (s *brokerSource) Groups() []metrics.GroupStats {

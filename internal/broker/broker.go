@@ -31,20 +31,31 @@ type Options struct {
 	FS storage.FS
 }
 
-// Broker serves the Kafka API of one node.
+// Broker is one Samsa node: its metadata (a Controller when process.roles has
+// controller, else an Observer), the controller API surface it serves on its
+// controller listener, and — when process.roles has broker — the Kafka API surface
+// for clients, its partitions, and its lifecycle towards the active controller
+// (registration, heartbeats, controlled shutdown).
 type Broker struct {
 	cfg       *config.Broker
 	clock     clock.Clock
 	logger    *slog.Logger
 	metrics   *metrics.Metrics
 	nodeID    int32
-	clusterID string
+	isBroker  bool
+	clusterID string // set by Start once the quorum agreed on it
 
 	logs       *storage.Manager
-	controller *controller.Controller
+	controller *controller.Controller // nil unless this node is a controller
+	transport  *controller.NetTransport
+	observer   *controller.Observer // nil unless this node is a broker only
+	meta       controller.Metadata
+	channel    *controller.Channel
 	replicas   *replica.Manager
 	groups     *group.Coordinator
 	producers  producerIDs
+	lifecycle  lifecycle
+	imageWatch imageWatch
 
 	// reconcileMu serialises applying metadata images to local partitions.
 	reconcileMu sync.Mutex
@@ -53,7 +64,8 @@ type Broker struct {
 	wg     sync.WaitGroup
 }
 
-// New opens the node's storage and metadata and returns a broker ready to Start.
+// New opens the node's storage and builds its metadata quorum member (or observer);
+// Start brings them up.
 func New(o Options) (*Broker, error) {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
@@ -68,6 +80,7 @@ func New(o Options) (*Broker, error) {
 		logger:   o.Logger,
 		metrics:  o.Metrics,
 		nodeID:   cfg.NodeID,
+		isBroker: cfg.HasRole("broker"),
 		replicas: replica.NewManager(cfg.NodeID),
 	}
 	logs, err := storage.NewManager(storage.ManagerOptions{
@@ -82,28 +95,17 @@ func New(o Options) (*Broker, error) {
 		return nil, err
 	}
 	b.logs = logs
-	clusterID, err := logs.EnsureMetaProperties(cfg.NodeID)
+	storedClusterID, err := logs.ReadMetaProperties(cfg.NodeID)
 	if err != nil {
 		logs.Close()
 		return nil, err
 	}
-	b.clusterID = clusterID
-	ctrl, err := controller.New(controller.Options{
-		Dir:                      filepath.Join(cfg.LogDirs[0], "__cluster_metadata-0"),
-		NodeID:                   cfg.NodeID,
-		ClusterID:                clusterID,
-		Clock:                    o.Clock,
-		Logger:                   o.Logger.With("component", "controller"),
-		DefaultNumPartitions:     cfg.NumPartitions,
-		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
-		ValidateTopicConfig:      config.ValidateTopicConfig,
-	})
-	if err != nil {
+	if err := b.newMetadata(storedClusterID); err != nil {
 		logs.Close()
 		return nil, err
 	}
-	b.controller = ctrl
 	b.producers.broker = b
+	b.lifecycle.init()
 	b.groups = group.New(group.Options{
 		Log:    offsetsLog{b},
 		Clock:  o.Clock,
@@ -118,23 +120,103 @@ func New(o Options) (*Broker, error) {
 	return b, nil
 }
 
-// Start replays metadata, registers this node, opens its partitions and starts the
-// background work (retention, flushing). The advertised listener is the address
-// clients are told to use.
-func (b *Broker) Start(ctx context.Context, advertised config.Listener) error {
-	if err := b.controller.Start(ctx); err != nil {
+// newMetadata builds the controller (and its Raft transport) or the observer, and
+// the channel to the active controller.
+func (b *Broker) newMetadata(storedClusterID string) error {
+	cfg := b.cfg
+	voters, err := cfg.QuorumVoters()
+	if err != nil {
+		return err
+	}
+	ms := func(v int32) time.Duration { return time.Duration(v) * time.Millisecond }
+	logger := b.logger.With("component", "controller")
+	if cfg.HasRole("controller") {
+		if len(voters) > 1 {
+			b.transport = controller.NewNetTransport(controller.NetTransportOptions{
+				NodeID: cfg.NodeID, Voters: voters, Logger: logger,
+				RequestTimeout: ms(cfg.ControllerQuorumRequestTimeoutMs), RetryBackoff: ms(cfg.ControllerQuorumRetryBackoffMs),
+			})
+		}
+		opts := controller.Options{
+			Dir:                          filepath.Join(cfg.LogDirs[0], "__cluster_metadata-0"),
+			NodeID:                       cfg.NodeID,
+			ClusterID:                    storedClusterID,
+			Voters:                       voters,
+			Clock:                        b.clock,
+			Logger:                       logger,
+			DefaultNumPartitions:         cfg.NumPartitions,
+			DefaultReplicationFactor:     cfg.DefaultReplicationFactor,
+			ValidateTopicConfig:          config.ValidateTopicConfig,
+			ElectionTimeout:              ms(cfg.ControllerQuorumElectionTimeoutMs),
+			SessionTimeout:               ms(cfg.BrokerSessionTimeoutMs),
+			UncleanLeaderElection:        cfg.UncleanLeaderElectionEnable,
+			AutoLeaderRebalance:          cfg.AutoLeaderRebalanceEnable,
+			LeaderImbalanceCheckInterval: time.Duration(cfg.LeaderImbalanceCheckIntervalSeconds) * time.Second,
+			LeaderImbalancePerBroker:     int(cfg.LeaderImbalancePerBrokerPercentage),
+		}
+		if b.transport != nil {
+			opts.Transport = b.transport
+		}
+		ctrl, err := controller.New(opts)
+		if err != nil {
+			return err
+		}
+		if b.transport != nil {
+			b.transport.Start(ctrl)
+		}
+		b.controller, b.meta = ctrl, ctrl
+	} else {
+		obs, err := controller.NewObserver(controller.ObserverOptions{
+			NodeID: cfg.NodeID, ClusterID: storedClusterID, Voters: voters, Clock: b.clock, Logger: logger,
+			RequestTimeout: ms(cfg.ControllerQuorumFetchTimeoutMs), RetryBackoff: ms(cfg.ControllerQuorumRetryBackoffMs),
+		})
+		if err != nil {
+			return err
+		}
+		b.observer, b.meta = obs, obs
+	}
+	co := controller.ChannelOptions{
+		NodeID: cfg.NodeID, Voters: voters, Leader: b.meta.Leader, Logger: b.logger.With("component", "controller-channel"),
+		RequestTimeout: ms(cfg.ControllerQuorumRequestTimeoutMs), RetryBackoff: ms(cfg.ControllerQuorumRetryBackoffMs),
+	}
+	if b.controller != nil {
+		co.Local = b.serveController
+	}
+	b.channel = controller.NewChannel(co)
+	return nil
+}
+
+// Start joins the metadata quorum (or starts following it) and waits until this
+// node's image has caught up and holds the cluster id, which it then stores in every
+// log directory. A broker then registers with the active controller, opens its
+// partitions, and returns once the controller has unfenced it. The controller
+// listener must be serving before Start is called: the quorum forms through it.
+func (b *Broker) Start(ctx context.Context) error {
+	var err error
+	if b.controller != nil {
+		err = b.controller.Start(ctx)
+	} else {
+		err = b.observer.Start(ctx)
+	}
+	if err != nil {
 		return fmt.Errorf("start metadata quorum: %w", err)
 	}
-	reg := metadata.RegisterBrokerRecord{
-		NodeID: metadata.NodeID(b.nodeID),
-		Endpoints: []metadata.Endpoint{{
-			Name: advertised.Name, Host: advertised.Host, Port: int32(advertised.Port),
-		}},
+	b.clusterID = b.meta.Image().ClusterID()
+	if err := b.logs.WriteMetaProperties(b.nodeID, b.clusterID); err != nil {
+		return fmt.Errorf("store the cluster id: %w", err)
 	}
-	if err := b.controller.RegisterBroker(ctx, reg); err != nil {
-		return fmt.Errorf("register broker: %w", err)
+	b.meta.Subscribe(func(_, _ *metadata.Image) { b.imageWatch.changed() })
+	runCtx, cancel := context.WithCancel(context.Background())
+	b.cancel = cancel
+	if !b.isBroker {
+		return nil
 	}
-	img := b.controller.Image()
+
+	epoch, err := b.register(ctx)
+	if err != nil {
+		return err
+	}
+	img := b.meta.Image()
 	b.removeOrphanLogs(img)
 	// Open the logs already on disk in parallel before reconciling, so that a node with
 	// many partitions starts quickly.
@@ -144,20 +226,15 @@ func (b *Broker) Start(ctx context.Context, advertised config.Listener) error {
 		b.logger.Error("some partition logs could not be opened", "err", err)
 	}
 	b.reconcile(img)
-	// From now on every metadata change is applied as it commits (the controller calls
+	// From now on every metadata change is applied as it commits (a controller calls
 	// subscribers before the command that caused the change returns, so a handler that
 	// created a topic finds its partitions); reconcile once more for anything committed
 	// between the image read above and the subscription.
-	b.controller.Subscribe(func(prev, next *metadata.Image) { b.reconcile(next) })
-	b.reconcile(b.controller.Image())
+	b.meta.Subscribe(func(prev, next *metadata.Image) { b.reconcile(next) })
+	b.reconcile(b.meta.Image())
 
-	runCtx, cancel := context.WithCancel(context.Background())
-	b.cancel = cancel
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		b.logs.Run(runCtx)
-	}()
+	b.wg.Go(func() { b.heartbeatLoop(runCtx, epoch) })
+	b.wg.Go(func() { b.logs.Run(runCtx) })
 	if b.cfg.LogCleanerEnable {
 		cleaner := storage.NewCleaner(storage.CleanerOptions{
 			Threads:             int(b.cfg.LogCleanerThreads),
@@ -167,23 +244,31 @@ func (b *Broker) Start(ctx context.Context, advertised config.Listener) error {
 			Logger:              b.logger.With("component", "cleaner"),
 			MaxCleanableOffset:  b.highWatermarkOf,
 		}, storage.LogsOf(b.logs))
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
-			cleaner.Run(runCtx)
-		}()
+		b.wg.Go(func() { cleaner.Run(runCtx) })
 	}
-	return nil
+	return b.awaitUnfenced(ctx)
 }
 
 // Close stops background work, the metadata quorum and flushes and closes every log.
+// For a controlled shutdown call Shutdown first.
 func (b *Broker) Close() error {
 	if b.cancel != nil {
 		b.cancel()
 	}
 	b.wg.Wait()
 	b.groups.Close()
-	errs := []error{b.controller.Close(), b.logs.Close()}
+	b.channel.Close()
+	var errs []error
+	if b.controller != nil {
+		errs = append(errs, b.controller.Close())
+	}
+	if b.transport != nil {
+		b.transport.Close()
+	}
+	if b.observer != nil {
+		errs = append(errs, b.observer.Close())
+	}
+	errs = append(errs, b.logs.Close())
 	return errors.Join(errs...)
 }
 
@@ -195,8 +280,17 @@ func (b *Broker) highWatermarkOf(l *storage.Log) int64 {
 	return l.LogStartOffset() // not a partition served here: clean nothing
 }
 
-// ClusterID returns the cluster id from meta.properties.
+// ClusterID returns the cluster id the metadata quorum agreed on ("" before Start).
 func (b *Broker) ClusterID() string { return b.clusterID }
+
+// Controller returns this node's controller, nil if it is not one.
+func (b *Broker) Controller() *controller.Controller { return b.controller }
+
+// Metadata returns the metadata log as this node reads it.
+func (b *Broker) Metadata() controller.Metadata { return b.meta }
+
+// Channel returns this node's channel to the active controller.
+func (b *Broker) Channel() *controller.Channel { return b.channel }
 
 // Handle implements protocol.Handler.
 func (b *Broker) Handle(req *protocol.Request) <-chan protocol.Response {
@@ -217,7 +311,7 @@ func (b *Broker) after(d time.Duration) (<-chan struct{}, func()) {
 }
 
 // image returns the current metadata image.
-func (b *Broker) image() *metadata.Image { return b.controller.Image() }
+func (b *Broker) image() *metadata.Image { return b.meta.Image() }
 
 // requestContext bounds work done on behalf of one request.
 func (b *Broker) requestContext(timeoutMs int32) (context.Context, context.CancelFunc) {
@@ -229,6 +323,7 @@ func (b *Broker) requestContext(timeoutMs int32) (context.Context, context.Cance
 }
 
 var (
-	_ protocol.Handler = (*Broker)(nil)
-	_ metrics.Source   = (*Broker)(nil)
+	_ protocol.Handler     = (*Broker)(nil)
+	_ metrics.Source       = (*Broker)(nil)
+	_ metrics.QuorumSource = (*Broker)(nil)
 )

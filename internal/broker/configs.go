@@ -1,7 +1,9 @@
 package broker
 
 // DescribeConfigs (key 32) versions 0–4, AlterConfigs (key 33) versions 0–2,
-// IncrementalAlterConfigs (key 44) versions 0–1.
+// IncrementalAlterConfigs (key 44) versions 0–1. The two Alter APIs are forwarded to
+// the active controller and served on the controller listener too; DescribeConfigs
+// is answered by the broker from its own image and configuration.
 //
 // Topic resources describe every supported topic config with its effective value and
 // source (DYNAMIC_TOPIC_CONFIG for an override, STATIC_BROKER_CONFIG when the broker's
@@ -14,6 +16,7 @@ package broker
 // altering them is refused with INVALID_REQUEST and a message saying so.
 
 import (
+	"context"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -21,6 +24,7 @@ import (
 
 	"github.com/samsa-streaming/samsa/internal/config"
 	"github.com/samsa-streaming/samsa/internal/controller"
+	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 )
 
@@ -28,6 +32,8 @@ func init() {
 	register(kmsg.DescribeConfigs, 0, 4, (*Broker).handleDescribeConfigs)
 	register(kmsg.AlterConfigs, 0, 2, (*Broker).handleAlterConfigs)
 	register(kmsg.IncrementalAlterConfigs, 0, 1, (*Broker).handleIncrementalAlterConfigs)
+	registerController(kmsg.AlterConfigs, 0, 2, (*Broker).serveAlterConfigs)
+	registerController(kmsg.IncrementalAlterConfigs, 0, 1, (*Broker).serveIncrementalAlterConfigs)
 }
 
 func (b *Broker) handleDescribeConfigs(req *protocol.Request) <-chan protocol.Response {
@@ -103,55 +109,71 @@ func (b *Broker) checkBrokerResource(name string) error {
 }
 
 func (b *Broker) handleAlterConfigs(req *protocol.Request) <-chan protocol.Response {
-	r := req.Body.(*kmsg.AlterConfigsRequest)
+	return b.forward(req, 0, nil)
+}
+
+func (b *Broker) handleIncrementalAlterConfigs(req *protocol.Request) <-chan protocol.Response {
+	return b.forward(req, 0, nil)
+}
+
+// serveAlterConfigs is the controller side of AlterConfigs.
+func (b *Broker) serveAlterConfigs(ctx context.Context, req kmsg.Request) kmsg.Response {
+	r := req.(*kmsg.AlterConfigsRequest)
 	resp := kmsg.NewPtrAlterConfigsResponse()
-	resp.SetVersion(req.Version)
+	resp.SetVersion(r.Version)
 	for _, res := range r.Resources {
 		var ops []controller.ConfigOp
 		for _, c := range res.Configs {
 			ops = append(ops, controller.ConfigOp{Name: c.Name, Value: c.Value, Op: int8(kmsg.IncrementalAlterConfigOpSet)})
 		}
-		err := b.alterConfigs(res.ResourceType, res.ResourceName, ops, true, r.ValidateOnly)
+		err := b.alterConfigs(ctx, res.ResourceType, res.ResourceName, ops, true, r.ValidateOnly)
 		sr := kmsg.NewAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = res.ResourceType, res.ResourceName
 		sr.ErrorCode, sr.ErrorMessage = errorCode(err), errorMessage(err)
 		resp.Resources = append(resp.Resources, sr)
 	}
-	return reply(resp)
+	return resp
 }
 
-func (b *Broker) handleIncrementalAlterConfigs(req *protocol.Request) <-chan protocol.Response {
-	r := req.Body.(*kmsg.IncrementalAlterConfigsRequest)
+// serveIncrementalAlterConfigs is the controller side of IncrementalAlterConfigs.
+func (b *Broker) serveIncrementalAlterConfigs(ctx context.Context, req kmsg.Request) kmsg.Response {
+	r := req.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
-	resp.SetVersion(req.Version)
+	resp.SetVersion(r.Version)
 	for _, res := range r.Resources {
 		var ops []controller.ConfigOp
 		for _, c := range res.Configs {
 			ops = append(ops, controller.ConfigOp{Name: c.Name, Value: c.Value, Op: int8(c.Op)})
 		}
-		err := b.alterConfigs(res.ResourceType, res.ResourceName, ops, false, r.ValidateOnly)
+		err := b.alterConfigs(ctx, res.ResourceType, res.ResourceName, ops, false, r.ValidateOnly)
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = res.ResourceType, res.ResourceName
 		sr.ErrorCode, sr.ErrorMessage = errorCode(err), errorMessage(err)
 		resp.Resources = append(resp.Resources, sr)
 	}
-	return reply(resp)
+	return resp
 }
 
-func (b *Broker) alterConfigs(rt kmsg.ConfigResourceType, name string, ops []controller.ConfigOp, replaceAll, validateOnly bool) error {
+func (b *Broker) alterConfigs(ctx context.Context, rt kmsg.ConfigResourceType, name string, ops []controller.ConfigOp, replaceAll, validateOnly bool) error {
 	switch rt {
 	case kmsg.ConfigResourceTypeTopic:
 	case kmsg.ConfigResourceTypeBroker:
-		if err := b.checkBrokerResource(name); err != nil {
-			return err
+		if _, registered := b.image().Broker(metadata.NodeID(atoiOr(name, -1))); name != "" && !registered {
+			return &configError{"broker " + name + " is not registered"}
 		}
 		return &configError{"broker properties are static in Samsa: set them in server.properties or with --override and restart"}
 	default:
 		return &configError{"unsupported config resource type " + strconv.Itoa(int(rt))}
 	}
-	ctx, cancel := b.requestContext(0)
-	defer cancel()
 	return b.controller.AlterConfigs(ctx, int8(rt), name, ops, replaceAll, validateOnly)
+}
+
+func atoiOr(s string, def int) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return def
+	}
+	return n
 }
 
 // configError is an INVALID_REQUEST with a message.

@@ -1,26 +1,52 @@
 package broker
 
-// CreatePartitions (key 37), versions 0–3.
+// CreatePartitions (key 37), versions 0–3; on the client listeners and the
+// controller listener (brokers forward it to the active controller and answer once
+// their image has the new partitions).
 //
 // Raises a topic's partition count (never lowers it: INVALID_PARTITIONS), optionally
 // with a manual replica assignment for the new partitions. Keys hashed to partitions
 // move when the count changes, as in Kafka.
 
 import (
+	"context"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 )
 
-func init() { register(kmsg.CreatePartitions, 0, 3, (*Broker).handleCreatePartitions) }
+func init() {
+	register(kmsg.CreatePartitions, 0, 3, (*Broker).handleCreatePartitions)
+	registerController(kmsg.CreatePartitions, 0, 3, (*Broker).serveCreatePartitions)
+}
 
 func (b *Broker) handleCreatePartitions(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.CreatePartitionsRequest)
+	return b.forward(req, r.TimeoutMillis, func(img *metadata.Image, resp kmsg.Response) bool {
+		if r.ValidateOnly {
+			return true
+		}
+		want := map[string]int32{}
+		for _, t := range r.Topics {
+			want[t.Topic] = t.Count
+		}
+		for _, t := range resp.(*kmsg.CreatePartitionsResponse).Topics {
+			if tp, ok := img.Topic(t.Topic); t.ErrorCode == 0 && ok && int32(len(tp.Partitions)) < want[t.Topic] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// serveCreatePartitions is the controller side.
+func (b *Broker) serveCreatePartitions(ctx context.Context, req kmsg.Request) kmsg.Response {
+	r := req.(*kmsg.CreatePartitionsRequest)
 	resp := kmsg.NewPtrCreatePartitionsResponse()
-	resp.SetVersion(req.Version)
-	ctx, cancel := b.requestContext(r.TimeoutMillis)
-	defer cancel()
+	resp.SetVersion(r.Version)
 
 	seen := make(map[string]int)
 	for _, t := range r.Topics {
@@ -45,5 +71,5 @@ func (b *Broker) handleCreatePartitions(req *protocol.Request) <-chan protocol.R
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return reply(resp)
+	return resp
 }

@@ -1,9 +1,14 @@
 package broker
 
-// CreateTopics (key 19), versions 0–7.
+// CreateTopics (key 19), versions 0–7; on the client listeners and the controller
+// listener.
 //
-// Validation and placement happen in the controller; creation commits through the
-// metadata quorum before the response, so a created topic is immediately usable.
+// A broker forwards the request to the active controller (in process when it is that
+// controller) and answers once its own metadata image has the new topics, so a
+// created topic is immediately usable through the broker that created it. The
+// controller validates and places the replicas (distinct brokers, leaders spread
+// round-robin, racks alternated when broker.rack is set; explicit assignments
+// honoured) and commits the topics through the metadata quorum before it answers.
 // Errors: INVALID_TOPIC_EXCEPTION (bad name), TOPIC_ALREADY_EXISTS,
 // INVALID_REPLICATION_FACTOR (above the number of brokers), INVALID_PARTITIONS,
 // INVALID_CONFIG (unknown topic config or bad value; the message names it),
@@ -11,20 +16,44 @@ package broker
 // topic's partition count, replication factor and effective configs.
 
 import (
+	"context"
+	"maps"
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-streaming/samsa/internal/config"
 	"github.com/samsa-streaming/samsa/internal/controller"
+	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 )
 
-func init() { register(kmsg.CreateTopics, 0, 7, (*Broker).handleCreateTopics) }
+func init() {
+	register(kmsg.CreateTopics, 0, 7, (*Broker).handleCreateTopics)
+	registerController(kmsg.CreateTopics, 0, 7, (*Broker).serveCreateTopics)
+}
 
 func (b *Broker) handleCreateTopics(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.CreateTopicsRequest)
+	return b.forward(req, r.TimeoutMillis, func(img *metadata.Image, resp kmsg.Response) bool {
+		if r.ValidateOnly {
+			return true
+		}
+		for _, t := range resp.(*kmsg.CreateTopicsResponse).Topics {
+			if tp, ok := img.Topic(t.Topic); t.ErrorCode == 0 && (!ok || tp.ID != metadata.TopicID(t.TopicID)) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// serveCreateTopics is the controller side.
+func (b *Broker) serveCreateTopics(ctx context.Context, req kmsg.Request) kmsg.Response {
+	r := req.(*kmsg.CreateTopicsRequest)
 	resp := kmsg.NewPtrCreateTopicsResponse()
-	resp.SetVersion(req.Version)
+	resp.SetVersion(r.Version)
 
 	seen := make(map[string]int)
 	for _, t := range r.Topics {
@@ -55,8 +84,6 @@ func (b *Broker) handleCreateTopics(req *protocol.Request) <-chan protocol.Respo
 		create = append(create, ct)
 	}
 
-	ctx, cancel := b.requestContext(r.TimeoutMillis)
-	defer cancel()
 	results := b.controller.CreateTopics(ctx, create, r.ValidateOnly)
 	byName := make(map[string]controller.TopicResult, len(results))
 	for _, res := range results {
@@ -83,7 +110,7 @@ func (b *Broker) handleCreateTopics(req *protocol.Request) <-chan protocol.Respo
 		st.TopicID = [16]byte(res.ID)
 		st.NumPartitions = res.NumPartitions
 		st.ReplicationFactor = res.ReplicationFactor
-		if req.Version >= 5 {
+		if r.Version >= 5 {
 			overrides := make(map[string]string)
 			for _, c := range t.Configs {
 				if c.Value != nil {
@@ -103,5 +130,41 @@ func (b *Broker) handleCreateTopics(req *protocol.Request) <-chan protocol.Respo
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return reply(resp)
+	return resp
+}
+
+// createTopics creates topics on the broker's own account (auto-creation,
+// __consumer_offsets) through the active controller, and returns once this node's
+// image has the ones that were created.
+func (b *Broker) createTopics(ctx context.Context, topics []kmsg.CreateTopicsRequestTopic) ([]kmsg.CreateTopicsResponseTopic, error) {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(5)
+	req.Topics = topics
+	req.TimeoutMillis = 30_000
+	r, err := b.channel.Send(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	resp := r.(*kmsg.CreateTopicsResponse)
+	b.awaitImage(ctx, func(img *metadata.Image) bool {
+		for _, t := range resp.Topics {
+			if _, ok := img.Topic(t.Topic); t.ErrorCode == 0 && !ok {
+				return false
+			}
+		}
+		return true
+	})
+	return resp.Topics, nil
+}
+
+// newTopic is a CreateTopics entry; configs may be nil.
+func newTopic(name string, partitions int32, rf int16, configs map[string]string) kmsg.CreateTopicsRequestTopic {
+	t := kmsg.NewCreateTopicsRequestTopic()
+	t.Topic, t.NumPartitions, t.ReplicationFactor = name, partitions, rf
+	for _, k := range slices.Sorted(maps.Keys(configs)) {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name, c.Value = k, kmsg.StringPtr(configs[k])
+		t.Configs = append(t.Configs, c)
+	}
+	return t
 }

@@ -1,13 +1,18 @@
 package broker
 
-// DeleteTopics (key 20), versions 0–6.
+// DeleteTopics (key 20), versions 0–6; on the client listeners and the controller
+// listener.
 //
-// Topics are named (v0–v5) or named or identified by topic ID (v6). Deletion commits
-// through the metadata quorum; each broker then removes the partitions' files (renamed
-// aside and deleted in the background). Internal topics cannot be deleted, and no
-// topic can when delete.topic.enable is false (TOPIC_DELETION_DISABLED).
+// Topics are named (v0–v5) or named or identified by topic ID (v6). A broker forwards
+// the request to the active controller and answers once its own image no longer has
+// the deleted topics. The controller commits the deletion through the metadata
+// quorum; each broker then removes the partitions' files (renamed aside and deleted
+// in the background). Internal topics cannot be deleted, and no topic can when the
+// controller's delete.topic.enable is false (TOPIC_DELETION_DISABLED).
 
 import (
+	"context"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -15,19 +20,44 @@ import (
 	"github.com/samsa-streaming/samsa/internal/protocol"
 )
 
-func init() { register(kmsg.DeleteTopics, 0, 6, (*Broker).handleDeleteTopics) }
+func init() {
+	register(kmsg.DeleteTopics, 0, 6, (*Broker).handleDeleteTopics)
+	registerController(kmsg.DeleteTopics, 0, 6, (*Broker).serveDeleteTopics)
+}
 
 func (b *Broker) handleDeleteTopics(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.DeleteTopicsRequest)
+	return b.forward(req, r.TimeoutMillis, func(img *metadata.Image, resp kmsg.Response) bool {
+		for _, t := range resp.(*kmsg.DeleteTopicsResponse).Topics {
+			if t.ErrorCode != 0 {
+				continue
+			}
+			if id := metadata.TopicID(t.TopicID); !id.IsZero() {
+				if _, ok := img.TopicByID(id); ok {
+					return false
+				}
+			} else if t.Topic != nil {
+				if _, ok := img.Topic(*t.Topic); ok {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+// serveDeleteTopics is the controller side.
+func (b *Broker) serveDeleteTopics(ctx context.Context, req kmsg.Request) kmsg.Response {
+	r := req.(*kmsg.DeleteTopicsRequest)
 	resp := kmsg.NewPtrDeleteTopicsResponse()
-	resp.SetVersion(req.Version)
+	resp.SetVersion(r.Version)
 
 	type target struct {
 		name *string
 		id   [16]byte
 	}
 	var targets []target
-	if req.Version >= 6 {
+	if r.Version >= 6 {
 		for _, t := range r.Topics {
 			targets = append(targets, target{name: t.Topic, id: t.TopicID})
 		}
@@ -37,8 +67,6 @@ func (b *Broker) handleDeleteTopics(req *protocol.Request) <-chan protocol.Respo
 		}
 	}
 
-	ctx, cancel := b.requestContext(r.TimeoutMillis)
-	defer cancel()
 	img := b.image()
 	for _, tg := range targets {
 		st := kmsg.NewDeleteTopicsResponseTopic()
@@ -74,5 +102,5 @@ func (b *Broker) handleDeleteTopics(req *protocol.Request) <-chan protocol.Respo
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return reply(resp)
+	return resp
 }

@@ -2,7 +2,8 @@ package broker
 
 // DescribeCluster (key 60), versions 0–1.
 //
-// The registered, unfenced brokers, the cluster id and the active controller. Only the
+// The registered, unfenced brokers, the cluster id and the active controller (when it
+// is also a broker; else a live broker, which forwards to it, as Kafka does). Only the
 // broker endpoint type (1) is served; asking for controllers (2) is
 // UNSUPPORTED_ENDPOINT_TYPE, as on a Kafka broker.
 
@@ -26,17 +27,19 @@ func (b *Broker) handleDescribeCluster(req *protocol.Request) <-chan protocol.Re
 		resp.EndpointType = r.EndpointType
 		return reply(resp)
 	}
+	img := b.image()
 	resp.ClusterID = b.clusterID
-	resp.ControllerID = b.controller.Leader()
+	resp.ControllerID = b.controllerID(img)
 	resp.ClusterAuthorizedOperations = authorizedOperationsOmitted
-	for _, br := range b.image().Brokers() {
-		if br.Fenced || len(br.Endpoints) == 0 {
+	for _, br := range img.Brokers() {
+		ep, ok := b.clientEndpoint(br)
+		if br.Fenced || !ok {
 			continue
 		}
 		db := kmsg.NewDescribeClusterResponseBroker()
 		db.NodeID = int32(br.NodeID)
-		db.Host = br.Endpoints[0].Host
-		db.Port = br.Endpoints[0].Port
+		db.Host = ep.Host
+		db.Port = ep.Port
 		if br.Rack != "" {
 			rack := br.Rack
 			db.Rack = &rack

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"syscall"
@@ -14,7 +15,8 @@ import (
 )
 
 // errorCode maps an internal error to the Kafka error code a client understands. It is
-// the one table between Samsa's sentinel errors and the wire.
+// the one table between Samsa's sentinel errors and the wire (the controller's errors
+// are in the controller's table, which Channel also reads backwards).
 func errorCode(err error) int16 {
 	if err == nil {
 		return 0
@@ -22,6 +24,9 @@ func errorCode(err error) int16 {
 	var ke *kerr.Error
 	if errors.As(err, &ke) {
 		return ke.Code
+	}
+	if code, ok := controller.ErrorCode(err); ok {
+		return code
 	}
 	for _, m := range errorTable {
 		if errors.Is(err, m.err) {
@@ -42,6 +47,7 @@ var errorTable = []struct {
 	err  error
 	code *kerr.Error
 }{
+	{context.DeadlineExceeded, kerr.RequestTimedOut},
 	{storage.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
 	{storage.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
 	{storage.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},
@@ -59,17 +65,6 @@ var errorTable = []struct {
 	{replica.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch},
 	{replica.ErrUnknownLeaderEpoch, kerr.UnknownLeaderEpoch},
 	{replica.ErrNotEnoughReplicas, kerr.NotEnoughReplicas},
-	{controller.ErrTopicExists, kerr.TopicAlreadyExists},
-	{controller.ErrInvalidTopic, kerr.InvalidTopicException},
-	{controller.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
-	{controller.ErrInvalidPartitions, kerr.InvalidPartitions},
-	{controller.ErrInvalidReplicationFactor, kerr.InvalidReplicationFactor},
-	{controller.ErrInvalidReplicaAssignment, kerr.InvalidReplicaAssignment},
-	{controller.ErrInvalidConfig, kerr.InvalidConfig},
-	{controller.ErrNotController, kerr.NotController},
-	{controller.ErrInvalidRequest, kerr.InvalidRequest},
-	{controller.ErrUnknownTopicID, kerr.UnknownTopicID},
-	{controller.ErrClosed, kerr.NotController},
 }
 
 // errorMessage returns a message for the response's ErrorMessage field, or nil.

@@ -10,12 +10,12 @@ package broker
 // COORDINATOR_NOT_AVAILABLE: transactions are not served yet.
 
 import (
+	"fmt"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/samsa-streaming/samsa/internal/controller"
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 )
@@ -66,40 +66,44 @@ func (b *Broker) findCoordinator(key string, keyType int8) kmsg.FindCoordinatorR
 	}
 	leader := t.Partitions[p].Leader
 	br, ok := img.Broker(metadata.NodeID(leader))
-	if leader < 0 || !ok || len(br.Endpoints) == 0 {
+	ep, hasEndpoint := b.clientEndpoint(br)
+	if leader < 0 || !ok || !hasEndpoint {
 		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return c
 	}
 	c.NodeID = leader
-	c.Host, c.Port = br.Endpoints[0].Host, br.Endpoints[0].Port
+	c.Host, c.Port = ep.Host, ep.Port
 	return c
 }
 
-// ensureOffsetsTopic creates __consumer_offsets on first use and returns the image
-// that has it.
+// ensureOffsetsTopic creates __consumer_offsets on first use, with
+// offsets.topic.replication.factor replicas (never fewer: until that many brokers
+// are registered the controller refuses and FindCoordinator answers
+// COORDINATOR_NOT_AVAILABLE), and returns the image that has it.
 func (b *Broker) ensureOffsetsTopic() (*metadata.Image, error) {
 	img := b.image()
 	if _, ok := img.Topic(offsetsTopic); ok {
 		return img, nil
 	}
-	rf := b.cfg.OffsetsTopicReplicationFactor
-	if live := int16(len(img.UnfencedBrokers())); rf > live {
-		rf = live
-	}
 	ctx, cancel := b.requestContext(0)
 	defer cancel()
-	res := b.controller.CreateTopics(ctx, []controller.CreateTopic{{
-		Name:              offsetsTopic,
-		NumPartitions:     b.cfg.OffsetsTopicNumPartitions,
-		ReplicationFactor: rf,
-		Configs: map[string]string{
-			"cleanup.policy":   "compact",
-			"segment.bytes":    strconv.FormatInt(b.cfg.OffsetsTopicSegmentBytes, 10),
-			"compression.type": "producer",
-		},
-	}}, false)
-	if len(res) == 1 && res[0].Err != nil && errorCode(res[0].Err) != kerr.TopicAlreadyExists.Code {
-		return nil, res[0].Err
+	results, err := b.createTopics(ctx, []kmsg.CreateTopicsRequestTopic{newTopic(offsetsTopic, b.cfg.OffsetsTopicNumPartitions, b.cfg.OffsetsTopicRF(), map[string]string{
+		"cleanup.policy":   "compact",
+		"segment.bytes":    strconv.FormatInt(b.cfg.OffsetsTopicSegmentBytes, 10),
+		"compression.type": "producer",
+	})})
+	if err != nil {
+		return nil, err
+	}
+	if res := results[0]; res.ErrorCode != 0 && res.ErrorCode != kerr.TopicAlreadyExists.Code {
+		msg := ""
+		if res.ErrorMessage != nil {
+			msg = *res.ErrorMessage
+		}
+		return nil, fmt.Errorf("cannot create %s with replication factor %d (offsets.topic.replication.factor): %s", offsetsTopic, b.cfg.OffsetsTopicRF(), msg)
+	}
+	if _, ok := b.image().Topic(offsetsTopic); !ok {
+		return nil, fmt.Errorf("%s is not in this broker's metadata yet", offsetsTopic)
 	}
 	return b.image(), nil
 }

@@ -20,13 +20,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/controller"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 )
 
 func init() { register(kmsg.InitProducerID, 0, 5, (*Broker).handleInitProducerID) }
-
-// producerIDBlock is how many ids one metadata record reserves.
-const producerIDBlock = 1000
 
 // producerIDs hands out producer ids from reserved blocks.
 type producerIDs struct {
@@ -40,11 +38,18 @@ func (p *producerIDs) allocate(ctx context.Context) (int64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.next >= p.end {
-		first, err := p.broker.controller.AllocateProducerIDs(ctx, producerIDBlock)
+		b := p.broker
+		req := kmsg.NewPtrAllocateProducerIDsRequest()
+		req.BrokerID, req.BrokerEpoch = b.nodeID, b.BrokerEpoch()
+		r, err := b.channel.Send(ctx, req)
 		if err != nil {
 			return -1, err
 		}
-		p.next, p.end = first, first+producerIDBlock
+		resp := r.(*kmsg.AllocateProducerIDsResponse)
+		if err := controller.ErrorForCode(resp.ErrorCode, nil); err != nil {
+			return -1, err
+		}
+		p.next, p.end = resp.ProducerIDStart, resp.ProducerIDStart+int64(resp.ProducerIDLen)
 	}
 	id := p.next
 	p.next++

@@ -2,8 +2,11 @@ package broker
 
 // Metadata (key 3), versions 0–12.
 //
-// Brokers come from the metadata image's registrations, topics and partitions (with
-// leader epochs and topic IDs) from its topics. A null topic list means all topics
+// Brokers come from the metadata image's registrations (unfenced ones, at their
+// endpoint for the listener this node's clients use), topics and partitions (with
+// leader epochs and topic IDs) from its topics. The controller id is the active
+// controller when it is also a broker, else a live broker, which forwards admin
+// requests to it. A null topic list means all topics
 // (v1+); an empty list means none, except in v0, where empty means all. Unknown topics are created when
 // auto.create.topics.enable is on and the request allows it (v4+; always before v4),
 // with num.partitions and default.replication.factor; creation commits through the
@@ -38,10 +41,10 @@ func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response 
 	}
 
 	for _, br := range img.Brokers() {
-		if br.Fenced || len(br.Endpoints) == 0 {
+		ep, ok := b.clientEndpoint(br)
+		if br.Fenced || !ok {
 			continue
 		}
-		ep := br.Endpoints[0]
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID = int32(br.NodeID)
 		mb.Host = ep.Host
@@ -54,7 +57,7 @@ func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response 
 	}
 	clusterID := b.clusterID
 	resp.ClusterID = &clusterID
-	resp.ControllerID = b.controller.Leader()
+	resp.ControllerID = b.controllerID(img)
 	resp.AuthorizedOperations = authorizedOperationsOmitted
 
 	if r.Topics == nil {
@@ -93,10 +96,10 @@ func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response 
 	return reply(resp)
 }
 
-// autoCreate creates the requested topics that do not exist yet and returns the image
-// after creation.
+// autoCreate creates the requested topics that do not exist yet (through the active
+// controller) and returns the image after creation.
 func (b *Broker) autoCreate(img *metadata.Image, topics []kmsg.MetadataRequestTopic) *metadata.Image {
-	var create []controller.CreateTopic
+	var create []kmsg.CreateTopicsRequestTopic
 	for _, rt := range topics {
 		if rt.Topic == nil {
 			continue
@@ -107,20 +110,22 @@ func (b *Broker) autoCreate(img *metadata.Image, topics []kmsg.MetadataRequestTo
 		if controller.ValidateTopicName(*rt.Topic) != nil {
 			continue
 		}
-		create = append(create, controller.CreateTopic{
-			Name: *rt.Topic, NumPartitions: -1, ReplicationFactor: -1,
-		})
+		create = append(create, newTopic(*rt.Topic, -1, -1, nil))
 	}
 	if len(create) == 0 {
 		return img
 	}
 	ctx, cancel := b.requestContext(0)
 	defer cancel()
-	for _, res := range b.controller.CreateTopics(ctx, create, false) {
-		if res.Err != nil {
-			b.logger.Info("auto-create failed", "topic", res.Name, "err", res.Err)
-		} else {
-			b.logger.Info("auto-created topic", "topic", res.Name, "partitions", res.NumPartitions)
+	results, err := b.createTopics(ctx, create)
+	if err != nil {
+		b.logger.Info("auto-create failed", "err", err)
+	}
+	for _, res := range results {
+		if res.ErrorCode != 0 && res.ErrorCode != kerr.TopicAlreadyExists.Code {
+			b.logger.Info("auto-create failed", "topic", res.Topic, "err", kerr.ErrorForCode(res.ErrorCode), "message", res.ErrorMessage)
+		} else if res.ErrorCode == 0 {
+			b.logger.Info("auto-created topic", "topic", res.Topic, "partitions", res.NumPartitions)
 		}
 	}
 	return b.image()
@@ -156,6 +161,41 @@ func (b *Broker) topicMetadata(t *metadata.Topic) kmsg.MetadataResponseTopic {
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
+}
+
+// clientEndpoint is the endpoint of broker br that this node's clients use: the
+// one named like this node's first advertised listener, else br's first.
+func (b *Broker) clientEndpoint(br metadata.Broker) (metadata.Endpoint, bool) {
+	if len(b.cfg.AdvertisedListeners) > 0 {
+		if ep, ok := br.Endpoint(b.cfg.AdvertisedListeners[0].Name); ok {
+			return ep, true
+		}
+	}
+	if len(br.Endpoints) == 0 {
+		return metadata.Endpoint{}, false
+	}
+	return br.Endpoints[0], true
+}
+
+// controllerID is the controller Metadata and DescribeCluster name: the active
+// controller when it is also a live broker (combined nodes), else a live broker —
+// this one if it is live — which forwards admin requests to the active controller,
+// as Kafka's brokers answer; -1 when there is none.
+func (b *Broker) controllerID(img *metadata.Image) int32 {
+	live := func(id int32) bool {
+		br, ok := img.Broker(metadata.NodeID(id))
+		return ok && !br.Fenced
+	}
+	if l := b.meta.Leader(); l >= 0 && live(l) {
+		return l
+	}
+	if live(b.nodeID) {
+		return b.nodeID
+	}
+	if ids := img.UnfencedBrokers(); len(ids) > 0 {
+		return ids[0]
+	}
+	return -1
 }
 
 func isInternalTopic(name string) bool {

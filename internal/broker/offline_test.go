@@ -96,7 +96,7 @@ func TestLogDirOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if err := b.Start(context.Background(), config.Listener{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}); err != nil {
+	if err := b.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"on-a", "on-b"} { // one at a time: the first goes to a, the second to b

@@ -101,7 +101,7 @@ func startBenchBroker(b *testing.B, topic string, partitions int32) string {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { brk.Close() })
-	if err := brk.Start(context.Background(), config.Listener{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}); err != nil {
+	if err := brk.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	req := kmsg.NewPtrCreateTopicsRequest()

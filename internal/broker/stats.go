@@ -1,11 +1,18 @@
 package broker
 
 import (
+	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/metrics"
 )
 
 // Partitions implements metrics.Source: a snapshot of the partitions this node hosts.
+// A partition is offline when its log directory failed here or it has no leader.
 func (b *Broker) Partitions() []metrics.PartitionStats {
+	img := b.image()
+	leaderless := func(topic string, partition int32) bool {
+		t, ok := img.Topic(topic)
+		return ok && int(partition) < len(t.Partitions) && t.Partitions[partition].Leader == metadata.NoLeader
+	}
 	parts := b.replicas.All()
 	out := make([]metrics.PartitionStats, 0, len(parts))
 	for _, p := range parts {
@@ -20,10 +27,42 @@ func (b *Broker) Partitions() []metrics.PartitionStats {
 			Replicas:       len(replicas),
 			ISR:            len(isr),
 			Leader:         p.IsLeader(),
-			Offline:        p.Offline(),
+			Offline:        p.Offline() || leaderless(p.Topic, p.Index),
 		})
 	}
 	return out
+}
+
+// Quorum implements metrics.QuorumSource: this node's place in the metadata quorum,
+// and on the active controller the cluster-wide partition and broker counts.
+func (b *Broker) Quorum() metrics.QuorumStats {
+	img := b.image()
+	q := metrics.QuorumStats{State: "observer", MetadataOffset: img.Offset()}
+	if b.controller != nil {
+		q.State, q.Active = b.controller.RaftState(), b.controller.Active()
+	}
+	if !q.Active {
+		return q
+	}
+	for _, br := range img.Brokers() {
+		switch {
+		case br.Fenced:
+			q.FencedBrokers++
+		case br.Active():
+			q.ActiveBrokers++
+		}
+	}
+	for _, t := range img.Topics() {
+		for _, p := range t.Partitions {
+			if p.Leader == metadata.NoLeader {
+				q.OfflinePartitions++
+			}
+			if len(p.Replicas) > 0 && p.Leader != p.Replicas[0] {
+				q.PreferredReplicaImbalance++
+			}
+		}
+	}
+	return q
 }
 
 // Groups implements metrics.Source: the groups this node coordinates, with their

@@ -1,16 +1,22 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"sort"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func newClusterCmd(g *globals) *cobra.Command {
-	cmd := newGroupingCmd("cluster", "Inspect the cluster", "Inspect the brokers of the cluster.")
+	cmd := newGroupingCmd("cluster", "Inspect the cluster", "Inspect the brokers and the metadata quorum of the cluster.")
 	cmd.AddCommand(newClusterInfoCmd(g))
 	return cmd
 }
@@ -20,6 +26,30 @@ type clusterInfo struct {
 	ClusterID    string       `json:"cluster_id"`
 	ControllerID int32        `json:"controller_id"`
 	Brokers      []brokerInfo `json:"brokers"`
+	// Quorum is the metadata quorum (DescribeQuorum), nil when the cluster does not
+	// answer it (ZooKeeper-based Kafka).
+	Quorum *quorumInfo `json:"quorum"`
+}
+
+// quorumInfo is the metadata quorum as the active controller describes it.
+type quorumInfo struct {
+	LeaderID      int32         `json:"leader_id"`
+	LeaderEpoch   int32         `json:"leader_epoch"`
+	HighWatermark int64         `json:"high_watermark"`
+	Voters        []replicaInfo `json:"voters"`
+	Observers     []replicaInfo `json:"observers"`
+	Error         string        `json:"error,omitempty"`
+}
+
+type replicaInfo struct {
+	NodeID       int32 `json:"node_id"`
+	LogEndOffset int64 `json:"log_end_offset"`
+	// Lag is the high watermark minus the replica's log end offset (0 when ahead).
+	Lag int64 `json:"lag"`
+	// LastFetchMs and LastCaughtUpMs are how long ago the leader heard from the
+	// replica and last saw it caught up, null when unknown (and for the leader).
+	LastFetchMs    *int64 `json:"last_fetch_ms_ago"`
+	LastCaughtUpMs *int64 `json:"last_caught_up_ms_ago"`
 }
 
 type brokerInfo struct {
@@ -41,16 +71,20 @@ type apiVersion struct {
 func newClusterInfoCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "info",
-		Short: "Show brokers, the controller, the cluster id and the API versions served",
+		Short: "Show brokers and racks, the controller, the metadata quorum, the cluster id and the API versions served",
 		Example: `  samsa cluster info
+  samsa cluster info -o json | jq '.quorum.voters'
   samsa cluster info -o json | jq '.brokers[0].api_versions[] | select(.name=="Fetch")'`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			adm, ctx, done, err := g.admin(cmd.Context())
+			cl, err := g.newClient()
 			if err != nil {
 				return err
 			}
-			defer done()
+			defer cl.Close()
+			adm := kadm.NewClient(cl)
+			ctx, cancel := g.withTimeout(cmd.Context())
+			defer cancel()
 			md, err := adm.BrokerMetadata(ctx)
 			if err != nil {
 				return g.explain("read cluster metadata", err)
@@ -59,7 +93,9 @@ func newClusterInfoCmd(g *globals) *cobra.Command {
 			if err != nil && len(versions) == 0 {
 				return g.explain("read API versions", err)
 			}
-			return renderClusterInfo(g.newOutput(cmd), buildClusterInfo(md, versions))
+			info := buildClusterInfo(md, versions)
+			info.Quorum = describeQuorum(ctx, cl)
+			return renderClusterInfo(g.newOutput(cmd), info)
 		},
 	}
 }
@@ -84,6 +120,60 @@ func buildClusterInfo(md kadm.Metadata, versions kadm.BrokersApiVersions) cluste
 	return info
 }
 
+// describeQuorum asks the cluster for its metadata quorum; nil when the cluster does
+// not serve DescribeQuorum.
+func describeQuorum(ctx context.Context, cl *kgo.Client) *quorumInfo {
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	rt := kmsg.NewDescribeQuorumRequestTopic()
+	rt.Topic = "__cluster_metadata"
+	rt.Partitions = append(rt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		var ke *kerr.Error
+		if errors.As(err, &ke) || errors.Is(err, kerr.UnsupportedVersion) {
+			return nil
+		}
+		return &quorumInfo{LeaderID: -1, Error: err.Error()}
+	}
+	q := &quorumInfo{LeaderID: -1, Voters: []replicaInfo{}, Observers: []replicaInfo{}}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		q.Error = err.Error()
+		return q
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		q.Error = "unexpected DescribeQuorum answer"
+		return q
+	}
+	p := resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+		q.Error = err.Error()
+		return q
+	}
+	q.LeaderID, q.LeaderEpoch, q.HighWatermark = p.LeaderID, p.LeaderEpoch, p.HighWatermark
+	now := time.Now().UnixMilli()
+	ago := func(ts int64) *int64 {
+		if ts < 0 {
+			return nil
+		}
+		d := max(now-ts, 0)
+		return &d
+	}
+	conv := func(rs []kmsg.DescribeQuorumResponseTopicPartitionReplicaState) []replicaInfo {
+		out := []replicaInfo{}
+		for _, r := range rs {
+			out = append(out, replicaInfo{
+				NodeID: r.ReplicaID, LogEndOffset: r.LogEndOffset, Lag: max(p.HighWatermark-r.LogEndOffset, 0),
+				LastFetchMs: ago(r.LastFetchTimestamp), LastCaughtUpMs: ago(r.LastCaughtUpTimestamp),
+			})
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
+		return out
+	}
+	q.Voters, q.Observers = conv(p.CurrentVoters), conv(p.Observers)
+	return q
+}
+
 func renderClusterInfo(o *output, info clusterInfo) error {
 	return o.render(info, func(w io.Writer) {
 		fmt.Fprintf(w, "Cluster ID:  %s\n", orDash(info.ClusterID))
@@ -101,6 +191,7 @@ func renderClusterInfo(o *output, info clusterInfo) error {
 			t.row(b.NodeID, b.Host, b.Port, rack)
 		}
 		t.flush()
+		renderQuorum(w, info.Quorum)
 		for _, b := range info.Brokers {
 			fmt.Fprintf(w, "\nAPI versions served by node %d:\n", b.NodeID)
 			if b.Error != "" {
@@ -114,4 +205,34 @@ func renderClusterInfo(o *output, info clusterInfo) error {
 			t.flush()
 		}
 	})
+}
+
+func renderQuorum(w io.Writer, q *quorumInfo) {
+	if q == nil {
+		fmt.Fprintf(w, "\nMetadata quorum: not described by this cluster\n")
+		return
+	}
+	if q.Error != "" {
+		fmt.Fprintf(w, "\nMetadata quorum: %s\n", q.Error)
+		return
+	}
+	fmt.Fprintf(w, "\nMetadata quorum: leader %d, epoch %d, high watermark %d\n", q.LeaderID, q.LeaderEpoch, q.HighWatermark)
+	ms := func(v *int64) string {
+		if v == nil {
+			return "-"
+		}
+		return (time.Duration(*v) * time.Millisecond).String() + " ago"
+	}
+	t := newTable(w, "NODE", "ROLE", "LOG-END", "LAG", "LAST-FETCH", "LAST-CAUGHT-UP")
+	for _, r := range q.Voters {
+		role := "voter"
+		if r.NodeID == q.LeaderID {
+			role = "leader"
+		}
+		t.row(r.NodeID, role, r.LogEndOffset, r.Lag, ms(r.LastFetchMs), ms(r.LastCaughtUpMs))
+	}
+	for _, r := range q.Observers {
+		t.row(r.NodeID, "observer", r.LogEndOffset, r.Lag, ms(r.LastFetchMs), "-")
+	}
+	t.flush()
 }

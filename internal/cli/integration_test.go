@@ -418,7 +418,13 @@ func TestConsumeRunsUntilInterrupted(t *testing.T) {
 type clusterInfo struct {
 	ClusterID    string `json:"cluster_id"`
 	ControllerID int32  `json:"controller_id"`
-	Brokers      []struct {
+	Quorum       struct {
+		LeaderID int32 `json:"leader_id"`
+		Voters   []struct {
+			NodeID int32 `json:"node_id"`
+		} `json:"voters"`
+	} `json:"quorum"`
+	Brokers []struct {
 		NodeID      int32  `json:"node_id"`
 		Host        string `json:"host"`
 		Port        int32  `json:"port"`
@@ -438,6 +444,9 @@ func TestClusterInfo(t *testing.T) {
 	if info.ClusterID == "" || len(info.Brokers) != 1 || fmt.Sprintf("%s:%d", info.Brokers[0].Host, info.Brokers[0].Port) != b.Addr {
 		t.Fatalf("cluster info: %+v", info)
 	}
+	if info.Quorum.LeaderID != 1 || len(info.Quorum.Voters) != 1 || info.Quorum.Voters[0].NodeID != 1 {
+		t.Fatalf("cluster info quorum: %+v", info.Quorum)
+	}
 	names := map[string]bool{}
 	for _, v := range info.Brokers[0].APIVersions {
 		names[v.Name] = v.MinVersion <= v.MaxVersion
@@ -448,7 +457,7 @@ func TestClusterInfo(t *testing.T) {
 		}
 	}
 	text := ok(t, b, "", "cluster", "info")
-	for _, want := range []string{info.ClusterID, b.Addr[strings.LastIndex(b.Addr, ":")+1:], "ApiVersions", "Controller:"} {
+	for _, want := range []string{info.ClusterID, b.Addr[strings.LastIndex(b.Addr, ":")+1:], "ApiVersions", "Controller:", "Metadata quorum: leader 1"} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("cluster info text lacks %q:\n%s", want, text)
 		}

@@ -22,8 +22,8 @@ var (
 	ErrInvalidConfig = errors.New("invalid configuration")
 )
 
-// ControllerListenerName is the listener name Samsa treats as the controller
-// listener: it is never advertised to clients by default.
+// ControllerListenerName is the default of controller.listener.names: the listener
+// that carries the metadata quorum, never advertised to clients.
 const ControllerListenerName = "CONTROLLER"
 
 // Listener is one entry of listeners / advertised.listeners: NAME://host:port.
@@ -114,7 +114,24 @@ type Broker struct {
 	LogDirs                []string // log.dirs, falling back to log.dir
 
 	Listeners           []Listener // listeners
-	AdvertisedListeners []Listener // advertised.listeners; default = listeners other than CONTROLLER
+	AdvertisedListeners []Listener // advertised.listeners; default = listeners other than the controller ones
+	// ControllerListenerNames (controller.listener.names): the first names the
+	// listener a controller serves the quorum on; none of them is advertised.
+	ControllerListenerNames []string
+	// InterBrokerListenerName (inter.broker.listener.name): the advertised listener
+	// followers fetch from; default PLAINTEXT if advertised, else the first one.
+	InterBrokerListenerName string
+	BrokerRack              string // broker.rack; "" = none
+
+	BrokerHeartbeatIntervalMs           int32 // broker.heartbeat.interval.ms
+	BrokerSessionTimeoutMs              int32 // broker.session.timeout.ms
+	ControllerQuorumElectionTimeoutMs   int32 // controller.quorum.election.timeout.ms
+	ControllerQuorumFetchTimeoutMs      int32 // controller.quorum.fetch.timeout.ms
+	ControllerQuorumRequestTimeoutMs    int32 // controller.quorum.request.timeout.ms
+	ControllerQuorumRetryBackoffMs      int32 // controller.quorum.retry.backoff.ms
+	AutoLeaderRebalanceEnable           bool  // auto.leader.rebalance.enable
+	LeaderImbalanceCheckIntervalSeconds int64 // leader.imbalance.check.interval.seconds
+	LeaderImbalancePerBrokerPercentage  int32 // leader.imbalance.per.broker.percentage
 
 	NumPartitions               int32 // num.partitions
 	DefaultReplicationFactor    int16 // default.replication.factor
@@ -151,7 +168,7 @@ type Broker struct {
 	LogDeleteDelayMs            int64 // log.segment.delete.delay.ms (topic: file.delete.delay.ms)
 
 	OffsetsTopicNumPartitions       int32 // offsets.topic.num.partitions
-	OffsetsTopicReplicationFactor   int16 // offsets.topic.replication.factor (Samsa: min(this, live brokers) at creation)
+	OffsetsTopicReplicationFactor   int16 // offsets.topic.replication.factor; see OffsetsTopicRF
 	OffsetsTopicSegmentBytes        int64 // offsets.topic.segment.bytes
 	OffsetsRetentionMinutes         int64 // offsets.retention.minutes
 	OffsetsRetentionCheckIntervalMs int64 // offsets.retention.check.interval.ms
@@ -166,6 +183,11 @@ type Broker struct {
 	ReplicaLagTimeMaxMs         int64 // replica.lag.time.max.ms
 	TransactionalIDExpirationMs int32 // transactional.id.expiration.ms
 	TransactionMaxTimeoutMs     int32 // transaction.max.timeout.ms
+	// transaction.state.log.{num.partitions,replication.factor,min.isr}: the shape
+	// of __transaction_state; see TransactionStateRF and TransactionStateMinISR.
+	TransactionStateLogNumPartitions     int32
+	TransactionStateLogReplicationFactor int16
+	TransactionStateLogMinIsr            int32
 
 	LogCleanerEnable              bool    // log.cleaner.enable
 	LogCleanerThreads             int32   // log.cleaner.threads
@@ -245,11 +267,80 @@ func derive(b *Broker, set map[string]string) {
 	if !has(set, "advertised.listeners") {
 		b.AdvertisedListeners = nil
 		for _, l := range b.Listeners {
-			if l.Name != ControllerListenerName {
+			if !contains(b.ControllerListenerNames, l.Name) {
 				b.AdvertisedListeners = append(b.AdvertisedListeners, l)
 			}
 		}
 	}
+	// inter.broker.listener.name defaults to PLAINTEXT if advertised, else the
+	// first advertised listener.
+	if !has(set, "inter.broker.listener.name") {
+		b.InterBrokerListenerName = ""
+		for _, l := range b.AdvertisedListeners {
+			if l.Name == "PLAINTEXT" || b.InterBrokerListenerName == "" {
+				b.InterBrokerListenerName = l.Name
+			}
+		}
+	} else {
+		b.InterBrokerListenerName = strings.ToUpper(b.InterBrokerListenerName)
+	}
+}
+
+// alone reports whether this node is the whole quorum and name was not set: then
+// the internal topics fit a one-broker cluster, as in Kafka's sample single-node
+// configuration.
+func (b *Broker) alone(name string) bool {
+	voters, err := ParseQuorumVoters(b.ControllerQuorumVoters)
+	return err == nil && len(voters) == 0 && !has(b.Raw, name)
+}
+
+// OffsetsTopicRF is the replication factor __consumer_offsets is created with:
+// offsets.topic.replication.factor, or 1 when this node alone is the quorum and the
+// property is not set.
+func (b *Broker) OffsetsTopicRF() int16 {
+	if b.alone("offsets.topic.replication.factor") {
+		return 1
+	}
+	return b.OffsetsTopicReplicationFactor
+}
+
+// TransactionStateRF and TransactionStateMinISR are transaction.state.log.replication.factor
+// and .min.isr, or 1 when this node alone is the quorum and they are not set.
+func (b *Broker) TransactionStateRF() int16 {
+	if b.alone("transaction.state.log.replication.factor") {
+		return 1
+	}
+	return b.TransactionStateLogReplicationFactor
+}
+
+func (b *Broker) TransactionStateMinISR() int32 {
+	if b.alone("transaction.state.log.min.isr") {
+		return 1
+	}
+	return b.TransactionStateLogMinIsr
+}
+
+// ControllerListener returns the listener a controller serves the quorum on (the
+// first of controller.listener.names), if listeners has it.
+func (b *Broker) ControllerListener() (Listener, bool) {
+	for _, l := range b.Listeners {
+		if len(b.ControllerListenerNames) > 0 && l.Name == b.ControllerListenerNames[0] {
+			return l, true
+		}
+	}
+	return Listener{}, false
+}
+
+// ClientListeners returns the listeners that serve clients: every listener that is
+// not a controller listener.
+func (b *Broker) ClientListeners() []Listener {
+	var out []Listener
+	for _, l := range b.Listeners {
+		if !contains(b.ControllerListenerNames, l.Name) {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func has(m map[string]string, k string) bool { _, ok := m[k]; return ok }
@@ -338,19 +429,52 @@ func (b *Broker) crossChecks() []error {
 			ports[strconv.Itoa(l.Port)+"/"+l.Host] = l.Name
 		}
 	}
-	if b.HasRole("controller") && len(voters) > 1 && !names[ControllerListenerName] {
-		add(conflict("a controller in a multi-node quorum needs a %s listener in listeners", ControllerListenerName))
+	controllerNames := strings.Join(b.ControllerListenerNames, ",")
+	if len(b.ControllerListenerNames) == 0 && b.HasRole("controller") {
+		add(conflict("a controller needs controller.listener.names"))
+	}
+	if b.HasRole("controller") && len(voters) > 1 && len(b.ControllerListenerNames) > 0 && !names[b.ControllerListenerNames[0]] {
+		add(conflict("a controller in a multi-node quorum needs its %s listener in listeners (controller.listener.names=%s)", b.ControllerListenerNames[0], controllerNames))
+	}
+	if !b.HasRole("broker") {
+		for _, l := range b.Listeners {
+			if !contains(b.ControllerListenerNames, l.Name) {
+				add(conflict("process.roles=controller: listener %s is not a controller listener (controller.listener.names=%s); a controller-only node serves only the quorum", l.Name, controllerNames))
+			}
+		}
+	}
+	if !b.HasRole("controller") {
+		for _, l := range b.Listeners {
+			if contains(b.ControllerListenerNames, l.Name) {
+				add(conflict("process.roles=broker: listener %s is a controller listener (controller.listener.names=%s), but this node is not a controller", l.Name, controllerNames))
+			}
+		}
 	}
 	for _, l := range b.AdvertisedListeners {
 		if !names[l.Name] {
 			add(conflict("advertised.listeners names %s, which is not in listeners", l.Name))
+		}
+		if contains(b.ControllerListenerNames, l.Name) {
+			add(conflict("advertised.listeners names the controller listener %s: clients and brokers do not use it", l.Name))
 		}
 		if ip := net.ParseIP(l.Host); ip != nil && ip.IsUnspecified() {
 			add(conflict("advertised listener %s uses the non-routable address %s: set advertised.listeners to an address clients can reach", l, l.Host))
 		}
 	}
 	if b.HasRole("broker") && len(b.AdvertisedListeners) == 0 {
-		add(conflict("a broker needs at least one advertised listener other than %s", ControllerListenerName))
+		add(conflict("a broker needs at least one advertised listener other than the controller listeners (%s)", controllerNames))
+	}
+	if b.HasRole("broker") && len(b.AdvertisedListeners) > 0 {
+		found := false
+		for _, l := range b.AdvertisedListeners {
+			found = found || l.Name == b.InterBrokerListenerName
+		}
+		if !found {
+			add(conflict("inter.broker.listener.name=%s is not an advertised listener (advertised.listeners=%s)", b.InterBrokerListenerName, formatListeners(b.AdvertisedListeners)))
+		}
+	}
+	if b.BrokerHeartbeatIntervalMs >= b.BrokerSessionTimeoutMs {
+		add(conflict("broker.heartbeat.interval.ms=%d must be below broker.session.timeout.ms=%d, or every broker is fenced between two heartbeats", b.BrokerHeartbeatIntervalMs, b.BrokerSessionTimeoutMs))
 	}
 
 	if b.GroupMinSessionTimeoutMs > b.GroupMaxSessionTimeoutMs {

@@ -15,65 +15,80 @@ func TestDefaultsMatchKafka(t *testing.T) {
 	// Kafka's documented defaults (Samsa's own where Kafka has none: node.id,
 	// process.roles, log.dir, listeners).
 	want := map[string]any{
-		"NodeID":                             int32(1),
-		"ProcessRoles":                       []string{"broker", "controller"},
-		"ControllerQuorumVoters":             "",
-		"LogDirs":                            []string{"./samsa-data"},
-		"Listeners":                          []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}},
-		"AdvertisedListeners":                []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}},
-		"NumPartitions":                      int32(1),
-		"DefaultReplicationFactor":           int16(1),
-		"AutoCreateTopicsEnable":             true,
-		"DeleteTopicEnable":                  true,
-		"LogSegmentBytes":                    int64(1073741824),
-		"LogRollMs":                          int64(168 * 3600 * 1000),
-		"LogRollJitterMs":                    int64(0),
-		"LogRetentionMs":                     int64(168 * 3600 * 1000),
-		"LogRetentionBytes":                  int64(-1),
-		"LogRetentionCheckIntervalMs":        int64(300000),
-		"LogIndexIntervalBytes":              int32(4096),
-		"LogIndexSizeMaxBytes":               int32(10485760),
-		"LogFlushIntervalMessages":           int64(math.MaxInt64),
-		"LogFlushIntervalMs":                 int64(-1),
-		"LogFlushSchedulerIntervalMs":        int64(math.MaxInt64),
-		"LogCleanupPolicy":                   []string{"delete"},
-		"CompressionGzipLevel":               int32(-1),
-		"CompressionLz4Level":                int32(9),
-		"CompressionZstdLevel":               int32(3),
-		"LogMessageTimestampType":            "CreateTime",
-		"LogMessageTimestampBeforeMaxMs":     int64(math.MaxInt64),
-		"LogMessageTimestampAfterMaxMs":      int64(math.MaxInt64),
-		"LogMessageTimestampDifferenceMaxMs": int64(math.MaxInt64),
-		"CompressionType":                    "producer",
-		"MessageMaxBytes":                    int32(1048588),
-		"SocketRequestMaxBytes":              int32(104857600),
-		"MinInsyncReplicas":                  int32(1),
-		"UncleanLeaderElectionEnable":        false,
-		"LogDeleteDelayMs":                   int64(60000),
-		"OffsetsTopicNumPartitions":          int32(50),
-		"OffsetsTopicReplicationFactor":      int16(3),
-		"OffsetsTopicSegmentBytes":           int64(104857600),
-		"OffsetsRetentionMinutes":            int64(10080),
-		"OffsetsRetentionCheckIntervalMs":    int64(600000),
-		"OffsetsCommitTimeoutMs":             int32(5000),
-		"GroupInitialRebalanceDelayMs":       int32(3000),
-		"GroupMinSessionTimeoutMs":           int32(6000),
-		"GroupMaxSessionTimeoutMs":           int32(1800000),
-		"GroupMaxSize":                       int32(math.MaxInt32),
-		"ConnectionsMaxIdleMs":               int64(600000),
-		"ReplicaLagTimeMaxMs":                int64(30000),
-		"TransactionalIDExpirationMs":        int32(604800000),
-		"TransactionMaxTimeoutMs":            int32(900000),
-		"LogCleanerEnable":                   true,
-		"LogCleanerThreads":                  int32(1),
-		"LogCleanerBackoffMs":                int64(15000),
-		"LogCleanerMinCleanableRatio":        0.5,
-		"LogCleanerDeleteRetentionMs":        int64(86400000),
-		"LogCleanerMinCompactionLagMs":       int64(0),
-		"LogCleanerMaxCompactionLagMs":       int64(math.MaxInt64),
-		"LogCleanerIoMaxBytesPerSecond":      math.MaxFloat64,
-		"MetricsListener":                    "",
-		"Raw":                                map[string]string{},
+		"NodeID":                               int32(1),
+		"ProcessRoles":                         []string{"broker", "controller"},
+		"ControllerQuorumVoters":               "",
+		"LogDirs":                              []string{"./samsa-data"},
+		"Listeners":                            []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}},
+		"AdvertisedListeners":                  []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}},
+		"NumPartitions":                        int32(1),
+		"DefaultReplicationFactor":             int16(1),
+		"AutoCreateTopicsEnable":               true,
+		"DeleteTopicEnable":                    true,
+		"LogSegmentBytes":                      int64(1073741824),
+		"LogRollMs":                            int64(168 * 3600 * 1000),
+		"LogRollJitterMs":                      int64(0),
+		"LogRetentionMs":                       int64(168 * 3600 * 1000),
+		"LogRetentionBytes":                    int64(-1),
+		"LogRetentionCheckIntervalMs":          int64(300000),
+		"LogIndexIntervalBytes":                int32(4096),
+		"LogIndexSizeMaxBytes":                 int32(10485760),
+		"LogFlushIntervalMessages":             int64(math.MaxInt64),
+		"LogFlushIntervalMs":                   int64(-1),
+		"LogFlushSchedulerIntervalMs":          int64(math.MaxInt64),
+		"LogCleanupPolicy":                     []string{"delete"},
+		"CompressionGzipLevel":                 int32(-1),
+		"CompressionLz4Level":                  int32(9),
+		"CompressionZstdLevel":                 int32(3),
+		"LogMessageTimestampType":              "CreateTime",
+		"LogMessageTimestampBeforeMaxMs":       int64(math.MaxInt64),
+		"LogMessageTimestampAfterMaxMs":        int64(math.MaxInt64),
+		"LogMessageTimestampDifferenceMaxMs":   int64(math.MaxInt64),
+		"CompressionType":                      "producer",
+		"MessageMaxBytes":                      int32(1048588),
+		"SocketRequestMaxBytes":                int32(104857600),
+		"MinInsyncReplicas":                    int32(1),
+		"UncleanLeaderElectionEnable":          false,
+		"LogDeleteDelayMs":                     int64(60000),
+		"OffsetsTopicNumPartitions":            int32(50),
+		"OffsetsTopicReplicationFactor":        int16(3),
+		"OffsetsTopicSegmentBytes":             int64(104857600),
+		"OffsetsRetentionMinutes":              int64(10080),
+		"OffsetsRetentionCheckIntervalMs":      int64(600000),
+		"OffsetsCommitTimeoutMs":               int32(5000),
+		"GroupInitialRebalanceDelayMs":         int32(3000),
+		"GroupMinSessionTimeoutMs":             int32(6000),
+		"GroupMaxSessionTimeoutMs":             int32(1800000),
+		"GroupMaxSize":                         int32(math.MaxInt32),
+		"ConnectionsMaxIdleMs":                 int64(600000),
+		"ReplicaLagTimeMaxMs":                  int64(30000),
+		"TransactionalIDExpirationMs":          int32(604800000),
+		"TransactionMaxTimeoutMs":              int32(900000),
+		"LogCleanerEnable":                     true,
+		"LogCleanerThreads":                    int32(1),
+		"LogCleanerBackoffMs":                  int64(15000),
+		"LogCleanerMinCleanableRatio":          0.5,
+		"LogCleanerDeleteRetentionMs":          int64(86400000),
+		"LogCleanerMinCompactionLagMs":         int64(0),
+		"LogCleanerMaxCompactionLagMs":         int64(math.MaxInt64),
+		"LogCleanerIoMaxBytesPerSecond":        math.MaxFloat64,
+		"MetricsListener":                      "",
+		"ControllerListenerNames":              []string{"CONTROLLER"},
+		"InterBrokerListenerName":              "PLAINTEXT",
+		"BrokerRack":                           "",
+		"BrokerHeartbeatIntervalMs":            int32(2000),
+		"BrokerSessionTimeoutMs":               int32(9000),
+		"ControllerQuorumElectionTimeoutMs":    int32(1000),
+		"ControllerQuorumFetchTimeoutMs":       int32(2000),
+		"ControllerQuorumRequestTimeoutMs":     int32(2000),
+		"ControllerQuorumRetryBackoffMs":       int32(20),
+		"AutoLeaderRebalanceEnable":            true,
+		"LeaderImbalanceCheckIntervalSeconds":  int64(300),
+		"LeaderImbalancePerBrokerPercentage":   int32(10),
+		"TransactionStateLogNumPartitions":     int32(50),
+		"TransactionStateLogReplicationFactor": int16(3),
+		"TransactionStateLogMinIsr":            int32(2),
+		"Raw":                                  map[string]string{},
 	}
 	v := reflect.ValueOf(b).Elem()
 	for i := 0; i < v.NumField(); i++ {
@@ -381,6 +396,18 @@ func TestValidateCrossChecks(t *testing.T) {
 		}, "not in controller.quorum.voters"},
 		{"multi-node quorum needs CONTROLLER listener", func(b *Broker) { b.ControllerQuorumVoters = "1@h:9093,2@h:9093" }, "CONTROLLER listener"},
 		{"bad voters", func(b *Broker) { b.ControllerQuorumVoters = "1@h" }, "controller.quorum.voters"},
+		{"controller-only node with a client listener", func(b *Broker) { b.ProcessRoles = []string{"controller"} }, "process.roles=controller: listener PLAINTEXT"},
+		{"broker-only node with a controller listener", func(b *Broker) {
+			b.ProcessRoles = []string{"broker"}
+			b.ControllerQuorumVoters = "2@h:9093"
+			b.Listeners = append(b.Listeners, Listener{"CONTROLLER", "", 9093})
+		}, "process.roles=broker: listener CONTROLLER"},
+		{"advertised controller listener", func(b *Broker) {
+			b.Listeners = append(b.Listeners, Listener{"CONTROLLER", "h", 9093})
+			b.AdvertisedListeners = append(b.AdvertisedListeners, Listener{"CONTROLLER", "h", 9093})
+		}, "advertised.listeners names the controller listener"},
+		{"inter-broker listener not advertised", func(b *Broker) { b.InterBrokerListenerName = "REPLICATION" }, "inter.broker.listener.name=REPLICATION"},
+		{"heartbeat slower than the session", func(b *Broker) { b.BrokerHeartbeatIntervalMs = 9000 }, "broker.heartbeat.interval.ms"},
 		{"group timeouts crossed", func(b *Broker) { b.GroupMinSessionTimeoutMs = 10; b.GroupMaxSessionTimeoutMs = 5 }, "group.min.session.timeout.ms"},
 		{"compaction lags crossed", func(b *Broker) { b.LogCleanerMinCompactionLagMs = 10; b.LogCleanerMaxCompactionLagMs = 5 }, "log.cleaner.min.compaction.lag.ms"},
 		{"field out of bounds", func(b *Broker) { b.LogSegmentBytes = 10 }, "log.segment.bytes"},
@@ -509,4 +536,28 @@ func FuzzParseProperties(f *testing.F) {
 			_ = ValidateTopicConfig(kv.Key, kv.Value)
 		}
 	})
+}
+
+func TestInternalTopicsFitASingleNode(t *testing.T) {
+	b, err := Load("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.OffsetsTopicRF() != 1 || b.TransactionStateRF() != 1 || b.TransactionStateMinISR() != 1 {
+		t.Fatalf("single node: %d %d %d", b.OffsetsTopicRF(), b.TransactionStateRF(), b.TransactionStateMinISR())
+	}
+	b, err = Load("", []string{"controller.quorum.voters=1@127.0.0.1:9093", "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.OffsetsTopicRF() != 3 || b.TransactionStateRF() != 3 || b.TransactionStateMinISR() != 2 {
+		t.Fatalf("with voters: %d %d %d", b.OffsetsTopicRF(), b.TransactionStateRF(), b.TransactionStateMinISR())
+	}
+	b, err = Load("", []string{"offsets.topic.replication.factor=2"})
+	if err != nil || b.OffsetsTopicRF() != 2 {
+		t.Fatalf("explicit: %v %d", err, b.OffsetsTopicRF())
+	}
+	if b.InterBrokerListenerName != "PLAINTEXT" || len(b.ClientListeners()) != 1 {
+		t.Fatalf("listeners: %q %v", b.InterBrokerListenerName, b.ClientListeners())
+	}
 }

@@ -92,6 +92,16 @@ func listeners(f func(*Broker) *[]Listener) binding {
 	}
 }
 
+// upperList is a list of listener names, upper-cased as listeners' names are.
+func upperList(f func(*Broker) *[]string) binding {
+	return binding{
+		set: func(b *Broker, v string) {
+			*f(b) = splitList(strings.ToUpper(v))
+		},
+		get: func(b *Broker) string { return strings.Join(*f(b), ",") },
+	}
+}
+
 // getOnly reports a field computed by derive from several properties.
 func getOnly(bd binding) binding { bd.set = nil; return bd }
 
@@ -147,12 +157,52 @@ var brokerProperties = []property{
 		bind(strs(func(b *Broker) *[]string { return &b.LogDirs })),
 	property{name: "listeners", spec: listenerList, def: "PLAINTEXT://127.0.0.1:9092",
 		doc:  "Addresses to listen on, as NAME://host:port; an empty host means every interface, port 0 a free port.",
-		note: "Kafka's default is PLAINTEXT://:9092. Every listener speaks PLAINTEXT; the one named CONTROLLER carries the quorum."}.
+		note: "Kafka's default is PLAINTEXT://:9092. Every listener speaks PLAINTEXT; the ones in controller.listener.names carry the quorum."}.
 		bind(listeners(func(b *Broker) *[]Listener { return &b.Listeners })),
 	property{name: "advertised.listeners", spec: listenerList0, null: true,
 		doc:  "Addresses given to clients in Metadata responses; each name must be one of listeners.",
-		note: "Defaults to listeners without CONTROLLER. 0.0.0.0 is refused: clients cannot connect to it."}.
+		note: "Defaults to listeners without the controller listeners. 0.0.0.0 is refused: clients cannot connect to it."}.
 		bind(listeners(func(b *Broker) *[]Listener { return &b.AdvertisedListeners })),
+	property{name: "controller.listener.names", spec: list{nonEmpty: true, valid: "NAME,..."}, def: ControllerListenerName,
+		doc:  "Listeners that carry the metadata quorum; a controller serves it on the first. They are never advertised to clients.",
+		note: "Kafka has no default (it is required in KRaft mode); Samsa's is CONTROLLER."}.
+		bind(upperList(func(b *Broker) *[]string { return &b.ControllerListenerNames })),
+	property{name: "inter.broker.listener.name", spec: text{}, null: true,
+		doc:  "The advertised listener brokers use to reach each other (followers fetch from leaders on it).",
+		note: "Defaults to PLAINTEXT when it is advertised, else the first advertised listener; Kafka derives it from security.inter.broker.protocol."}.
+		bind(str(func(b *Broker) *string { return &b.InterBrokerListenerName })),
+	property{name: "broker.rack", spec: text{}, null: true,
+		doc: "Rack (or zone) of this broker; replicas of a partition are spread over racks."}.
+		bind(str(func(b *Broker) *string { return &b.BrokerRack })),
+	property{name: "broker.heartbeat.interval.ms", spec: atLeast(TypeInt, 1), def: "2000",
+		doc: "How often a broker heartbeats to the active controller."}.
+		bind(i32(func(b *Broker) *int32 { return &b.BrokerHeartbeatIntervalMs })),
+	property{name: "broker.session.timeout.ms", spec: atLeast(TypeInt, 1), def: "9000",
+		doc: "A broker without a heartbeat for this long is fenced: its leaderships move and it leaves the ISRs."}.
+		bind(i32(func(b *Broker) *int32 { return &b.BrokerSessionTimeoutMs })),
+	property{name: "controller.quorum.election.timeout.ms", spec: atLeast(TypeInt, 1), def: "1000",
+		doc:  "How long a voter waits without hearing from the leader before it calls an election; a leader that hears from no majority for as long steps down.",
+		note: "Raft randomises the timeout between one and two times this value, in ticks of 100 ms."}.
+		bind(i32(func(b *Broker) *int32 { return &b.ControllerQuorumElectionTimeoutMs })),
+	property{name: "controller.quorum.fetch.timeout.ms", spec: atLeast(TypeInt, 1), def: "2000",
+		doc: "How long a node that reads the metadata log without voting waits for the controller before it tries another voter."}.
+		bind(i32(func(b *Broker) *int32 { return &b.ControllerQuorumFetchTimeoutMs })),
+	property{name: "controller.quorum.request.timeout.ms", spec: atLeast(TypeInt, 1), def: "2000",
+		doc: "How long a node waits for a controller to answer a request before it takes the controller as unreachable."}.
+		bind(i32(func(b *Broker) *int32 { return &b.ControllerQuorumRequestTimeoutMs })),
+	property{name: "controller.quorum.retry.backoff.ms", spec: atLeast(TypeInt, 0), def: "20",
+		doc:  "First pause before reconnecting to, or retrying against, a controller after a failure.",
+		note: "The pause doubles per consecutive failure up to 1 s."}.
+		bind(i32(func(b *Broker) *int32 { return &b.ControllerQuorumRetryBackoffMs })),
+	property{name: "auto.leader.rebalance.enable", spec: boolean{}, def: "true",
+		doc: "Every leader.imbalance.check.interval.seconds, move leaderships back to preferred replicas for brokers whose imbalance exceeds leader.imbalance.per.broker.percentage."}.
+		bind(boolField(func(b *Broker) *bool { return &b.AutoLeaderRebalanceEnable })),
+	property{name: "leader.imbalance.check.interval.seconds", spec: atLeast(TypeLong, 1), def: "300",
+		doc: "How often the active controller checks the leader balance."}.
+		bind(i64(func(b *Broker) *int64 { return &b.LeaderImbalanceCheckIntervalSeconds })),
+	property{name: "leader.imbalance.per.broker.percentage", spec: between(TypeInt, 0, 100), def: "10",
+		doc: "Share of a broker's preferred partitions that may be led by others before a rebalance moves them back."}.
+		bind(i32(func(b *Broker) *int32 { return &b.LeaderImbalancePerBrokerPercentage })),
 	property{name: "metrics.listener", spec: hostPortOrOff, def: "",
 		doc:  "host:port serving Prometheus metrics at /metrics; empty turns it off.",
 		note: "Samsa only, not a Kafka property."}.
@@ -302,8 +352,8 @@ var brokerProperties = []property{
 		doc: "Partitions of __consumer_offsets; fixed once the topic exists."}.
 		bind(i32(func(b *Broker) *int32 { return &b.OffsetsTopicNumPartitions })),
 	property{name: "offsets.topic.replication.factor", spec: atLeast(TypeShort, 1), def: "3",
-		doc:  "Replication factor of __consumer_offsets.",
-		note: "Kafka refuses to create the topic with fewer live brokers; Samsa creates it with min(this, live brokers) so a single node works out of the box."}.
+		doc:  "Replication factor of __consumer_offsets; the topic is created once that many brokers are registered (FindCoordinator answers COORDINATOR_NOT_AVAILABLE until then).",
+		note: "When controller.quorum.voters is empty (this node alone is the cluster) and the property is not set, 1."}.
 		bind(i16(func(b *Broker) *int16 { return &b.OffsetsTopicReplicationFactor })),
 	property{name: "offsets.topic.segment.bytes", spec: atLeast(TypeInt, 1), def: "104857600",
 		doc: "segment.bytes of __consumer_offsets."}.
@@ -337,6 +387,18 @@ var brokerProperties = []property{
 	property{name: "transaction.max.timeout.ms", spec: atLeast(TypeInt, 1), def: "900000",
 		doc: "Largest transaction timeout a producer may ask for."}.
 		bind(i32(func(b *Broker) *int32 { return &b.TransactionMaxTimeoutMs })),
+	property{name: "transaction.state.log.num.partitions", spec: atLeast(TypeInt, 1), def: "50",
+		doc:  "Partitions of __transaction_state.",
+		note: "Read when __transaction_state is created; transactions are not served yet."}.
+		bind(i32(func(b *Broker) *int32 { return &b.TransactionStateLogNumPartitions })),
+	property{name: "transaction.state.log.replication.factor", spec: atLeast(TypeShort, 1), def: "3",
+		doc:  "Replication factor of __transaction_state; the topic is created once that many brokers are registered.",
+		note: "When controller.quorum.voters is empty and the property is not set, 1. Transactions are not served yet."}.
+		bind(i16(func(b *Broker) *int16 { return &b.TransactionStateLogReplicationFactor })),
+	property{name: "transaction.state.log.min.isr", spec: atLeast(TypeInt, 1), def: "2",
+		doc:  "min.insync.replicas of __transaction_state.",
+		note: "When controller.quorum.voters is empty and the property is not set, 1. Transactions are not served yet."}.
+		bind(i32(func(b *Broker) *int32 { return &b.TransactionStateLogMinIsr })),
 
 	// Accepted, no effect: found in Kafka's sample server.properties and common
 	// deployments. Their values are type-checked and reported, never used.
@@ -356,23 +418,13 @@ var brokerProperties = []property{
 		doc: "Kafka's SO_SNDBUF.", note: "The operating system's default is used."},
 	{name: "socket.receive.buffer.bytes", spec: anyOf(TypeInt), def: "102400", ignored: true,
 		doc: "Kafka's SO_RCVBUF.", note: "The operating system's default is used."},
-	{name: "controller.listener.names", spec: text{}, def: "", ignored: true,
-		doc: "Kafka's controller listener names.", note: "Samsa's controller listener is the one named CONTROLLER."},
-	{name: "inter.broker.listener.name", spec: text{}, null: true, ignored: true,
-		doc: "Kafka's listener for replication.", note: "Not used: every listener speaks PLAINTEXT."},
 	{name: "listener.security.protocol.map", spec: text{}, def: "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", ignored: true,
 		doc: "Kafka's listener name to security protocol map.", note: "Every listener is PLAINTEXT."},
 	{name: "controller.quorum.bootstrap.servers", spec: text{typ: TypeList}, def: "", ignored: true,
 		doc: "Kafka 4's dynamic quorum bootstrap list.", note: "Use controller.quorum.voters."},
-	{name: "auto.leader.rebalance.enable", spec: boolean{}, def: "true", ignored: true,
-		doc: "Kafka's periodic preferred leader election.", note: "Not implemented."},
 	{name: "log.preallocate", spec: boolean{}, def: "false", ignored: true,
 		doc:  "Kafka's segment file preallocation. Topic: preallocate.",
 		note: "Always on in its own form: the active segment reserves disk blocks ahead of its end (at most 16 MiB, file length unchanged) and gives them back on roll."},
-	{name: "transaction.state.log.replication.factor", spec: atLeast(TypeShort, 1), def: "3", ignored: true,
-		doc: "Replication factor of __transaction_state.", note: "Not used."},
-	{name: "transaction.state.log.min.isr", spec: atLeast(TypeInt, 1), def: "2", ignored: true,
-		doc: "min.insync.replicas of __transaction_state.", note: "Not used."},
 	{name: "share.coordinator.state.topic.replication.factor", spec: atLeast(TypeShort, 1), def: "3", ignored: true,
 		doc: "Replication factor of Kafka 4's share-group state topic.", note: "Share groups are not implemented."},
 	{name: "share.coordinator.state.topic.min.isr", spec: atLeast(TypeShort, 1), def: "2", ignored: true,

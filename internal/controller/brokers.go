@@ -7,34 +7,6 @@ import (
 	"github.com/samsa-streaming/samsa/internal/metadata"
 )
 
-// RegisterBroker records broker b (its endpoints, rack, fenced state) in the
-// metadata log and returns once it is applied. If b.Epoch is 0 the controller picks
-// an epoch greater than any the broker had (the next metadata offset, as KRaft
-// does). Re-registering replaces the previous registration.
-func (c *Controller) RegisterBroker(ctx context.Context, b metadata.RegisterBrokerRecord) error {
-	if b.NodeID < 0 {
-		return fmt.Errorf("%w: broker id %d", ErrInvalidRequest, b.NodeID)
-	}
-	_, err := run(ctx, c, func(ctx context.Context) (struct{}, error) {
-		if err := c.requireLeader(); err != nil {
-			return struct{}{}, err
-		}
-		img := c.Image()
-		if b.Epoch == 0 {
-			b.Epoch = img.Offset() + 1
-			if prev, ok := img.Broker(b.NodeID); ok && b.Epoch <= prev.Epoch {
-				b.Epoch = prev.Epoch + 1
-			}
-		}
-		if err := c.propose(ctx, []metadata.Record{b}); err != nil {
-			return struct{}{}, err
-		}
-		c.logger.Info("registered broker", "broker", b.NodeID, "epoch", b.Epoch, "fenced", b.Fenced)
-		return struct{}{}, nil
-	})
-	return err
-}
-
 // AllocateProducerIDs reserves count consecutive producer ids and returns the first.
 // The reservation is in the metadata log before it returns, so ids are never handed
 // out twice, across restarts and controller changes.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,8 +26,10 @@ type Options struct {
 	Dir string
 	// NodeID is this node's id (node.id).
 	NodeID int32
-	// ClusterID is written to the metadata log by the first leader if the log has
-	// none yet.
+	// ClusterID is the cluster id this node has stored (meta.properties), or "" for
+	// a node that has none yet. The first active controller of a new quorum writes
+	// its own stored id, or a fresh random one, to the metadata log; Start fails
+	// with ErrInconsistentClusterID if the log's id differs from a stored one.
 	ClusterID string
 	// Voters maps node id to the host:port of its controller listener. Empty, or
 	// only this node, is a single-node quorum.
@@ -50,16 +53,37 @@ type Options struct {
 	// SnapshotEvery is how many applied entries trigger a snapshot of the image and
 	// compaction of the log; 0 means 10,000.
 	SnapshotEvery uint64
-	// TickInterval is the Raft tick; 0 means 100ms. Elections time out after 10
-	// ticks, heartbeats go every tick.
+	// TickInterval is the Raft tick; 0 means 100ms. Heartbeats go every tick.
 	TickInterval time.Duration
+	// ElectionTimeout (controller.quorum.election.timeout.ms) is how long a
+	// follower waits without hearing from a leader before it campaigns, and how
+	// long a leader keeps leading without hearing from a majority (check-quorum);
+	// 0 means 1s. Raft randomises it between one and two times this.
+	ElectionTimeout time.Duration
+
+	// SessionTimeout (broker.session.timeout.ms) fences a broker whose heartbeats
+	// stopped for this long; 0 means 9s.
+	SessionTimeout time.Duration
+	// UncleanLeaderElection is unclean.leader.election.enable, the default of the
+	// topic config of the same name.
+	UncleanLeaderElection bool
+	// AutoLeaderRebalance (auto.leader.rebalance.enable) moves leaderships back to
+	// preferred replicas every LeaderImbalanceCheckInterval for the brokers whose
+	// share of partitions led by others is above LeaderImbalancePerBroker percent.
+	AutoLeaderRebalance          bool
+	LeaderImbalanceCheckInterval time.Duration // 0 means 300s
+	LeaderImbalancePerBroker     int           // 0 means 10
 }
 
 const (
-	defaultSnapshotEvery = 10_000
-	defaultTickInterval  = 100 * time.Millisecond
-	electionTicks        = 10
-	heartbeatTicks       = 1
+	defaultSnapshotEvery   = 10_000
+	defaultTickInterval    = 100 * time.Millisecond
+	defaultElectionTimeout = time.Second
+	defaultSessionTimeout  = 9 * time.Second
+	heartbeatTicks         = 1
+	// maintenanceProposalTimeout bounds one proposal of the periodic work, so that
+	// a controller that lost its quorum does not wedge its command goroutine.
+	maintenanceProposalTimeout = 5 * time.Second
 )
 
 // Controller is the metadata quorum member of one node. Its methods are safe for
@@ -70,28 +94,48 @@ type Controller struct {
 	raftID uint64
 	single bool // the only voter
 
-	image  atomic.Pointer[metadata.Image]
-	leader atomic.Int32 // node id of the current Raft leader, -1 if unknown
+	image atomic.Pointer[metadata.Image]
+	// storage is the raft log in memory (safe for concurrent use), for observers'
+	// fetches; nil before Start.
+	storage atomic.Pointer[raft.MemoryStorage]
+	leader  atomic.Int32 // node id of the current Raft leader, -1 if unknown
 
-	proposeCh chan *proposal
-	recvCh    chan *pb.Message
-	tickCh    chan struct{}
-	cmdCh     chan func()
-	stopCh    chan struct{}
-	loopDone  chan struct{} // closed when the raft loop exits
-	caughtUp  chan struct{} // closed once the image reached the commit index after start
-	wg        sync.WaitGroup
+	proposeCh     chan *proposal
+	recvCh        chan *pb.Message
+	loopFnCh      chan func(*raftLoop) // run on the raft loop goroutine
+	tickCh        chan struct{}
+	cmdCh         chan func()
+	maintenanceCh chan struct{}
+	activatedCh   chan struct{}
+	stopCh        chan struct{}
+	loopDone      chan struct{} // closed when the raft loop exits
+	caughtUp      chan struct{} // closed once the image reached the commit index after start
+	wg            sync.WaitGroup
 
 	notify notifier
+	// activeTerm is the Raft term in which this node became the active controller
+	// (leader, with an entry of its own term applied), 0 when it is not.
+	activeTerm atomic.Uint64
+	activation struct {
+		sync.Mutex
+		ch chan struct{} // closed while this node is the active controller
+	}
+	raftState atomic.Int32 // raft.StateType
+	observers observerTable
+	refused   sync.Map // node id → true: peers of another cluster already logged
 
 	// Owned by the command goroutine.
 	proposalSeq    uint64
 	placementStart int
+	sessions       *sessions
+	sessionsTerm   uint64 // the activeTerm sessions were reset for
+	lastRebalance  time.Time
 
 	lifecycle struct {
 		sync.Mutex
 		started, closed bool
 		tick            clock.Timer
+		maintenance     clock.Timer
 	}
 	loopErr atomic.Pointer[error] // why the raft loop stopped, if it failed
 }
@@ -125,6 +169,18 @@ func New(o Options) (*Controller, error) {
 	if o.TickInterval <= 0 {
 		o.TickInterval = defaultTickInterval
 	}
+	if o.ElectionTimeout <= 0 {
+		o.ElectionTimeout = defaultElectionTimeout
+	}
+	if o.SessionTimeout <= 0 {
+		o.SessionTimeout = defaultSessionTimeout
+	}
+	if o.LeaderImbalanceCheckInterval <= 0 {
+		o.LeaderImbalanceCheckInterval = 300 * time.Second
+	}
+	if o.LeaderImbalancePerBroker <= 0 {
+		o.LeaderImbalancePerBroker = 10
+	}
 	single := len(o.Voters) == 0
 	if !single {
 		if _, ok := o.Voters[o.NodeID]; !ok {
@@ -145,13 +201,18 @@ func New(o Options) (*Controller, error) {
 		single:         single,
 		proposeCh:      make(chan *proposal),
 		recvCh:         make(chan *pb.Message, 256),
+		loopFnCh:       make(chan func(*raftLoop), 64),
 		tickCh:         make(chan struct{}, 1),
 		cmdCh:          make(chan func()),
+		maintenanceCh:  make(chan struct{}, 1),
+		activatedCh:    make(chan struct{}, 1),
 		stopCh:         make(chan struct{}),
 		loopDone:       make(chan struct{}),
 		caughtUp:       make(chan struct{}),
 		placementStart: rand.IntN(1 << 16),
+		sessions:       newSessions(o.SessionTimeout),
 	}
+	c.observers.init()
 	c.leader.Store(-1)
 	c.image.Store(metadata.EmptyImage())
 	c.notify.init()
@@ -190,27 +251,36 @@ func (c *Controller) Start(ctx context.Context) error {
 		return ctx.Err()
 	}
 	c.logger.Info("metadata image caught up", "offset", c.Image().Offset(), "leader", c.Leader())
+	c.scheduleMaintenance()
+	return c.awaitClusterID(ctx)
+}
 
-	img := c.Image()
-	switch {
-	case c.opts.ClusterID == "":
-	case img.ClusterID() == "" && c.Leader() == c.opts.NodeID:
-		_, err := run(ctx, c, func(ctx context.Context) (struct{}, error) {
-			if c.Image().ClusterID() != "" {
-				return struct{}{}, nil
-			}
-			return struct{}{}, c.propose(ctx, []metadata.Record{metadata.ClusterRecord{ClusterID: c.opts.ClusterID}})
-		})
-		switch {
-		case errors.Is(err, ErrNotController):
-			// Leadership moved meanwhile; the next leader records it.
-			c.logger.Warn("could not record the cluster id", "error", err)
-		case err != nil:
-			return fmt.Errorf("controller: record cluster id: %w", err)
+// awaitClusterID waits until the metadata log holds the cluster id (the first active
+// controller writes it) and checks it against the one this node has stored.
+func (c *Controller) awaitClusterID(ctx context.Context) error {
+	if c.Image().ClusterID() == "" {
+		c.logger.Info("waiting for the active controller to record the cluster id")
+	}
+	agreed := make(chan struct{})
+	var once sync.Once
+	c.Subscribe(func(_, next *metadata.Image) {
+		if next.ClusterID() != "" {
+			once.Do(func() { close(agreed) })
 		}
-	case img.ClusterID() != "" && img.ClusterID() != c.opts.ClusterID:
-		c.logger.Warn("cluster id in the metadata log differs from the configured one",
-			"log_cluster_id", img.ClusterID(), "cluster_id", c.opts.ClusterID)
+	})
+	if c.Image().ClusterID() == "" {
+		select {
+		case <-agreed:
+		case <-c.loopDone:
+			return c.stoppedErr()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if got := c.Image().ClusterID(); c.opts.ClusterID != "" && got != c.opts.ClusterID {
+		return fmt.Errorf("%w: this node's stored cluster id is %s but the metadata quorum's is %s: "+
+			"the log directories belong to another cluster (or were copied); give this node empty log.dirs to join cluster %s",
+			ErrInconsistentClusterID, c.opts.ClusterID, got, got)
 	}
 	return nil
 }
@@ -218,6 +288,7 @@ func (c *Controller) Start(ctx context.Context) error {
 // Close stops Raft and the command loop, fails pending calls with ErrClosed and
 // closes the log. Subscribers are not called after Close returns.
 func (c *Controller) Close() error {
+	c.handOverLeadership()
 	c.lifecycle.Lock()
 	if c.lifecycle.closed {
 		c.lifecycle.Unlock()
@@ -227,6 +298,9 @@ func (c *Controller) Close() error {
 	started := c.lifecycle.started
 	if c.lifecycle.tick != nil {
 		c.lifecycle.tick.Stop()
+	}
+	if c.lifecycle.maintenance != nil {
+		c.lifecycle.maintenance.Stop()
 	}
 	c.lifecycle.Unlock()
 	close(c.stopCh)
@@ -240,6 +314,40 @@ func (c *Controller) Close() error {
 		return *errp
 	}
 	return nil
+}
+
+// handOverLeadership makes the most up-to-date other voter the leader when this node,
+// the active controller, closes, so that the quorum has a leader again within a
+// round trip instead of an election timeout. It waits at most one election timeout.
+func (c *Controller) handOverLeadership() {
+	c.lifecycle.Lock()
+	running := c.lifecycle.started && !c.lifecycle.closed
+	c.lifecycle.Unlock()
+	if !running || c.single || !c.Active() {
+		return
+	}
+	c.onLoop(func(l *raftLoop) {
+		st := l.node.Status()
+		var best uint64
+		var bestMatch uint64
+		for id, pr := range st.Progress {
+			if id != c.raftID && (best == 0 || pr.Match > bestMatch) {
+				best, bestMatch = id, pr.Match
+			}
+		}
+		if best != 0 {
+			l.logger.Info("handing the metadata quorum leadership over before closing", "to", NodeIDOf(best))
+			l.node.TransferLeader(best)
+		}
+	})
+	deadline := time.Now().Add(c.opts.ElectionTimeout)
+	for c.Leader() == c.opts.NodeID && time.Now().Before(deadline) {
+		select {
+		case <-c.loopDone:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // Image returns the latest applied metadata image. It never blocks.
@@ -293,15 +401,39 @@ func (c *Controller) stoppedErr() error {
 
 // runCommands is the command goroutine: every state-changing call runs here, one at
 // a time, so each validates against an image that includes every earlier command.
+// The periodic work (fencing brokers whose session expired, unclean elections,
+// leader rebalancing) and the first steps of a new active controller run here too.
 func (c *Controller) runCommands() {
 	for {
 		select {
 		case fn := <-c.cmdCh:
 			fn()
+		case <-c.activatedCh:
+			c.maintain()
+		case <-c.maintenanceCh:
+			c.maintain()
 		case <-c.loopDone:
 			return
 		}
 	}
+}
+
+// scheduleMaintenance arms the timer of the periodic work. The callback only
+// signals the command goroutine: with a fake clock it runs inside Advance.
+func (c *Controller) scheduleMaintenance() {
+	interval := max(50*time.Millisecond, min(c.opts.SessionTimeout/8, 500*time.Millisecond))
+	c.lifecycle.Lock()
+	defer c.lifecycle.Unlock()
+	if c.lifecycle.closed {
+		return
+	}
+	c.lifecycle.maintenance = c.opts.Clock.AfterFunc(interval, func() {
+		select {
+		case c.maintenanceCh <- struct{}{}:
+		default:
+		}
+		c.scheduleMaintenance()
+	})
 }
 
 // run executes fn on the command goroutine and returns its result. If ctx ends
@@ -338,12 +470,89 @@ func run[T any](ctx context.Context, c *Controller, fn func(ctx context.Context)
 	}
 }
 
-// requireLeader is checked by every command that writes.
+// requireLeader is checked by every command that writes: this node must be the
+// active controller, that is the Raft leader with an entry of its own term applied
+// (so that its image holds everything earlier leaders committed). On the command
+// goroutine it also starts the sessions over when this node has just become active.
 func (c *Controller) requireLeader() error {
-	if l := c.Leader(); l != c.opts.NodeID {
-		return fmt.Errorf("%w: the active controller is %d", ErrNotController, l)
+	if c.activeTerm.Load() == 0 && c.Leader() == c.opts.NodeID {
+		// Elected, not yet active: a write now would only be refused.
+		c.waitActive(c.opts.ElectionTimeout)
+	}
+	term := c.activeTerm.Load()
+	if term == 0 || c.Leader() != c.opts.NodeID {
+		return fmt.Errorf("%w: the active controller is %d", ErrNotController, c.Leader())
+	}
+	if c.sessionsTerm != term {
+		c.sessionsTerm = term
+		c.sessions.reset(c.Image(), c.opts.Clock.Now())
+		c.lastRebalance = c.opts.Clock.Now()
 	}
 	return nil
+}
+
+// RaftState is this node's role in the metadata quorum: leader, follower,
+// candidate or pre-candidate.
+func (c *Controller) RaftState() string {
+	switch raft.StateType(c.raftState.Load()) {
+	case raft.StateLeader:
+		return "leader"
+	case raft.StateCandidate:
+		return "candidate"
+	case raft.StatePreCandidate:
+		return "pre-candidate"
+	}
+	return "follower"
+}
+
+// setActive records that this node became (or stopped being) the active controller.
+func (c *Controller) setActive(term uint64) {
+	c.activeTerm.Store(term)
+	c.activation.Lock()
+	defer c.activation.Unlock()
+	if c.activation.ch == nil {
+		c.activation.ch = make(chan struct{})
+	}
+	select {
+	case <-c.activation.ch:
+		if term == 0 {
+			c.activation.ch = make(chan struct{})
+		}
+	default:
+		if term != 0 {
+			close(c.activation.ch)
+		}
+	}
+}
+
+// waitActive waits up to d for this node to become the active controller.
+func (c *Controller) waitActive(d time.Duration) {
+	c.activation.Lock()
+	if c.activation.ch == nil {
+		c.activation.ch = make(chan struct{})
+	}
+	ch := c.activation.ch
+	c.activation.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-c.loopDone:
+	}
+}
+
+// Active reports whether this node is the active controller.
+func (c *Controller) Active() bool {
+	return c.activeTerm.Load() != 0 && c.Leader() == c.opts.NodeID
+}
+
+// uncleanAllowed is the effective unclean.leader.election.enable of a topic.
+func (c *Controller) uncleanAllowed(t *metadata.Topic) bool {
+	if v, ok := t.Configs["unclean.leader.election.enable"]; ok {
+		return strings.EqualFold(strings.TrimSpace(v), "true")
+	}
+	return c.opts.UncleanLeaderElection
 }
 
 // proposal is one metadata log entry on its way through Raft.
@@ -395,7 +604,7 @@ func (c *Controller) proposeAll(ctx context.Context, batches [][]metadata.Record
 func (c *Controller) newRaftConfig(storage *raft.MemoryStorage, applied uint64) *raft.Config {
 	return &raft.Config{
 		ID:              c.raftID,
-		ElectionTick:    electionTicks,
+		ElectionTick:    max(2, int(c.opts.ElectionTimeout/c.opts.TickInterval)),
 		HeartbeatTick:   heartbeatTicks,
 		Storage:         storage,
 		Applied:         applied,

@@ -521,9 +521,10 @@ func TestSingleNodeKeepsLeadershipAcrossElectionTimeouts(t *testing.T) {
 	clk := &countingClock{}
 	o.Clock = clk
 	o.TickInterval = time.Millisecond
+	o.ElectionTimeout = 10 * time.Millisecond // 10 ticks
 	c := startController(t, o)
 	register(t, c, 1)
-	waitFor(t, "several election timeouts", func() bool { return clk.ticks.Load() > 5*electionTicks })
+	waitFor(t, "several election timeouts", func() bool { return clk.ticks.Load() > 5*10 })
 	if c.Leader() != 1 {
 		t.Fatalf("leader = %d", c.Leader())
 	}

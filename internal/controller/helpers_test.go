@@ -76,15 +76,23 @@ func startSingle(t *testing.T, dir string, brokers ...int32) *Controller {
 	return c
 }
 
-func register(t *testing.T, c *Controller, id int32) {
+// register registers broker id and unfences it with a heartbeat; it returns the
+// broker epoch.
+func register(t *testing.T, c *Controller, id int32) int64 {
 	t.Helper()
-	err := c.RegisterBroker(ctx(t), metadata.RegisterBrokerRecord{
-		NodeID:    metadata.NodeID(id),
-		Endpoints: []metadata.Endpoint{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092 + id}},
+	epoch, err := c.RegisterBroker(ctx(t), Registration{
+		NodeID:        id,
+		IncarnationID: NewIncarnationID(),
+		Endpoints:     []metadata.Endpoint{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092 + id}},
 	})
 	if err != nil {
 		t.Fatalf("RegisterBroker(%d): %v", id, err)
 	}
+	reply, err := c.BrokerHeartbeat(ctx(t), Heartbeat{BrokerID: id, BrokerEpoch: epoch, MetadataOffset: c.Image().Offset()})
+	if err != nil || reply.IsFenced {
+		t.Fatalf("BrokerHeartbeat(%d) = %+v, %v", id, reply, err)
+	}
+	return epoch
 }
 
 func ctx(t *testing.T) context.Context {

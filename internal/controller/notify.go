@@ -15,9 +15,16 @@ type notifier struct {
 		subscribers []func(prev, next *metadata.Image)
 		queue       []notification
 		stopped     bool
+		waiters     []offsetWaiter
 	}
 	wake chan struct{}
 	done chan struct{}
+}
+
+// offsetWaiter is closed once an image at or past offset is pushed (or cancelled).
+type offsetWaiter struct {
+	offset int64
+	ch     chan struct{}
 }
 
 type notification struct {
@@ -36,10 +43,42 @@ func (n *notifier) subscribe(fn func(prev, next *metadata.Image)) {
 	n.mu.subscribers = append(n.mu.subscribers, fn)
 }
 
-// push queues a notification; it never blocks.
+// waitFor registers ch to be closed once an image at offset or later is pushed.
+func (n *notifier) waitFor(offset int64, ch chan struct{}) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.mu.waiters = append(n.mu.waiters, offsetWaiter{offset, ch})
+}
+
+// cancelWait closes ch if it is still registered.
+func (n *notifier) cancelWait(ch chan struct{}) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for i, w := range n.mu.waiters {
+		if w.ch == ch {
+			close(ch)
+			n.mu.waiters = append(n.mu.waiters[:i], n.mu.waiters[i+1:]...)
+			return
+		}
+	}
+}
+
+// push queues a notification and wakes the offset waiters it satisfies; it never
+// blocks.
 func (n *notifier) push(x notification) {
 	n.mu.Lock()
 	n.mu.queue = append(n.mu.queue, x)
+	if x.next != nil && len(n.mu.waiters) > 0 {
+		kept := n.mu.waiters[:0]
+		for _, w := range n.mu.waiters {
+			if w.offset <= x.next.Offset() {
+				close(w.ch)
+			} else {
+				kept = append(kept, w)
+			}
+		}
+		n.mu.waiters = kept
+	}
 	n.mu.Unlock()
 	select {
 	case n.wake <- struct{}{}:

@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/samsa-streaming/samsa/internal/metadata"
@@ -29,6 +31,18 @@ type raftLoop struct {
 	pending   map[uint64]*proposal // by proposal seq; proposals of this node only
 	isLeader  bool
 	caughtUp  bool
+	// fatal stops the loop with this error (set by functions run on the loop).
+	fatal error
+	// mismatched lists the voters that refused this node's cluster id.
+	mismatched map[int32]string
+	// peers is what the leader knows of each voter's replication, for DescribeQuorum.
+	peers map[uint64]*peerContact
+}
+
+// peerContact is when the leader last heard from a voter and when that voter last
+// had everything the leader had.
+type peerContact struct {
+	lastFetch, lastCaughtUp time.Time
 }
 
 // newRaftLoop loads the disk log and builds the RawNode. It publishes the image of
@@ -54,6 +68,7 @@ func (c *Controller) newRaftLoop() (*raftLoop, error) {
 		c: c, logger: c.logger, storage: storage, disk: disk,
 		confState: bootstrap.GetMetadata().GetConfState(),
 		pending:   map[uint64]*proposal{},
+		peers:     map[uint64]*peerContact{},
 	}
 	if snap != nil {
 		img, err := imageFromSnapshot(snap)
@@ -66,6 +81,7 @@ func (c *Controller) newRaftLoop() (*raftLoop, error) {
 		l.snapIndex = l.applied
 		l.confState = snap.GetMetadata().GetConfState()
 	}
+	c.storage.Store(storage)
 	l.node, err = raft.NewRawNode(c.newRaftConfig(storage, l.applied))
 	if err != nil {
 		disk.close()
@@ -119,17 +135,23 @@ func (l *raftLoop) loop() error {
 			return err
 		}
 		l.checkCaughtUp()
+		if l.fatal != nil {
+			return l.fatal
+		}
 		select {
 		case <-c.stopCh:
 			return ErrClosed
 		case <-c.tickCh:
 			l.node.Tick()
 		case m := <-c.recvCh:
+			l.noteContact(m)
 			if err := l.node.Step(m); err != nil {
 				l.logger.Debug("raft message dropped", "type", m.GetType().String(), "from", NodeIDOf(m.GetFrom()), "error", err)
 			}
 		case p := <-c.proposeCh:
 			l.propose(p)
+		case fn := <-c.loopFnCh:
+			fn(l)
 		}
 	}
 }
@@ -192,8 +214,12 @@ func (l *raftLoop) softState(ss *raft.SoftState) {
 	if prev := l.c.leader.Swap(leader); prev != leader {
 		l.logger.Info("metadata quorum leader changed", "leader", leader, "previous", prev, "state", ss.RaftState.String())
 	}
+	l.c.raftState.Store(int32(ss.RaftState))
 	wasLeader := l.isLeader
 	l.isLeader = ss.RaftState == raft.StateLeader
+	if !l.isLeader && l.c.activeTerm.Load() != 0 {
+		l.c.setActive(0)
+	}
 	if wasLeader && !l.isLeader {
 		// Proposals of the old term may or may not commit; their callers get a
 		// retriable error either way.
@@ -283,6 +309,7 @@ func (l *raftLoop) apply(ents []*pb.Entry) error {
 		img = next
 		l.applied = index
 	}
+	l.maybeActivate(ents)
 	if img != prev {
 		l.c.image.Store(img)
 		l.c.notify.push(notification{prev: prev, next: img, completions: completions})
@@ -290,6 +317,58 @@ func (l *raftLoop) apply(ents []*pb.Entry) error {
 		l.c.notify.push(notification{completions: completions})
 	}
 	return nil
+}
+
+// maybeActivate makes this node the active controller once, as leader, it applied an
+// entry of its own term: everything earlier leaders committed is then in its image.
+func (l *raftLoop) maybeActivate(applied []*pb.Entry) {
+	if !l.isLeader || l.c.activeTerm.Load() != 0 || len(applied) == 0 {
+		return
+	}
+	term := l.node.BasicStatus().GetTerm()
+	if applied[len(applied)-1].GetTerm() != term {
+		return
+	}
+	l.c.setActive(term)
+	l.peers = map[uint64]*peerContact{}
+	l.logger.Info("this node is the active controller", "epoch", term, "offset", l.applied)
+	select {
+	case l.c.activatedCh <- struct{}{}:
+	default:
+	}
+}
+
+// noteContact records, on the leader, when a voter last answered and when it last
+// had the whole log.
+func (l *raftLoop) noteContact(m *pb.Message) {
+	if !l.isLeader {
+		return
+	}
+	switch m.GetType() {
+	case pb.MessageType_MsgAppResp, pb.MessageType_MsgHeartbeatResp, pb.MessageType_MsgSnapStatus:
+	default:
+		return
+	}
+	pc := l.peers[m.GetFrom()]
+	if pc == nil {
+		pc = &peerContact{}
+		l.peers[m.GetFrom()] = pc
+	}
+	now := l.c.opts.Clock.Now()
+	pc.lastFetch = now
+	last, _ := l.storage.LastIndex()
+	switch {
+	case m.GetType() == pb.MessageType_MsgAppResp && !m.GetReject() && m.GetIndex() >= last:
+		pc.lastCaughtUp = now
+	case m.GetType() == pb.MessageType_MsgHeartbeatResp:
+		// An idle follower answers heartbeats only: it is caught up if it already
+		// has the last entry.
+		l.node.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+			if id == m.GetFrom() && pr.Match >= last {
+				pc.lastCaughtUp = now
+			}
+		})
+	}
 }
 
 // maybeSnapshot writes the image as a snapshot and compacts the log once enough

@@ -173,8 +173,10 @@ func (c *Controller) planTopic(img *metadata.Image, t CreateTopic, accepted map[
 	}
 
 	id := metadata.NewTopicID()
-	recs := []metadata.Record{metadata.TopicRecord{Name: t.Name, ID: id}}
-	recs = appendPartitionRecords(recs, img, id, 0, assignment)
+	recs, err := appendPartitionRecords([]metadata.Record{metadata.TopicRecord{Name: t.Name, ID: id}}, img, id, 0, assignment)
+	if err != nil {
+		return fail(err)
+	}
 	for _, name := range slices.Sorted(maps.Keys(t.Configs)) {
 		v := t.Configs[name]
 		recs = append(recs, metadata.ConfigRecord{ResourceType: metadata.ResourceTopic, ResourceName: t.Name, Name: name, Value: &v})
@@ -197,24 +199,28 @@ func normalizeTopicName(name string) string {
 }
 
 // appendPartitionRecords creates partitions first, first+1, … with the given
-// replicas. The leader is the first unfenced replica (the first replica if all are
-// fenced); the ISR is every replica.
-func appendPartitionRecords(recs []metadata.Record, img *metadata.Image, id metadata.TopicID, first int32, assignment [][]int32) []metadata.Record {
+// replicas. The ISR is the active replicas (registered, unfenced, not shutting
+// down), the leader the first of them; a partition none of whose replicas is active
+// is refused, as Kafka does.
+func appendPartitionRecords(recs []metadata.Record, img *metadata.Image, id metadata.TopicID, first int32, assignment [][]int32) ([]metadata.Record, error) {
+	active := acceptableIn(img, -1, -1)
 	for i, replicas := range assignment {
-		leader := replicas[0]
+		var isr []int32
 		for _, r := range replicas {
-			if b, ok := img.Broker(metadata.NodeID(r)); ok && !b.Fenced {
-				leader = r
-				break
+			if active(r) {
+				isr = append(isr, r)
 			}
+		}
+		if len(isr) == 0 {
+			return nil, fmt.Errorf("%w: every broker assigned to partition %d (%v) is fenced or in controlled shutdown",
+				ErrInvalidReplicaAssignment, first+int32(i), replicas)
 		}
 		recs = append(recs, metadata.PartitionRecord{
 			Topic: id, Partition: first + int32(i),
-			Replicas: slices.Clone(replicas), ISR: slices.Clone(replicas),
-			Leader: leader,
+			Replicas: slices.Clone(replicas), ISR: isr, Leader: isr[0],
 		})
 	}
-	return recs
+	return recs, nil
 }
 
 // autoAssignment places numPartitions partitions of replicationFactor replicas over
@@ -240,22 +246,9 @@ func (c *Controller) autoAssignment(img *metadata.Image, numPartitions int32, re
 }
 
 func (c *Controller) place(img *metadata.Image, numPartitions, replicationFactor int) ([][]int32, error) {
-	brokers := img.UnfencedBrokers()
-	if replicationFactor > len(brokers) {
-		return nil, fmt.Errorf("%w: unable to replicate the partition %d time(s): only %d broker(s) are registered and unfenced",
-			ErrInvalidReplicationFactor, replicationFactor, len(brokers))
-	}
 	start := c.placementStart
 	c.placementStart++
-	out := make([][]int32, numPartitions)
-	for p := range out {
-		replicas := make([]int32, replicationFactor)
-		for j := range replicas {
-			replicas[j] = brokers[(start+p+j)%len(brokers)]
-		}
-		out[p] = replicas
-	}
-	return out, nil
+	return placeReplicas(placeableBrokers(img), numPartitions, replicationFactor, start)
 }
 
 // manualAssignment checks a replica assignment keyed by partition id.
@@ -432,10 +425,11 @@ func (c *Controller) createPartitions(ctx context.Context, name string, count in
 			return err
 		}
 	}
-	if validateOnly {
-		return nil
+	recs, err := appendPartitionRecords(nil, img, t.ID, current, assignment)
+	if err != nil || validateOnly {
+		return err
 	}
-	if err := c.propose(ctx, appendPartitionRecords(nil, img, t.ID, current, assignment)); err != nil {
+	if err := c.propose(ctx, recs); err != nil {
 		return err
 	}
 	c.logger.Info("created partitions", "topic", name, "partitions", count)

@@ -49,6 +49,8 @@ func (b *builder) apply(r Record) error {
 	switch r := r.(type) {
 	case *RegisterBrokerRecord:
 		return b.apply(*r)
+	case *BrokerRegistrationChangeRecord:
+		return b.apply(*r)
 	case *TopicRecord:
 		return b.apply(*r)
 	case *PartitionRecord:
@@ -67,9 +69,27 @@ func (b *builder) apply(r Record) error {
 	case RegisterBrokerRecord:
 		b.copyBrokers()
 		b.next.brokers[r.NodeID] = Broker{
-			NodeID: r.NodeID, Epoch: r.Epoch, Endpoints: slices.Clone(r.Endpoints),
-			Rack: r.Rack, Fenced: r.Fenced,
+			NodeID: r.NodeID, Epoch: r.Epoch, IncarnationID: r.IncarnationID,
+			Endpoints: slices.Clone(r.Endpoints), Rack: r.Rack,
+			Fenced: r.Fenced, InControlledShutdown: r.InControlledShutdown,
+			RegisteredOffset: b.next.offset,
 		}
+	case BrokerRegistrationChangeRecord:
+		br, ok := b.next.brokers[r.NodeID]
+		if !ok {
+			return invalid("registration change of unregistered broker %d", r.NodeID)
+		}
+		if br.Epoch != r.Epoch {
+			return invalid("registration change of broker %d at epoch %d, registered at %d", r.NodeID, r.Epoch, br.Epoch)
+		}
+		if r.Fenced != nil {
+			br.Fenced = *r.Fenced
+		}
+		if r.InControlledShutdown != nil {
+			br.InControlledShutdown = *r.InControlledShutdown
+		}
+		b.copyBrokers()
+		b.next.brokers[r.NodeID] = br
 	case TopicRecord:
 		return b.applyTopic(r)
 	case PartitionRecord:
@@ -134,6 +154,8 @@ func (b *builder) applyPartition(r PartitionRecord) error {
 	p := Partition{
 		Partition: r.Partition, Replicas: slices.Clone(r.Replicas), ISR: slices.Clone(r.ISR),
 		Leader: r.Leader, LeaderEpoch: r.LeaderEpoch, PartitionEpoch: r.PartitionEpoch,
+		AddingReplicas: nilIfEmpty(r.AddingReplicas), RemovingReplicas: nilIfEmpty(r.RemovingReplicas),
+		LeaderRecoveryState: r.LeaderRecoveryState,
 	}
 	if int(r.Partition) == len(t.Partitions) {
 		t.Partitions = append(t.Partitions, p)
@@ -164,8 +186,22 @@ func (b *builder) applyPartitionChange(r PartitionChangeRecord) error {
 		p.ISR = slices.Clone(r.ISR)
 		changed = true
 	}
-	if r.Leader != nil && *r.Leader != p.Leader {
-		p.Leader = *r.Leader
+	if r.AddingReplicas != nil {
+		p.AddingReplicas = nilIfEmpty(r.AddingReplicas)
+		changed = true
+	}
+	if r.RemovingReplicas != nil {
+		p.RemovingReplicas = nilIfEmpty(r.RemovingReplicas)
+		changed = true
+	}
+	if r.LeaderRecoveryState != nil && *r.LeaderRecoveryState != p.LeaderRecoveryState {
+		p.LeaderRecoveryState = *r.LeaderRecoveryState
+		changed = true
+	}
+	if r.Leader != nil && *r.Leader != p.Leader || r.BumpLeaderEpoch {
+		if r.Leader != nil {
+			p.Leader = *r.Leader
+		}
 		p.LeaderEpoch++
 		changed = true
 	}
@@ -206,6 +242,14 @@ func (b *builder) applyConfig(r ConfigRecord) error {
 		return invalid("config resource type %d", r.ResourceType)
 	}
 	return nil
+}
+
+// nilIfEmpty keeps "no replicas" as nil in images, however a record spelled it.
+func nilIfEmpty(xs []int32) []int32 {
+	if len(xs) == 0 {
+		return nil
+	}
+	return slices.Clone(xs)
 }
 
 func setOrDelete(m map[string]string, name string, value *string) {

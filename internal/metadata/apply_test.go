@@ -188,6 +188,38 @@ func TestApplyTable(t *testing.T) {
 			},
 		},
 		{
+			name:  "broker fenced, unfenced and in controlled shutdown",
+			setup: [][]Record{{RegisterBrokerRecord{NodeID: 1, Epoch: 3, IncarnationID: "aa", Fenced: true}}},
+			recs: []Record{
+				BrokerRegistrationChangeRecord{NodeID: 1, Epoch: 3, Fenced: ptr(false)},
+				BrokerRegistrationChangeRecord{NodeID: 1, Epoch: 3, InControlledShutdown: ptr(true)},
+			},
+			check: func(t *testing.T, img *Image) {
+				b, _ := img.Broker(1)
+				if b.Fenced || !b.InControlledShutdown || b.Active() || b.IncarnationID != "aa" || b.RegisteredOffset != 0 {
+					t.Fatalf("broker = %+v", b)
+				}
+			},
+		},
+		{name: "registration change of unknown broker", recs: []Record{BrokerRegistrationChangeRecord{NodeID: 1, Fenced: ptr(true)}}, wantErr: true},
+		{name: "registration change at another epoch", setup: [][]Record{{RegisterBrokerRecord{NodeID: 1, Epoch: 3}}}, recs: []Record{BrokerRegistrationChangeRecord{NodeID: 1, Epoch: 2, Fenced: ptr(true)}}, wantErr: true},
+		{
+			name:  "reassignment fields set and cleared, recovery state, epoch bump",
+			setup: [][]Record{topicA(1), {PartitionChangeRecord{Topic: idA, Partition: 0, Replicas: []int32{3, 1, 2}, AddingReplicas: []int32{3}, RemovingReplicas: []int32{2}}}},
+			recs: []Record{PartitionChangeRecord{
+				Topic: idA, Partition: 0, Replicas: []int32{3, 1}, AddingReplicas: []int32{}, RemovingReplicas: []int32{},
+				LeaderRecoveryState: ptr(Recovering), BumpLeaderEpoch: true,
+			}},
+			check: func(t *testing.T, img *Image) {
+				tp, _ := img.Topic("a")
+				p := tp.Partitions[0]
+				if p.Reassigning() || p.AddingReplicas != nil || !reflect.DeepEqual(p.Replicas, []int32{3, 1}) ||
+					p.LeaderRecoveryState != Recovering || p.Leader != 1 || p.LeaderEpoch != 1 || p.PartitionEpoch != 2 {
+					t.Fatalf("partition = %+v", p)
+				}
+			},
+		},
+		{
 			name:  "producer ids move forward",
 			setup: [][]Record{{ProducerIDsRecord{NextProducerID: 1000}}},
 			recs:  []Record{ProducerIDsRecord{NextProducerID: 2000}},
@@ -302,6 +334,10 @@ func TestEncodeDecode(t *testing.T) {
 		TopicRecord{Name: "t", ID: NewTopicID()},
 		PartitionRecord{Topic: idA, Partition: 3, Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1, LeaderEpoch: 4, PartitionEpoch: 5},
 		PartitionChangeRecord{Topic: idA, Partition: 1, ISR: []int32{2}, Leader: ptr[int32](2)},
+		PartitionChangeRecord{Topic: idA, Partition: 1, AddingReplicas: []int32{}, RemovingReplicas: []int32{3}, LeaderRecoveryState: ptr(Recovered), BumpLeaderEpoch: true},
+		PartitionRecord{Topic: idA, Partition: 4, Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1, AddingReplicas: []int32{2}, LeaderRecoveryState: Recovering},
+		RegisterBrokerRecord{NodeID: 3, Epoch: 9, IncarnationID: "0f", InControlledShutdown: true, Fenced: true},
+		BrokerRegistrationChangeRecord{NodeID: 3, Epoch: 9, Fenced: ptr(false)},
 		ConfigRecord{ResourceType: ResourceTopic, ResourceName: "t", Name: "retention.ms", Value: ptr("1")},
 		ConfigRecord{ResourceType: ResourceBroker, ResourceName: "1", Name: "x"},
 		RemoveTopicRecord{ID: idB},

@@ -1,8 +1,10 @@
 // Package metadata owns Samsa's cluster-metadata records and the immutable metadata
 // image built by replaying them, KRaft-style.
 //
-// The cluster metadata is a log of Records (broker registrations, topics, partitions,
-// partition changes, configs, topic removals, producer-id blocks, the cluster id). The
+// The cluster metadata is a log of Records (broker registrations and their changes —
+// fenced, unfenced, in controlled shutdown —, topics, partitions, partition changes —
+// leader, ISR, replicas, reassignment, leader recovery state —, configs, topic
+// removals, producer-id blocks, the cluster id). The
 // controller (internal/controller) replicates that log with Raft; every node applies
 // the committed records, in log order, to an Image with Apply. Nothing else changes an
 // image: a restart or a leadership move is just a replay.

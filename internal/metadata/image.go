@@ -8,11 +8,35 @@ import (
 
 // Broker is a registered broker as the image knows it.
 type Broker struct {
-	NodeID    NodeID
-	Epoch     int64
-	Endpoints []Endpoint
-	Rack      string
-	Fenced    bool
+	NodeID        NodeID
+	Epoch         int64
+	IncarnationID string
+	Endpoints     []Endpoint // one per advertised listener, in the broker's order
+	Rack          string
+	// Fenced brokers lead nothing, join no ISR and get no new replicas: a broker
+	// registers fenced and is unfenced once it has caught up with the metadata log;
+	// it is fenced again when its heartbeats stop for broker.session.timeout.ms.
+	Fenced bool
+	// InControlledShutdown: the broker asked to shut down; its leaderships are being
+	// moved away and it leaves every ISR it can.
+	InControlledShutdown bool
+	// RegisteredOffset is the metadata offset of the entry holding the broker's
+	// registration (the snapshot's offset when the image was loaded from one): once
+	// the broker has applied that far it has seen its own registration.
+	RegisteredOffset int64
+}
+
+// Active reports whether the broker may lead partitions and be in an ISR.
+func (b Broker) Active() bool { return !b.Fenced && !b.InControlledShutdown }
+
+// Endpoint returns the broker's endpoint of listener name (upper case).
+func (b Broker) Endpoint(name string) (Endpoint, bool) {
+	for _, e := range b.Endpoints {
+		if e.Name == name {
+			return e, true
+		}
+	}
+	return Endpoint{}, false
 }
 
 // Topic is one topic. Partitions is indexed by partition id. Shared between images:
@@ -24,14 +48,36 @@ type Topic struct {
 	Configs    map[string]string // topic-level overrides only; never nil
 }
 
-// Partition is the replication state of one partition.
+// Partition is the replication state of one partition, as the active controller
+// decided it. Only the controller changes it; leaders ask for ISR changes with
+// AlterPartition and followers act on nothing but this.
 type Partition struct {
-	Partition      int32
-	Replicas       []int32
-	ISR            []int32
-	Leader         int32 // NoLeader if none
+	Partition int32
+	// Replicas is the assigned replica set, preferred leader first. During a
+	// reassignment it holds the target replicas followed by the ones being removed.
+	Replicas []int32
+	// ISR is the in-sync replica set; never empty once created (the last member of
+	// a partition whose leader went away stays, so the partition is offline rather
+	// than silently led by an out-of-sync replica).
+	ISR    []int32
+	Leader int32 // NoLeader if none (an offline partition)
+	// LeaderEpoch grows with every leader change (and when replicas are removed);
+	// PartitionEpoch grows with every change at all. AlterPartition must name both.
 	LeaderEpoch    int32
 	PartitionEpoch int32
+	// AddingReplicas and RemovingReplicas are non-empty while a reassignment moves
+	// the partition: adding replicas catch up and join the ISR, then the removing
+	// ones leave Replicas.
+	AddingReplicas   []int32
+	RemovingReplicas []int32
+	// LeaderRecoveryState is Recovering after an unclean election until the leader
+	// reports it has recovered.
+	LeaderRecoveryState LeaderRecoveryState
+}
+
+// Reassigning reports whether a reassignment of the partition is in progress.
+func (p Partition) Reassigning() bool {
+	return len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0
 }
 
 // Image is an immutable view of the cluster metadata at one offset of the metadata
@@ -141,8 +187,9 @@ func (img *Image) Records() []Record {
 	}
 	for _, b := range img.Brokers() {
 		recs = append(recs, RegisterBrokerRecord{
-			NodeID: b.NodeID, Epoch: b.Epoch, Endpoints: slices.Clone(b.Endpoints),
-			Rack: b.Rack, Fenced: b.Fenced,
+			NodeID: b.NodeID, Epoch: b.Epoch, IncarnationID: b.IncarnationID,
+			Endpoints: slices.Clone(b.Endpoints), Rack: b.Rack,
+			Fenced: b.Fenced, InControlledShutdown: b.InControlledShutdown,
 		})
 	}
 	for _, name := range slices.Sorted(maps.Keys(img.brokerConfigs)) {
@@ -155,6 +202,8 @@ func (img *Image) Records() []Record {
 				Topic: t.ID, Partition: p.Partition,
 				Replicas: slices.Clone(p.Replicas), ISR: slices.Clone(p.ISR),
 				Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
+				AddingReplicas: slices.Clone(p.AddingReplicas), RemovingReplicas: slices.Clone(p.RemovingReplicas),
+				LeaderRecoveryState: p.LeaderRecoveryState,
 			})
 		}
 		recs = appendConfigRecords(recs, ResourceTopic, t.Name, t.Configs)

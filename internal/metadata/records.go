@@ -79,13 +79,27 @@ type Endpoint struct {
 	Port int32  `json:"port"`
 }
 
-// RegisterBrokerRecord registers (or re-registers) a broker.
+// RegisterBrokerRecord registers (or re-registers) a broker. IncarnationID is the
+// random id the broker process chose at start-up (32 hex digits), so that the
+// controller tells a restarted broker from a repeated registration.
 type RegisterBrokerRecord struct {
-	NodeID    NodeID     `json:"node_id"`
-	Epoch     int64      `json:"epoch"`
-	Endpoints []Endpoint `json:"endpoints"`
-	Rack      string     `json:"rack,omitempty"`
-	Fenced    bool       `json:"fenced,omitempty"`
+	NodeID               NodeID     `json:"node_id"`
+	Epoch                int64      `json:"epoch"`
+	IncarnationID        string     `json:"incarnation_id,omitempty"`
+	Endpoints            []Endpoint `json:"endpoints"`
+	Rack                 string     `json:"rack,omitempty"`
+	Fenced               bool       `json:"fenced,omitempty"`
+	InControlledShutdown bool       `json:"in_controlled_shutdown,omitempty"`
+}
+
+// BrokerRegistrationChangeRecord fences or unfences a registered broker, or marks it
+// as in controlled shutdown (Kafka's BrokerRegistrationChangeRecord). A nil field is
+// unchanged. Epoch must be the broker's current epoch.
+type BrokerRegistrationChangeRecord struct {
+	NodeID               NodeID `json:"node_id"`
+	Epoch                int64  `json:"epoch"`
+	Fenced               *bool  `json:"fenced,omitempty"`
+	InControlledShutdown *bool  `json:"in_controlled_shutdown,omitempty"`
 }
 
 // TopicRecord creates a topic with no partitions and no configs.
@@ -95,27 +109,49 @@ type TopicRecord struct {
 }
 
 // PartitionRecord creates partition Partition of a topic (it must be the next one) or
-// replaces an existing partition's state wholesale.
+// replaces an existing partition's state wholesale. AddingReplicas and
+// RemovingReplicas are set while a reassignment is in progress (see Partition).
 type PartitionRecord struct {
-	Topic          TopicID `json:"topic"`
-	Partition      int32   `json:"partition"`
-	Replicas       []int32 `json:"replicas"`
-	ISR            []int32 `json:"isr"`
-	Leader         int32   `json:"leader"`
-	LeaderEpoch    int32   `json:"leader_epoch"`
-	PartitionEpoch int32   `json:"partition_epoch"`
+	Topic               TopicID             `json:"topic"`
+	Partition           int32               `json:"partition"`
+	Replicas            []int32             `json:"replicas"`
+	ISR                 []int32             `json:"isr"`
+	Leader              int32               `json:"leader"`
+	LeaderEpoch         int32               `json:"leader_epoch"`
+	PartitionEpoch      int32               `json:"partition_epoch"`
+	AddingReplicas      []int32             `json:"adding_replicas,omitempty"`
+	RemovingReplicas    []int32             `json:"removing_replicas,omitempty"`
+	LeaderRecoveryState LeaderRecoveryState `json:"leader_recovery_state,omitempty"`
 }
 
 // PartitionChangeRecord changes some fields of an existing partition. A nil field is
-// unchanged. Any change bumps PartitionEpoch; a change of leader also bumps
-// LeaderEpoch.
+// unchanged (an empty, non-nil AddingReplicas or RemovingReplicas clears it). Any
+// change bumps PartitionEpoch; a change of leader, or BumpLeaderEpoch, also bumps
+// LeaderEpoch (the controller sets BumpLeaderEpoch when replicas leave the replica
+// set, so that they stop following).
 type PartitionChangeRecord struct {
-	Topic     TopicID `json:"topic"`
-	Partition int32   `json:"partition"`
-	ISR       []int32 `json:"isr"`
-	Leader    *int32  `json:"leader,omitempty"`
-	Replicas  []int32 `json:"replicas"`
+	Topic               TopicID              `json:"topic"`
+	Partition           int32                `json:"partition"`
+	ISR                 []int32              `json:"isr"`
+	Leader              *int32               `json:"leader,omitempty"`
+	Replicas            []int32              `json:"replicas"`
+	AddingReplicas      []int32              `json:"adding_replicas"`
+	RemovingReplicas    []int32              `json:"removing_replicas"`
+	LeaderRecoveryState *LeaderRecoveryState `json:"leader_recovery_state,omitempty"`
+	BumpLeaderEpoch     bool                 `json:"bump_leader_epoch,omitempty"`
 }
+
+// LeaderRecoveryState says whether a partition's leader was elected uncleanly and has
+// not yet told the controller it recovered (KIP-704). Kafka's numbering.
+type LeaderRecoveryState int8
+
+const (
+	// Recovered is the normal state.
+	Recovered LeaderRecoveryState = 0
+	// Recovering: the leader was elected from outside the ISR; until it reports
+	// Recovered (AlterPartition) the ISR stays the leader alone.
+	Recovering LeaderRecoveryState = 1
+)
 
 // ConfigRecord sets (Value non-nil) or deletes (Value nil) one config of a resource.
 // ResourceType is ResourceTopic (ResourceName = topic name) or ResourceBroker
@@ -143,7 +179,10 @@ type ClusterRecord struct {
 	ClusterID string `json:"cluster_id"`
 }
 
-func (RegisterBrokerRecord) recordType() string  { return "register_broker" }
+func (RegisterBrokerRecord) recordType() string { return "register_broker" }
+func (BrokerRegistrationChangeRecord) recordType() string {
+	return "broker_registration_change"
+}
 func (TopicRecord) recordType() string           { return "topic" }
 func (PartitionRecord) recordType() string       { return "partition" }
 func (PartitionChangeRecord) recordType() string { return "partition_change" }
@@ -156,14 +195,15 @@ func (ClusterRecord) recordType() string         { return "cluster" }
 const formatVersion = 1
 
 var decoders = map[string]func(json.RawMessage) (Record, error){
-	"register_broker":  decodeAs[RegisterBrokerRecord],
-	"topic":            decodeAs[TopicRecord],
-	"partition":        decodeAs[PartitionRecord],
-	"partition_change": decodeAs[PartitionChangeRecord],
-	"config":           decodeAs[ConfigRecord],
-	"remove_topic":     decodeAs[RemoveTopicRecord],
-	"producer_ids":     decodeAs[ProducerIDsRecord],
-	"cluster":          decodeAs[ClusterRecord],
+	"register_broker":            decodeAs[RegisterBrokerRecord],
+	"broker_registration_change": decodeAs[BrokerRegistrationChangeRecord],
+	"topic":                      decodeAs[TopicRecord],
+	"partition":                  decodeAs[PartitionRecord],
+	"partition_change":           decodeAs[PartitionChangeRecord],
+	"config":                     decodeAs[ConfigRecord],
+	"remove_topic":               decodeAs[RemoveTopicRecord],
+	"producer_ids":               decodeAs[ProducerIDsRecord],
+	"cluster":                    decodeAs[ClusterRecord],
 }
 
 func decodeAs[T Record](raw json.RawMessage) (Record, error) {

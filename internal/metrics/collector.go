@@ -15,6 +15,32 @@ type Source interface {
 	Groups() []GroupStats
 }
 
+// QuorumSource is implemented by a Source that can also describe the node's place in
+// the metadata quorum; the collector then exports the controller gauges.
+type QuorumSource interface {
+	Quorum() QuorumStats
+}
+
+// QuorumStats is a snapshot of the node's view of the metadata quorum.
+type QuorumStats struct {
+	// State is the node's role in the metadata quorum: leader, follower,
+	// candidate, pre-candidate (voters) or observer (brokers that do not vote).
+	State string
+	// Active is true on the active controller.
+	Active bool
+	// MetadataOffset is the offset of the last metadata entry applied here.
+	MetadataOffset int64
+	// The cluster-wide counts below are exported by the active controller only
+	// (zero elsewhere), as Kafka's controller metrics are.
+	OfflinePartitions         int // partitions without a leader
+	PreferredReplicaImbalance int // partitions not led by their first replica
+	FencedBrokers             int
+	ActiveBrokers             int // registered, unfenced, not shutting down
+}
+
+// quorumStates are always exported by samsa_metadata_quorum_state, 1 for the current.
+var quorumStates = []string{"leader", "follower", "candidate", "pre-candidate", "observer"}
+
 // PartitionStats is a snapshot of one partition replica on this broker.
 type PartitionStats struct {
 	Topic     string
@@ -62,6 +88,8 @@ type stateCollector struct {
 	logSize, logStart, logEnd, highWatermark, replicas, isr *prometheus.Desc
 
 	groups, groupMembers, groupGeneration, committed, lag *prometheus.Desc
+
+	activeController, quorumState, metadataOffset, globalOffline, imbalance, fencedBrokers, activeBrokers *prometheus.Desc
 }
 
 func newStateCollector(source Source) *stateCollector {
@@ -91,6 +119,13 @@ func newStateCollector(source Source) *stateCollector {
 		lag: desc("group_lag",
 			"Committed-offset lag: partition high watermark minus the group's committed offset (never negative). "+
 				"Only for partitions hosted by this broker.", gtp...),
+		activeController: desc("active_controller_count", "1 on the active controller of the metadata quorum, 0 elsewhere."),
+		quorumState:      desc("metadata_quorum_state", "1 for this node's role in the metadata quorum.", "state"),
+		metadataOffset:   desc("metadata_offset", "Offset of the last metadata log entry applied on this node."),
+		globalOffline:    desc("controller_offline_partitions", "Partitions of the cluster without a leader (active controller only)."),
+		imbalance:        desc("controller_preferred_replica_imbalance", "Partitions not led by their preferred replica (active controller only)."),
+		fencedBrokers:    desc("controller_fenced_brokers", "Registered brokers that are fenced (active controller only)."),
+		activeBrokers:    desc("controller_active_brokers", "Registered brokers that are unfenced and not shutting down (active controller only)."),
 	}
 }
 
@@ -102,6 +137,13 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.groups, c.groupMembers, c.groupGeneration, c.committed, c.lag,
 	} {
 		ch <- d
+	}
+	if _, ok := c.source.(QuorumSource); ok {
+		for _, d := range []*prometheus.Desc{
+			c.activeController, c.quorumState, c.metadataOffset, c.globalOffline, c.imbalance, c.fencedBrokers, c.activeBrokers,
+		} {
+			ch <- d
+		}
 	}
 }
 
@@ -115,6 +157,29 @@ type topicPartition struct {
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	highWatermarks := c.collectPartitions(ch)
 	c.collectGroups(ch, highWatermarks)
+	if qs, ok := c.source.(QuorumSource); ok {
+		c.collectQuorum(ch, qs.Quorum())
+	}
+}
+
+func (c *stateCollector) collectQuorum(ch chan<- prometheus.Metric, q QuorumStats) {
+	active := 0.0
+	if q.Active {
+		active = 1
+	}
+	gauge(ch, c.activeController, active)
+	for _, s := range quorumStates {
+		v := 0.0
+		if s == q.State {
+			v = 1
+		}
+		gauge(ch, c.quorumState, v, s)
+	}
+	gauge(ch, c.metadataOffset, float64(q.MetadataOffset))
+	gauge(ch, c.globalOffline, float64(q.OfflinePartitions))
+	gauge(ch, c.imbalance, float64(q.PreferredReplicaImbalance))
+	gauge(ch, c.fencedBrokers, float64(q.FencedBrokers))
+	gauge(ch, c.activeBrokers, float64(q.ActiveBrokers))
 }
 
 // collectPartitions emits the partition gauges and returns each partition's high

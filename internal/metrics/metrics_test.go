@@ -487,3 +487,42 @@ func TestMetricNamesLint(t *testing.T) {
 		t.Errorf("%s: %s", p.Metric, p.Text)
 	}
 }
+
+type quorumSource struct {
+	fakeSource
+	q QuorumStats
+}
+
+func (s *quorumSource) Quorum() QuorumStats { return s.q }
+
+func TestQuorumGauges(t *testing.T) {
+	source := &quorumSource{q: QuorumStats{State: "leader", Active: true, MetadataOffset: 42, OfflinePartitions: 3, PreferredReplicaImbalance: 2, FencedBrokers: 1, ActiveBrokers: 2}}
+	m := newMetrics(t, Options{Source: source})
+	families := scrapeHandler(t, m)
+	want := map[string]float64{
+		"samsa_active_controller_count":                1,
+		"samsa_metadata_offset":                        42,
+		"samsa_controller_offline_partitions":          3,
+		"samsa_controller_preferred_replica_imbalance": 2,
+		"samsa_controller_fenced_brokers":              1,
+		"samsa_controller_active_brokers":              2,
+	}
+	for name, v := range want {
+		f, ok := families[name]
+		if !ok || f.GetMetric()[0].GetGauge().GetValue() != v {
+			t.Errorf("%s = %v, want %v", name, f, v)
+		}
+	}
+	states := map[string]float64{}
+	for _, mt := range families["samsa_metadata_quorum_state"].GetMetric() {
+		states[mt.GetLabel()[0].GetValue()] = mt.GetGauge().GetValue()
+	}
+	if states["leader"] != 1 || states["follower"] != 0 || len(states) != len(quorumStates) {
+		t.Errorf("quorum states = %v", states)
+	}
+	// A Source without Quorum exports none of them.
+	plain := newMetrics(t, Options{Source: &fakeSource{}})
+	if _, ok := scrapeHandler(t, plain)["samsa_active_controller_count"]; ok {
+		t.Error("controller gauges without a QuorumSource")
+	}
+}

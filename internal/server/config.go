@@ -45,6 +45,10 @@ type Config struct {
 	Versions func(key int16) (min, max int16, ok bool)
 	// APIKeys lists served ranges, for the ApiVersions v0 fallback response.
 	APIKeys func() []kmsg.ApiVersionsResponseApiKey
+	// NewRequest returns an empty request body for an API key, nil for an unknown
+	// key (default kmsg.RequestForKey). A listener that serves requests kmsg does not
+	// know (Samsa's internal ones) supplies its own.
+	NewRequest func(key int16) kmsg.Request
 	// Logger receives connection and protocol logs (default: discard).
 	Logger *slog.Logger
 	// Observer is an optional metrics hook.
@@ -90,6 +94,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Versions == nil {
 		bad("versions: required")
+	}
+	if cfg.NewRequest == nil {
+		cfg.NewRequest = kmsg.RequestForKey
 	}
 	if cfg.APIKeys == nil {
 		cfg.APIKeys = func() []kmsg.ApiVersionsResponseApiKey { return nil }

@@ -216,7 +216,7 @@ func (c *conn) readLoop() {
 		c.touch()
 		in := inbound{start: time.Now(), bytesIn: 4 + len(frame)}
 
-		req, err := safeParseRequest(frame, c.srv.cfg.Versions)
+		req, err := safeParseRequest(frame, c.srv.cfg.Versions, c.srv.cfg.NewRequest)
 		switch {
 		case err == nil:
 			in.req = req
@@ -385,13 +385,13 @@ func (c *conn) readFrame(size int) ([]byte, error) {
 
 // safeParseRequest is parseRequest with a recover, so that a decoder bug closes one
 // connection instead of the process.
-func safeParseRequest(frame []byte, versions versionsFunc) (req parsedRequest, err error) {
+func safeParseRequest(frame []byte, versions versionsFunc, newRequest func(int16) kmsg.Request) (req parsedRequest, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: decoder panic: %v", errMalformedBody, r)
 		}
 	}()
-	return parseRequest(frame, versions)
+	return parseRequestWith(frame, versions, newRequest)
 }
 
 // dispatch calls the handler for a decoded request. A panicking handler, or one that

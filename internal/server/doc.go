@@ -21,7 +21,8 @@
 // A response is int32 size, int32 correlation id, an empty tag buffer when the response
 // version is flexible (never for ApiVersions, KIP-511), then the body.
 //
-// A malformed frame, an unknown api key, an unsupported version (except ApiVersions,
+// A malformed frame, an api key Config.NewRequest does not know (kmsg's keys by
+// default; the controller listener adds Samsa's internal ones), an unsupported version (except ApiVersions,
 // which is answered with an ApiVersions v0 UNSUPPORTED_VERSION response carrying the
 // full key list) or a panicking handler closes that one connection with a log line.
 //

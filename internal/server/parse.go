@@ -41,6 +41,12 @@ type parsedRequest struct {
 // correlation id once the first 8 bytes are present), which the caller needs to log
 // and to answer an unsupported ApiVersions version. It never panics on any input.
 func parseRequest(frame []byte, versions versionsFunc) (req parsedRequest, err error) {
+	return parseRequestWith(frame, versions, kmsg.RequestForKey)
+}
+
+// parseRequestWith is parseRequest with the constructor of empty request bodies
+// (Config.NewRequest).
+func parseRequestWith(frame []byte, versions versionsFunc, newRequest func(key int16) kmsg.Request) (req parsedRequest, err error) {
 	if len(frame) < 10 {
 		return req, fmt.Errorf("%w: %d bytes", errTruncatedHeader, len(frame))
 	}
@@ -60,7 +66,7 @@ func parseRequest(frame []byte, versions versionsFunc) (req parsedRequest, err e
 		rest = rest[clientIDLen:]
 	}
 
-	body := kmsg.RequestForKey(req.key)
+	body := newRequest(req.key)
 	if body == nil {
 		return req, fmt.Errorf("%w %d", errUnknownAPIKey, req.key)
 	}

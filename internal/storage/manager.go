@@ -191,13 +191,32 @@ func (m *Manager) CleanShutdown(dir string) bool { return m.clean[dir] }
 // A directory naming another node.id, or two directories naming different clusters,
 // are refused.
 func (m *Manager) EnsureMetaProperties(nodeID int32) (string, error) {
+	clusterID, err := m.ReadMetaProperties(nodeID)
+	if err != nil {
+		return "", err
+	}
+	if clusterID == "" {
+		var id [16]byte
+		if _, err := rand.Read(id[:]); err != nil {
+			return "", err
+		}
+		id[6] = id[6]&0x0f | 0x40 // version 4
+		id[8] = id[8]&0x3f | 0x80
+		clusterID = base64.RawURLEncoding.EncodeToString(id[:])
+	}
+	return clusterID, m.WriteMetaProperties(nodeID, clusterID)
+}
+
+// ReadMetaProperties checks the meta.properties of every directory that has one and
+// returns the cluster id they name, "" when none has one yet (a new node, whose
+// cluster id the metadata quorum decides). A directory naming another node.id, or
+// two directories naming different clusters, are refused.
+func (m *Manager) ReadMetaProperties(nodeID int32) (string, error) {
 	clusterID := ""
-	var missing []string
 	for _, d := range m.opts.Dirs {
 		p := filepath.Join(d, metaPropertiesFile)
 		props, err := readProperties(p)
 		if errors.Is(err, os.ErrNotExist) {
-			missing = append(missing, d)
 			continue
 		}
 		if err != nil {
@@ -215,23 +234,26 @@ func (m *Manager) EnsureMetaProperties(nodeID int32) (string, error) {
 		}
 		clusterID = cid
 	}
-	if clusterID == "" {
-		var id [16]byte
-		if _, err := rand.Read(id[:]); err != nil {
-			return "", err
+	return clusterID, nil
+}
+
+// WriteMetaProperties writes meta.properties naming nodeID and clusterID in every
+// directory that has none yet (fsynced, atomically).
+func (m *Manager) WriteMetaProperties(nodeID int32, clusterID string) error {
+	for _, d := range m.opts.Dirs {
+		p := filepath.Join(d, metaPropertiesFile)
+		if _, err := os.Stat(p); err == nil {
+			continue
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return err
 		}
-		id[6] = id[6]&0x0f | 0x40 // version 4
-		id[8] = id[8]&0x3f | 0x80
-		clusterID = base64.RawURLEncoding.EncodeToString(id[:])
-	}
-	for _, d := range missing {
 		data := fmt.Sprintf("#\n#%s\ncluster.id=%s\nnode.id=%d\nversion=1\n",
 			m.opts.Clock.Now().UTC().Format(time.UnixDate), clusterID, nodeID)
-		if err := writeFileAtomic(filepath.Join(d, metaPropertiesFile), []byte(data), true); err != nil {
-			return "", err
+		if err := writeFileAtomic(p, []byte(data), true); err != nil {
+			return err
 		}
 	}
-	return clusterID, nil
+	return nil
 }
 
 func readProperties(path string) (map[string]string, error) {

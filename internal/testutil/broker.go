@@ -1,6 +1,9 @@
 // Package testutil starts real `samsa serve` processes for integration tests and offers
 // small helpers: WaitFor, so tests wait for conditions instead of sleeping, and Words,
-// compressible test data.
+// compressible test data. StartBroker starts one node; StartCluster (cluster.go)
+// starts several as one cluster, each node controllable (kill -9, SIGSTOP/SIGCONT,
+// SIGTERM, restart), and Proxy (proxy.go) is a fault-injecting TCP proxy a Cluster
+// puts on the links to its controllers so that tests can cut them.
 //
 // The samsa binary is built once per test process (go build ./cmd/samsa) into a
 // temporary directory.
@@ -137,9 +140,9 @@ func StartBroker(t testing.TB, overrides ...string) *Broker {
 }
 
 func (b *Broker) args() []string {
-	args := []string{"serve",
-		"--override", "listeners=PLAINTEXT://" + b.Addr,
-		"--override", "log.dirs=" + b.Dir,
+	args := []string{"serve", "--override", "log.dirs=" + b.Dir}
+	if b.Addr != "" {
+		args = append(args, "--override", "listeners=PLAINTEXT://"+b.Addr)
 	}
 	for _, o := range b.Overrides {
 		args = append(args, "--override", o)
@@ -220,11 +223,15 @@ func (b *Broker) Kill() {
 }
 
 // Pause and Resume stop and continue the process (SIGSTOP/SIGCONT).
-func (b *Broker) Pause() { b.mu.Lock(); defer b.mu.Unlock(); _ = b.cmd.Process.Signal(syscall.SIGSTOP) }
-func (b *Broker) Resume() {
+func (b *Broker) Pause()  { b.sendSignal(syscall.SIGSTOP) }
+func (b *Broker) Resume() { b.sendSignal(syscall.SIGCONT) }
+
+func (b *Broker) sendSignal(sig os.Signal) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	_ = b.cmd.Process.Signal(syscall.SIGCONT)
+	if b.cmd != nil {
+		_ = b.cmd.Process.Signal(sig)
+	}
 }
 
 func (b *Broker) signal(sig os.Signal, grace time.Duration) error {
@@ -272,6 +279,10 @@ func (b *Broker) StartAgain(t testing.TB) {
 	t.Helper()
 	b.start(t)
 }
+
+// TryStartAgain is StartAgain returning the error (with the process's output when it
+// exited before it was ready) instead of failing the test.
+func (b *Broker) TryStartAgain() error { return b.tryStart() }
 
 // WaitFor polls cond until it is true or the timeout passes, then fails the test.
 func WaitFor(t testing.TB, timeout time.Duration, cond func() bool, msg string) {

@@ -1,0 +1,268 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/metadata"
+	"github.com/samsa-streaming/samsa/internal/peer"
+)
+
+// ChannelOptions configure a Channel.
+type ChannelOptions struct {
+	NodeID int32
+	// Voters maps node id to the host:port of its controller listener.
+	Voters map[int32]string
+	// Leader returns the active controller as this node knows it (-1: unknown):
+	// Controller.Leader on a voter, Observer.Leader elsewhere.
+	Leader func() int32
+	// Local, on a node that is a controller, serves a request in process; it is
+	// used when this node is the leader. Nil on other nodes.
+	Local func(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
+	// RequestTimeout (controller.quorum.request.timeout.ms) bounds one attempt
+	// (default 2s); the caller's context bounds the whole call.
+	RequestTimeout time.Duration
+	// RetryBackoff (controller.quorum.retry.backoff.ms) is the first pause between
+	// attempts (default 20ms), doubling up to 500ms.
+	RetryBackoff time.Duration
+	Logger       *slog.Logger
+}
+
+// Channel is a broker's channel to the active controller: it sends a Kafka request
+// (broker registration and heartbeats, AlterPartition, producer-id blocks, and the
+// admin requests clients send to any broker) to whichever node is the active
+// controller, and retries — on another voter, after a short backoff — when the
+// answer is NOT_CONTROLLER or the node cannot be reached, until the context ends.
+// When this node itself leads, the request is served in process (Local), so a single
+// node never talks to itself over the network.
+//
+// Safe for concurrent use; requests to one controller share one connection.
+type Channel struct {
+	opts   ChannelOptions
+	logger *slog.Logger
+	voters []int32
+	conns  map[int32]*peer.Conn
+	mu     sync.Mutex
+	next   int // round-robin position among the voters when the leader is unknown
+}
+
+// NewChannel returns a channel; connections open on first use.
+func NewChannel(o ChannelOptions) *Channel {
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 2 * time.Second
+	}
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = 20 * time.Millisecond
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	ch := &Channel{opts: o, logger: o.Logger, voters: slices.Sorted(maps.Keys(o.Voters)), conns: map[int32]*peer.Conn{}}
+	for id, addr := range o.Voters {
+		if id != o.NodeID || o.Local == nil {
+			ch.conns[id] = peer.New(addr, peer.Options{ClientID: fmt.Sprintf("samsa-broker-%d", o.NodeID), BackoffMin: o.RetryBackoff, DialTimeout: o.RequestTimeout})
+		}
+	}
+	return ch
+}
+
+// Close closes the connections.
+func (ch *Channel) Close() {
+	for _, c := range ch.conns {
+		c.Close()
+	}
+}
+
+// target picks the node to try: the known leader, else the voters in turn. Every
+// other retry goes to the next voter even when a leader is known, in case this node's
+// knowledge of the leader is stale.
+func (ch *Channel) target(attempt int) int32 {
+	if l := ch.opts.Leader(); l >= 0 && attempt%2 == 0 && (ch.conns[l] != nil || l == ch.opts.NodeID && ch.opts.Local != nil) {
+		return l
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.next++
+	if len(ch.voters) == 0 {
+		return -1
+	}
+	return ch.voters[ch.next%len(ch.voters)]
+}
+
+// Send delivers req (its version set) to the active controller and returns the
+// answer. It retries until an answer other than NOT_CONTROLLER arrives or ctx
+// ends; then it returns the last NOT_CONTROLLER answer if there was one, else the
+// error.
+func (ch *Channel) Send(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	var lastResp kmsg.Response
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		id := ch.target(attempt)
+		resp, err := ch.sendTo(ctx, id, req)
+		if err == nil && !notController(resp) {
+			return resp, nil
+		}
+		if err == nil {
+			lastResp, lastErr = resp, fmt.Errorf("%w: node %d", ErrNotController, id)
+		} else {
+			lastErr = err
+		}
+		if attempt == 0 {
+			ch.logger.Debug("controller request: retrying on another controller", "api", kmsg.NameForKey(req.Key()), "tried", id, "error", lastErr)
+		}
+		wait := min(ch.opts.RetryBackoff<<min(attempt, 8), 500*time.Millisecond)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			if lastResp != nil {
+				return lastResp, nil
+			}
+			return nil, fmt.Errorf("no active controller answered %s: %w (last: %v)", kmsg.NameForKey(req.Key()), ctx.Err(), lastErr)
+		case <-t.C:
+		}
+	}
+}
+
+func (ch *Channel) sendTo(ctx context.Context, id int32, req kmsg.Request) (kmsg.Response, error) {
+	if id < 0 {
+		return nil, errors.New("no controller known")
+	}
+	actx, cancel := context.WithTimeout(ctx, ch.opts.RequestTimeout)
+	defer cancel()
+	if id == ch.opts.NodeID && ch.opts.Local != nil {
+		return ch.opts.Local(actx, req)
+	}
+	c := ch.conns[id]
+	if c == nil {
+		return nil, fmt.Errorf("node %d is not a controller", id)
+	}
+	return c.Request(actx, req)
+}
+
+// notController reports whether an answer says the node is not the active
+// controller (so that the request should go elsewhere).
+func notController(resp kmsg.Response) bool {
+	nc := kerr.NotController.Code
+	all := func(n int, code func(i int) int16) bool {
+		if n == 0 {
+			return false
+		}
+		for i := range n {
+			if code(i) != nc {
+				return false
+			}
+		}
+		return true
+	}
+	switch r := resp.(type) {
+	case *kmsg.CreateTopicsResponse:
+		return all(len(r.Topics), func(i int) int16 { return r.Topics[i].ErrorCode })
+	case *kmsg.DeleteTopicsResponse:
+		return all(len(r.Topics), func(i int) int16 { return r.Topics[i].ErrorCode })
+	case *kmsg.CreatePartitionsResponse:
+		return all(len(r.Topics), func(i int) int16 { return r.Topics[i].ErrorCode })
+	case *kmsg.AlterConfigsResponse:
+		return all(len(r.Resources), func(i int) int16 { return r.Resources[i].ErrorCode })
+	case *kmsg.IncrementalAlterConfigsResponse:
+		return all(len(r.Resources), func(i int) int16 { return r.Resources[i].ErrorCode })
+	case *kmsg.ElectLeadersResponse:
+		return r.ErrorCode == nc
+	case *kmsg.AlterPartitionAssignmentsResponse:
+		return r.ErrorCode == nc
+	case *kmsg.ListPartitionReassignmentsResponse:
+		return r.ErrorCode == nc
+	case *kmsg.DescribeQuorumResponse:
+		return r.ErrorCode == nc || len(r.Topics) > 0 && len(r.Topics[0].Partitions) > 0 &&
+			r.Topics[0].Partitions[0].ErrorCode == kerr.NotLeaderForPartition.Code
+	case *kmsg.BrokerRegistrationResponse:
+		return r.ErrorCode == nc
+	case *kmsg.BrokerHeartbeatResponse:
+		return r.ErrorCode == nc
+	case *kmsg.AlterPartitionResponse:
+		return r.ErrorCode == nc
+	case *kmsg.AllocateProducerIDsResponse:
+		return r.ErrorCode == nc
+	}
+	return false
+}
+
+// AlterPartition sends an AlterPartition request (v3: topic ids and broker epochs,
+// KIP-903) to the active controller and returns the outcome per item, with this
+// package's errors (ErrFencedLeaderEpoch, ErrInvalidUpdateVersion,
+// ErrIneligibleReplica, ErrNewLeaderElected, ErrUnknownTopicID, ErrInvalidRequest …)
+// whether the controller answered in process or over the network. The error is for
+// the whole request: ErrStaleBrokerEpoch (register again), or no controller
+// answered before ctx ended. A successful result's State is the committed partition
+// state; the leader should still act on it only once its metadata image shows it.
+func (ch *Channel) AlterPartition(ctx context.Context, brokerID int32, brokerEpoch int64, items []AlterPartitionItem) ([]AlterPartitionResult, error) {
+	req := kmsg.NewPtrAlterPartitionRequest()
+	req.SetVersion(3)
+	req.BrokerID, req.BrokerEpoch = brokerID, brokerEpoch
+	index := map[metadata.TopicID]int{}
+	for _, it := range items {
+		i, ok := index[it.TopicID]
+		if !ok {
+			i = len(req.Topics)
+			index[it.TopicID] = i
+			t := kmsg.NewAlterPartitionRequestTopic()
+			t.TopicID = it.TopicID
+			req.Topics = append(req.Topics, t)
+		}
+		p := kmsg.NewAlterPartitionRequestTopicPartition()
+		p.Partition, p.LeaderEpoch, p.PartitionEpoch = it.Partition, it.LeaderEpoch, it.PartitionEpoch
+		p.LeaderRecoveryState = int8(it.LeaderRecoveryState)
+		for _, m := range it.NewISR {
+			e := kmsg.NewAlterPartitionRequestTopicPartitionNewEpochISR()
+			e.BrokerID, e.BrokerEpoch = m.BrokerID, m.BrokerEpoch
+			p.NewEpochISR = append(p.NewEpochISR, e)
+		}
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+	}
+	r, err := ch.Send(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	resp := r.(*kmsg.AlterPartitionResponse)
+	if err := ErrorForCode(resp.ErrorCode, nil); err != nil {
+		return nil, err
+	}
+	type key struct {
+		topic     metadata.TopicID
+		partition int32
+	}
+	got := map[key]kmsg.AlterPartitionResponseTopicPartition{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			got[key{metadata.TopicID(t.TopidID), p.Partition}] = p
+		}
+	}
+	results := make([]AlterPartitionResult, len(items))
+	for i, it := range items {
+		res := AlterPartitionResult{TopicID: it.TopicID, Topic: it.Topic, Partition: it.Partition}
+		p, ok := got[key{it.TopicID, it.Partition}]
+		switch {
+		case !ok:
+			res.Err = fmt.Errorf("%w: no answer for this partition", ErrInvalidRequest)
+		case p.ErrorCode != 0:
+			res.Err = ErrorForCode(p.ErrorCode, nil)
+		default:
+			res.State = metadata.Partition{
+				Partition: p.Partition, Leader: p.LeaderID, LeaderEpoch: p.LeaderEpoch,
+				PartitionEpoch: p.PartitionEpoch, ISR: p.ISR,
+				LeaderRecoveryState: metadata.LeaderRecoveryState(p.LeaderRecoveryState),
+			}
+		}
+		results[i] = res
+	}
+	return results, nil
+}

@@ -1,0 +1,310 @@
+package peer
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Errors returned by Request, wrapped with the address.
+var (
+	// ErrBackingOff: the last connection attempts failed; the Conn waits before it
+	// dials again.
+	ErrBackingOff = errors.New("peer: backing off after failures")
+	// ErrBroken: the connection broke while the request was in flight.
+	ErrBroken = errors.New("peer: connection broken")
+	// ErrClosed: Close was called.
+	ErrClosed = errors.New("peer: closed")
+)
+
+// Options configure a Conn.
+type Options struct {
+	// ClientID is sent in every request header.
+	ClientID string
+	// DialTimeout bounds connecting (default 2s).
+	DialTimeout time.Duration
+	// BackoffMin and BackoffMax bound the wait before reconnecting after a failure
+	// (defaults 50ms and 1s).
+	BackoffMin, BackoffMax time.Duration
+	// MaxResponseSize bounds a response frame (default 128 MiB).
+	MaxResponseSize int32
+}
+
+// Conn is a Kafka-protocol client connection to one address.
+type Conn struct {
+	addr string
+	opts Options
+	fmt  *kmsg.RequestFormatter
+
+	mu struct {
+		sync.Mutex
+		link     *link
+		closed   bool
+		failures int
+		retryAt  time.Time
+	}
+}
+
+// New returns a Conn to addr (host:port); it connects on the first request.
+func New(addr string, o Options) *Conn {
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 2 * time.Second
+	}
+	if o.BackoffMin <= 0 {
+		o.BackoffMin = 50 * time.Millisecond
+	}
+	if o.BackoffMax < o.BackoffMin {
+		o.BackoffMax = max(o.BackoffMin, time.Second)
+	}
+	if o.MaxResponseSize <= 0 {
+		o.MaxResponseSize = 128 << 20
+	}
+	return &Conn{addr: addr, opts: o, fmt: kmsg.NewRequestFormatter(kmsg.FormatterClientID(o.ClientID))}
+}
+
+// Addr is the address the Conn dials.
+func (c *Conn) Addr() string { return c.addr }
+
+// Request sends req (its version set) and returns the response at the same
+// version. If ctx ends first the connection is broken (a peer that does not answer
+// in time is presumed gone) and ctx's error returned.
+func (c *Conn) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	l, err := c.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	call := &pending{req: req, done: make(chan result, 1)}
+	if err := l.send(c.fmt, call); err != nil {
+		c.broke(l, err)
+		return nil, fmt.Errorf("%w: %s: %v", ErrBroken, c.addr, err)
+	}
+	select {
+	case r := <-call.done:
+		if r.err != nil {
+			return nil, r.err
+		}
+		c.succeeded()
+		return r.resp, nil
+	case <-ctx.Done():
+		c.broke(l, fmt.Errorf("no response within the request's deadline: %w", ctx.Err()))
+		return nil, ctx.Err()
+	}
+}
+
+// Close breaks the connection; later requests fail with ErrClosed.
+func (c *Conn) Close() {
+	c.mu.Lock()
+	c.mu.closed = true
+	l := c.mu.link
+	c.mu.link = nil
+	c.mu.Unlock()
+	if l != nil {
+		l.fail(ErrClosed)
+	}
+}
+
+func (c *Conn) connect(ctx context.Context) (*link, error) {
+	c.mu.Lock()
+	switch {
+	case c.mu.closed:
+		c.mu.Unlock()
+		return nil, ErrClosed
+	case c.mu.link != nil:
+		l := c.mu.link
+		c.mu.Unlock()
+		return l, nil
+	}
+	if wait := time.Until(c.mu.retryAt); wait > 0 {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s (retry in %v)", ErrBackingOff, c.addr, wait.Round(time.Millisecond))
+	}
+	// Dial under the lock: concurrent callers wait for this attempt rather than
+	// opening connections of their own.
+	defer c.mu.Unlock()
+	d := net.Dialer{Timeout: c.opts.DialTimeout}
+	nc, err := d.DialContext(ctx, "tcp", c.addr)
+	if err != nil {
+		c.backoffLocked()
+		return nil, fmt.Errorf("%w: %s: %v", ErrBroken, c.addr, err)
+	}
+	l := &link{nc: nc, maxSize: c.opts.MaxResponseSize, inflight: make(chan *pending, 4096), dead: make(chan struct{})}
+	c.mu.link = l
+	go l.readLoop(func(err error) { c.broke(l, err) })
+	return l, nil
+}
+
+// broke retires l after err and starts the backoff.
+func (c *Conn) broke(l *link, err error) {
+	l.fail(fmt.Errorf("%w: %s: %v", ErrBroken, c.addr, err))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.link == l {
+		c.mu.link = nil
+		c.backoffLocked()
+	}
+}
+
+func (c *Conn) backoffLocked() {
+	c.mu.failures++
+	wait := c.opts.BackoffMin << min(c.mu.failures-1, 16)
+	c.mu.retryAt = time.Now().Add(min(wait, c.opts.BackoffMax))
+}
+
+func (c *Conn) succeeded() {
+	c.mu.Lock()
+	c.mu.failures = 0
+	c.mu.Unlock()
+}
+
+type result struct {
+	resp kmsg.Response
+	err  error
+}
+
+type pending struct {
+	req  kmsg.Request
+	corr int32
+	done chan result // buffered, receives exactly one result
+}
+
+// link is one TCP connection.
+type link struct {
+	nc       net.Conn
+	maxSize  int32
+	inflight chan *pending // in write order; the reader answers them in turn
+
+	writeMu struct {
+		sync.Mutex
+		corr int32
+		buf  []byte
+	}
+	failOnce sync.Once
+	dead     chan struct{}
+	err      error // set before dead is closed
+}
+
+// send writes one request and queues it for its response.
+func (l *link) send(f *kmsg.RequestFormatter, p *pending) error {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	select {
+	case <-l.dead:
+		return l.err
+	default:
+	}
+	p.corr = l.writeMu.corr
+	l.writeMu.corr++
+	l.writeMu.buf = f.AppendRequest(l.writeMu.buf[:0], p.req, p.corr)
+	select {
+	case l.inflight <- p:
+	case <-l.dead:
+		return l.err
+	}
+	_, err := l.nc.Write(l.writeMu.buf)
+	return err
+}
+
+// fail closes the connection and fails every request in flight.
+func (l *link) fail(err error) {
+	l.failOnce.Do(func() {
+		l.err = err
+		close(l.dead)
+		l.nc.Close() // unblocks a writer stuck in Write
+		// A writer that queued before dead was closed has done so by the time the
+		// write lock is free; later ones see dead and give up.
+		l.writeMu.Lock()
+		defer l.writeMu.Unlock()
+		for {
+			select {
+			case p := <-l.inflight:
+				p.done <- result{err: err}
+			default:
+				return
+			}
+		}
+	})
+}
+
+func (l *link) readLoop(onError func(error)) {
+	r := bufio.NewReaderSize(l.nc, 64<<10)
+	var size [4]byte
+	for {
+		if _, err := io.ReadFull(r, size[:]); err != nil {
+			onError(err)
+			return
+		}
+		n := int32(binary.BigEndian.Uint32(size[:]))
+		if n < 4 || n > l.maxSize {
+			onError(fmt.Errorf("response frame of %d bytes", n))
+			return
+		}
+		frame := make([]byte, n)
+		if _, err := io.ReadFull(r, frame); err != nil {
+			onError(err)
+			return
+		}
+		var p *pending
+		select {
+		case p = <-l.inflight:
+		case <-l.dead:
+			return
+		}
+		resp, err := decodeResponse(p, frame)
+		if err != nil {
+			p.done <- result{err: err}
+			onError(err)
+			return
+		}
+		p.done <- result{resp: resp}
+	}
+}
+
+// decodeResponse checks the correlation id, skips the header's tagged fields (for
+// flexible versions other than ApiVersions, KIP-511) and decodes the body.
+func decodeResponse(p *pending, frame []byte) (kmsg.Response, error) {
+	corr := int32(binary.BigEndian.Uint32(frame))
+	if corr != p.corr {
+		return nil, fmt.Errorf("response correlation id %d, expected %d", corr, p.corr)
+	}
+	body := frame[4:]
+	resp := p.req.ResponseKind()
+	resp.SetVersion(p.req.GetVersion())
+	if resp.IsFlexible() && resp.Key() != 18 {
+		var err error
+		if body, err = skipTags(body); err != nil {
+			return nil, err
+		}
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("decode %s response: %w", kmsg.NameForKey(resp.Key()), err)
+	}
+	return resp, nil
+}
+
+func skipTags(b []byte) ([]byte, error) {
+	count, n := binary.Uvarint(b)
+	if n <= 0 {
+		return nil, errors.New("bad response header tags")
+	}
+	b = b[n:]
+	for range count {
+		if _, n = binary.Uvarint(b); n <= 0 {
+			return nil, errors.New("bad response header tag")
+		}
+		b = b[n:]
+		size, n := binary.Uvarint(b)
+		if n <= 0 || size > uint64(len(b)-n) {
+			return nil, errors.New("bad response header tag size")
+		}
+		b = b[n+int(size):]
+	}
+	return b, nil
+}

@@ -1,0 +1,210 @@
+package protocol
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Samsa-internal requests, served only on the controller listener. They use Kafka's
+// framing (request header v1, response header v0: never flexible) with API keys
+// far above Kafka's, so that no Kafka client or broker sends them by mistake, and
+// are listed in docs/compatibility.md. Each is version 0 only.
+const (
+	// RaftKey carries Raft messages between the voters of the metadata quorum.
+	RaftKey int16 = 32001
+	// MetadataFetchKey lets a node that is not a voter read the metadata log.
+	MetadataFetchKey int16 = 32002
+)
+
+// NewInternalRequest returns an empty request for a Samsa-internal key, or nil.
+func NewInternalRequest(key int16) kmsg.Request {
+	switch key {
+	case RaftKey:
+		return new(RaftRequest)
+	case MetadataFetchKey:
+		return new(MetadataFetchRequest)
+	}
+	return nil
+}
+
+// RaftRequest carries Raft messages (protobuf-encoded raftpb.Message, in the order
+// the sender's Raft produced them) from one voter to another.
+//
+//	ClusterID string   the sender's cluster id, "" until it knows one
+//	From      int32    the sender's node id
+//	Messages  [bytes]  int32 count, then int32 length + bytes each
+type RaftRequest struct {
+	Version   int16
+	ClusterID string
+	From      int32
+	Messages  [][]byte
+}
+
+// RaftResponse acknowledges a RaftRequest. ErrorCode is INCONSISTENT_CLUSTER_ID
+// (104) when the cluster ids differ, then ClusterID is the receiver's.
+//
+//	ErrorCode int16
+//	ClusterID string
+type RaftResponse struct {
+	Version   int16
+	ErrorCode int16
+	ClusterID string
+}
+
+// MetadataFetchRequest asks a voter for the committed metadata log after an offset.
+//
+//	ClusterID  string  the fetcher's stored cluster id, "" if none
+//	NodeID     int32   the fetcher
+//	FromOffset int64   the first offset wanted
+//	MaxWaitMs  int32   how long to wait for that offset to be committed
+type MetadataFetchRequest struct {
+	Version    int16
+	ClusterID  string
+	NodeID     int32
+	FromOffset int64
+	MaxWaitMs  int32
+}
+
+// MetadataFetchResponse answers a MetadataFetchRequest with either a snapshot of
+// the whole metadata image or the entries from FromOffset on.
+//
+//	ErrorCode      int16
+//	ClusterID      string
+//	LeaderID       int32    the active controller as the answering voter knows it, -1 if none
+//	HighWatermark  int64    the offset the answering voter has applied
+//	SnapshotOffset int64    -1 when Snapshot is null
+//	Snapshot       nullable bytes (the image as metadata records)
+//	Entries        int32 count, then int64 offset + bytes each (empty bytes: an entry without records)
+type MetadataFetchResponse struct {
+	Version        int16
+	ErrorCode      int16
+	ClusterID      string
+	LeaderID       int32
+	HighWatermark  int64
+	SnapshotOffset int64
+	Snapshot       []byte
+	Entries        []MetadataFetchEntry
+}
+
+// MetadataFetchEntry is one metadata log entry.
+type MetadataFetchEntry struct {
+	Offset int64
+	Data   []byte
+}
+
+func (*RaftRequest) Key() int16                  { return RaftKey }
+func (*RaftRequest) MaxVersion() int16           { return 0 }
+func (r *RaftRequest) SetVersion(v int16)        { r.Version = v }
+func (r *RaftRequest) GetVersion() int16         { return r.Version }
+func (*RaftRequest) IsFlexible() bool            { return false }
+func (*RaftRequest) ResponseKind() kmsg.Response { return new(RaftResponse) }
+
+func (r *RaftRequest) AppendTo(dst []byte) []byte {
+	dst = kbin.AppendString(dst, r.ClusterID)
+	dst = kbin.AppendInt32(dst, r.From)
+	dst = kbin.AppendArrayLen(dst, len(r.Messages))
+	for _, m := range r.Messages {
+		dst = kbin.AppendBytes(dst, m)
+	}
+	return dst
+}
+
+func (r *RaftRequest) ReadFrom(src []byte) error {
+	b := kbin.Reader{Src: src}
+	r.ClusterID = b.String()
+	r.From = b.Int32()
+	n := b.ArrayLen()
+	if n < 0 || int(n) > len(b.Src) {
+		return fmt.Errorf("raft request: %d messages in %d bytes", n, len(b.Src))
+	}
+	r.Messages = make([][]byte, 0, n)
+	for range n {
+		r.Messages = append(r.Messages, b.Bytes())
+	}
+	return b.Complete()
+}
+
+func (*RaftResponse) Key() int16                { return RaftKey }
+func (*RaftResponse) MaxVersion() int16         { return 0 }
+func (r *RaftResponse) SetVersion(v int16)      { r.Version = v }
+func (r *RaftResponse) GetVersion() int16       { return r.Version }
+func (*RaftResponse) IsFlexible() bool          { return false }
+func (*RaftResponse) RequestKind() kmsg.Request { return new(RaftRequest) }
+
+func (r *RaftResponse) AppendTo(dst []byte) []byte {
+	dst = kbin.AppendInt16(dst, r.ErrorCode)
+	return kbin.AppendString(dst, r.ClusterID)
+}
+
+func (r *RaftResponse) ReadFrom(src []byte) error {
+	b := kbin.Reader{Src: src}
+	r.ErrorCode = b.Int16()
+	r.ClusterID = b.String()
+	return b.Complete()
+}
+
+func (*MetadataFetchRequest) Key() int16                  { return MetadataFetchKey }
+func (*MetadataFetchRequest) MaxVersion() int16           { return 0 }
+func (r *MetadataFetchRequest) SetVersion(v int16)        { r.Version = v }
+func (r *MetadataFetchRequest) GetVersion() int16         { return r.Version }
+func (*MetadataFetchRequest) IsFlexible() bool            { return false }
+func (*MetadataFetchRequest) ResponseKind() kmsg.Response { return new(MetadataFetchResponse) }
+
+func (r *MetadataFetchRequest) AppendTo(dst []byte) []byte {
+	dst = kbin.AppendString(dst, r.ClusterID)
+	dst = kbin.AppendInt32(dst, r.NodeID)
+	dst = kbin.AppendInt64(dst, r.FromOffset)
+	return kbin.AppendInt32(dst, r.MaxWaitMs)
+}
+
+func (r *MetadataFetchRequest) ReadFrom(src []byte) error {
+	b := kbin.Reader{Src: src}
+	r.ClusterID = b.String()
+	r.NodeID = b.Int32()
+	r.FromOffset = b.Int64()
+	r.MaxWaitMs = b.Int32()
+	return b.Complete()
+}
+
+func (*MetadataFetchResponse) Key() int16                { return MetadataFetchKey }
+func (*MetadataFetchResponse) MaxVersion() int16         { return 0 }
+func (r *MetadataFetchResponse) SetVersion(v int16)      { r.Version = v }
+func (r *MetadataFetchResponse) GetVersion() int16       { return r.Version }
+func (*MetadataFetchResponse) IsFlexible() bool          { return false }
+func (*MetadataFetchResponse) RequestKind() kmsg.Request { return new(MetadataFetchRequest) }
+
+func (r *MetadataFetchResponse) AppendTo(dst []byte) []byte {
+	dst = kbin.AppendInt16(dst, r.ErrorCode)
+	dst = kbin.AppendString(dst, r.ClusterID)
+	dst = kbin.AppendInt32(dst, r.LeaderID)
+	dst = kbin.AppendInt64(dst, r.HighWatermark)
+	dst = kbin.AppendInt64(dst, r.SnapshotOffset)
+	dst = kbin.AppendNullableBytes(dst, r.Snapshot)
+	dst = kbin.AppendArrayLen(dst, len(r.Entries))
+	for _, e := range r.Entries {
+		dst = kbin.AppendInt64(dst, e.Offset)
+		dst = kbin.AppendBytes(dst, e.Data)
+	}
+	return dst
+}
+
+func (r *MetadataFetchResponse) ReadFrom(src []byte) error {
+	b := kbin.Reader{Src: src}
+	r.ErrorCode = b.Int16()
+	r.ClusterID = b.String()
+	r.LeaderID = b.Int32()
+	r.HighWatermark = b.Int64()
+	r.SnapshotOffset = b.Int64()
+	r.Snapshot = b.NullableBytes()
+	n := b.ArrayLen()
+	if n < 0 || int(n) > len(b.Src) {
+		return fmt.Errorf("metadata fetch response: %d entries in %d bytes", n, len(b.Src))
+	}
+	r.Entries = make([]MetadataFetchEntry, 0, n)
+	for range n {
+		r.Entries = append(r.Entries, MetadataFetchEntry{Offset: b.Int64(), Data: b.Bytes()})
+	}
+	return b.Complete()
+}
