@@ -52,6 +52,8 @@ type Broker struct {
 	meta       controller.Metadata
 	channel    *controller.Channel
 	replicas   *replica.Manager
+	fetchers   *replica.FetcherManager // follower fetchers (replication.go)
+	isrWake    chan struct{}           // nudges the ISR loop
 	groups     *group.Coordinator
 	producers  producerIDs
 	lifecycle  lifecycle
@@ -106,6 +108,8 @@ func New(o Options) (*Broker, error) {
 	}
 	b.producers.broker = b
 	b.lifecycle.init()
+	b.fetchers = b.newFetchers()
+	b.isrWake = make(chan struct{}, 1)
 	b.groups = group.New(group.Options{
 		Log:    offsetsLog{b},
 		Clock:  o.Clock,
@@ -234,6 +238,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	b.reconcile(b.meta.Image())
 
 	b.wg.Go(func() { b.heartbeatLoop(runCtx, epoch) })
+	b.wg.Go(func() { b.isrLoop(runCtx) })
 	b.wg.Go(func() { b.logs.Run(runCtx) })
 	if b.cfg.LogCleanerEnable {
 		cleaner := storage.NewCleaner(storage.CleanerOptions{
@@ -256,6 +261,7 @@ func (b *Broker) Close() error {
 		b.cancel()
 	}
 	b.wg.Wait()
+	b.fetchers.Close()
 	b.groups.Close()
 	b.channel.Close()
 	var errs []error

@@ -65,6 +65,9 @@ var errorTable = []struct {
 	{replica.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch},
 	{replica.ErrUnknownLeaderEpoch, kerr.UnknownLeaderEpoch},
 	{replica.ErrNotEnoughReplicas, kerr.NotEnoughReplicas},
+	{replica.ErrNotEnoughReplicasAfterAppend, kerr.NotEnoughReplicasAfterAppend},
+	{replica.ErrFetchOffsetOutOfRange, kerr.OffsetOutOfRange},
+	{replica.ErrNotAssigned, kerr.ReplicaNotAvailable},
 }
 
 // errorMessage returns a message for the response's ErrorMessage field, or nil.

@@ -36,7 +36,12 @@ func init() {
 
 func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.FetchRequest)
+	replicaID := r.ReplicaID
+	if r.Version >= 15 {
+		replicaID = r.ReplicaState.ID
+	}
 	st := fetchStates.Get().(*fetchState)
+	st.replicaID = replicaID
 	total, failed := b.readFetch(r, st)
 	if failed || total >= int64(r.MinBytes) || r.MaxWaitMillis <= 0 || len(st.parts) == 0 {
 		return protocol.Ready(b.fetchResponse(r, st))
@@ -48,7 +53,11 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 		defer stop()
 		for {
 			for _, p := range st.parts {
-				p.Wait(wake)
+				if replicaID >= 0 {
+					p.WaitLogEnd(wake) // a follower waits for new records, not for the high watermark
+				} else {
+					p.Wait(wake)
+				}
 			}
 			total, failed = b.readFetch(r, st)
 			if failed || total >= int64(r.MinBytes) {
@@ -72,7 +81,8 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 // slices keeping their capacity, so a Fetch of many partitions allocates nothing per
 // partition; one goes back to the pool once its response has been written.
 type fetchState struct {
-	topics  []fetchTopicResult
+	replicaID int32 // a follower's fetch (≥ 0) or a consumer's (-1)
+	topics    []fetchTopicResult
 	parts   []*replica.Partition
 	ranges  []storage.FileRange
 	w       chunkWriter
@@ -101,7 +111,7 @@ func (b *Broker) fetchResponse(r *kmsg.FetchRequest, st *fetchState) protocol.Re
 		for _, p := range t.partitions {
 			if p.errorCode != 0 {
 				b.metrics.FetchError(p.errorCode)
-			} else if p.size > 0 {
+			} else if p.size > 0 && st.replicaID < 0 { // Kafka's BytesOut excludes followers
 				b.metrics.FetchedBytes(t.name, 0, int(p.size))
 			}
 		}
@@ -153,6 +163,14 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 				continue
 			}
 			p := b.replicas.Get(tr.name, rp.Partition)
+			if st.replicaID >= 0 {
+				n := b.serveFollower(st, p, &rp, &pr, max(min(int64(rp.PartitionMaxBytes), remaining), 0), total == 0)
+				failed = failed || pr.errorCode != 0
+				total += n
+				remaining -= n
+				tr.partitions = append(tr.partitions, pr)
+				continue
+			}
 			if err := fetchablePartition(p, rp.CurrentLeaderEpoch); err != nil {
 				pr.errorCode = errorCode(err)
 				failed = true
@@ -185,6 +203,37 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 	}
 	st.topics = topics
 	return total, failed
+}
+
+// serveFollower reads one partition of a follower's fetch into pr and returns the
+// record bytes found. The follower's position moves the high watermark; a follower
+// out of the ISR that caught up nudges the ISR loop.
+func (b *Broker) serveFollower(st *fetchState, p *replica.Partition, rp *kmsg.FetchRequestTopicPartition,
+	pr *fetchPartitionResult, maxBytes int64, minOneBatch bool) int64 {
+	if p == nil {
+		pr.errorCode = kerr.UnknownTopicOrPartition.Code
+		return 0
+	}
+	fp := replica.FetchPartition{CurrentLeaderEpoch: rp.CurrentLeaderEpoch, FetchOffset: rp.FetchOffset,
+		LastFetchedEpoch: rp.LastFetchedEpoch, LogStartOffset: rp.LogStartOffset}
+	res, ranges, err := p.ServeFollower(st.replicaID, fp, int(maxBytes), minOneBatch, st.ranges, b.clock.Now())
+	st.ranges = ranges
+	pr.highWatermark, pr.lastStableOffset, pr.logStartOffset = res.HighWatermark, res.HighWatermark, res.LogStartOffset
+	if err != nil {
+		b.storageFailed(p, err)
+		pr.errorCode = errorCode(err)
+		return 0
+	}
+	st.parts = append(st.parts, p)
+	if res.Diverging {
+		pr.diverging, pr.divergingEpoch, pr.divergingEnd = true, res.DivergingEpoch, res.DivergingEndOffset
+		return 0
+	}
+	if !p.InISR(st.replicaID) {
+		b.nudgeISR()
+	}
+	pr.ranges, pr.size = res.Ranges, res.Size
+	return res.Size
 }
 
 // fetchablePartition checks that a partition exists here, is led by this node and that

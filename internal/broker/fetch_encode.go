@@ -22,6 +22,11 @@ type fetchPartitionResult struct {
 	logStartOffset   int64
 	ranges           []storage.FileRange
 	size             int64
+	// diverging (v12+, a follower's fetch): the follower's last fetched epoch diverged;
+	// divergingEpoch and divergingEnd say where it ends here (tagged field 0).
+	diverging      bool
+	divergingEpoch int32
+	divergingEnd   int64
 }
 
 type fetchTopicResult struct {
@@ -152,7 +157,14 @@ func (w *chunkWriter) fetchResponse(version int16, errorCode int16, readCommitte
 				w.int32(-1) // preferred_read_replica
 			}
 			w.records(p.ranges, p.size, flexible)
-			if flexible {
+			if flexible && p.diverging && version >= 12 {
+				w.uvarint(1)  // one tagged field:
+				w.uvarint(0)  // DivergingEpoch,
+				w.uvarint(13) // of 13 bytes: epoch, end offset, no tags
+				w.int32(p.divergingEpoch)
+				w.int64(p.divergingEnd)
+				w.emptyTags()
+			} else if flexible {
 				w.emptyTags()
 			}
 		}

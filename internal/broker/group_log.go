@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -50,16 +51,23 @@ func (l offsetsLog) Append(ctx context.Context, p int32, records []group.Record)
 	if err != nil {
 		return err
 	}
-	return waitHighWatermark(ctx, part, info.LastOffset+1)
+	return waitHighWatermark(ctx, part, info.LastOffset+1, info.LeaderEpoch)
 }
 
-// waitHighWatermark blocks until the partition's high watermark reaches target.
-func waitHighWatermark(ctx context.Context, p *replica.Partition, target int64) error {
+// waitHighWatermark blocks until the partition's high watermark reaches target, as an
+// acks=all produce does: the append counts only once every in-sync replica holds it and
+// the ISR is at least min.insync.replicas; a leadership moved meanwhile makes this node
+// no longer the coordinator.
+func waitHighWatermark(ctx context.Context, p *replica.Partition, target int64, epoch int32) error {
 	wake := make(chan struct{}, 1)
 	for {
 		p.Wait(wake)
+		err := p.AckState(epoch)
+		if errors.Is(err, replica.ErrNotLeader) {
+			return fmt.Errorf("%s-%d: leadership moved during the write: %w", p.Topic, p.Index, group.ErrNotCoordinator)
+		}
 		if p.HighWatermark() >= target {
-			return nil
+			return err
 		}
 		select {
 		case <-wake:
@@ -69,13 +77,15 @@ func waitHighWatermark(ctx context.Context, p *replica.Partition, target int64) 
 	}
 }
 
-// Load reads every record of the partition from the log start to the high watermark.
+// Load reads every record of the partition from the log start to the log end, as
+// Kafka's coordinator does: a new leader's high watermark may not yet cover offsets
+// the previous one acknowledged, while its log holds them all (it was in the ISR).
 func (l offsetsLog) Load(ctx context.Context, p int32, fn func(group.Record) error) error {
 	part, err := l.partition(p)
 	if err != nil {
 		return err
 	}
-	end := part.HighWatermark()
+	end := part.Log.LogEndOffset()
 	offset := part.Log.LogStartOffset()
 	for offset < end {
 		if err := ctx.Err(); err != nil {

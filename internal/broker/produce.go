@@ -25,6 +25,7 @@ package broker
 // topics refuse client writes with INVALID_TOPIC_EXCEPTION.
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -36,6 +37,7 @@ import (
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/record"
 	"github.com/samsa-streaming/samsa/internal/replica"
+	"github.com/samsa-streaming/samsa/internal/storage"
 )
 
 func init() {
@@ -95,6 +97,7 @@ type produceRequest struct {
 type pendingAck struct {
 	partition    *replica.Partition
 	needHW       int64
+	epoch        int32 // the leader epoch the batch was appended in
 	topic, index int
 }
 
@@ -144,7 +147,7 @@ func (pr *produceRequest) Partition(partition int32, records []byte) {
 	sp := &t.Partitions[len(t.Partitions)-1]
 	sp.Partition, sp.BaseOffset, sp.LogAppendTime = partition, -1, -1
 	b := pr.b
-	p, lastOffset, err := b.produceOne(t.Topic, partition, records, pr.acks, pr.now, sp)
+	p, info, err := b.produceOne(t.Topic, partition, records, pr.acks, pr.now, sp)
 	if err != nil {
 		pr.failed = true
 		sp.ErrorCode = errorCode(err)
@@ -154,10 +157,32 @@ func (pr *produceRequest) Partition(partition int32, records []byte) {
 		}
 		return
 	}
-	if pr.acks == -1 && p.HighWatermark() <= lastOffset {
-		pr.pending = append(pr.pending, pendingAck{partition: p, needHW: lastOffset + 1,
-			topic: len(pr.resp.Topics) - 1, index: len(t.Partitions) - 1})
+	if pr.acks == -1 {
+		pa := pendingAck{partition: p, needHW: info.LastOffset + 1, epoch: info.LeaderEpoch,
+			topic: len(pr.resp.Topics) - 1, index: len(t.Partitions) - 1}
+		if !pr.acked(pa) {
+			pr.pending = append(pr.pending, pa)
+		}
 	}
+}
+
+// acked reports whether an acks=all batch is done: the high watermark covers it (the
+// partition's answer is then an error if the ISR fell below min.insync.replicas
+// meanwhile), or the partition is no longer led here in the batch's epoch.
+func (pr *produceRequest) acked(pa pendingAck) bool {
+	err := pa.partition.AckState(pa.epoch)
+	if !errors.Is(err, replica.ErrNotLeader) && pa.partition.HighWatermark() < pa.needHW {
+		return false
+	}
+	if err != nil {
+		sp := &pr.resp.Topics[pa.topic].Partitions[pa.index]
+		sp.ErrorCode = errorCode(err)
+		pr.b.metrics.ProduceError(sp.ErrorCode)
+		if pr.version >= 8 {
+			sp.ErrorMessage = errorMessage(err)
+		}
+	}
+	return true
 }
 
 // Finish implements protocol.ProduceStream.
@@ -182,50 +207,50 @@ func (pr *produceRequest) release() {
 }
 
 // produceOne validates and appends one partition's batch, filling sp on success. It
-// returns the partition and the offset of the batch's last record.
-func (b *Broker) produceOne(topic string, partition int32, records []byte, acks int16, now time.Time, sp *kmsg.ProduceResponseTopicPartition) (*replica.Partition, int64, error) {
+// returns the partition and where the batch went.
+func (b *Broker) produceOne(topic string, partition int32, records []byte, acks int16, now time.Time, sp *kmsg.ProduceResponseTopicPartition) (*replica.Partition, storage.AppendInfo, error) {
 	if isInternalTopic(topic) {
-		return nil, 0, kerr.InvalidTopicException
+		return nil, storage.AppendInfo{}, kerr.InvalidTopicException
 	}
 	p := b.replicas.Get(topic, partition)
 	if p == nil {
-		return nil, 0, kerr.UnknownTopicOrPartition
+		return nil, storage.AppendInfo{}, kerr.UnknownTopicOrPartition
 	}
 	settings := p.Settings()
 	if len(records) == 0 {
-		return nil, 0, kerr.InvalidRecord
+		return nil, storage.AppendInfo{}, kerr.InvalidRecord
 	}
 	if n, err := record.NextBatchSize(records); err == nil && n < len(records) {
 		// More than one batch: Produce v3+ carries exactly one per partition.
-		return nil, 0, kerr.InvalidRecord
+		return nil, storage.AppendInfo{}, kerr.InvalidRecord
 	}
 	hdr, err := record.Validate(records, record.ValidateOptions{MaxBatchBytes: settings.MaxMessageBytes})
 	if err != nil {
-		return nil, 0, err
+		return nil, storage.AppendInfo{}, err
 	}
 	if hdr.IsTransactional() || hdr.IsControl() {
-		return nil, 0, kerr.TransactionalIDAuthorizationFailed
+		return nil, storage.AppendInfo{}, kerr.TransactionalIDAuthorizationFailed
 	}
 	if settings.RequireKeys || settings.Timestamps != nil {
 		if err := checkRecords(records, now, settings.RequireKeys, settings.Timestamps); err != nil {
-			return nil, 0, err
+			return nil, storage.AppendInfo{}, err
 		}
 	}
 	if settings.Recompress && hdr.Compression() != settings.Compression {
 		if records, err = recompress(records, &hdr, settings.Compression, settings.CompressionLevel); err != nil {
-			return nil, 0, err
+			return nil, storage.AppendInfo{}, err
 		}
 	}
 	info, err := p.AppendAsLeader(records, acks == -1, now)
 	if err != nil {
 		b.storageFailed(p, err)
-		return nil, 0, err
+		return nil, storage.AppendInfo{}, err
 	}
 	b.metrics.ProducedBatch(topic, int(hdr.NumRecords), len(records))
 	sp.BaseOffset = info.BaseOffset
 	sp.LogAppendTime = info.LogAppendTime
 	sp.LogStartOffset = info.LogStartOffset
-	return p, info.LastOffset, nil
+	return p, info, nil
 }
 
 // errKeylessRecord refuses a record without a key on a compacted topic.
@@ -296,7 +321,7 @@ func (b *Broker) waitForAcks(pr *produceRequest) <-chan protocol.Response {
 			for _, pa := range pending {
 				// Register before checking so that an advance in between is not missed.
 				pa.partition.Wait(wake)
-				if pa.partition.HighWatermark() < pa.needHW {
+				if !pr.acked(pa) {
 					remaining = append(remaining, pa)
 				}
 			}

@@ -92,7 +92,7 @@ func (b *Broker) reconcile(img *metadata.Image) {
 			RequireKeys:       l.topicCfg.Compact(),
 			Timestamps:        bounds,
 		})
-		p.SetLeadership(l.part.Leader, l.part.LeaderEpoch, l.part.Replicas, l.part.ISR)
+		b.applyReplication(p, l.part)
 		if l.topic.Name == offsetsTopic {
 			b.updateGroupPartition(l.part.Partition, l.part.Leader == b.nodeID)
 		}
@@ -164,6 +164,7 @@ func (b *Broker) dropPartition(key replica.Key) {
 		b.groups.UnloadPartition(key.Partition)
 	}
 	if p := b.replicas.Remove(key.Topic, key.Partition); p != nil {
+		b.fetchers.Unfollow(p)
 		if err := b.logs.Delete(key.Topic, key.Partition); err != nil {
 			b.logger.Error("cannot delete partition log", "topic", key.Topic, "partition", key.Partition, "err", err)
 		}

@@ -179,10 +179,17 @@ type Broker struct {
 	GroupMaxSessionTimeoutMs     int32 // group.max.session.timeout.ms
 	GroupMaxSize                 int32 // group.max.size
 
-	ConnectionsMaxIdleMs        int64 // connections.max.idle.ms
-	ReplicaLagTimeMaxMs         int64 // replica.lag.time.max.ms
-	TransactionalIDExpirationMs int32 // transactional.id.expiration.ms
-	TransactionMaxTimeoutMs     int32 // transaction.max.timeout.ms
+	ConnectionsMaxIdleMs int64 // connections.max.idle.ms
+	ReplicaLagTimeMaxMs  int64 // replica.lag.time.max.ms
+	// replica.fetch.*: how followers fetch from leaders.
+	ReplicaFetchWaitMaxMs        int32 // replica.fetch.wait.max.ms
+	ReplicaFetchMinBytes         int32 // replica.fetch.min.bytes
+	ReplicaFetchMaxBytes         int32 // replica.fetch.max.bytes
+	ReplicaFetchResponseMaxBytes int32 // replica.fetch.response.max.bytes
+	ReplicaFetchBackoffMs        int32 // replica.fetch.backoff.ms
+	ReplicaSocketTimeoutMs       int32 // replica.socket.timeout.ms
+	TransactionalIDExpirationMs  int32 // transactional.id.expiration.ms
+	TransactionMaxTimeoutMs      int32 // transaction.max.timeout.ms
 	// transaction.state.log.{num.partitions,replication.factor,min.isr}: the shape
 	// of __transaction_state; see TransactionStateRF and TransactionStateMinISR.
 	TransactionStateLogNumPartitions     int32

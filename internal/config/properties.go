@@ -346,6 +346,24 @@ var brokerProperties = []property{
 	property{name: "replica.lag.time.max.ms", spec: anyOf(TypeLong), def: "30000",
 		doc: "A follower that has not caught up with the leader for this long leaves the ISR."}.
 		bind(i64(func(b *Broker) *int64 { return &b.ReplicaLagTimeMaxMs })),
+	property{name: "replica.fetch.wait.max.ms", spec: atLeast(TypeInt, 0), def: "500",
+		doc: "Longest a follower's fetch waits at the leader for new records."}.
+		bind(i32(func(b *Broker) *int32 { return &b.ReplicaFetchWaitMaxMs })),
+	property{name: "replica.fetch.min.bytes", spec: atLeast(TypeInt, 1), def: "1",
+		doc: "Bytes a follower's fetch waits for at the leader (up to replica.fetch.wait.max.ms)."}.
+		bind(i32(func(b *Broker) *int32 { return &b.ReplicaFetchMinBytes })),
+	property{name: "replica.fetch.max.bytes", spec: atLeast(TypeInt, 0), def: "1048576",
+		doc: "Bytes a follower asks for per partition in one fetch (a larger first batch still comes whole)."}.
+		bind(i32(func(b *Broker) *int32 { return &b.ReplicaFetchMaxBytes })),
+	property{name: "replica.fetch.response.max.bytes", spec: atLeast(TypeInt, 0), def: "10485760",
+		doc: "Bytes a follower asks for in one fetch over all its partitions."}.
+		bind(i32(func(b *Broker) *int32 { return &b.ReplicaFetchResponseMaxBytes })),
+	property{name: "replica.fetch.backoff.ms", spec: atLeast(TypeInt, 0), def: "1000",
+		doc: "How long a follower waits after a failed fetch before fetching from that leader again."}.
+		bind(i32(func(b *Broker) *int32 { return &b.ReplicaFetchBackoffMs })),
+	property{name: "replica.socket.timeout.ms", spec: anyOf(TypeInt), def: "30000",
+		doc: "A follower's fetch with no answer for this long (beyond replica.fetch.wait.max.ms) breaks its connection."}.
+		bind(i32(func(b *Broker) *int32 { return &b.ReplicaSocketTimeoutMs })),
 
 	// Consumer groups and offsets.
 	property{name: "offsets.topic.num.partitions", spec: atLeast(TypeInt, 1), def: "50",

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,10 +17,31 @@ var (
 	ErrFencedLeaderEpoch  = errors.New("replica: request leader epoch is older than the current one")
 	ErrUnknownLeaderEpoch = errors.New("replica: request leader epoch is newer than the current one")
 	ErrNotEnoughReplicas  = errors.New("replica: in-sync replicas below min.insync.replicas")
-	ErrOffline            = errors.New("replica: the partition's log directory is offline")
+	// ErrNotEnoughReplicasAfterAppend: the batch was appended and reached the high
+	// watermark, but the ISR shrank below min.insync.replicas meanwhile; the client
+	// retries (an idempotent producer's retry is deduplicated).
+	ErrNotEnoughReplicasAfterAppend = errors.New("replica: in-sync replicas fell below min.insync.replicas after the append")
+	ErrOffline                      = errors.New("replica: the partition's log directory is offline")
+	// ErrNotAssigned: a replica fetch from a broker that holds no replica of the
+	// partition.
+	ErrNotAssigned = errors.New("replica: the fetching broker is not a replica of this partition")
 )
 
-// Partition is one replica of a topic partition.
+// State is a partition's replication state as the metadata image has it.
+type State struct {
+	Leader         int32 // -1: no leader (offline)
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	Replicas       []int32
+	ISR            []int32
+	// Recovering is set when the leader was elected uncleanly and has not said yet
+	// that it recovered (KIP-704's LeaderRecoveryState).
+	Recovering bool
+}
+
+// Partition is one replica of a topic partition: as leader it appends, tracks its
+// followers' positions, advances the high watermark over the ISR and proposes ISR
+// changes; as follower it appends what the leader's log holds (see follower.go).
 type Partition struct {
 	Topic     string
 	Index     int32
@@ -33,20 +55,27 @@ type Partition struct {
 
 	mu struct {
 		sync.Mutex
-		leader      int32
-		leaderEpoch int32
-		replicas    []int32
-		isr         []int32
-		waiters     []chan struct{}
+		state State
+		// leader state (this node leads): the followers' positions, the ISR change in
+		// flight (nil when none) and the offset the current leader epoch started at.
+		followers     map[int32]*follower
+		pendingISR    []int32
+		epochStart    int64
+		waiters       []chan struct{} // woken when the high watermark or leadership moves
+		endWaiters    []chan struct{} // woken when the log end moves (follower fetches wait)
+		appliedOnce   bool
+		followerFetch bool // this node fetches the partition from a leader
 	}
 }
 
-// NewPartition wraps an open log. The high watermark starts at the log end offset: with
-// a single replica every appended record was acknowledged only once it was in the
-// (page-cached) log, so it is the last committed point.
+// NewPartition wraps an open log. Until a metadata state makes it leader or follower,
+// it has no leader. The high watermark starts at the log start; a leader raises it
+// over its ISR (at once to the log end when the ISR is the leader alone, as on a
+// single node), a follower from the leader's fetch responses.
 func NewPartition(topic string, index int32, topicID [16]byte, log *storage.Log, localNode int32) *Partition {
 	p := &Partition{Topic: topic, Index: index, TopicID: topicID, Log: log, localNode: localNode}
-	p.highWatermark.Store(log.LogEndOffset())
+	p.highWatermark.Store(log.LogStartOffset())
+	p.mu.state.Leader = -1
 	return p
 }
 
@@ -89,36 +118,134 @@ func (p *Partition) SetOffline() { p.offline.Store(true) }
 // Offline reports whether the replica's log directory failed.
 func (p *Partition) Offline() bool { return p.offline.Load() }
 
-// SetLeadership records the partition's leader, leader epoch, replicas and ISR as the
-// metadata image has them.
-func (p *Partition) SetLeadership(leader, leaderEpoch int32, replicas, isr []int32) {
+// Change is what applying a metadata state changed for this replica.
+type Change struct {
+	// BecameLeader: this node leads now in a new leader epoch (it was follower, had
+	// no leader, or led in an older epoch).
+	BecameLeader bool
+	// BecameFollower: another node leads now in a new leader epoch; the follower
+	// fetches from it (Leader) from now on.
+	BecameFollower bool
+	// Leaderless: no node leads in this epoch.
+	Leaderless bool
+	Leader     int32
+	Epoch      int32
+}
+
+// Apply makes the partition follow a metadata state (from the metadata log, never
+// from another broker) and says how its role changed. A state older than the one
+// applied (by leader epoch, then partition epoch) is ignored.
+func (p *Partition) Apply(s State, now time.Time) (Change, error) {
+	p.mu.Lock()
+	cur := p.mu.state
+	if p.mu.appliedOnce && (s.LeaderEpoch < cur.LeaderEpoch ||
+		s.LeaderEpoch == cur.LeaderEpoch && s.PartitionEpoch <= cur.PartitionEpoch) {
+		p.mu.Unlock()
+		return Change{}, nil
+	}
+	newEpoch := !p.mu.appliedOnce || s.LeaderEpoch != cur.LeaderEpoch
+	p.mu.appliedOnce = true
+	s.Replicas, s.ISR = slices.Clone(s.Replicas), slices.Clone(s.ISR)
+	p.mu.state = s
+	ch := Change{Leader: s.Leader, Epoch: s.LeaderEpoch}
+	var assignEpoch bool
+	switch {
+	case s.Leader == p.localNode && newEpoch:
+		ch.BecameLeader = true
+		assignEpoch = true
+		p.mu.epochStart = p.Log.LogEndOffset()
+		p.mu.followers = make(map[int32]*follower, len(s.Replicas))
+		for _, r := range s.Replicas {
+			if r == p.localNode {
+				continue
+			}
+			f := &follower{logEnd: -1}
+			if slices.Contains(s.ISR, r) {
+				// An in-sync follower counts as caught up from the start of the epoch
+				// (Kafka does the same), so it is not dropped before it fetches.
+				f.lastCaughtUp = now
+			}
+			p.mu.followers[r] = f
+		}
+		p.mu.pendingISR = nil
+	case s.Leader == p.localNode:
+		// Same epoch, new partition epoch: an ISR change (or a reassignment) committed.
+		for _, r := range s.Replicas {
+			if _, ok := p.mu.followers[r]; !ok && r != p.localNode {
+				p.mu.followers[r] = &follower{logEnd: -1}
+			}
+		}
+		for r := range p.mu.followers {
+			if !slices.Contains(s.Replicas, r) {
+				delete(p.mu.followers, r)
+			}
+		}
+		p.mu.pendingISR = nil
+	case newEpoch:
+		p.mu.followers, p.mu.pendingISR = nil, nil
+		if s.Leader < 0 {
+			ch.Leaderless = true
+		} else {
+			ch.BecameFollower = true
+		}
+	}
+	p.mu.Unlock()
+	if assignEpoch {
+		if err := p.Log.AssignLeaderEpoch(s.LeaderEpoch); err != nil {
+			return ch, err
+		}
+	}
+	if s.Leader == p.localNode {
+		p.maybeAdvanceHighWatermark()
+	}
+	if newEpoch {
+		p.wakeAll() // produce waits end (NOT_LEADER) or re-check; fetches re-read
+	}
+	return ch, nil
+}
+
+// State returns the state last applied.
+func (p *Partition) State() State {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.mu.leader = leader
-	p.mu.leaderEpoch = leaderEpoch
-	p.mu.replicas = append([]int32(nil), replicas...)
-	p.mu.isr = append([]int32(nil), isr...)
+	s := p.mu.state
+	s.Replicas, s.ISR = slices.Clone(s.Replicas), slices.Clone(s.ISR)
+	return s
 }
 
 // LeaderEpoch returns the current leader epoch.
 func (p *Partition) LeaderEpoch() int32 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.mu.leaderEpoch
+	return p.mu.state.LeaderEpoch
 }
 
 // IsLeader reports whether this node leads the partition.
 func (p *Partition) IsLeader() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.mu.leader == p.localNode
+	return p.mu.state.Leader == p.localNode
 }
 
-// ISRSize returns the number of in-sync replicas.
+// Leader returns the leader's node id (-1 when none).
+func (p *Partition) Leader() int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.state.Leader
+}
+
+// ISRSize returns the number of in-sync replicas (committed in the metadata).
 func (p *Partition) ISRSize() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.mu.isr)
+	return len(p.mu.state.ISR)
+}
+
+// Replicas returns the replica list and the ISR.
+func (p *Partition) Replicas() (replicas, isr []int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.mu.state.Replicas), slices.Clone(p.mu.state.ISR)
 }
 
 // CheckLeaderEpoch validates a client's CurrentLeaderEpoch (-1 = no check) as Kafka
@@ -144,60 +271,115 @@ func (p *Partition) HighWatermark() int64 { return p.highWatermark.Load() }
 func (p *Partition) LastStableOffset() int64 { return p.HighWatermark() }
 
 // AppendAsLeader appends one validated batch. The topic's min.insync.replicas is
-// enforced when requireISR (acks=all) is set.
+// enforced when requireISR (acks=all) is set. It returns the leader epoch the batch
+// was appended in, for waitForAcks.
 func (p *Partition) AppendAsLeader(batch []byte, requireISR bool, now time.Time) (storage.AppendInfo, error) {
 	minISR := p.Settings().MinInsyncReplicas
 	if p.Offline() {
 		return storage.AppendInfo{}, ErrOffline
 	}
 	p.mu.Lock()
-	if p.mu.leader != p.localNode {
+	if p.mu.state.Leader != p.localNode {
 		p.mu.Unlock()
 		return storage.AppendInfo{}, ErrNotLeader
 	}
-	if requireISR && len(p.mu.isr) < minISR {
+	if requireISR && len(p.mu.state.ISR) < minISR {
 		p.mu.Unlock()
 		return storage.AppendInfo{}, ErrNotEnoughReplicas
 	}
-	epoch := p.mu.leaderEpoch
+	epoch := p.mu.state.LeaderEpoch
 	p.mu.Unlock()
 
 	info, err := p.Log.Append(batch, storage.AppendOptions{LeaderEpoch: epoch, Now: now})
 	if err != nil {
 		return info, err
 	}
-	p.advanceHighWatermark()
+	p.wakeEnd()
+	p.maybeAdvanceHighWatermark()
 	return info, nil
 }
 
-// advanceHighWatermark moves the high watermark to the minimum log end offset over the
-// ISR. With the leader as the only replica that is its own log end offset.
-func (p *Partition) advanceHighWatermark() {
-	leo := p.Log.LogEndOffset()
+// AckState is what an acks=all produce waiting for the high watermark checks each
+// time it is woken: whether the partition is still led here in the epoch the batch
+// was appended in, and whether the ISR is still at least min.insync.replicas.
+func (p *Partition) AckState(epoch int32) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.state.Leader != p.localNode || p.mu.state.LeaderEpoch != epoch {
+		return ErrNotLeader
+	}
+	if len(p.mu.state.ISR) < p.Settings().MinInsyncReplicas {
+		return ErrNotEnoughReplicasAfterAppend
+	}
+	return nil
+}
+
+// maybeAdvanceHighWatermark moves the high watermark of a leader to the smallest log
+// end offset over the ISR — the committed ISR and, while an ISR change is in flight,
+// the members it adds or keeps until committed (Kafka's maximal ISR). A follower whose
+// position is not known yet holds the high watermark where it is.
+func (p *Partition) maybeAdvanceHighWatermark() {
+	p.mu.Lock()
+	if p.mu.state.Leader != p.localNode {
+		p.mu.Unlock()
+		return
+	}
+	hw := p.Log.LogEndOffset()
+	for _, list := range [][]int32{p.mu.state.ISR, p.mu.pendingISR} {
+		for _, r := range list {
+			if r == p.localNode {
+				continue
+			}
+			f := p.mu.followers[r]
+			if f == nil || f.logEnd < 0 {
+				hw = min(hw, p.highWatermark.Load())
+				continue
+			}
+			hw = min(hw, f.logEnd)
+		}
+	}
+	p.mu.Unlock()
 	for {
 		cur := p.highWatermark.Load()
-		if leo <= cur {
+		if hw <= cur {
 			return
 		}
-		if p.highWatermark.CompareAndSwap(cur, leo) {
+		if p.highWatermark.CompareAndSwap(cur, hw) {
 			break
 		}
 	}
 	p.wake()
 }
 
-// ResetHighWatermark sets the high watermark to the log end offset after a truncation
-// or deletion that may have moved it backwards.
+// ResetHighWatermark sets the high watermark to the log end offset after a deletion on
+// a partition led here with no other replica (DeleteRecords, the group coordinator's
+// tests); replicated partitions keep theirs.
 func (p *Partition) ResetHighWatermark() {
-	p.highWatermark.Store(p.Log.LogEndOffset())
+	p.mu.Lock()
+	alone := p.mu.state.Leader == p.localNode && len(p.mu.state.Replicas) <= 1
+	p.mu.Unlock()
+	if alone {
+		p.highWatermark.Store(p.Log.LogEndOffset())
+	} else if hw := p.highWatermark.Load(); hw > p.Log.LogEndOffset() {
+		p.highWatermark.Store(p.Log.LogEndOffset())
+	}
 	p.wake()
 }
 
 // Wait registers ch to receive a signal (non-blocking send) the next time the high
-// watermark moves. The caller re-checks its condition after registering.
+// watermark or the leadership moves. The caller re-checks its condition after
+// registering.
 func (p *Partition) Wait(ch chan struct{}) {
 	p.mu.Lock()
 	p.mu.waiters = append(p.mu.waiters, ch)
+	p.mu.Unlock()
+}
+
+// WaitLogEnd registers ch to receive a signal the next time the log end offset moves
+// (or the leadership): what a follower's fetch waiting for new records waits on.
+func (p *Partition) WaitLogEnd(ch chan struct{}) {
+	p.mu.Lock()
+	p.mu.endWaiters = append(p.mu.endWaiters, ch)
 	p.mu.Unlock()
 }
 
@@ -206,17 +388,35 @@ func (p *Partition) wake() {
 	waiters := p.mu.waiters
 	p.mu.waiters = nil
 	p.mu.Unlock()
+	signal(waiters)
+}
+
+func (p *Partition) wakeEnd() {
+	p.mu.Lock()
+	if len(p.mu.endWaiters) == 0 {
+		p.mu.Unlock()
+		return
+	}
+	waiters := p.mu.endWaiters
+	p.mu.endWaiters = nil
+	p.mu.Unlock()
+	signal(waiters)
+}
+
+func (p *Partition) wakeAll() {
+	p.wake()
+	p.mu.Lock()
+	waiters := p.mu.endWaiters
+	p.mu.endWaiters = nil
+	p.mu.Unlock()
+	signal(waiters)
+}
+
+func signal(waiters []chan struct{}) {
 	for _, ch := range waiters {
 		select {
 		case ch <- struct{}{}:
 		default:
 		}
 	}
-}
-
-// Replicas returns the replica list and the ISR.
-func (p *Partition) Replicas() (replicas, isr []int32) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]int32(nil), p.mu.replicas...), append([]int32(nil), p.mu.isr...)
 }

@@ -19,7 +19,9 @@ func newTestPartition(t *testing.T) *Partition {
 	}
 	t.Cleanup(func() { log.Close() })
 	p := NewPartition("t", 0, [16]byte{1}, log, 1)
-	p.SetLeadership(1, 3, []int32{1}, []int32{1})
+	if _, err := p.Apply(State{Leader: 1, LeaderEpoch: 3, Replicas: []int32{1}, ISR: []int32{1}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	p.SetSettings(Settings{MaxMessageBytes: 1 << 20, MinInsyncReplicas: 1})
 	return p
 }
@@ -79,7 +81,9 @@ func TestAppendRefusals(t *testing.T) {
 	if _, err := p.AppendAsLeader(batch(t, 1), false, time.Now()); err != nil {
 		t.Fatalf("acks=1 ignores min.insync.replicas: %v", err)
 	}
-	p.SetLeadership(2, 4, []int32{1, 2}, []int32{1, 2})
+	if _, err := p.Apply(State{Leader: 2, LeaderEpoch: 4, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := p.AppendAsLeader(batch(t, 1), false, time.Now()); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("append on a follower: %v", err)
 	}

@@ -57,6 +57,9 @@ type AppendOptions struct {
 // AppendInfo describes an append.
 type AppendInfo struct {
 	BaseOffset, LastOffset int64
+	// LeaderEpoch is the epoch the batch was appended in (AppendOptions.LeaderEpoch;
+	// the batch's own for a follower).
+	LeaderEpoch int32
 	LogAppendTime          int64 // -1 if CreateTime
 	LogStartOffset         int64
 	// Duplicate: the batch was already in the log (idempotent retry); BaseOffset and
@@ -143,6 +146,20 @@ func (l *Log) EndOffsetForEpoch(epoch int32) (foundEpoch int32, endOffset int64)
 	return l.epochs.endOffsetFor(epoch, l.logEnd.Load())
 }
 
+// AssignLeaderEpoch records that epoch starts at the log end offset, as a replica that
+// becomes leader does before its first append (Kafka's maybeAssignEpochStartOffset), and
+// writes the checkpoint now: a follower that diverged in an older epoch is told where
+// that epoch ended even before the new leader has appended anything.
+func (l *Log) AssignLeaderEpoch(epoch int32) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return ErrLogClosed
+	}
+	l.epochs.assign(epoch, l.logEnd.Load())
+	return l.epochs.persist()
+}
+
 // EpochEntries returns a copy of the leader epoch cache.
 func (l *Log) EpochEntries() []EpochEntry { return l.epochs.all() }
 
@@ -223,11 +240,13 @@ func (l *Log) Append(batch []byte, opts AppendOptions) (AppendInfo, error) {
 	info := AppendInfo{LogAppendTime: -1}
 	leo := l.logEnd.Load()
 	epoch := opts.LeaderEpoch
+	info.LeaderEpoch = epoch
 	if opts.Follower {
 		if h.BaseOffset < leo {
 			return AppendInfo{}, fmt.Errorf("%w: follower batch at offset %d below log end %d", ErrOffsetOutOfRange, h.BaseOffset, leo)
 		}
 		epoch = h.PartitionLeaderEpoch
+		info.LeaderEpoch = epoch
 	} else {
 		dup, err := l.mu.producers.check(&h)
 		if err != nil {

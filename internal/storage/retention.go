@@ -224,6 +224,17 @@ func (l *Log) TruncateTo(offset int64) error {
 	return l.afterTruncateLocked(newEnd)
 }
 
+// TruncateFullyAndStartAt deletes every segment and starts an empty log at offset (a
+// follower whose log ends before the leader's log start).
+func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return ErrLogClosed
+	}
+	return l.truncateFullyLocked(offset, l.config())
+}
+
 // truncateFullyLocked deletes every segment and starts an empty log at offset.
 func (l *Log) truncateFullyLocked(offset int64, cfg Config) error {
 	if err := l.dropSegmentsFrom(0); err != nil {

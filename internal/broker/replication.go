@@ -1,0 +1,274 @@
+package broker
+
+// The data plane of replication, on the broker: followers fetch from their leaders
+// through a replica.FetcherManager whose LeaderClient is a Fetch v12 request over a
+// peer connection to the leader's inter-broker listener; leaders serve those fetches in
+// fetch.go (ServeFollower); the ISR loop asks the active controller for ISR changes
+// (AlterPartition) and applies nothing until the metadata brings them back.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/controller"
+	"github.com/samsa-streaming/samsa/internal/metadata"
+	"github.com/samsa-streaming/samsa/internal/peer"
+	"github.com/samsa-streaming/samsa/internal/replica"
+)
+
+// replicaFetchVersion is the Fetch version followers send: flexible, with topic names,
+// the last fetched epoch and diverging epochs in the answer (KIP-320, v12).
+const replicaFetchVersion = 12
+
+// newFetchers builds the follower fetchers of this node.
+func (b *Broker) newFetchers() *replica.FetcherManager {
+	ms := func(v int32) time.Duration { return time.Duration(v) * time.Millisecond }
+	return replica.NewFetcherManager(replica.FetcherConfig{
+		LocalNode:         b.nodeID,
+		BrokerEpoch:       b.BrokerEpoch,
+		Dial:              b.dialLeader,
+		MaxWait:           ms(b.cfg.ReplicaFetchWaitMaxMs),
+		MinBytes:          b.cfg.ReplicaFetchMinBytes,
+		MaxBytes:          b.cfg.ReplicaFetchResponseMaxBytes,
+		PartitionMaxBytes: b.cfg.ReplicaFetchMaxBytes,
+		Backoff:           ms(b.cfg.ReplicaFetchBackoffMs),
+		Clock:             b.clock,
+		Logger:            b.logger.With("component", "replica-fetcher"),
+	})
+}
+
+// dialLeader returns a client to a leader's inter-broker listener, as the image has it.
+func (b *Broker) dialLeader(leader int32) (replica.LeaderClient, error) {
+	br, ok := b.image().Broker(metadata.NodeID(leader))
+	if !ok {
+		return nil, fmt.Errorf("broker %d is not registered", leader)
+	}
+	ep, ok := br.Endpoint(b.cfg.InterBrokerListenerName)
+	if !ok {
+		return nil, fmt.Errorf("broker %d has no %s listener (inter.broker.listener.name)", leader, b.cfg.InterBrokerListenerName)
+	}
+	addr := net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port)))
+	conn := peer.New(addr, peer.Options{
+		ClientID:        fmt.Sprintf("samsa-replica-fetcher-%d", b.nodeID),
+		MaxResponseSize: max(b.cfg.ReplicaFetchResponseMaxBytes, 0) + 64<<20,
+	})
+	timeout := time.Duration(b.cfg.ReplicaSocketTimeoutMs+b.cfg.ReplicaFetchWaitMaxMs) * time.Millisecond
+	return &leaderClient{conn: conn, timeout: timeout}, nil
+}
+
+// leaderClient is replica.LeaderClient over the Kafka protocol.
+type leaderClient struct {
+	conn    *peer.Conn
+	timeout time.Duration
+}
+
+func (c *leaderClient) Close() { c.conn.Close() }
+
+// Fetch sends one Fetch request with this node's replica id and maps the answer.
+func (c *leaderClient) Fetch(ctx context.Context, req *replica.FetchRequest) ([]replica.FetchResult, error) {
+	r := kmsg.NewPtrFetchRequest()
+	r.SetVersion(replicaFetchVersion)
+	r.ReplicaID = req.ReplicaID
+	r.MaxWaitMillis = int32(req.MaxWait / time.Millisecond)
+	r.MinBytes, r.MaxBytes = req.MinBytes, req.MaxBytes
+	byTopic := map[string]int{}
+	for _, fp := range req.Partitions {
+		i, ok := byTopic[fp.Topic]
+		if !ok {
+			i = len(r.Topics)
+			byTopic[fp.Topic] = i
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic, t.TopicID = fp.Topic, fp.TopicID
+			r.Topics = append(r.Topics, t)
+		}
+		p := kmsg.NewFetchRequestTopicPartition()
+		p.Partition, p.CurrentLeaderEpoch, p.FetchOffset = fp.Partition, fp.CurrentLeaderEpoch, fp.FetchOffset
+		p.LastFetchedEpoch, p.LogStartOffset, p.PartitionMaxBytes = fp.LastFetchedEpoch, fp.LogStartOffset, fp.MaxBytes
+		r.Topics[i].Partitions = append(r.Topics[i].Partitions, p)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	kresp, err := c.conn.Request(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if resp.ErrorCode != 0 {
+		return nil, fmt.Errorf("fetch from the leader: %w", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	var out []replica.FetchResult
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			out = append(out, replica.FetchResult{
+				Topic: t.Topic, Partition: p.Partition, Err: fetchErr(p.ErrorCode),
+				HighWatermark: p.HighWatermark, LogStartOffset: p.LogStartOffset,
+				DivergingEpoch: p.DivergingEpoch.Epoch, DivergingEndOffset: p.DivergingEpoch.EndOffset,
+				Records: p.RecordBatches,
+			})
+		}
+	}
+	return out, nil
+}
+
+// fetchErr maps a leader's partition error for the fetcher.
+func fetchErr(code int16) error {
+	switch code {
+	case 0:
+		return nil
+	case kerr.OffsetOutOfRange.Code:
+		return replica.ErrFetchOffsetOutOfRange
+	case kerr.FencedLeaderEpoch.Code:
+		return replica.ErrFencedLeaderEpoch
+	case kerr.UnknownLeaderEpoch.Code:
+		return replica.ErrUnknownLeaderEpoch
+	case kerr.NotLeaderForPartition.Code:
+		return replica.ErrNotLeader
+	}
+	return fmt.Errorf("%w: %v", replica.ErrRetriable, kerr.ErrorForCode(code))
+}
+
+// isrLoop proposes ISR changes for the partitions led here: every half of
+// replica.lag.time.max.ms (shrinks), and whenever a follower out of the ISR caught up
+// (expansions, nudged by the fetch path).
+func (b *Broker) isrLoop(ctx context.Context) {
+	lagMax := time.Duration(b.cfg.ReplicaLagTimeMaxMs) * time.Millisecond
+	every := max(lagMax/2, 10*time.Millisecond)
+	for {
+		tick := make(chan struct{})
+		t := b.clock.AfterFunc(every, func() { close(tick) })
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-tick:
+		case <-b.isrWake:
+			t.Stop()
+		}
+		b.proposeISRChanges(ctx, lagMax)
+	}
+}
+
+// nudgeISR asks the ISR loop to look now (a follower out of the ISR caught up).
+func (b *Broker) nudgeISR() {
+	select {
+	case b.isrWake <- struct{}{}:
+	default:
+	}
+}
+
+// proposeISRChanges sends one AlterPartition with every ISR change due.
+func (b *Broker) proposeISRChanges(ctx context.Context, lagMax time.Duration) {
+	now := b.clock.Now()
+	img := b.image()
+	var (
+		items []controller.AlterPartitionItem
+		parts []*replica.Partition
+		chs   []replica.ISRChange
+	)
+	for _, p := range b.replicas.All() {
+		ch, ok := p.ProposeISR(now, lagMax)
+		if !ok {
+			continue
+		}
+		item := controller.AlterPartitionItem{TopicID: metadata.TopicID(p.TopicID), Topic: p.Topic, Partition: p.Index,
+			LeaderEpoch: ch.LeaderEpoch, PartitionEpoch: ch.PartitionEpoch}
+		for _, id := range ch.ISR {
+			m := controller.ISRMember{BrokerID: id, BrokerEpoch: -1}
+			if br, ok := img.Broker(metadata.NodeID(id)); ok {
+				m.BrokerEpoch = br.Epoch
+			}
+			item.NewISR = append(item.NewISR, m)
+		}
+		if ch.Recovered {
+			item.LeaderRecoveryState = metadata.Recovered
+		}
+		items, parts, chs = append(items, item), append(parts, p), append(chs, ch)
+	}
+	if len(items) == 0 {
+		return
+	}
+	actx, cancel := context.WithTimeout(ctx, time.Duration(b.cfg.ControllerQuorumRequestTimeoutMs)*time.Millisecond)
+	defer cancel()
+	results, err := b.channel.AlterPartition(actx, b.nodeID, b.BrokerEpoch(), items)
+	if err != nil {
+		for _, p := range parts {
+			p.CancelISR()
+		}
+		if ctx.Err() == nil {
+			b.logger.Info("ISR changes not accepted; retrying later", "partitions", len(parts), "err", err)
+		}
+		return
+	}
+	for i, p := range parts {
+		r := findAlterResult(results, items[i])
+		switch {
+		case r == nil || r.Err != nil && !errors.Is(r.Err, controller.ErrNewLeaderElected):
+			p.CancelISR()
+			var rerr error
+			if r != nil {
+				rerr = r.Err
+			}
+			b.logger.Debug("ISR change refused", "topic", p.Topic, "partition", p.Index, "isr", chs[i].ISR, "err", rerr)
+		default:
+			for range chs[i].Added {
+				b.metrics.ISRExpand()
+			}
+			for range chs[i].Removed {
+				b.metrics.ISRShrink()
+			}
+			b.logger.Info("ISR changed", "topic", p.Topic, "partition", p.Index, "isr", chs[i].ISR,
+				"added", chs[i].Added, "removed", chs[i].Removed, "recovered", chs[i].Recovered)
+		}
+	}
+}
+
+func findAlterResult(results []controller.AlterPartitionResult, item controller.AlterPartitionItem) *controller.AlterPartitionResult {
+	for i := range results {
+		r := &results[i]
+		if r.Partition == item.Partition && (r.TopicID == item.TopicID || r.Topic == item.Topic) {
+			return r
+		}
+	}
+	return nil
+}
+
+// followerFetchWaiter is what a replica fetch with nothing to return waits on: any of
+// its partitions' log end moving.
+func waitLogEnd(parts []*replica.Partition, wake chan struct{}) {
+	for _, p := range parts {
+		p.WaitLogEnd(wake)
+	}
+}
+
+// applyReplication makes one local partition follow its metadata state: leaders stop
+// fetching, followers fetch from their leader.
+func (b *Broker) applyReplication(p *replica.Partition, part metadata.Partition) {
+	ch, err := p.Apply(replica.State{
+		Leader: part.Leader, LeaderEpoch: part.LeaderEpoch, PartitionEpoch: part.PartitionEpoch,
+		Replicas: part.Replicas, ISR: part.ISR, Recovering: part.LeaderRecoveryState == metadata.Recovering,
+	}, b.clock.Now())
+	if err != nil {
+		b.logger.Error("applying the partition's metadata", "topic", p.Topic, "partition", p.Index, "err", err)
+		b.storageFailed(p, err)
+	}
+	switch {
+	case ch.BecameLeader:
+		b.fetchers.Unfollow(p)
+		if part.LeaderRecoveryState == metadata.Recovering || len(part.ISR) < len(part.Replicas) {
+			b.nudgeISR()
+		}
+	case ch.Leaderless:
+		b.fetchers.Unfollow(p)
+	case ch.BecameFollower:
+		b.fetchers.Follow(p, ch.Leader, ch.Epoch)
+	case part.Leader != b.nodeID && part.Leader >= 0 && b.fetchers.Following(p) != part.Leader:
+		b.fetchers.Follow(p, part.Leader, part.LeaderEpoch)
+	}
+}

@@ -1,0 +1,201 @@
+package replica
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/samsa-streaming/samsa/internal/storage"
+)
+
+// follower is what a leader knows of one of its followers, from its fetches.
+type follower struct {
+	logEnd int64 // the follower's log end offset (its last fetch offset); -1 unknown
+	// lastCaughtUp is the last time the follower was known to hold everything the
+	// leader held at some earlier time (Kafka's lastCaughtUpTimeMs): its fetch offset
+	// reached the leader's log end offset of its previous fetch.
+	lastCaughtUp time.Time
+	lastFetch    time.Time
+	// lastFetchLeaderEnd is the leader's log end offset when the previous fetch came.
+	lastFetchLeaderEnd int64
+}
+
+// FollowerFetch records a follower's fetch at fetchOffset (its log end offset): its
+// position, whether it is caught up, and the high watermark that follows. It returns
+// ErrNotLeader when this node does not lead (or not in leaderEpoch, unless -1) and
+// ErrNotAssigned when replicaID holds no replica of the partition.
+func (p *Partition) FollowerFetch(replicaID int32, fetchOffset int64, now time.Time) error {
+	leaderEnd := p.Log.LogEndOffset()
+	p.mu.Lock()
+	if p.mu.state.Leader != p.localNode {
+		p.mu.Unlock()
+		return ErrNotLeader
+	}
+	f := p.mu.followers[replicaID]
+	if f == nil {
+		p.mu.Unlock()
+		return ErrNotAssigned
+	}
+	switch {
+	case fetchOffset >= leaderEnd:
+		f.lastCaughtUp = now
+	case fetchOffset >= f.lastFetchLeaderEnd && f.lastFetch.After(f.lastCaughtUp):
+		f.lastCaughtUp = f.lastFetch
+	}
+	f.lastFetchLeaderEnd, f.lastFetch = leaderEnd, now
+	moved := fetchOffset != f.logEnd
+	f.logEnd = fetchOffset
+	p.mu.Unlock()
+	if moved {
+		p.maybeAdvanceHighWatermark()
+	}
+	return nil
+}
+
+// ISRChange is an ISR the leader asks the controller for, in the epochs it acts on.
+type ISRChange struct {
+	LeaderEpoch, PartitionEpoch int32
+	ISR                         []int32
+	// Recovered: the leader was elected uncleanly and has its log in order now.
+	Recovered bool
+	// Added and Removed are the members the change adds and removes (for metrics and
+	// logs).
+	Added, Removed []int32
+}
+
+// ProposeISR returns the ISR change the leader should ask for now, if any:
+// followers that have not caught up for lagMax leave; followers not in the ISR whose
+// log end has reached the high watermark and the start of the current leader epoch
+// join (Kafka's conditions); a leader elected uncleanly says it recovered. Only one
+// change is in flight at a time: until the metadata brings it (or Cancel is called
+// after a failure), ProposeISR returns nothing, and the high watermark counts the
+// members of both the committed and the proposed ISR.
+func (p *Partition) ProposeISR(now time.Time, lagMax time.Duration) (ISRChange, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.mu.state
+	if s.Leader != p.localNode || p.mu.pendingISR != nil {
+		return ISRChange{}, false
+	}
+	hw := p.highWatermark.Load()
+	var next []int32
+	ch := ISRChange{LeaderEpoch: s.LeaderEpoch, PartitionEpoch: s.PartitionEpoch, Recovered: s.Recovering}
+	for _, r := range s.ISR {
+		f := p.mu.followers[r]
+		if r != p.localNode && (f == nil || now.Sub(f.lastCaughtUp) > lagMax) && !s.Recovering {
+			ch.Removed = append(ch.Removed, r)
+			continue
+		}
+		next = append(next, r)
+	}
+	if !s.Recovering {
+		for _, r := range s.Replicas {
+			f := p.mu.followers[r]
+			if r == p.localNode || slices.Contains(s.ISR, r) || f == nil {
+				continue
+			}
+			if f.logEnd >= hw && f.logEnd >= p.mu.epochStart && now.Sub(f.lastCaughtUp) <= lagMax {
+				next = append(next, r)
+				ch.Added = append(ch.Added, r)
+			}
+		}
+	}
+	if len(ch.Added) == 0 && len(ch.Removed) == 0 && !ch.Recovered {
+		return ISRChange{}, false
+	}
+	ch.ISR = next
+	p.mu.pendingISR = next
+	return ch, true
+}
+
+// CancelISR forgets the ISR change in flight (the controller refused it or could not
+// be reached), so that the next ProposeISR computes one again.
+func (p *Partition) CancelISR() {
+	p.mu.Lock()
+	p.mu.pendingISR = nil
+	p.mu.Unlock()
+	p.maybeAdvanceHighWatermark()
+}
+
+// FollowerLag returns, for the leader, the largest number of offsets a follower in the
+// ISR is behind the log end (0 when none, or when not leader): Kafka's MaxLag.
+func (p *Partition) FollowerLag() int64 {
+	end := p.Log.LogEndOffset()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.state.Leader != p.localNode {
+		return 0
+	}
+	var lag int64
+	for r, f := range p.mu.followers {
+		if f.logEnd >= 0 && slices.Contains(p.mu.state.Replicas, r) {
+			lag = max(lag, end-f.logEnd)
+		}
+	}
+	return lag
+}
+
+// FollowerRead is a leader's answer to one partition of a follower's fetch.
+type FollowerRead struct {
+	HighWatermark  int64
+	LogStartOffset int64
+	// DivergingEpoch and DivergingEndOffset are ≥ 0 (or both -1 for an epoch the
+	// leader does not know) when the follower's last fetched epoch diverged: the
+	// follower truncates and nothing else is returned.
+	Diverging          bool
+	DivergingEpoch     int32
+	DivergingEndOffset int64
+	// Ranges (size bytes) are the batches from the fetch offset on, up to the log end
+	// (followers read past the high watermark).
+	Ranges []storage.FileRange
+	Size   int64
+}
+
+// ServeFollower answers one partition of a follower's fetch on the leader: the
+// follower's last fetched epoch is checked against the leader's log (KIP-320: a
+// divergence is answered with where that epoch ends here, and the follower's position
+// is not taken), its fetch offset becomes its known position (moving the high
+// watermark), and the batches from there on are read, appended to ranges.
+func (p *Partition) ServeFollower(replicaID int32, fp FetchPartition, maxBytes int, minOneBatch bool, ranges []storage.FileRange, now time.Time) (FollowerRead, []storage.FileRange, error) {
+	res := FollowerRead{HighWatermark: p.HighWatermark(), LogStartOffset: p.Log.LogStartOffset(), DivergingEpoch: -1, DivergingEndOffset: -1}
+	if p.Offline() {
+		return res, ranges, ErrOffline
+	}
+	if err := p.CheckLeaderEpoch(fp.CurrentLeaderEpoch); err != nil {
+		return res, ranges, err
+	}
+	if fp.LastFetchedEpoch >= 0 {
+		epoch, end := p.Log.EndOffsetForEpoch(fp.LastFetchedEpoch)
+		if epoch < 0 || epoch < fp.LastFetchedEpoch || end < fp.FetchOffset {
+			res.Diverging, res.DivergingEpoch, res.DivergingEndOffset = true, epoch, end
+			return res, ranges, p.checkLeader()
+		}
+	}
+	if fp.FetchOffset < res.LogStartOffset || fp.FetchOffset > p.Log.LogEndOffset() {
+		return res, ranges, ErrFetchOffsetOutOfRange
+	}
+	if err := p.FollowerFetch(replicaID, fp.FetchOffset, now); err != nil {
+		return res, ranges, err
+	}
+	res.HighWatermark = p.HighWatermark()
+	read, all, err := p.Log.ReadAppend(ranges, fp.FetchOffset, maxBytes, math.MaxInt64, minOneBatch)
+	if err != nil {
+		return res, all, err
+	}
+	res.Ranges, res.Size = read.Ranges, read.Size
+	return res, all, nil
+}
+
+func (p *Partition) checkLeader() error {
+	if !p.IsLeader() {
+		return ErrNotLeader
+	}
+	return nil
+}
+
+// InISR reports whether replica id is in the committed ISR.
+func (p *Partition) InISR(id int32) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Contains(p.mu.state.ISR, id)
+}

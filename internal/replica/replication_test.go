@@ -1,0 +1,352 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/samsa-streaming/samsa/internal/clock"
+	"github.com/samsa-streaming/samsa/internal/storage"
+)
+
+// node is one broker's replica of partition 0 of topic "t".
+type node struct {
+	id int32
+	p  *Partition
+}
+
+func newNode(t *testing.T, id int32) *node {
+	t.Helper()
+	log, err := storage.Open(storage.Options{Dir: t.TempDir(), Topic: "t", Partition: 0,
+		Config: storage.DefaultConfig(), Clock: clock.NewFake(time.Unix(1_700_000_000, 0))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { log.Close() })
+	p := NewPartition("t", 0, [16]byte{1}, log, id)
+	p.SetSettings(Settings{MaxMessageBytes: 1 << 20, MinInsyncReplicas: 2})
+	return &node{id: id, p: p}
+}
+
+func (n *node) apply(t *testing.T, s State, now time.Time) Change {
+	t.Helper()
+	ch, err := n.p.Apply(s, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+// cluster routes follower fetches to whichever node leads, in process.
+type cluster struct {
+	mu    sync.Mutex
+	nodes map[int32]*node
+	clock *clock.Fake // the leaders' view of time, for the ISR rules
+}
+
+func (c *cluster) Dial(leader int32) (LeaderClient, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.nodes[leader]
+	if n == nil {
+		return nil, errors.New("no such node")
+	}
+	return &localClient{leader: n, clock: c.clock}, nil
+}
+
+// localClient is a LeaderClient over a leader node's ServeFollower, waiting for new
+// records up to MaxWait like a leader does.
+type localClient struct {
+	leader *node
+	clock  *clock.Fake
+}
+
+func (c *localClient) Close() {}
+
+func (c *localClient) Fetch(ctx context.Context, req *FetchRequest) ([]FetchResult, error) {
+	p := c.leader.p
+	wake := make(chan struct{}, 1)
+	p.WaitLogEnd(wake)
+	out := c.serve(req)
+	if len(out) == 1 && out[0].Err == nil && len(out[0].Records) == 0 && out[0].DivergingEpoch < 0 && out[0].DivergingEndOffset < 0 {
+		select {
+		case <-wake:
+		case <-time.After(req.MaxWait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		out = c.serve(req)
+	}
+	return out, nil
+}
+
+func (c *localClient) serve(req *FetchRequest) []FetchResult {
+	var out []FetchResult
+	for _, fp := range req.Partitions {
+		read, _, err := c.leader.p.ServeFollower(req.ReplicaID, fp, int(fp.MaxBytes), true, nil, c.clock.Now())
+		r := FetchResult{Topic: fp.Topic, Partition: fp.Partition, HighWatermark: read.HighWatermark,
+			LogStartOffset: read.LogStartOffset, DivergingEpoch: read.DivergingEpoch, DivergingEndOffset: read.DivergingEndOffset}
+		if !read.Diverging {
+			r.DivergingEpoch, r.DivergingEndOffset = -1, -1
+		}
+		switch {
+		case err == nil:
+			for _, rg := range read.Ranges {
+				b := make([]byte, rg.Len)
+				if _, err := rg.File.ReadAt(b, rg.Pos); err != nil {
+					panic(err)
+				}
+				r.Records = append(r.Records, b...)
+			}
+		case errors.Is(err, ErrFetchOffsetOutOfRange), errors.Is(err, ErrFencedLeaderEpoch),
+			errors.Is(err, ErrUnknownLeaderEpoch), errors.Is(err, ErrNotLeader):
+			r.Err = err
+		default:
+			r.Err = ErrRetriable
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func newCluster(t *testing.T, ids ...int32) (*cluster, map[int32]*FetcherManager) {
+	c := &cluster{nodes: map[int32]*node{}, clock: clock.NewFake(time.Unix(1_700_000_000, 0))}
+	managers := map[int32]*FetcherManager{}
+	for _, id := range ids {
+		c.nodes[id] = newNode(t, id)
+		m := NewFetcherManager(FetcherConfig{LocalNode: id, Dial: c.Dial, MaxWait: 50 * time.Millisecond, MinBytes: 1,
+			MaxBytes: 10 << 20, PartitionMaxBytes: 1 << 20, Backoff: 20 * time.Millisecond})
+		t.Cleanup(m.Close)
+		managers[id] = m
+	}
+	return c, managers
+}
+
+// applyAll gives every node the state, starting or stopping fetchers as a broker does.
+func (c *cluster) applyAll(t *testing.T, managers map[int32]*FetcherManager, s State) {
+	t.Helper()
+	for id, n := range c.nodes {
+		ch := n.apply(t, s, c.clock.Now())
+		switch {
+		case ch.BecameLeader, ch.Leaderless:
+			managers[id].Unfollow(n.p)
+		case ch.BecameFollower:
+			managers[id].Follow(n.p, ch.Leader, ch.Epoch)
+		}
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// logBytes returns a log's batches, byte for byte.
+func logBytes(t *testing.T, p *Partition) []byte {
+	t.Helper()
+	b, err := p.Log.ReadBytes(p.Log.LogStartOffset(), math.MaxInt32, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestFollowersReplicateAndTheHighWatermarkFollowsTheISR: followers copy the leader's
+// batches byte for byte; the high watermark reaches an offset only once every ISR
+// member has it, and followers take it from the leader.
+func TestFollowersReplicateAndTheHighWatermarkFollowsTheISR(t *testing.T) {
+	c, managers := newCluster(t, 1, 2, 3)
+	s := State{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}
+	c.applyAll(t, managers, s)
+	leader := c.nodes[1].p
+	managers[3].Unfollow(c.nodes[3].p) // node 3 is down for now
+	for range 5 {
+		if _, err := leader.AppendAsLeader(batch(t, 4), true, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, "node 2 to copy the batches", func() bool { return c.nodes[2].p.Log.LogEndOffset() == 20 })
+	if hw := leader.HighWatermark(); hw != 0 {
+		t.Fatalf("high watermark %d with an ISR member (3) holding nothing", hw)
+	}
+	managers[3].Follow(c.nodes[3].p, 1, 1)
+	waitUntil(t, "the high watermark to cover everything", func() bool { return leader.HighWatermark() == 20 })
+	waitUntil(t, "the followers to take the high watermark", func() bool {
+		return c.nodes[2].p.HighWatermark() == 20 && c.nodes[3].p.HighWatermark() == 20
+	})
+	want := logBytes(t, leader)
+	for _, id := range []int32{2, 3} {
+		if got := logBytes(t, c.nodes[id].p); !bytes.Equal(got, want) {
+			t.Fatalf("node %d's log differs from the leader's (%d vs %d bytes)", id, len(got), len(want))
+		}
+		if e := c.nodes[id].p.Log.LatestEpoch(); e != 1 {
+			t.Fatalf("node %d: latest epoch %d, want the leader's 1", id, e)
+		}
+	}
+}
+
+// TestISRShrinksAndExpands: a follower that stops fetching for longer than the lag
+// limit is proposed out of the ISR, and the high watermark stops waiting for it once
+// the change is in the metadata; when it catches up again it is proposed back in.
+func TestISRShrinksAndExpands(t *testing.T) {
+	c, managers := newCluster(t, 1, 2, 3)
+	s := State{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}
+	c.applyAll(t, managers, s)
+	leader := c.nodes[1].p
+	if _, err := leader.AppendAsLeader(batch(t, 2), true, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the high watermark", func() bool { return leader.HighWatermark() == 2 })
+	if _, ok := leader.ProposeISR(c.clock.Now(), 30*time.Second); ok {
+		t.Fatal("an ISR change proposed with every follower caught up")
+	}
+
+	managers[3].Unfollow(c.nodes[3].p)
+	if _, err := leader.AppendAsLeader(batch(t, 2), true, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "node 2 to catch up", func() bool { return c.nodes[2].p.Log.LogEndOffset() == 4 })
+	c.clock.Advance(31 * time.Second)
+	var change ISRChange
+	var ok bool
+	waitUntil(t, "a proposal without node 3 once node 2 fetched after the clock moved", func() bool {
+		change, ok = leader.ProposeISR(c.clock.Now(), 30*time.Second)
+		if ok && !equal(change.Removed, []int32{3}) {
+			leader.CancelISR() // node 2 has not fetched since the clock moved
+			return false
+		}
+		return ok
+	})
+	if !equal(change.ISR, []int32{1, 2}) {
+		t.Fatalf("proposal %+v, want node 3 out", change)
+	}
+	if _, again := leader.ProposeISR(c.clock.Now(), 30*time.Second); again {
+		t.Fatal("a second change proposed while one is in flight")
+	}
+	if hw := leader.HighWatermark(); hw != 2 {
+		t.Fatalf("high watermark %d before the shrink committed; node 3 holds 2", hw)
+	}
+	s.PartitionEpoch, s.ISR = 2, change.ISR
+	c.applyAll(t, managers, s)
+	managers[3].Unfollow(c.nodes[3].p) // still down
+	waitUntil(t, "the high watermark without node 3", func() bool { return leader.HighWatermark() == 4 })
+
+	managers[3].Follow(c.nodes[3].p, 1, 1)
+	waitUntil(t, "node 3 to catch up", func() bool { return c.nodes[3].p.Log.LogEndOffset() == 4 })
+	var back ISRChange
+	waitUntil(t, "node 3 proposed back into the ISR", func() bool {
+		leader.CancelISR()
+		back, ok = leader.ProposeISR(c.clock.Now(), 30*time.Second)
+		return ok
+	})
+	if !equal(back.ISR, []int32{1, 2, 3}) || !equal(back.Added, []int32{3}) || back.PartitionEpoch != 2 {
+		t.Fatalf("expansion %+v", back)
+	}
+}
+
+// TestDivergentTailIsTruncated: a former leader holding records the new leader never
+// got (written in its epoch, never replicated) cuts them off before it follows, then
+// copies the new leader's log: both end up identical.
+func TestDivergentTailIsTruncated(t *testing.T) {
+	c, managers := newCluster(t, 1, 2)
+	a, b := c.nodes[1].p, c.nodes[2].p
+	s := State{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
+	c.applyAll(t, managers, s)
+	if _, err := a.AppendAsLeader(batch(t, 3), true, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "node 2 to copy the first batch", func() bool { return b.Log.LogEndOffset() == 3 })
+	managers[2].Unfollow(b) // cut off: what node 1 writes now stays its own
+	for range 2 {
+		if _, err := a.AppendAsLeader(batch(t, 5), false, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Node 2 becomes leader in epoch 2 and writes other records; node 1 follows it.
+	s = State{Leader: 2, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{2}}
+	c.applyAll(t, managers, s)
+	if _, err := b.AppendAsLeader(batch(t, 7), false, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "node 1 to converge on node 2's log", func() bool { return bytes.Equal(logBytes(t, a), logBytes(t, b)) })
+	if end := a.Log.LogEndOffset(); end != 10 {
+		t.Fatalf("node 1 ends at %d, want 10 (3 common + 7 of epoch 2)", end)
+	}
+	if got := a.Log.EpochEntries(); len(got) != 2 || got[0] != (storage.EpochEntry{Epoch: 1, StartOffset: 0}) ||
+		got[1] != (storage.EpochEntry{Epoch: 2, StartOffset: 3}) {
+		t.Fatalf("node 1's epochs %v", got)
+	}
+}
+
+// TestAckStateAndLeadership: an acks=all produce that reached the high watermark fails
+// when the ISR fell below min.insync.replicas meanwhile, or when the leadership moved.
+func TestAckStateAndLeadership(t *testing.T) {
+	n := newNode(t, 1)
+	now := time.Now()
+	n.apply(t, State{Leader: 1, LeaderEpoch: 5, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, now)
+	if err := n.p.AckState(5); err != nil {
+		t.Fatalf("ISR 2 ≥ min 2: %v", err)
+	}
+	n.apply(t, State{Leader: 1, LeaderEpoch: 5, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1}}, now)
+	if err := n.p.AckState(5); !errors.Is(err, ErrNotEnoughReplicasAfterAppend) {
+		t.Fatalf("ISR 1 < min 2: %v", err)
+	}
+	if _, err := n.p.AppendAsLeader(batch(t, 1), true, now); !errors.Is(err, ErrNotEnoughReplicas) {
+		t.Fatalf("acks=all with ISR 1 < min 2: %v", err)
+	}
+	ch := n.apply(t, State{Leader: 2, LeaderEpoch: 6, PartitionEpoch: 3, Replicas: []int32{1, 2}, ISR: []int32{2}}, now)
+	if !ch.BecameFollower || ch.Leader != 2 {
+		t.Fatalf("change %+v, want follower of 2", ch)
+	}
+	if err := n.p.AckState(5); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("after the leadership moved: %v", err)
+	}
+	// An older state is ignored.
+	if ch := n.apply(t, State{Leader: 1, LeaderEpoch: 5, PartitionEpoch: 9, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, now); ch != (Change{}) || n.p.Leader() != 2 {
+		t.Fatalf("a stale state was applied: %+v, leader %d", ch, n.p.Leader())
+	}
+}
+
+// TestFollowerBehindLogStartStartsOver: a follower whose log ends before the leader's
+// log start (the leader deleted what it lacks) starts over at the leader's log start.
+func TestFollowerBehindLogStartStartsOver(t *testing.T) {
+	c, managers := newCluster(t, 1, 2)
+	a, b := c.nodes[1].p, c.nodes[2].p
+	s := State{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1}}
+	c.applyAll(t, managers, s)
+	managers[2].Unfollow(b)
+	for range 3 {
+		if _, err := a.AppendAsLeader(batch(t, 4), false, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Log.DeleteRecordsBefore(8); err != nil {
+		t.Fatal(err)
+	}
+	managers[2].Follow(b, 1, 1)
+	waitUntil(t, "node 2 to hold the leader's records from its log start", func() bool {
+		return b.Log.LogStartOffset() == 8 && b.Log.LogEndOffset() == 12
+	})
+}
+
+func equal(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
