@@ -24,12 +24,13 @@ import (
 
 // failingFS fails every write to files under a directory once armed.
 type failingFS struct {
+	storage.OSFS
 	under string
 	armed atomic.Bool
 }
 
 func (f *failingFS) OpenFile(name string, flag int, perm os.FileMode) (storage.File, error) {
-	file, err := storage.OSFS{}.OpenFile(name, flag, perm)
+	file, err := f.OSFS.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -394,7 +393,7 @@ func (c *Cleaner) clean(ctx context.Context, l *Log, cand candidate) (ok bool, e
 	c.checkpointLocked(l)[PartitionKey{l.topic, l.partition}] = j.mapEnd
 	c.mu.horizons[l] = j.nextHorizon
 	c.mu.Unlock()
-	if err := c.writeCheckpoint(filepath.Dir(l.dir)); err != nil {
+	if err := c.writeCheckpoint(l); err != nil {
 		logger.Warn("writing cleaner checkpoint", "err", err)
 	}
 	logger.Info("cleaned log", "offset", j.mapEnd, "segments", j.groups,

@@ -49,7 +49,7 @@ func TestCleanerCrashAtEachStep(t *testing.T) {
 							// (Kafka's rule). Any later one holds only records the
 							// cleaning dropped, so it may stay.
 							g := groups[group-1]
-							last, err := lastOffsetIn(filepath.Join(tl.Log.dir, fileName(g[0].base, logSuffix)+swapSuffix), g[0].base)
+							last, err := lastOffsetIn(OSFS{}, filepath.Join(tl.Log.dir, fileName(g[0].base, logSuffix)+swapSuffix), g[0].base)
 							if err != nil {
 								t.Fatal(err)
 							}
@@ -213,7 +213,7 @@ func TestSettleCleanerFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := settleCleanerFiles(dir, ents); err != nil {
+			if _, err := settleCleanerFiles(OSFS{}, dir, ents); err != nil {
 				t.Fatal(err)
 			}
 			ents, _ = os.ReadDir(dir)

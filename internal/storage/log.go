@@ -10,8 +10,10 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/samsa-streaming/samsa/internal/clock"
@@ -71,7 +73,7 @@ type Log struct {
 	dir       string
 	topic     string
 	partition int32
-	topicID   [16]byte // immutable after Open
+	topicID   atomic.Pointer[[16]byte] // zero until known; set once (Open, AdoptTopicID)
 	clock     clock.Clock
 	logger    *slog.Logger
 	fs        FS
@@ -102,6 +104,13 @@ type Log struct {
 		pendingDeletes    map[*segment]clockTimer
 		flushQueued       bool  // a background Flush has started but not yet taken flushMu
 		syncErr           error // the first failed fsync of segment data; appends fail from then on
+		// dirDirty: a segment file was created or removed since the directory was last
+		// fsynced; a flush fsyncs it before the recovery point moves (a segment's data
+		// is not durable while its name is not).
+		dirDirty bool
+		// truncations counts TruncateTo calls: a Flush that saw one happen during its
+		// fsync does not move the recovery point (the offsets it synced were taken back).
+		truncations int64
 	}
 }
 
@@ -252,11 +261,11 @@ func (l *Log) Append(batch []byte, opts AppendOptions) (AppendInfo, error) {
 		}
 	}
 	if err := l.maybeRollLocked(&h, len(batch), now, cfg); err != nil {
-		return AppendInfo{}, err
+		return AppendInfo{}, appendError(l.active(), err)
 	}
 	seg := l.active()
 	if err := seg.appendBatch(batch, &h, cfg.IndexIntervalBytes, cfg.SegmentBytes); err != nil {
-		return AppendInfo{}, fmt.Errorf("appending to %s: %w", seg.path(logSuffix), err)
+		return AppendInfo{}, appendError(seg, err)
 	}
 	l.size.Add(int64(len(batch)))
 	l.logEnd.Store(h.LastOffset() + 1)
@@ -279,6 +288,16 @@ func (l *Log) Append(batch []byte, opts AppendOptions) (AppendInfo, error) {
 		}
 	}
 	return info, nil
+}
+
+// appendError describes a failed append, which left the log as it was. A full disk
+// is ErrNoSpace: the directory may keep serving and appends succeed once space is
+// freed; other errors take the directory offline.
+func appendError(seg *segment, err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("%w: appending to %s: %w", ErrNoSpace, seg.path(logSuffix), err)
+	}
+	return fmt.Errorf("appending to %s: %w", seg.path(logSuffix), err)
 }
 
 // maybeRollLocked starts a new segment when the batch does not fit the active one
@@ -339,7 +358,7 @@ func (l *Log) replaceEmptyActiveLocked(base int64, now time.Time) error {
 
 // newActiveSegment creates an empty segment starting at base, ready to be appended to.
 func (l *Log) newActiveSegment(base int64, now time.Time) (*segment, error) {
-	seg, err := openSegment(l.fs, l.dir, base, now)
+	seg, err := l.createSegment(base, now)
 	if err != nil {
 		return nil, err
 	}
@@ -372,11 +391,11 @@ func (l *Log) rollLocked(now time.Time, base int64) error {
 	}
 	segs := append(append([]*segment(nil), l.segs()...), seg)
 	l.setSegments(segs)
-	if err := writeSnapshot(l.dir, leo, l.mu.producers); err != nil {
+	if err := writeSnapshot(l.fs, l.dir, leo, l.mu.producers); err != nil {
 		l.logger.Warn("writing producer snapshot", "topic", l.topic, "partition", l.partition, "offset", leo, "err", err)
 	} else {
 		l.mu.snapshotAt = leo
-		_ = pruneSnapshots(l.dir, snapshotsKept)
+		_ = pruneSnapshots(l.fs, l.dir, snapshotsKept)
 	}
 	l.logger.Debug("rolled segment", "topic", l.topic, "partition", l.partition, "offset", leo)
 	l.flushInBackgroundLocked()
@@ -402,14 +421,16 @@ func (l *Log) flushInBackgroundLocked() {
 	}()
 }
 
-// flushLocked fsyncs every segment holding data above the recovery point and moves
-// the recovery point to the log end offset, persisting it when persist is set.
+// flushLocked fsyncs every segment holding data above the recovery point (and the
+// directory when segment files were created or removed) and moves the recovery point
+// to the log end offset, persisting it when persist is set.
 func (l *Log) flushLocked(persist bool) error {
 	leo := l.logEnd.Load()
-	if err := l.syncFrom(l.mu.recoveryPoint); err != nil {
+	if err := l.syncFrom(l.mu.recoveryPoint, l.mu.dirDirty); err != nil {
 		l.syncFailedLocked(err)
 		return err
 	}
+	l.mu.dirDirty = false
 	l.advanceRecoveryPointLocked(leo)
 	if persist && l.mu.stateDirty {
 		return l.writeStateLocked()
@@ -426,8 +447,9 @@ func (l *Log) syncFailedLocked(err error) {
 	}
 }
 
-// syncFrom fsyncs the segments that may hold data at or above offset.
-func (l *Log) syncFrom(offset int64) error {
+// syncFrom fsyncs the segments that may hold data at or above offset, then the
+// partition directory when dir is set.
+func (l *Log) syncFrom(offset int64, dir bool) error {
 	segs := l.segs()
 	for i, s := range segs {
 		if i+1 < len(segs) && segs[i+1].base <= offset {
@@ -438,6 +460,11 @@ func (l *Log) syncFrom(offset int64) error {
 		}
 		if err := s.sync(); err != nil && !errors.Is(err, os.ErrClosed) {
 			return fmt.Errorf("syncing %s: %w", s.path(logSuffix), err)
+		}
+	}
+	if dir {
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return fmt.Errorf("syncing %s: %w", l.dir, err)
 		}
 	}
 	return nil
@@ -454,9 +481,21 @@ func (l *Log) advanceRecoveryPointLocked(leo int64) {
 	}
 }
 
+// currentStateLocked is what log-state would hold now.
+func (l *Log) currentStateLocked() logState {
+	active := l.active()
+	return logState{
+		logStartOffset: l.logStart.Load(),
+		recoveryPoint:  l.mu.recoveryPoint,
+		logEnd:         l.logEnd.Load(),
+		activeBase:     active.base,
+		activeSize:     active.size.Load(),
+	}
+}
+
 func (l *Log) writeStateLocked() error {
-	st := logState{logStartOffset: l.logStart.Load(), recoveryPoint: l.mu.recoveryPoint}
-	err := writeLogState(l.dir, st)
+	st := l.currentStateLocked()
+	err := writeLogState(l.fs, l.dir, st)
 	if err == nil {
 		l.mu.stateDirty = false
 		l.mu.writtenState = st
@@ -485,20 +524,25 @@ func (l *Log) Flush() error {
 		l.mu.Unlock()
 		return ErrLogClosed
 	}
-	leo, rp := l.logEnd.Load(), l.mu.recoveryPoint
+	leo, rp, dir, truncations := l.logEnd.Load(), l.mu.recoveryPoint, l.mu.dirDirty, l.mu.truncations
+	l.mu.dirDirty = false
 	l.mu.Unlock()
-	if leo <= rp {
+	if leo <= rp && !dir {
 		return nil
 	}
-	err := l.syncFrom(rp)
+	err := l.syncFrom(rp, dir)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err != nil {
+		l.mu.dirDirty = l.mu.dirDirty || dir
 		l.syncFailedLocked(err)
 		return err
 	}
 	if l.closed.Load() {
 		return ErrLogClosed
+	}
+	if truncations != l.mu.truncations {
+		return nil // the offsets synced were taken back meanwhile
 	}
 	l.advanceRecoveryPointLocked(leo)
 	if !l.mu.stateDirty {
@@ -535,13 +579,15 @@ func (l *Log) Close() error {
 	// thousands of idle partitions must not cost thousands of fsyncs.
 	leo := l.logEnd.Load()
 	if l.mu.snapshotAt != leo {
-		errs = append(errs, writeSnapshot(l.dir, leo, l.mu.producers))
-		_ = pruneSnapshots(l.dir, snapshotsKept)
+		errs = append(errs, writeSnapshot(l.fs, l.dir, leo, l.mu.producers))
+		_ = pruneSnapshots(l.fs, l.dir, snapshotsKept)
 	}
-	if st := (logState{logStartOffset: l.logStart.Load(), recoveryPoint: l.mu.recoveryPoint}); st != l.mu.writtenState {
+	// The index files are written before log-state: log-state is what a clean open
+	// compares the files with.
+	errs = append(errs, l.closeFilesLocked())
+	if l.currentStateLocked() != l.mu.writtenState {
 		errs = append(errs, l.writeStateLocked())
 	}
-	errs = append(errs, l.closeFilesLocked())
 	return errors.Join(errs...)
 }
 
@@ -589,11 +635,12 @@ func (l *Log) Delete() error {
 	if l.closed.Swap(true) {
 		return ErrLogClosed
 	}
-	var id [16]byte
-	_, _ = rand.Read(id[:])
-	target := l.dir + "." + hex.EncodeToString(id[:]) + deleteDirSuffix
-	if err := os.Rename(l.dir, target); err != nil {
+	target := deleteDirName(l.dir)
+	if err := l.fs.Rename(l.dir, target); err != nil {
 		return err
+	}
+	if err := l.fs.SyncDir(filepath.Dir(l.dir)); err != nil {
+		l.logger.Warn("syncing log directory after deleting a partition", "topic", l.topic, "partition", l.partition, "err", err)
 	}
 	segs := l.segs()
 	pending := l.mu.pendingDeletes
@@ -606,7 +653,7 @@ func (l *Log) Delete() error {
 		for _, s := range segs {
 			s.close()
 		}
-		if err := os.RemoveAll(target); err != nil {
+		if err := l.fs.RemoveAll(target); err != nil {
 			l.logger.Warn("removing deleted log", "dir", target, "err", err)
 		}
 	}
@@ -619,8 +666,31 @@ func (l *Log) Delete() error {
 	return nil
 }
 
-// deleteDirSuffix marks a partition directory scheduled for removal.
+// deleteDirSuffix marks a partition directory scheduled for removal:
+// <topic>-<partition>.<32 hex digits>-delete.
 const deleteDirSuffix = "-delete"
+
+// deleteDirName is the name a partition directory is renamed to when it is deleted.
+func deleteDirName(dir string) string {
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	return dir + "." + hex.EncodeToString(id[:]) + deleteDirSuffix
+}
+
+// isDeleteDirName reports whether name is a partition directory renamed by a delete
+// (and nothing else that happens to end in -delete).
+func isDeleteDirName(name string) bool {
+	stem, ok := strings.CutSuffix(name, deleteDirSuffix)
+	i := strings.LastIndexByte(stem, '.')
+	if !ok || i < 0 || len(stem)-i-1 != 32 {
+		return false
+	}
+	if _, err := hex.DecodeString(stem[i+1:]); err != nil {
+		return false
+	}
+	_, ok = parsePartitionDir(stem[:i])
+	return ok
+}
 
 // partitionDirName is <topic>-<partition>.
 func partitionDirName(topic string, partition int32) string {
@@ -632,3 +702,24 @@ func partitionDir(dir, topic string, partition int32) string {
 }
 
 type clockTimer = clock.Timer
+
+// logIndexRebuild logs that a segment's index files were found wrong (or missing)
+// and are rebuilt from the segment. Nil-safe (a segment the cleaner is writing).
+func (l *Log) logIndexRebuild(s *segment, why error) {
+	if l == nil {
+		return
+	}
+	l.logger.Warn("index files do not match their segment; rebuilding them", "topic", l.topic, "partition", l.partition,
+		"file", s.path(logSuffix), "offset", s.base, "reason", why)
+}
+
+// segmentCut accounts for and logs damage found in a segment outside recovery: the
+// segment is served up to pos, the dropped bytes after it are not.
+func (l *Log) segmentCut(s *segment, pos, offset, dropped int64) {
+	if l == nil {
+		return
+	}
+	l.size.Add(-dropped)
+	l.logger.Warn("damaged batch in a segment below the recovery point; serving the segment up to it", "topic", l.topic,
+		"partition", l.partition, "file", s.path(logSuffix), "position", pos, "offset", offset, "bytes_dropped", dropped)
+}

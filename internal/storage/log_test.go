@@ -467,13 +467,13 @@ func TestFlushIntervalMessagesAndMs(t *testing.T) {
 		t.Fatalf("recovery point %d after 3 messages, want 3", rp)
 	}
 	// Persisted lazily.
-	if st, _ := readLogState(l.Dir()); st.recoveryPoint != 0 {
+	if st, _ := readLogState(OSFS{}, l.Dir()); st.recoveryPoint != 0 {
 		t.Fatalf("recovery point written synchronously: %d", st.recoveryPoint)
 	}
 	if err := l.CheckpointState(); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := readLogState(l.Dir()); st.recoveryPoint != 3 {
+	if st, _ := readLogState(OSFS{}, l.Dir()); st.recoveryPoint != 3 {
 		t.Fatalf("checkpointed recovery point %d, want 3", st.recoveryPoint)
 	}
 	l2 := openTest(t, Config{FlushIntervalMs: 1000})

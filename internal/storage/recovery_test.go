@@ -135,7 +135,7 @@ func TestRecoveryDeletesSegmentsAfterDamage(t *testing.T) {
 	// Crash with the recovery point pushed back to the start: recovery scans every
 	// segment, finds the damage in the second one and drops the rest.
 	l.crash()
-	if err := writeLogState(l.Dir(), logState{0, 0}); err != nil {
+	if err := writeLogState(OSFS{}, l.Dir(), logState{}); err != nil {
 		t.Fatal(err)
 	}
 	second := segs[1]
@@ -187,7 +187,7 @@ func TestCleanReopenTrustsFilesAndRebuildsBadIndexes(t *testing.T) {
 			t.Fatalf("batch %d after clean reopen: %v", b.base, err)
 		}
 	}
-	x, err := readIndexes(segs[0].path(indexSuffix), segs[0].path(timeIndexSuffix), segs[0].size.Load())
+	x, err := readIndexes(OSFS{}, segs[0].path(indexSuffix), segs[0].path(timeIndexSuffix), segs[0].size.Load())
 	if err != nil || len(x.offsets) == 0 {
 		t.Fatalf("index of segment 0 not rebuilt: %v", err)
 	}

@@ -184,6 +184,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	if offset >= l.logEnd.Load() {
 		return nil
 	}
+	l.mu.truncations++
 	cfg := l.config()
 	if offset < l.logStart.Load() {
 		return l.truncateFullyLocked(offset, cfg)
@@ -217,7 +218,6 @@ func (l *Log) TruncateTo(offset int64) error {
 			return err
 		}
 	}
-	s.bytesSinceIndex = 0
 	if s.size.Load() == 0 {
 		s.rollTimestamp = -1
 	}
@@ -229,7 +229,7 @@ func (l *Log) truncateFullyLocked(offset int64, cfg Config) error {
 	if err := l.dropSegmentsFrom(0); err != nil {
 		return err
 	}
-	s, err := openSegment(l.fs, l.dir, offset, l.clock.Now())
+	s, err := l.createSegment(offset, l.clock.Now())
 	if err != nil {
 		return err
 	}
@@ -255,5 +255,9 @@ func (l *Log) afterTruncateLocked(newEnd int64) error {
 	if err := l.writeStateLocked(); err != nil {
 		return err
 	}
-	return l.loadProducerState(newEnd)
+	ents, err := l.fs.ReadDir(l.dir)
+	if err != nil {
+		return err
+	}
+	return l.loadProducerState(ents, newEnd)
 }
