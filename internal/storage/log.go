@@ -639,19 +639,20 @@ func (l *Log) Delete() error {
 	if err := l.fs.Rename(l.dir, target); err != nil {
 		return err
 	}
-	if err := l.fs.SyncDir(filepath.Dir(l.dir)); err != nil {
-		l.logger.Warn("syncing log directory after deleting a partition", "topic", l.topic, "partition", l.partition, "err", err)
-	}
+	// Not durable until the log directory is fsynced: a crash before may bring the
+	// partition back whole (the broker deletes it again).
+	syncErr := l.fs.SyncDir(filepath.Dir(l.dir))
 	segs := l.segs()
 	pending := l.mu.pendingDeletes
 	l.mu.pendingDeletes = nil
 	remove := func() {
+		// The directory is going: close the files without writing index files.
 		for s, t := range pending {
 			t.Stop()
-			s.close()
+			s.file.Close()
 		}
 		for _, s := range segs {
-			s.close()
+			s.file.Close()
 		}
 		if err := l.fs.RemoveAll(target); err != nil {
 			l.logger.Warn("removing deleted log", "dir", target, "err", err)
@@ -660,10 +661,10 @@ func (l *Log) Delete() error {
 	delay := time.Duration(l.config().FileDeleteDelayMs) * time.Millisecond
 	if delay <= 0 {
 		remove()
-		return nil
+	} else {
+		l.clock.AfterFunc(delay, remove)
 	}
-	l.clock.AfterFunc(delay, remove)
-	return nil
+	return syncErr
 }
 
 // deleteDirSuffix marks a partition directory scheduled for removal:

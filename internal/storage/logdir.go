@@ -63,10 +63,16 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 	return m, nil
 }
 
-// lockDir creates d when missing and takes the exclusive lock on d/.lock (Kafka's).
+// lockDir creates d when missing (durably: its parent is fsynced, as Kafka does) and
+// takes the exclusive lock on d/.lock (Kafka's).
 func (m *Manager) lockDir(d string) error {
-	if err := m.opts.FS.MkdirAll(d, 0o755); err != nil {
-		return err
+	if _, err := m.opts.FS.Stat(d); errors.Is(err, os.ErrNotExist) {
+		if err := m.opts.FS.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+		if err := m.opts.FS.SyncDir(filepath.Dir(filepath.Clean(d))); err != nil {
+			return err
+		}
 	}
 	f, err := m.opts.FS.OpenFile(filepath.Join(d, lockFile), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {

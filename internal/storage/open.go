@@ -416,6 +416,21 @@ func (l *Log) recover(cfg Config, recoveryPoint int64) (leo int64, lastEpoch int
 	var scanned, dropped int64
 	for i := first; i < len(segs); i++ {
 		s := segs[i]
+		if i > first && s.base > next && !cfg.Compact {
+			// A hole: the segment before ends short of this one. A flush syncs the
+			// segments in order, so what follows a hole was never flushed (the new
+			// segment's name reached the disk, its predecessor's tail did not). It goes,
+			// so that the offsets stay contiguous. (A compacted log has holes where the
+			// cleaner removed records; they stay.)
+			lost := l.laterBytes(i - 1)
+			dropped += lost
+			l.logger.Warn("offsets missing before a segment; dropping it and the later ones (never flushed)", "topic", l.topic,
+				"partition", l.partition, "file", s.path(logSuffix), "offset", next, "segment_offset", s.base, "bytes_dropped", lost)
+			if err := l.dropSegmentsFrom(i); err != nil {
+				return 0, -1, err
+			}
+			break
+		}
 		if s.base < next && s.size.Load() > 0 && i > first {
 			// Overlapping segments: keep the earlier data, drop the rest.
 			dropped += l.laterBytes(i - 1)

@@ -33,16 +33,19 @@ func (l *Log) DeleteRecordsBefore(offset int64) (int64, error) {
 	return l.logStart.Load(), err
 }
 
-// advanceLogStartLocked moves the log start offset forward and persists it.
+// advanceLogStartLocked moves the log start offset forward and persists it, then
+// drops the leader epochs below it: log-state first, so that a crash between the two
+// leaves epochs below the log start (dropped at load), never an epoch cache that
+// starts above it.
 func (l *Log) advanceLogStartLocked(offset int64) error {
 	if offset <= l.logStart.Load() {
 		return nil
 	}
 	l.logStart.Store(offset)
-	if err := l.epochs.truncateFromStart(offset); err != nil {
+	if err := l.writeStateLocked(); err != nil {
 		return err
 	}
-	return l.writeStateLocked()
+	return l.epochs.truncateFromStart(offset)
 }
 
 // deleteOldestLocked removes the n oldest segments (never the active one): they leave
