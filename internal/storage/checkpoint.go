@@ -212,6 +212,18 @@ func (c *epochCache) assign(epoch int32, offset int64) error {
 	return c.writeLocked()
 }
 
+// epochAt returns the epoch of the entry covering offset (the latest one starting at
+// or before it), -1 when none does.
+func (c *epochCache) epochAt(offset int64) int32 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	i := sort.Search(len(c.entries), func(i int) bool { return c.entries[i].StartOffset > offset })
+	if i == 0 {
+		return -1
+	}
+	return c.entries[i-1].Epoch
+}
+
 func (c *epochCache) latest() int32 {
 	c.mu.RLock()
 	defer c.mu.RUnlock()

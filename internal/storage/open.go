@@ -222,6 +222,7 @@ func (l *Log) load(ents []os.DirEntry, clean bool) error {
 	l.epochs = epochs
 	var leo int64
 	lastEpoch := int32(-1) // of the log's last batch, -1 when not read
+	epochDoubt := ""
 	switch {
 	case bytes == 0:
 		// Nothing to check or recover: the log is empty and ends where its last
@@ -242,9 +243,11 @@ func (l *Log) load(ents []os.DirEntry, clean bool) error {
 		}
 	}
 	if !clean && bytes > 0 {
-		if leo, lastEpoch, err = l.recover(cfg, state.recoveryPoint); err != nil {
+		rec, err := l.recover(cfg, state.recoveryPoint)
+		if err != nil {
 			return err
 		}
+		leo, lastEpoch, epochDoubt = rec.leo, rec.lastEpoch, rec.epochDoubt
 		if leo < state.recoveryPoint {
 			l.logger.Warn("log ends below its recovery point: data that was on disk is gone", "topic", l.topic, "partition", l.partition,
 				"log_end_offset", leo, "recovery_point", state.recoveryPoint)
@@ -274,7 +277,7 @@ func (l *Log) load(ents []os.DirEntry, clean bool) error {
 		}
 	}
 
-	if err := l.loadEpochs(epochErr, lastEpoch, logStart, leo); err != nil {
+	if err := l.loadEpochs(epochErr, epochDoubt, lastEpoch, logStart, leo); err != nil {
 		return err
 	}
 	if err := l.loadProducerState(ents, leo); err != nil {
@@ -383,7 +386,7 @@ func (l *Log) openClean(cfg Config, state logState) (leo int64, lastEpoch int32,
 		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, ErrCorrupt) {
 			return 0, -1, "", err
 		}
-		return 0, -1, fmt.Sprintf("index of the active segment %s: %v", active.path(logSuffix), err), nil
+		return 0, -1, fmt.Sprintf("checking the active segment %s against its index: %v", active.path(logSuffix), err), nil
 	}
 	leo = tail.lastOffset + 1
 	size := active.size.Load()
@@ -399,11 +402,19 @@ func (l *Log) openClean(cfg Config, state logState) (leo int64, lastEpoch int32,
 	return leo, tail.lastEpoch, mismatch, nil
 }
 
+// recovered is what recovery found about the whole log.
+type recoveredLog struct {
+	leo       int64
+	lastEpoch int32 // leader epoch of the last batch, -1 when no batch was read
+	// epochDoubt says why the leader epoch checkpoint disagrees with the first batch
+	// recovery read ("" when it agrees): the epochs below it cannot be trusted.
+	epochDoubt string
+}
+
 // recover checks every batch (length, CRC, increasing offsets) of the segments from the
 // one holding the recovery point on, rebuilding their indexes. At the first bad batch
-// the segment is cut and every later segment deleted. It returns the log end offset
-// and the leader epoch of the last batch (-1 when no batch was read).
-func (l *Log) recover(cfg Config, recoveryPoint int64) (leo int64, lastEpoch int32, err error) {
+// the segment is cut and every later segment deleted.
+func (l *Log) recover(cfg Config, recoveryPoint int64) (recoveredLog, error) {
 	started := time.Now()
 	segs := l.segs()
 	first := sort.Search(len(segs), func(i int) bool { return segs[i].base > recoveryPoint }) - 1
@@ -412,7 +423,9 @@ func (l *Log) recover(cfg Config, recoveryPoint int64) (leo int64, lastEpoch int
 	if first > 0 {
 		next = segs[first].base
 	}
-	lastEpoch = -1
+	// What the checkpoint says of the first batch read, before recovery adds to it.
+	checkpointEpoch := l.epochs.epochAt(segs[first].base)
+	out := recoveredLog{lastEpoch: -1}
 	var scanned, dropped int64
 	for i := first; i < len(segs); i++ {
 		s := segs[i]
@@ -427,7 +440,7 @@ func (l *Log) recover(cfg Config, recoveryPoint int64) (leo int64, lastEpoch int
 			l.logger.Warn("offsets missing before a segment; dropping it and the later ones (never flushed)", "topic", l.topic,
 				"partition", l.partition, "file", s.path(logSuffix), "offset", next, "segment_offset", s.base, "bytes_dropped", lost)
 			if err := l.dropSegmentsFrom(i); err != nil {
-				return 0, -1, err
+				return out, err
 			}
 			break
 		}
@@ -437,17 +450,20 @@ func (l *Log) recover(cfg Config, recoveryPoint int64) (leo int64, lastEpoch int
 			l.logger.Warn("segment overlaps the previous one; deleting it and the later ones", "topic", l.topic, "partition", l.partition,
 				"file", s.path(logSuffix), "offset", next, "bytes_dropped", l.laterBytes(i-1))
 			if err := l.dropSegmentsFrom(i); err != nil {
-				return 0, -1, err
+				return out, err
 			}
 			break
 		}
 		res, err := l.recoverSegment(s, cfg, next)
 		if err != nil {
-			return 0, -1, err
+			return out, err
 		}
 		scanned += res.scanned
 		if res.lastEpoch >= 0 {
-			lastEpoch = res.lastEpoch
+			out.lastEpoch = res.lastEpoch
+		}
+		if i == first && res.firstEpoch >= 0 && res.firstEpoch != checkpointEpoch {
+			out.epochDoubt = fmt.Sprintf("the batch at offset %d has epoch %d, the checkpoint says %d", s.base, res.firstEpoch, checkpointEpoch)
 		}
 		if i == first || s.size.Load() > 0 {
 			next = max(res.next, s.base)
@@ -458,10 +474,10 @@ func (l *Log) recover(cfg Config, recoveryPoint int64) (leo int64, lastEpoch int
 			l.logger.Warn("truncating corrupt or torn log tail", "topic", l.topic, "partition", l.partition,
 				"file", s.path(logSuffix), "position", res.tornPos, "offset", next, "bytes_dropped", lost, "reason", res.why)
 			if err := l.truncateSegmentAt(s, res.tornPos, cfg); err != nil {
-				return 0, -1, err
+				return out, err
 			}
 			if err := l.dropSegmentsFrom(i + 1); err != nil {
-				return 0, -1, err
+				return out, err
 			}
 			break
 		}
@@ -475,7 +491,8 @@ func (l *Log) recover(cfg Config, recoveryPoint int64) (leo int64, lastEpoch int
 			"log_end_offset", next, "segments", len(segs)-first, "bytes_scanned", scanned, "bytes_dropped", dropped,
 			"took", time.Since(started).Round(time.Millisecond))
 	}
-	return next, lastEpoch, nil
+	out.leo = next
+	return out, nil
 }
 
 func (l *Log) laterBytes(i int) int64 {
@@ -489,12 +506,13 @@ func (l *Log) laterBytes(i int) int64 {
 
 // recovered is what recoverSegment found.
 type recovered struct {
-	next      int64  // offset after the last good batch
-	lastEpoch int32  // leader epoch of the last good batch, -1 when none
-	scanned   int64  // bytes checked
-	torn      bool   // a bad batch was met …
-	tornPos   int64  // … at this position
-	why       string // … for this reason
+	next       int64  // offset after the last good batch
+	firstEpoch int32  // leader epoch of the first good batch, -1 when none
+	lastEpoch  int32  // leader epoch of the last good batch, -1 when none
+	scanned    int64  // bytes checked
+	torn       bool   // a bad batch was met …
+	tornPos    int64  // … at this position
+	why        string // … for this reason
 }
 
 // recoverSegment validates the batches of s, rebuilding its indexes and assigning the
@@ -505,7 +523,7 @@ func (l *Log) recoverSegment(s *segment, cfg Config, expectNext int64) (recovere
 	s.idx.x = segmentIndex{}
 	s.idx.fromFiles = false
 	s.idx.maxTimestamp, s.idx.offsetOfMaxTimestamp = -1, -1
-	res := recovered{next: expectNext, lastEpoch: -1}
+	res := recovered{next: expectNext, firstEpoch: -1, lastEpoch: -1}
 	fr := newFullBatchReader(s.file, 0, s.size.Load())
 	var since int64
 	for {
@@ -534,6 +552,9 @@ func (l *Log) recoverSegment(s *segment, cfg Config, expectNext int64) (recovere
 		s.indexBatchLocked(&h, pos, &since, cfg.IndexIntervalBytes)
 		if err := l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
 			return res, err
+		}
+		if res.firstEpoch < 0 {
+			res.firstEpoch = h.PartitionLeaderEpoch
 		}
 		res.next, res.lastEpoch = h.LastOffset()+1, h.PartitionLeaderEpoch
 	}
@@ -581,10 +602,11 @@ func (l *Log) dropSegmentsFrom(i int) error {
 
 // loadEpochs settles the leader epoch cache read from leader-epoch-checkpoint
 // (loadErr is what reading it returned): a missing, damaged or stale checkpoint (its
-// latest epoch is not the one of the log's last batch) is rebuilt from the partition
-// leader epoch field of the batch headers. Then entries outside [logStart, leo) go.
-func (l *Log) loadEpochs(loadErr error, lastEpoch int32, logStart, leo int64) error {
-	reason := ""
+// latest epoch is not the one of the log's last batch, or recovery found it wrong:
+// doubt) is rebuilt from the partition leader epoch field of the batch headers. Then
+// entries outside [logStart, leo) go.
+func (l *Log) loadEpochs(loadErr error, doubt string, lastEpoch int32, logStart, leo int64) error {
+	reason := doubt
 	switch {
 	case loadErr == nil:
 	case errors.Is(loadErr, os.ErrNotExist):
