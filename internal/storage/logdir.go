@@ -250,7 +250,7 @@ func (m *Manager) reportForeign() {
 		}
 		for _, e := range ents {
 			if !isLogDirEntry(e.Name(), e.IsDir()) {
-				m.opts.Logger.Info("ignoring a file Samsa did not write in a log directory", "dir", d, "file", e.Name())
+				m.opts.Logger.Info("ignoring an entry Samsa did not create in a log directory", "dir", d, "name", e.Name())
 			}
 		}
 	}
