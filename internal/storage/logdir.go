@@ -81,7 +81,7 @@ func (m *Manager) lockDir(d string) error {
 	if err := unix.Flock(int(f.OS().Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return fmt.Errorf("%w: %s is held by another process; stop the other broker or give this one other log.dirs",
+			return fmt.Errorf("%w: %s; stop the other broker, or give this one other log.dirs",
 				ErrDirLocked, filepath.Join(d, lockFile))
 		}
 		return fmt.Errorf("locking %s: %w", filepath.Join(d, lockFile), err)
