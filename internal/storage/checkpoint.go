@@ -19,39 +19,42 @@ const (
 	logStateFile      = "log-state"
 )
 
-// logState is the content of the log-state file. logEnd, activeBase and activeSize
-// describe the log when the file was written; Close writes it last, so after a clean
-// shutdown a loader that finds other values in the files knows they changed since
-// (version 1 files did not have them: -1).
+// logState is the content of the log-state file. recoverySegment and
+// recoveryPosition say where the recovery point lies in the files: the segment with
+// that base offset is on disk below that byte position (and every segment before
+// it). A crash is recovered by reading from there; a clean open trusts the files only
+// when the log ends exactly there. Version 1 files did not have them (-1).
 type logState struct {
-	logStartOffset int64
-	recoveryPoint  int64
-	logEnd         int64
-	activeBase     int64
-	activeSize     int64
+	logStartOffset   int64
+	recoveryPoint    int64
+	recoverySegment  int64
+	recoveryPosition int64
 }
 
-// logStateVersion is the version written; version 1 (no log end, no active segment)
-// is still read.
+// unknownLogState is what an unreadable log-state stands for.
+var unknownLogState = logState{recoverySegment: -1, recoveryPosition: -1}
+
+// logStateVersion is the version written; version 1 (no recovery segment and
+// position) is still read.
 const logStateVersion = 2
 
 func writeLogState(fsys FS, dir string, s logState) error {
-	data := fmt.Sprintf("version %d\nlog_start_offset %d\nrecovery_point %d\nlog_end_offset %d\nactive_segment %d\nactive_segment_size %d\n",
-		logStateVersion, s.logStartOffset, s.recoveryPoint, s.logEnd, s.activeBase, s.activeSize)
+	data := fmt.Sprintf("version %d\nlog_start_offset %d\nrecovery_point %d\nrecovery_segment %d\nrecovery_position %d\n",
+		logStateVersion, s.logStartOffset, s.recoveryPoint, s.recoverySegment, s.recoveryPosition)
 	return writeFileAtomic(fsys, filepath.Join(dir, logStateFile), []byte(data), true)
 }
 
 // readLogState reads log-state; an error wrapping os.ErrNotExist when it is missing,
 // ErrCorrupt when it cannot be parsed.
 func readLogState(fsys FS, dir string) (logState, error) {
-	s := logState{logEnd: -1, activeBase: -1, activeSize: -1}
+	s := unknownLogState
 	path := filepath.Join(dir, logStateFile)
 	b, err := readFile(fsys, path)
 	if err != nil {
 		return s, err
 	}
 	bad := func(why string) (logState, error) {
-		return logState{logEnd: -1, activeBase: -1, activeSize: -1}, fmt.Errorf("%w: %s: %s", ErrCorrupt, path, why)
+		return unknownLogState, fmt.Errorf("%w: %s: %s", ErrCorrupt, path, why)
 	}
 	var version int
 	if _, err := fmt.Sscanf(string(b), "version %d\n", &version); err != nil {
@@ -61,16 +64,16 @@ func readLogState(fsys FS, dir string) (logState, error) {
 	case 1:
 		_, err = fmt.Sscanf(string(b), "version 1\nlog_start_offset %d\nrecovery_point %d\n", &s.logStartOffset, &s.recoveryPoint)
 	case 2:
-		_, err = fmt.Sscanf(string(b), "version 2\nlog_start_offset %d\nrecovery_point %d\nlog_end_offset %d\nactive_segment %d\nactive_segment_size %d\n",
-			&s.logStartOffset, &s.recoveryPoint, &s.logEnd, &s.activeBase, &s.activeSize)
+		_, err = fmt.Sscanf(string(b), "version 2\nlog_start_offset %d\nrecovery_point %d\nrecovery_segment %d\nrecovery_position %d\n",
+			&s.logStartOffset, &s.recoveryPoint, &s.recoverySegment, &s.recoveryPosition)
 	default:
 		return bad(fmt.Sprintf("unknown version %d", version))
 	}
 	if err != nil {
 		return bad(err.Error())
 	}
-	if s.logStartOffset < 0 || s.recoveryPoint < 0 || (version == 2 && (s.logEnd < 0 || s.activeBase < 0 || s.activeSize < 0)) {
-		return bad("negative offset or size")
+	if s.logStartOffset < 0 || s.recoveryPoint < 0 || s.recoverySegment < -1 || s.recoveryPosition < -1 {
+		return bad("negative offset or position")
 	}
 	return s, nil
 }

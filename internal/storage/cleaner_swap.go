@@ -143,6 +143,13 @@ func (l *Log) replaceSegments(old []*segment, cleaned *segment, hook crashHook) 
 	next = append(next, segs[i+len(old):]...)
 	l.setSegments(next)
 	l.size.Add(cleaned.size.Load())
+	for _, s := range old {
+		if s.base == l.mu.recoverySegment {
+			// The recovery point's byte position was in a replaced file: recovery reads
+			// the cleaned segment from its start (it is on disk: it was fsynced).
+			l.mu.recoverySegment, l.mu.recoveryPosition, l.mu.stateDirty = -1, -1, true
+		}
+	}
 	return true, errors.Join(errs...)
 }
 

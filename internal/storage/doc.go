@@ -50,10 +50,10 @@
 //	            txnStartOffset int64, lastTimestamp int64, n uint8,
 //	            n × { firstSeq int32, lastSeq int32, baseOffset int64,
 //	            lastOffset int64, timestamp int64 } }
-//	log-state   "version 2\nlog_start_offset N\nrecovery_point N\nlog_end_offset N\n
-//	            active_segment N\nactive_segment_size N\n": the last three are the log
-//	            end and the active segment's base offset and size when the file was
-//	            written (Close writes it last). Version 1 (the first two only) is read.
+//	log-state   "version 2\nlog_start_offset N\nrecovery_point N\nrecovery_segment N\n
+//	            recovery_position N\n": where the recovery point lies, the base offset of
+//	            the segment holding it and its byte position there (-1: not known).
+//	            Version 1 (the first two fields only) is read.
 //	leader-epoch-checkpoint  "0\n<count>\n<epoch> <startOffset>\n…"
 //
 // Index files are caches, checked when they are loaded (Kafka's sanity check, and
@@ -142,19 +142,19 @@
 // segment's data is not durable while its name is not, Kafka's LocalLog.flush).
 //
 // After a clean shutdown (Options.CleanShutdown, from the Manager's marker) the files
-// are trusted only as far as they agree with what Close recorded: the active
-// segment's index files are loaded and checked (see above), which walks the headers
-// after them to the log end, and the log end, the active segment's base offset and
-// size must be those in log-state (version 1: the log end must be the recovery
-// point). Old segments' indexes load lazily on first use. Any disagreement — garbage
-// or a torn batch after the last one, a segment cut or grown, an index that does not
-// match, a log-state not written by Close — is logged with its reason and the log is
-// recovered from the recovery point instead. Without the marker, or with a missing or
-// unreadable log-state (recovery from the first segment), every segment from the one
-// holding the recovery point on is read batch by batch: length, magic, CRC-32C and
-// increasing offsets are checked and the indexes rebuilt; at the first bad or torn
-// batch the segment is cut there and every later segment is deleted (a WARN names
-// file, position, offset, bytes dropped and reason). In a log without compaction a
+// are trusted only as far as they agree with log-state, which Close writes last: the
+// active segment's index files are loaded and checked (see above), which walks the
+// headers after them to the log end, and the log must end exactly at the recovery
+// point, at the segment and byte log-state names (version 1: at the recovery point).
+// Old segments' indexes load lazily on first use. Any disagreement — garbage or a torn
+// batch after the last one, a segment cut or grown, an index that does not match, a
+// log-state older than the files — is logged with its reason and the log is recovered
+// from the recovery point instead. Without the marker, or with a missing or unreadable
+// log-state (recovery from the first segment), every segment from the one holding the
+// recovery point on is read batch by batch, as Kafka's LogLoader does: length, magic,
+// CRC-32C and increasing offsets are checked and the indexes rebuilt; at the first bad
+// or torn batch the segment is cut there and every later segment is deleted (a WARN
+// names file, position, offset, bytes dropped and reason). In a log without compaction a
 // segment starting above the end of the one before it also ends the log: a flush
 // syncs segments in order, so what follows such a hole was never flushed (a roll's new
 // segment reached the disk, its predecessor's unflushed tail did not). An INFO line

@@ -94,16 +94,20 @@ type Log struct {
 
 	mu struct {
 		sync.Mutex
-		producers         *producerState
-		recoveryPoint     int64
-		unflushedMessages int64
-		firstUnflushedAt  time.Time // zero when everything is flushed
-		stateDirty        bool      // recovery point moved since log-state was written
-		writtenState      logState  // what log-state on disk holds
-		snapshotAt        int64     // offset of a snapshot holding the current producer state, -1 if none
-		pendingDeletes    map[*segment]clockTimer
-		flushQueued       bool  // a background Flush has started but not yet taken flushMu
-		syncErr           error // the first failed fsync of segment data; appends fail from then on
+		producers     *producerState
+		recoveryPoint int64
+		// recoverySegment and recoveryPosition say where the recovery point lies: the
+		// segment with that base offset is on disk below that position (segment -1:
+		// not known, recovery reads the whole segment).
+		recoverySegment, recoveryPosition int64
+		unflushedMessages                 int64
+		firstUnflushedAt                  time.Time // zero when everything is flushed
+		stateDirty                        bool      // recovery point moved since log-state was written
+		writtenState                      logState  // what log-state on disk holds
+		snapshotAt                        int64     // offset of a snapshot holding the current producer state, -1 if none
+		pendingDeletes                    map[*segment]clockTimer
+		flushQueued                       bool  // a background Flush has started but not yet taken flushMu
+		syncErr                           error // the first failed fsync of segment data; appends fail from then on
 		// dirDirty: a segment file was created or removed since the directory was last
 		// fsynced; a flush fsyncs it before the recovery point moves (a segment's data
 		// is not durable while its name is not).
@@ -425,13 +429,13 @@ func (l *Log) flushInBackgroundLocked() {
 // directory when segment files were created or removed) and moves the recovery point
 // to the log end offset, persisting it when persist is set.
 func (l *Log) flushLocked(persist bool) error {
-	leo := l.logEnd.Load()
+	end := l.endLocked()
 	if err := l.syncFrom(l.mu.recoveryPoint, l.mu.dirDirty); err != nil {
 		l.syncFailedLocked(err)
 		return err
 	}
 	l.mu.dirDirty = false
-	l.advanceRecoveryPointLocked(leo)
+	l.advanceRecoveryPointLocked(end)
 	if persist && l.mu.stateDirty {
 		return l.writeStateLocked()
 	}
@@ -470,26 +474,44 @@ func (l *Log) syncFrom(offset int64, dir bool) error {
 	return nil
 }
 
-func (l *Log) advanceRecoveryPointLocked(leo int64) {
-	if leo >= l.logEnd.Load() {
+// logEnd is the log end offset and where it lies in the files.
+type logEnd struct {
+	offset, segment, position int64
+}
+
+// endLocked is where the log ends now: the active segment's size. Log.mu held (an
+// append publishes both under it).
+func (l *Log) endLocked() logEnd {
+	a := l.active()
+	return logEnd{l.logEnd.Load(), a.base, a.size.Load()}
+}
+
+// advanceRecoveryPointLocked moves the recovery point to end, a log end whose data
+// was just fsynced.
+func (l *Log) advanceRecoveryPointLocked(end logEnd) {
+	if end.offset >= l.logEnd.Load() {
 		l.mu.unflushedMessages = 0
 		l.mu.firstUnflushedAt = time.Time{}
 	}
-	if leo > l.mu.recoveryPoint {
-		l.mu.recoveryPoint = leo
+	if end.offset > l.mu.recoveryPoint {
+		l.mu.recoveryPoint, l.mu.recoverySegment, l.mu.recoveryPosition = end.offset, end.segment, end.position
 		l.mu.stateDirty = true
 	}
 }
 
+// setRecoveryPointLocked puts the recovery point at end (recovery, truncation).
+func (l *Log) setRecoveryPointLocked(end logEnd) {
+	l.mu.recoveryPoint, l.mu.recoverySegment, l.mu.recoveryPosition = end.offset, end.segment, end.position
+	l.mu.stateDirty = true
+}
+
 // currentStateLocked is what log-state would hold now.
 func (l *Log) currentStateLocked() logState {
-	active := l.active()
 	return logState{
-		logStartOffset: l.logStart.Load(),
-		recoveryPoint:  l.mu.recoveryPoint,
-		logEnd:         l.logEnd.Load(),
-		activeBase:     active.base,
-		activeSize:     active.size.Load(),
+		logStartOffset:   l.logStart.Load(),
+		recoveryPoint:    l.mu.recoveryPoint,
+		recoverySegment:  l.mu.recoverySegment,
+		recoveryPosition: l.mu.recoveryPosition,
 	}
 }
 
@@ -524,10 +546,10 @@ func (l *Log) Flush() error {
 		l.mu.Unlock()
 		return ErrLogClosed
 	}
-	leo, rp, dir, truncations := l.logEnd.Load(), l.mu.recoveryPoint, l.mu.dirDirty, l.mu.truncations
+	end, rp, dir, truncations := l.endLocked(), l.mu.recoveryPoint, l.mu.dirDirty, l.mu.truncations
 	l.mu.dirDirty = false
 	l.mu.Unlock()
-	if leo <= rp && !dir {
+	if end.offset <= rp && !dir {
 		return nil
 	}
 	err := l.syncFrom(rp, dir)
@@ -544,7 +566,7 @@ func (l *Log) Flush() error {
 	if truncations != l.mu.truncations {
 		return nil // the offsets synced were taken back meanwhile
 	}
-	l.advanceRecoveryPointLocked(leo)
+	l.advanceRecoveryPointLocked(end)
 	if !l.mu.stateDirty {
 		return nil
 	}

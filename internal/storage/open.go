@@ -210,7 +210,7 @@ func (l *Log) load(ents []os.DirEntry, clean bool) error {
 	}
 	l.setSegments(segs)
 	if stateErr != nil {
-		state = logState{logEnd: -1, activeBase: -1, activeSize: -1}
+		state = unknownLogState
 		if bytes > 0 || !errors.Is(stateErr, os.ErrNotExist) {
 			l.logger.Warn("log-state missing or unreadable; recovering the whole log", "topic", l.topic, "partition", l.partition,
 				"file", filepath.Join(l.dir, logStateFile), "err", stateErr)
@@ -283,20 +283,22 @@ func (l *Log) load(ents []os.DirEntry, clean bool) error {
 	if err := l.loadProducerState(ents, leo); err != nil {
 		return err
 	}
-	l.mu.recoveryPoint = min(state.recoveryPoint, leo)
-	if !clean {
-		// Everything up to the log end was just verified (or the log is empty and
-		// log-state damaged); make it durable.
-		if err := l.syncFrom(l.mu.recoveryPoint, true); err != nil {
-			return err
+	if clean {
+		// The files end at the recovery point (openClean), or the log is empty.
+		l.mu.recoveryPoint, l.mu.recoverySegment, l.mu.recoveryPosition = state.recoveryPoint, state.recoverySegment, state.recoveryPosition
+		if bytes == 0 {
+			l.mu.recoveryPoint, l.mu.recoverySegment, l.mu.recoveryPosition = min(state.recoveryPoint, leo), -1, -1
 		}
-		l.mu.dirDirty = false
-		l.mu.recoveryPoint = leo
-		if err := l.writeStateLocked(); err != nil {
-			return err
-		}
+		return nil
 	}
-	return nil
+	// Everything up to the log end was just verified (or the log is empty and
+	// log-state damaged); make it durable.
+	if err := l.syncFrom(min(state.recoveryPoint, leo), true); err != nil {
+		return err
+	}
+	l.mu.dirDirty = false
+	l.setRecoveryPointLocked(l.endLocked())
+	return l.writeStateLocked()
 }
 
 // openSegment opens the segment file starting at base, which exists.
@@ -373,9 +375,10 @@ func (l *Log) scanDir(ents []os.DirEntry) ([]int64, []os.DirEntry, error) {
 }
 
 // openClean loads the active segment's index files, checking them and walking the
-// batch headers after their last entries to find the log end offset, and compares
-// what it finds with what Close recorded in log-state. mismatch says why the files
-// cannot be trusted (the caller then recovers); an error is an I/O failure.
+// batch headers after their last entries to find the log end offset, and requires
+// that the log ends exactly at the recovery point in log-state, at the byte it names
+// (what Close leaves). mismatch says why the files cannot be trusted (the caller then
+// recovers); an error is an I/O failure.
 func (l *Log) openClean(cfg Config, state logState) (leo int64, lastEpoch int32, mismatch string, err error) {
 	segs := l.segs()
 	active := segs[len(segs)-1]
@@ -391,13 +394,11 @@ func (l *Log) openClean(cfg Config, state logState) (leo int64, lastEpoch int32,
 	leo = tail.lastOffset + 1
 	size := active.size.Load()
 	switch {
-	case state.recoveryPoint != state.logEnd && state.logEnd >= 0:
-		mismatch = fmt.Sprintf("log-state was not written by a clean close (recovery point %d, log end %d)", state.recoveryPoint, state.logEnd)
-	case state.logEnd >= 0 && (active.base != state.activeBase || size != state.activeSize):
-		mismatch = fmt.Sprintf("active segment %s has %d bytes, log-state recorded segment %d with %d bytes",
-			active.path(logSuffix), size, state.activeBase, state.activeSize)
+	case state.recoverySegment >= 0 && (active.base != state.recoverySegment || size != state.recoveryPosition):
+		mismatch = fmt.Sprintf("active segment %s has %d bytes, log-state has the recovery point at byte %d of segment %d",
+			active.path(logSuffix), size, state.recoveryPosition, state.recoverySegment)
 	case leo != state.recoveryPoint:
-		mismatch = fmt.Sprintf("log end %d found in %s, log-state recorded %d", leo, active.path(logSuffix), state.recoveryPoint)
+		mismatch = fmt.Sprintf("log end %d found in %s, the recovery point is %d", leo, active.path(logSuffix), state.recoveryPoint)
 	}
 	return leo, tail.lastEpoch, mismatch, nil
 }
@@ -412,8 +413,9 @@ type recoveredLog struct {
 }
 
 // recover checks every batch (length, CRC, increasing offsets) of the segments from the
-// one holding the recovery point on, rebuilding their indexes. At the first bad batch
-// the segment is cut and every later segment deleted.
+// one holding the recovery point on (as Kafka's LogLoader, the whole of that segment:
+// the part of it below the recovery point is checked too), rebuilding their indexes. At
+// the first bad batch the segment is cut and every later segment deleted.
 func (l *Log) recover(cfg Config, recoveryPoint int64) (recoveredLog, error) {
 	started := time.Now()
 	segs := l.segs()
@@ -423,8 +425,6 @@ func (l *Log) recover(cfg Config, recoveryPoint int64) (recoveredLog, error) {
 	if first > 0 {
 		next = segs[first].base
 	}
-	// What the checkpoint says of the first batch read, before recovery adds to it.
-	checkpointEpoch := l.epochs.epochAt(segs[first].base)
 	out := recoveredLog{lastEpoch: -1}
 	var scanned, dropped int64
 	for i := first; i < len(segs); i++ {
@@ -454,7 +454,7 @@ func (l *Log) recover(cfg Config, recoveryPoint int64) (recoveredLog, error) {
 			}
 			break
 		}
-		res, err := l.recoverSegment(s, cfg, next)
+		res, err := l.recoverSegment(s, cfg, next, i == len(segs)-1)
 		if err != nil {
 			return out, err
 		}
@@ -462,8 +462,8 @@ func (l *Log) recover(cfg Config, recoveryPoint int64) (recoveredLog, error) {
 		if res.lastEpoch >= 0 {
 			out.lastEpoch = res.lastEpoch
 		}
-		if i == first && res.firstEpoch >= 0 && res.firstEpoch != checkpointEpoch {
-			out.epochDoubt = fmt.Sprintf("the batch at offset %d has epoch %d, the checkpoint says %d", s.base, res.firstEpoch, checkpointEpoch)
+		if i == first && res.firstEpoch >= 0 && res.firstEpoch != res.checkpointEpoch {
+			out.epochDoubt = fmt.Sprintf("the batch at offset %d has epoch %d, the checkpoint says %d", res.firstOffset, res.firstEpoch, res.checkpointEpoch)
 		}
 		if i == first || s.size.Load() > 0 {
 			next = max(res.next, s.base)
@@ -506,26 +506,30 @@ func (l *Log) laterBytes(i int) int64 {
 
 // recovered is what recoverSegment found.
 type recovered struct {
-	next       int64  // offset after the last good batch
-	firstEpoch int32  // leader epoch of the first good batch, -1 when none
-	lastEpoch  int32  // leader epoch of the last good batch, -1 when none
-	scanned    int64  // bytes checked
-	torn       bool   // a bad batch was met …
-	tornPos    int64  // … at this position
-	why        string // … for this reason
+	next        int64 // offset after the last good batch
+	firstOffset int64 // of the first batch checked
+	firstEpoch  int32 // its leader epoch, -1 when none was checked
+	// checkpointEpoch is the epoch the leader epoch checkpoint gave the first batch
+	// checked, before recovery added to it.
+	checkpointEpoch int32
+	lastEpoch       int32  // leader epoch of the last good batch, -1 when none
+	scanned         int64  // bytes checked
+	torn            bool   // a bad batch was met …
+	tornPos         int64  // … at this position
+	why             string // … for this reason
 }
 
 // recoverSegment validates the batches of s, rebuilding its indexes and assigning the
-// leader epochs it meets.
-func (l *Log) recoverSegment(s *segment, cfg Config, expectNext int64) (recovered, error) {
+// leader epochs it meets; last says s is the log's last segment.
+func (l *Log) recoverSegment(s *segment, cfg Config, expectNext int64, last bool) (recovered, error) {
 	s.idx.Lock()
 	defer s.idx.Unlock()
 	s.idx.x = segmentIndex{}
 	s.idx.fromFiles = false
 	s.idx.maxTimestamp, s.idx.offsetOfMaxTimestamp = -1, -1
 	res := recovered{next: expectNext, firstEpoch: -1, lastEpoch: -1}
-	fr := newFullBatchReader(s.file, 0, s.size.Load())
 	var since int64
+	fr := newFullBatchReader(s.file, 0, s.size.Load())
 	for {
 		b, h, pos, rerr := fr.next()
 		if rerr == io.EOF {
@@ -548,20 +552,23 @@ func (l *Log) recoverSegment(s *segment, cfg Config, expectNext int64) (recovere
 			res.torn, res.tornPos, res.why = true, pos, why
 			break
 		}
+		if res.firstEpoch < 0 {
+			res.firstOffset, res.firstEpoch = h.BaseOffset, h.PartitionLeaderEpoch
+			res.checkpointEpoch = l.epochs.epochAt(h.BaseOffset)
+		}
 		res.scanned += int64(len(b))
 		s.indexBatchLocked(&h, pos, &since, cfg.IndexIntervalBytes)
 		if err := l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
 			return res, err
-		}
-		if res.firstEpoch < 0 {
-			res.firstEpoch = h.PartitionLeaderEpoch
 		}
 		res.next, res.lastEpoch = h.LastOffset()+1, h.PartitionLeaderEpoch
 	}
 	if res.torn {
 		res.scanned += s.size.Load() - res.tornPos
 	}
-	return res, s.finishIndexLocked()
+	// The last segment becomes the active one, whose index lives in memory (its files
+	// are written when it stops being active); the others' files are written now.
+	return res, s.finishIndexLocked(!last)
 }
 
 // truncateSegmentAt cuts s at pos and rebuilds its index.

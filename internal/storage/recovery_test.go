@@ -2,10 +2,13 @@ package storage
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -228,5 +231,63 @@ func TestUncleanRecoveryRebuildsEpochCache(t *testing.T) {
 	l.reopen(false)
 	if got := l.EpochEntries(); len(got) != 2 || got[0] != (EpochEntry{2, 0}) || got[1] != (EpochEntry{5, 2}) {
 		t.Fatalf("rebuilt epoch cache %v", got)
+	}
+}
+
+// bytesIn returns the value of key=N in the last line of logs holding msg, -1 if none.
+func bytesIn(logs, msg, key string) int64 {
+	n := int64(-1)
+	for _, line := range strings.Split(logs, "\n") {
+		if !strings.Contains(line, msg) {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(f, key+"="); ok {
+				n, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+	}
+	return n
+}
+
+// TestRecoveryReadsFromTheRecoveryPointsSegment: after a crash, only the segments
+// from the one holding the recovery point on are checked, and the log line says how
+// many bytes were.
+func TestRecoveryReadsFromTheRecoveryPointsSegment(t *testing.T) {
+	tl := openTest(t, Config{SegmentBytes: 3000, IndexIntervalBytes: 200})
+	tl.fill(t, 40)
+	tl.background.Wait()
+	if err := tl.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	tl.fill(t, 12) // rolls once more: the rolled segment is flushed in the background
+	tl.background.Wait()
+	tl.fill(t, 3) // unflushed when it crashes
+	rp := tl.RecoveryPoint()
+	var want int64
+	for i, s := range tl.segs() {
+		if i+1 == len(tl.segs()) || tl.segs()[i+1].base > rp {
+			want += s.size.Load()
+		}
+	}
+	records := tl.readRecords()
+	abandon(tl.Log) // a kill: nothing written at close
+	tl.background.Wait()
+	logger, logs := captureLogger()
+	tl.opts.Logger = logger
+	tl.reopen(false)
+	if got := bytesIn(logs.String(), "recovered log", "bytes_scanned"); got != want || want >= tl.Size() {
+		t.Fatalf("recovery checked %d bytes, want %d of the %d in the log:\n%s", got, want, tl.Size(), logs.String())
+	}
+	if got := tl.readRecords(); fmt.Sprint(got) != fmt.Sprint(records) {
+		t.Fatal("records differ after recovery")
+	}
+}
+
+// fill appends n batches of a few records with growing timestamps.
+func (tl *testLog) fill(t *testing.T, n int) {
+	for range n {
+		end := tl.LogEndOffset()
+		tl.mustAppend(mkBatch(t, batchSpec{n: 3, ts: t0.UnixMilli() + end*10, valueSize: 50}))
 	}
 }

@@ -251,7 +251,9 @@ func (l *Log) truncateFullyLocked(offset int64, cfg Config) error {
 // afterTruncateLocked resets the state derived from the tail of the log.
 func (l *Log) afterTruncateLocked(newEnd int64) error {
 	l.logEnd.Store(newEnd)
-	l.mu.recoveryPoint = min(l.mu.recoveryPoint, newEnd)
+	if l.mu.recoveryPoint > newEnd {
+		l.setRecoveryPointLocked(l.endLocked())
+	}
 	if err := l.epochs.truncateFromEnd(newEnd); err != nil {
 		return err
 	}

@@ -78,7 +78,10 @@ type fullBatchReader struct {
 }
 
 func newFullBatchReader(r io.ReaderAt, pos, end int64) *fullBatchReader {
-	return &fullBatchReader{r: r, pos: pos, end: end, buf: make([]byte, 1<<20), bufStart: -1}
+	// A buffer of up to 1 MiB, no larger than the region: recovery after a crash
+	// makes one per partition (it grows for a larger batch).
+	size := min(max(end-pos, record.HeaderSize), 1<<20)
+	return &fullBatchReader{r: r, pos: pos, end: end, buf: make([]byte, size), bufStart: -1}
 }
 
 // next returns the batch at the current position (valid until the next call), its

@@ -273,16 +273,16 @@ func (s *segment) rebuildIndexLocked(interval int) error {
 		s.indexBatchLocked(&h, pos, &since, interval)
 		next = h.LastOffset() + 1
 	}
-	return s.finishIndexLocked()
+	return s.finishIndexLocked(true)
 }
 
-// finishIndexLocked marks a rebuilt index loaded and writes its files (with the final
-// time entry, as deactivate would).
-func (s *segment) finishIndexLocked() error {
+// finishIndexLocked marks a rebuilt index loaded and, when write is set, writes its
+// files (with the final time entry, as deactivate would).
+func (s *segment) finishIndexLocked(write bool) error {
 	s.finalTimeEntryLocked()
 	s.idx.loaded = true
-	if s.deleted.Load() {
-		return nil // a reader of a deleted segment: keep the index in memory only
+	if !write || s.deleted.Load() {
+		return nil // the active segment's, or a deleted one's: in memory only
 	}
 	return writeIndexes(s.fs, s.path(indexSuffix), s.path(timeIndexSuffix), &s.idx.x, false)
 }
