@@ -440,6 +440,17 @@ func logVerify(exp func(w *world, completed bool, mode crashMode) expect) func(*
 	}
 }
 
+// logStartMovesTo is what holds after an operation moving the log start up to
+// w.offset: the log start is between the old and the new one (the new one once the
+// operation completed), and every acknowledged record above it is there.
+func logStartMovesTo(w *world, completed bool, mode crashMode) expect {
+	exp := expect{maxStart: w.offset, acked: w.ackedEnd(scenarioKey, mode, completed, 0)}
+	if completed {
+		exp.minStart = w.offset
+	}
+	return exp
+}
+
 // TestCrashAtEveryStepOfARoll: an append that rolls the segment (new segment,
 // producer snapshot, index files of the old one, the background flush and log-state),
 // with the default flush policy and with flush.messages=1 (every acknowledged record
@@ -513,13 +524,7 @@ func TestCrashAtEveryStepOfRetention(t *testing.T) {
 					}
 					return err
 				},
-				verify: logVerify(func(w *world, completed bool, mode crashMode) expect {
-					exp := expect{maxStart: w.offset, acked: w.ackedEnd(scenarioKey, mode, completed, 0)}
-					if completed {
-						exp.minStart = w.offset
-					}
-					return exp
-				}),
+				verify: logVerify(logStartMovesTo),
 			})
 		})
 	}
@@ -543,13 +548,7 @@ func TestCrashAtEveryStepOfDeleteRecords(t *testing.T) {
 			}
 			return err
 		},
-		verify: logVerify(func(w *world, completed bool, mode crashMode) expect {
-			exp := expect{maxStart: w.offset, acked: w.ackedEnd(scenarioKey, mode, completed, 0)}
-			if completed {
-				exp.minStart = w.offset
-			}
-			return exp
-		}),
+		verify: logVerify(logStartMovesTo),
 	})
 }
 

@@ -94,20 +94,22 @@ type Log struct {
 
 	mu struct {
 		sync.Mutex
-		producers     *producerState
-		recoveryPoint int64
+		producers         *producerState
+		recoveryPoint     int64
+		unflushedMessages int64
+		firstUnflushedAt  time.Time // zero when everything is flushed
+		stateDirty        bool      // recovery point moved since log-state was written
+		writtenState      logState  // what log-state on disk holds
+		snapshotAt        int64     // offset of a snapshot holding the current producer state, -1 if none
+		pendingDeletes    map[*segment]clockTimer
+		flushQueued       bool  // a background Flush has started but not yet taken flushMu
+		syncErr           error // the first failed fsync of segment data; appends fail from then on
+
 		// recoverySegment and recoveryPosition say where the recovery point lies: the
 		// segment with that base offset is on disk below that position (segment -1:
-		// not known, recovery reads the whole segment).
-		recoverySegment, recoveryPosition int64
-		unflushedMessages                 int64
-		firstUnflushedAt                  time.Time // zero when everything is flushed
-		stateDirty                        bool      // recovery point moved since log-state was written
-		writtenState                      logState  // what log-state on disk holds
-		snapshotAt                        int64     // offset of a snapshot holding the current producer state, -1 if none
-		pendingDeletes                    map[*segment]clockTimer
-		flushQueued                       bool  // a background Flush has started but not yet taken flushMu
-		syncErr                           error // the first failed fsync of segment data; appends fail from then on
+		// not known).
+		recoverySegment  int64
+		recoveryPosition int64
 		// dirDirty: a segment file was created or removed since the directory was last
 		// fsynced; a flush fsyncs it before the recovery point moves (a segment's data
 		// is not durable while its name is not).
@@ -474,21 +476,22 @@ func (l *Log) syncFrom(offset int64, dir bool) error {
 	return nil
 }
 
-// logEnd is the log end offset and where it lies in the files.
-type logEnd struct {
+// logPosition is an offset and where it lies in the files: the base offset of the
+// segment holding it and its byte position there.
+type logPosition struct {
 	offset, segment, position int64
 }
 
 // endLocked is where the log ends now: the active segment's size. Log.mu held (an
 // append publishes both under it).
-func (l *Log) endLocked() logEnd {
+func (l *Log) endLocked() logPosition {
 	a := l.active()
-	return logEnd{l.logEnd.Load(), a.base, a.size.Load()}
+	return logPosition{l.logEnd.Load(), a.base, a.size.Load()}
 }
 
 // advanceRecoveryPointLocked moves the recovery point to end, a log end whose data
 // was just fsynced.
-func (l *Log) advanceRecoveryPointLocked(end logEnd) {
+func (l *Log) advanceRecoveryPointLocked(end logPosition) {
 	if end.offset >= l.logEnd.Load() {
 		l.mu.unflushedMessages = 0
 		l.mu.firstUnflushedAt = time.Time{}
@@ -500,7 +503,7 @@ func (l *Log) advanceRecoveryPointLocked(end logEnd) {
 }
 
 // setRecoveryPointLocked puts the recovery point at end (recovery, truncation).
-func (l *Log) setRecoveryPointLocked(end logEnd) {
+func (l *Log) setRecoveryPointLocked(end logPosition) {
 	l.mu.recoveryPoint, l.mu.recoverySegment, l.mu.recoveryPosition = end.offset, end.segment, end.position
 	l.mu.stateDirty = true
 }

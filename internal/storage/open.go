@@ -211,48 +211,28 @@ func (l *Log) load(ents []os.DirEntry, clean bool) error {
 	l.setSegments(segs)
 	if stateErr != nil {
 		state = unknownLogState
-		if bytes > 0 || !errors.Is(stateErr, os.ErrNotExist) {
-			l.logger.Warn("log-state missing or unreadable; recovering the whole log", "topic", l.topic, "partition", l.partition,
+		switch {
+		case !errors.Is(stateErr, os.ErrNotExist):
+			l.logger.Warn("log-state unreadable; recovering the whole log", "topic", l.topic, "partition", l.partition,
 				"file", filepath.Join(l.dir, logStateFile), "err", stateErr)
+			clean = false // and log-state is written again below
+		case bytes > 0:
+			// Lost, or never written: a log that was not flushed since it was created.
+			l.logger.Info("no log-state; recovering the whole log", "topic", l.topic, "partition", l.partition,
+				"file", filepath.Join(l.dir, logStateFile))
 			clean = false
+		default:
+			clean = true // a new, empty log: nothing to recover or write
 		}
 	}
 
 	epochs, epochErr := loadEpochCache(l.fs, l.dir)
 	l.epochs = epochs
-	var leo int64
-	lastEpoch := int32(-1) // of the log's last batch, -1 when not read
-	epochDoubt := ""
-	switch {
-	case bytes == 0:
-		// Nothing to check or recover: the log is empty and ends where its last
-		// segment starts.
-		leo = segs[len(segs)-1].base
-		clean = stateErr == nil || errors.Is(stateErr, os.ErrNotExist)
-	case clean:
-		var mismatch string
-		leo, lastEpoch, mismatch, err = l.openClean(cfg, state)
-		if err != nil {
-			return err
-		}
-		if mismatch != "" {
-			l.logger.Warn("clean shutdown recorded, but the files disagree with log-state; recovering from the recovery point",
-				"topic", l.topic, "partition", l.partition, "file", filepath.Join(l.dir, logStateFile),
-				"recovery_point", state.recoveryPoint, "reason", mismatch)
-			clean = false
-		}
+	end, err := l.findEnd(cfg, state, bytes, clean)
+	if err != nil {
+		return err
 	}
-	if !clean && bytes > 0 {
-		rec, err := l.recover(cfg, state.recoveryPoint)
-		if err != nil {
-			return err
-		}
-		leo, lastEpoch, epochDoubt = rec.leo, rec.lastEpoch, rec.epochDoubt
-		if leo < state.recoveryPoint {
-			l.logger.Warn("log ends below its recovery point: data that was on disk is gone", "topic", l.topic, "partition", l.partition,
-				"log_end_offset", leo, "recovery_point", state.recoveryPoint)
-		}
-	}
+	leo, clean := end.leo, end.trusted
 	segs = l.segs()
 	l.logEnd.Store(leo)
 	logStart := max(state.logStartOffset, segs[0].base)
@@ -277,7 +257,7 @@ func (l *Log) load(ents []os.DirEntry, clean bool) error {
 		}
 	}
 
-	if err := l.loadEpochs(epochErr, epochDoubt, lastEpoch, logStart, leo); err != nil {
+	if err := l.loadEpochs(epochErr, end.epochDoubt, end.lastEpoch, logStart, leo); err != nil {
 		return err
 	}
 	if err := l.loadProducerState(ents, leo); err != nil {
@@ -299,6 +279,44 @@ func (l *Log) load(ents []os.DirEntry, clean bool) error {
 	l.mu.dirDirty = false
 	l.setRecoveryPointLocked(l.endLocked())
 	return l.writeStateLocked()
+}
+
+// foundEnd is where a log's files end, as load found it.
+type foundEnd struct {
+	leo       int64
+	lastEpoch int32 // leader epoch of the last batch, -1 when not read
+	// trusted: the files were taken as they are (a clean open, or an empty log);
+	// otherwise they were recovered.
+	trusted    bool
+	epochDoubt string // see recoveredLog
+}
+
+// findEnd finds the log end: an empty log ends where its last segment starts; after a
+// clean shutdown the files are checked against log-state (openClean); otherwise, or
+// when they disagree, the log is recovered from the recovery point. bytes is the size
+// of the segments.
+func (l *Log) findEnd(cfg Config, state logState, bytes int64, clean bool) (foundEnd, error) {
+	if bytes == 0 {
+		return foundEnd{leo: l.active().base, lastEpoch: -1, trusted: clean}, nil
+	}
+	if clean {
+		leo, lastEpoch, mismatch, err := l.openClean(cfg, state)
+		if err != nil || mismatch == "" {
+			return foundEnd{leo: leo, lastEpoch: lastEpoch, trusted: true}, err
+		}
+		l.logger.Warn("clean shutdown recorded, but the files disagree with log-state; recovering from the recovery point",
+			"topic", l.topic, "partition", l.partition, "file", filepath.Join(l.dir, logStateFile),
+			"recovery_point", state.recoveryPoint, "reason", mismatch)
+	}
+	rec, err := l.recover(cfg, state.recoveryPoint)
+	if err != nil {
+		return foundEnd{}, err
+	}
+	if rec.leo < state.recoveryPoint {
+		l.logger.Warn("log ends below its recovery point: data that was on disk is gone", "topic", l.topic, "partition", l.partition,
+			"log_end_offset", rec.leo, "recovery_point", state.recoveryPoint)
+	}
+	return foundEnd{leo: rec.leo, lastEpoch: rec.lastEpoch, epochDoubt: rec.epochDoubt}, nil
 }
 
 // openSegment opens the segment file starting at base, which exists.
@@ -324,11 +342,17 @@ func (l *Log) createSegment(base int64, now time.Time) (*segment, error) {
 
 // scanDir settles leftovers (the cleaner's .cleaned and .swap files, .deleted, .tmp,
 // orphan indexes) and returns the base offsets of the segment files, ascending, and
-// the listing of the directory afterwards.
+// the directory's listing (after the cleaner's files were settled: the segments and
+// snapshots in it are current).
 func (l *Log) scanDir(ents []os.DirEntry) ([]int64, []os.DirEntry, error) {
 	changed, err := settleCleanerFiles(l.fs, l.dir, ents)
 	if err != nil {
 		return nil, nil, err
+	}
+	if changed {
+		if ents, err = l.fs.ReadDir(l.dir); err != nil {
+			return nil, nil, err
+		}
 	}
 	logs := map[int64]bool{}
 	var orphans []string
@@ -337,7 +361,6 @@ func (l *Log) scanDir(ents []os.DirEntry) ([]int64, []os.DirEntry, error) {
 		switch {
 		case strings.HasSuffix(name, deletedSuffix), strings.HasSuffix(name, tmpSuffix):
 			if isPartitionFile(name) {
-				changed = true
 				_ = l.fs.Remove(filepath.Join(l.dir, name))
 			}
 		case strings.HasSuffix(name, logSuffix):
@@ -351,19 +374,7 @@ func (l *Log) scanDir(ents []os.DirEntry) ([]int64, []os.DirEntry, error) {
 	for _, name := range orphans {
 		stem := strings.TrimSuffix(strings.TrimSuffix(name, timeIndexSuffix), indexSuffix)
 		if b, ok := parseBase(stem); ok && !logs[b] {
-			changed = true
 			_ = l.fs.Remove(filepath.Join(l.dir, name))
-		}
-	}
-	if changed {
-		if ents, err = l.fs.ReadDir(l.dir); err != nil {
-			return nil, nil, err
-		}
-		logs = map[int64]bool{}
-		for _, e := range ents {
-			if b, ok := parseBase(strings.TrimSuffix(e.Name(), logSuffix)); ok && strings.HasSuffix(e.Name(), logSuffix) {
-				logs[b] = true
-			}
 		}
 	}
 	bases := make([]int64, 0, len(logs))
