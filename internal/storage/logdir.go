@@ -117,6 +117,7 @@ func (m *Manager) start() error {
 			errs = append(errs, m.opts.FS.SyncDir(d))
 		}
 		m.startErr = errors.Join(errs...)
+		m.changing.Store(m.startErr == nil)
 	})
 	return m.startErr
 }

@@ -108,7 +108,9 @@ func TestRefusedStartTouchesNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = m.EnsureMetaProperties(tt.nodeID)
-			m.unlock()
+			if cerr := m.Close(); cerr != nil { // as the broker does after a refused start
+				t.Fatal(cerr)
+			}
 			if !errors.Is(err, tt.is) {
 				t.Fatalf("EnsureMetaProperties: %v, want %v", err, tt.is)
 			}

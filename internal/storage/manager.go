@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/samsa-streaming/samsa/internal/clock"
@@ -52,8 +53,9 @@ type Manager struct {
 	locks []File
 	clean map[string]bool // dir → clean shutdown marker was present
 
-	started  sync.Once // the markers were removed (start)
-	startErr error
+	started  sync.Once   // start ran
+	startErr error       // what it returned
+	changing atomic.Bool // start removed the markers: Close writes them again
 
 	mu struct {
 		sync.RWMutex
@@ -549,7 +551,9 @@ func (m *Manager) Close() error {
 		}()
 	}
 	wg.Wait()
-	if len(errs) == 0 {
+	// A manager that never started changed nothing (a refused start): it writes no
+	// marker, so that it leaves the directories exactly as it found them.
+	if len(errs) == 0 && m.changing.Load() {
 		for _, d := range m.opts.Dirs {
 			if m.Offline(d) {
 				continue // its logs were abandoned, not closed
