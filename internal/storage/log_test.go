@@ -499,3 +499,23 @@ func TestClosedLog(t *testing.T) {
 		t.Errorf("read after close: %v", err)
 	}
 }
+
+// BenchmarkAppend appends a 10-record batch over and over (go test -run '^$' -bench
+// BenchmarkAppend -benchtime 200000x ./internal/storage/): the append path's cost and
+// allocations.
+func BenchmarkAppend(b *testing.B) {
+	l, err := Open(Options{Dir: b.TempDir(), Topic: "b", Partition: 0, Config: Config{SegmentBytes: 64 << 20}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	batch := mkBatch(b, batchSpec{n: 10, valueSize: 100})
+	b.ReportAllocs()
+	b.SetBytes(int64(len(batch)))
+	b.ResetTimer()
+	for range b.N {
+		if _, err := l.Append(batch, AppendOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
