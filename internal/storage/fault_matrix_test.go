@@ -334,3 +334,30 @@ func checkProducer(t *testing.T, l *Log, next int32) {
 		t.Fatalf("a batch skipping a sequence number: %v, want ErrOutOfOrderSequence", err)
 	}
 }
+
+// TestCleanerCheckpointGarbage: a garbage cleaner-offset-checkpoint is logged by name,
+// the logs are cleaned from their start, and the file is written again, valid.
+func TestCleanerCheckpointGarbage(t *testing.T) {
+	t.Parallel()
+	cfg := crashConfig()
+	cfg.Compact, cfg.DeleteRetention, cfg.MinCleanableDirtyRatio = true, false, 0.01
+	w := newWorld(t, cfg)
+	l := w.openLog(scenarioKey)
+	w.fillSegments(scenarioKey, 4, 4)
+	path := filepath.Join(w.root, cleanerCheckpointFile)
+	if err := os.WriteFile(path, []byte("\x00garbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logger, logs := captureLogger()
+	c := NewCleaner(CleanerOptions{Clock: w.clock, Logger: logger}, func() []*Log { return []*Log{l} })
+	if n, err := c.CleanOnce(t.Context()); err != nil || n != 1 {
+		t.Fatalf("cleaning with a garbage checkpoint: %d %v", n, err)
+	}
+	if !strings.Contains(logs.String(), path) {
+		t.Fatalf("the log does not name %s:\n%s", path, logs.String())
+	}
+	if m, err := readCleanerCheckpoint(OSFS{}, path); err != nil || m[scenarioKey] == 0 {
+		t.Fatalf("checkpoint after cleaning: %v %v", m, err)
+	}
+	checkLogContent(t, l, w.ref[scenarioKey], expect{acked: w.ref[scenarioKey].end(), compacted: true})
+}
