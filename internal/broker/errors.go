@@ -62,6 +62,7 @@ var errorTable = []struct {
 	{replica.ErrNotLeader, kerr.NotLeaderForPartition},
 	{replica.ErrOffline, kerr.KafkaStorageError},
 	{storage.ErrLogDirOffline, kerr.KafkaStorageError},
+	{storage.ErrNoSpace, kerr.KafkaStorageError},
 	{replica.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch},
 	{replica.ErrUnknownLeaderEpoch, kerr.UnknownLeaderEpoch},
 	{replica.ErrNotEnoughReplicas, kerr.NotEnoughReplicas},

@@ -83,10 +83,10 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 type fetchState struct {
 	replicaID int32 // a follower's fetch (≥ 0) or a consumer's (-1)
 	topics    []fetchTopicResult
-	parts   []*replica.Partition
-	ranges  []storage.FileRange
-	w       chunkWriter
-	written func() // release, made once per pooled state (a method value allocates)
+	parts     []*replica.Partition
+	ranges    []storage.FileRange
+	w         chunkWriter
+	written   func() // release, made once per pooled state (a method value allocates)
 }
 
 // fetchStates holds idle fetchStates (New is set in init: release puts back).

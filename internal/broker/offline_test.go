@@ -24,12 +24,14 @@ import (
 
 // failingFS fails every write to files under a directory once armed.
 type failingFS struct {
+	storage.OSFS
 	under string
 	armed atomic.Bool
+	errno syscall.Errno // EIO when zero
 }
 
 func (f *failingFS) OpenFile(name string, flag int, perm os.FileMode) (storage.File, error) {
-	file, err := storage.OSFS{}.OpenFile(name, flag, perm)
+	file, err := f.OSFS.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +46,11 @@ type failingFile struct {
 
 func (f *failingFile) WriteAt(b []byte, off int64) (int, error) {
 	if f.fs.armed.Load() && strings.HasPrefix(f.name, f.fs.under) {
-		return 0, &fs.PathError{Op: "write", Path: f.name, Err: syscall.EIO}
+		errno := f.fs.errno
+		if errno == 0 {
+			errno = syscall.EIO
+		}
+		return 0, &fs.PathError{Op: "write", Path: f.name, Err: errno}
 	}
 	return f.File.WriteAt(b, off)
 }
@@ -134,5 +140,54 @@ func TestLogDirOffline(t *testing.T) {
 	}
 	if bb.Leader != 1 || len(bb.OfflineReplicas) != 0 {
 		t.Fatalf("metadata of the healthy partition: %+v", bb)
+	}
+}
+
+// TestDiskFullKeepsDirectoryOnline: an append that meets a full disk is answered
+// KAFKA_STORAGE_ERROR (never acknowledged), the directory stays online (Metadata
+// still names the leader), and once space is freed the partition takes appends again
+// at the next offset, without a restart.
+func TestDiskFullKeepsDirectoryOnline(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a")
+	cfg, err := config.Load("", []string{"log.dirs=" + dir, "listeners=PLAINTEXT://127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := &failingFS{under: dir, errno: syscall.ENOSPC}
+	b, err := New(Options{Config: cfg, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler), FS: full})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "full", 1, 1
+	req.Topics = append(req.Topics, rt)
+	if code := call[*kmsg.CreateTopicsResponse](t, b, req).Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("create: %d", code)
+	}
+	if code := produceTo(t, b, "full"); code != 0 {
+		t.Fatalf("produce before the disk filled: %d", code)
+	}
+	full.armed.Store(true)
+	for range 3 {
+		if code := produceTo(t, b, "full"); code != kerr.KafkaStorageError.Code {
+			t.Fatalf("produce on a full disk: %d, want KAFKA_STORAGE_ERROR", code)
+		}
+	}
+	meta := kmsg.NewPtrMetadataRequest()
+	meta.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("full")}}
+	if p := call[*kmsg.MetadataResponse](t, b, meta).Topics[0].Partitions[0]; p.Leader != 1 || len(p.OfflineReplicas) != 0 {
+		t.Fatalf("metadata while the disk is full: %+v, want the partition online", p)
+	}
+	full.armed.Store(false)
+	if code := produceTo(t, b, "full"); code != 0 {
+		t.Fatalf("produce once space is freed: %d", code)
+	}
+	if end := b.logs.Get("full", 0).LogEndOffset(); end != 2 {
+		t.Fatalf("log end %d, want 2: the refused appends left nothing", end)
 	}
 }

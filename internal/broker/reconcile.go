@@ -107,9 +107,11 @@ func (b *Broker) reconcile(img *metadata.Image) {
 
 // storageFailed takes a partition's log directory offline when err is an I/O error:
 // every partition in that directory then answers KAFKA_STORAGE_ERROR, and Metadata
-// reports it without a leader, while the other directories keep serving.
+// reports it without a leader, while the other directories keep serving. A full disk
+// (storage.ErrNoSpace: the append was undone) answers KAFKA_STORAGE_ERROR too but
+// leaves the directory online, so that it serves again once space is freed.
 func (b *Broker) storageFailed(p *replica.Partition, err error) {
-	if errorCode(err) != kerr.KafkaStorageError.Code || errors.Is(err, replica.ErrOffline) {
+	if errorCode(err) != kerr.KafkaStorageError.Code || errors.Is(err, replica.ErrOffline) || errors.Is(err, storage.ErrNoSpace) {
 		return
 	}
 	dir := filepath.Dir(p.Log.Dir())

@@ -52,10 +52,20 @@ type diskLog struct {
 	dir    string
 	logger *slog.Logger
 
-	segments  []segment // by seq; the last one is active
-	active    *os.File
-	hardState *pb.HardState // last one written
-	buf       []byte
+	segments   []segment // by seq; the last one is active
+	active     appendFile
+	activeSize int64         // bytes of whole frames in the active segment
+	hardState  *pb.HardState // last one written
+	buf        []byte
+}
+
+// appendFile is the active segment (an *os.File opened O_APPEND; tests wrap it to
+// fail writes).
+type appendFile interface {
+	io.Writer
+	Sync() error
+	Truncate(size int64) error
+	Close() error
 }
 
 func segmentName(seq uint64) string    { return fmt.Sprintf("%020d%s", seq, segmentSuffix) }
@@ -158,7 +168,12 @@ func openDiskLog(dir string, logger *slog.Logger, storage *raft.MemoryStorage) (
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		l.active = f
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, nil, nil, err
+		}
+		l.active, l.activeSize = f, st.Size()
 	}
 	return l, snap, l.hardState, nil
 }
@@ -316,9 +331,16 @@ func (l *diskLog) save(hs *pb.HardState, ents []*pb.Entry, sync bool) error {
 		seg.maxIndex = max(seg.maxIndex, e.GetIndex())
 	}
 	l.buf = buf
-	if _, err := l.active.Write(buf); err != nil {
+	if n, err := l.active.Write(buf); err != nil {
+		// Cut what landed (a full disk writes part of buf), so that the segment still
+		// ends with a whole frame: the loader refuses a torn frame anywhere but at the
+		// end of the newest segment, and a later write would follow this one.
+		if terr := l.active.Truncate(l.activeSize); terr != nil {
+			return fmt.Errorf("write metadata log (%d of %d bytes written, and cutting them failed: %v): %w", n, len(buf), terr, err)
+		}
 		return fmt.Errorf("write metadata log: %w", err)
 	}
+	l.activeSize += int64(len(buf))
 	if sync {
 		if err := l.active.Sync(); err != nil {
 			return fmt.Errorf("sync metadata log: %w", err)
@@ -381,12 +403,14 @@ func (l *diskLog) roll(seq uint64) error {
 	if err != nil {
 		return err
 	}
-	l.active = f
+	l.active, l.activeSize = f, 0
 	l.segments = append(l.segments, segment{seq: seq})
 	if !raft.IsEmptyHardState(l.hardState) {
-		if _, err := f.Write(appendHardStateFrame(nil, l.hardState)); err != nil {
+		frame := appendHardStateFrame(nil, l.hardState)
+		if _, err := f.Write(frame); err != nil {
 			return err
 		}
+		l.activeSize = int64(len(frame))
 	}
 	if err := f.Sync(); err != nil {
 		return err

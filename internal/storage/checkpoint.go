@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/base64"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -21,52 +19,63 @@ const (
 	logStateFile      = "log-state"
 )
 
-// writeFileAtomic writes data to path through a temporary file and a rename, so a
-// crash leaves either the old or the new content.
-func writeFileAtomic(path string, data []byte, sync bool) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil && sync {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
-// logState is the content of the log-state file.
+// logState is the content of the log-state file. recoverySegment and
+// recoveryPosition say where the recovery point lies in the files: the segment with
+// that base offset is on disk below that byte position (and every segment before
+// it). A crash is recovered by reading from there; a clean open trusts the files only
+// when the log ends exactly there. Version 1 files did not have them (-1).
 type logState struct {
-	logStartOffset int64
-	recoveryPoint  int64
+	logStartOffset   int64
+	recoveryPoint    int64
+	recoverySegment  int64
+	recoveryPosition int64
 }
 
-func writeLogState(dir string, s logState) error {
-	data := fmt.Sprintf("version 1\nlog_start_offset %d\nrecovery_point %d\n", s.logStartOffset, s.recoveryPoint)
-	return writeFileAtomic(filepath.Join(dir, logStateFile), []byte(data), true)
+// unknownLogState is what an unreadable log-state stands for.
+var unknownLogState = logState{recoverySegment: -1, recoveryPosition: -1}
+
+// logStateVersion is the version written; version 1 (no recovery segment and
+// position) is still read.
+const logStateVersion = 2
+
+func writeLogState(fsys FS, dir string, s logState) error {
+	data := fmt.Sprintf("version %d\nlog_start_offset %d\nrecovery_point %d\nrecovery_segment %d\nrecovery_position %d\n",
+		logStateVersion, s.logStartOffset, s.recoveryPoint, s.recoverySegment, s.recoveryPosition)
+	return writeFileAtomic(fsys, filepath.Join(dir, logStateFile), []byte(data), true)
 }
 
-// readLogState returns ok=false when the file is missing or unreadable.
-func readLogState(dir string) (logState, bool) {
-	var s logState
-	b, err := os.ReadFile(filepath.Join(dir, logStateFile))
+// readLogState reads log-state; an error wrapping os.ErrNotExist when it is missing,
+// ErrCorrupt when it cannot be parsed.
+func readLogState(fsys FS, dir string) (logState, error) {
+	s := unknownLogState
+	path := filepath.Join(dir, logStateFile)
+	b, err := readFile(fsys, path)
 	if err != nil {
-		return s, false
+		return s, err
+	}
+	bad := func(why string) (logState, error) {
+		return unknownLogState, fmt.Errorf("%w: %s: %s", ErrCorrupt, path, why)
 	}
 	var version int
-	n, err := fmt.Sscanf(string(b), "version %d\nlog_start_offset %d\nrecovery_point %d\n", &version, &s.logStartOffset, &s.recoveryPoint)
-	if err != nil || n != 3 || version != 1 || s.logStartOffset < 0 || s.recoveryPoint < 0 {
-		return logState{}, false
+	if _, err := fmt.Sscanf(string(b), "version %d\n", &version); err != nil {
+		return bad("no version line")
 	}
-	return s, true
+	switch version {
+	case 1:
+		_, err = fmt.Sscanf(string(b), "version 1\nlog_start_offset %d\nrecovery_point %d\n", &s.logStartOffset, &s.recoveryPoint)
+	case 2:
+		_, err = fmt.Sscanf(string(b), "version 2\nlog_start_offset %d\nrecovery_point %d\nrecovery_segment %d\nrecovery_position %d\n",
+			&s.logStartOffset, &s.recoveryPoint, &s.recoverySegment, &s.recoveryPosition)
+	default:
+		return bad(fmt.Sprintf("unknown version %d", version))
+	}
+	if err != nil {
+		return bad(err.Error())
+	}
+	if s.logStartOffset < 0 || s.recoveryPoint < 0 || s.recoverySegment < -1 || s.recoveryPosition < -1 {
+		return bad("negative offset or position")
+	}
+	return s, nil
 }
 
 // formatUUID renders a UUID as Kafka does: URL-safe base64 without padding.
@@ -83,22 +92,27 @@ func parseUUID(s string) ([16]byte, error) {
 }
 
 // writePartitionMetadata writes partition.metadata in Kafka's format.
-func writePartitionMetadata(dir string, topicID [16]byte) error {
+func writePartitionMetadata(fsys FS, dir string, topicID [16]byte) error {
 	data := "version: 0\ntopic_id: " + formatUUID(topicID) + "\n"
-	return writeFileAtomic(filepath.Join(dir, partitionMetaFile), []byte(data), true)
+	return writeFileAtomic(fsys, filepath.Join(dir, partitionMetaFile), []byte(data), true)
 }
 
 // readPartitionMetadata returns the topic id stored in partition.metadata.
-func readPartitionMetadata(dir string) ([16]byte, error) {
-	b, err := os.ReadFile(filepath.Join(dir, partitionMetaFile))
+func readPartitionMetadata(fsys FS, dir string) ([16]byte, error) {
+	path := filepath.Join(dir, partitionMetaFile)
+	b, err := readFile(fsys, path)
 	if err != nil {
 		return [16]byte{}, err
 	}
 	props := parseColonProps(b)
 	if props["version"] != "0" {
-		return [16]byte{}, fmt.Errorf("%w: partition.metadata version %q", ErrCorrupt, props["version"])
+		return [16]byte{}, fmt.Errorf("%w: %s: version %q", ErrCorrupt, path, props["version"])
 	}
-	return parseUUID(props["topic_id"])
+	id, err := parseUUID(props["topic_id"])
+	if err != nil {
+		return id, fmt.Errorf("%s: %w", path, err)
+	}
+	return id, nil
 }
 
 func parseColonProps(b []byte) map[string]string {
@@ -128,42 +142,52 @@ type EpochEntry struct {
 // are assigned again by recovery, which reads them from the batch headers.
 // Truncations are written at once. Safe for concurrent use.
 type epochCache struct {
+	fs      FS
 	path    string
 	mu      sync.RWMutex
 	entries []EpochEntry
 	dirty   bool // entries hold an assignment the file does not
 }
 
-func loadEpochCache(dir string) (*epochCache, error) {
-	c := &epochCache{path: filepath.Join(dir, leaderEpochFile)}
-	b, err := os.ReadFile(c.path)
-	if errors.Is(err, os.ErrNotExist) {
-		return c, nil
-	}
+// loadEpochCache reads leader-epoch-checkpoint. On an error (os.ErrNotExist when the
+// file is missing, ErrCorrupt when it cannot be parsed) it returns an empty cache too.
+func loadEpochCache(fsys FS, dir string) (*epochCache, error) {
+	c := &epochCache{fs: fsys, path: filepath.Join(dir, leaderEpochFile)}
+	entries, err := readEpochCheckpoint(fsys, c.path)
+	c.entries = entries
+	return c, err
+}
+
+func readEpochCheckpoint(fsys FS, path string) ([]EpochEntry, error) {
+	b, err := readFile(fsys, path)
 	if err != nil {
 		return nil, err
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	if len(lines) < 2 || strings.TrimSpace(lines[0]) != "0" {
-		return nil, fmt.Errorf("%w: %s: bad header", ErrCorrupt, c.path)
+		return nil, fmt.Errorf("%w: %s: bad header", ErrCorrupt, path)
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(lines[1]))
 	if err != nil || n != len(lines)-2 {
-		return nil, fmt.Errorf("%w: %s: bad entry count", ErrCorrupt, c.path)
+		return nil, fmt.Errorf("%w: %s: bad entry count", ErrCorrupt, path)
 	}
+	var entries []EpochEntry
 	for _, ln := range lines[2:] {
 		f := strings.Fields(ln)
 		if len(f) != 2 {
-			return nil, fmt.Errorf("%w: %s: bad entry %q", ErrCorrupt, c.path, ln)
+			return nil, fmt.Errorf("%w: %s: bad entry %q", ErrCorrupt, path, ln)
 		}
 		e, err1 := strconv.ParseInt(f[0], 10, 32)
 		o, err2 := strconv.ParseInt(f[1], 10, 64)
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("%w: %s: bad entry %q", ErrCorrupt, c.path, ln)
+		if err1 != nil || err2 != nil || e < 0 || o < 0 {
+			return nil, fmt.Errorf("%w: %s: bad entry %q", ErrCorrupt, path, ln)
 		}
-		c.entries = append(c.entries, EpochEntry{int32(e), o})
+		if k := len(entries); k > 0 && (int32(e) <= entries[k-1].Epoch || o < entries[k-1].StartOffset) {
+			return nil, fmt.Errorf("%w: %s: entries not increasing at %q", ErrCorrupt, path, ln)
+		}
+		entries = append(entries, EpochEntry{int32(e), o})
 	}
-	return c, nil
+	return entries, nil
 }
 
 // writeLocked persists the entries (mu held).
@@ -173,11 +197,19 @@ func (c *epochCache) writeLocked() error {
 	for _, e := range c.entries {
 		fmt.Fprintf(&sb, "%d %d\n", e.Epoch, e.StartOffset)
 	}
-	if err := writeFileAtomic(c.path, []byte(sb.String()), true); err != nil {
+	if err := writeFileAtomic(c.fs, c.path, []byte(sb.String()), true); err != nil {
 		return err
 	}
 	c.dirty = false
 	return nil
+}
+
+// replace sets the entries (rebuilt from the log) and writes them.
+func (c *epochCache) replace(entries []EpochEntry) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.entries = entries
+	return c.writeLocked()
 }
 
 // assign records that epoch starts at offset when epoch is newer than the latest. The
@@ -210,6 +242,18 @@ func (c *epochCache) persist() error {
 		return nil
 	}
 	return c.writeLocked()
+}
+
+// epochAt returns the epoch of the entry covering offset (the latest one starting at
+// or before it), -1 when none does.
+func (c *epochCache) epochAt(offset int64) int32 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	i := sort.Search(len(c.entries), func(i int) bool { return c.entries[i].StartOffset > offset })
+	if i == 0 {
+		return -1
+	}
+	return c.entries[i-1].Epoch
 }
 
 func (c *epochCache) latest() int32 {

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/samsa-streaming/samsa/internal/clock"
@@ -132,7 +132,9 @@ func (c *Cleaner) Run(ctx context.Context) {
 					}
 					continue
 				}
-				_, _ = c.clean(ctx, l, cand)
+				if _, err := c.clean(ctx, l, cand); err != nil && c.wait(ctx, c.opts.Backoff) != nil {
+					return
+				}
 			}
 		}()
 	}
@@ -382,6 +384,11 @@ func (c *Cleaner) clean(ctx context.Context, l *Log, cand candidate) (ok bool, e
 	case errors.Is(err, errCleanAborted), errors.Is(err, ErrLogClosed), ctx.Err() != nil:
 		logger.Debug("cleaning abandoned", "err", err)
 		return false, nil
+	case errors.Is(err, syscall.ENOSPC):
+		// Nothing is wrong with the log: the cleaning is tried again once the disk has
+		// room (the .cleaned files were removed).
+		logger.Warn("log cleaning failed: no space left on the device; trying again after log.cleaner.backoff.ms", "err", err)
+		return false, fmt.Errorf("cleaning %s: %w", l.dir, err)
 	default:
 		// Kafka marks such a partition uncleanable until restart; so do we.
 		c.mu.Lock()
@@ -394,7 +401,7 @@ func (c *Cleaner) clean(ctx context.Context, l *Log, cand candidate) (ok bool, e
 	c.checkpointLocked(l)[PartitionKey{l.topic, l.partition}] = j.mapEnd
 	c.mu.horizons[l] = j.nextHorizon
 	c.mu.Unlock()
-	if err := c.writeCheckpoint(filepath.Dir(l.dir)); err != nil {
+	if err := c.writeCheckpoint(l); err != nil {
 		logger.Warn("writing cleaner checkpoint", "err", err)
 	}
 	logger.Info("cleaned log", "offset", j.mapEnd, "segments", j.groups,

@@ -211,12 +211,12 @@ func (j *cleanJob) cleanGroup(group []*segment) error {
 	if err != nil {
 		return err
 	}
-	seg := &segment{base: base, dir: l.dir, fs: l.fs, file: f, rollTimestamp: -1, createdAt: l.clock.Now()}
+	seg := &segment{base: base, dir: l.dir, fs: l.fs, file: f, owner: l, rollTimestamp: -1, createdAt: l.clock.Now()}
 	seg.idx.maxTimestamp, seg.idx.offsetOfMaxTimestamp = -1, -1
 	removeCleaned := func() {
 		seg.file.Close()
 		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
-			_ = os.Remove(cleanedPath(suf))
+			_ = l.fs.Remove(cleanedPath(suf))
 		}
 	}
 	w := &cleanedWriter{seg: seg, interval: j.cfg.IndexIntervalBytes}
@@ -275,33 +275,14 @@ func (j *cleanJob) finishCleaned(w *cleanedWriter, path func(string) string, mti
 	w.seg.idx.loaded = true
 	x := w.seg.idx.x
 	w.seg.idx.Unlock()
-	if err := writeSyncedIndexes(path(indexSuffix), path(timeIndexSuffix), &x); err != nil {
+	fsys := j.log.fs
+	if err := writeIndexes(fsys, path(indexSuffix), path(timeIndexSuffix), &x, true); err != nil {
 		return err
 	}
 	if !mtime.IsZero() {
 		// Retention by age falls back on the file time for segments without timestamps:
 		// the cleaned segment keeps the newest time of the ones it replaces, as in Kafka.
-		_ = os.Chtimes(path(logSuffix), mtime, mtime)
-	}
-	return nil
-}
-
-func writeSyncedIndexes(offsetPath, timePath string, x *segmentIndex) error {
-	if err := writeIndexes(offsetPath, timePath, x); err != nil {
-		return err
-	}
-	for _, p := range []string{offsetPath, timePath} {
-		f, err := os.OpenFile(p, os.O_RDWR, 0)
-		if err != nil {
-			return err
-		}
-		err = f.Sync()
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return err
-		}
+		_ = fsys.Chtimes(path(logSuffix), mtime, mtime)
 	}
 	return nil
 }

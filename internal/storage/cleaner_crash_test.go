@@ -49,7 +49,7 @@ func TestCleanerCrashAtEachStep(t *testing.T) {
 							// (Kafka's rule). Any later one holds only records the
 							// cleaning dropped, so it may stay.
 							g := groups[group-1]
-							last, err := lastOffsetIn(filepath.Join(tl.Log.dir, fileName(g[0].base, logSuffix)+swapSuffix), g[0].base)
+							last, err := lastOffsetIn(OSFS{}, filepath.Join(tl.Log.dir, fileName(g[0].base, logSuffix)+swapSuffix), g[0].base)
 							if err != nil {
 								t.Fatal(err)
 							}
@@ -106,6 +106,7 @@ func TestCleanerCrashAtEachStep(t *testing.T) {
 // renamed or removed.
 func abandon(l *Log) {
 	l.closed.Store(true)
+	l.background.Wait() // a process crash stops its goroutines too
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for s := range l.mu.pendingDeletes {
@@ -213,7 +214,7 @@ func TestSettleCleanerFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := settleCleanerFiles(dir, ents); err != nil {
+			if _, err := settleCleanerFiles(OSFS{}, dir, ents); err != nil {
 				t.Fatal(err)
 			}
 			ents, _ = os.ReadDir(dir)

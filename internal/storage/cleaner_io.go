@@ -3,6 +3,7 @@ package storage
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -34,9 +35,11 @@ func (c *Cleaner) checkpointLocked(l *Log) map[PartitionKey]int64 {
 	m, ok := c.mu.checkpoints[dir]
 	if !ok {
 		var err error
-		m, err = readCleanerCheckpoint(filepath.Join(dir, cleanerCheckpointFile))
-		if err != nil && !os.IsNotExist(err) {
-			c.opts.Logger.Warn("cleaner checkpoint unreadable, cleaning from the log start", "dir", dir, "err", err)
+		path := filepath.Join(dir, cleanerCheckpointFile)
+		m, err = readCleanerCheckpoint(l.fs, path)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			c.opts.Logger.Warn("cleaner checkpoint unreadable; cleaning each log from its start, the file is rewritten after the next cleaning",
+				"file", path, "err", err)
 		}
 		if m == nil {
 			m = map[PartitionKey]int64{}
@@ -46,9 +49,10 @@ func (c *Cleaner) checkpointLocked(l *Log) map[PartitionKey]int64 {
 	return m
 }
 
-// writeCheckpoint rewrites dir's checkpoint with the entries of the logs that are
-// still open there.
-func (c *Cleaner) writeCheckpoint(dir string) error {
+// writeCheckpoint rewrites the checkpoint of l's log directory with the entries of
+// the logs that are still open there.
+func (c *Cleaner) writeCheckpoint(l *Log) error {
+	dir := filepath.Dir(l.dir)
 	c.checkpointMu.Lock()
 	defer c.checkpointMu.Unlock()
 	live := map[PartitionKey]bool{}
@@ -66,7 +70,7 @@ func (c *Cleaner) writeCheckpoint(dir string) error {
 	}
 	data := encodeCleanerCheckpoint(m)
 	c.mu.Unlock()
-	return writeFileAtomic(filepath.Join(dir, cleanerCheckpointFile), data, true)
+	return writeFileAtomic(l.fs, filepath.Join(dir, cleanerCheckpointFile), data, true)
 }
 
 func encodeCleanerCheckpoint(m map[PartitionKey]int64) []byte {
@@ -88,8 +92,8 @@ func encodeCleanerCheckpoint(m map[PartitionKey]int64) []byte {
 	return b.Bytes()
 }
 
-func readCleanerCheckpoint(path string) (map[PartitionKey]int64, error) {
-	data, err := os.ReadFile(path)
+func readCleanerCheckpoint(fsys FS, path string) (map[PartitionKey]int64, error) {
+	data, err := readFile(fsys, path)
 	if err != nil {
 		return nil, err
 	}

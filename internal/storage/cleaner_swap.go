@@ -99,14 +99,18 @@ func (l *Log) replaceSegments(old []*segment, cleaned *segment, hook crashHook) 
 	// Commit: index files first, the segment file last, then make the renames durable.
 	for _, suf := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
 		p := cleaned.path(suf)
-		if err := os.Rename(p+cleanedSuffix, p+swapSuffix); err != nil {
+		if err := l.fs.Rename(p+cleanedSuffix, p+swapSuffix); err != nil {
 			if suf == logSuffix {
 				return false, err
 			}
-			_ = os.Remove(p + cleanedSuffix) // an index is a cache; it is rebuilt
+			_ = l.fs.Remove(p + cleanedSuffix) // an index is a cache; it is rebuilt
 		}
 	}
-	syncDir(l.dir)
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		// The commit may or may not be durable; the loader settles either way, and the
+		// files in memory follow the renames.
+		l.logger.Warn("syncing the directory after committing a cleaned segment", "topic", l.topic, "partition", l.partition, "err", err)
+	}
 	if err := hook.call(stepSwapRenamed); err != nil {
 		return true, err
 	}
@@ -125,11 +129,11 @@ func (l *Log) replaceSegments(old []*segment, cleaned *segment, hook crashHook) 
 	}
 	for _, suf := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
 		p := cleaned.path(suf)
-		if err := os.Rename(p+swapSuffix, p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := l.fs.Rename(p+swapSuffix, p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
-	syncDir(l.dir)
+	errs = append(errs, l.fs.SyncDir(l.dir))
 	if err := hook.call(stepSwapDone); err != nil {
 		return true, err
 	}
@@ -139,6 +143,13 @@ func (l *Log) replaceSegments(old []*segment, cleaned *segment, hook crashHook) 
 	next = append(next, segs[i+len(old):]...)
 	l.setSegments(next)
 	l.size.Add(cleaned.size.Load())
+	for _, s := range old {
+		if s.base == l.mu.recoverySegment {
+			// The recovery point's byte position was in a replaced file: recovery reads
+			// the cleaned segment from its start (it is on disk: it was fsynced).
+			l.mu.recoverySegment, l.mu.recoveryPosition, l.mu.stateDirty = -1, -1, true
+		}
+	}
 	return true, errors.Join(errs...)
 }
 
@@ -162,7 +173,7 @@ func (h crashHook) call(s swapStep) error {
 // every offset, never a mix that loses a key's latest value.
 //
 // ents is the directory's listing; changed reports that files were renamed or removed.
-func settleCleanerFiles(dir string, ents []os.DirEntry) (changed bool, err error) {
+func settleCleanerFiles(fsys FS, dir string, ents []os.DirEntry) (changed bool, err error) {
 	var swaps []int64
 	logs := map[int64]bool{}
 	for _, e := range ents {
@@ -170,7 +181,7 @@ func settleCleanerFiles(dir string, ents []os.DirEntry) (changed bool, err error
 		switch {
 		case strings.HasSuffix(name, cleanedSuffix):
 			changed = true
-			if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err := fsys.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return changed, err
 			}
 		case strings.HasSuffix(name, logSuffix+swapSuffix):
@@ -190,7 +201,7 @@ func settleCleanerFiles(dir string, ents []os.DirEntry) (changed bool, err error
 	sort.Slice(swaps, func(i, j int) bool { return swaps[i] < swaps[j] })
 	for _, base := range swaps {
 		swapPath := filepath.Join(dir, fileName(base, logSuffix+swapSuffix))
-		last, err := lastOffsetIn(swapPath, base)
+		last, err := lastOffsetIn(fsys, swapPath, base)
 		if err != nil {
 			return changed, fmt.Errorf("settling %s: %w", swapPath, err)
 		}
@@ -199,7 +210,7 @@ func settleCleanerFiles(dir string, ents []os.DirEntry) (changed bool, err error
 				continue
 			}
 			for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
-				if err := os.Remove(filepath.Join(dir, fileName(b, suf))); err != nil && !errors.Is(err, os.ErrNotExist) {
+				if err := fsys.Remove(filepath.Join(dir, fileName(b, suf))); err != nil && !errors.Is(err, os.ErrNotExist) {
 					return changed, err
 				}
 			}
@@ -207,29 +218,28 @@ func settleCleanerFiles(dir string, ents []os.DirEntry) (changed bool, err error
 		}
 		for _, suf := range []string{indexSuffix, timeIndexSuffix} {
 			p := filepath.Join(dir, fileName(base, suf))
-			if err := os.Rename(p+swapSuffix, p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err := fsys.Rename(p+swapSuffix, p); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return changed, err
 			}
 		}
-		if err := os.Rename(swapPath, filepath.Join(dir, fileName(base, logSuffix))); err != nil {
+		if err := fsys.Rename(swapPath, filepath.Join(dir, fileName(base, logSuffix))); err != nil {
 			return changed, err
 		}
 		logs[base] = true
 	}
 	// Index .swap files whose segment was not committed.
-	ents, err = os.ReadDir(dir)
+	ents, err = fsys.ReadDir(dir)
 	if err != nil {
 		return changed, err
 	}
 	for _, e := range ents {
 		if strings.HasSuffix(e.Name(), swapSuffix) {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err := fsys.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return changed, err
 			}
 		}
 	}
-	syncDir(dir)
-	return changed, nil
+	return changed, fsys.SyncDir(dir)
 }
 
 func hasSwapIndex(ents []os.DirEntry) bool {
@@ -241,6 +251,7 @@ func hasSwapIndex(ents []os.DirEntry) bool {
 	return false
 }
 
+// parseBase parses a 20-digit base offset (a file name's stem).
 func parseBase(s string) (int64, bool) {
 	b, err := strconv.ParseInt(s, 10, 64)
 	return b, err == nil && b >= 0 && len(s) == 20
@@ -249,8 +260,8 @@ func parseBase(s string) (int64, bool) {
 // lastOffsetIn returns the last offset of the batches in a segment file (base-1 when it
 // holds none). A swap file was synced before it was renamed, so a bad batch is not
 // expected; the walk stops at the first one.
-func lastOffsetIn(path string, base int64) (int64, error) {
-	f, err := os.Open(path)
+func lastOffsetIn(fsys FS, path string, base int64) (int64, error) {
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return 0, err
 	}

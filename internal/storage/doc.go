@@ -10,7 +10,9 @@
 //
 //	<log.dir>/
 //	  .lock                          flock(2)ed by the running broker (ErrDirLocked)
-//	  .samsa_cleanshutdown           written by Manager.Close, removed at start
+//	  .samsa_cleanshutdown           written by Manager.Close when every log closed
+//	                                 cleanly; removed once meta.properties passed its
+//	                                 checks (or before the first log changes)
 //	  meta.properties                Kafka's format: version=1, node.id, cluster.id
 //	  cleaner-offset-checkpoint      Kafka's format: "0\n<count>\n<topic> <partition> <offset>\n…",
 //	                                 where the next cleaning of each compacted log starts
@@ -48,18 +50,32 @@
 //	            txnStartOffset int64, lastTimestamp int64, n uint8,
 //	            n × { firstSeq int32, lastSeq int32, baseOffset int64,
 //	            lastOffset int64, timestamp int64 } }
-//	log-state   "version 1\nlog_start_offset N\nrecovery_point N\n"
+//	log-state   "version 2\nlog_start_offset N\nrecovery_point N\nrecovery_segment N\n
+//	            recovery_position N\n": where the recovery point lies, the base offset of
+//	            the segment holding it and its byte position there (-1: not known).
+//	            Version 1 (the first two fields only) is read.
 //	leader-epoch-checkpoint  "0\n<count>\n<epoch> <startOffset>\n…"
 //
-// Index files are caches: they are rebuilt from the segment when missing, of a size
-// that is not a multiple of the entry size, not increasing or pointing past the end.
+// Index files are caches, checked when they are loaded (Kafka's sanity check, and
+// more) and rebuilt from the segment, with a WARN naming the file and the reason, when
+// missing, of a size that is not a multiple of the entry size, not increasing,
+// pointing past the end, when an entry does not point at the start of the batch whose
+// offset it names, when the offset index misses an entry the indexing rule would have
+// written (cut short), or when the last time entry is not the batch's and the
+// segment's largest timestamp (every segment that stopped being active ends its time
+// index with that entry). Loading walks the batch headers from the index entry before
+// the earlier of the last offset entry and the last time entry's batch: the last
+// index.interval.bytes of the segment when timestamps grow. A lookup that lands on a
+// position whose batch does not have the offset the index names rebuilds that
+// segment's index and tries again.
 // The active segment's index lives in memory only and its files are written whole when
 // the segment stops being active (roll, clean close, truncation): a partition holds one
 // file descriptor (its active .log), not three, and an append is one write.
-// Metadata files are replaced atomically (write a .tmp, fsync, rename). A deleted
-// segment's files are renamed with a .deleted suffix and removed after
-// file.delete.delay.ms; the open descriptor stays valid until then, so FileRanges already
-// handed to readers keep working. Leftover .deleted and .tmp files are removed at open.
+// Metadata files are replaced atomically (write a .tmp, fsync, rename, fsync the
+// directory). A deleted segment's files are renamed with a .deleted suffix and removed
+// after file.delete.delay.ms; the open descriptor stays valid until then, so FileRanges
+// already handed to readers keep working. Leftover .deleted and .tmp files are removed
+// at open.
 //
 // # Compaction
 //
@@ -121,26 +137,69 @@
 // log-state by Flush, Close and the Manager's periodic CheckpointState (a stale value on
 // disk only makes recovery scan more). A roll does not fsync on the append path: as
 // Kafka does, it starts a background Flush, and the recovery point moves when the
-// rolled segment is on disk. After a clean shutdown
-// (Options.CleanShutdown, from the Manager's marker) nothing is verified: the indexes of
-// old segments are loaded lazily on first use and only the headers after the active
-// segment's last index entry are walked to find the log end. Otherwise every segment from
-// the one holding the recovery point on is read batch by batch: length, magic, CRC-32C
-// and increasing offsets are checked and the indexes rebuilt; at the first bad or torn
-// batch the segment is cut there (a WARN names topic, partition, offset and the bytes
-// dropped) and every later segment is deleted. The base offset and partition leader
-// epoch fields are not covered by the CRC, as in Kafka, so damage there is not detected.
+// rolled segment is on disk. A flush fsyncs the segments in order, then the partition
+// directory when segment files were created or removed since the last one (a
+// segment's data is not durable while its name is not, Kafka's LocalLog.flush).
 //
-// Producer state is loaded from the newest valid snapshot not beyond the log end, then
-// the headers of the batches after it are replayed. Snapshots are written at each roll
-// and on Close; the newest three are kept.
+// After a clean shutdown (Options.CleanShutdown, from the Manager's marker) the files
+// are trusted only as far as they agree with log-state, which Close writes last: the
+// active segment's index files are loaded and checked (see above), which walks the
+// headers after them to the log end, and the log must end exactly at the recovery
+// point, at the segment and byte log-state names (version 1: at the recovery point).
+// Old segments' indexes load lazily on first use. Any disagreement — garbage or a torn
+// batch after the last one, a segment cut or grown, an index that does not match, a
+// log-state older than the files — is logged with its reason and the log is recovered
+// from the recovery point instead. Without the marker, or with a missing or unreadable
+// log-state (recovery from the first segment), every segment from the one holding the
+// recovery point on is read batch by batch, as Kafka's LogLoader does: length, magic,
+// CRC-32C and increasing offsets are checked and the indexes rebuilt; at the first bad
+// or torn batch the segment is cut there and every later segment is deleted (a WARN
+// names file, position, offset, bytes dropped and reason). In a log without compaction a
+// segment starting above the end of the one before it also ends the log: a flush
+// syncs segments in order, so what follows such a hole was never flushed (a roll's new
+// segment reached the disk, its predecessor's unflushed tail did not). An INFO line
+// per recovered partition reports the bytes scanned and dropped. The base offset and
+// partition leader epoch fields are not covered by the CRC, as in Kafka.
 //
-// Segment and index files are opened through the FS interface (OSFS in production);
-// tests substitute it to lose unsynced bytes as an operating-system crash would and to
-// inject I/O errors. A failed append leaves the log as it was (the partial write is cut);
-// a failed fsync is returned to the caller and every later append fails with it (the
-// kernel may have dropped the dirty pages, so the log's bytes are no longer known to
-// reach the disk; the broker takes the directory offline).
+// Damage found outside recovery, in a segment below the recovery point (a header walk
+// that cannot parse a batch), cuts that segment in memory at the damage with a WARN:
+// the batches before it are served, the file is left as it is (the cleaner or
+// retention replace it), reads never fail on it forever.
+//
+// The leader epoch cache is rebuilt from the partition leader epoch field of the
+// batch headers (a walk of the whole log, with a WARN) when leader-epoch-checkpoint is
+// missing for a non-empty log or unreadable, when its latest epoch is not the last
+// batch's, or when, after a crash, its epoch at the first batch recovery reads is not
+// that batch's. Producer state is loaded from the newest valid snapshot not beyond the
+// log end (a damaged one is deleted with a WARN and the next older tried), then the
+// headers of the batches after it are replayed. Snapshots are written at each roll and
+// on Close; the newest three are kept. A damaged partition.metadata is logged and
+// written again once the topic id is known (Log.AdoptTopicID); the partition opens.
+// DeleteRecords and retention write log-state before they truncate the epoch cache, so
+// a crash between the two never leaves the cache starting above the log start.
+//
+// Every file operation goes through the FS interface (OSFS in production); tests
+// substitute a file system that models durability (file data as of the last fsync,
+// directory entries as of the last directory fsync) to crash at every step of an
+// operation, and that injects I/O errors. A failed append leaves the log as it was (the
+// partial write is cut); one that failed for lack of space returns ErrNoSpace and the
+// directory stays online: appends succeed again once space is freed. A failed fsync is
+// returned to the caller and every later append fails with it (the kernel may have
+// dropped the dirty pages, so the log's bytes are no longer known to reach the disk;
+// the broker takes the directory offline).
+//
+// # Log directories
+//
+// NewManager creates a missing log directory durably (its parent fsynced) and locks
+// it; it changes nothing else. EnsureMetaProperties checks every meta.properties
+// before it writes anything: another node.id, two cluster.ids or an unreadable file
+// refuse the start with the file, the values and what to do. New partitions are placed
+// one at a time in the online directory holding the fewest partitions, counting those
+// being created concurrently (Kafka's rule). A directory named like a partition that
+// holds no file of Samsa's is never opened, adopted (unless it is empty and the
+// partition exists) or deleted; other entries Samsa did not create are logged at
+// start-up and left alone; only <topic>-<partition>.<32 hex>-delete directories are
+// removed as leftovers of deletes.
 //
 // # Concurrency
 //

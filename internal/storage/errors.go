@@ -34,6 +34,15 @@ var (
 	ErrDirLocked = errors.New("storage: log directory is locked by another process")
 	// ErrNodeIDMismatch: meta.properties names a different node.id.
 	ErrNodeIDMismatch = errors.New("storage: node.id in meta.properties does not match")
+	// ErrClusterIDMismatch: two log directories name different cluster.ids.
+	ErrClusterIDMismatch = errors.New("storage: log directories belong to different clusters")
+	// ErrForeignDir: a directory named like a partition holds nothing of Samsa's; it is
+	// left alone.
+	ErrForeignDir = errors.New("storage: not a partition directory")
+	// ErrNoSpace: an append failed because the disk is full and left the log exactly as
+	// it was; appends succeed again once space is freed (the directory stays online,
+	// unlike after other I/O errors). It wraps the ENOSPC error.
+	ErrNoSpace = errors.New("storage: no space left in the log directory")
 )
 
 // ErrLogDirOffline is returned for a partition whose log directory was taken offline

@@ -6,8 +6,8 @@ import (
 	"math"
 	"math/rand"
 	"os"
+	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,88 +15,14 @@ import (
 	"github.com/samsa-streaming/samsa/internal/clock"
 )
 
-// crashFS tracks, for every segment (.log) file, how many bytes were synced. crash()
-// cuts each file back to that size, as an operating-system crash may.
-type crashFS struct {
-	mu     sync.Mutex
-	synced map[string]int64
-}
-
-func newCrashFS() *crashFS { return &crashFS{synced: map[string]int64{}} }
-
-func (c *crashFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
-	f, err := OSFS{}.OpenFile(name, flag, perm)
-	if err != nil || !strings.HasSuffix(name, logSuffix) {
-		return f, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	c.mu.Lock()
-	if _, ok := c.synced[name]; !ok {
-		c.synced[name] = st.Size() // what exists at first open is durable
-	}
-	c.mu.Unlock()
-	return &crashFile{File: f, fs: c, name: name}, nil
-}
-
-func (c *crashFS) crash(t *testing.T) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for name, n := range c.synced {
-		st, err := os.Stat(name)
-		if err != nil {
-			continue // deleted
-		}
-		if st.Size() > n {
-			if err := os.Truncate(name, n); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	c.synced = map[string]int64{}
-}
-
-type crashFile struct {
-	File
-	fs   *crashFS
-	name string
-}
-
-func (f *crashFile) Sync() error {
-	if err := f.File.Sync(); err != nil {
-		return err
-	}
-	st, err := f.File.Stat()
-	if err != nil {
-		return err
-	}
-	f.fs.mu.Lock()
-	f.fs.synced[f.name] = st.Size()
-	f.fs.mu.Unlock()
-	return nil
-}
-
-func (f *crashFile) Truncate(n int64) error {
-	if err := f.File.Truncate(n); err != nil {
-		return err
-	}
-	f.fs.mu.Lock()
-	f.fs.synced[f.name] = min(f.fs.synced[f.name], n)
-	f.fs.mu.Unlock()
-	return nil
-}
-
 // TestCrashKeepsFlushedData: after an operating-system crash (unsynced bytes of
 // segment files lost), everything below the recovery point at the time of the crash
 // is still there, byte for byte, and the log continues after what survived.
 func TestCrashKeepsFlushedData(t *testing.T) {
 	rng := rand.New(rand.NewSource(4))
 	for iter := 0; iter < 12; iter++ {
-		cfs := newCrashFS()
 		dir := t.TempDir()
+		cfs := newFaultFS(t, dir)
 		opts := Options{Dir: dir, Topic: "c", Partition: 0, Clock: clock.NewFake(t0), Logger: testLogger(t), FS: cfs,
 			Config: Config{SegmentBytes: 2500, FlushIntervalMessages: int64(1 + rng.Intn(12))}}
 		l, err := Open(opts)
@@ -130,7 +56,8 @@ func TestCrashKeepsFlushedData(t *testing.T) {
 		l.closeFilesLocked()
 		l.mu.Unlock()
 		l.background.Wait() // a flush of a rolled segment, cut short by the closed files
-		cfs.crash(t)
+		opts.Dir = filepath.Join(t.TempDir(), "after")
+		cfs.image(t, opts.Dir, crashOS, nil)
 
 		opts.FS = nil
 		l2, err := Open(opts)
@@ -158,66 +85,11 @@ func TestCrashKeepsFlushedData(t *testing.T) {
 	}
 }
 
-// faultFS fails writes or syncs of segment files on demand.
-type faultFS struct {
-	mu                  sync.Mutex
-	failWrite, failSync bool
-	failOpen            bool
-}
-
-var errInjected = errors.New("injected I/O error")
-
-func (f *faultFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
-	f.mu.Lock()
-	fail := f.failOpen
-	f.mu.Unlock()
-	if fail && strings.HasSuffix(name, logSuffix) {
-		return nil, errInjected
-	}
-	file, err := OSFS{}.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return &faultFile{File: file, fs: f}, nil
-}
-
-func (f *faultFS) set(write, sync, open bool) {
-	f.mu.Lock()
-	f.failWrite, f.failSync, f.failOpen = write, sync, open
-	f.mu.Unlock()
-}
-
-type faultFile struct {
-	File
-	fs *faultFS
-}
-
-func (f *faultFile) WriteAt(b []byte, off int64) (int, error) {
-	f.fs.mu.Lock()
-	fail := f.fs.failWrite
-	f.fs.mu.Unlock()
-	if fail {
-		// A partial write: half the bytes land.
-		n, _ := f.File.WriteAt(b[:len(b)/2], off)
-		return n, errInjected
-	}
-	return f.File.WriteAt(b, off)
-}
-
-func (f *faultFile) Sync() error {
-	f.fs.mu.Lock()
-	fail := f.fs.failSync
-	f.fs.mu.Unlock()
-	if fail {
-		return errInjected
-	}
-	return f.File.Sync()
-}
-
 func TestIOErrorsLeaveLogConsistent(t *testing.T) {
-	ffs := &faultFS{}
+	dir := t.TempDir()
+	ffs := newFaultFS(t, dir)
 	one := int64(len(simple(t, 1, 0)))
-	opts := Options{Dir: t.TempDir(), Topic: "e", Partition: 0, Clock: clock.NewFake(t0), Logger: testLogger(t), FS: ffs,
+	opts := Options{Dir: dir, Topic: "e", Partition: 0, Clock: clock.NewFake(t0), Logger: testLogger(t), FS: ffs,
 		Config: Config{SegmentBytes: 3 * one}}
 	l, err := Open(opts)
 	if err != nil {
@@ -228,11 +100,11 @@ func TestIOErrorsLeaveLogConsistent(t *testing.T) {
 	l.Append(simple(t, 1, 0), AppendOptions{})
 
 	steps := []struct {
-		name              string
-		write, sync, open bool
+		name   string
+		inject func(fsCall) error
 	}{
-		{"write fails", true, false, false},
-		{"new segment cannot be created", false, false, true},
+		{"write fails", failWhen(opWrite, logSuffix, errIO)},
+		{"new segment cannot be created", failWhen(opCreate, logSuffix, errIO)},
 	}
 	for _, st := range steps {
 		end, size := l.LogEndOffset(), l.Size()
@@ -245,11 +117,11 @@ func TestIOErrorsLeaveLogConsistent(t *testing.T) {
 			}
 			end, size = l.LogEndOffset(), l.Size()
 		}
-		ffs.set(st.write, st.sync, st.open)
-		if _, err := l.Append(simple(t, 1, 0), AppendOptions{}); !errors.Is(err, errInjected) {
+		ffs.setInject(st.inject)
+		if _, err := l.Append(simple(t, 1, 0), AppendOptions{}); !errors.Is(err, errIO) {
 			t.Fatalf("%s: append error %v", st.name, err)
 		}
-		ffs.set(false, false, false)
+		ffs.setInject(nil)
 		if l.LogEndOffset() != end || l.Size() != size {
 			t.Fatalf("%s: log end %d size %d after failed append, want %d %d", st.name, l.LogEndOffset(), l.Size(), end, size)
 		}
@@ -284,13 +156,14 @@ func (l *Log) readAllLog(t *testing.T) [][]byte {
 // gateFS, once armed, holds every fsync of a segment file until gate is closed,
 // reporting each one it holds on held.
 type gateFS struct {
+	OSFS
 	armed atomic.Bool
 	gate  chan struct{}
 	held  chan struct{}
 }
 
 func (g *gateFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
-	f, err := OSFS{}.OpenFile(name, flag, perm)
+	f, err := g.OSFS.OpenFile(name, flag, perm)
 	if err != nil || !strings.HasSuffix(name, logSuffix) {
 		return f, err
 	}
@@ -378,16 +251,17 @@ func TestRollFlushesInBackground(t *testing.T) {
 // (the broker then takes the directory offline), rather than acknowledging records in
 // a log whose earlier bytes may never reach the disk.
 func TestFailedFlushRefusesAppends(t *testing.T) {
-	ffs := &faultFS{}
+	dir := t.TempDir()
+	ffs := newFaultFS(t, dir)
 	one := int64(len(simple(t, 1, 0)))
-	l, err := Open(Options{Dir: t.TempDir(), Topic: "f", Partition: 0, Clock: clock.NewFake(t0), Logger: testLogger(t),
+	l, err := Open(Options{Dir: dir, Topic: "f", Partition: 0, Clock: clock.NewFake(t0), Logger: testLogger(t),
 		FS: ffs, Config: Config{SegmentBytes: 3 * one}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 
-	ffs.set(false, true, false)
+	ffs.setInject(failWhen(opSync, logSuffix, errIO))
 	for i := range 4 { // the fourth append rolls; the append path does not fsync
 		if _, err := l.Append(simple(t, 1, 0), AppendOptions{}); err != nil {
 			t.Fatalf("append %d: %v", i, err)
@@ -398,11 +272,11 @@ func TestFailedFlushRefusesAppends(t *testing.T) {
 		t.Fatalf("recovery point %d after a failed fsync, want 0", rp)
 	}
 	end := l.LogEndOffset()
-	if _, err := l.Append(simple(t, 1, 0), AppendOptions{}); !errors.Is(err, errInjected) {
+	if _, err := l.Append(simple(t, 1, 0), AppendOptions{}); !errors.Is(err, errIO) {
 		t.Fatalf("append after the failed fsync: %v, want the fsync error", err)
 	}
-	ffs.set(false, false, false)
-	if _, err := l.Append(simple(t, 1, 0), AppendOptions{}); !errors.Is(err, errInjected) {
+	ffs.setInject(nil)
+	if _, err := l.Append(simple(t, 1, 0), AppendOptions{}); !errors.Is(err, errIO) {
 		t.Fatalf("append once fsyncs work again: %v, want the earlier fsync error still", err)
 	}
 	if l.LogEndOffset() != end {

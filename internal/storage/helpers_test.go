@@ -109,6 +109,7 @@ func (tl *testLog) reopen(clean bool) {
 // crash).
 func (tl *testLog) crash() {
 	tl.Log.closed.Store(true)
+	tl.Log.background.Wait() // a process crash stops its goroutines too
 	tl.Log.mu.Lock()
 	tl.Log.closeFilesLocked()
 	tl.Log.mu.Unlock()

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -38,15 +39,22 @@ type segmentIndex struct {
 // lookup returns the position of the last indexed batch whose base offset is ≤ target
 // (0 if none).
 func (x *segmentIndex) lookup(base, target int64) int64 {
+	e, _ := x.lookupEntry(base, target)
+	return int64(e.position)
+}
+
+// lookupEntry returns the last entry whose offset is ≤ target; ok is false (and the
+// entry zero: the segment's start) when there is none.
+func (x *segmentIndex) lookupEntry(base, target int64) (e offsetEntry, ok bool) {
 	rel := target - base
 	if rel < 0 {
-		return 0
+		return e, false
 	}
 	i := sort.Search(len(x.offsets), func(i int) bool { return int64(x.offsets[i].relOffset) > rel })
 	if i == 0 {
-		return 0
+		return e, false
 	}
-	return int64(x.offsets[i-1].position)
+	return x.offsets[i-1], true
 }
 
 // lookupTime returns the offset of the last time entry whose timestamp is strictly below
@@ -74,27 +82,28 @@ func encodeTimeEntry(b []byte, e timeEntry) {
 // entries must be strictly increasing and point inside the segment. Any violation or a
 // partial entry returns an error wrapping ErrCorrupt; a missing file is reported with
 // os.ErrNotExist so the caller rebuilds.
-func readIndexes(offsetPath, timePath string, segmentSize int64) (segmentIndex, error) {
+func readIndexes(fsys FS, offsetPath, timePath string, segmentSize int64) (segmentIndex, error) {
 	var x segmentIndex
-	ob, err := os.ReadFile(offsetPath)
+	ob, err := readFile(fsys, offsetPath)
 	if err != nil {
 		return x, err
 	}
-	tb, err := os.ReadFile(timePath)
+	tb, err := readFile(fsys, timePath)
 	if err != nil {
 		return x, err
 	}
 	if len(ob)%offsetEntrySize != 0 || len(tb)%timeEntrySize != 0 {
-		return x, fmt.Errorf("%w: index file size not a multiple of the entry size", ErrCorrupt)
+		return x, fmt.Errorf("%w: %s (%d bytes) or %s (%d bytes): size not a multiple of the entry size", ErrCorrupt, offsetPath, len(ob), timePath, len(tb))
 	}
 	x.offsets = make([]offsetEntry, 0, len(ob)/offsetEntrySize)
 	for i := 0; i < len(ob); i += offsetEntrySize {
 		e := offsetEntry{binary.BigEndian.Uint32(ob[i:]), binary.BigEndian.Uint32(ob[i+4:])}
-		if int64(e.position) >= segmentSize {
-			return x, fmt.Errorf("%w: offset index entry beyond segment end", ErrCorrupt)
+		if int64(e.position) >= segmentSize || e.position == 0 {
+			// The first batch is never indexed (an entry follows index.interval.bytes).
+			return x, fmt.Errorf("%w: %s: entry at position %d, segment of %d bytes", ErrCorrupt, offsetPath, e.position, segmentSize)
 		}
 		if n := len(x.offsets); n > 0 && (e.relOffset <= x.offsets[n-1].relOffset || e.position <= x.offsets[n-1].position) {
-			return x, fmt.Errorf("%w: offset index not increasing", ErrCorrupt)
+			return x, fmt.Errorf("%w: %s: entries not increasing", ErrCorrupt, offsetPath)
 		}
 		x.offsets = append(x.offsets, e)
 	}
@@ -102,25 +111,47 @@ func readIndexes(offsetPath, timePath string, segmentSize int64) (segmentIndex, 
 	for i := 0; i < len(tb); i += timeEntrySize {
 		e := timeEntry{int64(binary.BigEndian.Uint64(tb[i:])), binary.BigEndian.Uint32(tb[i+8:])}
 		if n := len(x.times); n > 0 && (e.timestamp <= x.times[n-1].timestamp || e.relOffset < x.times[n-1].relOffset) {
-			return x, fmt.Errorf("%w: time index not increasing", ErrCorrupt)
+			return x, fmt.Errorf("%w: %s: entries not increasing", ErrCorrupt, timePath)
 		}
 		x.times = append(x.times, e)
 	}
 	return x, nil
 }
 
-// writeIndexes replaces both index files with the given entries.
-func writeIndexes(offsetPath, timePath string, x *segmentIndex) error {
-	ob := make([]byte, len(x.offsets)*offsetEntrySize)
+// encode returns the contents of the two index files.
+func (x *segmentIndex) encode() (offsets, times []byte) {
+	offsets = make([]byte, len(x.offsets)*offsetEntrySize)
 	for i, e := range x.offsets {
-		encodeOffsetEntry(ob[i*offsetEntrySize:], e)
+		encodeOffsetEntry(offsets[i*offsetEntrySize:], e)
 	}
-	tb := make([]byte, len(x.times)*timeEntrySize)
+	times = make([]byte, len(x.times)*timeEntrySize)
 	for i, e := range x.times {
-		encodeTimeEntry(tb[i*timeEntrySize:], e)
+		encodeTimeEntry(times[i*timeEntrySize:], e)
 	}
-	if err := os.WriteFile(offsetPath, ob, 0o644); err != nil {
+	return offsets, times
+}
+
+// writeIndexes replaces both index files with the given entries, fsyncing them when
+// sync is set. The files are rewritten in place: a crash may leave them torn, which
+// the loader's checks find (they are rebuilt then).
+func writeIndexes(fsys FS, offsetPath, timePath string, x *segmentIndex, sync bool) error {
+	ob, tb := x.encode()
+	return errors.Join(writeIndexFile(fsys, offsetPath, ob, sync), writeIndexFile(fsys, timePath, tb, sync))
+}
+
+func writeIndexFile(fsys FS, path string, data []byte, sync bool) error {
+	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
 		return err
 	}
-	return os.WriteFile(timePath, tb, 0o644)
+	errs := []error{f.Truncate(int64(len(data)))}
+	if len(data) > 0 {
+		_, err := f.WriteAt(data, 0)
+		errs = append(errs, err)
+	}
+	if sync {
+		errs = append(errs, f.Sync())
+	}
+	errs = append(errs, f.Close())
+	return errors.Join(errs...)
 }

@@ -10,8 +10,10 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/samsa-streaming/samsa/internal/clock"
@@ -59,9 +61,9 @@ type AppendInfo struct {
 	BaseOffset, LastOffset int64
 	// LeaderEpoch is the epoch the batch was appended in (AppendOptions.LeaderEpoch;
 	// the batch's own for a follower).
-	LeaderEpoch int32
-	LogAppendTime          int64 // -1 if CreateTime
-	LogStartOffset         int64
+	LeaderEpoch    int32
+	LogAppendTime  int64 // -1 if CreateTime
+	LogStartOffset int64
 	// Duplicate: the batch was already in the log (idempotent retry); BaseOffset and
 	// LastOffset are those of the original append and nothing was written.
 	Duplicate bool
@@ -74,7 +76,7 @@ type Log struct {
 	dir       string
 	topic     string
 	partition int32
-	topicID   [16]byte // immutable after Open
+	topicID   atomic.Pointer[[16]byte] // zero until known; set once (Open, AdoptTopicID)
 	clock     clock.Clock
 	logger    *slog.Logger
 	fs        FS
@@ -105,6 +107,19 @@ type Log struct {
 		pendingDeletes    map[*segment]clockTimer
 		flushQueued       bool  // a background Flush has started but not yet taken flushMu
 		syncErr           error // the first failed fsync of segment data; appends fail from then on
+
+		// recoverySegment and recoveryPosition say where the recovery point lies: the
+		// segment with that base offset is on disk below that position (segment -1:
+		// not known).
+		recoverySegment  int64
+		recoveryPosition int64
+		// dirDirty: a segment file was created or removed since the directory was last
+		// fsynced; a flush fsyncs it before the recovery point moves (a segment's data
+		// is not durable while its name is not).
+		dirDirty bool
+		// truncations counts TruncateTo calls: a Flush that saw one happen during its
+		// fsync does not move the recovery point (the offsets it synced were taken back).
+		truncations int64
 	}
 }
 
@@ -271,11 +286,11 @@ func (l *Log) Append(batch []byte, opts AppendOptions) (AppendInfo, error) {
 		}
 	}
 	if err := l.maybeRollLocked(&h, len(batch), now, cfg); err != nil {
-		return AppendInfo{}, err
+		return AppendInfo{}, appendError(l.active(), err)
 	}
 	seg := l.active()
 	if err := seg.appendBatch(batch, &h, cfg.IndexIntervalBytes, cfg.SegmentBytes); err != nil {
-		return AppendInfo{}, fmt.Errorf("appending to %s: %w", seg.path(logSuffix), err)
+		return AppendInfo{}, appendError(seg, err)
 	}
 	l.size.Add(int64(len(batch)))
 	l.logEnd.Store(h.LastOffset() + 1)
@@ -296,6 +311,16 @@ func (l *Log) Append(batch []byte, opts AppendOptions) (AppendInfo, error) {
 		}
 	}
 	return info, nil
+}
+
+// appendError describes a failed append, which left the log as it was. A full disk
+// is ErrNoSpace: the directory may keep serving and appends succeed once space is
+// freed; other errors take the directory offline.
+func appendError(seg *segment, err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("%w: appending to %s: %w", ErrNoSpace, seg.path(logSuffix), err)
+	}
+	return fmt.Errorf("appending to %s: %w", seg.path(logSuffix), err)
 }
 
 // maybeRollLocked starts a new segment when the batch does not fit the active one
@@ -356,7 +381,7 @@ func (l *Log) replaceEmptyActiveLocked(base int64, now time.Time) error {
 
 // newActiveSegment creates an empty segment starting at base, ready to be appended to.
 func (l *Log) newActiveSegment(base int64, now time.Time) (*segment, error) {
-	seg, err := openSegment(l.fs, l.dir, base, now)
+	seg, err := l.createSegment(base, now)
 	if err != nil {
 		return nil, err
 	}
@@ -389,11 +414,11 @@ func (l *Log) rollLocked(now time.Time, base int64) error {
 	}
 	segs := append(append([]*segment(nil), l.segs()...), seg)
 	l.setSegments(segs)
-	if err := writeSnapshot(l.dir, leo, l.mu.producers); err != nil {
+	if err := writeSnapshot(l.fs, l.dir, leo, l.mu.producers); err != nil {
 		l.logger.Warn("writing producer snapshot", "topic", l.topic, "partition", l.partition, "offset", leo, "err", err)
 	} else {
 		l.mu.snapshotAt = leo
-		_ = pruneSnapshots(l.dir, snapshotsKept)
+		_ = pruneSnapshots(l.fs, l.dir, snapshotsKept)
 	}
 	l.logger.Debug("rolled segment", "topic", l.topic, "partition", l.partition, "offset", leo)
 	l.flushInBackgroundLocked()
@@ -419,18 +444,20 @@ func (l *Log) flushInBackgroundLocked() {
 	}()
 }
 
-// flushLocked fsyncs every segment holding data above the recovery point and moves
-// the recovery point to the log end offset, persisting it when persist is set.
+// flushLocked fsyncs every segment holding data above the recovery point (and the
+// directory when segment files were created or removed) and moves the recovery point
+// to the log end offset, persisting it when persist is set.
 func (l *Log) flushLocked(persist bool) error {
-	leo := l.logEnd.Load()
-	if err := l.syncFrom(l.mu.recoveryPoint); err != nil {
+	end := l.endLocked()
+	if err := l.syncFrom(l.mu.recoveryPoint, l.mu.dirDirty); err != nil {
 		l.syncFailedLocked(err)
 		return err
 	}
 	if err := l.epochs.persist(); err != nil {
 		return fmt.Errorf("writing the leader epoch checkpoint of %s: %w", l.dir, err)
 	}
-	l.advanceRecoveryPointLocked(leo)
+	l.mu.dirDirty = false
+	l.advanceRecoveryPointLocked(end)
 	if persist && l.mu.stateDirty {
 		return l.writeStateLocked()
 	}
@@ -446,8 +473,9 @@ func (l *Log) syncFailedLocked(err error) {
 	}
 }
 
-// syncFrom fsyncs the segments that may hold data at or above offset.
-func (l *Log) syncFrom(offset int64) error {
+// syncFrom fsyncs the segments that may hold data at or above offset, then the
+// partition directory when dir is set.
+func (l *Log) syncFrom(offset int64, dir bool) error {
 	segs := l.segs()
 	for i, s := range segs {
 		if i+1 < len(segs) && segs[i+1].base <= offset {
@@ -460,23 +488,59 @@ func (l *Log) syncFrom(offset int64) error {
 			return fmt.Errorf("syncing %s: %w", s.path(logSuffix), err)
 		}
 	}
+	if dir {
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return fmt.Errorf("syncing %s: %w", l.dir, err)
+		}
+	}
 	return nil
 }
 
-func (l *Log) advanceRecoveryPointLocked(leo int64) {
-	if leo >= l.logEnd.Load() {
+// logPosition is an offset and where it lies in the files: the base offset of the
+// segment holding it and its byte position there.
+type logPosition struct {
+	offset, segment, position int64
+}
+
+// endLocked is where the log ends now: the active segment's size. Log.mu held (an
+// append publishes both under it).
+func (l *Log) endLocked() logPosition {
+	a := l.active()
+	return logPosition{l.logEnd.Load(), a.base, a.size.Load()}
+}
+
+// advanceRecoveryPointLocked moves the recovery point to end, a log end whose data
+// was just fsynced.
+func (l *Log) advanceRecoveryPointLocked(end logPosition) {
+	if end.offset >= l.logEnd.Load() {
 		l.mu.unflushedMessages = 0
 		l.mu.firstUnflushedAt = time.Time{}
 	}
-	if leo > l.mu.recoveryPoint {
-		l.mu.recoveryPoint = leo
+	if end.offset > l.mu.recoveryPoint {
+		l.mu.recoveryPoint, l.mu.recoverySegment, l.mu.recoveryPosition = end.offset, end.segment, end.position
 		l.mu.stateDirty = true
 	}
 }
 
+// setRecoveryPointLocked puts the recovery point at end (recovery, truncation).
+func (l *Log) setRecoveryPointLocked(end logPosition) {
+	l.mu.recoveryPoint, l.mu.recoverySegment, l.mu.recoveryPosition = end.offset, end.segment, end.position
+	l.mu.stateDirty = true
+}
+
+// currentStateLocked is what log-state would hold now.
+func (l *Log) currentStateLocked() logState {
+	return logState{
+		logStartOffset:   l.logStart.Load(),
+		recoveryPoint:    l.mu.recoveryPoint,
+		recoverySegment:  l.mu.recoverySegment,
+		recoveryPosition: l.mu.recoveryPosition,
+	}
+}
+
 func (l *Log) writeStateLocked() error {
-	st := logState{logStartOffset: l.logStart.Load(), recoveryPoint: l.mu.recoveryPoint}
-	err := writeLogState(l.dir, st)
+	st := l.currentStateLocked()
+	err := writeLogState(l.fs, l.dir, st)
 	if err == nil {
 		l.mu.stateDirty = false
 		l.mu.writtenState = st
@@ -505,17 +569,22 @@ func (l *Log) Flush() error {
 		l.mu.Unlock()
 		return ErrLogClosed
 	}
-	leo, rp := l.logEnd.Load(), l.mu.recoveryPoint
+	end, rp, dir, truncations := l.endLocked(), l.mu.recoveryPoint, l.mu.dirDirty, l.mu.truncations
+	l.mu.dirDirty = false
 	l.mu.Unlock()
-	if leo <= rp {
+	if end.offset <= rp && !dir {
 		return nil
 	}
-	err := l.syncFrom(rp)
+	err := l.syncFrom(rp, dir)
 	if err != nil {
 		l.mu.Lock()
 		defer l.mu.Unlock()
+		l.mu.dirDirty = l.mu.dirDirty || dir
 		l.syncFailedLocked(err)
 		return err
+	}
+	if l.closed.Load() {
+		return ErrLogClosed
 	}
 	// Before the recovery point moves past the epochs assigned since the last flush.
 	if err := l.epochs.persist(); err != nil {
@@ -526,7 +595,10 @@ func (l *Log) Flush() error {
 	if l.closed.Load() {
 		return ErrLogClosed
 	}
-	l.advanceRecoveryPointLocked(leo)
+	if truncations != l.mu.truncations {
+		return nil // the offsets synced were taken back meanwhile
+	}
+	l.advanceRecoveryPointLocked(end)
 	if !l.mu.stateDirty {
 		return nil
 	}
@@ -561,13 +633,15 @@ func (l *Log) Close() error {
 	// thousands of idle partitions must not cost thousands of fsyncs.
 	leo := l.logEnd.Load()
 	if l.mu.snapshotAt != leo {
-		errs = append(errs, writeSnapshot(l.dir, leo, l.mu.producers))
-		_ = pruneSnapshots(l.dir, snapshotsKept)
+		errs = append(errs, writeSnapshot(l.fs, l.dir, leo, l.mu.producers))
+		_ = pruneSnapshots(l.fs, l.dir, snapshotsKept)
 	}
-	if st := (logState{logStartOffset: l.logStart.Load(), recoveryPoint: l.mu.recoveryPoint}); st != l.mu.writtenState {
+	// The index files are written before log-state: log-state is what a clean open
+	// compares the files with.
+	errs = append(errs, l.closeFilesLocked())
+	if l.currentStateLocked() != l.mu.writtenState {
 		errs = append(errs, l.writeStateLocked())
 	}
-	errs = append(errs, l.closeFilesLocked())
 	return errors.Join(errs...)
 }
 
@@ -615,38 +689,63 @@ func (l *Log) Delete() error {
 	if l.closed.Swap(true) {
 		return ErrLogClosed
 	}
-	var id [16]byte
-	_, _ = rand.Read(id[:])
-	target := l.dir + "." + hex.EncodeToString(id[:]) + deleteDirSuffix
-	if err := os.Rename(l.dir, target); err != nil {
+	target := deleteDirName(l.dir)
+	if err := l.fs.Rename(l.dir, target); err != nil {
 		return err
 	}
+	// Not durable until the log directory is fsynced: a crash before may bring the
+	// partition back whole (the broker deletes it again).
+	syncErr := l.fs.SyncDir(filepath.Dir(l.dir))
 	segs := l.segs()
 	pending := l.mu.pendingDeletes
 	l.mu.pendingDeletes = nil
 	remove := func() {
+		// The directory is going: close the files without writing index files.
 		for s, t := range pending {
 			t.Stop()
-			s.close()
+			s.file.Close()
 		}
 		for _, s := range segs {
-			s.close()
+			s.file.Close()
 		}
-		if err := os.RemoveAll(target); err != nil {
+		if err := l.fs.RemoveAll(target); err != nil {
 			l.logger.Warn("removing deleted log", "dir", target, "err", err)
 		}
 	}
 	delay := time.Duration(l.config().FileDeleteDelayMs) * time.Millisecond
 	if delay <= 0 {
 		remove()
-		return nil
+	} else {
+		l.clock.AfterFunc(delay, remove)
 	}
-	l.clock.AfterFunc(delay, remove)
-	return nil
+	return syncErr
 }
 
-// deleteDirSuffix marks a partition directory scheduled for removal.
+// deleteDirSuffix marks a partition directory scheduled for removal:
+// <topic>-<partition>.<32 hex digits>-delete.
 const deleteDirSuffix = "-delete"
+
+// deleteDirName is the name a partition directory is renamed to when it is deleted.
+func deleteDirName(dir string) string {
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	return dir + "." + hex.EncodeToString(id[:]) + deleteDirSuffix
+}
+
+// isDeleteDirName reports whether name is a partition directory renamed by a delete
+// (and nothing else that happens to end in -delete).
+func isDeleteDirName(name string) bool {
+	stem, ok := strings.CutSuffix(name, deleteDirSuffix)
+	i := strings.LastIndexByte(stem, '.')
+	if !ok || i < 0 || len(stem)-i-1 != 32 {
+		return false
+	}
+	if _, err := hex.DecodeString(stem[i+1:]); err != nil {
+		return false
+	}
+	_, ok = parsePartitionDir(stem[:i])
+	return ok
+}
 
 // partitionDirName is <topic>-<partition>.
 func partitionDirName(topic string, partition int32) string {
@@ -658,3 +757,24 @@ func partitionDir(dir, topic string, partition int32) string {
 }
 
 type clockTimer = clock.Timer
+
+// logIndexRebuild logs that a segment's index files were found wrong (or missing)
+// and are rebuilt from the segment. Nil-safe (a segment the cleaner is writing).
+func (l *Log) logIndexRebuild(s *segment, why error) {
+	if l == nil {
+		return
+	}
+	l.logger.Warn("index files do not match their segment; rebuilding them", "topic", l.topic, "partition", l.partition,
+		"file", s.path(logSuffix), "offset", s.base, "reason", why)
+}
+
+// segmentCut accounts for and logs damage found in a segment outside recovery: the
+// segment is served up to pos, the dropped bytes after it are not.
+func (l *Log) segmentCut(s *segment, pos, offset, dropped int64) {
+	if l == nil {
+		return
+	}
+	l.size.Add(-dropped)
+	l.logger.Warn("damaged batch in a segment below the recovery point; serving the segment up to it", "topic", l.topic,
+		"partition", l.partition, "file", s.path(logSuffix), "position", pos, "offset", offset, "bytes_dropped", dropped)
+}

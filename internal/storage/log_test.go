@@ -467,13 +467,13 @@ func TestFlushIntervalMessagesAndMs(t *testing.T) {
 		t.Fatalf("recovery point %d after 3 messages, want 3", rp)
 	}
 	// Persisted lazily.
-	if st, _ := readLogState(l.Dir()); st.recoveryPoint != 0 {
+	if st, _ := readLogState(OSFS{}, l.Dir()); st.recoveryPoint != 0 {
 		t.Fatalf("recovery point written synchronously: %d", st.recoveryPoint)
 	}
 	if err := l.CheckpointState(); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := readLogState(l.Dir()); st.recoveryPoint != 3 {
+	if st, _ := readLogState(OSFS{}, l.Dir()); st.recoveryPoint != 3 {
 		t.Fatalf("checkpointed recovery point %d, want 3", st.recoveryPoint)
 	}
 	l2 := openTest(t, Config{FlushIntervalMs: 1000})
@@ -497,5 +497,25 @@ func TestClosedLog(t *testing.T) {
 	}
 	if _, err := l.Read(0, 100, math.MaxInt64, true); !errors.Is(err, ErrLogClosed) {
 		t.Errorf("read after close: %v", err)
+	}
+}
+
+// BenchmarkAppend appends a 10-record batch over and over (go test -run '^$' -bench
+// BenchmarkAppend -benchtime 200000x ./internal/storage/): the append path's cost and
+// allocations.
+func BenchmarkAppend(b *testing.B) {
+	l, err := Open(Options{Dir: b.TempDir(), Topic: "b", Partition: 0, Config: Config{SegmentBytes: 64 << 20}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	batch := mkBatch(b, batchSpec{n: 10, valueSize: 100})
+	b.ReportAllocs()
+	b.SetBytes(int64(len(batch)))
+	b.ResetTimer()
+	for range b.N {
+		if _, err := l.Append(batch, AppendOptions{}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

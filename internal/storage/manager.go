@@ -1,24 +1,17 @@
 package storage
 
 import (
-	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/samsa-streaming/samsa/internal/clock"
 )
@@ -49,24 +42,36 @@ type ManagerOptions struct {
 	FlushCheckInterval time.Duration
 	// OpenWorkers bounds how many logs open in parallel (default 2×GOMAXPROCS, min 8).
 	OpenWorkers int
-	// FS opens segment and index files; nil means OSFS.
+	// FS is the file system the directories are on; nil means OSFS.
 	FS FS
 }
 
 // Manager owns the log directories of a broker and the logs in them. It is safe for
-// concurrent use; mu guards the map and is never held across log I/O except in Close.
+// concurrent use; mu guards the maps and is never held across log I/O except in Close.
 type Manager struct {
 	opts  ManagerOptions
-	locks []*os.File
+	locks []File
 	clean map[string]bool // dir → clean shutdown marker was present
+
+	started  sync.Once   // start ran
+	startErr error       // what it returned
+	changing atomic.Bool // start removed the markers: Close writes them again
 
 	mu struct {
 		sync.RWMutex
-		logs    map[PartitionKey]*Log
-		dirOf   map[PartitionKey]string
-		offline map[string]error // log directory → the error that took it offline
-		closed  bool
+		logs     map[PartitionKey]*Log
+		dirOf    map[PartitionKey]string
+		creating map[PartitionKey]*creation // partitions being opened by GetOrCreate
+		offline  map[string]error           // log directory → the error that took it offline
+		closed   bool
 	}
+}
+
+// creation is a GetOrCreate in progress: the directory chosen for the partition (it
+// counts in the placement of the next ones) and a channel closed when it is done.
+type creation struct {
+	dir  string
+	done chan struct{}
 }
 
 // MarkOffline takes a log directory offline after an I/O error in it: its logs are
@@ -112,172 +117,6 @@ func (m *Manager) Offline(dir string) bool {
 	return off
 }
 
-// NewManager creates the directories, locks them (a second process gets ErrDirLocked)
-// and notes and removes the clean-shutdown markers.
-func NewManager(o ManagerOptions) (*Manager, error) {
-	if len(o.Dirs) == 0 {
-		return nil, errors.New("storage: no log directories")
-	}
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.RetentionCheckInterval <= 0 {
-		o.RetentionCheckInterval = 5 * time.Minute
-	}
-	if o.FlushCheckInterval <= 0 {
-		o.FlushCheckInterval = time.Second
-	}
-	if o.OpenWorkers <= 0 {
-		o.OpenWorkers = max(8, 2*runtime.GOMAXPROCS(0))
-	}
-	m := &Manager{opts: o, clean: map[string]bool{}}
-	m.mu.logs = map[PartitionKey]*Log{}
-	m.mu.dirOf = map[PartitionKey]string{}
-	for _, d := range o.Dirs {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			m.unlock()
-			return nil, err
-		}
-		f, err := os.OpenFile(filepath.Join(d, lockFile), os.O_RDWR|os.O_CREATE, 0o644)
-		if err != nil {
-			m.unlock()
-			return nil, err
-		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-			f.Close()
-			m.unlock()
-			if errors.Is(err, unix.EWOULDBLOCK) {
-				return nil, fmt.Errorf("%w: %s (is another broker using this log.dirs entry?)", ErrDirLocked, d)
-			}
-			return nil, fmt.Errorf("locking %s: %w", d, err)
-		}
-		m.locks = append(m.locks, f)
-		marker := filepath.Join(d, cleanShutdownFile)
-		if _, err := os.Stat(marker); err == nil {
-			m.clean[d] = true
-			if err := os.Remove(marker); err != nil {
-				m.unlock()
-				return nil, err
-			}
-			syncDir(d)
-		}
-	}
-	return m, nil
-}
-
-func (m *Manager) unlock() {
-	for _, f := range m.locks {
-		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-		f.Close()
-	}
-	m.locks = nil
-}
-
-func syncDir(d string) {
-	if f, err := os.Open(d); err == nil {
-		_ = f.Sync()
-		f.Close()
-	}
-}
-
-// CleanShutdown reports whether dir was shut down cleanly last time.
-func (m *Manager) CleanShutdown(dir string) bool { return m.clean[dir] }
-
-// EnsureMetaProperties reads or writes meta.properties in every directory (Kafka's
-// format, version=1) and returns the cluster id, creating a random one the first time.
-// A directory naming another node.id, or two directories naming different clusters,
-// are refused.
-func (m *Manager) EnsureMetaProperties(nodeID int32) (string, error) {
-	clusterID, err := m.ReadMetaProperties(nodeID)
-	if err != nil {
-		return "", err
-	}
-	if clusterID == "" {
-		var id [16]byte
-		if _, err := rand.Read(id[:]); err != nil {
-			return "", err
-		}
-		id[6] = id[6]&0x0f | 0x40 // version 4
-		id[8] = id[8]&0x3f | 0x80
-		clusterID = base64.RawURLEncoding.EncodeToString(id[:])
-	}
-	return clusterID, m.WriteMetaProperties(nodeID, clusterID)
-}
-
-// ReadMetaProperties checks the meta.properties of every directory that has one and
-// returns the cluster id they name, "" when none has one yet (a new node, whose
-// cluster id the metadata quorum decides). A directory naming another node.id, or
-// two directories naming different clusters, are refused.
-func (m *Manager) ReadMetaProperties(nodeID int32) (string, error) {
-	clusterID := ""
-	for _, d := range m.opts.Dirs {
-		p := filepath.Join(d, metaPropertiesFile)
-		props, err := readProperties(p)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return "", err
-		}
-		if props["node.id"] != strconv.Itoa(int(nodeID)) {
-			return "", fmt.Errorf("%w: %s has node.id=%s, this node is %d", ErrNodeIDMismatch, p, props["node.id"], nodeID)
-		}
-		cid := props["cluster.id"]
-		if cid == "" {
-			return "", fmt.Errorf("%w: %s has no cluster.id", ErrCorrupt, p)
-		}
-		if clusterID != "" && cid != clusterID {
-			return "", fmt.Errorf("%w: %s has cluster.id=%s, another directory has %s", ErrCorrupt, p, cid, clusterID)
-		}
-		clusterID = cid
-	}
-	return clusterID, nil
-}
-
-// WriteMetaProperties writes meta.properties naming nodeID and clusterID in every
-// directory that has none yet (fsynced, atomically).
-func (m *Manager) WriteMetaProperties(nodeID int32, clusterID string) error {
-	for _, d := range m.opts.Dirs {
-		p := filepath.Join(d, metaPropertiesFile)
-		if _, err := os.Stat(p); err == nil {
-			continue
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		data := fmt.Sprintf("#\n#%s\ncluster.id=%s\nnode.id=%d\nversion=1\n",
-			m.opts.Clock.Now().UTC().Format(time.UnixDate), clusterID, nodeID)
-		if err := writeFileAtomic(p, []byte(data), true); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func readProperties(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	props := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		ln := strings.TrimSpace(sc.Text())
-		if ln == "" || ln[0] == '#' || ln[0] == '!' {
-			continue
-		}
-		k, v, ok := strings.Cut(ln, "=")
-		if !ok {
-			k, v, _ = strings.Cut(ln, ":")
-		}
-		props[strings.TrimSpace(k)] = strings.TrimSpace(v)
-	}
-	return props, sc.Err()
-}
-
 // parsePartitionDir splits "<topic>-<partition>"; ok is false for anything else,
 // including directories being deleted.
 func parsePartitionDir(name string) (PartitionKey, bool) {
@@ -300,7 +139,7 @@ func parsePartitionDir(name string) (PartitionKey, bool) {
 func (m *Manager) existingIn() map[PartitionKey]string {
 	out := map[PartitionKey]string{}
 	for _, d := range m.opts.Dirs {
-		ents, err := os.ReadDir(d)
+		ents, err := m.opts.FS.ReadDir(d)
 		if err != nil {
 			m.opts.Logger.Warn("listing log directory", "dir", d, "err", err)
 			continue
@@ -339,7 +178,14 @@ func (m *Manager) Existing() []PartitionKey {
 // LoadExisting opens every partition found on disk in parallel (OpenWorkers at a time),
 // with the configuration configFor returns. Logs that fail to open are reported together
 // and left closed.
+//
+// A directory named like a partition that holds nothing of Samsa's is logged and left
+// alone, as is anything else in the log directories Samsa did not write.
 func (m *Manager) LoadExisting(configFor func(PartitionKey) Config) error {
+	if err := m.start(); err != nil {
+		return err
+	}
+	m.reportForeign()
 	found := m.existingIn()
 	type job struct {
 		k   PartitionKey
@@ -360,7 +206,12 @@ func (m *Manager) LoadExisting(configFor func(PartitionKey) Config) error {
 				if configFor != nil {
 					cfg = configFor(j.k)
 				}
-				if _, err := m.open(j.k, j.dir, [16]byte{}, cfg); err != nil {
+				_, err := m.open(j.k, j.dir, [16]byte{}, cfg)
+				if errors.Is(err, ErrForeignDir) {
+					m.opts.Logger.Info("ignoring a directory that holds no partition of Samsa's", "dir", j.dir, "reason", err)
+					continue
+				}
+				if err != nil {
 					emu.Lock()
 					errs = append(errs, err)
 					emu.Unlock()
@@ -400,60 +251,113 @@ func (m *Manager) open(k PartitionKey, dir string, topicID [16]byte, cfg Config)
 }
 
 // GetOrCreate returns the open log of a partition, opening (or creating) it when needed;
-// an already open log gets cfg. New partitions go to the directory holding the fewest.
+// an already open log gets cfg (and topicID, when it was opened without one). A new
+// partition goes to the online directory holding the fewest partitions, counting those
+// being created by concurrent calls, as Kafka places them; a partition on disk stays
+// where it is.
 //
 // A log on disk (open or not) that belongs to an older topic of the same name (another
 // topic id) is deleted first, as Kafka deletes stray logs.
 func (m *Manager) GetOrCreate(topic string, partition int32, topicID [16]byte, cfg Config) (*Log, error) {
+	if err := m.start(); err != nil {
+		return nil, err
+	}
 	k := PartitionKey{topic, partition}
-	if l := m.Get(topic, partition); l != nil {
-		if old := l.TopicID(); topicID == ([16]byte{}) || old == ([16]byte{}) || old == topicID {
+	for {
+		if l := m.Get(topic, partition); l != nil {
+			switch old := l.TopicID(); {
+			case topicID == ([16]byte{}) || old == topicID:
+			case old == ([16]byte{}):
+				if err := l.AdoptTopicID(topicID); err != nil {
+					m.opts.Logger.Warn("writing partition.metadata", "topic", topic, "partition", partition, "err", err)
+				}
+			default:
+				m.opts.Logger.Warn("deleting log of a previous topic with the same name", "topic", topic, "partition", partition,
+					"old_topic_id", formatUUID(old), "topic_id", formatUUID(topicID))
+				if err := m.Delete(topic, partition); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			l.UpdateConfig(cfg)
 			return l, nil
 		}
-		m.opts.Logger.Warn("deleting log of a previous topic with the same name", "topic", topic, "partition", partition,
-			"old_topic_id", formatUUID(l.TopicID()), "topic_id", formatUUID(topicID))
-		if err := m.Delete(topic, partition); err != nil {
+		c, wait, err := m.reserve(k)
+		if err != nil {
 			return nil, err
 		}
-	}
-	dir := m.placeFor(k)
-	if m.Offline(dir) {
-		return nil, fmt.Errorf("%w: %s", ErrLogDirOffline, dir)
-	}
-	l, err := m.open(k, dir, topicID, cfg)
-	if errors.Is(err, ErrTopicIDMismatch) {
-		m.opts.Logger.Warn("deleting stray log of a previous topic with the same name", "topic", topic, "partition", partition, "err", err)
-		if err := m.Delete(topic, partition); err != nil {
-			return nil, err
+		if wait != nil {
+			<-wait // another call is opening it
+			continue
 		}
-		return m.open(k, dir, topicID, cfg)
+		l, err := m.open(k, c.dir, topicID, cfg)
+		if errors.Is(err, ErrTopicIDMismatch) {
+			m.opts.Logger.Warn("deleting stray log of a previous topic with the same name", "topic", topic, "partition", partition, "err", err)
+			if err = m.deleteDir(k); err == nil {
+				l, err = m.open(k, c.dir, topicID, cfg)
+			}
+		}
+		m.mu.Lock()
+		delete(m.mu.creating, k)
+		m.mu.Unlock()
+		close(c.done)
+		return l, err
 	}
-	return l, err
 }
 
-func (m *Manager) placeFor(k PartitionKey) string {
-	if len(m.opts.Dirs) == 1 {
-		return m.opts.Dirs[0]
+// reserve places a partition that is not open: in the directory already holding it,
+// or else in the online directory with the fewest partitions (open or being
+// created). When another call is creating it, wait is that call's channel.
+func (m *Manager) reserve(k PartitionKey) (c *creation, wait chan struct{}, err error) {
+	onDisk := m.dirHolding(k)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.closed {
+		return nil, nil, ErrLogClosed
 	}
+	if c := m.mu.creating[k]; c != nil {
+		return nil, c.done, nil
+	}
+	if m.mu.logs[k] != nil {
+		ch := make(chan struct{})
+		close(ch)
+		return nil, ch, nil // opened meanwhile
+	}
+	dir := onDisk
+	if dir == "" {
+		count := map[string]int{}
+		for _, d := range m.mu.dirOf {
+			count[d]++
+		}
+		for _, c := range m.mu.creating {
+			count[c.dir]++
+		}
+		for _, d := range m.opts.Dirs {
+			if _, off := m.mu.offline[filepath.Clean(d)]; !off && (dir == "" || count[d] < count[dir]) {
+				dir = d
+			}
+		}
+		if dir == "" {
+			return nil, nil, fmt.Errorf("%w: every log directory is offline", ErrLogDirOffline)
+		}
+	}
+	if cause, off := m.mu.offline[filepath.Clean(dir)]; off {
+		return nil, nil, fmt.Errorf("%w: %s (%v)", ErrLogDirOffline, dir, cause)
+	}
+	c = &creation{dir: dir, done: make(chan struct{})}
+	m.mu.creating[k] = c
+	return c, nil, nil
+}
+
+// dirHolding returns the log directory holding a directory for the partition, "" when
+// none does.
+func (m *Manager) dirHolding(k PartitionKey) string {
 	for _, d := range m.opts.Dirs {
-		if _, err := os.Stat(partitionDir(d, k.Topic, k.Partition)); err == nil {
+		if _, err := m.opts.FS.Stat(partitionDir(d, k.Topic, k.Partition)); err == nil {
 			return d
 		}
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	count := map[string]int{}
-	for _, d := range m.mu.dirOf {
-		count[d]++
-	}
-	best := m.opts.Dirs[0]
-	for _, d := range m.opts.Dirs[1:] {
-		if count[d] < count[best] {
-			best = d
-		}
-	}
-	return best
+	return ""
 }
 
 // DirOf returns the log directory holding an open partition ("" when not open), for
@@ -486,8 +390,12 @@ func (m *Manager) Logs() map[PartitionKey]*Log {
 }
 
 // Delete removes a partition: the directory is renamed at once and removed after
-// file.delete.delay.ms. A partition that is not open but exists on disk is deleted too.
+// file.delete.delay.ms. A partition that is not open but exists on disk is deleted too,
+// unless its directory holds nothing of Samsa's (it is left alone, with a log line).
 func (m *Manager) Delete(topic string, partition int32) error {
+	if err := m.start(); err != nil {
+		return err
+	}
 	k := PartitionKey{topic, partition}
 	m.mu.Lock()
 	l := m.mu.logs[k]
@@ -497,19 +405,32 @@ func (m *Manager) Delete(topic string, partition int32) error {
 	if l != nil {
 		return l.Delete()
 	}
-	for _, d := range m.opts.Dirs {
-		p := partitionDir(d, topic, partition)
-		if _, err := os.Stat(p); err == nil {
-			var id [16]byte
-			_, _ = rand.Read(id[:])
-			target := p + "." + hex.EncodeToString(id[:]) + deleteDirSuffix
-			if err := os.Rename(p, target); err != nil {
-				return err
-			}
-			return os.RemoveAll(target)
-		}
+	return m.deleteDir(k)
+}
+
+// deleteDir deletes the directory of a partition that is not open.
+func (m *Manager) deleteDir(k PartitionKey) error {
+	d := m.dirHolding(k)
+	if d == "" {
+		return nil
 	}
-	return nil
+	p := partitionDir(d, k.Topic, k.Partition)
+	ents, err := m.opts.FS.ReadDir(p)
+	if err != nil {
+		return err
+	}
+	if err := checkPartitionFiles(p, ents, false); err != nil {
+		m.opts.Logger.Warn("not deleting a directory that holds no partition of Samsa's", "dir", p, "reason", err)
+		return nil
+	}
+	target := deleteDirName(p)
+	if err := m.opts.FS.Rename(p, target); err != nil {
+		return err
+	}
+	if err := m.opts.FS.SyncDir(d); err != nil {
+		return err
+	}
+	return m.opts.FS.RemoveAll(target)
 }
 
 // Run does the background work until ctx ends: retention every RetentionCheckInterval,
@@ -578,13 +499,13 @@ func (m *Manager) flushPass(now time.Time) {
 
 func (m *Manager) removeDeletedDirs() {
 	for _, d := range m.opts.Dirs {
-		ents, err := os.ReadDir(d)
+		ents, err := m.opts.FS.ReadDir(d)
 		if err != nil {
 			continue
 		}
 		for _, e := range ents {
-			if e.IsDir() && strings.HasSuffix(e.Name(), deleteDirSuffix) {
-				if err := os.RemoveAll(filepath.Join(d, e.Name())); err != nil {
+			if e.IsDir() && isDeleteDirName(e.Name()) {
+				if err := m.opts.FS.RemoveAll(filepath.Join(d, e.Name())); err != nil {
 					m.opts.Logger.Warn("removing deleted partition", "dir", e.Name(), "err", err)
 				}
 			}
@@ -630,12 +551,16 @@ func (m *Manager) Close() error {
 		}()
 	}
 	wg.Wait()
-	if len(errs) == 0 {
+	// A manager that never started changed nothing (a refused start): it writes no
+	// marker, so that it leaves the directories exactly as it found them.
+	if len(errs) == 0 && m.changing.Load() {
 		for _, d := range m.opts.Dirs {
-			if err := writeFileAtomic(filepath.Join(d, cleanShutdownFile), nil, true); err != nil {
+			if m.Offline(d) {
+				continue // its logs were abandoned, not closed
+			}
+			if err := writeFileAtomic(m.opts.FS, filepath.Join(d, cleanShutdownFile), nil, true); err != nil {
 				errs = append(errs, err)
 			}
-			syncDir(d)
 		}
 	}
 	m.unlock()

@@ -48,8 +48,8 @@ func TestMetaProperties(t *testing.T) {
 	if err != nil || len(id) != 22 {
 		t.Fatalf("cluster id %q, %v", id, err)
 	}
-	props, err := readProperties(filepath.Join(dirs[1], metaPropertiesFile))
-	if err != nil || props["cluster.id"] != id || props["node.id"] != "7" || props["version"] != "1" {
+	props, err := readMetaProperties(OSFS{}, dirs[1])
+	if err != nil || props.clusterID != id || props.nodeID != "7" {
 		t.Fatalf("meta.properties %v %v", props, err)
 	}
 	if again, err := m.EnsureMetaProperties(7); err != nil || again != id {
@@ -95,7 +95,8 @@ func TestManagerExistingAndCleanRestart(t *testing.T) {
 	}
 	// Things Existing must ignore.
 	os.MkdirAll(filepath.Join(dirs[0], metadataLogDir), 0o755)
-	os.MkdirAll(filepath.Join(dirs[0], "gone-3.abcdef-delete"), 0o755)
+	os.MkdirAll(filepath.Join(dirs[0], "gone-3.0123456789abcdef0123456789abcdef-delete"), 0o755)
+	os.MkdirAll(filepath.Join(dirs[0], "notes-delete"), 0o755) // not Samsa's: stays
 	os.MkdirAll(filepath.Join(dirs[1], "b-1.deleted"), 0o755)
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
@@ -107,8 +108,8 @@ func TestManagerExistingAndCleanRestart(t *testing.T) {
 	}
 
 	m2 := newTestManager(t, dirs, fc)
-	if !m2.CleanShutdown(dirs[0]) || fileExists(filepath.Join(dirs[0], cleanShutdownFile)) {
-		t.Fatal("clean shutdown marker not detected and removed")
+	if !m2.CleanShutdown(dirs[0]) {
+		t.Fatal("clean shutdown marker not detected")
 	}
 	got := m2.Existing()
 	if fmt.Sprint(got) != fmt.Sprint(keys) {
@@ -116,6 +117,9 @@ func TestManagerExistingAndCleanRestart(t *testing.T) {
 	}
 	if err := m2.LoadExisting(func(PartitionKey) Config { return Config{} }); err != nil {
 		t.Fatal(err)
+	}
+	if fileExists(filepath.Join(dirs[0], cleanShutdownFile)) {
+		t.Fatal("clean shutdown marker not removed once logs are opened")
 	}
 	for _, k := range keys {
 		l := m2.Get(k.Topic, k.Partition)
@@ -127,9 +131,14 @@ func TestManagerExistingAndCleanRestart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { m2.Run(ctx); close(done) }()
-	waitFor(t, "removal of the -delete dir", func() bool { return !fileExists(filepath.Join(dirs[0], "gone-3.abcdef-delete")) })
+	waitFor(t, "removal of the -delete dir", func() bool {
+		return !fileExists(filepath.Join(dirs[0], "gone-3.0123456789abcdef0123456789abcdef-delete"))
+	})
 	cancel()
 	<-done
+	if !fileExists(filepath.Join(dirs[0], "notes-delete")) {
+		t.Fatal("a directory Samsa did not create was removed")
+	}
 }
 
 func TestManagerUncleanRestartRecovers(t *testing.T) {

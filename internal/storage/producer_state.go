@@ -262,62 +262,67 @@ func decodeProducerState(b []byte) (*producerState, error) {
 	return ps, nil
 }
 
-// listSnapshots returns the offsets of the snapshot files in dir, ascending.
-func listSnapshots(dir string) ([]int64, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
+// snapshotsIn returns the offsets of the snapshot files of a directory listing,
+// ascending.
+func snapshotsIn(ents []os.DirEntry) []int64 {
 	var out []int64
 	for _, e := range ents {
 		name := e.Name()
 		if !strings.HasSuffix(name, snapshotSuffix) {
 			continue
 		}
-		off, err := strconv.ParseInt(strings.TrimSuffix(name, snapshotSuffix), 10, 64)
-		if err != nil || off < 0 {
-			continue
+		if off, ok := parseBase(strings.TrimSuffix(name, snapshotSuffix)); ok {
+			out = append(out, off)
 		}
-		out = append(out, off)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out, nil
+	return out
 }
 
 // writeSnapshot writes the state as of offset (every batch below offset applied).
-func writeSnapshot(dir string, offset int64, ps *producerState) error {
-	return writeFileAtomic(filepath.Join(dir, fileName(offset, snapshotSuffix)), ps.encode(), true)
+func writeSnapshot(fsys FS, dir string, offset int64, ps *producerState) error {
+	return writeFileAtomic(fsys, filepath.Join(dir, fileName(offset, snapshotSuffix)), ps.encode(), true)
 }
 
 // loadLatestSnapshot loads the newest valid snapshot with offset ≤ limit, deleting
-// snapshots above limit and invalid ones. It returns offset -1 when none is usable.
-func loadLatestSnapshot(dir string, snaps []int64, limit int64) (*producerState, int64) {
+// snapshots above limit (taken back by a truncation) and damaged ones (logged). It
+// returns offset -1 when none is usable: producer state is then replayed from the
+// log start.
+func (l *Log) loadLatestSnapshot(snaps []int64, limit int64) (*producerState, int64) {
 	for i := len(snaps) - 1; i >= 0; i-- {
-		p := filepath.Join(dir, fileName(snaps[i], snapshotSuffix))
+		p := filepath.Join(l.dir, fileName(snaps[i], snapshotSuffix))
 		if snaps[i] > limit {
-			_ = os.Remove(p)
+			_ = l.fs.Remove(p)
 			continue
 		}
-		b, err := os.ReadFile(p)
+		b, err := readFile(l.fs, p)
 		if err == nil {
-			if ps, err := decodeProducerState(b); err == nil {
+			var ps *producerState
+			if ps, err = decodeProducerState(b); err == nil {
 				return ps, snaps[i]
 			}
 		}
-		_ = os.Remove(p)
+		next := "replaying the batch headers from the log start"
+		if i > 0 {
+			next = "trying the snapshot at offset " + strconv.FormatInt(snaps[i-1], 10)
+		}
+		l.logger.Warn("producer snapshot unreadable; deleting it, "+next, "topic", l.topic, "partition", l.partition,
+			"file", p, "err", err)
+		_ = l.fs.Remove(p)
 	}
 	return newProducerState(), -1
 }
 
 // pruneSnapshots keeps the newest keep snapshots.
-func pruneSnapshots(dir string, keep int) error {
-	snaps, err := listSnapshots(dir)
+func pruneSnapshots(fsys FS, dir string, keep int) error {
+	ents, err := fsys.ReadDir(dir)
 	if err != nil {
 		return err
 	}
+	snaps := snapshotsIn(ents)
 	var errs []error
 	for i := 0; i < len(snaps)-keep; i++ {
-		if err := os.Remove(filepath.Join(dir, fileName(snaps[i], snapshotSuffix))); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := fsys.Remove(filepath.Join(dir, fileName(snaps[i], snapshotSuffix))); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}

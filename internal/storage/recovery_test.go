@@ -3,10 +3,13 @@ package storage
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -136,7 +139,7 @@ func TestRecoveryDeletesSegmentsAfterDamage(t *testing.T) {
 	// Crash with the recovery point pushed back to the start: recovery scans every
 	// segment, finds the damage in the second one and drops the rest.
 	l.crash()
-	if err := writeLogState(l.Dir(), logState{0, 0}); err != nil {
+	if err := writeLogState(OSFS{}, l.Dir(), logState{}); err != nil {
 		t.Fatal(err)
 	}
 	second := segs[1]
@@ -188,7 +191,7 @@ func TestCleanReopenTrustsFilesAndRebuildsBadIndexes(t *testing.T) {
 			t.Fatalf("batch %d after clean reopen: %v", b.base, err)
 		}
 	}
-	x, err := readIndexes(segs[0].path(indexSuffix), segs[0].path(timeIndexSuffix), segs[0].size.Load())
+	x, err := readIndexes(OSFS{}, segs[0].path(indexSuffix), segs[0].path(timeIndexSuffix), segs[0].size.Load())
 	if err != nil || len(x.offsets) == 0 {
 		t.Fatalf("index of segment 0 not rebuilt: %v", err)
 	}
@@ -230,5 +233,63 @@ func TestUncleanRecoveryRebuildsEpochCache(t *testing.T) {
 	l.reopen(false)
 	if got := l.EpochEntries(); len(got) != 2 || got[0] != (EpochEntry{2, 0}) || got[1] != (EpochEntry{5, 2}) {
 		t.Fatalf("rebuilt epoch cache %v", got)
+	}
+}
+
+// bytesIn returns the value of key=N in the last line of logs holding msg, -1 if none.
+func bytesIn(logs, msg, key string) int64 {
+	n := int64(-1)
+	for _, line := range strings.Split(logs, "\n") {
+		if !strings.Contains(line, msg) {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(f, key+"="); ok {
+				n, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+	}
+	return n
+}
+
+// TestRecoveryReadsFromTheRecoveryPointsSegment: after a crash, only the segments
+// from the one holding the recovery point on are checked, and the log line says how
+// many bytes were.
+func TestRecoveryReadsFromTheRecoveryPointsSegment(t *testing.T) {
+	tl := openTest(t, Config{SegmentBytes: 3000, IndexIntervalBytes: 200})
+	tl.fill(t, 40)
+	tl.background.Wait()
+	if err := tl.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	tl.fill(t, 12) // rolls once more: the rolled segment is flushed in the background
+	tl.background.Wait()
+	tl.fill(t, 3) // unflushed when it crashes
+	rp := tl.RecoveryPoint()
+	var want int64
+	for i, s := range tl.segs() {
+		if i+1 == len(tl.segs()) || tl.segs()[i+1].base > rp {
+			want += s.size.Load()
+		}
+	}
+	records := tl.readRecords()
+	abandon(tl.Log) // a kill: nothing written at close
+	tl.background.Wait()
+	logger, logs := captureLogger()
+	tl.opts.Logger = logger
+	tl.reopen(false)
+	if got := bytesIn(logs.String(), "recovered log", "bytes_scanned"); got != want || want >= tl.Size() {
+		t.Fatalf("recovery checked %d bytes, want %d of the %d in the log:\n%s", got, want, tl.Size(), logs.String())
+	}
+	if got := tl.readRecords(); fmt.Sprint(got) != fmt.Sprint(records) {
+		t.Fatal("records differ after recovery")
+	}
+}
+
+// fill appends n batches of a few records with growing timestamps.
+func (tl *testLog) fill(t *testing.T, n int) {
+	for range n {
+		end := tl.LogEndOffset()
+		tl.mustAppend(mkBatch(t, batchSpec{n: 3, ts: t0.UnixMilli() + end*10, valueSize: 50}))
 	}
 }

@@ -33,16 +33,19 @@ func (l *Log) DeleteRecordsBefore(offset int64) (int64, error) {
 	return l.logStart.Load(), err
 }
 
-// advanceLogStartLocked moves the log start offset forward and persists it.
+// advanceLogStartLocked moves the log start offset forward and persists it, then
+// drops the leader epochs below it: log-state first, so that a crash between the two
+// leaves epochs below the log start (dropped at load), never an epoch cache that
+// starts above it.
 func (l *Log) advanceLogStartLocked(offset int64) error {
 	if offset <= l.logStart.Load() {
 		return nil
 	}
 	l.logStart.Store(offset)
-	if err := l.epochs.truncateFromStart(offset); err != nil {
+	if err := l.writeStateLocked(); err != nil {
 		return err
 	}
-	return l.writeStateLocked()
+	return l.epochs.truncateFromStart(offset)
 }
 
 // deleteOldestLocked removes the n oldest segments (never the active one): they leave
@@ -184,6 +187,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	if offset >= l.logEnd.Load() {
 		return nil
 	}
+	l.mu.truncations++
 	cfg := l.config()
 	if offset < l.logStart.Load() {
 		return l.truncateFullyLocked(offset, cfg)
@@ -217,7 +221,6 @@ func (l *Log) TruncateTo(offset int64) error {
 			return err
 		}
 	}
-	s.bytesSinceIndex = 0
 	if s.size.Load() == 0 {
 		s.rollTimestamp = -1
 	}
@@ -240,7 +243,7 @@ func (l *Log) truncateFullyLocked(offset int64, cfg Config) error {
 	if err := l.dropSegmentsFrom(0); err != nil {
 		return err
 	}
-	s, err := openSegment(l.fs, l.dir, offset, l.clock.Now())
+	s, err := l.createSegment(offset, l.clock.Now())
 	if err != nil {
 		return err
 	}
@@ -259,12 +262,18 @@ func (l *Log) truncateFullyLocked(offset int64, cfg Config) error {
 // afterTruncateLocked resets the state derived from the tail of the log.
 func (l *Log) afterTruncateLocked(newEnd int64) error {
 	l.logEnd.Store(newEnd)
-	l.mu.recoveryPoint = min(l.mu.recoveryPoint, newEnd)
+	if l.mu.recoveryPoint > newEnd {
+		l.setRecoveryPointLocked(l.endLocked())
+	}
 	if err := l.epochs.truncateFromEnd(newEnd); err != nil {
 		return err
 	}
 	if err := l.writeStateLocked(); err != nil {
 		return err
 	}
-	return l.loadProducerState(newEnd)
+	ents, err := l.fs.ReadDir(l.dir)
+	if err != nil {
+		return err
+	}
+	return l.loadProducerState(ents, newEnd)
 }

@@ -122,7 +122,7 @@ func TestDeleteRecordsBefore(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(l.Dir(), logStateFile)); err != nil {
 			t.Fatal(err)
 		}
-		st, _ := readLogState(l.Dir())
+		st, _ := readLogState(OSFS{}, l.Dir())
 		if st.logStartOffset != tc.wantStart {
 			t.Fatalf("persisted log start %d, want %d", st.logStartOffset, tc.wantStart)
 		}

@@ -102,8 +102,8 @@ type fullBatchReader struct {
 }
 
 func newFullBatchReader(r io.ReaderAt, pos, end int64) *fullBatchReader {
-	// Up to 1 MiB at a time, no more than the region: a partition created empty, or
-	// holding a few small batches, costs no megabyte (slice grows it for a larger batch).
+	// A buffer of up to 1 MiB, no larger than the region: recovery after a crash
+	// makes one per partition (it grows for a larger batch).
 	size := min(max(end-pos, record.HeaderSize), 1<<20)
 	return &fullBatchReader{r: r, pos: pos, end: end, buf: make([]byte, size), bufStart: -1}
 }

@@ -38,6 +38,9 @@ type segment struct {
 	file    File
 	size    atomic.Int64
 	deleted atomic.Bool
+	// owner is the log the segment belongs to (logging, size accounting when damage
+	// is found); nil while the cleaner writes a segment.
+	owner *Log
 
 	idx struct {
 		sync.RWMutex
@@ -62,10 +65,14 @@ type segment struct {
 
 func (s *segment) path(suffix string) string { return filepath.Join(s.dir, fileName(s.base, suffix)) }
 
-// openSegment opens (creating if needed) the segment file starting at base.
-func openSegment(fs FS, dir string, base int64, now time.Time) (*segment, error) {
+// openSegment opens the segment file starting at base, creating it when create is set.
+func openSegment(fs FS, dir string, base int64, now time.Time, create bool) (*segment, error) {
 	s := &segment{base: base, dir: dir, fs: fs, rollTimestamp: -1, createdAt: now}
-	f, err := fs.OpenFile(s.path(logSuffix), os.O_RDWR|os.O_CREATE, 0o644)
+	flag := os.O_RDWR
+	if create {
+		flag |= os.O_CREATE
+	}
+	f, err := fs.OpenFile(s.path(logSuffix), flag, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -98,38 +105,149 @@ func (s *segment) ensureIndexLocked(interval int) error {
 	if s.idx.loaded {
 		return nil
 	}
-	size := s.size.Load()
-	x, err := readIndexes(s.path(indexSuffix), s.path(timeIndexSuffix), max(size, 1))
-	if err != nil {
+	if _, err := s.loadIndexFilesLocked(interval); err != nil {
+		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, ErrCorrupt) {
+			return err // an I/O error: the files may be fine
+		}
+		s.owner.logIndexRebuild(s, err)
 		return s.rebuildIndexLocked(interval)
+	}
+	return nil
+}
+
+// segmentTail is what loading the index files learnt about the end of a segment.
+type segmentTail struct {
+	lastOffset int64 // of the last batch; base-1 when the segment is empty
+	lastEpoch  int32 // partition leader epoch of the last batch, -1 when empty
+}
+
+// loadIndexFilesLocked reads and checks the index files (checkIndexLocked) and, when
+// they describe the segment, makes them its index. An error wraps os.ErrNotExist (a
+// file is missing), ErrCorrupt (they do not describe the segment, or the walk met
+// damage) or is an I/O error.
+func (s *segment) loadIndexFilesLocked(interval int) (segmentTail, error) {
+	if s.size.Load() == 0 {
+		s.idx.x, s.idx.loaded = segmentIndex{}, true
+		s.idx.maxTimestamp, s.idx.offsetOfMaxTimestamp = -1, -1
+		return segmentTail{lastOffset: s.base - 1, lastEpoch: -1}, nil
+	}
+	x, err := readIndexes(s.fs, s.path(indexSuffix), s.path(timeIndexSuffix), max(s.size.Load(), 1))
+	if err != nil {
+		return segmentTail{}, err
+	}
+	tail, err := s.checkIndexLocked(&x, interval)
+	if err != nil {
+		return tail, err
 	}
 	s.idx.x = x
 	s.idx.fromFiles = true
-	s.idx.maxTimestamp, s.idx.offsetOfMaxTimestamp = -1, -1
-	if n := len(x.times); n > 0 {
-		s.idx.maxTimestamp = x.times[n-1].timestamp
-		s.idx.offsetOfMaxTimestamp = s.base + int64(x.times[n-1].relOffset)
+	s.idx.loaded = true
+	return tail, nil
+}
+
+// errIndexMismatch: an index file does not describe its segment.
+var errIndexMismatch = fmt.Errorf("%w: index does not match its segment", ErrCorrupt)
+
+// checkIndexLocked is Kafka's index sanity check, and more: on top of what
+// readIndexes checks (sizes, order, positions inside the segment) it walks the batch
+// headers from the index entry at or before the earlier of the last offset entry and
+// the last time entry's batch to the end of the segment, and requires that
+//
+//   - the index entries it passes point at the start of batches with the offsets they
+//     claim (a stale or foreign index points elsewhere);
+//   - no batch after the last offset entry should have had an entry (the file was not
+//     cut short; an index.interval.bytes lowered since costs one rebuild);
+//   - the last time entry names a batch whose largest timestamp it is, and no later
+//     batch has a larger one (the segment's final entry is there);
+//   - a time index is empty only when no batch has a timestamp.
+//
+// It sets the segment's max timestamp from the walk. In the usual case (timestamps
+// grow) the walk covers the last index.interval.bytes of the segment.
+func (s *segment) checkIndexLocked(x *segmentIndex, interval int) (segmentTail, error) {
+	size := s.size.Load()
+	tail := segmentTail{lastOffset: s.base - 1, lastEpoch: -1}
+	var lastO offsetEntry
+	haveO := len(x.offsets) > 0
+	if haveO {
+		lastO = x.offsets[len(x.offsets)-1]
 	}
-	// Batches after the last offset-index entry are not covered by the time index.
-	start := s.idx.x.lookup(s.base, 1<<62)
+	var lastT timeEntry
+	haveT := len(x.times) > 0
+	from := int64(lastO.relOffset) // offset the walk must reach through the index
+	if haveT {
+		lastT = x.times[len(x.times)-1]
+		from = min(from, int64(lastT.relOffset))
+	}
+	startEntry, startIndexed := x.lookupEntry(s.base, s.base+from)
+	start := int64(startEntry.position)
+	maxTs, offsetOfMax := int64(-1), int64(-1)
+	seenLastO, seenLastT := !haveO, !haveT
+	var since int64
 	it := newBatchIter(s.file, start, size, 64<<10)
 	for {
-		h, _, err := it.next()
+		h, pos, err := it.next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return s.rebuildIndexLocked(interval)
+			return tail, err
 		}
-		if h.MaxTimestamp > s.idx.maxTimestamp {
-			s.idx.maxTimestamp, s.idx.offsetOfMaxTimestamp = h.MaxTimestamp, h.BaseOffset
+		if pos == start && startIndexed && h.BaseOffset != s.base+int64(startEntry.relOffset) {
+			return tail, fmt.Errorf("%w: offset index entry names offset %d at position %d, the batch there starts at %d",
+				errIndexMismatch, s.base+int64(startEntry.relOffset), pos, h.BaseOffset)
+		}
+		if haveO && pos == int64(lastO.position) {
+			if h.BaseOffset != s.base+int64(lastO.relOffset) {
+				return tail, fmt.Errorf("%w: last offset index entry names offset %d at position %d, the batch there starts at %d", errIndexMismatch, s.base+int64(lastO.relOffset), pos, h.BaseOffset)
+			}
+			seenLastO, since = true, 0
+		} else if seenLastO && since > int64(interval) {
+			return tail, fmt.Errorf("%w: no offset index entry for the batch at position %d", errIndexMismatch, pos)
+		}
+		if haveT && h.BaseOffset == s.base+int64(lastT.relOffset) {
+			if h.MaxTimestamp != lastT.timestamp {
+				return tail, fmt.Errorf("%w: last time index entry says %d for offset %d, the batch says %d", errIndexMismatch, lastT.timestamp, h.BaseOffset, h.MaxTimestamp)
+			}
+			seenLastT = true
+		}
+		if seenLastO {
+			since += int64(h.Size())
+		}
+		if h.MaxTimestamp > maxTs {
+			maxTs, offsetOfMax = h.MaxTimestamp, h.BaseOffset
+		}
+		tail.lastOffset, tail.lastEpoch = h.LastOffset(), h.PartitionLeaderEpoch
+	}
+	switch {
+	case !seenLastO:
+		return tail, fmt.Errorf("%w: last offset index entry (position %d) is not the start of a batch", errIndexMismatch, lastO.position)
+	case !seenLastT:
+		return tail, fmt.Errorf("%w: last time index entry names offset %d, not a batch of the segment (which ends at %d)", errIndexMismatch, s.base+int64(lastT.relOffset), tail.lastOffset)
+	case haveT && maxTs > lastT.timestamp:
+		return tail, fmt.Errorf("%w: time index ends at %d, a later batch has %d", errIndexMismatch, lastT.timestamp, maxTs)
+	case !haveT && maxTs >= 0:
+		return tail, fmt.Errorf("%w: time index empty, the batch at offset %d has timestamp %d", errIndexMismatch, offsetOfMax, maxTs)
+	case !haveT && start > 0:
+		// The batches before the walk: the first one tells whether any has a timestamp
+		// (an empty time index means none has).
+		var hb [record.HeaderSize]byte
+		if _, err := s.file.ReadAt(hb[:], 0); err != nil {
+			return tail, err
+		}
+		if h, err := record.ParseHeader(hb[:]); err != nil || h.MaxTimestamp >= 0 {
+			return tail, fmt.Errorf("%w: time index empty, the segment has timestamps", errIndexMismatch)
 		}
 	}
-	s.idx.loaded = true
-	return nil
+	if haveT {
+		maxTs, offsetOfMax = lastT.timestamp, s.base+int64(lastT.relOffset)
+	}
+	s.idx.maxTimestamp, s.idx.offsetOfMaxTimestamp = maxTs, offsetOfMax
+	return tail, nil
 }
 
-// rebuildIndexLocked recreates both indexes by walking every batch header.
+// rebuildIndexLocked recreates both indexes by walking every batch header. Damage
+// (a header that does not parse or a batch running past the end) cuts the segment
+// there: the batches before it are served, the bytes after it are not (see cutLocked).
 func (s *segment) rebuildIndexLocked(interval int) error {
 	s.idx.x = segmentIndex{}
 	s.idx.fromFiles = false
@@ -137,21 +255,50 @@ func (s *segment) rebuildIndexLocked(interval int) error {
 	size := s.size.Load()
 	it := newBatchIter(s.file, 0, size, 256<<10)
 	var since int64
+	next := s.base
 	for {
 		h, pos, err := it.next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("rebuilding index of %s: %w", s.path(logSuffix), err)
+			if !errors.Is(err, ErrCorrupt) {
+				return fmt.Errorf("rebuilding index of %s: %w", s.path(logSuffix), err)
+			}
+			if err := s.cutLocked(pos, next); err != nil {
+				return err
+			}
+			break
 		}
 		s.indexBatchLocked(&h, pos, &since, interval)
+		next = h.LastOffset() + 1
 	}
+	return s.finishIndexLocked(true)
+}
+
+// finishIndexLocked marks a rebuilt index loaded and, when write is set, writes its
+// files (with the final time entry, as deactivate would).
+func (s *segment) finishIndexLocked(write bool) error {
+	s.finalTimeEntryLocked()
 	s.idx.loaded = true
-	if s.deleted.Load() {
-		return nil // a reader of a deleted segment: keep the index in memory only
+	if !write || s.deleted.Load() {
+		return nil // the active segment's, or a deleted one's: in memory only
 	}
-	return writeIndexes(s.path(indexSuffix), s.path(timeIndexSuffix), &s.idx.x)
+	return writeIndexes(s.fs, s.path(indexSuffix), s.path(timeIndexSuffix), &s.idx.x, false)
+}
+
+// cutLocked stops serving the segment at pos, where damage was found outside
+// recovery: in a segment below the recovery point, which recovery does not read.
+// The batches before pos stay readable; the file is left as it is (the cleaner or
+// retention replace it in time) and the loss is logged.
+func (s *segment) cutLocked(pos, offset int64) error {
+	old := s.size.Load()
+	if s.owner != nil && s.owner.active() == s {
+		return fmt.Errorf("%w: %s: damaged at position %d of the active segment", ErrCorrupt, s.path(logSuffix), pos)
+	}
+	s.size.Store(pos)
+	s.owner.segmentCut(s, pos, offset, old-pos)
+	return nil
 }
 
 // indexBatchLocked adds the index entries for the batch at pos (Kafka's rule: an entry
@@ -200,6 +347,11 @@ func (s *segment) activate() error {
 	s.reserved = s.size.Load()
 	s.idx.RLock()
 	fromFiles := s.idx.fromFiles
+	// Bytes since the last index entry, as the indexing rule counts them.
+	s.bytesSinceIndex = s.size.Load()
+	if n := len(s.idx.x.offsets); n > 0 {
+		s.bytesSinceIndex -= int64(s.idx.x.offsets[n-1].position)
+	}
 	s.idx.RUnlock()
 	s.indexDirty = !fromFiles || !s.indexFilesMatch()
 	return nil
@@ -215,7 +367,7 @@ func (s *segment) indexFilesMatch() bool {
 		suffix string
 		size   int
 	}{{indexSuffix, no * offsetEntrySize}, {timeIndexSuffix, nt * timeEntrySize}} {
-		st, err := os.Stat(s.path(f.suffix))
+		st, err := s.fs.Stat(s.path(f.suffix))
 		if err != nil || st.Size() != int64(f.size) {
 			return false
 		}
@@ -239,36 +391,12 @@ func (s *segment) deactivate(sync bool) error {
 		return trimErr
 	}
 	s.indexDirty = false
-	offsets := make([]byte, len(s.idx.x.offsets)*offsetEntrySize)
-	for i, e := range s.idx.x.offsets {
-		encodeOffsetEntry(offsets[i*offsetEntrySize:], e)
-	}
-	times := make([]byte, len(s.idx.x.times)*timeEntrySize)
-	for i, e := range s.idx.x.times {
-		encodeTimeEntry(times[i*timeEntrySize:], e)
-	}
+	offsets, times := s.idx.x.encode()
 	s.idx.Unlock()
 	return errors.Join(trimErr,
-		s.writeIndexFile(indexSuffix, offsets, sync),
-		s.writeIndexFile(timeIndexSuffix, times, sync),
+		writeIndexFile(s.fs, s.path(indexSuffix), offsets, sync),
+		writeIndexFile(s.fs, s.path(timeIndexSuffix), times, sync),
 	)
-}
-
-func (s *segment) writeIndexFile(suffix string, data []byte, sync bool) error {
-	f, err := s.fs.OpenFile(s.path(suffix), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
-	}
-	errs := []error{f.Truncate(int64(len(data)))}
-	if len(data) > 0 {
-		_, err := f.WriteAt(data, 0)
-		errs = append(errs, err)
-	}
-	if sync {
-		errs = append(errs, f.Sync())
-	}
-	errs = append(errs, f.Close())
-	return errors.Join(errs...)
 }
 
 // appendBatch writes b at the end of the active segment and indexes it in memory.
@@ -361,14 +489,34 @@ func (s *segment) maxTimestamp(interval int) (int64, int64, error) {
 
 // find returns the position and header of the first batch whose last offset is ≥
 // offset, using the offset index then walking headers. found is false when no such
-// batch is in the segment.
+// batch is in the segment. When the index leads somewhere that is not the batch it
+// names, or the walk meets damage, the index is rebuilt from the segment (which cuts
+// a damaged segment at the damage) and the lookup is tried once more.
 func (s *segment) find(offset int64, interval int) (pos int64, h record.Header, found bool, err error) {
+	pos, h, found, err = s.findOnce(offset, interval)
+	if err == nil || !errors.Is(err, ErrCorrupt) || (s.owner != nil && s.owner.active() == s) {
+		// The active segment's index is built by its appends, and its bytes were
+		// checked at open: damage there is not repaired by a rebuild.
+		return pos, h, found, err
+	}
+	s.idx.Lock()
+	s.owner.logIndexRebuild(s, err)
+	err = s.rebuildIndexLocked(interval)
+	s.idx.Unlock()
+	if err != nil {
+		return 0, h, false, err
+	}
+	return s.findOnce(offset, interval)
+}
+
+func (s *segment) findOnce(offset int64, interval int) (pos int64, h record.Header, found bool, err error) {
 	if err := s.ensureIndex(interval); err != nil {
 		return 0, h, false, err
 	}
 	s.idx.RLock()
-	start := s.idx.x.lookup(s.base, offset)
+	entry, indexed := s.idx.x.lookupEntry(s.base, offset)
 	s.idx.RUnlock()
+	start := int64(entry.position)
 	it := newReadIter(s.file, start, s.size.Load())
 	defer it.close()
 	for {
@@ -378,6 +526,10 @@ func (s *segment) find(offset int64, interval int) (pos int64, h record.Header, 
 		}
 		if err != nil {
 			return 0, h, false, err
+		}
+		if indexed && pos == start && h.BaseOffset != s.base+int64(entry.relOffset) {
+			return 0, h, false, fmt.Errorf("%w: %s: index names offset %d at position %d, the batch there starts at %d",
+				errIndexMismatch, s.path(indexSuffix), s.base+int64(entry.relOffset), pos, h.BaseOffset)
 		}
 		if h.LastOffset() >= offset {
 			return pos, h, true, nil
@@ -403,7 +555,7 @@ func (s *segment) renameDeleted() error {
 	var errs []error
 	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
 		p := s.path(suf)
-		if err := os.Rename(p, p+deletedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := s.fs.Rename(p, p+deletedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
@@ -414,7 +566,7 @@ func (s *segment) renameDeleted() error {
 func (s *segment) removeDeleted() error {
 	errs := []error{s.close()}
 	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
-		if err := os.Remove(s.path(suf) + deletedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := s.fs.Remove(s.path(suf) + deletedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
