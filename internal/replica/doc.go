@@ -1,14 +1,29 @@
-// Package replica owns partition state above the log: leadership and leader epoch, the
-// high watermark, the in-sync replica set, and the wake-ups that delayed operations
-// (acks=all produce, fetch waiting for min.bytes) wait on.
+// Package replica owns partition state above the log: the replica's role from the
+// metadata (Apply), the leader's view of its followers, the high watermark, ISR change
+// proposals, the follower's side of replication (appending the leader's batches,
+// truncating a divergent tail), the fetchers that follow leaders, and the wake-ups that
+// delayed operations (acks=all produce, fetches waiting for records) wait on. Kafka's
+// Partition, ReplicaManager and ReplicaFetcherThread are the model; docs/replication.md
+// describes the rules.
 //
-// Every partition has one replica today (replication is a later issue), so the ISR is
-// the leader alone and the high watermark follows the log end offset on every append.
-// The types are shaped so that followers slot in: the high watermark is the minimum log
-// end offset over the ISR, and waiters are woken whenever it moves.
+// The package encodes no request: a FetcherManager fetches through a LeaderClient (the
+// broker implements it with the wire protocol), and the ISR changes it proposes are
+// sent by the broker (AlterPartition) and applied only when the metadata brings them
+// back through Apply.
 //
-// Concurrency: Partition and Manager are safe for concurrent use. Appends to one
-// partition are serialised by the partition's own mutex (and the log's); there is no
-// lock shared between partitions on the produce or fetch path. Lock order:
-// Manager.mu → Partition.mu → storage.Log's internal locks.
+// # Files
+//
+//	partition.go  state, Apply, appends as leader, the high watermark, waiters
+//	leader.go     followers' positions (FollowerFetch, ServeFollower), ProposeISR
+//	follower.go   AppendAsFollower, truncation, the follower's high watermark
+//	fetcher.go    FetcherManager: one fetcher goroutine per leader
+//
+// # Concurrency
+//
+// Partition, Manager and FetcherManager are safe for concurrent use. A partition's
+// state is under its own mutex (Partition.mu), never held across log I/O; appends to
+// one partition are serialised by the log. There is no lock shared between partitions
+// on the produce or fetch path. Lock order: Manager.mu → Partition.mu → storage.Log's
+// internal locks; FetcherManager.mu → fetcher.mu, neither held while calling a
+// Partition method that does I/O (a fetcher appends outside its lock).
 package replica

@@ -216,6 +216,16 @@ func (f *fetcher) remove(p *Partition) {
 	f.mu.Unlock()
 }
 
+// epochOf returns the leader epoch p is fetched in, -1 when not followed here.
+func (f *fetcher) epochOf(p *Partition) int32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st := f.mu.parts[p]; st != nil {
+		return st.epoch
+	}
+	return -1
+}
+
 func (f *fetcher) has(p *Partition) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -333,8 +343,8 @@ func (f *fetcher) apply(parts map[fetchKey]*Partition, results []FetchResult) {
 	for i := range results {
 		r := &results[i]
 		p := parts[fetchKey{r.Topic, r.Partition}]
-		if p == nil || !f.has(p) {
-			continue // no longer followed from here
+		if p == nil || f.epochOf(p) != p.LeaderEpoch() || p.IsLeader() {
+			continue // no longer followed from here, or in another epoch since the request
 		}
 		if err := f.applyOne(p, r); err != nil {
 			if !errors.Is(err, ErrRetriable) && !errors.Is(err, ErrFencedLeaderEpoch) && !errors.Is(err, ErrNotLeader) &&
