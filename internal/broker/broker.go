@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/samsa-streaming/samsa/internal/bufpool"
 	"github.com/samsa-streaming/samsa/internal/clock"
 	"github.com/samsa-streaming/samsa/internal/config"
 	"github.com/samsa-streaming/samsa/internal/controller"
@@ -53,11 +54,13 @@ type Broker struct {
 	channel    *controller.Channel
 	replicas   *replica.Manager
 	fetchers   *replica.FetcherManager // follower fetchers (replication.go)
-	isrWake    chan struct{}           // nudges the ISR loop
-	groups     *group.Coordinator
-	producers  producerIDs
-	lifecycle  lifecycle
-	imageWatch imageWatch
+	// replicaFrames holds the buffers follower fetch responses are read into.
+	replicaFrames bufpool.Pool
+	isrWake       chan struct{} // nudges the ISR loop
+	groups        *group.Coordinator
+	producers     producerIDs
+	lifecycle     lifecycle
+	imageWatch    imageWatch
 
 	// reconcileMu serialises applying metadata images to local partitions.
 	reconcileMu sync.Mutex

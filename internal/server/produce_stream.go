@@ -67,7 +67,7 @@ const streamWindow = 1 << 20
 // newFrameReader starts reading a frame of size bytes (after its size prefix).
 func (c *conn) newFrameReader(size int) *frameReader {
 	r := &c.frame
-	*r = frameReader{c: c, left: size, win: c.srv.frames.get(min(size, streamWindow))}
+	*r = frameReader{c: c, left: size, win: c.srv.frames.Get(min(size, streamWindow))}
 	*r.win = (*r.win)[:cap(*r.win)]
 	return r
 }
@@ -75,7 +75,7 @@ func (c *conn) newFrameReader(size int) *frameReader {
 // release gives the window back.
 func (r *frameReader) release() {
 	if r.win != nil {
-		r.c.srv.frames.put(r.win)
+		r.c.srv.frames.Put(r.win)
 		r.win = nil
 	}
 }
@@ -266,7 +266,7 @@ func (r *frameReader) records(n int, fn func([]byte)) error {
 	}
 	r.left -= n - len(have)
 	fn(*p)
-	r.c.srv.frames.put(p)
+	r.c.srv.frames.Put(p)
 	return nil
 }
 
