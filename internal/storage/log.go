@@ -162,9 +162,13 @@ func (l *Log) EndOffsetForEpoch(epoch int32) (foundEpoch int32, endOffset int64)
 }
 
 // AssignLeaderEpoch records that epoch starts at the log end offset, as a replica that
-// becomes leader does before its first append (Kafka's maybeAssignEpochStartOffset), and
-// writes the checkpoint now: a follower that diverged in an older epoch is told where
-// that epoch ended even before the new leader has appended anything.
+// becomes leader does before its first append (Kafka's maybeAssignEpochStartOffset), so
+// that a follower that diverged in an older epoch is told where that epoch ended even
+// before the new leader has appended anything. Like an append's, the entry is written
+// with the next flush, not now: a broker becoming leader of a thousand partitions
+// would otherwise wait for a thousand fsyncs. After a crash before that flush an epoch
+// without batches is forgotten, and a follower asking about the epoch before it is cut
+// back to the high watermark instead (see replica.DivergingEnd).
 func (l *Log) AssignLeaderEpoch(epoch int32) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -172,7 +176,7 @@ func (l *Log) AssignLeaderEpoch(epoch int32) error {
 		return ErrLogClosed
 	}
 	l.epochs.assign(epoch, l.logEnd.Load())
-	return l.epochs.persist()
+	return nil
 }
 
 // EpochEntries returns a copy of the leader epoch cache.
