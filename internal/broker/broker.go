@@ -53,6 +53,7 @@ type Broker struct {
 	channel    *controller.Channel
 	replicas   *replica.Manager
 	groups     *group.Coordinator
+	groupTops  groupTopics
 	producers  producerIDs
 	lifecycle  lifecycle
 	imageWatch imageWatch
@@ -116,6 +117,7 @@ func New(o Options) (*Broker, error) {
 			return ok && partition >= 0 && int(partition) < len(t.Partitions)
 		},
 		OnRebalance: o.Metrics.Rebalance,
+		Topics:      func() *group.Topics { return b.groupTops.get(b.image()) },
 	})
 	return b, nil
 }

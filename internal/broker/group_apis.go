@@ -13,15 +13,20 @@ package broker
 //	Heartbeat       (12) v0–4
 //	LeaveGroup      (13) v0–5   batched, by member id or group.instance.id, from v3
 //	SyncGroup       (14) v0–5
-//	DescribeGroups  (15) v0–5
-//	ListGroups      (16) v0–5   state filter from v4, type filter ("classic") from v5
+//	DescribeGroups  (15) v0–6   a consumer group (KIP-848) is Dead here, GROUP_ID_NOT_FOUND
+//	                            from v6: ConsumerGroupDescribe describes it
+//	ListGroups      (16) v0–5   state filter from v4, type filter ("classic", "consumer")
+//	                            from v5
 //	DeleteGroups    (42) v0–2
 //	OffsetDelete    (47) v0
 //
-// Differences from Kafka: TxnOffsetCommit and the KIP-848 consumer group protocol
-// (ConsumerGroupHeartbeat, ConsumerGroupDescribe) are not served, so clients use the
-// classic protocol; OffsetFetch's RequireStable has nothing to wait for without
-// transactions.
+// OffsetCommit and OffsetFetch serve consumer groups (KIP-848) as Kafka does: a member
+// commits at its member epoch (v9+; STALE_MEMBER_EPOCH for an older one), and a
+// commit from outside the group is accepted only while it has no members. The
+// consumer protocol itself is in consumer_group_heartbeat.go.
+//
+// Differences from Kafka: TxnOffsetCommit is not served; OffsetFetch's RequireStable
+// has nothing to wait for without transactions.
 
 import (
 	"net"
@@ -38,7 +43,7 @@ func init() {
 	register(kmsg.Heartbeat, 0, 4, (*Broker).handleHeartbeat)
 	register(kmsg.LeaveGroup, 0, 5, (*Broker).handleLeaveGroup)
 	register(kmsg.SyncGroup, 0, 5, (*Broker).handleSyncGroup)
-	register(kmsg.DescribeGroups, 0, 5, (*Broker).handleDescribeGroups)
+	register(kmsg.DescribeGroups, 0, 6, (*Broker).handleDescribeGroups)
 	register(kmsg.ListGroups, 0, 5, (*Broker).handleListGroups)
 	register(kmsg.DeleteGroups, 0, 2, (*Broker).handleDeleteGroups)
 	register(kmsg.OffsetDelete, 0, 0, (*Broker).handleOffsetDelete)

@@ -179,6 +179,16 @@ type Broker struct {
 	GroupMaxSessionTimeoutMs     int32 // group.max.session.timeout.ms
 	GroupMaxSize                 int32 // group.max.size
 
+	GroupConsumerSessionTimeoutMs       int32    // group.consumer.session.timeout.ms
+	GroupConsumerMinSessionTimeoutMs    int32    // group.consumer.min.session.timeout.ms
+	GroupConsumerMaxSessionTimeoutMs    int32    // group.consumer.max.session.timeout.ms
+	GroupConsumerHeartbeatIntervalMs    int32    // group.consumer.heartbeat.interval.ms
+	GroupConsumerMinHeartbeatIntervalMs int32    // group.consumer.min.heartbeat.interval.ms
+	GroupConsumerMaxHeartbeatIntervalMs int32    // group.consumer.max.heartbeat.interval.ms
+	GroupConsumerMaxSize                int32    // group.consumer.max.size
+	GroupConsumerAssignors              []string // group.consumer.assignors: "uniform", "range"
+	GroupConsumerMigrationPolicy        string   // group.consumer.migration.policy
+
 	ConnectionsMaxIdleMs        int64 // connections.max.idle.ms
 	ReplicaLagTimeMaxMs         int64 // replica.lag.time.max.ms
 	TransactionalIDExpirationMs int32 // transactional.id.expiration.ms
@@ -479,6 +489,15 @@ func (b *Broker) crossChecks() []error {
 
 	if b.GroupMinSessionTimeoutMs > b.GroupMaxSessionTimeoutMs {
 		add(conflict("group.min.session.timeout.ms=%d is above group.max.session.timeout.ms=%d", b.GroupMinSessionTimeoutMs, b.GroupMaxSessionTimeoutMs))
+	}
+	if b.GroupConsumerSessionTimeoutMs < b.GroupConsumerMinSessionTimeoutMs || b.GroupConsumerSessionTimeoutMs > b.GroupConsumerMaxSessionTimeoutMs {
+		add(conflict("group.consumer.session.timeout.ms=%d is outside [group.consumer.min.session.timeout.ms=%d, group.consumer.max.session.timeout.ms=%d]", b.GroupConsumerSessionTimeoutMs, b.GroupConsumerMinSessionTimeoutMs, b.GroupConsumerMaxSessionTimeoutMs))
+	}
+	if b.GroupConsumerHeartbeatIntervalMs < b.GroupConsumerMinHeartbeatIntervalMs || b.GroupConsumerHeartbeatIntervalMs > b.GroupConsumerMaxHeartbeatIntervalMs {
+		add(conflict("group.consumer.heartbeat.interval.ms=%d is outside [group.consumer.min.heartbeat.interval.ms=%d, group.consumer.max.heartbeat.interval.ms=%d]", b.GroupConsumerHeartbeatIntervalMs, b.GroupConsumerMinHeartbeatIntervalMs, b.GroupConsumerMaxHeartbeatIntervalMs))
+	}
+	if b.GroupConsumerHeartbeatIntervalMs >= b.GroupConsumerSessionTimeoutMs {
+		add(conflict("group.consumer.heartbeat.interval.ms=%d must be below group.consumer.session.timeout.ms=%d", b.GroupConsumerHeartbeatIntervalMs, b.GroupConsumerSessionTimeoutMs))
 	}
 	if b.LogCleanerMinCompactionLagMs > b.LogCleanerMaxCompactionLagMs {
 		add(conflict("log.cleaner.min.compaction.lag.ms=%d is above log.cleaner.max.compaction.lag.ms=%d", b.LogCleanerMinCompactionLagMs, b.LogCleanerMaxCompactionLagMs))

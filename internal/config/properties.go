@@ -85,6 +85,32 @@ func strs(f func(*Broker) *[]string) binding {
 	}
 }
 
+// assignorList stores assignor names, Kafka's class names reduced to them.
+func assignorList(f func(*Broker) *[]string) binding {
+	return binding{
+		set: func(b *Broker, v string) {
+			var names []string
+			for _, s := range splitList(v) {
+				names = append(names, AssignorName(s))
+			}
+			*f(b) = names
+		},
+		get: func(b *Broker) string { return strings.Join(*f(b), ",") },
+	}
+}
+
+// AssignorName maps a group.consumer.assignors entry to "uniform" or "range" ("" when
+// it names neither).
+func AssignorName(s string) string {
+	switch strings.TrimSpace(s) {
+	case "uniform", "org.apache.kafka.coordinator.group.assignor.UniformAssignor":
+		return "uniform"
+	case "range", "org.apache.kafka.coordinator.group.assignor.RangeAssignor":
+		return "range"
+	}
+	return ""
+}
+
 func listeners(f func(*Broker) *[]Listener) binding {
 	return binding{
 		set: func(b *Broker, v string) { *f(b), _ = ParseListeners(v) },
@@ -126,6 +152,14 @@ var (
 		return nil
 	}}
 	roles = list{values: []string{"broker", "controller"}, nonEmpty: true}
+	// consumerAssignors are the server-side assignors of KIP-848, by name or Kafka class name.
+	consumerAssignors = list{nonEmpty: true, valid: "uniform,range", item: func(s string) error {
+		if AssignorName(s) == "" {
+			return errors.New("unknown assignor " + s + " (uniform or range)")
+		}
+		return nil
+	}}
+	migrationPolicies = enum{values: []string{"bidirectional", "upgrade", "downgrade", "disabled"}}
 )
 
 const maxLong = "9223372036854775807"
@@ -379,6 +413,35 @@ var brokerProperties = []property{
 	property{name: "group.max.size", spec: atLeast(TypeInt, 1), def: "2147483647",
 		doc: "Most members one group may have."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupMaxSize })),
+	property{name: "group.consumer.session.timeout.ms", spec: atLeast(TypeInt, 1), def: "45000",
+		doc: "Session timeout of consumer-protocol (KIP-848) members: one that does not heartbeat for this long is removed."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerSessionTimeoutMs })),
+	property{name: "group.consumer.min.session.timeout.ms", spec: atLeast(TypeInt, 1), def: "45000",
+		doc: "Lower bound of group.consumer.session.timeout.ms."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerMinSessionTimeoutMs })),
+	property{name: "group.consumer.max.session.timeout.ms", spec: atLeast(TypeInt, 1), def: "60000",
+		doc: "Upper bound of group.consumer.session.timeout.ms."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerMaxSessionTimeoutMs })),
+	property{name: "group.consumer.heartbeat.interval.ms", spec: atLeast(TypeInt, 1), def: "5000",
+		doc: "Heartbeat interval the coordinator hands consumer-protocol members."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerHeartbeatIntervalMs })),
+	property{name: "group.consumer.min.heartbeat.interval.ms", spec: atLeast(TypeInt, 1), def: "5000",
+		doc: "Lower bound of group.consumer.heartbeat.interval.ms."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerMinHeartbeatIntervalMs })),
+	property{name: "group.consumer.max.heartbeat.interval.ms", spec: atLeast(TypeInt, 1), def: "15000",
+		doc: "Upper bound of group.consumer.heartbeat.interval.ms."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerMaxHeartbeatIntervalMs })),
+	property{name: "group.consumer.max.size", spec: atLeast(TypeInt, 1), def: "2147483647",
+		doc: "Most members one consumer-protocol group may have."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerMaxSize })),
+	property{name: "group.consumer.assignors", spec: consumerAssignors, def: "uniform,range",
+		doc:  "Server-side assignors of consumer-protocol groups; the first is used when a member names none.",
+		note: "Kafka's class names (org.apache.kafka.coordinator.group.assignor.UniformAssignor, ...RangeAssignor) are accepted for the two names."}.
+		bind(assignorList(func(b *Broker) *[]string { return &b.GroupConsumerAssignors })),
+	property{name: "group.consumer.migration.policy", spec: migrationPolicies, def: "bidirectional",
+		doc:  "Whether a group may change between the classic and the consumer protocol: bidirectional, upgrade (classic to consumer), downgrade or disabled.",
+		note: "Samsa converts a group only once it is empty (its committed offsets stay); Kafka also migrates a non-empty group member by member."}.
+		bind(str(func(b *Broker) *string { return &b.GroupConsumerMigrationPolicy })),
 
 	// Transactions.
 	property{name: "transactional.id.expiration.ms", spec: atLeast(TypeInt, 1), def: "604800000",
