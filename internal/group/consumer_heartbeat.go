@@ -84,8 +84,6 @@ func (hb *heartbeat) validate() (int16, string) {
 		return kerrInvalidRequest, "RackId can't be empty."
 	case req.MemberEpoch < staticLeaveEpoch:
 		return kerrInvalidRequest, "MemberEpoch is invalid."
-	case req.MemberEpoch == staticLeaveEpoch && req.InstanceID == nil:
-		return kerrInvalidRequest, "InstanceId can't be null when leaving as a static member."
 	}
 	if req.MemberEpoch == 0 {
 		switch {
@@ -191,7 +189,9 @@ func (hb *heartbeat) leave(g *group) (int16, string) {
 	}
 	hb.resp.MemberID = &id
 	hb.resp.MemberEpoch = req.MemberEpoch
-	if req.MemberEpoch == staticLeaveEpoch {
+	// Kafka wants the instance id with epoch -2; franz-go sends only the member id,
+	// which names the member as well. A dynamic member leaving with -2 just leaves.
+	if req.MemberEpoch == staticLeaveEpoch && m.static() {
 		// The member keeps its partitions until it is back or its session expires.
 		left := m.clone()
 		left.previousEpoch, left.epoch = m.epoch, staticLeaveEpoch
