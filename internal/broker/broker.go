@@ -54,9 +54,11 @@ type Broker struct {
 	replicas   *replica.Manager
 	groups     *group.Coordinator
 	groupTops  groupTopics
-	producers  producerIDs
-	lifecycle  lifecycle
-	imageWatch imageWatch
+
+	fetchSessions fetchSessions
+	producers     producerIDs
+	lifecycle     lifecycle
+	imageWatch    imageWatch
 
 	// reconcileMu serialises applying metadata images to local partitions.
 	reconcileMu sync.Mutex
@@ -106,6 +108,7 @@ func New(o Options) (*Broker, error) {
 		return nil, err
 	}
 	b.producers.broker = b
+	b.fetchSessions.init(int(cfg.MaxIncrementalFetchSessionCacheSlots))
 	b.lifecycle.init()
 	b.groups = group.New(group.Options{
 		Log:    offsetsLog{b},

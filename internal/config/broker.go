@@ -189,10 +189,12 @@ type Broker struct {
 	GroupConsumerAssignors              []string // group.consumer.assignors: "uniform", "range"
 	GroupConsumerMigrationPolicy        string   // group.consumer.migration.policy
 
-	ConnectionsMaxIdleMs        int64 // connections.max.idle.ms
-	ReplicaLagTimeMaxMs         int64 // replica.lag.time.max.ms
-	TransactionalIDExpirationMs int32 // transactional.id.expiration.ms
-	TransactionMaxTimeoutMs     int32 // transaction.max.timeout.ms
+	ConnectionsMaxIdleMs int64 // connections.max.idle.ms
+
+	MaxIncrementalFetchSessionCacheSlots int32 // max.incremental.fetch.session.cache.slots
+	ReplicaLagTimeMaxMs                  int64 // replica.lag.time.max.ms
+	TransactionalIDExpirationMs          int32 // transactional.id.expiration.ms
+	TransactionMaxTimeoutMs              int32 // transaction.max.timeout.ms
 	// transaction.state.log.{num.partitions,replication.factor,min.isr}: the shape
 	// of __transaction_state; see TransactionStateRF and TransactionStateMinISR.
 	TransactionStateLogNumPartitions     int32

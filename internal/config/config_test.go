@@ -69,6 +69,7 @@ func TestDefaultsMatchKafka(t *testing.T) {
 		"GroupConsumerMaxSize":                 int32(math.MaxInt32),
 		"GroupConsumerAssignors":               []string{"uniform", "range"},
 		"GroupConsumerMigrationPolicy":         "bidirectional",
+		"MaxIncrementalFetchSessionCacheSlots": int32(1000),
 		"ConnectionsMaxIdleMs":                 int64(600000),
 		"ReplicaLagTimeMaxMs":                  int64(30000),
 		"TransactionalIDExpirationMs":          int32(604800000),

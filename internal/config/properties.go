@@ -413,6 +413,9 @@ var brokerProperties = []property{
 	property{name: "group.max.size", spec: atLeast(TypeInt, 1), def: "2147483647",
 		doc: "Most members one group may have."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupMaxSize })),
+	property{name: "max.incremental.fetch.session.cache.slots", spec: atLeast(TypeInt, 0), def: "1000",
+		doc: "Most incremental fetch sessions (KIP-227) the broker keeps; 0 declines sessions."}.
+		bind(i32(func(b *Broker) *int32 { return &b.MaxIncrementalFetchSessionCacheSlots })),
 	property{name: "group.consumer.session.timeout.ms", spec: atLeast(TypeInt, 1), def: "45000",
 		doc: "Session timeout of consumer-protocol (KIP-848) members: one that does not heartbeat for this long is removed."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerSessionTimeoutMs })),
