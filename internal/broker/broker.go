@@ -17,6 +17,7 @@ import (
 	"github.com/samsa-streaming/samsa/internal/metrics"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/replica"
+	"github.com/samsa-streaming/samsa/internal/share"
 	"github.com/samsa-streaming/samsa/internal/storage"
 )
 
@@ -56,9 +57,13 @@ type Broker struct {
 	groupTops  groupTopics
 
 	fetchSessions fetchSessions
-	producers     producerIDs
-	lifecycle     lifecycle
-	imageWatch    imageWatch
+
+	shares            *share.Manager
+	shareState        *shareStateLog
+	shareSessionCache shareSessions
+	producers         producerIDs
+	lifecycle         lifecycle
+	imageWatch        imageWatch
 
 	// reconcileMu serialises applying metadata images to local partitions.
 	reconcileMu sync.Mutex
@@ -121,6 +126,12 @@ func New(o Options) (*Broker, error) {
 		},
 		OnRebalance: o.Metrics.Rebalance,
 		Topics:      func() *group.Topics { return b.groupTops.get(b.image()) },
+	})
+	b.shareState = &shareStateLog{b: b}
+	b.shares = share.NewManager(share.Options{
+		Store: b.shareState, Clock: o.Clock, Logger: o.Logger.With("component", "share"),
+		Config: b.shareConfig, InitialOffset: b.shareInitialOffset,
+		WriteTimeout: time.Duration(cfg.OffsetsCommitTimeoutMs) * time.Millisecond,
 	})
 	return b, nil
 }
@@ -262,6 +273,7 @@ func (b *Broker) Close() error {
 	}
 	b.wg.Wait()
 	b.groups.Close()
+	b.shares.Close()
 	b.channel.Close()
 	var errs []error
 	if b.controller != nil {

@@ -189,6 +189,18 @@ type Broker struct {
 	GroupConsumerAssignors              []string // group.consumer.assignors: "uniform", "range"
 	GroupConsumerMigrationPolicy        string   // group.consumer.migration.policy
 
+	GroupShareSessionTimeoutMs        int32 // group.share.session.timeout.ms
+	GroupShareHeartbeatIntervalMs     int32 // group.share.heartbeat.interval.ms
+	GroupShareMaxSize                 int32 // group.share.max.size
+	GroupShareRecordLockDurationMs    int32 // group.share.record.lock.duration.ms
+	GroupShareDeliveryCountLimit      int32 // group.share.delivery.count.limit
+	GroupSharePartitionMaxRecordLocks int32 // group.share.partition.max.record.locks
+	// share.coordinator.state.topic.*: the shape of __share_group_state; see
+	// ShareStateRF and ShareStateMinISR.
+	ShareCoordinatorStateTopicNumPartitions     int32
+	ShareCoordinatorStateTopicReplicationFactor int16
+	ShareCoordinatorStateTopicMinIsr            int16
+
 	ConnectionsMaxIdleMs int64 // connections.max.idle.ms
 
 	MaxIncrementalFetchSessionCacheSlots int32 // max.incremental.fetch.session.cache.slots
@@ -323,6 +335,22 @@ func (b *Broker) TransactionStateRF() int16 {
 		return 1
 	}
 	return b.TransactionStateLogReplicationFactor
+}
+
+// ShareStateRF and ShareStateMinISR are share.coordinator.state.topic.replication.factor
+// and .min.isr, or 1 when this node alone is the quorum and they are not set.
+func (b *Broker) ShareStateRF() int16 {
+	if b.alone("share.coordinator.state.topic.replication.factor") {
+		return 1
+	}
+	return b.ShareCoordinatorStateTopicReplicationFactor
+}
+
+func (b *Broker) ShareStateMinISR() int16 {
+	if b.alone("share.coordinator.state.topic.min.isr") {
+		return 1
+	}
+	return b.ShareCoordinatorStateTopicMinIsr
 }
 
 func (b *Broker) TransactionStateMinISR() int32 {

@@ -416,6 +416,35 @@ var brokerProperties = []property{
 	property{name: "max.incremental.fetch.session.cache.slots", spec: atLeast(TypeInt, 0), def: "1000",
 		doc: "Most incremental fetch sessions (KIP-227) the broker keeps; 0 declines sessions."}.
 		bind(i32(func(b *Broker) *int32 { return &b.MaxIncrementalFetchSessionCacheSlots })),
+	property{name: "group.share.session.timeout.ms", spec: atLeast(TypeInt, 1), def: "45000",
+		doc: "Session timeout of share group members."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareSessionTimeoutMs })),
+	property{name: "group.share.heartbeat.interval.ms", spec: atLeast(TypeInt, 1), def: "5000",
+		doc: "Heartbeat interval the coordinator hands share group members."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareHeartbeatIntervalMs })),
+	property{name: "group.share.max.size", spec: atLeast(TypeInt, 1), def: "200",
+		doc: "Most members one share group may have."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareMaxSize })),
+	property{name: "group.share.record.lock.duration.ms", spec: atLeast(TypeInt, 1000), def: "30000",
+		doc: "How long a share consumer holds the records it acquired before they go back (the default of the group config share.record.lock.duration.ms)."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareRecordLockDurationMs })),
+	property{name: "group.share.delivery.count.limit", spec: atLeast(TypeInt, 2), def: "5",
+		doc: "How many times a record is delivered to share consumers before it is archived (the default of the group config share.delivery.count.limit)."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareDeliveryCountLimit })),
+	property{name: "group.share.partition.max.record.locks", spec: atLeast(TypeInt, 100), def: "2000",
+		doc: "Most records of one share partition in flight (acquired or waiting for redelivery) at once."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupSharePartitionMaxRecordLocks })),
+	property{name: "share.coordinator.state.topic.num.partitions", spec: atLeast(TypeInt, 1), def: "50",
+		doc: "Partitions of __share_group_state, where share-partition state is kept."}.
+		bind(i32(func(b *Broker) *int32 { return &b.ShareCoordinatorStateTopicNumPartitions })),
+	property{name: "share.coordinator.state.topic.replication.factor", spec: atLeast(TypeShort, 1), def: "3",
+		doc:  "Replication factor of __share_group_state; the topic is created once that many brokers are registered.",
+		note: "When controller.quorum.voters is empty and the property is not set, 1."}.
+		bind(i16(func(b *Broker) *int16 { return &b.ShareCoordinatorStateTopicReplicationFactor })),
+	property{name: "share.coordinator.state.topic.min.isr", spec: atLeast(TypeShort, 1), def: "2",
+		doc:  "min.insync.replicas of __share_group_state.",
+		note: "When controller.quorum.voters is empty and the property is not set, 1."}.
+		bind(i16(func(b *Broker) *int16 { return &b.ShareCoordinatorStateTopicMinIsr })),
 	property{name: "group.consumer.session.timeout.ms", spec: atLeast(TypeInt, 1), def: "45000",
 		doc: "Session timeout of consumer-protocol (KIP-848) members: one that does not heartbeat for this long is removed."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerSessionTimeoutMs })),
@@ -491,10 +520,6 @@ var brokerProperties = []property{
 	{name: "log.preallocate", spec: boolean{}, def: "false", ignored: true,
 		doc:  "Kafka's segment file preallocation. Topic: preallocate.",
 		note: "Always on in its own form: the active segment reserves disk blocks ahead of its end (at most 16 MiB, file length unchanged) and gives them back on roll."},
-	{name: "share.coordinator.state.topic.replication.factor", spec: atLeast(TypeShort, 1), def: "3", ignored: true,
-		doc: "Replication factor of Kafka 4's share-group state topic.", note: "Share groups are not implemented."},
-	{name: "share.coordinator.state.topic.min.isr", spec: atLeast(TypeShort, 1), def: "2", ignored: true,
-		doc: "min.insync.replicas of Kafka 4's share-group state topic.", note: "Share groups are not implemented."},
 }
 
 var brokerIndex = func() map[string]*property {

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -37,9 +38,9 @@ func (c *Coordinator) DescribeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.Desc
 			resp.Groups = append(resp.Groups, out)
 			continue
 		}
-		if g.consumer != nil {
-			// Described by ConsumerGroupDescribe; Kafka answers Dead here, with
-			// GROUP_ID_NOT_FOUND from v6.
+		if g.consumer != nil || g.share != nil {
+			// Described by ConsumerGroupDescribe or ShareGroupDescribe; Kafka answers
+			// Dead here, with GROUP_ID_NOT_FOUND from v6.
 			out.State = StateDead.String()
 			if req.Version >= 6 {
 				out.ErrorCode = kerrGroupIDNotFound
@@ -144,7 +145,7 @@ func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) <-chan *kmsg.D
 		switch {
 		case g == nil || g.state == StateDead:
 			r.ErrorCode = kerrGroupIDNotFound
-		case g.state != StateEmpty || g.consumer != nil && len(g.consumer.members) > 0:
+		case g.state != StateEmpty || g.consumer != nil && len(g.consumer.members) > 0 || g.share != nil && len(g.share.members) > 0:
 			r.ErrorCode = kerrNonEmptyGroup
 		default:
 			pending++
@@ -206,6 +207,10 @@ func (c *Coordinator) summariesLocked() []GroupSummary {
 				out = append(out, consumerSummary(g, part.id))
 				continue
 			}
+			if g.share != nil {
+				out = append(out, shareSummary(g, part.id))
+				continue
+			}
 			s := GroupSummary{
 				Group: g.id, Partition: part.id, Type: "classic", State: g.state.String(),
 				ProtocolType: g.protocolType, Protocol: g.protocol, Generation: g.generation,
@@ -250,6 +255,16 @@ func consumerSummary(g *group, partition int32) GroupSummary {
 	for _, id := range cg.memberIDs() {
 		m := cg.members[id]
 		s.Members = append(s.Members, MemberSummary{MemberID: m.id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost})
+	}
+	return s
+}
+
+func shareSummary(g *group, partition int32) GroupSummary {
+	sg := g.share
+	s := GroupSummary{Group: g.id, Partition: partition, Type: "share", State: sg.stateName(), ProtocolType: "share", Generation: sg.epoch}
+	for _, id := range slices.Sorted(maps.Keys(sg.members)) {
+		m := sg.members[id]
+		s.Members = append(s.Members, MemberSummary{MemberID: m.id, ClientID: m.clientID, ClientHost: m.clientHost})
 	}
 	return s
 }

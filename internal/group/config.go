@@ -44,6 +44,13 @@ type Config struct {
 	// upgrade, downgrade or disabled. It decides whether an empty group may change
 	// protocol.
 	MigrationPolicy string
+
+	// ShareSessionTimeout is group.share.session.timeout.ms (default 45 s).
+	ShareSessionTimeout time.Duration
+	// ShareHeartbeatInterval is group.share.heartbeat.interval.ms (default 5 s).
+	ShareHeartbeatInterval time.Duration
+	// ShareMaxSize is group.share.max.size (default 200).
+	ShareMaxSize int32
 }
 
 // DefaultConfig returns Kafka's defaults.
@@ -63,6 +70,9 @@ func DefaultConfig() Config {
 		ConsumerMaxSize:               1<<31 - 1,
 		ConsumerAssignors:             []string{assignorUniform, assignorRange},
 		MigrationPolicy:               "bidirectional",
+		ShareSessionTimeout:           45 * time.Second,
+		ShareHeartbeatInterval:        5 * time.Second,
+		ShareMaxSize:                  200,
 	}
 }
 
@@ -110,6 +120,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MigrationPolicy == "" {
 		c.MigrationPolicy = d.MigrationPolicy
+	}
+	if c.ShareSessionTimeout <= 0 {
+		c.ShareSessionTimeout = d.ShareSessionTimeout
+	}
+	if c.ShareHeartbeatInterval <= 0 {
+		c.ShareHeartbeatInterval = d.ShareHeartbeatInterval
+	}
+	if c.ShareMaxSize <= 0 {
+		c.ShareMaxSize = d.ShareMaxSize
 	}
 	return c
 }

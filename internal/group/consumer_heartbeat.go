@@ -131,6 +131,9 @@ func (hb *heartbeat) run() (int16, string) {
 	if req.MemberEpoch < 0 {
 		return hb.leave(g)
 	}
+	if g != nil && g.share != nil {
+		return kerrGroupIDNotFound, "Group " + g.id + " is a share group."
+	}
 	if g != nil && g.consumer == nil {
 		if req.MemberEpoch != 0 {
 			return kerrUnknownMemberID, ""

@@ -43,6 +43,10 @@ func (c *Coordinator) applyLocked(part *partition, records []Record) error {
 			if err := replayConsumer(part.groups, part.id, d); err != nil {
 				return err
 			}
+		case kindShareGroup, kindShareMember:
+			if err := replayShare(part.groups, part.id, d); err != nil {
+				return err
+			}
 		case kindGroup:
 			// Only written here when an empty classic group becomes a consumer group,
 			// which consumerGroupOf does on the records that follow.
@@ -87,6 +91,11 @@ func (c *Coordinator) reloadLocked(part *partition) {
 // consumer groups a full session (and revocation) timeout from now.
 func (c *Coordinator) startConsumerSessionsLocked(part *partition, now time.Time) {
 	for _, g := range part.groups {
+		if g.share != nil {
+			for _, m := range g.share.members {
+				m.sessionDeadline = now.Add(c.cfg.ShareSessionTimeout)
+			}
+		}
 		if g.consumer == nil {
 			continue
 		}

@@ -115,6 +115,10 @@ func (c *Coordinator) PartitionFor(group string) int32 {
 	return partitionFor(group, c.cfg.NumPartitions)
 }
 
+// PartitionOf hashes any coordinator key to one of n partitions as Kafka does
+// (Utils.abs(key.hashCode()) % n): __share_group_state keys use it too.
+func PartitionOf(key string, n int32) int32 { return partitionFor(key, n) }
+
 func partitionFor(group string, n int32) int32 {
 	var h int32
 	for _, u := range utf16.Encode([]rune(group)) {
@@ -487,7 +491,7 @@ func (g *group) nextDeadline() time.Time {
 	for _, m := range g.members {
 		next = earliest(next, m.heartbeatDeadline)
 	}
-	return earliest(next, g.consumerNextDeadline())
+	return earliest(earliest(next, g.consumerNextDeadline()), g.shareNextDeadline())
 }
 
 func due(deadline, now time.Time) bool { return !deadline.IsZero() && !now.Before(deadline) }
@@ -511,6 +515,9 @@ func (c *Coordinator) tickGroupLocked(part *partition, g *group, now time.Time) 
 		c.onSyncDeadlineLocked(part, g, now)
 	}
 	c.expireConsumerMembersLocked(part, g, now)
+	if c.owns(part, g) {
+		c.expireShareMembersLocked(part, g, now)
+	}
 }
 
 // armExpiryLocked schedules the next offset expiry check.

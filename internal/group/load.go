@@ -29,6 +29,10 @@ func (l *loader) apply(r Record) error {
 		if err := replayConsumer(l.groups, l.partition, d); err != nil {
 			l.logger.Warn("skipping corrupt __consumer_offsets record", "partition", l.partition, "err", err)
 		}
+	case kindShareGroup, kindShareMember:
+		if err := replayShare(l.groups, l.partition, d); err != nil {
+			l.logger.Warn("skipping corrupt __consumer_offsets record", "partition", l.partition, "err", err)
+		}
 	case kindGroup:
 		g := l.groups[d.group]
 		if d.meta == nil {
@@ -56,7 +60,7 @@ func (l *loader) apply(r Record) error {
 // and their members must heartbeat within their session timeout from now.
 func (l *loader) finish(now time.Time) map[string]*group {
 	for _, g := range l.groups {
-		if g.consumer != nil {
+		if g.consumer != nil || g.share != nil {
 			continue // deadlines: see Coordinator.startConsumerSessionsLocked
 		}
 		if len(g.members) == 0 {

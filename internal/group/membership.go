@@ -63,6 +63,10 @@ func (c *Coordinator) joinLocked(req *kmsg.JoinGroupRequest, clientID, clientHos
 		return
 	}
 	g := part.groups[req.Group]
+	if g != nil && g.share != nil {
+		w.fail(kerrInconsistentGroupProtocol, req.MemberID)
+		return
+	}
 	if g != nil && g.consumer != nil {
 		if len(g.consumer.members) > 0 || !c.migrationAllowed("downgrade") {
 			w.fail(kerrInconsistentGroupProtocol, req.MemberID)

@@ -69,6 +69,11 @@ func (c *Coordinator) commitLocked(req *kmsg.OffsetCommitRequest, resp *kmsg.Off
 			delete(part.groups, g.id)
 		}
 	}
+	if g.share != nil {
+		cleanup()
+		fail(kerrGroupIDNotFound)
+		return
+	}
 	validate := validateCommit
 	if g.consumer != nil {
 		validate = func(g *group, memberID string, instanceID *string, generation int32) int16 {
@@ -456,11 +461,14 @@ func (c *Coordinator) removeOffsetsLocked(part *partition, g *group, tps []Topic
 		}
 	}
 	dead := g.state == StateEmpty && len(g.pending) == 0 && len(removed) == len(g.offsets) &&
-		(g.consumer == nil || len(g.consumer.members) == 0)
+		(g.consumer == nil || len(g.consumer.members) == 0) && (g.share == nil || len(g.share.members) == 0)
 	if dead {
 		records = append(records, groupTombstone(g.id))
 		if g.consumer != nil {
 			records = append(records, consumerGroupTombstone(g.id))
+		}
+		if g.share != nil {
+			records = append(records, Record{Key: shareKey(shareGroupKeyVersion, g.id)})
 		}
 		g.transition(StateDead, now)
 	}
@@ -506,7 +514,7 @@ func (c *Coordinator) expireOffsetsLocked(part *partition, now time.Time) {
 		}
 		expired := expiredOffsets(g, now, c.cfg.OffsetsRetention)
 		dead := g.state == StateEmpty && len(g.pending) == 0 && len(expired) == len(g.offsets) &&
-			(g.consumer == nil || len(g.consumer.members) == 0)
+			(g.consumer == nil || len(g.consumer.members) == 0) && g.share == nil
 		if len(expired) == 0 && !dead {
 			continue
 		}

@@ -115,6 +115,8 @@ const (
 	kindGroup
 	kindConsumerGroup
 	kindConsumerMember
+	kindShareGroup
+	kindShareMember
 )
 
 // decoded is one __consumer_offsets record.
@@ -128,6 +130,8 @@ type decoded struct {
 	member         string               // kindConsumerMember
 	consumerGroup  *consumerGroupValue  // nil: tombstone (kindConsumerGroup)
 	consumerMember *consumerMemberValue // nil: tombstone (kindConsumerMember)
+	shareGroup     *shareGroupValue     // nil: tombstone (kindShareGroup)
+	shareMember    *shareMemberValue    // nil: tombstone (kindShareMember)
 }
 
 // decodeRecord parses a record; records of kinds this coordinator does not know (for
@@ -183,6 +187,8 @@ func decodeRecord(r Record) (decoded, error) {
 		return d, nil
 	case consumerGroupKeyVersion, consumerMemberKeyVersion:
 		return decodeConsumerRecord(version, r)
+	case shareGroupKeyVersion, shareMemberKeyVersion:
+		return decodeShareRecord(version, r)
 	default:
 		return decoded{kind: kindUnknown}, nil
 	}

@@ -37,6 +37,7 @@ type builder struct {
 	next Image
 
 	brokersCopied, topicsCopied, brokerConfigsCopied bool
+	groupConfigsCopied                               bool
 	topicsChanged                                    bool
 	ownedTopics                                      map[TopicID]bool // topics already copied for this image
 }
@@ -237,6 +238,24 @@ func (b *builder) applyConfig(r ConfigRecord) error {
 			delete(b.next.brokerConfigs, r.ResourceName)
 		} else {
 			b.next.brokerConfigs[r.ResourceName] = m
+		}
+	case ResourceGroup:
+		if !b.groupConfigsCopied {
+			b.next.groupConfigs = maps.Clone(b.prev.groupConfigs)
+			if b.next.groupConfigs == nil {
+				b.next.groupConfigs = map[string]map[string]string{}
+			}
+			b.groupConfigsCopied = true
+		}
+		m := maps.Clone(b.next.groupConfigs[r.ResourceName])
+		if m == nil {
+			m = map[string]string{}
+		}
+		setOrDelete(m, r.Name, r.Value)
+		if len(m) == 0 {
+			delete(b.next.groupConfigs, r.ResourceName)
+		} else {
+			b.next.groupConfigs[r.ResourceName] = m
 		}
 	default:
 		return invalid("config resource type %d", r.ResourceType)

@@ -20,9 +20,20 @@ import (
 //	TestGroupETL                chained groups (classic, cooperative, static, and
 //	                            range/sticky/static on KIP-848) never read a record
 //	                            twice and read every record
-var franzGoTests = []string{"TestGroupSimple", "Test848RegexBrokerResolves", "TestGroupETL"}
+//	TestShareGroup              a share consumer reads and acknowledges
+//	TestShareGroupETL           chained share groups with accept, release, reject,
+//	                            members added and killed
+//	TestShareGroupAckOnClose    acknowledgements sent when the consumer closes
+//	TestShareGroupOffsetsAdmin  Alter/Describe/DeleteShareGroupOffsets
+//	TestConsumeRegexShareSkipsInternal  a share consumer's regex subscription
+var franzGoTests = []string{
+	"TestGroupSimple", "Test848RegexBrokerResolves", "TestGroupETL",
+	"TestShareGroup", "TestShareGroupETL", "TestShareGroupAckOnClose", "TestShareGroupOffsetsAdmin",
+	"TestConsumeRegexShareSkipsInternal",
+}
 
-// TestFranzGoOwnTests runs franz-go's KIP-848 tests against a real samsa serve.
+// TestFranzGoOwnTests runs franz-go's KIP-848 and share group tests against a real
+// samsa serve.
 func TestFranzGoOwnTests(t *testing.T) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -32,6 +43,7 @@ func TestFranzGoOwnTests(t *testing.T) {
 		"group.initial.rebalance.delay.ms=0",
 		"group.consumer.min.heartbeat.interval.ms=100",
 		"group.consumer.heartbeat.interval.ms=500",
+		"group.share.heartbeat.interval.ms=1000",
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
