@@ -21,8 +21,8 @@ package broker
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -90,15 +90,12 @@ func (s *shareStateLog) statePartition(k share.Key) int32 {
 }
 
 // metadataTopicID formats a topic id as Kafka's Uuid.toString does (base64 URL, no
-// padding) — only its stability matters here.
-func metadataTopicID(id [16]byte) string { return hex.EncodeToString(id[:]) }
+// padding), so share-coordinator keys are Kafka's.
+func metadataTopicID(id [16]byte) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
 
 // loaded returns the state partition's snapshots, reading the partition if needed.
 func (s *shareStateLog) loaded(ctx context.Context, p int32) (*shareStatePartition, error) {
-	if _, err := s.b.ensureInternalTopic(shareStateTopic, s.b.cfg.ShareCoordinatorStateTopicNumPartitions, s.b.cfg.ShareStateRF(), map[string]string{
-		"cleanup.policy":      "compact",
-		"min.insync.replicas": strconv.Itoa(int(s.b.cfg.ShareStateMinISR())),
-	}); err != nil {
+	if _, err := s.b.ensureShareStateTopic(); err != nil {
 		return nil, err
 	}
 	part := s.b.replicas.Get(shareStateTopic, p)
@@ -217,9 +214,18 @@ func shareErrorCode(err error) int16 {
 	return errorCode(err)
 }
 
-// ensureInternalTopic creates an internal topic on first use and returns the image
-// that has it.
-func (b *Broker) ensureInternalTopic(name string, partitions int32, rf int16, configs map[string]string) (*metadata.Image, error) {
+// ensureShareStateTopic creates __share_group_state on first use.
+func (b *Broker) ensureShareStateTopic() (*metadata.Image, error) {
+	return b.ensureInternalTopic(shareStateTopic, b.cfg.ShareCoordinatorStateTopicNumPartitions, b.cfg.ShareStateRF(), "share.coordinator.state.topic.replication.factor", map[string]string{
+		"cleanup.policy":      "compact",
+		"min.insync.replicas": strconv.Itoa(int(b.cfg.ShareStateMinISR())),
+	})
+}
+
+// ensureInternalTopic creates an internal topic on first use, with rf replicas (never
+// fewer: until that many brokers are registered the controller refuses and the callers
+// answer COORDINATOR_NOT_AVAILABLE), and returns the image that has it.
+func (b *Broker) ensureInternalTopic(name string, partitions int32, rf int16, rfProperty string, configs map[string]string) (*metadata.Image, error) {
 	img := b.image()
 	if _, ok := img.Topic(name); ok {
 		return img, nil
@@ -235,10 +241,25 @@ func (b *Broker) ensureInternalTopic(name string, partitions int32, rf int16, co
 		if res.ErrorMessage != nil {
 			msg = *res.ErrorMessage
 		}
-		return nil, fmt.Errorf("cannot create %s with replication factor %d: %s", name, rf, msg)
+		return nil, fmt.Errorf("cannot create %s with replication factor %d (%s): %s", name, rf, rfProperty, msg)
 	}
 	if _, ok := b.image().Topic(name); !ok {
 		return nil, fmt.Errorf("%s is not in this broker's metadata yet", name)
 	}
 	return b.image(), nil
+}
+
+// deleteShareState drops every share partition of a deleted share group.
+func (b *Broker) deleteShareState(ctx context.Context, groupID string) {
+	snaps, err := b.shareState.Snapshots(ctx, groupID)
+	if err != nil {
+		b.logger.Warn("deleting share group state failed", "group", groupID, "err", err)
+		return
+	}
+	for k := range snaps {
+		b.shares.Forget(k)
+		if err := b.shareState.Delete(ctx, k); err != nil {
+			b.logger.Warn("deleting share partition state failed", "group", groupID, "partition", k.Partition, "err", err)
+		}
+	}
 }
