@@ -4,6 +4,8 @@ package integration
 // OffsetFetch v10 (topics by id), FindCoordinator v6 (share keys).
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -84,5 +86,49 @@ func TestGroupAPIsByTopicID(t *testing.T) {
 	}
 	if c := fc.Coordinators[0]; c.ErrorCode != 0 || c.NodeID != 1 {
 		t.Fatalf("share coordinator: error %d node %d", c.ErrorCode, c.NodeID)
+	}
+}
+
+// TestDescribeTopicPartitionsCursor pages through topics with a partition limit.
+func TestDescribeTopicPartitionsCursor(t *testing.T) {
+	t.Parallel()
+	b := testutil.StartBroker(t)
+	adm := newAdmin(t, b)
+	createTopic(t, adm, "dtp-a", 3, nil)
+	createTopic(t, adm, "dtp-b", 2, nil)
+	cl := newClient(t, b)
+	var got []string
+	var cursor *kmsg.DescribeTopicPartitionsRequestCursor
+	for page := 0; page < 5; page++ {
+		req := kmsg.NewPtrDescribeTopicPartitionsRequest()
+		for _, n := range []string{"dtp-b", "dtp-a", "dtp-missing"} {
+			req.Topics = append(req.Topics, kmsg.DescribeTopicPartitionsRequestTopic{Topic: n})
+		}
+		req.ResponsePartitionLimit = 2
+		req.Cursor = cursor
+		resp, err := req.RequestWith(ctxT(t, 10*time.Second), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rt := range resp.Topics {
+			if *rt.Topic == "dtp-missing" {
+				if rt.ErrorCode != kerr.UnknownTopicOrPartition.Code {
+					t.Fatalf("missing topic: error %d", rt.ErrorCode)
+				}
+				got = append(got, "missing")
+				continue
+			}
+			for _, p := range rt.Partitions {
+				got = append(got, fmt.Sprintf("%s/%d@%d", *rt.Topic, p.Partition, p.LeaderID))
+			}
+		}
+		if resp.NextCursor == nil {
+			break
+		}
+		cursor = &kmsg.DescribeTopicPartitionsRequestCursor{Topic: resp.NextCursor.Topic, Partition: resp.NextCursor.Partition}
+	}
+	want := []string{"dtp-a/0@1", "dtp-a/1@1", "dtp-a/2@1", "dtp-b/0@1", "dtp-b/1@1", "missing"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("pages gave %v, want %v", got, want)
 	}
 }
