@@ -177,6 +177,9 @@ type shareAcquired struct {
 	code    int16
 	records []byte
 	runs    []share.AcquiredRun
+	// heldBySelf: nothing could be acquired because the window is full and this
+	// member holds records in it — waiting would only delay its acknowledgements.
+	heldBySelf bool
 }
 
 // shareAcquire acquires records of one partition for member.
@@ -191,32 +194,48 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, member string, m
 	err = b.shares.Do(ctx, k, func(sp *share.Partition) error {
 		sp.AdvanceStart(p.Log.LogStartOffset())
 		hw := p.HighWatermark()
-		from, ok := sp.NextFetchOffset()
-		if !ok || from >= hw {
-			return nil
-		}
-		data, err := p.Log.ReadBytes(from, maxBytes, hw)
-		if err != nil {
-			return err
-		}
-		raw, err := record.Split(data)
-		if err != nil {
-			return err
-		}
-		ranges := make([][2]int64, 0, len(raw))
-		for _, bt := range raw {
-			h, err := record.ParseHeader(bt)
+		// Read a chunk at a time, so that acquiring a few hundred records does not
+		// read everything up to the high watermark.
+		for taken := 0; taken < maxRecords && maxBytes > 0; {
+			from, ok := sp.NextFetchOffset()
+			if !ok {
+				out.heldBySelf = taken == 0 && sp.Holds(member)
+				return nil
+			}
+			if from >= hw {
+				return nil
+			}
+			data, err := p.Log.ReadBytes(from, min(maxBytes, shareReadChunk), hw)
 			if err != nil {
 				return err
 			}
-			ranges = append(ranges, [2]int64{h.BaseOffset, h.LastOffset()})
-		}
-		out.runs = sp.Acquire(member, ranges, hw, maxRecords, strict, now)
-		// Answer only the batches that hold acquired records.
-		for i, bt := range raw {
-			if overlaps(ranges[i], out.runs) {
-				out.records = append(out.records, bt...)
+			raw, err := record.Split(data)
+			if err != nil || len(raw) == 0 {
+				return err
 			}
+			ranges := make([][2]int64, 0, len(raw))
+			for _, bt := range raw {
+				h, err := record.ParseHeader(bt)
+				if err != nil {
+					return err
+				}
+				ranges = append(ranges, [2]int64{h.BaseOffset, h.LastOffset()})
+			}
+			runs := sp.Acquire(member, ranges, hw, maxRecords-taken, strict, now)
+			if len(runs) == 0 {
+				return nil
+			}
+			// Answer only the batches that hold acquired records.
+			for i, bt := range raw {
+				if overlaps(ranges[i], runs) {
+					out.records = append(out.records, bt...)
+					maxBytes -= len(bt)
+				}
+			}
+			for _, r := range runs {
+				taken += int(r.Last - r.First + 1)
+			}
+			out.runs = append(out.runs, runs...)
 		}
 		return nil
 	})
@@ -225,6 +244,9 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, member string, m
 	}
 	return out
 }
+
+// shareReadChunk is how much of a partition's log one acquisition step reads.
+const shareReadChunk = 256 << 10
 
 func overlaps(r [2]int64, runs []share.AcquiredRun) bool {
 	for _, a := range runs {
@@ -302,6 +324,7 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 		maxRecords = 500 // KIP-1206's default
 	}
 	strict := r.Version >= 2 && r.ShareAcquireMode == 1
+	heldBySelf := false
 	fetchAll := func() int {
 		acquired := 0
 		remaining := int(r.MaxBytes)
@@ -313,6 +336,7 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 				break
 			}
 			a := b.shareAcquire(ctx, k, member, maxRecords-acquired, strict, remaining)
+			heldBySelf = heldBySelf || a.heldBySelf
 			if a.code == 0 && len(a.runs) == 0 {
 				continue
 			}
@@ -332,7 +356,9 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 		}
 		return acquired
 	}
-	if fetchAll() > 0 || r.MaxWaitMillis <= 0 || len(parts) == 0 {
+	// A member whose own records fill a window is answered at once: its
+	// acknowledgements (sent with its next request) are what frees the window.
+	if fetchAll() > 0 || r.MaxWaitMillis <= 0 || len(parts) == 0 || heldBySelf {
 		cancel()
 		fillShareFetchResponse(resp, order, results)
 		return reply(resp)
@@ -350,7 +376,7 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 				}
 				b.shares.Wait(k, wake)
 			}
-			if fetchAll() > 0 {
+			if fetchAll() > 0 || heldBySelf {
 				break
 			}
 			select {

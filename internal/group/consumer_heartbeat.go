@@ -333,6 +333,11 @@ func (hb *heartbeat) join(g *group, cg *consumerGroup) (int16, string) {
 	hb.resp.MemberID = &id
 	hb.resp.MemberEpoch = m.epoch
 	hb.resp.HeartbeatIntervalMillis = int32(c.cfg.ConsumerHeartbeatInterval.Milliseconds())
+	if m.state == memberUnreleased {
+		// It waits for partitions other members are giving up: it is asked back sooner,
+		// so a released partition is not left without an owner for a whole interval.
+		hb.resp.HeartbeatIntervalMillis = max(hb.resp.HeartbeatIntervalMillis/unreleasedHeartbeatDivisor, 1)
+	}
 	full := req.RebalanceTimeoutMillis != -1 && (req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil) && req.Topics != nil
 	if req.MemberEpoch == 0 || full || !before.assigned.equal(m.assigned) {
 		hb.resp.Assignment = responseAssignment(m.assigned)
@@ -359,6 +364,10 @@ func (hb *heartbeat) join(g *group, cg *consumerGroup) (int16, string) {
 	}
 	return kerrNone, ""
 }
+
+// unreleasedHeartbeatDivisor shortens the heartbeat interval of a member waiting for
+// partitions to be released (Kafka keeps the configured interval).
+const unreleasedHeartbeatDivisor = 5
 
 // checkMemberEpoch is Kafka's check of a heartbeat's member epoch: a newer epoch than
 // the member's is fenced, an older one too unless it is the previous epoch and the

@@ -105,7 +105,6 @@ func (m *Manager) Do(ctx context.Context, key Key, fn func(p *Partition) error) 
 		}
 	}
 	e.p.SetConfig(m.o.Config(key.Group))
-	before := e.p.InFlight()
 	fnErr := fn(e.p)
 	if e.p.Dirty() {
 		wctx, cancel := context.WithTimeout(ctx, m.o.WriteTimeout)
@@ -120,20 +119,11 @@ func (m *Manager) Do(ctx context.Context, key Key, fn func(p *Partition) error) 
 		}
 		e.p.ClearDirty()
 	}
-	if e.p.InFlight() < before || e.p.hasAvailable() {
+	if e.p.TakeFreed() {
 		m.wakeLocked(e)
 	}
 	m.armLocked(e)
 	return fnErr
-}
-
-func (p *Partition) hasAvailable() bool {
-	for _, r := range p.recs {
-		if r.state == Available {
-			return true
-		}
-	}
-	return false
 }
 
 func (m *Manager) loadLocked(ctx context.Context, e *entry) error {

@@ -2,7 +2,6 @@ package share
 
 import (
 	"errors"
-	"slices"
 	"time"
 )
 
@@ -53,9 +52,18 @@ type Partition struct {
 	cfg   PartitionConfig
 	start int64
 	end   int64
-	recs  []record // recs[i] is offset start+i
-	// dirty is set when something the snapshot holds changed.
-	dirty bool
+	// recs[i] is offset start+i. Dropping done records from the front reslices it
+	// (append copies only the live part when it grows), so a window of thousands of
+	// records is never moved as a whole.
+	recs []record
+	// availFrom: no record below it is Available (where NextFetchOffset looks from).
+	availFrom int64
+	// earliest is at or before the earliest lock deadline (zero: nothing acquired
+	// since the last full look); a timer armed for it may fire early, never late.
+	earliest time.Time
+	// dirty is set when something the snapshot holds changed; freed when a record
+	// stopped being acquired or the window moved (waiting fetches may succeed now).
+	dirty, freed bool
 }
 
 // NewPartition returns a partition whose window starts (and ends) at start.
@@ -78,6 +86,14 @@ func (p *Partition) Dirty() bool { return p.dirty }
 // ClearDirty marks the current state as persisted.
 func (p *Partition) ClearDirty() { p.dirty = false }
 
+// TakeFreed reports (and forgets) whether records stopped being acquired or the
+// window moved since the last call.
+func (p *Partition) TakeFreed() bool {
+	f := p.freed
+	p.freed = false
+	return f
+}
+
 // InFlight counts the offsets in the window that are not done.
 func (p *Partition) InFlight() int {
 	n := 0
@@ -93,12 +109,25 @@ func (p *Partition) InFlight() int {
 // window, else the end; ok is false when nothing can be acquired (the window is full
 // of acquired records).
 func (p *Partition) NextFetchOffset() (offset int64, ok bool) {
-	for i, r := range p.recs {
-		if r.state == Available {
-			return p.start + int64(i), true
+	for o := max(p.availFrom, p.start); o < p.end; o++ {
+		if p.recs[o-p.start].state == Available {
+			p.availFrom = o
+			return o, true
 		}
 	}
+	p.availFrom = p.end
 	return p.end, len(p.recs) < p.cfg.MaxInFlight
+}
+
+// madeAvailable notes that offset o became Available.
+func (p *Partition) madeAvailable(o int64) { p.availFrom = min(p.availFrom, o) }
+
+// dropFront removes the first n records of the window.
+func (p *Partition) dropFront(n int) {
+	clear(p.recs[:n]) // their member strings
+	p.recs = p.recs[n:]
+	p.start += int64(n)
+	p.dirty, p.freed = true, true
 }
 
 // AdvanceStart moves the start to at least offset (the log start moved past it, or an
@@ -108,20 +137,17 @@ func (p *Partition) AdvanceStart(offset int64) {
 		return
 	}
 	if offset >= p.end {
-		p.recs = p.recs[:0]
-		p.start, p.end = offset, offset
-	} else {
-		p.recs = slices.Delete(p.recs, 0, int(offset-p.start))
-		p.start = offset
+		p.Reset(offset)
+		return
 	}
-	p.dirty = true
+	p.dropFront(int(offset - p.start))
 }
 
 // Reset sets the window to start empty at offset (AlterShareGroupOffsets).
 func (p *Partition) Reset(offset int64) {
-	p.recs = p.recs[:0]
-	p.start, p.end = offset, offset
-	p.dirty = true
+	p.recs = nil
+	p.start, p.end, p.availFrom = offset, offset, offset
+	p.dirty, p.freed = true, true
 }
 
 // AcquiredRun is a run of consecutive offsets handed to a member with one delivery count.
@@ -168,6 +194,9 @@ func (p *Partition) Acquire(member string, batches [][2]int64, highWatermark int
 			}
 			r.state, r.member, r.deadline = Acquired, member, now.Add(p.cfg.LockDuration)
 			r.deliveries++
+			if p.earliest.IsZero() || r.deadline.Before(p.earliest) {
+				p.earliest = r.deadline
+			}
 			taken++
 			if n := len(out); n > 0 && out[n-1].Last == o-1 && out[n-1].DeliveryCount == r.deliveries {
 				out[n-1].Last = o
@@ -214,13 +243,13 @@ func (p *Partition) Acknowledge(member string, first, last int64, types []int8, 
 		case AckGap, AckReject:
 			r.state = Archived
 		case AckRelease:
-			p.release(r)
+			p.release(o, r)
 		case AckRenew:
 			r.deadline = now.Add(p.cfg.LockDuration)
 			continue
 		}
 		r.member, r.deadline = "", time.Time{}
-		p.dirty = true
+		p.dirty, p.freed = true, true
 	}
 	p.advance()
 	return nil
@@ -228,20 +257,22 @@ func (p *Partition) Acknowledge(member string, first, last int64, types []int8, 
 
 // release makes an acquired record available again, or archives it at the delivery
 // limit.
-func (p *Partition) release(r *record) {
+func (p *Partition) release(o int64, r *record) {
 	r.state = Available
 	if r.deliveries >= p.cfg.DeliveryLimit {
 		r.state = Archived
+	} else {
+		p.madeAvailable(o)
 	}
 	r.member, r.deadline = "", time.Time{}
-	p.dirty = true
+	p.dirty, p.freed = true, true
 }
 
 // ReleaseMember releases every record member holds (it left, or closed its session).
 func (p *Partition) ReleaseMember(member string) {
 	for i := range p.recs {
 		if r := &p.recs[i]; r.state == Acquired && r.member == member {
-			p.release(r)
+			p.release(p.start+int64(i), r)
 		}
 	}
 	p.advance()
@@ -251,26 +282,37 @@ func (p *Partition) ReleaseMember(member string) {
 // whether any did.
 func (p *Partition) ExpireLocks(now time.Time) bool {
 	any := false
+	var earliest time.Time
 	for i := range p.recs {
-		if r := &p.recs[i]; r.state == Acquired && !now.Before(r.deadline) {
-			p.release(r)
+		r := &p.recs[i]
+		if r.state != Acquired {
+			continue
+		}
+		if !now.Before(r.deadline) {
+			p.release(p.start+int64(i), r)
 			any = true
+		} else if earliest.IsZero() || r.deadline.Before(earliest) {
+			earliest = r.deadline
 		}
 	}
+	p.earliest = earliest
 	p.advance()
 	return any
 }
 
-// NextDeadline is the earliest lock expiry, zero when nothing is acquired.
-func (p *Partition) NextDeadline() time.Time {
-	var next time.Time
+// Holds reports whether member has acquired records in the window.
+func (p *Partition) Holds(member string) bool {
 	for _, r := range p.recs {
-		if r.state == Acquired && (next.IsZero() || r.deadline.Before(next)) {
-			next = r.deadline
+		if r.state == Acquired && r.member == member {
+			return true
 		}
 	}
-	return next
+	return false
 }
+
+// NextDeadline is when a lock may expire first (possibly earlier than any does: a
+// timer armed for it looks again), zero when nothing is acquired.
+func (p *Partition) NextDeadline() time.Time { return p.earliest }
 
 // advance moves the start past done records.
 func (p *Partition) advance() {
@@ -279,9 +321,7 @@ func (p *Partition) advance() {
 		n++
 	}
 	if n > 0 {
-		p.recs = slices.Delete(p.recs, 0, n)
-		p.start += int64(n)
-		p.dirty = true
+		p.dropFront(n)
 	}
 }
 

@@ -51,7 +51,7 @@ func FromSnapshot(cfg PartitionConfig, s Snapshot) (*Partition, error) {
 	if s.End < s.Start {
 		return nil, fmt.Errorf("share: snapshot end %d before start %d", s.End, s.Start)
 	}
-	p := &Partition{cfg: cfg, start: s.Start, end: s.End, recs: make([]record, s.End-s.Start)}
+	p := &Partition{cfg: cfg, start: s.Start, end: s.End, availFrom: s.Start, recs: make([]record, s.End-s.Start)}
 	for _, run := range s.Runs {
 		if run.First < s.Start || run.Last >= s.End || run.Last < run.First {
 			return nil, fmt.Errorf("share: snapshot run [%d, %d] outside [%d, %d)", run.First, run.Last, s.Start, s.End)
