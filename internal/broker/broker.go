@@ -54,16 +54,17 @@ type Broker struct {
 	channel    *controller.Channel
 	replicas   *replica.Manager
 	groups     *group.Coordinator
-	groupTops  groupTopics
+	producers  producerIDs
+	lifecycle  lifecycle
+	imageWatch imageWatch
 
-	fetchSessions fetchSessions
-
+	// Issue 14: the topics the group coordinator assigns, incremental fetch sessions,
+	// share groups' partition state and share sessions.
+	groupTops         groupTopics
+	fetchSessions     fetchSessions
 	shares            *share.Manager
 	shareState        *shareStateLog
 	shareSessionCache shareSessions
-	producers         producerIDs
-	lifecycle         lifecycle
-	imageWatch        imageWatch
 
 	// reconcileMu serialises applying metadata images to local partitions.
 	reconcileMu sync.Mutex

@@ -17,20 +17,9 @@ func (c *Coordinator) ConsumerGroupDescribe(req *kmsg.ConsumerGroupDescribeReque
 		if req.IncludeAuthorizedOperations {
 			out.AuthorizedOperations = groupAuthorizedOperations
 		}
-		part, code := c.partitionOfLocked(id)
+		g, code, msg := c.groupOfTypeLocked(id, "consumer")
 		if code != kerrNone {
-			out.ErrorCode = code
-			resp.Groups = append(resp.Groups, out)
-			continue
-		}
-		g := part.groups[id]
-		if g == nil || g.consumer == nil {
-			out.ErrorCode = kerrGroupIDNotFound
-			msg := "Group " + id + " not found."
-			if g != nil {
-				msg = "Group " + id + " is not a consumer group."
-			}
-			out.ErrorMessage = &msg
+			out.ErrorCode, out.ErrorMessage = code, msg
 			resp.Groups = append(resp.Groups, out)
 			continue
 		}
@@ -79,4 +68,21 @@ func describedAssignment(a Assignment, topics *Topics) kmsg.Assignment {
 		})
 	}
 	return out
+}
+
+// groupOfTypeLocked finds a group of a type ("consumer" or "share") for the describe
+// APIs: the coordinator's error, or GROUP_ID_NOT_FOUND with a message saying why.
+func (c *Coordinator) groupOfTypeLocked(id, typ string) (*group, int16, *string) {
+	part, code := c.partitionOfLocked(id)
+	if code != kerrNone {
+		return nil, code, nil
+	}
+	g := part.groups[id]
+	switch {
+	case g == nil:
+		return nil, kerrGroupIDNotFound, strPtr("Group " + id + " not found.")
+	case typ == "consumer" && g.consumer == nil, typ == "share" && g.share == nil:
+		return nil, kerrGroupIDNotFound, strPtr("Group " + id + " is not a " + typ + " group.")
+	}
+	return g, kerrNone, nil
 }

@@ -410,19 +410,9 @@ func (c *Coordinator) ShareGroupDescribe(req *kmsg.ShareGroupDescribeRequest) *k
 		if req.IncludeAuthorizedOperations {
 			out.AuthorizedOperations = groupAuthorizedOperations
 		}
-		part, code := c.partitionOfLocked(id)
+		g, code, msg := c.groupOfTypeLocked(id, "share")
 		if code != kerrNone {
-			out.ErrorCode = code
-			resp.Groups = append(resp.Groups, out)
-			continue
-		}
-		g := part.groups[id]
-		if g == nil || g.share == nil {
-			out.ErrorCode = kerrGroupIDNotFound
-			out.ErrorMessage = strPtr("Group " + id + " is not a share group.")
-			if g == nil {
-				out.ErrorMessage = strPtr("Group " + id + " not found.")
-			}
+			out.ErrorCode, out.ErrorMessage = code, msg
 			resp.Groups = append(resp.Groups, out)
 			continue
 		}

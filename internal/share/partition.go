@@ -94,17 +94,6 @@ func (p *Partition) TakeFreed() bool {
 	return f
 }
 
-// InFlight counts the offsets in the window that are not done.
-func (p *Partition) InFlight() int {
-	n := 0
-	for _, r := range p.recs {
-		if r.state == Available || r.state == Acquired {
-			n++
-		}
-	}
-	return n
-}
-
 // NextFetchOffset is where a fetch should read from: the first Available offset of the
 // window, else the end; ok is false when nothing can be acquired (the window is full
 // of acquired records).

@@ -69,7 +69,7 @@ func describe848(ctx context.Context, adm *kadm.Client, group, topic string) (vi
 	return v, nil
 }
 
-// exclusive returns the partitions the view shows in two members' assignments.
+// doubled lists the partitions the view shows in two members' assignments.
 func (v view848) doubled() []string {
 	owner := map[int32]string{}
 	var out []string
@@ -156,25 +156,9 @@ func (w *watch848) check(t *testing.T) {
 
 func wait848(t *testing.T, adm *kadm.Client, group, topic string, timeout time.Duration, what string, cond func(view848) bool) view848 {
 	t.Helper()
-	var last view848
-	var lastErr error
-	deadline := time.Now().Add(timeout)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		v, err := describe848(ctx, adm, group, topic)
-		cancel()
-		if err == nil {
-			last = v
-			if cond(v) {
-				return v
-			}
-		}
-		lastErr = err
-		if time.Now().After(deadline) {
-			t.Fatalf("group %s: timed out after %v waiting for %s; last view: %v (err %v)", group, timeout, what, last, lastErr)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	return waitDescribed(t, group, timeout, what, func(ctx context.Context) (view848, error) {
+		return describe848(ctx, adm, group, topic)
+	}, cond)
 }
 
 // TestGroups848FranzChurn: three members share six partitions; a fourth joins, one
