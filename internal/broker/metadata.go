@@ -199,5 +199,5 @@ func (b *Broker) controllerID(img *metadata.Image) int32 {
 }
 
 func isInternalTopic(name string) bool {
-	return name == offsetsTopic || name == "__transaction_state"
+	return name == offsetsTopic || name == "__transaction_state" || name == shareStateTopic
 }

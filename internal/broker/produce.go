@@ -1,6 +1,7 @@
 package broker
 
-// Produce (key 0), versions 3–11.
+// Produce (key 0), versions 3–12 (v12, KIP-890, has v11's schema; v13, topics by id,
+// is not served).
 //
 // Each partition's records must be exactly one magic-v2 record batch (Kafka's rule for
 // v3+). The batch is validated in one pass (size, CRC-32C, header fields; compressed
@@ -41,7 +42,7 @@ import (
 )
 
 func init() {
-	register(kmsg.Produce, 3, 11, (*Broker).handleProduce)
+	register(kmsg.Produce, 3, 12, (*Broker).handleProduce)
 	produceRequests.New = newProduceRequest
 }
 

@@ -19,10 +19,11 @@ import (
 // is not: checking and appending its batches cost two to three times as much per byte
 // as those of a 1 MiB frame).
 //
-// The decoder covers ProduceRequest versions 3 to 11, Kafka's schema: transactional_id
+// The decoder covers ProduceRequest versions 3 to 12, Kafka's schema: transactional_id
 // (nullable string), acks int16, timeout_ms int32, topics [name string, partitions
 // [index int32, records nullable bytes]], with compact lengths and tagged fields from
-// version 9 (flexible). Higher versions, if ever served, are decoded whole with kmsg.
+// version 9 (flexible); version 12 (KIP-890) has version 11's schema. Version 13 names
+// topics by id; if ever served it is decoded whole with kmsg.
 // The tests hold it to kmsg's encoding of the same requests.
 //
 // Unlike a request read whole, a streamed request that turns out malformed (or is cut
@@ -32,7 +33,7 @@ import (
 const (
 	produceKey        int16 = 0
 	minStreamProduce  int16 = 3
-	maxStreamProduce  int16 = 11
+	maxStreamProduce  int16 = 12
 	flexibleProduceAt int16 = 9
 )
 
