@@ -57,6 +57,7 @@ type Broker struct {
 	fetchers   *replica.FetcherManager // follower fetchers (replication.go)
 	// replicaFrames holds the buffers follower fetch responses are read into.
 	replicaFrames bufpool.Pool
+	shareReads    bufpool.Pool  // share-group acquisitions read the log through these
 	isrWake       chan struct{} // nudges the ISR loop
 	groups        *group.Coordinator
 	producers     producerIDs
