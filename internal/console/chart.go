@@ -70,10 +70,13 @@ func buildLagChart(points []lagPoint) lagChart {
 		fmt.Fprintf(&line, " %d,%.1f", chartLeft, y(points[0].Lag))
 	}
 	c.Line = line.String()
-	c.Area = fmt.Sprintf("%s %d,%d %.1f,%d", c.Line, chartLeft, chartBottom, x(last), chartBottom)
+	// The area runs along the line, down to the x axis under its last point and back
+	// under its first (a single sample's line runs from the right edge to the left).
+	lastX, firstX := x(last), x(first)
 	if len(points) == 1 {
-		c.Area = fmt.Sprintf("%s %d,%d %d,%d", c.Line, chartLeft, chartBottom, chartRight, chartBottom)
+		lastX, firstX = chartLeft, chartRight
 	}
+	c.Area = fmt.Sprintf("%s %.1f,%d %.1f,%d", c.Line, lastX, chartBottom, firstX, chartBottom)
 	c.MaxLabel = fmt.Sprint(top)
 	c.FromLabel = first.UTC().Format("15:04:05")
 	c.ToLabel = last.UTC().Format("15:04:05") + " UTC"

@@ -25,6 +25,9 @@ func TestBuildLagChart(t *testing.T) {
 	if want := "56.0,150.0 343.0,94.0 630.0,38.0"; c.Line != want {
 		t.Errorf("line %q, want %q", c.Line, want)
 	}
+	if want := c.Line + " 630.0,150 56.0,150"; c.Area != want {
+		t.Errorf("area %q, want %q", c.Area, want)
+	}
 	if c.MaxLabel != "100" || c.FromLabel != "12:00:00" || c.ToLabel != "12:00:10 UTC" || c.LastLag != 80 {
 		t.Errorf("labels %+v", c)
 	}
