@@ -3,6 +3,7 @@ package console
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -81,5 +82,21 @@ func TestCommandRefusesBadSettings(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestServeConsoleListener: `samsa serve` with console.listener set serves the
+// console for its own cluster.
+func TestServeConsoleListener(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	testutil.StartBroker(t, "console.listener="+addr)
+	resp, err := http.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `data-testid="broker-count">1<`) {
+		t.Errorf("GET / of the console in samsa serve: %d\n%.500s", resp.StatusCode, body)
 	}
 }
