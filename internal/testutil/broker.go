@@ -211,6 +211,16 @@ func (b *Broker) Log() string {
 	return b.logBuf.String()
 }
 
+// Pid returns the process id of the running broker process, 0 before it started.
+func (b *Broker) Pid() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cmd == nil || b.cmd.Process == nil {
+		return 0
+	}
+	return b.cmd.Process.Pid
+}
+
 // Stop sends SIGTERM and waits for the process to exit (it is killed after 15 s).
 // It returns the exit error, if any.
 func (b *Broker) Stop() error {
