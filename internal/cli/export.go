@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -20,6 +21,34 @@ func Collect(ctx context.Context, adm *kadm.Client, seeds []string, timeout, win
 	c := &collector{g: clientGlobals(seeds, timeout), adm: adm}
 	snap, err := c.collect(ctx, window)
 	return snap, c.skipped, err
+}
+
+// About names what a finding is about: group "g", topic "t", partitions 1,2.
+func (f Finding) About() string {
+	var about []string
+	if f.Group != "" {
+		about = append(about, fmt.Sprintf("group %q", f.Group))
+	}
+	if f.Topic != "" {
+		about = append(about, fmt.Sprintf("topic %q", f.Topic))
+	}
+	switch len(f.Partitions) {
+	case 0:
+	case 1:
+		about = append(about, "partition "+int32List(f.Partitions))
+	default:
+		about = append(about, "partitions "+int32List(f.Partitions))
+	}
+	return strings.Join(about, ", ")
+}
+
+// NumbersText renders a finding's numbers as name=value pairs sorted by name.
+func (f Finding) NumbersText() string {
+	var nums []string
+	for _, k := range sortedKeys(f.Numbers) {
+		nums = append(nums, fmt.Sprintf("%s=%d", k, f.Numbers[k]))
+	}
+	return strings.Join(nums, " ")
 }
 
 // ResetRow is one partition of a reset-offsets plan; CurrentOffset is nil when the

@@ -407,6 +407,14 @@ func TestConsole(t *testing.T) {
 				t.Errorf("cross-origin POST %s: status %d, want 403", path, resp.StatusCode)
 			}
 		}
+		// A page of another site whose name was re-pointed at 127.0.0.1 (DNS rebinding).
+		req, _ := http.NewRequest(http.MethodGet, base+"/", nil)
+		req.Host = "rebound.example:80"
+		if resp, err := http.DefaultClient.Do(req); err != nil {
+			t.Fatal(err)
+		} else if resp.Body.Close(); resp.StatusCode != http.StatusMisdirectedRequest {
+			t.Errorf("GET with Host %s: status %d, want 421", req.Host, resp.StatusCode)
+		}
 		if topicExists(t, adm, "csrf-topic") || topicExists(t, adm, "evil") || !topicExists(t, adm, "orders") {
 			t.Error("a cross-site request changed the topics")
 		}

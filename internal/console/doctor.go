@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/samsa-streaming/samsa/internal/cli"
@@ -19,13 +18,7 @@ type doctorData struct {
 	Topics   int
 	Groups   int
 	Skipped  []string
-	Findings []findingRow
-}
-
-type findingRow struct {
-	cli.Finding
-	About   string // group, topic and partitions, in words
-	Numbers string // name=value …
+	Findings []cli.Finding
 }
 
 func (s *Server) doctor(w http.ResponseWriter, r *http.Request) {
@@ -45,35 +38,7 @@ func (s *Server) doctor(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadGateway, "Doctor", err)
 		return
 	}
-	d := doctorData{Window: window.String(), Topics: len(snap.Topics), Groups: len(snap.Groups), Skipped: skipped}
-	for _, f := range cli.Diagnose(snap) {
-		d.Findings = append(d.Findings, findingRow{Finding: f, About: findingAbout(f), Numbers: findingNumbers(f)})
-	}
+	d := doctorData{Window: window.String(), Topics: len(snap.Topics), Groups: len(snap.Groups), Skipped: skipped,
+		Findings: cli.Diagnose(snap)}
 	s.render(w, http.StatusOK, "doctor", page{Title: "Doctor", Nav: "doctor", Data: d})
-}
-
-func findingAbout(f cli.Finding) string {
-	var about []string
-	if f.Group != "" {
-		about = append(about, fmt.Sprintf("group %q", f.Group))
-	}
-	if f.Topic != "" {
-		about = append(about, fmt.Sprintf("topic %q", f.Topic))
-	}
-	switch len(f.Partitions) {
-	case 0:
-	case 1:
-		about = append(about, "partition "+joinInt32s(f.Partitions))
-	default:
-		about = append(about, "partitions "+joinInt32s(f.Partitions))
-	}
-	return strings.Join(about, ", ")
-}
-
-func findingNumbers(f cli.Finding) string {
-	var nums []string
-	for _, k := range keys(f.Numbers) {
-		nums = append(nums, fmt.Sprintf("%s=%d", k, f.Numbers[k]))
-	}
-	return strings.Join(nums, " ")
 }

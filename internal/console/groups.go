@@ -126,8 +126,7 @@ type lagSection struct {
 
 type memberRow struct {
 	ID, ClientID, Host string
-	Assigned           string // topic: partitions, …
-	count              int
+	Assigned           string // topic: partitions; …
 }
 
 type lagRow struct {
@@ -200,7 +199,10 @@ func (s *Server) loadGroup(ctx context.Context, name string) (groupState, error)
 	}
 	if st.typ == "consumer" {
 		err = s.describeConsumerGroup(ctx, name, &st)
-	} else {
+	}
+	if st.typ != "consumer" || (err != nil && !errors.Is(err, kerr.GroupIDNotFound)) {
+		// A cluster that lists consumer groups but does not describe them
+		// (ConsumerGroupDescribe) still answers DescribeGroups.
 		err = s.describeClassicGroup(ctx, name, &st)
 	}
 	if err != nil {
@@ -239,7 +241,7 @@ func (s *Server) describeClassicGroup(ctx context.Context, name string, st *grou
 			for _, t := range a.Topics {
 				assigned[t.Topic] = append(assigned[t.Topic], t.Partitions...)
 			}
-			row.Assigned, row.count = st.own(assigned, m.ClientID)
+			row.Assigned = st.own(assigned, m.ClientID)
 		}
 		st.members = append(st.members, row)
 	}
@@ -263,19 +265,17 @@ func (s *Server) describeConsumerGroup(ctx context.Context, name string, st *gro
 		row := memberRow{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost}
 		assigned := map[string][]int32{}
 		m.Assignment.EachPartitions(func(t string, ps []int32) { assigned[t] = append(assigned[t], ps...) })
-		row.Assigned, row.count = st.own(assigned, m.ClientID)
+		row.Assigned = st.own(assigned, m.ClientID)
 		st.members = append(st.members, row)
 	}
 	return nil
 }
 
-// own records a member's assignment and returns it as text and a partition count.
-func (st *groupState) own(assigned map[string][]int32, clientID string) (string, int) {
+// own records a member's assignment and returns it as text.
+func (st *groupState) own(assigned map[string][]int32, clientID string) string {
 	var parts []string
-	n := 0
 	for _, t := range keys(assigned) {
 		ps := slices.Sorted(slices.Values(assigned[t]))
-		n += len(ps)
 		parts = append(parts, t+": "+joinInt32s(ps))
 		if st.assigned[t] == nil {
 			st.assigned[t] = map[int32]string{}
@@ -284,7 +284,7 @@ func (st *groupState) own(assigned map[string][]int32, clientID string) (string,
 			st.assigned[t][p] = clientID
 		}
 	}
-	return strings.Join(parts, "; "), n
+	return strings.Join(parts, "; ")
 }
 
 func groupTopics(st groupState) []string {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -250,8 +251,8 @@ func (s *Server) fetchOnce(ctx context.Context, leader int32, topic string, topi
 		return nil, err
 	}
 	resp := kresp.(*kmsg.FetchResponse)
-	if resp.ErrorCode != 0 {
-		return nil, fmt.Errorf("fetch from broker %d: error code %d", leader, resp.ErrorCode)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, fmt.Errorf("fetch from broker %d: %w", leader, err)
 	}
 	return resp, nil
 }
@@ -310,7 +311,6 @@ type messagesData struct {
 	Read       int // records read, before the key filter
 	Notes      []string
 	Error      string
-	FromTitle  string
 }
 
 func (s *Server) messages(w http.ResponseWriter, r *http.Request) {

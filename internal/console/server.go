@@ -84,7 +84,36 @@ func (s *Server) routes() http.Handler {
 		s.render(w, http.StatusForbidden, "message", page{Title: "Refused",
 			Data: messageData{Error: "refused: this change was requested from another site (cross-origin request)"}})
 	}))
-	return s.logRequests(securityHeaders(cop.Handler(mux)))
+	return s.logRequests(securityHeaders(s.checkHost(cop.Handler(mux))))
+}
+
+// checkHost refuses, when the console listens on a loopback address, requests whose
+// Host is not a loopback name: a web page whose own host name was re-pointed at
+// 127.0.0.1 (DNS rebinding) would otherwise be same-origin with the console.
+func (s *Server) checkHost(next http.Handler) http.Handler {
+	listenHost, _, _ := net.SplitHostPort(s.cfg.Listen)
+	if !isLoopback(listenHost) {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if !isLoopback(host) {
+			s.render(w, http.StatusMisdirectedRequest, "message", page{Title: "Refused",
+				Data: messageData{Error: "refused: this console listens on a loopback address and answers only to localhost or a loopback IP, not to " + r.Host}})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// isLoopback reports whether host is localhost or a loopback IP.
+func isLoopback(host string) bool {
+	host = strings.Trim(host, "[]")
+	ip := net.ParseIP(host)
+	return strings.EqualFold(host, "localhost") || (ip != nil && ip.IsLoopback())
 }
 
 // logRequests logs every request at debug level, and at warn level those that took
@@ -140,7 +169,6 @@ func (s *Server) Start() error {
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          nil,
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
