@@ -90,7 +90,7 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 
 func createTopic(t *testing.T, adm *kadm.Client, name string, partitions int32, configs map[string]*string) {
 	t.Helper()
-	resp, err := adm.CreateTopic(ctxFor(t, 90*time.Second), partitions, 1, configs, name)
+	resp, err := adm.CreateTopic(ctxFor(t, 2*time.Minute), partitions, 1, configs, name)
 	if err != nil {
 		t.Fatalf("create %s: %v (%s)", name, err, resp.ErrMessage)
 	}
@@ -130,6 +130,7 @@ func TestConsole(t *testing.T) {
 	br := newBrowser(t)
 	cl := newKafkaClient(t, broker)
 	adm := kadm.NewClient(cl)
+	adm.SetTimeoutMillis(120_000) // creating 10,000 partitions under -race on a busy machine takes a while
 
 	t.Run("overview", func(t *testing.T) {
 		br.open(t, base+"/", `[data-testid="broker-count"]`)
