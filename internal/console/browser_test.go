@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -16,9 +17,13 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// screenshotsEnv names a directory where browser tests also save their screenshots
-// (they always save them under the test's temporary directory).
-const screenshotsEnv = "SAMSA_CONSOLE_SCREENSHOTS"
+// Environment variables for debugging browser tests: a directory where they also
+// save their screenshots (they always save them under the test's temporary
+// directory), and a file that receives a goroutine dump when a browser step fails.
+const (
+	screenshotsEnv = "SAMSA_CONSOLE_SCREENSHOTS"
+	dumpEnv        = "SAMSA_CONSOLE_TEST_DUMP"
+)
 
 // browser is a headless Chromium driven with chromedp for one test. It records every
 // uncaught JavaScript exception and every Content-Security-Policy violation of every
@@ -114,9 +119,27 @@ func (b *browser) run(t testing.TB, what string, actions ...chromedp.Action[chro
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
+		if path := os.Getenv(dumpEnv); path != "" {
+			if f, err := os.Create(path); err == nil {
+				pprof.Lookup("goroutine").WriteTo(f, 1)
+				f.Close()
+			}
+		}
 		b.screenshot(t, "failed")
-		t.Fatalf("browser: %s: %v", what, err)
+		t.Fatalf("browser: %s: %v\nthe page: %s", what, err, b.describe())
 	}
+}
+
+// describe says where the browser is and what the page says, for failure messages.
+func (b *browser) describe() string {
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](
+		`location.href + " (" + document.title + "): " + (document.querySelector("main") || document.body).innerText.slice(0, 600)`))
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	return s
 }
 
 // open loads url and waits for sel.

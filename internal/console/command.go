@@ -52,12 +52,13 @@ another site.`,
 			if err != nil {
 				return err
 			}
+			// Catch the signals before the URL is logged: whoever reads it may stop us.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
 			if err := srv.Start(); err != nil {
 				srv.Close()
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
 			<-ctx.Done()
 			cfg.Logger.Info("console stopping")
 			return srv.Close()

@@ -24,6 +24,10 @@ func newClient(c Config) (*kgo.Client, *kadm.Client, error) {
 		kgo.ClientID(clientID),
 		kgo.DialTimeout(min(c.Timeout, 3*time.Second)),
 		kgo.RetryTimeout(c.Timeout),
+		// A request already written is waited for past its context until its
+		// response or this deadline: a page that waits on a stalled broker ends
+		// within about two timeouts, not kgo's default 10 s per request.
+		kgo.RequestTimeoutOverhead(c.Timeout),
 		kgo.MetadataMinAge(250*time.Millisecond),
 		kgo.RecordDeliveryTimeout(c.Timeout),
 		kgo.ProducerLinger(0),

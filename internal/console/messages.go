@@ -346,9 +346,14 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Read, d.Notes = len(recs), notes
+	// One partition reads in offset order; several are merged by timestamp. Newest
+	// shows the last records first.
 	newestFirst := q.From == fromNewest
 	slices.SortFunc(recs, func(a, b *kgo.Record) int {
-		c := cmp.Or(a.Timestamp.Compare(b.Timestamp), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
+		c := cmp.Compare(a.Offset, b.Offset)
+		if q.Partition < 0 {
+			c = cmp.Or(a.Timestamp.Compare(b.Timestamp), cmp.Compare(a.Partition, b.Partition), c)
+		}
 		if newestFirst {
 			return -c
 		}
@@ -368,23 +373,18 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 
 // browse plans and reads the records a Messages query asks for.
 func (s *Server) browse(ctx context.Context, topic string, detail kadm.TopicDetail, parts []kadm.PartitionDetail, q browseQuery) ([]*kgo.Record, []string, error) {
-	ids := make([]int32, len(parts))
-	for i, p := range parts {
-		ids[i] = p.Partition
-	}
-	starts, err1 := s.listOffsets(ctx, topic, ids, -2)
-	ends, err2 := s.listOffsets(ctx, topic, ids, -1)
+	starts, ends, err := s.startsAndEnds(ctx, topic, parts)
 	var notes []string
-	if err := cmp.Or(err1, err2); err != nil {
-		if len(ends) == 0 {
+	if err != nil {
+		if err := classify(err); len(ends) == 0 && isUnreachable(err) {
 			return nil, nil, err
 		}
-		notes = append(notes, fmt.Sprintf("the offsets of %d of %d partitions: %v", len(ids)-min(len(starts), len(ends)), len(ids), classify(err)))
+		notes = append(notes, fmt.Sprintf("the offsets of %d of %d partitions: %v", len(parts)-min(len(starts), len(ends)), len(parts), classify(err)))
 	}
 	var at map[int32]int64
 	if q.From == fromTime {
 		t, _ := parseTime(q.Time)
-		at, _ = s.listOffsets(ctx, topic, ids, t.UnixMilli()) // a partition without a record that recent has none
+		at, _ = s.listOffsets(ctx, topic, parts, t.UnixMilli()) // a partition without a record that recent has none
 	}
 	plans := planReads(q, parts, starts, ends, at)
 	recs, fetchNotes := s.fetchPlans(ctx, topic, detail.ID, plans)

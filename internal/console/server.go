@@ -184,6 +184,10 @@ func (s *Server) Start() error {
 		s.lag.run(ctx)
 	}()
 	s.cfg.Logger.Info("console listening", "url", s.URL(), "brokers", strings.Join(s.cfg.Brokers, ","))
+	if host, _, _ := net.SplitHostPort(s.cfg.Listen); !isLoopback(host) {
+		s.cfg.Logger.Warn("the console has no login and listens beyond this machine: anyone who reaches it can change topics and offsets",
+			"listen", s.cfg.Listen)
+	}
 	return nil
 }
 

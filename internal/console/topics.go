@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -238,13 +240,11 @@ func (s *Server) topicDetail(ctx context.Context, name string) (kadm.TopicDetail
 
 // partitionRows reads start and end offsets and sizes of the shown partitions only.
 func (s *Server) partitionRows(ctx context.Context, topic string, parts []kadm.PartitionDetail) []partitionRow {
-	ids := make([]int32, len(parts))
-	for i, p := range parts {
-		ids[i] = p.Partition
-	}
-	starts, _ := s.listOffsets(ctx, topic, ids, -2) // "-" where unknown
-	ends, _ := s.listOffsets(ctx, topic, ids, -1)
-	sizes := s.partitionSizes(ctx, topic, parts)
+	var sizes map[int32]int64
+	var wg sync.WaitGroup
+	wg.Go(func() { sizes = s.partitionSizes(ctx, topic, parts) })
+	starts, ends, _ := s.startsAndEnds(ctx, topic, parts) // "-" where unknown
+	wg.Wait()
 	rows := make([]partitionRow, len(parts))
 	for i, p := range parts {
 		rows[i] = partitionRow{ID: p.Partition, Leader: p.Leader, Replicas: p.Replicas, ISR: p.ISR,
@@ -264,10 +264,51 @@ func offsetText(m map[int32]int64, p int32) string {
 	return "-"
 }
 
+// startsAndEnds lists the partitions' log start and end offsets, both at once.
+func (s *Server) startsAndEnds(ctx context.Context, topic string, parts []kadm.PartitionDetail) (starts, ends map[int32]int64, err error) {
+	var errStarts error
+	var wg sync.WaitGroup
+	wg.Go(func() { starts, errStarts = s.listOffsets(ctx, topic, parts, -2) })
+	ends, err = s.listOffsets(ctx, topic, parts, -1)
+	wg.Wait()
+	return starts, ends, cmp.Or(errStarts, err)
+}
+
 // listOffsets asks the partitions' leaders for the offset at timestamp ts (-2 the
-// log start, -1 the log end, else the first at or after ts ms). Partitions that did
-// not answer are missing from the result; err is the first failure.
-func (s *Server) listOffsets(ctx context.Context, topic string, partitions []int32, ts int64) (map[int32]int64, error) {
+// log start, -1 the log end, else the first at or after ts ms), one request per
+// leader, all at once. The leaders are those of the metadata the page just read, so
+// the answer never waits on the client's own, older view of a new topic. Partitions
+// that did not answer are missing from the result; err is the first failure.
+func (s *Server) listOffsets(ctx context.Context, topic string, parts []kadm.PartitionDetail, ts int64) (map[int32]int64, error) {
+	byLeader := map[int32][]int32{}
+	var first error
+	for _, p := range parts {
+		if p.Leader < 0 {
+			first = cmp.Or(first, fmt.Errorf("partition %d: %w", p.Partition, kerr.LeaderNotAvailable))
+			continue
+		}
+		byLeader[p.Leader] = append(byLeader[p.Leader], p.Partition)
+	}
+	var (
+		mu  sync.Mutex
+		out = make(map[int32]int64, len(parts))
+		wg  sync.WaitGroup
+	)
+	for leader, ids := range byLeader {
+		wg.Go(func() {
+			got, err := s.listOffsetsOn(ctx, leader, topic, ids, ts)
+			mu.Lock()
+			defer mu.Unlock()
+			maps.Copy(out, got)
+			first = cmp.Or(first, err)
+		})
+	}
+	wg.Wait()
+	return out, first
+}
+
+// listOffsetsOn sends one ListOffsets request to a broker.
+func (s *Server) listOffsetsOn(ctx context.Context, broker int32, topic string, partitions []int32, ts int64) (map[int32]int64, error) {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
 	rt := kmsg.NewListOffsetsRequestTopic()
@@ -278,21 +319,19 @@ func (s *Server) listOffsets(ctx context.Context, topic string, partitions []int
 		rt.Partitions = append(rt.Partitions, rp)
 	}
 	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, s.cl.Broker(int(broker)))
+	if err != nil {
+		return nil, err
+	}
 	out := make(map[int32]int64, len(partitions))
 	var first error
-	for _, shard := range s.cl.RequestSharded(ctx, req) {
-		if shard.Err != nil {
-			first = cmp.Or(first, shard.Err)
-			continue
-		}
-		for _, t := range shard.Resp.(*kmsg.ListOffsetsResponse).Topics {
-			for _, p := range t.Partitions {
-				switch {
-				case p.ErrorCode != 0:
-					first = cmp.Or(first, error(kerr.ErrorForCode(p.ErrorCode)))
-				case p.Offset >= 0:
-					out[p.Partition] = p.Offset
-				}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			switch {
+			case p.ErrorCode != 0:
+				first = cmp.Or(first, fmt.Errorf("partition %d: %w", p.Partition, kerr.ErrorForCode(p.ErrorCode)))
+			case p.Offset >= 0:
+				out[p.Partition] = p.Offset
 			}
 		}
 	}
