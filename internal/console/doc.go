@@ -16,14 +16,15 @@
 // Content-Security-Policy that allows only the console's own script and styles. Every
 // change is a POST behind http.CrossOriginProtection: a request from another site is
 // refused with 403 before any handler runs. On a loopback address the console answers
-// only loopback host names (against DNS rebinding). Pages work without JavaScript; the one
-// script (static/app.js) only refreshes a group's lag section in place.
+// only loopback host names (against DNS rebinding). Pages work without JavaScript;
+// the one script (static/app.js) only refreshes a group's lag section in place.
 //
-// The message browser reads at most what it shows: one bounded Fetch per partition
-// leader (no consumer group joined, nothing committed). Lists are paginated.
+// The message browser reads at most what it shows: bounded Fetch requests sent to
+// the partitions' leaders (no consumer group joined, nothing committed). Offsets and
+// records are asked of the leaders the page's own Metadata names. Lists are paginated.
 //
 // Concurrency: a Server is safe for concurrent use; each request runs on its own
 // goroutine with the one shared franz-go client. The lag sampler is one goroutine
-// that owns the sampling; its history is guarded by a mutex (lagHistory.mu) that no
+// that owns the sampling; its history is guarded by a mutex (lagSampler.mu) that no
 // other lock is taken under.
 package console
