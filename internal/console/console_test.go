@@ -483,6 +483,16 @@ func TestConsole(t *testing.T) {
 
 	t.Run("a stopped cluster is reported and retried", func(t *testing.T) {
 		broker.Kill() // kill -9: a clean stop of 10,000 partitions under -race takes longer than the fault needs
+		// Pages may answer from metadata up to MetadataMinAge (250 ms) old, so the
+		// first page after the kill can still show the cluster up.
+		testutil.WaitFor(t, 10*time.Second, func() bool {
+			resp, err := http.Get(base + "/")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusServiceUnavailable
+		}, "the console to notice the cluster is down")
 		br.open(t, base+"/", `[data-testid="cluster-down"]`)
 		br.screenshot(t, "down")
 		resp, err := http.Get(base + "/topics")
