@@ -367,6 +367,10 @@ func shareCoordinatorErrorCode(err error) int16 {
 	case errors.Is(err, context.DeadlineExceeded):
 		return kerr.RequestTimedOut.Code
 	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Code
+	}
 	return kerr.CoordinatorNotAvailable.Code
 }
 

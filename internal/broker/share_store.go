@@ -121,7 +121,8 @@ func (s *shareStore) try(ctx context.Context, k share.Key, local func() error, r
 	}
 	if int32(br.NodeID) == s.b.nodeID {
 		err := local()
-		if code := shareCoordinatorErrorCode(err); code == kerr.NotCoordinator.Code || code == kerr.CoordinatorNotAvailable.Code {
+		switch shareCoordinatorErrorCode(err) {
+		case kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code, kerr.CoordinatorLoadInProgress.Code:
 			return fmt.Errorf("%w: %w", errShareCoordinatorUnavailable, err)
 		}
 		return err
