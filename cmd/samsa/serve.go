@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -94,20 +92,42 @@ func serve(configFile string, overrides []string, logLevel string) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 
+	sec := server.Security{Scram: brk.ScramCredential, Clock: clock.Real{}, Logger: logger.With("component", "tls")}
+	maxConns, perIP, perIPOverrides, setupTimeout, err := server.ConnectionLimits(cfg)
+	if err != nil {
+		brk.Close()
+		return err
+	}
+
+	// Every listener's TLS and SASL settings are read before anything starts, so
+	// that a missing key file stops the start at once.
+	var clientListeners []server.Listener
+	if clients := cfg.ClientListeners(); cfg.HasRole("broker") && len(clients) > 0 {
+		if clientListeners, err = server.ConfigListeners(cfg, clients, sec); err != nil {
+			brk.Close()
+			return fmt.Errorf("invalid configuration:\n%w", err)
+		}
+	}
+
 	// The controller listener serves first: the quorum forms through it while Start
 	// waits for it.
 	var ctrlSrv *server.Server
 	if l, ok := cfg.ControllerListener(); ok && cfg.HasRole("controller") {
-		ctrlSrv, err = server.New(server.Config{
-			Listeners:      []string{l.Addr()},
-			MaxRequestSize: cfg.SocketRequestMaxBytes,
-			Handler:        brk.ControllerHandler(),
-			Versions:       broker.ControllerVersions,
-			APIKeys:        broker.ControllerAPIKeys,
-			NewRequest:     broker.ControllerNewRequest,
-			Logger:         logger.With("component", "controller-listener"),
-			IdleTimeout:    time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
-		})
+		var listeners []server.Listener
+		listeners, err = server.ConfigListeners(cfg, []config.Listener{l}, sec)
+		if err == nil {
+			ctrlSrv, err = server.New(server.Config{
+				Listeners:      listeners,
+				MaxRequestSize: cfg.SocketRequestMaxBytes,
+				Handler:        brk.ControllerHandler(),
+				Versions:       broker.ControllerVersions,
+				APIKeys:        broker.ControllerAPIKeys,
+				NewRequest:     broker.ControllerNewRequest,
+				Logger:         logger.With("component", "controller-listener"),
+				IdleTimeout:    time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
+				SetupTimeout:   setupTimeout,
+			})
+		}
 		if err == nil {
 			err = ctrlSrv.Start()
 		}
@@ -151,12 +171,8 @@ func serve(configFile string, overrides []string, logLevel string) error {
 	var srv *server.Server
 	var bound string
 	if clients := cfg.ClientListeners(); cfg.HasRole("broker") && len(clients) > 0 {
-		var addrs []string
-		for _, l := range clients {
-			addrs = append(addrs, net.JoinHostPort(l.Host, strconv.Itoa(l.Port)))
-		}
 		srv, err = server.New(server.Config{
-			Listeners:      addrs,
+			Listeners:      clientListeners,
 			MaxRequestSize: cfg.SocketRequestMaxBytes,
 			Handler:        brk,
 			Versions:       broker.Versions,
@@ -166,6 +182,11 @@ func serve(configFile string, overrides []string, logLevel string) error {
 			Logger:         logger.With("component", "server"),
 			Observer:       m,
 			IdleTimeout:    time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
+			SetupTimeout:   setupTimeout,
+
+			MaxConnections:      maxConns,
+			MaxConnectionsPerIP: perIP,
+			PerIPOverrides:      perIPOverrides,
 		})
 		if err == nil {
 			err = m.RequestFrames(srv.FrameBytes)

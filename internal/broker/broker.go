@@ -16,6 +16,7 @@ import (
 	"github.com/samsa-streaming/samsa/internal/group"
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/metrics"
+	"github.com/samsa-streaming/samsa/internal/peer"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/replica"
 	"github.com/samsa-streaming/samsa/internal/storage"
@@ -56,6 +57,8 @@ type Broker struct {
 	fetchers   *replica.FetcherManager // follower fetchers (replication.go)
 	// replicaFrames holds the buffers follower fetch responses are read into.
 	replicaFrames bufpool.Pool
+	// interBroker secures the connections to other brokers' inter-broker listener.
+	interBroker peer.Security
 	isrWake       chan struct{} // nudges the ISR loop
 	groups        *group.Coordinator
 	producers     producerIDs
@@ -100,6 +103,12 @@ func New(o Options) (*Broker, error) {
 		return nil, err
 	}
 	b.logs = logs
+	if voters, _ := cfg.QuorumVoters(); b.isBroker && len(voters) > 0 {
+		if b.interBroker, err = peerSecurity(cfg, cfg.InterBrokerListenerName, cfg.Security.SaslMechanismInterBroker, o.Logger); err != nil {
+			logs.Close()
+			return nil, err
+		}
+	}
 	storedClusterID, err := logs.ReadMetaProperties(cfg.NodeID)
 	if err != nil {
 		logs.Close()
@@ -137,10 +146,16 @@ func (b *Broker) newMetadata(storedClusterID string) error {
 	}
 	ms := func(v int32) time.Duration { return time.Duration(v) * time.Millisecond }
 	logger := b.logger.With("component", "controller")
+	var ctrlSecurity peer.Security
+	if len(voters) > 1 || !cfg.HasRole("controller") {
+		if ctrlSecurity, err = peerSecurity(cfg, cfg.ControllerListenerNames[0], cfg.Security.SaslMechanismController, logger); err != nil {
+			return err
+		}
+	}
 	if cfg.HasRole("controller") {
 		if len(voters) > 1 {
 			b.transport = controller.NewNetTransport(controller.NetTransportOptions{
-				NodeID: cfg.NodeID, Voters: voters, Logger: logger,
+				NodeID: cfg.NodeID, Voters: voters, Logger: logger, Security: ctrlSecurity,
 				RequestTimeout: ms(cfg.ControllerQuorumRequestTimeoutMs), RetryBackoff: ms(cfg.ControllerQuorumRetryBackoffMs),
 			})
 		}
@@ -174,7 +189,7 @@ func (b *Broker) newMetadata(storedClusterID string) error {
 		b.controller, b.meta = ctrl, ctrl
 	} else {
 		obs, err := controller.NewObserver(controller.ObserverOptions{
-			NodeID: cfg.NodeID, ClusterID: storedClusterID, Voters: voters, Clock: b.clock, Logger: logger,
+			NodeID: cfg.NodeID, ClusterID: storedClusterID, Voters: voters, Clock: b.clock, Logger: logger, Security: ctrlSecurity,
 			RequestTimeout: ms(cfg.ControllerQuorumFetchTimeoutMs), RetryBackoff: ms(cfg.ControllerQuorumRetryBackoffMs),
 		})
 		if err != nil {
@@ -183,7 +198,7 @@ func (b *Broker) newMetadata(storedClusterID string) error {
 		b.observer, b.meta = obs, obs
 	}
 	co := controller.ChannelOptions{
-		NodeID: cfg.NodeID, Voters: voters, Leader: b.meta.Leader, Logger: b.logger.With("component", "controller-channel"),
+		NodeID: cfg.NodeID, Voters: voters, Leader: b.meta.Leader, Logger: b.logger.With("component", "controller-channel"), Security: ctrlSecurity,
 		RequestTimeout: ms(cfg.ControllerQuorumRequestTimeoutMs), RetryBackoff: ms(cfg.ControllerQuorumRetryBackoffMs),
 	}
 	if b.controller != nil {

@@ -32,7 +32,7 @@ func (b *Broker) handleDescribeCluster(req *protocol.Request) <-chan protocol.Re
 	resp.ControllerID = b.controllerID(img)
 	resp.ClusterAuthorizedOperations = authorizedOperationsOmitted
 	for _, br := range img.Brokers() {
-		ep, ok := b.clientEndpoint(br)
+		ep, ok := b.clientEndpoint(br, req.Listener)
 		if br.Fenced || !ok {
 			continue
 		}

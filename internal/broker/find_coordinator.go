@@ -31,7 +31,7 @@ func (b *Broker) handleFindCoordinator(req *protocol.Request) <-chan protocol.Re
 		keys = []string{r.CoordinatorKey}
 	}
 	for _, key := range keys {
-		c := b.findCoordinator(key, r.CoordinatorType)
+		c := b.onListener(b.findCoordinator(key, r.CoordinatorType), req.Listener)
 		if req.Version < 4 {
 			resp.ErrorCode, resp.ErrorMessage = c.ErrorCode, c.ErrorMessage
 			resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
@@ -66,7 +66,7 @@ func (b *Broker) findCoordinator(key string, keyType int8) kmsg.FindCoordinatorR
 	}
 	leader := t.Partitions[p].Leader
 	br, ok := img.Broker(metadata.NodeID(leader))
-	ep, hasEndpoint := b.clientEndpoint(br)
+	ep, hasEndpoint := b.clientEndpoint(br, "")
 	if leader < 0 || !ok || !hasEndpoint {
 		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return c
@@ -106,4 +106,15 @@ func (b *Broker) ensureOffsetsTopic() (*metadata.Image, error) {
 		return nil, fmt.Errorf("%s is not in this broker's metadata yet", offsetsTopic)
 	}
 	return b.image(), nil
+}
+
+// onListener gives a coordinator the address of its broker on the listener the
+// request came in on.
+func (b *Broker) onListener(c kmsg.FindCoordinatorResponseCoordinator, listener string) kmsg.FindCoordinatorResponseCoordinator {
+	if br, ok := b.image().Broker(metadata.NodeID(c.NodeID)); ok && c.ErrorCode == 0 {
+		if ep, ok := br.Endpoint(listener); ok {
+			c.Host, c.Port = ep.Host, ep.Port
+		}
+	}
+	return c
 }

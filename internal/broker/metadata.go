@@ -41,7 +41,7 @@ func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response 
 	}
 
 	for _, br := range img.Brokers() {
-		ep, ok := b.clientEndpoint(br)
+		ep, ok := b.clientEndpoint(br, req.Listener)
 		if br.Fenced || !ok {
 			continue
 		}
@@ -163,9 +163,13 @@ func (b *Broker) topicMetadata(t *metadata.Topic) kmsg.MetadataResponseTopic {
 	return mt
 }
 
-// clientEndpoint is the endpoint of broker br that this node's clients use: the
-// one named like this node's first advertised listener, else br's first.
-func (b *Broker) clientEndpoint(br metadata.Broker) (metadata.Endpoint, bool) {
+// clientEndpoint is the endpoint of broker br that a client connected to listener
+// uses: the one of the same name (as Kafka answers), else the one named like this
+// node's first advertised listener, else br's first.
+func (b *Broker) clientEndpoint(br metadata.Broker, listener string) (metadata.Endpoint, bool) {
+	if ep, ok := br.Endpoint(listener); ok && listener != "" {
+		return ep, true
+	}
 	if len(b.cfg.AdvertisedListeners) > 0 {
 		if ep, ok := br.Endpoint(b.cfg.AdvertisedListeners[0].Name); ok {
 			return ep, true

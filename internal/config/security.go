@@ -677,7 +677,9 @@ func (b *Broker) securityChecks() []error {
 	if b.Security.InterBrokerProtocol != "" && has(b.Raw, "inter.broker.listener.name") {
 		add("security.inter.broker.protocol and inter.broker.listener.name are both set: set only one")
 	}
-	if b.HasRole("broker") {
+	// A node that is the whole cluster (no controller.quorum.voters) has no other
+	// broker to connect to.
+	if voters, err := b.QuorumVoters(); err == nil && len(voters) > 0 && b.HasRole("broker") {
 		errs = append(errs, b.checkNodeClient("inter-broker", b.InterBrokerListenerName, b.Security.SaslMechanismInterBroker, "sasl.mechanism.inter.broker.protocol")...)
 	}
 	if voters, err := b.QuorumVoters(); err == nil && len(voters) > 1 && len(b.ControllerListenerNames) > 0 {

@@ -127,12 +127,12 @@ func TestSecurityProblemsNameTheProperty(t *testing.T) {
 		{"both inter-broker settings", []string{"security.inter.broker.protocol=PLAINTEXT", "inter.broker.listener.name=PLAINTEXT"},
 			[]string{"set only one"}},
 		{"SASL inter-broker without credentials", []string{
-			"listeners=SASL_PLAINTEXT://127.0.0.1:9092", "security.inter.broker.protocol=SASL_PLAINTEXT",
+			"listeners=SASL_PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093", "controller.quorum.voters=1@127.0.0.1:9093", "security.inter.broker.protocol=SASL_PLAINTEXT",
 			"sasl.enabled.mechanisms=PLAIN", "sasl.mechanism.inter.broker.protocol=PLAIN",
 			"listener.name.sasl_plaintext.plain.sasl.jaas.config=" + plainJAAS},
 			[]string{"username and password"}},
 		{"SASL inter-broker mechanism not enabled", []string{
-			"listeners=SASL_PLAINTEXT://127.0.0.1:9092", "inter.broker.listener.name=SASL_PLAINTEXT",
+			"listeners=SASL_PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093", "controller.quorum.voters=1@127.0.0.1:9093", "inter.broker.listener.name=SASL_PLAINTEXT",
 			"sasl.enabled.mechanisms=SCRAM-SHA-256"},
 			[]string{"sasl.mechanism.inter.broker.protocol=GSSAPI must be one of its mechanisms"}},
 		{"OAUTHBEARER without a validator", []string{"listeners=SASL_PLAINTEXT://127.0.0.1:9092", "sasl.enabled.mechanisms=OAUTHBEARER"},

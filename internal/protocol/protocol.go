@@ -9,6 +9,8 @@ import (
 	"os"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/auth"
 )
 
 // Request is one decoded Kafka request.
@@ -21,6 +23,12 @@ type Request struct {
 	// ClientAddr is the remote address of the connection, for logs and
 	// DescribeGroups' client host.
 	ClientAddr string
+	// Principal is who the connection authenticated as: auth.Anonymous on a
+	// PLAINTEXT listener or over SSL without a client certificate.
+	Principal auth.Principal
+	// Listener is the name of the listener the request arrived on (PLAINTEXT,
+	// SASL_SSL…); "" for a server whose listeners have no names.
+	Listener string
 }
 
 // Response is what a handler produces for one request.
