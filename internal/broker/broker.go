@@ -59,11 +59,11 @@ type Broker struct {
 	replicaFrames bufpool.Pool
 	// interBroker secures the connections to other brokers' inter-broker listener.
 	interBroker peer.Security
-	isrWake       chan struct{} // nudges the ISR loop
-	groups        *group.Coordinator
-	producers     producerIDs
-	lifecycle     lifecycle
-	imageWatch    imageWatch
+	isrWake     chan struct{} // nudges the ISR loop
+	groups      *group.Coordinator
+	producers   producerIDs
+	lifecycle   lifecycle
+	imageWatch  imageWatch
 
 	// reconcileMu serialises applying metadata images to local partitions.
 	reconcileMu sync.Mutex
