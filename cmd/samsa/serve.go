@@ -15,9 +15,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/broker"
 	"github.com/samsa-streaming/samsa/internal/clock"
 	"github.com/samsa-streaming/samsa/internal/config"
+	"github.com/samsa-streaming/samsa/internal/controller"
 	"github.com/samsa-streaming/samsa/internal/metrics"
 	"github.com/samsa-streaming/samsa/internal/server"
 )
@@ -31,6 +33,7 @@ func newServeCommand() *cobra.Command {
 		overrides  []string
 		logLevel   string
 		cpuProfile string
+		addScram   []string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -55,17 +58,19 @@ Properties use Kafka's names and defaults (see docs/config.md).`,
 				}
 				defer func() { pprof.StopCPUProfile(); f.Close() }()
 			}
-			return serve(configFile, overrides, logLevel)
+			return serve(configFile, overrides, logLevel, addScram)
 		},
 	}
 	cmd.Flags().StringVarP(&configFile, "config", "c", "", "server.properties file")
 	cmd.Flags().StringArrayVar(&overrides, "override", nil, "property key=value, overriding the file (repeatable)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	cmd.Flags().StringArrayVar(&addScram, "add-scram", nil,
+		"create a SCRAM credential unless the user has one for that mechanism, as kafka-storage format --add-scram: 'SCRAM-SHA-256=[name=admin,password=admin-secret]' (repeatable)")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for go tool pprof)")
 	return cmd
 }
 
-func serve(configFile string, overrides []string, logLevel string) error {
+func serve(configFile string, overrides []string, logLevel string, addScram []string) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
@@ -76,6 +81,18 @@ func serve(configFile string, overrides []string, logLevel string) error {
 	if err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", err)
 	}
+	var bootstrap []controller.BootstrapScram
+	for _, s := range addScram {
+		user, cred, err := auth.ParseAddScram(s)
+		if err != nil {
+			return fmt.Errorf("--add-scram: %w", err)
+		}
+		bootstrap = append(bootstrap, controller.BootstrapScram{User: user, Credential: cred})
+	}
+	// The authorization log goes to stderr like the rest, at its own level
+	// (authorizer.logger.level), whatever --log-level says.
+	authLog := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+
 	// The metrics registry is made before the broker (which records into it) and reads
 	// the broker's state through this indirection once the broker exists.
 	source := &brokerSource{}
@@ -83,7 +100,8 @@ func serve(configFile string, overrides []string, logLevel string) error {
 	if err != nil {
 		return err
 	}
-	brk, err := broker.New(broker.Options{Config: cfg, Clock: clock.Real{}, Logger: logger, Metrics: m})
+	brk, err := broker.New(broker.Options{Config: cfg, Clock: clock.Real{}, Logger: logger, Metrics: m,
+		AuthorizerLogger: authLog, BootstrapScram: bootstrap})
 	if err != nil {
 		return err
 	}

@@ -264,3 +264,53 @@ func decodeSaslName(s string) (string, error) {
 	}
 	return sb.String(), nil
 }
+
+// ParseAddScram parses a credential in the syntax of Kafka's
+// `kafka-storage format --add-scram`:
+//
+//	SCRAM-SHA-256=[name=alice,password=alice-secret]
+//	SCRAM-SHA-512=[name=alice,password=alice-secret,iterations=8192]
+//
+// and derives the credential (a random salt unless salt=<base64> is given).
+func ParseAddScram(s string) (string, ScramCredential, error) {
+	mechName, rest, ok := strings.Cut(strings.TrimSpace(s), "=")
+	mech, known := ScramMechanismNamed(mechName)
+	if !ok || !known {
+		return "", ScramCredential{}, fmt.Errorf("%q: expected SCRAM-SHA-256=[name=<user>,password=<password>] or SCRAM-SHA-512=[...]", s)
+	}
+	if !strings.HasPrefix(rest, "[") || !strings.HasSuffix(rest, "]") {
+		return "", ScramCredential{}, fmt.Errorf("%q: the settings go in [ ]", s)
+	}
+	var user, password string
+	var salt []byte
+	iterations := int32(DefaultScramIterations)
+	for kv := range strings.SplitSeq(rest[1:len(rest)-1], ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(kv), "=")
+		v = strings.Trim(v, `"`)
+		switch k {
+		case "name":
+			user = v
+		case "password":
+			password = v
+		case "iterations":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < MinScramIterations || n > MaxScramIterations {
+				return "", ScramCredential{}, fmt.Errorf("%q: iterations must be %d to %d", s, MinScramIterations, MaxScramIterations)
+			}
+			iterations = int32(n)
+		case "salt":
+			b, err := base64.StdEncoding.DecodeString(v)
+			if err != nil || len(b) == 0 {
+				return "", ScramCredential{}, fmt.Errorf("%q: salt must be base64", s)
+			}
+			salt = b
+		default:
+			return "", ScramCredential{}, fmt.Errorf("%q: unknown setting %q (name, password, iterations, salt)", s, k)
+		}
+	}
+	if user == "" || password == "" {
+		return "", ScramCredential{}, fmt.Errorf("%q: name and password are required", s)
+	}
+	cred, err := NewScramCredential(mech, password, salt, iterations)
+	return user, cred, err
+}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/bufpool"
 	"github.com/samsa-streaming/samsa/internal/clock"
 	"github.com/samsa-streaming/samsa/internal/config"
@@ -31,6 +32,12 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// FS opens segment files; nil is the real file system (tests inject I/O errors).
 	FS storage.FS
+	// AuthorizerLogger receives the authorization log (kafka.authorizer.logger);
+	// nil uses Logger.
+	AuthorizerLogger *slog.Logger
+	// BootstrapScram are SCRAM credentials to create when missing (samsa serve
+	// --add-scram).
+	BootstrapScram []controller.BootstrapScram
 }
 
 // Broker is one Samsa node: its metadata (a Controller when process.roles has
@@ -59,11 +66,15 @@ type Broker struct {
 	replicaFrames bufpool.Pool
 	// interBroker secures the connections to other brokers' inter-broker listener.
 	interBroker peer.Security
-	isrWake     chan struct{} // nudges the ISR loop
-	groups      *group.Coordinator
-	producers   producerIDs
-	lifecycle   lifecycle
-	imageWatch  imageWatch
+	// authz is the ACL authorizer (authorize.go); nil allows everything.
+	authz *auth.Authorizer
+	// bootstrapScram goes to the controller (Options.BootstrapScram).
+	bootstrapScram []controller.BootstrapScram
+	isrWake        chan struct{} // nudges the ISR loop
+	groups         *group.Coordinator
+	producers      producerIDs
+	lifecycle      lifecycle
+	imageWatch     imageWatch
 
 	// reconcileMu serialises applying metadata images to local partitions.
 	reconcileMu sync.Mutex
@@ -91,6 +102,11 @@ func New(o Options) (*Broker, error) {
 		isBroker: cfg.HasRole("broker"),
 		replicas: replica.NewManager(cfg.NodeID),
 	}
+	if o.AuthorizerLogger == nil {
+		o.AuthorizerLogger = o.Logger
+	}
+	b.authz = newAuthorizer(cfg, o.AuthorizerLogger)
+	b.bootstrapScram = o.BootstrapScram
 	logs, err := storage.NewManager(storage.ManagerOptions{
 		Dirs:                   cfg.LogDirs,
 		Clock:                  o.Clock,
@@ -175,6 +191,7 @@ func (b *Broker) newMetadata(storedClusterID string) error {
 			AutoLeaderRebalance:          cfg.AutoLeaderRebalanceEnable,
 			LeaderImbalanceCheckInterval: time.Duration(cfg.LeaderImbalanceCheckIntervalSeconds) * time.Second,
 			LeaderImbalancePerBroker:     int(cfg.LeaderImbalancePerBrokerPercentage),
+			BootstrapScram:               b.bootstrapScram,
 		}
 		if b.transport != nil {
 			opts.Transport = b.transport
