@@ -221,3 +221,43 @@ func (a *Authorizer) AuthorizedOperations(p Principal, clientAddr string, rt Res
 	}
 	return bits
 }
+
+// AllowedOnSome reports whether act's operation is allowed on some resource of its
+// type (act.Name is ignored), as Kafka's authorizeByResourceType: a super user, an
+// ALLOW ACL for the principal and host that no DENY of the wildcard resource
+// cancels, or no ACL of that type at all with allow.everyone.if.no.acl.found.
+func (a *Authorizer) AllowedOnSome(act Action) bool {
+	if a.superUsers[act.Principal.String()] {
+		return true
+	}
+	t := a.index.Load().byType[act.Resource]
+	if t == nil {
+		return a.allowIfNoACL
+	}
+	host := clientHost(act.ClientAddr)
+	applies := func(acl metadata.ACL) bool {
+		return (acl.Principal == act.Principal.String() || acl.Principal == act.Principal.Type+":*") &&
+			(acl.Host == Wildcard || acl.Host == host)
+	}
+	for _, acl := range t.literal[Wildcard] {
+		op := Operation(acl.Operation)
+		if applies(acl) && Permission(acl.PermissionType) == PermissionDeny && (op == OpAll || op == act.Operation) {
+			return false
+		}
+	}
+	check := func(acls []metadata.ACL) bool {
+		for _, acl := range acls {
+			op := Operation(acl.Operation)
+			if applies(acl) && Permission(acl.PermissionType) == PermissionAllow && (op == OpAll || op == act.Operation || implies(op, act.Operation)) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, acls := range t.literal {
+		if check(acls) {
+			return true
+		}
+	}
+	return check(t.prefixed)
+}

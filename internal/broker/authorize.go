@@ -7,6 +7,7 @@ package broker
 import (
 	"log/slog"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-streaming/samsa/internal/auth"
@@ -72,4 +73,13 @@ func (b *Broker) authorizedOperations(req *protocol.Request, requested bool, rt 
 func allOperations(rt auth.ResourceType) int32 {
 	a := auth.NewAuthorizer(auth.AuthorizerOptions{AllowEveryoneIfNoACLFound: true})
 	return a.AuthorizedOperations(auth.Anonymous, "", rt, "")
+}
+
+// topicAuthError is TOPIC_AUTHORIZATION_FAILED when the request may not perform op
+// on topic, else nil.
+func (b *Broker) topicAuthError(req *protocol.Request, op auth.Operation, topic string) error {
+	if b.authorize(req, op, auth.ResourceTopic, topic) {
+		return nil
+	}
+	return kerr.TopicAuthorizationFailed
 }

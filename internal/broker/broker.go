@@ -340,6 +340,11 @@ func (b *Broker) Handle(req *protocol.Request) <-chan protocol.Response {
 		// The server only passes served keys; be defensive anyway.
 		return protocol.Ready(protocol.Response{Close: true, None: true})
 	}
+	if b.authz != nil {
+		if hook, ok := authHooks[req.Key]; ok {
+			return b.handleAuthorized(hook, e.fn, req)
+		}
+	}
 	return e.fn(b, req)
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/replica"
@@ -42,6 +43,7 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 	}
 	st := fetchStates.Get().(*fetchState)
 	st.replicaID = replicaID
+	b.authorizeFetch(req, r, st)
 	total, failed := b.readFetch(r, st)
 	if failed || total >= int64(r.MinBytes) || r.MaxWaitMillis <= 0 || len(st.parts) == 0 {
 		return protocol.Ready(b.fetchResponse(r, st))
@@ -81,7 +83,8 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 // slices keeping their capacity, so a Fetch of many partitions allocates nothing per
 // partition; one goes back to the pool once its response has been written.
 type fetchState struct {
-	replicaID int32 // a follower's fetch (≥ 0) or a consumer's (-1)
+	replicaID int32  // a follower's fetch (≥ 0) or a consumer's (-1)
+	denied    []bool // by topic of the request: TOPIC_AUTHORIZATION_FAILED; empty without an authorizer
 	topics    []fetchTopicResult
 	parts     []*replica.Partition
 	ranges    []storage.FileRange
@@ -137,7 +140,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 	)
 	st.parts, st.ranges = st.parts[:0], st.ranges[:0]
 	topics := st.topics[:0]
-	for _, rt := range r.Topics {
+	for i, rt := range r.Topics {
 		n := len(topics)
 		if n < cap(topics) {
 			topics = topics[:n+1]
@@ -153,6 +156,9 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 			} else {
 				topicErr = kerr.UnknownTopicID.Code
 			}
+		}
+		if topicErr == 0 && i < len(st.denied) && st.denied[i] {
+			topicErr = kerr.TopicAuthorizationFailed.Code
 		}
 		for _, rp := range rt.Partitions {
 			pr := fetchPartitionResult{partition: rp.Partition, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1}
@@ -252,4 +258,28 @@ func fetchablePartition(p *replica.Partition, currentLeaderEpoch int32) error {
 		return kerr.NotLeaderForPartition
 	}
 	return nil
+}
+
+// authorizeFetch marks the topics a Fetch may not read: a follower's fetch needs
+// CLUSTER_ACTION on the cluster, a consumer's READ on each topic.
+func (b *Broker) authorizeFetch(req *protocol.Request, r *kmsg.FetchRequest, st *fetchState) {
+	st.denied = st.denied[:0]
+	if b.authz == nil {
+		return
+	}
+	follower := st.replicaID >= 0 && b.authorizeCluster(req, auth.OpClusterAction)
+	img := b.image()
+	for _, rt := range r.Topics {
+		name := rt.Topic
+		if r.Version >= 13 {
+			if t, ok := img.TopicByID(metadata.TopicID(rt.TopicID)); ok {
+				name = t.Name
+			}
+		}
+		denied := !follower
+		if st.replicaID < 0 {
+			denied = !b.authorize(req, auth.OpRead, auth.ResourceTopic, name)
+		}
+		st.denied = append(st.denied, denied)
+	}
 }

@@ -10,8 +10,10 @@ package broker
 // watermark. CurrentLeaderEpoch is validated (v4+).
 
 import (
+	"cmp"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/replica"
 )
@@ -32,12 +34,13 @@ func (b *Broker) handleListOffsets(req *protocol.Request) <-chan protocol.Respon
 	for _, rt := range r.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
+		authErr := b.topicAuthError(req, auth.OpDescribe, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			p := b.replicas.Get(rt.Topic, rp.Partition)
-			if err := fetchablePartition(p, rp.CurrentLeaderEpoch); err != nil {
+			if err := cmp.Or(authErr, fetchablePartition(p, rp.CurrentLeaderEpoch)); err != nil {
 				sp.ErrorCode = errorCode(err)
 			} else {
 				sp.Timestamp, sp.Offset, sp.LeaderEpoch = listOffset(p, rp.Timestamp, r.IsolationLevel == 1)

@@ -11,13 +11,19 @@ package broker
 // auto.create.topics.enable is on and the request allows it (v4+; always before v4),
 // with num.partitions and default.replication.factor; creation commits through the
 // metadata quorum before the response is built, so the new topic is answered in full
-// rather than with LEADER_NOT_AVAILABLE. Authorized operations are not computed (no
-// ACLs): they are reported as Kafka reports "not requested" (-2147483648).
+// rather than with LEADER_NOT_AVAILABLE.
+//
+// With an authorizer, a topic the principal may not DESCRIBE is left out of an
+// all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named; auto-creation
+// needs CREATE on the cluster or on the topic. Authorized operations (topic: v8+,
+// cluster: v8–10) are computed when asked for, else reported as Kafka reports "not
+// requested" (-2147483648).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/controller"
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
@@ -37,7 +43,7 @@ func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response 
 	img := b.image()
 
 	if r.Topics != nil && b.cfg.AutoCreateTopicsEnable && (r.Version < 4 || r.AllowAutoTopicCreation) {
-		img = b.autoCreate(img, r.Topics)
+		img = b.autoCreate(img, b.creatable(req, img, r.Topics))
 	}
 
 	for _, br := range img.Brokers() {
@@ -58,11 +64,17 @@ func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response 
 	clusterID := b.clusterID
 	resp.ClusterID = &clusterID
 	resp.ControllerID = b.controllerID(img)
-	resp.AuthorizedOperations = authorizedOperationsOmitted
+	resp.AuthorizedOperations = b.authorizedOperations(req, r.IncludeClusterAuthorizedOperations && r.Version <= 10, auth.ResourceCluster, auth.ClusterName)
+	withOps := func(mt kmsg.MetadataResponseTopic) kmsg.MetadataResponseTopic {
+		mt.AuthorizedOperations = b.authorizedOperations(req, r.IncludeTopicAuthorizedOperations, auth.ResourceTopic, *mt.Topic)
+		return mt
+	}
 
 	if r.Topics == nil {
 		for _, t := range img.Topics() {
-			resp.Topics = append(resp.Topics, b.topicMetadata(t))
+			if b.allowed(req, auth.OpDescribe, auth.ResourceTopic, t.Name) {
+				resp.Topics = append(resp.Topics, withOps(b.topicMetadata(t)))
+			}
 		}
 		return reply(resp)
 	}
@@ -76,6 +88,15 @@ func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response 
 			t, ok = img.Topic(*rt.Topic)
 		case rt.TopicID != [16]byte{}:
 			t, ok = img.TopicByID(metadata.TopicID(rt.TopicID))
+		}
+		if rt.Topic != nil && !b.authorize(req, auth.OpDescribe, auth.ResourceTopic, *rt.Topic) ||
+			ok && !b.authorize(req, auth.OpDescribe, auth.ResourceTopic, t.Name) {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic, mt.TopicID = rt.Topic, rt.TopicID
+			mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			mt.AuthorizedOperations = authorizedOperationsOmitted
+			resp.Topics = append(resp.Topics, mt)
+			continue
 		}
 		if !ok {
 			mt := kmsg.NewMetadataResponseTopic()
@@ -91,9 +112,27 @@ func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response 
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, b.topicMetadata(t))
+		resp.Topics = append(resp.Topics, withOps(b.topicMetadata(t)))
 	}
 	return reply(resp)
+}
+
+// creatable keeps the topics a Metadata request may auto-create: all of them with
+// CREATE on the cluster, else those with CREATE on the topic.
+func (b *Broker) creatable(req *protocol.Request, img *metadata.Image, topics []kmsg.MetadataRequestTopic) []kmsg.MetadataRequestTopic {
+	if b.authz == nil || b.allowed(req, auth.OpCreate, auth.ResourceCluster, auth.ClusterName) {
+		return topics
+	}
+	var out []kmsg.MetadataRequestTopic
+	for _, rt := range topics {
+		if rt.Topic == nil {
+			continue
+		}
+		if _, exists := img.Topic(*rt.Topic); !exists && b.authorize(req, auth.OpCreate, auth.ResourceTopic, *rt.Topic) {
+			out = append(out, rt)
+		}
+	}
+	return out
 }
 
 // autoCreate creates the requested topics that do not exist yet (through the active

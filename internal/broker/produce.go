@@ -20,6 +20,9 @@ package broker
 // before that point; Kafka reads a request whole first. The client retries them as
 // after any lost response (idempotent producers are deduplicated).
 //
+// With an authorizer, each topic needs WRITE (TOPIC_AUTHORIZATION_FAILED for its
+// partitions otherwise) and a transactional id WRITE on it.
+//
 // Differences from Kafka: transactional batches are refused with
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED until transactions are implemented; internal
 // topics refuse client writes with INVALID_TOPIC_EXCEPTION.
@@ -34,6 +37,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/record"
 	"github.com/samsa-streaming/samsa/internal/replica"
@@ -90,6 +94,11 @@ type produceRequest struct {
 	resp    kmsg.ProduceResponse
 	pending []pendingAck
 	failed  bool
+	// Authorization (authorize.go): the request's principal, and whether the
+	// current topic (or the transactional id) may not be written.
+	who    protocol.Request
+	denied int16 // the error code of every partition of the current topic, 0 if allowed
+	txnErr int16 // the error code of every partition, 0 if the transactional id may write
 }
 
 // pendingAck is a partition whose acks=all response waits for the high watermark: the
@@ -119,6 +128,13 @@ func (b *Broker) StartProduce(req *protocol.Request, h protocol.ProduceHeader) p
 	pr.resp.SetVersion(req.Version)
 	pr.b, pr.version, pr.acks, pr.timeout, pr.now = b, req.Version, h.Acks, h.TimeoutMillis, b.clock.Now()
 	pr.pending, pr.failed = pr.pending[:0], false
+	pr.txnErr, pr.denied = 0, 0
+	if b.authz != nil {
+		pr.who = protocol.Request{Key: req.Key, Principal: req.Principal, ClientAddr: req.ClientAddr}
+		if h.TransactionalID != nil && !b.authorize(&pr.who, auth.OpWrite, auth.ResourceTransactionalID, *h.TransactionalID) {
+			pr.txnErr = kerr.TransactionalIDAuthorizationFailed.Code
+		}
+	}
 	return pr
 }
 
@@ -137,6 +153,10 @@ func (pr *produceRequest) Topic(name string, partitions int) {
 	}
 	*t = kmsg.NewProduceResponseTopic()
 	t.Topic, t.Partitions = name, parts
+	pr.denied = pr.txnErr
+	if pr.b.authz != nil && pr.denied == 0 && !pr.b.authorize(&pr.who, auth.OpWrite, auth.ResourceTopic, name) {
+		pr.denied = kerr.TopicAuthorizationFailed.Code
+	}
 }
 
 // Partition implements protocol.ProduceStream: it validates and appends one
@@ -147,6 +167,10 @@ func (pr *produceRequest) Partition(partition int32, records []byte) {
 	sp := &t.Partitions[len(t.Partitions)-1]
 	sp.Partition, sp.BaseOffset, sp.LogAppendTime = partition, -1, -1
 	b := pr.b
+	if pr.denied != 0 {
+		pr.failed, sp.ErrorCode = true, pr.denied
+		return
+	}
 	p, info, err := b.produceOne(t.Topic, partition, records, pr.acks, pr.now, sp)
 	if err != nil {
 		pr.failed = true

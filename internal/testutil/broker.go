@@ -87,6 +87,8 @@ type Broker struct {
 	Addr      string // host:port of the PLAINTEXT listener
 	Dir       string // log.dirs
 	Overrides []string
+	// Args are extra `samsa serve` arguments (such as --add-scram).
+	Args []string
 
 	t      testing.TB
 	bin    string
@@ -112,9 +114,16 @@ func FreePort(t testing.TB) int {
 // overrides are extra `key=value` properties.
 func StartBroker(t testing.TB, overrides ...string) *Broker {
 	t.Helper()
+	return StartBrokerArgs(t, nil, overrides...)
+}
+
+// StartBrokerArgs is StartBroker with extra `samsa serve` arguments.
+func StartBrokerArgs(t testing.TB, args []string, overrides ...string) *Broker {
+	t.Helper()
 	b := &Broker{
 		Dir:       t.TempDir(),
 		Overrides: overrides,
+		Args:      args,
 		t:         t,
 		bin:       SamsaBinary(t),
 	}
@@ -147,7 +156,7 @@ func (b *Broker) args() []string {
 	for _, o := range b.Overrides {
 		args = append(args, "--override", o)
 	}
-	return args
+	return append(args, b.Args...)
 }
 
 func (b *Broker) start(t testing.TB) {
