@@ -14,8 +14,8 @@ import (
 type SecureBroker struct {
 	*Broker
 	Plaintext, SASLPlaintext, SSL, SASLSSL string // host:port of each listener
-	CA                                      *CA
-	Server                                  Issued
+	CA                                     *CA
+	Server                                 Issued
 }
 
 // SecureOptions choose a SecureBroker's users and extra properties.
