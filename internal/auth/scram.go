@@ -201,7 +201,9 @@ func (s *scramServer) final(msg string) ([]byte, bool, error) {
 	if len(attrs) < 2 || !strings.HasPrefix(attrs[0], "c=") || !strings.HasPrefix(attrs[1], "r=") {
 		return nil, false, illegal("SCRAM client-final message is not c=<binding>,r=<nonce>,p=<proof>")
 	}
-	if attrs[1][2:] != s.nonce {
+	// Kafka accepts a final nonce that ends with the server's (librdkafka sends its
+	// own nonce in front of the combined one), and so does Samsa.
+	if !strings.HasSuffix(attrs[1][2:], s.nonce) {
 		return nil, false, failed("the nonce does not match the server's")
 	}
 	proof, err := base64.StdEncoding.DecodeString(proofText)
