@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -338,6 +340,30 @@ func checkACLResults(t *testing.T, results kadm.CreateACLsResults, err error) {
 	for _, r := range results {
 		if r.Err != nil {
 			t.Fatalf("create ACL %+v: %v", r, r.Err)
+		}
+	}
+}
+
+// franz-go's own SCRAM tests (pkg/kgo TestSCRAMAuth, TestSCRAMAuthBadCredentials),
+// run against Samsa through the environment variables they read.
+func TestFranzGoOwnSCRAMTests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs franz-go's kgo tests")
+	}
+	sb := testutil.StartSecureBroker(t, secureUsers)
+	for _, bits := range []string{"256", "512"} {
+		cmd := exec.Command("go", "test", "github.com/twmb/franz-go/pkg/kgo", "-run", "^TestSCRAMAuth", "-count=1", "-v")
+		cmd.Dir = testutil.RepoRoot()
+		cmd.Env = append(os.Environ(), "KGO_SEEDS="+sb.Plaintext, "KGO_TEST_SCRAM_SEEDS="+sb.SASLPlaintext,
+			"KGO_TEST_SCRAM=carol:carol-secret:"+bits)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("franz-go's SCRAM tests (SHA-%s): %v\n%s", bits, err, out)
+		}
+		for _, test := range []string{"--- PASS: TestSCRAMAuth ", "--- PASS: TestSCRAMAuthBadCredentials "} {
+			if !strings.Contains(string(out), test) {
+				t.Fatalf("franz-go's SCRAM tests (SHA-%s) did not pass %s:\n%s", bits, test, out)
+			}
 		}
 	}
 }
