@@ -68,6 +68,8 @@ type Broker struct {
 	interBroker peer.Security
 	// authz is the ACL authorizer (authorize.go); nil allows everything.
 	authz *auth.Authorizer
+	// quotas are the client quotas (quotas.go).
+	quotas *auth.Quotas
 	// bootstrapScram goes to the controller (Options.BootstrapScram).
 	bootstrapScram []controller.BootstrapScram
 	isrWake        chan struct{} // nudges the ISR loop
@@ -106,6 +108,7 @@ func New(o Options) (*Broker, error) {
 		o.AuthorizerLogger = o.Logger
 	}
 	b.authz = newAuthorizer(cfg, o.AuthorizerLogger)
+	b.quotas = auth.NewQuotas(int(cfg.Security.QuotaWindowNum), time.Duration(cfg.Security.QuotaWindowSizeSeconds)*time.Second)
 	b.bootstrapScram = o.BootstrapScram
 	logs, err := storage.NewManager(storage.ManagerOptions{
 		Dirs:                   cfg.LogDirs,
@@ -245,6 +248,8 @@ func (b *Broker) Start(ctx context.Context) error {
 		return fmt.Errorf("store the cluster id: %w", err)
 	}
 	b.meta.Subscribe(func(_, _ *metadata.Image) { b.imageWatch.changed() })
+	b.quotas.Update(b.meta.Image())
+	b.meta.Subscribe(func(_, next *metadata.Image) { b.quotas.Update(next) })
 	runCtx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
 	if !b.isBroker {

@@ -42,7 +42,7 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 		replicaID = r.ReplicaState.ID
 	}
 	st := fetchStates.Get().(*fetchState)
-	st.replicaID = replicaID
+	st.replicaID, st.req = replicaID, req
 	b.authorizeFetch(req, r, st)
 	total, failed := b.readFetch(r, st)
 	if failed || total >= int64(r.MinBytes) || r.MaxWaitMillis <= 0 || len(st.parts) == 0 {
@@ -85,6 +85,7 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 type fetchState struct {
 	replicaID int32  // a follower's fetch (≥ 0) or a consumer's (-1)
 	denied    []bool // by topic of the request: TOPIC_AUTHORIZATION_FAILED; empty without an authorizer
+	req       *protocol.Request
 	topics    []fetchTopicResult
 	parts     []*replica.Partition
 	ranges    []storage.FileRange
@@ -121,7 +122,11 @@ func (b *Broker) fetchResponse(r *kmsg.FetchRequest, st *fetchState) protocol.Re
 	}
 	st.w.reset()
 	chunks := st.w.fetchResponse(r.Version, 0, r.IsolationLevel == 1, st.topics)
-	return protocol.Response{Chunks: chunks, Written: st.written}
+	resp := protocol.Response{Chunks: chunks, Written: st.written}
+	if b.quotas.Enabled() && st.replicaID < 0 {
+		b.throttleFetch(st.req, &resp)
+	}
+	return resp
 }
 
 // readFetch reads every requested partition once into st. It returns the number of

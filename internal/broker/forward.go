@@ -30,6 +30,10 @@ func (b *Broker) forward(req *protocol.Request, timeoutMs int32, visible func(*m
 		return reply(resp)
 	}
 	req = fwd
+	refuse, throttle := b.mutationQuota(req)
+	if refuse != nil {
+		return protocol.Ready(protocol.Response{Body: refuse, Throttle: throttle})
+	}
 	ch := make(chan protocol.Response, 1)
 	go func() {
 		ctx, cancel := b.requestContext(timeoutMs)
@@ -50,7 +54,10 @@ func (b *Broker) forward(req *protocol.Request, timeoutMs int32, visible func(*m
 		if refused != nil {
 			refused(resp)
 		}
-		ch <- protocol.Response{Body: resp}
+		if throttle > 0 {
+			setThrottle(resp, throttle)
+		}
+		ch <- protocol.Response{Body: resp, Throttle: throttle}
 	}()
 	return ch
 }

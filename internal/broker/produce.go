@@ -99,6 +99,8 @@ type produceRequest struct {
 	who    protocol.Request
 	denied int16 // the error code of every partition of the current topic, 0 if allowed
 	txnErr int16 // the error code of every partition, 0 if the transactional id may write
+	// throttle is how long the client must wait for its producer_byte_rate quota.
+	throttle time.Duration
 }
 
 // pendingAck is a partition whose acks=all response waits for the high watermark: the
@@ -128,7 +130,11 @@ func (b *Broker) StartProduce(req *protocol.Request, h protocol.ProduceHeader) p
 	pr.resp.SetVersion(req.Version)
 	pr.b, pr.version, pr.acks, pr.timeout, pr.now = b, req.Version, h.Acks, h.TimeoutMillis, b.clock.Now()
 	pr.pending, pr.failed = pr.pending[:0], false
-	pr.txnErr, pr.denied = 0, 0
+	pr.txnErr, pr.denied, pr.throttle = 0, 0, 0
+	if b.quotas.Enabled() {
+		pr.throttle = b.quotas.Record(auth.ProducerByteRate, req.Principal.Name, req.ClientID, float64(req.Size), pr.now)
+		pr.resp.ThrottleMillis = int32(pr.throttle / time.Millisecond)
+	}
 	if b.authz != nil {
 		pr.who = protocol.Request{Key: req.Key, Principal: req.Principal, ClientAddr: req.ClientAddr}
 		if h.TransactionalID != nil && !b.authorize(&pr.who, auth.OpWrite, auth.ResourceTransactionalID, *h.TransactionalID) {
@@ -213,9 +219,9 @@ func (pr *produceRequest) acked(pa pendingAck) bool {
 func (pr *produceRequest) Finish() (protocol.Response, <-chan protocol.Response) {
 	switch {
 	case pr.acks == 0:
-		return protocol.Response{None: true, Close: pr.failed, Written: pr.written}, nil
+		return protocol.Response{None: true, Close: pr.failed, Written: pr.written, Throttle: pr.throttle}, nil
 	case len(pr.pending) == 0:
-		return protocol.Response{Body: &pr.resp, Written: pr.written}, nil
+		return protocol.Response{Body: &pr.resp, Written: pr.written, Throttle: pr.throttle}, nil
 	}
 	return protocol.Response{}, pr.b.waitForAcks(pr)
 }
@@ -351,7 +357,7 @@ func (b *Broker) waitForAcks(pr *produceRequest) <-chan protocol.Response {
 			}
 			pending = remaining
 			if len(pending) == 0 {
-				out <- protocol.Response{Body: &pr.resp, Written: pr.written}
+				out <- protocol.Response{Body: &pr.resp, Written: pr.written, Throttle: pr.throttle}
 				return
 			}
 			select {
@@ -360,7 +366,7 @@ func (b *Broker) waitForAcks(pr *produceRequest) <-chan protocol.Response {
 				for _, pa := range pending {
 					pr.resp.Topics[pa.topic].Partitions[pa.index].ErrorCode = kerr.RequestTimedOut.Code
 				}
-				out <- protocol.Response{Body: &pr.resp, Written: pr.written}
+				out <- protocol.Response{Body: &pr.resp, Written: pr.written, Throttle: pr.throttle}
 				return
 			}
 		}

@@ -91,6 +91,9 @@ type conn struct {
 	// idle timeout, so a connection waiting on a long delayed fetch is not idle.
 	inflight     atomic.Int64
 	lastActivity atomic.Int64
+	// mutedUntil is the unix nanosecond time before which the reader reads no
+	// request (a throttled client, Response.Throttle); 0 when not muted.
+	mutedUntil atomic.Int64
 
 	// writeMu guards the buffered writer and the encode buffer, used by the writer
 	// goroutine and by the reader when it writes a ready response itself.
@@ -206,6 +209,9 @@ func (c *conn) readLoop() {
 	}
 	var sizeBuf [4]byte
 	for {
+		if until := c.mutedUntil.Load(); until != 0 && !c.waitMuted(until) {
+			return
+		}
 		deadline := time.Now().Add(c.srv.cfg.IdleTimeout)
 		if !c.ready && !c.setUp() && c.setupDeadline.Before(deadline) {
 			deadline = c.setupDeadline
@@ -318,7 +324,7 @@ func (c *conn) handle(in inbound) bool {
 		p = *in.fallback
 	} else {
 		var err error
-		p, err = c.dispatch(in.req)
+		p, err = c.dispatch(in.req, in.bytesIn)
 		if in.pooled != nil {
 			c.srv.frames.Put(in.pooled)
 		}
@@ -459,7 +465,7 @@ func safeParseRequest(frame []byte, versions versionsFunc, newRequest func(int16
 
 // dispatch calls the handler for a decoded request. A panicking handler, or one that
 // returns no channel, is logged and reported as an error (the connection closes).
-func (c *conn) dispatch(parsed parsedRequest) (p pending, err error) {
+func (c *conn) dispatch(parsed parsedRequest, size int) (p pending, err error) {
 	req := &protocol.Request{
 		Key:           parsed.key,
 		Version:       parsed.version,
@@ -469,6 +475,7 @@ func (c *conn) dispatch(parsed parsedRequest) (p pending, err error) {
 		ClientAddr:    c.remote,
 		Principal:     c.principal,
 		Listener:      c.listener.Name,
+		Size:          size,
 	}
 	// A response is flexible exactly when its request is (Kafka defines one range of
 	// flexible versions per API), except ApiVersions' header, which never is (KIP-511).
@@ -495,6 +502,24 @@ func (c *conn) dispatch(parsed parsedRequest) (p pending, err error) {
 		correlationID:  parsed.correlationID,
 		flexibleHeader: flexible,
 	}, nil
+}
+
+// waitMuted waits until a throttled connection may be read again (until, unix
+// nanoseconds); false when the connection closed meanwhile.
+func (c *conn) waitMuted(until int64) bool {
+	c.mutedUntil.CompareAndSwap(until, 0)
+	d := time.Until(time.Unix(0, until))
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-c.done:
+		return false
+	}
 }
 
 // readFull fills buf from the buffered reader.
@@ -640,6 +665,9 @@ func (c *conn) written(p *pending, resp protocol.Response, n int, err error) boo
 	c.touch()
 	if resp.Written != nil {
 		defer resp.Written()
+	}
+	if resp.Throttle > 0 {
+		c.mutedUntil.Store(time.Now().Add(resp.Throttle).UnixNano())
 	}
 	if err != nil {
 		c.logWriteError(p, err)
