@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/samsa-streaming/samsa/internal/cli"
 )
 
 // Defaults for -b, shared with the other client commands.
@@ -30,6 +33,20 @@ const (
 type common struct {
 	brokers string
 	output  string
+	sec     cli.ClientSecurity // TLS and SASL for -b / --against ADDR
+}
+
+// security returns the TLS and SASL options for a target: the null-tls target's
+// own, else the security flags' for a real cluster.
+func (c *common) security(tgt *target) ([]kgo.Opt, error) {
+	if tgt.security != nil {
+		return tgt.security, nil
+	}
+	switch tgt.name {
+	case againstNull, againstNullProcess, againstKfake:
+		return nil, nil
+	}
+	return c.sec.Opts()
 }
 
 func (c *common) validate() error {
@@ -76,6 +93,7 @@ printed to stderr every second; the summary goes to stdout (-o json for JSON).`,
 	pf := cmd.PersistentFlags()
 	pf.StringVarP(&c.brokers, "brokers", "b", brokers, "comma-separated bootstrap brokers host:port (env "+brokersEnv+")")
 	pf.StringVarP(&c.output, "output", "o", "text", "summary format: text or json")
+	c.sec.AddFlags(pf)
 	cmd.AddCommand(
 		newProduceCommand(c),
 		newConsumeCommand(c),
@@ -141,6 +159,9 @@ franz-go kfake cluster, --against ADDR (or -b) against a real cluster.`,
 			}
 			defer tgt.close()
 			cfg.brokers = tgt.brokers
+			if cfg.security, err = c.security(tgt); err != nil {
+				return err
+			}
 			res, err := runProduce(ctx, cfg, tgt.name, cmd.ErrOrStderr())
 			if err != nil && res.Records == 0 {
 				return err
@@ -152,7 +173,7 @@ franz-go kfake cluster, --against ADDR (or -b) against a real cluster.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&against, "against", "", "null | kfake | host:port[,host:port]: what to run against (default: -b)")
+	f.StringVar(&against, "against", "", "null | null-tls | null-process | kfake | host:port[,host:port]: what to run against (default: -b)")
 	f.StringVar(&cfg.topic, "topic", "bench", "topic to produce to")
 	f.Var(&recordSize, "record-size", "value size of each record")
 	f.Int64Var(&cfg.records, "records", cfg.records, "records to produce (over all producers)")
@@ -242,6 +263,9 @@ produces --records records of --record-size to read back.`,
 			}
 			defer tgt.close()
 			cfg.brokers = tgt.brokers
+			if cfg.security, err = c.security(tgt); err != nil {
+				return err
+			}
 			if !cmd.Flags().Changed("prefill") {
 				prefill = against == againstKfake
 			}
@@ -251,6 +275,7 @@ produces --records records of --record-size to read back.`,
 				}
 				pc := defaultProduceConfig()
 				pc.brokers, pc.topic, pc.recordSize, pc.records = tgt.brokers, cfg.topic, int(recordSize), cfg.records
+				pc.security = cfg.security
 				pc.partitions = max(partitions, 1)
 				if _, err := runProduce(ctx, pc, tgt.name, nil); err != nil {
 					return fmt.Errorf("prefill: %w", err)
@@ -267,7 +292,7 @@ produces --records records of --record-size to read back.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&against, "against", "", "null | kfake | host:port[,host:port]: what to run against (default: -b)")
+	f.StringVar(&against, "against", "", "null | null-tls | null-process | kfake | host:port[,host:port]: what to run against (default: -b)")
 	f.StringVar(&cfg.topic, "topic", "bench", "topic to read")
 	f.Int64Var(&cfg.records, "records", 0, "stop after this many records (0: up to the end offsets at start)")
 	f.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: no limit)")
