@@ -14,12 +14,9 @@ import (
 )
 
 // Security is what the listeners of a node need from outside the server: SCRAM
-// credentials (from the metadata image) and, for OAUTHBEARER with a JWKS, the keys.
+// credentials (from the metadata image).
 type Security struct {
-	Scram auth.ScramLookup
-	// JWKS makes the key set of a listener's sasl.oauthbearer.jwks.endpoint.url;
-	// nil refuses JWKS validation.
-	JWKS   func(config.OAuthSettings) (auth.KeySet, error)
+	Scram  auth.ScramLookup
 	Clock  clock.Clock
 	Logger *slog.Logger
 }
@@ -82,9 +79,8 @@ func saslFromConfig(cfg *config.Broker, s config.ListenerSecurity, sec Security)
 		v := &auth.OAuthValidator{Clock: sec.Clock, SubClaim: o.SubClaim, ExpectedAudience: o.ExpectedAudience,
 			ExpectedIssuer: o.ExpectedIssuer, ClockSkew: time.Duration(o.ClockSkewSeconds) * time.Second}
 		if s.SASL.UsesJWKS() {
-			if sec.JWKS == nil {
-				errs = append(errs, fmt.Errorf("%s: JWKS validation is not available", o.JWKSURL.Property))
-			} else if keys, err := sec.JWKS(o); err != nil {
+			keys, err := auth.NewJWKS(o.JWKSURL.Value, time.Duration(o.JWKSRefreshMs)*time.Millisecond, sec.Logger)
+			if err != nil {
 				errs = append(errs, fmt.Errorf("%s=%s: %w", o.JWKSURL.Property, o.JWKSURL.Value, err))
 			} else {
 				v.Keys = keys

@@ -3,17 +3,27 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
@@ -366,4 +376,78 @@ func TestMaxConnectionsStopsAccepting(t *testing.T) {
 	first.Close()
 	_ = second.SetReadDeadline(time.Now().Add(testDeadline))
 	readResponse(t, second, kmsg.NewPtrApiVersionsResponse(), 0, false)
+}
+
+// Replacing the key store file reloads the certificate without a restart.
+func TestCertificateReload(t *testing.T) {
+	ca := testutil.NewCA(t)
+	first, second := ca.Issue("broker-one"), ca.Issue("broker-two")
+	keystore := filepath.Join(t.TempDir(), "server.pem")
+	if err := os.WriteFile(keystore, append(first.KeyPEM, first.CertPEM...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := secureServer(t, []string{"listeners=SSL://127.0.0.1:0", "ssl.keystore.location=" + keystore}, nil)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	served := func() string {
+		c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].Subject.CommonName
+	}
+	if got := served(); got != "broker-one" {
+		t.Fatalf("serves %s", got)
+	}
+	if err := os.WriteFile(keystore, append(second.KeyPEM, second.CertPEM...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new certificate", func() bool { return served() == "broker-two" })
+	// A broken file keeps the certificate in use.
+	if err := os.WriteFile(keystore, []byte("not PEM"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if got := served(); got != "broker-two" {
+		t.Fatalf("after a broken key store: serves %s", got)
+	}
+}
+
+func TestOAuthBearer(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwksFile := filepath.Join(t.TempDir(), "jwks.json")
+	set, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Algorithm: "RS256", Use: "sig"}}})
+	if err := os.WriteFile(jwksFile, set, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	signed := func(sub string) string {
+		signer, _ := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key}, (&jose.SignerOptions{}).WithHeader("kid", "k1"))
+		tok, err := jwt.Signed(signer).Claims(map[string]any{"sub": sub, "exp": time.Now().Add(time.Hour).Unix(), "aud": "kafka"}).Serialize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	unsecured := func(sub string) string {
+		enc := base64.RawURLEncoding.EncodeToString
+		return enc([]byte(`{"alg":"none"}`)) + "." + enc(fmt.Appendf(nil, `{"sub":%q,"exp":%d}`, sub, time.Now().Add(time.Hour).Unix())) + "."
+	}
+	dev := secureServer(t, []string{"listeners=SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=OAUTHBEARER",
+		`listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;`}, nil)
+	if got, err := whoAmIOver(t, dev, peer.Security{SASL: oauth.Auth{Token: unsecured("dev")}.AsMechanism()}); err != nil || got != "User:dev@SASL_PLAINTEXT" {
+		t.Fatalf("unsecured token: %q %v", got, err)
+	}
+	prod := secureServer(t, []string{"listeners=SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=OAUTHBEARER",
+		"sasl.oauthbearer.jwks.endpoint.url=file://" + jwksFile, "sasl.oauthbearer.expected.audience=kafka",
+		"connections.max.reauth.ms=600000"}, nil)
+	if got, err := whoAmIOver(t, prod, peer.Security{SASL: oauth.Auth{Token: signed("svc")}.AsMechanism()}); err != nil || got != "User:svc@SASL_PLAINTEXT" {
+		t.Fatalf("signed token: %q %v", got, err)
+	}
+	if _, err := whoAmIOver(t, prod, peer.Security{SASL: oauth.Auth{Token: unsecured("svc")}.AsMechanism()}); err == nil {
+		t.Fatal("an unsecured token was accepted with a JWKS")
+	}
 }
