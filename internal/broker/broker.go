@@ -345,12 +345,21 @@ func (b *Broker) Handle(req *protocol.Request) <-chan protocol.Response {
 		// The server only passes served keys; be defensive anyway.
 		return protocol.Ready(protocol.Response{Close: true, None: true})
 	}
+	if b.quotas.Enabled() {
+		return b.handleMetered(e.fn, req)
+	}
+	return b.serve(e.fn, req)
+}
+
+// serve runs a request's handler, behind its authorization hook when there is an
+// authorizer (api_auth.go).
+func (b *Broker) serve(fn handlerFunc, req *protocol.Request) <-chan protocol.Response {
 	if b.authz != nil {
 		if hook, ok := authHooks[req.Key]; ok {
-			return b.handleAuthorized(hook, e.fn, req)
+			return b.handleAuthorized(hook, fn, req)
 		}
 	}
-	return e.fn(b, req)
+	return fn(b, req)
 }
 
 // after returns a channel closed once d has passed on the broker's clock, and a

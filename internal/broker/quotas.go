@@ -7,7 +7,9 @@ package broker
 // time has passed. CreateTopics, CreatePartitions and DeleteTopics count partitions
 // towards controller_mutation_rate: once over it, such requests are refused with
 // THROTTLING_QUOTA_EXCEEDED (KIP-599) until the rate is back under the quota.
-// request_percentage is stored and described but not enforced.
+// request_percentage counts the time a request's handler takes (not the time its
+// response takes to write, nor streamed Produce requests, which producer_byte_rate
+// covers).
 
 import (
 	"encoding/binary"
@@ -106,4 +108,32 @@ func setThrottle(resp kmsg.Response, d time.Duration) {
 	if t, ok := resp.(interface{ SetThrottle(int32) }); ok {
 		t.SetThrottle(int32(d / time.Millisecond))
 	}
+}
+
+// handleMetered serves a request and counts the time its handler took towards the
+// client's request_percentage quota (percent of one thread, as Kafka's request
+// quota); a client over it gets the throttle time on the response.
+func (b *Broker) handleMetered(fn handlerFunc, req *protocol.Request) <-chan protocol.Response {
+	start := time.Now()
+	ch := b.serve(fn, req)
+	d := b.quotas.Record(auth.RequestPercentage, req.Principal.Name, req.ClientID, time.Since(start).Seconds()*100, b.clock.Now())
+	if d <= 0 {
+		return ch
+	}
+	out := make(chan protocol.Response, 1)
+	go func() {
+		resp, ok := <-ch
+		if !ok {
+			close(out)
+			return
+		}
+		if t, ok := resp.Body.(interface{ Throttle() (int32, bool) }); ok && resp.Body != nil {
+			if current, _ := t.Throttle(); time.Duration(current)*time.Millisecond < d {
+				setThrottle(resp.Body, d)
+			}
+		}
+		resp.Throttle = max(resp.Throttle, d)
+		out <- resp
+	}()
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-streaming/samsa/internal/testutil"
 )
@@ -135,5 +136,27 @@ func TestClientQuotas(t *testing.T) {
 	// time, which franz-go waits out before it retries.
 	if n, d := adminHook.seen(); n == 0 || d <= 0 {
 		t.Fatal("creating topics over controller_mutation_rate was not throttled")
+	}
+
+	// request_percentage: the time handlers spend on a client's requests.
+	res, err = adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id", Name: kadm.StringPtr("busy")}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "request_percentage", Value: 0.001}},
+	}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("set request_percentage: %v %v", err, res)
+	}
+	busyHook := &throttleHook{}
+	busy := newClient(t, b, kgo.ClientID("busy"), kgo.WithHooks(busyHook))
+	for i := 0; i < 200; i++ {
+		if n, _ := busyHook.seen(); n > 0 {
+			break
+		}
+		if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, busy); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := busyHook.seen(); n == 0 {
+		t.Fatal("200 Metadata requests over request_percentage=0.001 were not throttled")
 	}
 }
