@@ -20,6 +20,7 @@ import (
 	"github.com/samsa-streaming/samsa/internal/peer"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/replica"
+	"github.com/samsa-streaming/samsa/internal/share"
 	"github.com/samsa-streaming/samsa/internal/storage"
 )
 
@@ -77,6 +78,14 @@ type Broker struct {
 	producers      producerIDs
 	lifecycle      lifecycle
 	imageWatch     imageWatch
+
+	// Issue 14: the topics the group coordinator assigns, incremental fetch sessions,
+	// share groups' partition state and share sessions.
+	groupTops         groupTopics
+	fetchSessions     fetchSessions
+	shares            *share.Manager
+	shareState        *shareStateLog
+	shareSessionCache shareSessions
 
 	// reconcileMu serialises applying metadata images to local partitions.
 	reconcileMu sync.Mutex
@@ -138,6 +147,7 @@ func New(o Options) (*Broker, error) {
 		return nil, err
 	}
 	b.producers.broker = b
+	b.fetchSessions.init(int(cfg.MaxIncrementalFetchSessionCacheSlots))
 	b.lifecycle.init()
 	b.fetchers = b.newFetchers()
 	b.isrWake = make(chan struct{}, 1)
@@ -151,6 +161,13 @@ func New(o Options) (*Broker, error) {
 			return ok && partition >= 0 && int(partition) < len(t.Partitions)
 		},
 		OnRebalance: o.Metrics.Rebalance,
+		Topics:      func() *group.Topics { return b.groupTops.get(b.image()) },
+	})
+	b.shareState = &shareStateLog{b: b}
+	b.shares = share.NewManager(share.Options{
+		Store: b.shareState, Clock: o.Clock, Logger: o.Logger.With("component", "share"),
+		Config: b.shareConfig, InitialOffset: b.shareInitialOffset,
+		WriteTimeout: time.Duration(cfg.OffsetsCommitTimeoutMs) * time.Millisecond,
 	})
 	return b, nil
 }
@@ -303,6 +320,7 @@ func (b *Broker) Close() error {
 	b.wg.Wait()
 	b.fetchers.Close()
 	b.groups.Close()
+	b.shares.Close()
 	b.channel.Close()
 	var errs []error
 	if b.controller != nil {

@@ -1,6 +1,6 @@
 package broker
 
-// Fetch (key 1), versions 4–16.
+// Fetch (key 1), versions 4–18 (v17 and v18 add only follower fields).
 //
 // Reads whole batches from each partition's log up to the high watermark (the last
 // stable offset for read_committed, which equals it until transactions exist), within
@@ -13,8 +13,9 @@ package broker
 // available the request waits, woken whenever a requested partition's high watermark
 // moves, until enough data arrives or max.wait.ms passes.
 //
-// Fetch sessions (KIP-227) are declined: the response's session id is always 0, so
-// clients send full fetch requests, which Kafka permits.
+// Incremental fetch sessions (KIP-227) are resolved in fetch_session.go: an
+// incremental request is turned into the session's full partition list before
+// anything is read, and the response keeps only partitions with something new.
 
 import (
 	"sync"
@@ -31,18 +32,21 @@ import (
 )
 
 func init() {
-	register(kmsg.Fetch, 4, 16, (*Broker).handleFetch)
+	register(kmsg.Fetch, 4, 18, (*Broker).handleFetch)
 	fetchStates.New = newFetchState
 }
 
 func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
-	r := req.Body.(*kmsg.FetchRequest)
+	r, session, code := b.fetchSessions.begin(req.Body.(*kmsg.FetchRequest), b.clock.Now())
+	if code != 0 {
+		return protocol.Ready(fetchSessionError(req.Body.(*kmsg.FetchRequest), code))
+	}
 	replicaID := r.ReplicaID
 	if r.Version >= 15 {
 		replicaID = r.ReplicaState.ID
 	}
 	st := fetchStates.Get().(*fetchState)
-	st.replicaID, st.req = replicaID, req
+	st.replicaID, st.session, st.req = replicaID, session, req
 	b.authorizeFetch(req, r, st)
 	total, failed := b.readFetch(r, st)
 	if failed || total >= int64(r.MinBytes) || r.MaxWaitMillis <= 0 || len(st.parts) == 0 {
@@ -91,6 +95,7 @@ type fetchState struct {
 	ranges    []storage.FileRange
 	w         chunkWriter
 	written   func() // release, made once per pooled state (a method value allocates)
+	session   fetchSessionUse
 }
 
 // fetchStates holds idle fetchStates (New is set in init: release puts back).
@@ -106,11 +111,14 @@ func newFetchState() any {
 func (st *fetchState) release() {
 	clear(st.parts)
 	clear(st.ranges) // they hold *os.File
+	st.session, st.req = fetchSessionUse{}, nil
 	fetchStates.Put(st)
 }
 
 // fetchResponse encodes the final response and records its metrics.
 func (b *Broker) fetchResponse(r *kmsg.FetchRequest, st *fetchState) protocol.Response {
+	var sessionID int32
+	st.topics, sessionID = st.session.finish(st.topics)
 	for _, t := range st.topics {
 		for _, p := range t.partitions {
 			if p.errorCode != 0 {
@@ -121,7 +129,7 @@ func (b *Broker) fetchResponse(r *kmsg.FetchRequest, st *fetchState) protocol.Re
 		}
 	}
 	st.w.reset()
-	chunks := st.w.fetchResponse(r.Version, 0, r.IsolationLevel == 1, st.topics)
+	chunks := st.w.fetchResponse(r.Version, 0, sessionID, r.IsolationLevel == 1, st.topics)
 	resp := protocol.Response{Chunks: chunks, Written: st.written}
 	if b.quotas.Enabled() && st.replicaID < 0 {
 		b.throttleFetch(st.req, &resp)

@@ -1,6 +1,7 @@
 package broker
 
-// Produce (key 0), versions 3–11.
+// Produce (key 0), versions 3–12 (v12, KIP-890, has v11's schema; v13, topics by id,
+// is not served).
 //
 // Each partition's records must be exactly one magic-v2 record batch (Kafka's rule for
 // v3+). The batch is validated in one pass (size, CRC-32C, header fields; compressed
@@ -38,6 +39,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-streaming/samsa/internal/auth"
+	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/record"
 	"github.com/samsa-streaming/samsa/internal/replica"
@@ -45,7 +47,7 @@ import (
 )
 
 func init() {
-	register(kmsg.Produce, 3, 11, (*Broker).handleProduce)
+	register(kmsg.Produce, 3, 13, (*Broker).handleProduce)
 	produceRequests.New = newProduceRequest
 }
 
@@ -66,7 +68,7 @@ func (b *Broker) handleProduce(req *protocol.Request) <-chan protocol.Response {
 	})
 	for i := range r.Topics {
 		rt := &r.Topics[i]
-		pr.Topic(rt.Topic, len(rt.Partitions))
+		pr.Topic(rt.Topic, rt.TopicID, len(rt.Partitions))
 		for j := range rt.Partitions {
 			pr.Partition(rt.Partitions[j].Partition, rt.Partitions[j].Records)
 		}
@@ -94,11 +96,13 @@ type produceRequest struct {
 	resp    kmsg.ProduceResponse
 	pending []pendingAck
 	failed  bool
-	// Authorization (authorize.go): the request's principal, and whether the
-	// current topic (or the transactional id) may not be written.
+	// topicErr answers every partition of the current topic (an unknown topic id,
+	// a topic or transactional id the principal may not write).
+	topicErr error
+	// Authorization (authorize.go): the request's principal, and the answer to
+	// every partition when its transactional id may not write (nil if it may).
 	who    protocol.Request
-	denied int16 // the error code of every partition of the current topic, 0 if allowed
-	txnErr int16 // the error code of every partition, 0 if the transactional id may write
+	txnErr error
 	// throttle is how long the client must wait for its producer_byte_rate quota.
 	throttle time.Duration
 }
@@ -130,7 +134,7 @@ func (b *Broker) StartProduce(req *protocol.Request, h protocol.ProduceHeader) p
 	pr.resp.SetVersion(req.Version)
 	pr.b, pr.version, pr.acks, pr.timeout, pr.now = b, req.Version, h.Acks, h.TimeoutMillis, b.clock.Now()
 	pr.pending, pr.failed = pr.pending[:0], false
-	pr.txnErr, pr.denied, pr.throttle = 0, 0, 0
+	pr.txnErr, pr.throttle = nil, 0
 	if b.quotas.Enabled() {
 		pr.throttle = b.quotas.Record(auth.ProducerByteRate, req.Principal.Name, req.ClientID, float64(req.Size), pr.now)
 		pr.resp.ThrottleMillis = int32(pr.throttle / time.Millisecond)
@@ -138,14 +142,23 @@ func (b *Broker) StartProduce(req *protocol.Request, h protocol.ProduceHeader) p
 	if b.authz != nil {
 		pr.who = protocol.Request{Key: req.Key, Principal: req.Principal, ClientAddr: req.ClientAddr}
 		if h.TransactionalID != nil && !b.authorize(&pr.who, auth.OpWrite, auth.ResourceTransactionalID, *h.TransactionalID) {
-			pr.txnErr = kerr.TransactionalIDAuthorizationFailed.Code
+			pr.txnErr = kerr.TransactionalIDAuthorizationFailed
 		}
 	}
 	return pr
 }
 
-// Topic implements protocol.ProduceStream.
-func (pr *produceRequest) Topic(name string, partitions int) {
+// Topic implements protocol.ProduceStream. A topic named by id (v13) is looked up in
+// the metadata image; an id it does not hold is UNKNOWN_TOPIC_ID for each partition.
+func (pr *produceRequest) Topic(name string, id [16]byte, partitions int) {
+	pr.topicErr = nil
+	if pr.version >= 13 {
+		if t, ok := pr.b.image().TopicByID(metadata.TopicID(id)); ok {
+			name = t.Name
+		} else {
+			pr.topicErr = kerr.UnknownTopicID
+		}
+	}
 	n := len(pr.resp.Topics)
 	if n < cap(pr.resp.Topics) {
 		pr.resp.Topics = pr.resp.Topics[:n+1]
@@ -158,10 +171,12 @@ func (pr *produceRequest) Topic(name string, partitions int) {
 		parts = make([]kmsg.ProduceResponseTopicPartition, 0, partitions)
 	}
 	*t = kmsg.NewProduceResponseTopic()
-	t.Topic, t.Partitions = name, parts
-	pr.denied = pr.txnErr
-	if pr.b.authz != nil && pr.denied == 0 && !pr.b.authorize(&pr.who, auth.OpWrite, auth.ResourceTopic, name) {
-		pr.denied = kerr.TopicAuthorizationFailed.Code
+	t.Topic, t.TopicID, t.Partitions = name, id, parts
+	if pr.topicErr == nil && pr.b.authz != nil {
+		pr.topicErr = pr.txnErr
+		if pr.topicErr == nil && !pr.b.authorize(&pr.who, auth.OpWrite, auth.ResourceTopic, name) {
+			pr.topicErr = kerr.TopicAuthorizationFailed
+		}
 	}
 }
 
@@ -173,11 +188,12 @@ func (pr *produceRequest) Partition(partition int32, records []byte) {
 	sp := &t.Partitions[len(t.Partitions)-1]
 	sp.Partition, sp.BaseOffset, sp.LogAppendTime = partition, -1, -1
 	b := pr.b
-	if pr.denied != 0 {
-		pr.failed, sp.ErrorCode = true, pr.denied
-		return
+	var p *replica.Partition
+	var info storage.AppendInfo
+	err := pr.topicErr
+	if err == nil {
+		p, info, err = b.produceOne(t.Topic, partition, records, pr.acks, pr.now, sp)
 	}
-	p, info, err := b.produceOne(t.Topic, partition, records, pr.acks, pr.now, sp)
 	if err != nil {
 		pr.failed = true
 		sp.ErrorCode = errorCode(err)
