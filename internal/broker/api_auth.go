@@ -114,11 +114,15 @@ func (b *Broker) authorizeOffsetCommit(req *protocol.Request) (kmsg.Response, *p
 	keep.Topics = nil
 	var refused []kmsg.OffsetCommitResponseTopic
 	for _, t := range r.Topics {
+		name := t.Topic
+		if name == "" { // v10 names topics by id
+			name = b.topicName(t.TopicID)
+		}
 		code := int16(0)
 		switch {
 		case !groupOK:
 			code = kerr.GroupAuthorizationFailed.Code
-		case !b.authorize(req, auth.OpRead, auth.ResourceTopic, t.Topic):
+		case name != "" && !b.authorize(req, auth.OpRead, auth.ResourceTopic, name):
 			code = kerr.TopicAuthorizationFailed.Code
 		}
 		if code == 0 {
@@ -189,7 +193,11 @@ func (b *Broker) authorizeOffsetFetch(req *protocol.Request) (kmsg.Response, *pr
 			}
 			kept := g.Topics[:0]
 			for _, t := range g.Topics {
-				if describe(t.Topic) {
+				name := t.Topic
+				if name == "" { // v10 names topics by id
+					name = b.topicName(t.TopicID)
+				}
+				if name == "" || describe(name) {
 					kept = append(kept, t)
 					continue
 				}

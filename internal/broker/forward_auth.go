@@ -9,7 +9,7 @@ package broker
 //	                         (configs in the answer need DESCRIBE_CONFIGS on the topic)
 //	DeleteTopics             DELETE on each topic
 //	CreatePartitions         ALTER on each topic
-//	AlterConfigs,            ALTER_CONFIGS on each topic; on the cluster for brokers
+//	AlterConfigs,            ALTER_CONFIGS on each topic or group; on the cluster for brokers
 //	IncrementalAlterConfigs
 //	ElectLeaders,            ALTER on the cluster
 //	AlterPartitionAssignments
@@ -131,6 +131,10 @@ func (b *Broker) configAuthError(req *protocol.Request, rt kmsg.ConfigResourceTy
 	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
 		if !b.authorizeCluster(req, op) {
 			return kerr.ClusterAuthorizationFailed.Code
+		}
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if !b.authorize(req, op, auth.ResourceGroup, name) {
+			return kerr.GroupAuthorizationFailed.Code
 		}
 	}
 	return 0

@@ -220,7 +220,7 @@ func TestAuthorizationAndPersistence(t *testing.T) {
 	more := []*kadm.ACLBuilder{
 		kadm.NewACLs().Allow("User:alice").Topics("logs-").Operations(kadm.OpAll).ResourcePatternType(kadm.ACLPatternPrefixed),
 		kadm.NewACLs().Deny("User:alice").Topics("logs-deny").Operations(kadm.OpWrite).ResourcePatternType(kadm.ACLPatternLiteral),
-		kadm.NewACLs().Allow("User:alice").Groups("g1").Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral),
+		kadm.NewACLs().Allow("User:alice").Groups("g1", "k848", "sg-ok").Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral),
 		kadm.NewACLs().Allow(frank).Topics("orders").Operations(kadm.OpWrite).ResourcePatternType(kadm.ACLPatternLiteral),
 	}
 	for _, b := range more {
@@ -236,6 +236,18 @@ func TestAuthorizationAndPersistence(t *testing.T) {
 		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: quota}},
 	}}); err != nil {
 		t.Fatal(err)
+	}
+
+	// Share group sg-ok starts at the earliest offset (the admin may alter group configs).
+	shareCfg := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "sg-ok"
+	cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	cfg.Name, cfg.Value = "share.auto.offset.reset", kmsg.StringPtr("earliest")
+	res.Configs = append(res.Configs, cfg)
+	shareCfg.Resources = append(shareCfg.Resources, res)
+	if resp, err := shareCfg.RequestWith(ctx, adminClient); err != nil || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("share group config: %+v, %v", resp, err)
 	}
 
 	check := func(t *testing.T) {
@@ -277,6 +289,39 @@ func TestAuthorizationAndPersistence(t *testing.T) {
 		if !errors.Is(err, kerr.GroupAuthorizationFailed) {
 			t.Fatalf("offsets of g2: %v", err)
 		}
+		// KIP-848 and share groups: READ on the group.
+		for _, tc := range []struct {
+			name  string
+			opts  []kgo.Opt
+			allow bool
+		}{
+			{"KIP-848 group k848", []kgo.Opt{kgo.ConsumerGroup("k848"), kgo.ServerSideBalancer()}, true},
+			{"KIP-848 group k849", []kgo.Opt{kgo.ConsumerGroup("k849"), kgo.ServerSideBalancer()}, false},
+			{"share group sg-ok", []kgo.Opt{kgo.ShareGroup("sg-ok")}, true},
+			{"share group sg-no", []kgo.Opt{kgo.ShareGroup("sg-no")}, false},
+		} {
+			c := secureClient(t, sb.SASLPlaintext, nil, plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism(),
+				append(tc.opts, kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))...)
+			gctx := ctxT(t, 20*time.Second)
+			var got int
+			var gerr error
+			for got == 0 && gerr == nil && gctx.Err() == nil {
+				fs := c.PollRecords(gctx, 10)
+				got = fs.NumRecords()
+				fs.EachError(func(_ string, _ int32, err error) {
+					if !errors.Is(err, context.DeadlineExceeded) {
+						gerr = err
+					}
+				})
+			}
+			switch {
+			case tc.allow && got == 0:
+				t.Errorf("%s: no records (%v)", tc.name, gerr)
+			case !tc.allow && !errors.Is(gerr, kerr.GroupAuthorizationFailed):
+				t.Errorf("%s: %d records, error %v; want GROUP_AUTHORIZATION_FAILED", tc.name, got, gerr)
+			}
+			c.Close()
+		}
 		// Admin APIs need the cluster.
 		describe := kmsg.NewPtrDescribeACLsRequest()
 		describe.ResourceType, describe.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
@@ -310,8 +355,8 @@ func TestAuthorizationAndPersistence(t *testing.T) {
 		for _, r := range described.Resources {
 			n += len(r.ACLs)
 		}
-		if n != 6 {
-			t.Fatalf("%d ACLs described, want 6: %+v", n, described.Resources)
+		if n != 8 {
+			t.Fatalf("%d ACLs described, want 8: %+v", n, described.Resources)
 		}
 		users, err := admin.DescribeUserSCRAMs(actx, "dave")
 		if err != nil || len(users["dave"].CredInfos) != 1 || users["dave"].CredInfos[0].Iterations != 8192 {
