@@ -355,4 +355,3 @@ func newACLDeleteCmd(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&all, "all", false, "delete every ACL")
 	return cmd
 }
-

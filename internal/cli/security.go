@@ -230,4 +230,3 @@ func (s *ClientSecurity) saslMechanism() (sasl.Mechanism, error) {
 	}
 	return nil, usagef("--sasl-mechanism %s: use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", s.mechanism)
 }
-
