@@ -105,27 +105,16 @@ func (q *Quotas) lookup(kind, user, clientID string) (limit float64, key string,
 // usage of kind by user and client id at now, and returns how long the client must
 // wait: 0 when it is within its quota or has none.
 func (q *Quotas) Record(kind, user, clientID string, value float64, now time.Time) time.Duration {
-	if !q.configured.Load() {
-		return 0
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	limit, key, ok := q.lookup(kind, user, clientID)
-	if !ok {
-		return 0
-	}
-	r := q.mu.rates[key]
-	if r == nil {
-		r = newRate(q.samples, q.window, now)
-		q.mu.rates[key] = r
-	}
-	r.record(value, now)
-	return r.throttle(limit, now)
+	return q.throttle(kind, user, clientID, value, true, now)
 }
 
 // Throttle returns how long a client over its quota of kind must still wait,
 // without recording anything (controller_mutation_rate checks before a request).
 func (q *Quotas) Throttle(kind, user, clientID string, now time.Time) time.Duration {
+	return q.throttle(kind, user, clientID, 0, false, now)
+}
+
+func (q *Quotas) throttle(kind, user, clientID string, value float64, record bool, now time.Time) time.Duration {
 	if !q.configured.Load() {
 		return 0
 	}
@@ -136,8 +125,15 @@ func (q *Quotas) Throttle(kind, user, clientID string, now time.Time) time.Durat
 		return 0
 	}
 	r := q.mu.rates[key]
-	if r == nil {
+	switch {
+	case r == nil && !record:
 		return 0
+	case r == nil:
+		r = newRate(q.samples, q.window, now)
+		q.mu.rates[key] = r
+	}
+	if record {
+		r.record(value, now)
 	}
 	return r.throttle(limit, now)
 }

@@ -240,19 +240,26 @@ func ClientTLS(t *config.TLSSettings, logger *slog.Logger) (*tls.Config, error) 
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return ks.Certificate(), nil },
 	}
 	if !t.EndpointIdentification {
-		// Verify the chain, not the name.
-		cfg.InsecureSkipVerify = true
-		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("the server sent no certificate")
-			}
-			opts := x509.VerifyOptions{Roots: pool, Intermediates: x509.NewCertPool()}
-			for _, c := range cs.PeerCertificates[1:] {
-				opts.Intermediates.AddCert(c)
-			}
-			_, err := cs.PeerCertificates[0].Verify(opts)
-			return err
-		}
+		VerifyChainOnly(cfg)
 	}
 	return cfg, nil
+}
+
+// VerifyChainOnly makes a client config check the server's certificate chain
+// against cfg.RootCAs (the system's when nil) but not the name it carries, as
+// ssl.endpoint.identification.algorithm="" does.
+func VerifyChainOnly(cfg *tls.Config) {
+	pool := cfg.RootCAs
+	cfg.InsecureSkipVerify = true // the chain is verified below
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("the server sent no certificate")
+		}
+		opts := x509.VerifyOptions{Roots: pool, Intermediates: x509.NewCertPool()}
+		for _, c := range cs.PeerCertificates[1:] {
+			opts.Intermediates.AddCert(c)
+		}
+		_, err := cs.PeerCertificates[0].Verify(opts)
+		return err
+	}
 }

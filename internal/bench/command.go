@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -319,6 +320,7 @@ func printConsume(w io.Writer, format string, r ConsumeResult) error {
 
 func newNullBrokerCommand() *cobra.Command {
 	cfg := NullBrokerConfig{Listen: "127.0.0.1:9099"}
+	var keystore string
 	recordSize := byteSize(1024)
 	batchBytes := byteSize(64 << 10)
 	cmd := &cobra.Command{
@@ -334,6 +336,13 @@ can read forever). It runs until interrupted.`,
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
 			cfg.RecordSize, cfg.BatchBytes = int(recordSize), int(batchBytes)
+			if keystore != "" {
+				cert, err := tls.LoadX509KeyPair(keystore, keystore)
+				if err != nil {
+					return fmt.Errorf("%w: --tls-keystore: %v", ErrBadFlag, err)
+				}
+				cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+			}
 			nb, err := StartNullBroker(cfg)
 			if err != nil {
 				return err
@@ -348,6 +357,7 @@ can read forever). It runs until interrupted.`,
 	f.Int32Var(&cfg.Partitions, "partitions", 1, "partitions of topics created by Metadata or CreateTopics(-1)")
 	f.Var(&recordSize, "record-size", "record value size in the canned fetch batch")
 	f.Var(&batchBytes, "batch-bytes", "size of the canned fetch batch")
+	f.StringVar(&keystore, "tls-keystore", "", "PEM file with a private key and certificate: listen with TLS (the client's TLS ceiling)")
 	return cmd
 }
 

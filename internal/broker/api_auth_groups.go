@@ -145,22 +145,18 @@ func (b *Broker) authorizeShareFetch(req *protocol.Request) (kmsg.Response, *pro
 		return resp, nil, nil
 	}
 	keep := *r
-	keep.Topics = nil
 	var refused []kmsg.ShareFetchResponseTopic
-	for _, t := range r.Topics {
-		if b.readable(req, t.TopicID) {
-			keep.Topics = append(keep.Topics, t)
-			continue
-		}
-		rt := kmsg.NewShareFetchResponseTopic()
-		rt.TopicID = t.TopicID
-		for _, p := range t.Partitions {
-			rp := kmsg.NewShareFetchResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		refused = append(refused, rt)
-	}
+	keep.Topics, refused = splitTopics(r.Topics, func(t kmsg.ShareFetchRequestTopic) bool { return b.readable(req, t.TopicID) },
+		func(t kmsg.ShareFetchRequestTopic) kmsg.ShareFetchResponseTopic {
+			rt := kmsg.NewShareFetchResponseTopic()
+			rt.TopicID = t.TopicID
+			for _, p := range t.Partitions {
+				rp := kmsg.NewShareFetchResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			return rt
+		})
 	if len(refused) == 0 {
 		return nil, req, nil
 	}
@@ -178,22 +174,18 @@ func (b *Broker) authorizeShareAcknowledge(req *protocol.Request) (kmsg.Response
 		return resp, nil, nil
 	}
 	keep := *r
-	keep.Topics = nil
 	var refused []kmsg.ShareAcknowledgeResponseTopic
-	for _, t := range r.Topics {
-		if b.readable(req, t.TopicID) {
-			keep.Topics = append(keep.Topics, t)
-			continue
-		}
-		rt := kmsg.NewShareAcknowledgeResponseTopic()
-		rt.TopicID = t.TopicID
-		for _, p := range t.Partitions {
-			rp := kmsg.NewShareAcknowledgeResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		refused = append(refused, rt)
-	}
+	keep.Topics, refused = splitTopics(r.Topics, func(t kmsg.ShareAcknowledgeRequestTopic) bool { return b.readable(req, t.TopicID) },
+		func(t kmsg.ShareAcknowledgeRequestTopic) kmsg.ShareAcknowledgeResponseTopic {
+			rt := kmsg.NewShareAcknowledgeResponseTopic()
+			rt.TopicID = t.TopicID
+			for _, p := range t.Partitions {
+				rp := kmsg.NewShareAcknowledgeResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			return rt
+		})
 	if len(refused) == 0 {
 		return nil, req, nil
 	}
@@ -201,6 +193,18 @@ func (b *Broker) authorizeShareAcknowledge(req *protocol.Request) (kmsg.Response
 		out := resp.(*kmsg.ShareAcknowledgeResponse)
 		out.Topics = append(out.Topics, refused...)
 	}
+}
+
+// splitTopics keeps the items a request may use and makes the answers of the others.
+func splitTopics[T, R any](items []T, allowed func(T) bool, refuse func(T) R) (keep []T, refused []R) {
+	for _, it := range items {
+		if allowed(it) {
+			keep = append(keep, it)
+		} else {
+			refused = append(refused, refuse(it))
+		}
+	}
+	return keep, refused
 }
 
 func (b *Broker) authorizeDescribeShareGroupOffsets(req *protocol.Request) (kmsg.Response, *protocol.Request, func(kmsg.Response)) {

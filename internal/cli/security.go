@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
 	"os"
 	"strings"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/config"
 )
 
@@ -176,19 +176,7 @@ func (s *ClientSecurity) tlsConfig() (*tls.Config, error) {
 	}
 	switch s.tlsServerName {
 	case "\x00skip":
-		pool := cfg.RootCAs
-		cfg.InsecureSkipVerify = true // the chain is still verified below, not the name
-		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("the broker sent no certificate")
-			}
-			opts := x509.VerifyOptions{Roots: pool, Intermediates: x509.NewCertPool()}
-			for _, c := range cs.PeerCertificates[1:] {
-				opts.Intermediates.AddCert(c)
-			}
-			_, err := cs.PeerCertificates[0].Verify(opts)
-			return err
-		}
+		auth.VerifyChainOnly(cfg)
 	case "":
 	default:
 		cfg.ServerName = s.tlsServerName

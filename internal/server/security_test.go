@@ -283,14 +283,15 @@ func TestSASLRefusesBadInput(t *testing.T) {
 // Many failed logins in parallel are each answered and closed; the server goes on.
 func TestManyFailedLogins(t *testing.T) {
 	addr := secureServer(t, saslListener(), nil)
-	errs := make(chan error, 200)
-	for i := range 200 {
+	const attempts = 1000
+	errs := make(chan error, attempts)
+	for i := range attempts {
 		go func() {
 			_, err := whoAmIOver(t, addr, peer.Security{SASL: scram.Auth{User: "carol", Pass: "guess" + string(rune('a'+i%26))}.AsSha256Mechanism()})
 			errs <- err
 		}()
 	}
-	for range 200 {
+	for range attempts {
 		if err := <-errs; err == nil || !strings.Contains(err.Error(), "SASL_AUTHENTICATION_FAILED") {
 			t.Fatalf("failed login: %v", err)
 		}

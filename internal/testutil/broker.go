@@ -127,10 +127,22 @@ func StartBrokerArgs(t testing.TB, args []string, overrides ...string) *Broker {
 		t:         t,
 		bin:       SamsaBinary(t),
 	}
+	b.startOnFreePort(t, nil)
+	return b
+}
+
+// startOnFreePort starts b on a free port for its PLAINTEXT listener (prepare, if
+// set, adjusts b once b.Addr is chosen), retrying when another test took the port, and
+// stops it when the test ends.
+func (b *Broker) startOnFreePort(t testing.TB, prepare func()) {
+	t.Helper()
 	// FreePort's port can be taken by another test between the check and the bind:
 	// try a few ports before giving up.
 	for attempt := 1; ; attempt++ {
 		b.Addr = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+		if prepare != nil {
+			prepare()
+		}
 		err := b.tryStart()
 		if err == nil {
 			break
@@ -145,7 +157,6 @@ func StartBrokerArgs(t testing.TB, args []string, overrides ...string) *Broker {
 			t.Errorf("the broker reported a data race:\n%s", log)
 		}
 	})
-	return b
 }
 
 func (b *Broker) args() []string {

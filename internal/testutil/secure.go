@@ -64,22 +64,8 @@ func StartSecureBroker(t testing.TB, o SecureOptions) *SecureBroker {
 		"connection.failed.authentication.delay.ms=10",
 	}, o.Overrides...)
 	b := &Broker{Dir: t.TempDir(), Args: args, t: t, bin: SamsaBinary(t)}
-	for attempt := 1; ; attempt++ {
-		b.Addr = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	b.startOnFreePort(t, func() {
 		b.Overrides = append([]string{"listeners=PLAINTEXT://" + b.Addr + "," + listeners}, overrides...)
-		err := b.tryStart()
-		if err == nil {
-			break
-		}
-		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		b.Stop()
-		if log := b.Log(); strings.Contains(log, "WARNING: DATA RACE") {
-			t.Errorf("the broker reported a data race:\n%s", log)
-		}
 	})
 	return &SecureBroker{Broker: b, Plaintext: b.Addr, SASLPlaintext: addr(ports[0]), SSL: addr(ports[1]), SASLSSL: addr(ports[2]), CA: ca, Server: server}
 }
