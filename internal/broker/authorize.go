@@ -70,10 +70,17 @@ func (b *Broker) authorizedOperations(req *protocol.Request, requested bool, rt 
 }
 
 // allOperations is the field when everything is allowed (no authorizer).
-func allOperations(rt auth.ResourceType) int32 {
+func allOperations(rt auth.ResourceType) int32 { return everything[rt] }
+
+// everything is every resource type's operations, all allowed.
+var everything = func() map[auth.ResourceType]int32 {
 	a := auth.NewAuthorizer(auth.AuthorizerOptions{AllowEveryoneIfNoACLFound: true})
-	return a.AuthorizedOperations(auth.Anonymous, "", rt, "")
-}
+	m := map[auth.ResourceType]int32{}
+	for _, rt := range []auth.ResourceType{auth.ResourceTopic, auth.ResourceGroup, auth.ResourceCluster} {
+		m[rt] = a.AuthorizedOperations(auth.Anonymous, "", rt, "")
+	}
+	return m
+}()
 
 // topicAuthError is TOPIC_AUTHORIZATION_FAILED when the request may not perform op
 // on topic, else nil.

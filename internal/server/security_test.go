@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -280,13 +281,17 @@ func TestSASLRefusesBadInput(t *testing.T) {
 	}
 }
 
-// Many failed logins in parallel are each answered and closed; the server goes on.
+// Many failed logins, fifty at a time, are each answered and closed; the server goes
+// on serving.
 func TestManyFailedLogins(t *testing.T) {
-	addr := secureServer(t, saslListener(), nil)
-	const attempts = 1000
+	addr := secureServer(t, saslListener(), func(c *Config) { c.Logger = slog.New(slog.DiscardHandler) })
+	const attempts, parallel = 1000, 50
 	errs := make(chan error, attempts)
+	slots := make(chan struct{}, parallel)
 	for i := range attempts {
+		slots <- struct{}{}
 		go func() {
+			defer func() { <-slots }()
 			_, err := whoAmIOver(t, addr, peer.Security{SASL: scram.Auth{User: "carol", Pass: "guess" + string(rune('a'+i%26))}.AsSha256Mechanism()})
 			errs <- err
 		}()
@@ -450,5 +455,40 @@ func TestOAuthBearer(t *testing.T) {
 	}
 	if _, err := whoAmIOver(t, prod, peer.Security{SASL: oauth.Auth{Token: unsecured("svc")}.AsMechanism()}); err == nil {
 		t.Fatal("an unsecured token was accepted with a JWKS")
+	}
+}
+
+// A key or trust store that cannot be read, or mapping rules that do not parse, stop
+// the start with a message naming the property.
+func TestConfigListenersNameTheProperty(t *testing.T) {
+	ca := testutil.NewCA(t)
+	good := ca.Issue("broker")
+	cfg, err := config.Load("", []string{
+		"listeners=SSL://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+		"listener.security.protocol.map=SSL:SSL,INTERNAL:SSL,CONTROLLER:PLAINTEXT",
+		"ssl.keystore.location=/nonexistent/server.pem",
+		"listener.name.internal.ssl.keystore.location=" + good.KeyStore,
+		"listener.name.internal.ssl.truststore.location=/nonexistent/ca.pem",
+		"listener.name.internal.ssl.client.auth=required",
+		"listener.name.internal.ssl.principal.mapping.rules=RULE:(/x/",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ConfigListeners(cfg, cfg.ClientListeners(), Security{Logger: testLogger(t)})
+	for _, want := range []string{"ssl.keystore.location=/nonexistent/server.pem", "listener.name.internal.ssl.truststore.location=/nonexistent/ca.pem",
+		"listener.name.internal.ssl.principal.mapping.rules"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ConfigListeners = %v, want it to name %s", err, want)
+		}
+	}
+	// Inline PEM works as well as a file.
+	inline, err := config.Load("", []string{"listeners=SSL://127.0.0.1:0",
+		"ssl.keystore.key=" + string(good.KeyPEM), "ssl.keystore.certificate.chain=" + string(good.CertPEM)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ConfigListeners(inline, inline.ClientListeners(), Security{Logger: testLogger(t)}); err != nil {
+		t.Fatalf("inline key store: %v", err)
 	}
 }
