@@ -73,6 +73,7 @@ type Broker struct {
 	quotas *auth.Quotas
 	// bootstrapScram goes to the controller (Options.BootstrapScram).
 	bootstrapScram []controller.BootstrapScram
+	shareReads     bufpool.Pool  // share-group acquisitions read the log through these
 	isrWake        chan struct{} // nudges the ISR loop
 	groups         *group.Coordinator
 	producers      producerIDs

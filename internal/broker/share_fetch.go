@@ -191,11 +191,16 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, member string, m
 		return out
 	}
 	now := b.clock.Now()
+	buf := b.shareReads.Get(shareFirstRead)
+	defer func() { b.shareReads.Put(buf) }()
 	err = b.shares.Do(ctx, k, func(sp *share.Partition) error {
 		sp.AdvanceStart(p.Log.LogStartOffset())
 		hw := p.HighWatermark()
-		// Read a chunk at a time, so that acquiring a few hundred records does not
-		// read everything up to the high watermark.
+		// Read about as much as the records still wanted take (from the size of the
+		// records read so far), so that acquiring a few hundred records reads neither
+		// everything up to the high watermark nor a fixed large chunk.
+		chunk := shareFirstRead
+		var ranges [][2]int64
 		for taken := 0; taken < maxRecords && maxBytes > 0; {
 			from, ok := sp.NextFetchOffset()
 			if !ok {
@@ -205,7 +210,11 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, member string, m
 			if from >= hw {
 				return nil
 			}
-			data, err := p.Log.ReadBytes(from, min(maxBytes, shareReadChunk), hw)
+			if chunk > len(*buf) {
+				b.shareReads.Put(buf)
+				buf = b.shareReads.Get(chunk)
+			}
+			data, err := p.Log.ReadBytesInto(*buf, from, min(maxBytes, chunk), hw)
 			if err != nil {
 				return err
 			}
@@ -213,7 +222,7 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, member string, m
 			if err != nil || len(raw) == 0 {
 				return err
 			}
-			ranges := make([][2]int64, 0, len(raw))
+			ranges = ranges[:0]
 			for _, bt := range raw {
 				h, err := record.ParseHeader(bt)
 				if err != nil {
@@ -236,6 +245,8 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, member string, m
 				taken += int(r.Last - r.First + 1)
 			}
 			out.runs = append(out.runs, runs...)
+			perRecord := len(data) / max(int(ranges[len(ranges)-1][1]-ranges[0][0]+1), 1)
+			chunk = min(max((maxRecords-taken)*perRecord, shareMinRead), shareMaxRead)
 		}
 		return nil
 	})
@@ -245,8 +256,14 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, member string, m
 	return out
 }
 
-// shareReadChunk is how much of a partition's log one acquisition step reads.
-const shareReadChunk = 256 << 10
+// How much of a partition's log one acquisition step reads: the first step
+// shareFirstRead, later ones what the records still wanted take, within
+// [shareMinRead, shareMaxRead]. The reads go through a pooled buffer.
+const (
+	shareFirstRead = 64 << 10
+	shareMinRead   = 16 << 10
+	shareMaxRead   = 256 << 10
+)
 
 func overlaps(r [2]int64, runs []share.AcquiredRun) bool {
 	for _, a := range runs {

@@ -30,14 +30,9 @@ func pinned(t *testing.T, b *testutil.Broker, key kmsg.Key, max int16) *kgo.Clie
 func TestProduceByTopicID(t *testing.T) {
 	t.Parallel()
 	b := testutil.StartBroker(t)
-	adm := newAdmin(t, b)
-	createTopic(t, adm, "byid-produce", 1, nil)
-	details, err := adm.ListTopics(ctxT(t, 10*time.Second), "byid-produce")
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := details["byid-produce"].ID
+	createTopic(t, newAdmin(t, b), "byid-produce", 1, nil)
 	cl := pinned(t, b, kmsg.Produce, 13)
+	id := topicID(t, cl, "byid-produce")
 
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks, req.TimeoutMillis = -1, 5000
