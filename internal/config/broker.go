@@ -230,6 +230,7 @@ type Broker struct {
 	LogCleanerIoMaxBytesPerSecond float64 // log.cleaner.io.max.bytes.per.second
 
 	MetricsListener string // metrics.listener (Samsa's own): "" = off, else host:port
+	ConsoleListener string // console.listener (Samsa's own): "" = off, else host:port
 
 	// Security: listeners' protocols, SASL, the authorizer, quotas, connection
 	// limits (security.go).
