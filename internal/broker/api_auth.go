@@ -19,7 +19,9 @@ package broker
 //	                    on the cluster or WRITE on some topic
 //	DescribeConfigs     DESCRIBE_CONFIGS on each topic; on the cluster for brokers
 //	DescribeLogDirs     DESCRIBE on the cluster
-//	DescribeCluster     (authorized operations when asked)
+//	DescribeCluster     nothing for the broker list, fenced brokers (v2) included, as on
+//	                    Kafka's brokers; the cluster's authorized operations, when
+//	                    asked, need DESCRIBE on the cluster (0 otherwise)
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -400,6 +402,6 @@ func (b *Broker) authorizeDescribeCluster(req *protocol.Request) (kmsg.Response,
 	r := req.Body.(*kmsg.DescribeClusterRequest)
 	return nil, req, func(resp kmsg.Response) {
 		out := resp.(*kmsg.DescribeClusterResponse)
-		out.ClusterAuthorizedOperations = b.authorizedOperations(req, r.IncludeClusterAuthorizedOperations, auth.ResourceCluster, auth.ClusterName)
+		out.ClusterAuthorizedOperations = b.clusterAuthorizedOperations(req, r.IncludeClusterAuthorizedOperations)
 	}
 }

@@ -69,6 +69,16 @@ func (b *Broker) authorizedOperations(req *protocol.Request, requested bool, rt 
 	return b.authz.AuthorizedOperations(req.Principal, req.ClientAddr, rt, name)
 }
 
+// clusterAuthorizedOperations is the cluster's authorized-operations field of
+// Metadata (v8–10) and DescribeCluster as Kafka fills it: "not requested" unless
+// asked for, 0 when the principal may not DESCRIBE the cluster.
+func (b *Broker) clusterAuthorizedOperations(req *protocol.Request, requested bool) int32 {
+	if requested && !b.authorizeCluster(req, auth.OpDescribe) {
+		return 0
+	}
+	return b.authorizedOperations(req, requested, auth.ResourceCluster, auth.ClusterName)
+}
+
 // allOperations is the field when everything is allowed (no authorizer).
 func allOperations(rt auth.ResourceType) int32 { return everything[rt] }
 

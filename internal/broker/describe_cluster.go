@@ -7,6 +7,10 @@ package broker
 // is also a broker; else a live broker, which forwards to it, as Kafka does). Only the
 // broker endpoint type (1) is served; asking for controllers (2) is
 // UNSUPPORTED_ENDPOINT_TYPE, as on a Kafka broker.
+//
+// With an authorizer (api_auth.go), as on Kafka's brokers: any principal gets the
+// broker list, fenced brokers included when asked; the cluster's authorized
+// operations, when asked, are 0 unless it may DESCRIBE the cluster.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"

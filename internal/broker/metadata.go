@@ -17,8 +17,10 @@ package broker
 //
 // With an authorizer, a topic the principal may not DESCRIBE is left out of an
 // all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named; auto-creation
-// needs CREATE on the cluster or on the topic. Authorized operations (topic: v8+,
-// cluster: v8–10) are computed when asked for, else reported as Kafka reports "not
+// needs CREATE on the cluster or on the topic. A topic named by id (v12+) that the
+// principal may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED without its name.
+// Authorized operations (topic: v8+, cluster: v8–10, 0 without DESCRIBE on the
+// cluster) are computed when asked for, else reported as Kafka reports "not
 // requested" (-2147483648).
 
 import (
@@ -66,7 +68,7 @@ func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response 
 	clusterID := b.clusterID
 	resp.ClusterID = &clusterID
 	resp.ControllerID = b.controllerID(img)
-	resp.AuthorizedOperations = b.authorizedOperations(req, r.IncludeClusterAuthorizedOperations && r.Version <= 10, auth.ResourceCluster, auth.ClusterName)
+	resp.AuthorizedOperations = b.clusterAuthorizedOperations(req, r.IncludeClusterAuthorizedOperations && r.Version <= 10)
 	withOps := func(mt kmsg.MetadataResponseTopic) kmsg.MetadataResponseTopic {
 		mt.AuthorizedOperations = b.authorizedOperations(req, r.IncludeTopicAuthorizedOperations, auth.ResourceTopic, *mt.Topic)
 		return mt

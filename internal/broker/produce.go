@@ -1,7 +1,7 @@
 package broker
 
-// Produce (key 0), versions 3–12 (v12, KIP-890, has v11's schema; v13, topics by id,
-// is not served).
+// Produce (key 0), versions 3–13 (v12, KIP-890, has v11's schema; v13 names topics
+// by id).
 //
 // Each partition's records must be exactly one magic-v2 record batch (Kafka's rule for
 // v3+). The batch is validated in one pass (size, CRC-32C, header fields; compressed
@@ -22,7 +22,9 @@ package broker
 // after any lost response (idempotent producers are deduplicated).
 //
 // With an authorizer, each topic needs WRITE (TOPIC_AUTHORIZATION_FAILED for its
-// partitions otherwise) and a transactional id WRITE on it.
+// partitions otherwise) and a transactional id WRITE on it. A topic named by id
+// (v13) is resolved first, as in Kafka: an id the metadata image does not hold is
+// UNKNOWN_TOPIC_ID whatever the ACLs, a known one needs WRITE on the topic it names.
 //
 // Differences from Kafka: transactional batches are refused with
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED until transactions are implemented; internal
