@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -225,7 +226,7 @@ func serve(configFile string, overrides []string, logLevel string, addScram []st
 		closeAll(srv)
 		return fmt.Errorf("metrics listener: %w", err)
 	}
-	web, err := startConsole(cfg, srv, logger)
+	web, err := startConsole(cfg, srv, clientListeners, logger)
 	if err != nil {
 		closeAll(srv)
 		return err
@@ -262,16 +263,26 @@ func serve(configFile string, overrides []string, logLevel string, addScram []st
 }
 
 // startConsole serves the web console on console.listener, as a client of this
-// node's own client listener; nil when the property is not set.
-func startConsole(cfg *config.Broker, srv *server.Server, logger *slog.Logger) (*console.Server, error) {
+// node's first PLAINTEXT client listener (the console in serve has no credentials of
+// its own); nil when the property is not set.
+func startConsole(cfg *config.Broker, srv *server.Server, listeners []server.Listener, logger *slog.Logger) (*console.Server, error) {
 	if cfg.ConsoleListener == "" {
 		return nil, nil
 	}
 	if srv == nil {
 		return nil, errors.New("console.listener needs a client listener: process.roles must include broker")
 	}
+	plaintext := slices.IndexFunc(listeners, func(l server.Listener) bool { return l.TLS == nil && l.SASL == nil })
+	if plaintext < 0 { // config.Validate refuses this
+		return nil, errors.New("console.listener needs a PLAINTEXT client listener to connect to")
+	}
+	addr := srv.Addrs()[plaintext].String()
+	if cfg.Security.Authorizer != "" {
+		logger.Warn("the console connects through a PLAINTEXT listener as User:ANONYMOUS: it shows only what ACLs allow that principal",
+			"listener", listeners[plaintext].Name, "addr", addr)
+	}
 	web, err := console.New(console.Config{
-		Brokers: []string{srv.Addrs()[0].String()},
+		Brokers: []string{addr},
 		Listen:  cfg.ConsoleListener,
 		Logger:  logger.With("component", "console"),
 	})

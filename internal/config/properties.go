@@ -249,7 +249,7 @@ var coreProperties = []property{
 		note: "Samsa only, not a Kafka property."}.
 		bind(str(func(b *Broker) *string { return &b.MetricsListener })),
 	property{name: "console.listener", spec: hostPortOrOff, def: "",
-		doc:  "host:port serving the web console (as `samsa console` does) for this node's cluster; empty turns it off. Needs the broker role.",
+		doc:  "host:port serving the web console (as `samsa console` does) for this node's cluster; empty turns it off. Needs the broker role and a PLAINTEXT client listener, through which it connects as `User:ANONYMOUS` (against SSL and SASL listeners run `samsa console` with its security flags).",
 		note: "Samsa only, not a Kafka property."}.
 		bind(str(func(b *Broker) *string { return &b.ConsoleListener })),
 

@@ -674,6 +674,13 @@ func (b *Broker) securityChecks() []error {
 	if has(b.Raw, "sasl.jaas.config") {
 		add("sasl.jaas.config must be set per listener and mechanism: listener.name.<listener>.<mechanism>.sasl.jaas.config")
 	}
+	// The console in samsa serve has no credentials: it connects as a PLAINTEXT client.
+	if b.ConsoleListener != "" && b.HasRole("broker") && !slices.ContainsFunc(b.ClientListeners(), func(l Listener) bool {
+		p, _ := b.SecurityProtocol(l.Name)
+		return p == ProtocolPlaintext
+	}) {
+		add("console.listener=%s needs a PLAINTEXT client listener to connect to; against SSL and SASL listeners run `samsa console` with its --tls-* and --sasl-* flags", b.ConsoleListener)
+	}
 	if b.Security.InterBrokerProtocol != "" && has(b.Raw, "inter.broker.listener.name") {
 		add("security.inter.broker.protocol and inter.broker.listener.name are both set: set only one")
 	}

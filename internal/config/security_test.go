@@ -140,6 +140,9 @@ func TestSecurityProblemsNameTheProperty(t *testing.T) {
 		{"unknown authorizer", []string{"authorizer.class.name=com.example.Mine"}, []string{"authorizer.class.name"}},
 		{"bad super users", []string{"super.users=admin"}, []string{"super.users"}},
 		{"unknown cipher", []string{"ssl.cipher.suites=TLS_NOPE"}, []string{"ssl.cipher.suites"}},
+		{"console without a PLAINTEXT listener", []string{"listeners=SASL_PLAINTEXT://127.0.0.1:9092", "sasl.enabled.mechanisms=SCRAM-SHA-256",
+			"console.listener=127.0.0.1:8080"},
+			[]string{"console.listener=127.0.0.1:8080 needs a PLAINTEXT client listener"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -156,6 +159,19 @@ func TestSecurityProblemsNameTheProperty(t *testing.T) {
 				t.Errorf("Load = %v wraps no sentinel", err)
 			}
 		})
+	}
+}
+
+// The console in samsa serve connects through a PLAINTEXT client listener, which
+// may sit beside secured ones.
+func TestConsoleListenerBesideSecuredListeners(t *testing.T) {
+	b, err := Load("", []string{"listeners=SASL_SSL://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092",
+		"sasl.enabled.mechanisms=SCRAM-SHA-256", "ssl.keystore.location=k.pem", "console.listener=127.0.0.1:8080"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.ConsoleListener != "127.0.0.1:8080" {
+		t.Fatalf("console.listener = %q", b.ConsoleListener)
 	}
 }
 
