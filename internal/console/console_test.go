@@ -483,6 +483,17 @@ func TestConsole(t *testing.T) {
 
 	t.Run("a stopped cluster is reported and retried", func(t *testing.T) {
 		broker.Kill() // kill -9: a clean stop of 10,000 partitions under -race takes longer than the fault needs
+		// The console's client answers Metadata from what it read within its
+		// MetadataMinAge (250 ms), which may still hold the page loaded just before
+		// the kill: wait until the console has seen the cluster go.
+		testutil.WaitFor(t, 30*time.Second, func() bool {
+			resp, err := http.Get(base + "/")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusServiceUnavailable
+		}, "the console to report the cluster down")
 		br.open(t, base+"/", `[data-testid="cluster-down"]`)
 		br.screenshot(t, "down")
 		resp, err := http.Get(base + "/topics")
