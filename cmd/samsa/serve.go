@@ -5,11 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"runtime/pprof"
-	"strconv"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -17,10 +16,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/broker"
 	"github.com/samsa-streaming/samsa/internal/clock"
 	"github.com/samsa-streaming/samsa/internal/config"
 	"github.com/samsa-streaming/samsa/internal/console"
+	"github.com/samsa-streaming/samsa/internal/controller"
 	"github.com/samsa-streaming/samsa/internal/metrics"
 	"github.com/samsa-streaming/samsa/internal/server"
 )
@@ -34,6 +35,7 @@ func newServeCommand() *cobra.Command {
 		overrides  []string
 		logLevel   string
 		cpuProfile string
+		addScram   []string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -58,17 +60,19 @@ Properties use Kafka's names and defaults (see docs/config.md).`,
 				}
 				defer func() { pprof.StopCPUProfile(); f.Close() }()
 			}
-			return serve(configFile, overrides, logLevel)
+			return serve(configFile, overrides, logLevel, addScram)
 		},
 	}
 	cmd.Flags().StringVarP(&configFile, "config", "c", "", "server.properties file")
 	cmd.Flags().StringArrayVar(&overrides, "override", nil, "property key=value, overriding the file (repeatable)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	cmd.Flags().StringArrayVar(&addScram, "add-scram", nil,
+		"create a SCRAM credential unless the user has one for that mechanism, as kafka-storage format --add-scram: 'SCRAM-SHA-256=[name=admin,password=admin-secret]' (repeatable)")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for go tool pprof)")
 	return cmd
 }
 
-func serve(configFile string, overrides []string, logLevel string) error {
+func serve(configFile string, overrides []string, logLevel string, addScram []string) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
@@ -79,6 +83,18 @@ func serve(configFile string, overrides []string, logLevel string) error {
 	if err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", err)
 	}
+	var bootstrap []controller.BootstrapScram
+	for _, s := range addScram {
+		user, cred, err := auth.ParseAddScram(s)
+		if err != nil {
+			return fmt.Errorf("--add-scram: %w", err)
+		}
+		bootstrap = append(bootstrap, controller.BootstrapScram{User: user, Credential: cred})
+	}
+	// The authorization log goes to stderr like the rest, at its own level
+	// (authorizer.logger.level), whatever --log-level says.
+	authLog := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+
 	// The metrics registry is made before the broker (which records into it) and reads
 	// the broker's state through this indirection once the broker exists.
 	source := &brokerSource{}
@@ -86,7 +102,8 @@ func serve(configFile string, overrides []string, logLevel string) error {
 	if err != nil {
 		return err
 	}
-	brk, err := broker.New(broker.Options{Config: cfg, Clock: clock.Real{}, Logger: logger, Metrics: m})
+	brk, err := broker.New(broker.Options{Config: cfg, Clock: clock.Real{}, Logger: logger, Metrics: m,
+		AuthorizerLogger: authLog, BootstrapScram: bootstrap})
 	if err != nil {
 		return err
 	}
@@ -95,20 +112,42 @@ func serve(configFile string, overrides []string, logLevel string) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 
+	sec := server.Security{Scram: brk.ScramCredential, Clock: clock.Real{}, Logger: logger.With("component", "tls")}
+	maxConns, perIP, perIPOverrides, setupTimeout, err := server.ConnectionLimits(cfg)
+	if err != nil {
+		brk.Close()
+		return err
+	}
+
+	// Every listener's TLS and SASL settings are read before anything starts, so
+	// that a missing key file stops the start at once.
+	var clientListeners []server.Listener
+	if clients := cfg.ClientListeners(); cfg.HasRole("broker") && len(clients) > 0 {
+		if clientListeners, err = server.ConfigListeners(cfg, clients, sec); err != nil {
+			brk.Close()
+			return fmt.Errorf("invalid configuration:\n%w", err)
+		}
+	}
+
 	// The controller listener serves first: the quorum forms through it while Start
 	// waits for it.
 	var ctrlSrv *server.Server
 	if l, ok := cfg.ControllerListener(); ok && cfg.HasRole("controller") {
-		ctrlSrv, err = server.New(server.Config{
-			Listeners:      []string{l.Addr()},
-			MaxRequestSize: cfg.SocketRequestMaxBytes,
-			Handler:        brk.ControllerHandler(),
-			Versions:       broker.ControllerVersions,
-			APIKeys:        broker.ControllerAPIKeys,
-			NewRequest:     broker.ControllerNewRequest,
-			Logger:         logger.With("component", "controller-listener"),
-			IdleTimeout:    time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
-		})
+		var listeners []server.Listener
+		listeners, err = server.ConfigListeners(cfg, []config.Listener{l}, sec)
+		if err == nil {
+			ctrlSrv, err = server.New(server.Config{
+				Listeners:      listeners,
+				MaxRequestSize: cfg.SocketRequestMaxBytes,
+				Handler:        brk.ControllerHandler(),
+				Versions:       broker.ControllerVersions,
+				APIKeys:        broker.ControllerAPIKeys,
+				NewRequest:     broker.ControllerNewRequest,
+				Logger:         logger.With("component", "controller-listener"),
+				IdleTimeout:    time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
+				SetupTimeout:   setupTimeout,
+			})
+		}
 		if err == nil {
 			err = ctrlSrv.Start()
 		}
@@ -152,12 +191,8 @@ func serve(configFile string, overrides []string, logLevel string) error {
 	var srv *server.Server
 	var bound string
 	if clients := cfg.ClientListeners(); cfg.HasRole("broker") && len(clients) > 0 {
-		var addrs []string
-		for _, l := range clients {
-			addrs = append(addrs, net.JoinHostPort(l.Host, strconv.Itoa(l.Port)))
-		}
 		srv, err = server.New(server.Config{
-			Listeners:      addrs,
+			Listeners:      clientListeners,
 			MaxRequestSize: cfg.SocketRequestMaxBytes,
 			Handler:        brk,
 			Versions:       broker.Versions,
@@ -167,6 +202,11 @@ func serve(configFile string, overrides []string, logLevel string) error {
 			Logger:         logger.With("component", "server"),
 			Observer:       m,
 			IdleTimeout:    time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
+			SetupTimeout:   setupTimeout,
+
+			MaxConnections:      maxConns,
+			MaxConnectionsPerIP: perIP,
+			PerIPOverrides:      perIPOverrides,
 		})
 		if err == nil {
 			err = m.RequestFrames(srv.FrameBytes)
@@ -186,7 +226,7 @@ func serve(configFile string, overrides []string, logLevel string) error {
 		closeAll(srv)
 		return fmt.Errorf("metrics listener: %w", err)
 	}
-	web, err := startConsole(cfg, srv, logger)
+	web, err := startConsole(cfg, srv, clientListeners, logger)
 	if err != nil {
 		closeAll(srv)
 		return err
@@ -223,16 +263,26 @@ func serve(configFile string, overrides []string, logLevel string) error {
 }
 
 // startConsole serves the web console on console.listener, as a client of this
-// node's own client listener; nil when the property is not set.
-func startConsole(cfg *config.Broker, srv *server.Server, logger *slog.Logger) (*console.Server, error) {
+// node's first PLAINTEXT client listener (the console in serve has no credentials of
+// its own); nil when the property is not set.
+func startConsole(cfg *config.Broker, srv *server.Server, listeners []server.Listener, logger *slog.Logger) (*console.Server, error) {
 	if cfg.ConsoleListener == "" {
 		return nil, nil
 	}
 	if srv == nil {
 		return nil, errors.New("console.listener needs a client listener: process.roles must include broker")
 	}
+	plaintext := slices.IndexFunc(listeners, func(l server.Listener) bool { return l.TLS == nil && l.SASL == nil })
+	if plaintext < 0 { // config.Validate refuses this
+		return nil, errors.New("console.listener needs a PLAINTEXT client listener to connect to")
+	}
+	addr := srv.Addrs()[plaintext].String()
+	if cfg.Security.Authorizer != "" {
+		logger.Warn("the console connects through a PLAINTEXT listener as User:ANONYMOUS: it shows only what ACLs allow that principal",
+			"listener", listeners[plaintext].Name, "addr", addr)
+	}
 	web, err := console.New(console.Config{
-		Brokers: []string{srv.Addrs()[0].String()},
+		Brokers: []string{addr},
 		Listen:  cfg.ConsoleListener,
 		Logger:  logger.With("component", "console"),
 	})

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/samsa-streaming/samsa/internal/cli"
 )
 
 // Defaults for -b, shared with the other client commands.
@@ -30,6 +34,20 @@ const (
 type common struct {
 	brokers string
 	output  string
+	sec     cli.ClientSecurity // TLS and SASL for -b / --against ADDR
+}
+
+// security returns the TLS and SASL options for a target: the null-tls target's
+// own, else the security flags' for a real cluster.
+func (c *common) security(tgt *target) ([]kgo.Opt, error) {
+	if tgt.security != nil {
+		return tgt.security, nil
+	}
+	switch tgt.name {
+	case againstNull, againstNullProcess, againstKfake:
+		return nil, nil
+	}
+	return c.sec.Opts()
 }
 
 func (c *common) validate() error {
@@ -76,6 +94,7 @@ printed to stderr every second; the summary goes to stdout (-o json for JSON).`,
 	pf := cmd.PersistentFlags()
 	pf.StringVarP(&c.brokers, "brokers", "b", brokers, "comma-separated bootstrap brokers host:port (env "+brokersEnv+")")
 	pf.StringVarP(&c.output, "output", "o", "text", "summary format: text or json")
+	c.sec.AddFlags(pf)
 	cmd.AddCommand(
 		newProduceCommand(c),
 		newConsumeCommand(c),
@@ -141,6 +160,9 @@ franz-go kfake cluster, --against ADDR (or -b) against a real cluster.`,
 			}
 			defer tgt.close()
 			cfg.brokers = tgt.brokers
+			if cfg.security, err = c.security(tgt); err != nil {
+				return err
+			}
 			res, err := runProduce(ctx, cfg, tgt.name, cmd.ErrOrStderr())
 			if err != nil && res.Records == 0 {
 				return err
@@ -152,7 +174,7 @@ franz-go kfake cluster, --against ADDR (or -b) against a real cluster.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&against, "against", "", "null | kfake | host:port[,host:port]: what to run against (default: -b)")
+	f.StringVar(&against, "against", "", "null | null-tls | null-process | kfake | host:port[,host:port]: what to run against (default: -b)")
 	f.StringVar(&cfg.topic, "topic", "bench", "topic to produce to")
 	f.Var(&recordSize, "record-size", "value size of each record")
 	f.Int64Var(&cfg.records, "records", cfg.records, "records to produce (over all producers)")
@@ -242,6 +264,9 @@ produces --records records of --record-size to read back.`,
 			}
 			defer tgt.close()
 			cfg.brokers = tgt.brokers
+			if cfg.security, err = c.security(tgt); err != nil {
+				return err
+			}
 			if !cmd.Flags().Changed("prefill") {
 				prefill = against == againstKfake
 			}
@@ -251,6 +276,7 @@ produces --records records of --record-size to read back.`,
 				}
 				pc := defaultProduceConfig()
 				pc.brokers, pc.topic, pc.recordSize, pc.records = tgt.brokers, cfg.topic, int(recordSize), cfg.records
+				pc.security = cfg.security
 				pc.partitions = max(partitions, 1)
 				if _, err := runProduce(ctx, pc, tgt.name, nil); err != nil {
 					return fmt.Errorf("prefill: %w", err)
@@ -267,7 +293,7 @@ produces --records records of --record-size to read back.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&against, "against", "", "null | kfake | host:port[,host:port]: what to run against (default: -b)")
+	f.StringVar(&against, "against", "", "null | null-tls | null-process | kfake | host:port[,host:port]: what to run against (default: -b)")
 	f.StringVar(&cfg.topic, "topic", "bench", "topic to read")
 	f.Int64Var(&cfg.records, "records", 0, "stop after this many records (0: up to the end offsets at start)")
 	f.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: no limit)")
@@ -294,6 +320,7 @@ func printConsume(w io.Writer, format string, r ConsumeResult) error {
 
 func newNullBrokerCommand() *cobra.Command {
 	cfg := NullBrokerConfig{Listen: "127.0.0.1:9099"}
+	var keystore string
 	recordSize := byteSize(1024)
 	batchBytes := byteSize(64 << 10)
 	cmd := &cobra.Command{
@@ -309,6 +336,13 @@ can read forever). It runs until interrupted.`,
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
 			cfg.RecordSize, cfg.BatchBytes = int(recordSize), int(batchBytes)
+			if keystore != "" {
+				cert, err := tls.LoadX509KeyPair(keystore, keystore)
+				if err != nil {
+					return fmt.Errorf("%w: --tls-keystore: %v", ErrBadFlag, err)
+				}
+				cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+			}
 			nb, err := StartNullBroker(cfg)
 			if err != nil {
 				return err
@@ -323,6 +357,7 @@ can read forever). It runs until interrupted.`,
 	f.Int32Var(&cfg.Partitions, "partitions", 1, "partitions of topics created by Metadata or CreateTopics(-1)")
 	f.Var(&recordSize, "record-size", "record value size in the canned fetch batch")
 	f.Var(&batchBytes, "batch-bytes", "size of the canned fetch batch")
+	f.StringVar(&keystore, "tls-keystore", "", "PEM file with a private key and certificate: listen with TLS (the client's TLS ceiling)")
 	return cmd
 }
 

@@ -21,6 +21,7 @@ import (
 // consumeConfig is what `bench consume` runs.
 type consumeConfig struct {
 	brokers           []string
+	security          []kgo.Opt // TLS and SASL of the target's listener
 	topic             string
 	records           int64         // stop after this many; 0 = up to the end offsets at start
 	duration          time.Duration // stop after this long; 0 = no limit
@@ -88,7 +89,7 @@ func runConsume(ctx context.Context, cfg consumeConfig, target string, progress 
 	if err := cfg.validate(); err != nil {
 		return res, err
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.brokers...))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.brokers...)}, cfg.security...)...)
 	if err != nil {
 		return res, fmt.Errorf("%w: %v", ErrConsumeFail, err)
 	}

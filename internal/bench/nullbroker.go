@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -35,6 +36,9 @@ type NullBrokerConfig struct {
 	BatchBytes int
 	// Logger receives connection errors at debug level; discarded when nil.
 	Logger *slog.Logger
+	// TLS, if set, makes the null broker listen with TLS (the client's own TLS
+	// ceiling).
+	TLS *tls.Config
 }
 
 // Errors of the null broker.
@@ -120,6 +124,9 @@ func StartNullBroker(cfg NullBrokerConfig) (*NullBroker, error) {
 		return nil, fmt.Errorf("null broker: %w", err)
 	}
 	addr := ln.Addr().(*net.TCPAddr)
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS)
+	}
 	b := &NullBroker{cfg: cfg, log: cfg.Logger, ln: ln, host: addr.IP.String(), port: int32(addr.Port), canned: canned}
 	b.nextProducerID.Store(1000)
 	b.mu.topics = make(map[string]*nullTopic)

@@ -17,6 +17,7 @@ import (
 // produceConfig is what `bench produce` runs.
 type produceConfig struct {
 	brokers       []string
+	security      []kgo.Opt // TLS and SASL of the target's listener
 	topic         string
 	recordSize    int
 	records       int64         // total records; 0 = run for duration
@@ -170,6 +171,7 @@ func (c *produceConfig) clientOpts() ([]kgo.Opt, error) {
 		kgo.MaxBufferedRecords(max(c.maxBuffered, 1)),
 		kgo.AllowAutoTopicCreation(),
 	}
+	opts = append(opts, c.security...)
 	if !c.idempotent {
 		opts = append(opts, kgo.DisableIdempotentWrite())
 	}
@@ -188,7 +190,7 @@ func runProduce(ctx context.Context, cfg produceConfig, target string, progress 
 		LingerMs: ms(cfg.linger), BatchMaxBytes: cfg.batchMaxBytes, TargetRate: cfg.rate,
 	}
 	if cfg.createTopic {
-		if err := createTopic(ctx, cfg.brokers, cfg.topic, cfg.partitions); err != nil {
+		if err := createTopic(ctx, cfg.brokers, cfg.topic, cfg.partitions, cfg.security...); err != nil {
 			return res, err
 		}
 	}

@@ -2,9 +2,17 @@ package bench
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +26,7 @@ import (
 // Names --against accepts besides an address.
 const (
 	againstNull        = "null"         // a null broker inside the bench process
+	againstNullTLS     = "null-tls"     // the same, over TLS (the client's TLS ceiling)
 	againstNullProcess = "null-process" // a null broker in a process of its own
 	againstKfake       = "kfake"
 )
@@ -25,9 +34,10 @@ const (
 // target is the cluster a run talks to: an address list, or an in-process null
 // broker or kfake cluster that close stops.
 type target struct {
-	name    string   // "null", "kfake" or the address list as given
-	brokers []string // seed addresses
-	close   func()
+	name     string   // "null", "kfake" or the address list as given
+	brokers  []string // seed addresses
+	security []kgo.Opt
+	close    func()
 }
 
 // nullOptions shape an in-process null broker's canned fetch batch.
@@ -50,6 +60,19 @@ func startTarget(against string, brokers []string, opts nullOptions) (*target, e
 			return nil, err
 		}
 		return &target{name: againstNull, brokers: []string{nb.Addr()}, close: func() { nb.Close() }}, nil
+	case againstNullTLS:
+		serverTLS, clientTLS, err := selfSignedTLS()
+		if err != nil {
+			return nil, err
+		}
+		nb, err := StartNullBroker(NullBrokerConfig{
+			Partitions: opts.partitions, RecordSize: opts.recordSize, BatchBytes: opts.batchBytes, TLS: serverTLS,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &target{name: againstNullTLS, brokers: []string{nb.Addr()}, security: []kgo.Opt{kgo.DialTLSConfig(clientTLS)},
+			close: func() { nb.Close() }}, nil
 	case againstNullProcess:
 		addr, stop, err := startNullProcess(opts)
 		if err != nil {
@@ -85,8 +108,8 @@ func splitList(s string) []string {
 
 // createTopic creates topic with partitions partitions (replication factor 1 is
 // what a single node can hold; -1 lets the broker pick). An existing topic is fine.
-func createTopic(ctx context.Context, brokers []string, topic string, partitions int32) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+func createTopic(ctx context.Context, brokers []string, topic string, partitions int32, security ...kgo.Opt) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, security...)...)
 	if err != nil {
 		return fmt.Errorf("bench: create topic: %w", err)
 	}
@@ -187,4 +210,34 @@ func startProgress(w io.Writer, label string, start time.Time, read progressRead
 		close(done)
 		wg.Wait()
 	}
+}
+
+// selfSignedTLS makes a throwaway certificate for 127.0.0.1 and the TLS configs of a
+// null broker that serves it and of a client that trusts it.
+func selfSignedTLS() (server, client *tls.Config, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "samsa bench null broker"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	server = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}}}
+	return server, &tls.Config{RootCAs: pool}, nil
 }

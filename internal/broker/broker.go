@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/bufpool"
 	"github.com/samsa-streaming/samsa/internal/clock"
 	"github.com/samsa-streaming/samsa/internal/config"
@@ -16,6 +17,7 @@ import (
 	"github.com/samsa-streaming/samsa/internal/group"
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/metrics"
+	"github.com/samsa-streaming/samsa/internal/peer"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/replica"
 	"github.com/samsa-streaming/samsa/internal/share"
@@ -31,6 +33,12 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// FS opens segment files; nil is the real file system (tests inject I/O errors).
 	FS storage.FS
+	// AuthorizerLogger receives the authorization log (kafka.authorizer.logger);
+	// nil uses Logger.
+	AuthorizerLogger *slog.Logger
+	// BootstrapScram are SCRAM credentials to create when missing (samsa serve
+	// --add-scram).
+	BootstrapScram []controller.BootstrapScram
 }
 
 // Broker is one Samsa node: its metadata (a Controller when process.roles has
@@ -57,12 +65,20 @@ type Broker struct {
 	fetchers   *replica.FetcherManager // follower fetchers (replication.go)
 	// replicaFrames holds the buffers follower fetch responses are read into.
 	replicaFrames bufpool.Pool
-	shareReads    bufpool.Pool  // share-group acquisitions read the log through these
-	isrWake       chan struct{} // nudges the ISR loop
-	groups        *group.Coordinator
-	producers     producerIDs
-	lifecycle     lifecycle
-	imageWatch    imageWatch
+	// interBroker secures the connections to other brokers' inter-broker listener.
+	interBroker peer.Security
+	// authz is the ACL authorizer (authorize.go); nil allows everything.
+	authz *auth.Authorizer
+	// quotas are the client quotas (quotas.go).
+	quotas *auth.Quotas
+	// bootstrapScram goes to the controller (Options.BootstrapScram).
+	bootstrapScram []controller.BootstrapScram
+	shareReads     bufpool.Pool  // share-group acquisitions read the log through these
+	isrWake        chan struct{} // nudges the ISR loop
+	groups         *group.Coordinator
+	producers      producerIDs
+	lifecycle      lifecycle
+	imageWatch     imageWatch
 
 	// Issue 14: the topics the group coordinator assigns, incremental fetch sessions,
 	// share groups' partition state and share sessions.
@@ -99,6 +115,12 @@ func New(o Options) (*Broker, error) {
 		isBroker: cfg.HasRole("broker"),
 		replicas: replica.NewManager(cfg.NodeID),
 	}
+	if o.AuthorizerLogger == nil {
+		o.AuthorizerLogger = o.Logger
+	}
+	b.authz = newAuthorizer(cfg, o.AuthorizerLogger)
+	b.quotas = auth.NewQuotas(int(cfg.Security.QuotaWindowNum), time.Duration(cfg.Security.QuotaWindowSizeSeconds)*time.Second)
+	b.bootstrapScram = o.BootstrapScram
 	logs, err := storage.NewManager(storage.ManagerOptions{
 		Dirs:                   cfg.LogDirs,
 		Clock:                  o.Clock,
@@ -111,6 +133,12 @@ func New(o Options) (*Broker, error) {
 		return nil, err
 	}
 	b.logs = logs
+	if voters, _ := cfg.QuorumVoters(); b.isBroker && len(voters) > 0 {
+		if b.interBroker, err = peerSecurity(cfg, cfg.InterBrokerListenerName, cfg.Security.SaslMechanismInterBroker, o.Logger); err != nil {
+			logs.Close()
+			return nil, err
+		}
+	}
 	storedClusterID, err := logs.ReadMetaProperties(cfg.NodeID)
 	if err != nil {
 		logs.Close()
@@ -157,10 +185,16 @@ func (b *Broker) newMetadata(storedClusterID string) error {
 	}
 	ms := func(v int32) time.Duration { return time.Duration(v) * time.Millisecond }
 	logger := b.logger.With("component", "controller")
+	var ctrlSecurity peer.Security
+	if len(voters) > 1 || !cfg.HasRole("controller") {
+		if ctrlSecurity, err = peerSecurity(cfg, cfg.ControllerListenerNames[0], cfg.Security.SaslMechanismController, logger); err != nil {
+			return err
+		}
+	}
 	if cfg.HasRole("controller") {
 		if len(voters) > 1 {
 			b.transport = controller.NewNetTransport(controller.NetTransportOptions{
-				NodeID: cfg.NodeID, Voters: voters, Logger: logger,
+				NodeID: cfg.NodeID, Voters: voters, Logger: logger, Security: ctrlSecurity,
 				RequestTimeout: ms(cfg.ControllerQuorumRequestTimeoutMs), RetryBackoff: ms(cfg.ControllerQuorumRetryBackoffMs),
 			})
 		}
@@ -180,6 +214,7 @@ func (b *Broker) newMetadata(storedClusterID string) error {
 			AutoLeaderRebalance:          cfg.AutoLeaderRebalanceEnable,
 			LeaderImbalanceCheckInterval: time.Duration(cfg.LeaderImbalanceCheckIntervalSeconds) * time.Second,
 			LeaderImbalancePerBroker:     int(cfg.LeaderImbalancePerBrokerPercentage),
+			BootstrapScram:               b.bootstrapScram,
 		}
 		if b.transport != nil {
 			opts.Transport = b.transport
@@ -194,7 +229,7 @@ func (b *Broker) newMetadata(storedClusterID string) error {
 		b.controller, b.meta = ctrl, ctrl
 	} else {
 		obs, err := controller.NewObserver(controller.ObserverOptions{
-			NodeID: cfg.NodeID, ClusterID: storedClusterID, Voters: voters, Clock: b.clock, Logger: logger,
+			NodeID: cfg.NodeID, ClusterID: storedClusterID, Voters: voters, Clock: b.clock, Logger: logger, Security: ctrlSecurity,
 			RequestTimeout: ms(cfg.ControllerQuorumFetchTimeoutMs), RetryBackoff: ms(cfg.ControllerQuorumRetryBackoffMs),
 		})
 		if err != nil {
@@ -203,7 +238,7 @@ func (b *Broker) newMetadata(storedClusterID string) error {
 		b.observer, b.meta = obs, obs
 	}
 	co := controller.ChannelOptions{
-		NodeID: cfg.NodeID, Voters: voters, Leader: b.meta.Leader, Logger: b.logger.With("component", "controller-channel"),
+		NodeID: cfg.NodeID, Voters: voters, Leader: b.meta.Leader, Logger: b.logger.With("component", "controller-channel"), Security: ctrlSecurity,
 		RequestTimeout: ms(cfg.ControllerQuorumRequestTimeoutMs), RetryBackoff: ms(cfg.ControllerQuorumRetryBackoffMs),
 	}
 	if b.controller != nil {
@@ -233,6 +268,8 @@ func (b *Broker) Start(ctx context.Context) error {
 		return fmt.Errorf("store the cluster id: %w", err)
 	}
 	b.meta.Subscribe(func(_, _ *metadata.Image) { b.imageWatch.changed() })
+	b.quotas.Update(b.meta.Image())
+	b.meta.Subscribe(func(_, next *metadata.Image) { b.quotas.Update(next) })
 	runCtx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
 	if !b.isBroker {
@@ -330,7 +367,21 @@ func (b *Broker) Handle(req *protocol.Request) <-chan protocol.Response {
 		// The server only passes served keys; be defensive anyway.
 		return protocol.Ready(protocol.Response{Close: true, None: true})
 	}
-	return e.fn(b, req)
+	if b.quotas.Enabled() {
+		return b.handleMetered(e.fn, req)
+	}
+	return b.serve(e.fn, req)
+}
+
+// serve runs a request's handler, behind its authorization hook when there is an
+// authorizer (api_auth.go).
+func (b *Broker) serve(fn handlerFunc, req *protocol.Request) <-chan protocol.Response {
+	if b.authz != nil {
+		if hook, ok := authHooks[req.Key]; ok {
+			return b.handleAuthorized(hook, fn, req)
+		}
+	}
+	return fn(b, req)
 }
 
 // after returns a channel closed once d has passed on the broker's clock, and a

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 )
 
@@ -88,6 +89,14 @@ func (h controllerHandler) Handle(req *protocol.Request) <-chan protocol.Respons
 		return reply(resp)
 	}
 	if b.controller == nil {
+		return protocol.Ready(protocol.Response{Close: true, None: true})
+	}
+	// Other nodes — brokers registering, forwarding admin requests, voters — need
+	// CLUSTER_ACTION (Kafka's brokers are super users); the requests they forward
+	// were authorized for their clients already.
+	if !b.authorizeCluster(req, auth.OpClusterAction) {
+		b.logger.Warn("a node without CLUSTER_ACTION on the cluster called the controller listener; closing the connection: make the nodes' principal a super user",
+			"principal", req.Principal.String(), "remote", req.ClientAddr, "api", kmsg.NameForKey(req.Key))
 		return protocol.Ready(protocol.Response{Close: true, None: true})
 	}
 	if req.Key == protocol.RaftKey {

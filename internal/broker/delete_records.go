@@ -7,9 +7,11 @@ package broker
 // start. An offset above the high watermark is OFFSET_OUT_OF_RANGE.
 
 import (
+	"cmp"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 )
 
@@ -22,12 +24,13 @@ func (b *Broker) handleDeleteRecords(req *protocol.Request) <-chan protocol.Resp
 	for _, rt := range r.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
+		authErr := b.topicAuthError(req, auth.OpDelete, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
 			p := b.replicas.Get(rt.Topic, rp.Partition)
-			if err := fetchablePartition(p, -1); err != nil {
+			if err := cmp.Or(authErr, fetchablePartition(p, -1)); err != nil {
 				sp.ErrorCode = errorCode(err)
 				st.Partitions = append(st.Partitions, sp)
 				continue

@@ -7,6 +7,10 @@ package broker
 // is also a broker; else a live broker, which forwards to it, as Kafka does). Only the
 // broker endpoint type (1) is served; asking for controllers (2) is
 // UNSUPPORTED_ENDPOINT_TYPE, as on a Kafka broker.
+//
+// With an authorizer (api_auth.go), as on Kafka's brokers: any principal gets the
+// broker list, fenced brokers included when asked; the cluster's authorized
+// operations, when asked, are 0 unless it may DESCRIBE the cluster.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -33,7 +37,7 @@ func (b *Broker) handleDescribeCluster(req *protocol.Request) <-chan protocol.Re
 	resp.ControllerID = b.controllerID(img)
 	resp.ClusterAuthorizedOperations = authorizedOperationsOmitted
 	for _, br := range img.Brokers() {
-		ep, ok := b.clientEndpoint(br)
+		ep, ok := b.clientEndpoint(br, req.Listener)
 		if !ok || br.Fenced && !(req.Version >= 2 && r.IncludeFencedBrokers) {
 			continue
 		}

@@ -6,8 +6,10 @@ package broker
 // timestamp. There are no transactions yet, so CurrentTxnStartOffset is always -1.
 
 import (
+	"cmp"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 )
 
@@ -20,11 +22,12 @@ func (b *Broker) handleDescribeProducers(req *protocol.Request) <-chan protocol.
 	for _, rt := range r.Topics {
 		st := kmsg.NewDescribeProducersResponseTopic()
 		st.Topic = rt.Topic
+		authErr := b.topicAuthError(req, auth.OpRead, rt.Topic)
 		for _, idx := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = idx
 			p := b.replicas.Get(rt.Topic, idx)
-			if err := fetchablePartition(p, -1); err != nil {
+			if err := cmp.Or(authErr, fetchablePartition(p, -1)); err != nil {
 				sp.ErrorCode = errorCode(err)
 				st.Partitions = append(st.Partitions, sp)
 				continue

@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/replica"
@@ -45,7 +46,8 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 		replicaID = r.ReplicaState.ID
 	}
 	st := fetchStates.Get().(*fetchState)
-	st.replicaID, st.session = replicaID, session
+	st.replicaID, st.session, st.req = replicaID, session, req
+	b.authorizeFetch(req, r, st)
 	total, failed := b.readFetch(r, st)
 	if failed || total >= int64(r.MinBytes) || r.MaxWaitMillis <= 0 || len(st.parts) == 0 {
 		return protocol.Ready(b.fetchResponse(r, st))
@@ -85,7 +87,9 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 // slices keeping their capacity, so a Fetch of many partitions allocates nothing per
 // partition; one goes back to the pool once its response has been written.
 type fetchState struct {
-	replicaID int32 // a follower's fetch (≥ 0) or a consumer's (-1)
+	replicaID int32  // a follower's fetch (≥ 0) or a consumer's (-1)
+	denied    []bool // by topic of the request: TOPIC_AUTHORIZATION_FAILED; empty without an authorizer
+	req       *protocol.Request
 	topics    []fetchTopicResult
 	parts     []*replica.Partition
 	ranges    []storage.FileRange
@@ -107,7 +111,7 @@ func newFetchState() any {
 func (st *fetchState) release() {
 	clear(st.parts)
 	clear(st.ranges) // they hold *os.File
-	st.session = fetchSessionUse{}
+	st.session, st.req = fetchSessionUse{}, nil
 	fetchStates.Put(st)
 }
 
@@ -126,7 +130,11 @@ func (b *Broker) fetchResponse(r *kmsg.FetchRequest, st *fetchState) protocol.Re
 	}
 	st.w.reset()
 	chunks := st.w.fetchResponse(r.Version, 0, sessionID, r.IsolationLevel == 1, st.topics)
-	return protocol.Response{Chunks: chunks, Written: st.written}
+	resp := protocol.Response{Chunks: chunks, Written: st.written}
+	if b.quotas.Enabled() && st.replicaID < 0 {
+		b.throttleFetch(st.req, &resp)
+	}
+	return resp
 }
 
 // readFetch reads every requested partition once into st. It returns the number of
@@ -145,7 +153,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 	)
 	st.parts, st.ranges = st.parts[:0], st.ranges[:0]
 	topics := st.topics[:0]
-	for _, rt := range r.Topics {
+	for i, rt := range r.Topics {
 		n := len(topics)
 		if n < cap(topics) {
 			topics = topics[:n+1]
@@ -161,6 +169,9 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 			} else {
 				topicErr = kerr.UnknownTopicID.Code
 			}
+		}
+		if topicErr == 0 && i < len(st.denied) && st.denied[i] {
+			topicErr = kerr.TopicAuthorizationFailed.Code
 		}
 		for _, rp := range rt.Partitions {
 			pr := fetchPartitionResult{partition: rp.Partition, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1}
@@ -260,4 +271,28 @@ func fetchablePartition(p *replica.Partition, currentLeaderEpoch int32) error {
 		return kerr.NotLeaderForPartition
 	}
 	return nil
+}
+
+// authorizeFetch marks the topics a Fetch may not read: a follower's fetch needs
+// CLUSTER_ACTION on the cluster, a consumer's READ on each topic.
+func (b *Broker) authorizeFetch(req *protocol.Request, r *kmsg.FetchRequest, st *fetchState) {
+	st.denied = st.denied[:0]
+	if b.authz == nil {
+		return
+	}
+	follower := st.replicaID >= 0 && b.authorizeCluster(req, auth.OpClusterAction)
+	img := b.image()
+	for _, rt := range r.Topics {
+		name := rt.Topic
+		if r.Version >= 13 {
+			if t, ok := img.TopicByID(metadata.TopicID(rt.TopicID)); ok {
+				name = t.Name
+			}
+		}
+		denied := !follower
+		if st.replicaID < 0 {
+			denied = !b.authorize(req, auth.OpRead, auth.ResourceTopic, name)
+		}
+		st.denied = append(st.denied, denied)
+	}
 }

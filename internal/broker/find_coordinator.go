@@ -35,7 +35,7 @@ func (b *Broker) handleFindCoordinator(req *protocol.Request) <-chan protocol.Re
 		keys = []string{r.CoordinatorKey}
 	}
 	for _, key := range keys {
-		c := b.findCoordinator(key, r.CoordinatorType)
+		c := b.onListener(b.findCoordinator(key, r.CoordinatorType), req.Listener)
 		if req.Version < 4 {
 			resp.ErrorCode, resp.ErrorMessage = c.ErrorCode, c.ErrorMessage
 			resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
@@ -67,7 +67,7 @@ func (b *Broker) findCoordinator(key string, keyType int8) kmsg.FindCoordinatorR
 		c.ErrorMessage = errorMessage(err)
 		return c
 	}
-	ep, ok := b.clientEndpoint(br)
+	ep, ok := b.clientEndpoint(br, "")
 	if !ok {
 		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return c
@@ -115,4 +115,15 @@ func (b *Broker) ensureOffsetsTopic() (*metadata.Image, error) {
 		"segment.bytes":    strconv.FormatInt(b.cfg.OffsetsTopicSegmentBytes, 10),
 		"compression.type": "producer",
 	})
+}
+
+// onListener gives a coordinator the address of its broker on the listener the
+// request came in on.
+func (b *Broker) onListener(c kmsg.FindCoordinatorResponseCoordinator, listener string) kmsg.FindCoordinatorResponseCoordinator {
+	if br, ok := b.image().Broker(metadata.NodeID(c.NodeID)); ok && c.ErrorCode == 0 {
+		if ep, ok := br.Endpoint(listener); ok {
+			c.Host, c.Port = ep.Host, ep.Port
+		}
+	}
+	return c
 }

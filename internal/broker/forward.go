@@ -19,6 +19,21 @@ import (
 // use it here at once. If no controller answers in time every item fails with
 // REQUEST_TIMED_OUT, which clients retry.
 func (b *Broker) forward(req *protocol.Request, timeoutMs int32, visible func(*metadata.Image, kmsg.Response) bool) <-chan protocol.Response {
+	fwd, refused := b.authorizeForward(req)
+	switch {
+	case fwd == nil && refused == nil: // the cluster operation is refused (forward_auth.go)
+		return reply(failedResponse(req.Body, kerr.ClusterAuthorizationFailed.Code, "not authorized on the cluster"))
+	case fwd == nil: // every item is refused
+		resp := req.Body.ResponseKind()
+		resp.SetVersion(req.Version)
+		refused(resp)
+		return reply(resp)
+	}
+	req = fwd
+	refuse, throttle := b.mutationQuota(req)
+	if refuse != nil {
+		return protocol.Ready(protocol.Response{Body: refuse, Throttle: throttle})
+	}
 	ch := make(chan protocol.Response, 1)
 	go func() {
 		ctx, cancel := b.requestContext(timeoutMs)
@@ -26,13 +41,23 @@ func (b *Broker) forward(req *protocol.Request, timeoutMs int32, visible func(*m
 		resp, err := b.channel.Send(ctx, req.Body)
 		if err != nil {
 			b.logger.Warn("no active controller answered a forwarded request", "api", kmsg.NameForKey(req.Key), "error", err)
-			ch <- protocol.Response{Body: failedResponse(req.Body, kerr.RequestTimedOut.Code, err.Error())}
+			failed := failedResponse(req.Body, kerr.RequestTimedOut.Code, err.Error())
+			if refused != nil {
+				refused(failed)
+			}
+			ch <- protocol.Response{Body: failed}
 			return
 		}
 		if visible != nil {
 			b.awaitImage(ctx, func(img *metadata.Image) bool { return visible(img, resp) })
 		}
-		ch <- protocol.Response{Body: resp}
+		if refused != nil {
+			refused(resp)
+		}
+		if throttle > 0 {
+			setThrottle(resp, throttle)
+		}
+		ch <- protocol.Response{Body: resp, Throttle: throttle}
 	}()
 	return ch
 }

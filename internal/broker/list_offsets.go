@@ -13,9 +13,12 @@ package broker
 // TimeoutMillis bounds remote-storage lookups, which Samsa never makes.
 
 import (
+	"cmp"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/replica"
 )
@@ -44,14 +47,15 @@ func (b *Broker) handleListOffsets(req *protocol.Request) <-chan protocol.Respon
 	for _, rt := range r.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
+		authErr := b.topicAuthError(req, auth.OpDescribe, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			p := b.replicas.Get(rt.Topic, rp.Partition)
-			if min, known := listMinVersion[rp.Timestamp]; rp.Timestamp < 0 && (!known || req.Version < min) {
+			if min, known := listMinVersion[rp.Timestamp]; authErr == nil && rp.Timestamp < 0 && (!known || req.Version < min) {
 				sp.ErrorCode = kerr.UnsupportedVersion.Code
-			} else if err := fetchablePartition(p, rp.CurrentLeaderEpoch); err != nil {
+			} else if err := cmp.Or(authErr, fetchablePartition(p, rp.CurrentLeaderEpoch)); err != nil {
 				sp.ErrorCode = errorCode(err)
 			} else {
 				sp.Timestamp, sp.Offset, sp.LeaderEpoch = listOffset(p, rp.Timestamp, r.IsolationLevel == 1)

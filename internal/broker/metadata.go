@@ -11,15 +11,23 @@ package broker
 // auto.create.topics.enable is on and the request allows it (v4+; always before v4),
 // with num.partitions and default.replication.factor; creation commits through the
 // metadata quorum before the response is built, so the new topic is answered in full
-// rather than with LEADER_NOT_AVAILABLE. Authorized operations are not computed (no
-// ACLs): they are reported as Kafka reports "not requested" (-2147483648). v13's
-// top-level error code (KIP-1102: REBOOTSTRAP_REQUIRED) is always 0, as on Kafka's
-// brokers, which never ask a client to rebootstrap through Metadata.
+// rather than with LEADER_NOT_AVAILABLE. v13's top-level error code (KIP-1102:
+// REBOOTSTRAP_REQUIRED) is always 0, as on Kafka's brokers, which never ask a client
+// to rebootstrap through Metadata.
+//
+// With an authorizer, a topic the principal may not DESCRIBE is left out of an
+// all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named; auto-creation
+// needs CREATE on the cluster or on the topic. A topic named by id (v12+) that the
+// principal may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED without its name.
+// Authorized operations (topic: v8+, cluster: v8–10, 0 without DESCRIBE on the
+// cluster) are computed when asked for, else reported as Kafka reports "not
+// requested" (-2147483648).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/controller"
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
@@ -39,11 +47,11 @@ func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response 
 	img := b.image()
 
 	if r.Topics != nil && b.cfg.AutoCreateTopicsEnable && (r.Version < 4 || r.AllowAutoTopicCreation) {
-		img = b.autoCreate(img, r.Topics)
+		img = b.autoCreate(img, b.creatable(req, img, r.Topics))
 	}
 
 	for _, br := range img.Brokers() {
-		ep, ok := b.clientEndpoint(br)
+		ep, ok := b.clientEndpoint(br, req.Listener)
 		if br.Fenced || !ok {
 			continue
 		}
@@ -60,11 +68,17 @@ func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response 
 	clusterID := b.clusterID
 	resp.ClusterID = &clusterID
 	resp.ControllerID = b.controllerID(img)
-	resp.AuthorizedOperations = authorizedOperationsOmitted
+	resp.AuthorizedOperations = b.clusterAuthorizedOperations(req, r.IncludeClusterAuthorizedOperations && r.Version <= 10)
+	withOps := func(mt kmsg.MetadataResponseTopic) kmsg.MetadataResponseTopic {
+		mt.AuthorizedOperations = b.authorizedOperations(req, r.IncludeTopicAuthorizedOperations, auth.ResourceTopic, *mt.Topic)
+		return mt
+	}
 
 	if r.Topics == nil {
 		for _, t := range img.Topics() {
-			resp.Topics = append(resp.Topics, b.topicMetadata(t))
+			if b.allowed(req, auth.OpDescribe, auth.ResourceTopic, t.Name) {
+				resp.Topics = append(resp.Topics, withOps(b.topicMetadata(t)))
+			}
 		}
 		return reply(resp)
 	}
@@ -78,6 +92,15 @@ func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response 
 			t, ok = img.Topic(*rt.Topic)
 		case rt.TopicID != [16]byte{}:
 			t, ok = img.TopicByID(metadata.TopicID(rt.TopicID))
+		}
+		if rt.Topic != nil && !b.authorize(req, auth.OpDescribe, auth.ResourceTopic, *rt.Topic) ||
+			ok && !b.authorize(req, auth.OpDescribe, auth.ResourceTopic, t.Name) {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic, mt.TopicID = rt.Topic, rt.TopicID
+			mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			mt.AuthorizedOperations = authorizedOperationsOmitted
+			resp.Topics = append(resp.Topics, mt)
+			continue
 		}
 		if !ok {
 			mt := kmsg.NewMetadataResponseTopic()
@@ -93,9 +116,27 @@ func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response 
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, b.topicMetadata(t))
+		resp.Topics = append(resp.Topics, withOps(b.topicMetadata(t)))
 	}
 	return reply(resp)
+}
+
+// creatable keeps the topics a Metadata request may auto-create: all of them with
+// CREATE on the cluster, else those with CREATE on the topic.
+func (b *Broker) creatable(req *protocol.Request, img *metadata.Image, topics []kmsg.MetadataRequestTopic) []kmsg.MetadataRequestTopic {
+	if b.authz == nil || b.allowed(req, auth.OpCreate, auth.ResourceCluster, auth.ClusterName) {
+		return topics
+	}
+	var out []kmsg.MetadataRequestTopic
+	for _, rt := range topics {
+		if rt.Topic == nil {
+			continue
+		}
+		if _, exists := img.Topic(*rt.Topic); !exists && b.authorize(req, auth.OpCreate, auth.ResourceTopic, *rt.Topic) {
+			out = append(out, rt)
+		}
+	}
+	return out
 }
 
 // autoCreate creates the requested topics that do not exist yet (through the active
@@ -165,9 +206,13 @@ func (b *Broker) topicMetadata(t *metadata.Topic) kmsg.MetadataResponseTopic {
 	return mt
 }
 
-// clientEndpoint is the endpoint of broker br that this node's clients use: the
-// one named like this node's first advertised listener, else br's first.
-func (b *Broker) clientEndpoint(br metadata.Broker) (metadata.Endpoint, bool) {
+// clientEndpoint is the endpoint of broker br that a client connected to listener
+// uses: the one of the same name (as Kafka answers), else the one named like this
+// node's first advertised listener, else br's first.
+func (b *Broker) clientEndpoint(br metadata.Broker, listener string) (metadata.Endpoint, bool) {
+	if ep, ok := br.Endpoint(listener); ok && listener != "" {
+		return ep, true
+	}
 	if len(b.cfg.AdvertisedListeners) > 0 {
 		if ep, ok := br.Endpoint(b.cfg.AdvertisedListeners[0].Name); ok {
 			return ep, true

@@ -8,8 +8,11 @@ package broker
 // change (KIP-320). CurrentLeaderEpoch is validated (v2+).
 
 import (
+	"cmp"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 )
 
@@ -22,12 +25,20 @@ func (b *Broker) handleOffsetForLeaderEpoch(req *protocol.Request) <-chan protoc
 	for _, rt := range r.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
+		var authErr error
+		if r.ReplicaID >= 0 { // a follower
+			if !b.authorizeCluster(req, auth.OpClusterAction) {
+				authErr = kerr.ClusterAuthorizationFailed
+			}
+		} else {
+			authErr = b.topicAuthError(req, auth.OpDescribe, rt.Topic)
+		}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
 			p := b.replicas.Get(rt.Topic, rp.Partition)
-			if err := fetchablePartition(p, rp.CurrentLeaderEpoch); err != nil {
+			if err := cmp.Or(authErr, fetchablePartition(p, rp.CurrentLeaderEpoch)); err != nil {
 				sp.ErrorCode = errorCode(err)
 			} else {
 				sp.LeaderEpoch, sp.EndOffset = p.Log.EndOffsetForEpoch(rp.LeaderEpoch)

@@ -1,7 +1,7 @@
 package broker
 
-// Produce (key 0), versions 3–12 (v12, KIP-890, has v11's schema; v13, topics by id,
-// is not served).
+// Produce (key 0), versions 3–13 (v12, KIP-890, has v11's schema; v13 names topics
+// by id).
 //
 // Each partition's records must be exactly one magic-v2 record batch (Kafka's rule for
 // v3+). The batch is validated in one pass (size, CRC-32C, header fields; compressed
@@ -21,6 +21,11 @@ package broker
 // before that point; Kafka reads a request whole first. The client retries them as
 // after any lost response (idempotent producers are deduplicated).
 //
+// With an authorizer, each topic needs WRITE (TOPIC_AUTHORIZATION_FAILED for its
+// partitions otherwise) and a transactional id WRITE on it. A topic named by id
+// (v13) is resolved first, as in Kafka: an id the metadata image does not hold is
+// UNKNOWN_TOPIC_ID whatever the ACLs, a known one needs WRITE on the topic it names.
+//
 // Differences from Kafka: transactional batches are refused with
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED until transactions are implemented; internal
 // topics refuse client writes with INVALID_TOPIC_EXCEPTION.
@@ -35,6 +40,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/record"
@@ -92,8 +98,15 @@ type produceRequest struct {
 	resp    kmsg.ProduceResponse
 	pending []pendingAck
 	failed  bool
-	// topicErr answers every partition of the current topic (an unknown topic id).
+	// topicErr answers every partition of the current topic (an unknown topic id,
+	// a topic or transactional id the principal may not write).
 	topicErr error
+	// Authorization (authorize.go): the request's principal, and the answer to
+	// every partition when its transactional id may not write (nil if it may).
+	who    protocol.Request
+	txnErr error
+	// throttle is how long the client must wait for its producer_byte_rate quota.
+	throttle time.Duration
 }
 
 // pendingAck is a partition whose acks=all response waits for the high watermark: the
@@ -123,6 +136,17 @@ func (b *Broker) StartProduce(req *protocol.Request, h protocol.ProduceHeader) p
 	pr.resp.SetVersion(req.Version)
 	pr.b, pr.version, pr.acks, pr.timeout, pr.now = b, req.Version, h.Acks, h.TimeoutMillis, b.clock.Now()
 	pr.pending, pr.failed = pr.pending[:0], false
+	pr.txnErr, pr.throttle = nil, 0
+	if b.quotas.Enabled() {
+		pr.throttle = b.quotas.Record(auth.ProducerByteRate, req.Principal.Name, req.ClientID, float64(req.Size), pr.now)
+		pr.resp.ThrottleMillis = int32(pr.throttle / time.Millisecond)
+	}
+	if b.authz != nil {
+		pr.who = protocol.Request{Key: req.Key, Principal: req.Principal, ClientAddr: req.ClientAddr}
+		if h.TransactionalID != nil && !b.authorize(&pr.who, auth.OpWrite, auth.ResourceTransactionalID, *h.TransactionalID) {
+			pr.txnErr = kerr.TransactionalIDAuthorizationFailed
+		}
+	}
 	return pr
 }
 
@@ -150,6 +174,12 @@ func (pr *produceRequest) Topic(name string, id [16]byte, partitions int) {
 	}
 	*t = kmsg.NewProduceResponseTopic()
 	t.Topic, t.TopicID, t.Partitions = name, id, parts
+	if pr.topicErr == nil && pr.b.authz != nil {
+		pr.topicErr = pr.txnErr
+		if pr.topicErr == nil && !pr.b.authorize(&pr.who, auth.OpWrite, auth.ResourceTopic, name) {
+			pr.topicErr = kerr.TopicAuthorizationFailed
+		}
+	}
 }
 
 // Partition implements protocol.ProduceStream: it validates and appends one
@@ -207,9 +237,9 @@ func (pr *produceRequest) acked(pa pendingAck) bool {
 func (pr *produceRequest) Finish() (protocol.Response, <-chan protocol.Response) {
 	switch {
 	case pr.acks == 0:
-		return protocol.Response{None: true, Close: pr.failed, Written: pr.written}, nil
+		return protocol.Response{None: true, Close: pr.failed, Written: pr.written, Throttle: pr.throttle}, nil
 	case len(pr.pending) == 0:
-		return protocol.Response{Body: &pr.resp, Written: pr.written}, nil
+		return protocol.Response{Body: &pr.resp, Written: pr.written, Throttle: pr.throttle}, nil
 	}
 	return protocol.Response{}, pr.b.waitForAcks(pr)
 }
@@ -345,7 +375,7 @@ func (b *Broker) waitForAcks(pr *produceRequest) <-chan protocol.Response {
 			}
 			pending = remaining
 			if len(pending) == 0 {
-				out <- protocol.Response{Body: &pr.resp, Written: pr.written}
+				out <- protocol.Response{Body: &pr.resp, Written: pr.written, Throttle: pr.throttle}
 				return
 			}
 			select {
@@ -354,7 +384,7 @@ func (b *Broker) waitForAcks(pr *produceRequest) <-chan protocol.Response {
 				for _, pa := range pending {
 					pr.resp.Topics[pa.topic].Partitions[pa.index].ErrorCode = kerr.RequestTimedOut.Code
 				}
-				out <- protocol.Response{Body: &pr.resp, Written: pr.written}
+				out <- protocol.Response{Body: &pr.resp, Written: pr.written, Throttle: pr.throttle}
 				return
 			}
 		}

@@ -132,7 +132,7 @@ func startBenchBroker(b *testing.B, topic string, partitions int32) string {
 		b.Fatalf("create topic: error %d", code)
 	}
 	srv, err := server.New(server.Config{
-		Listeners:      []string{"127.0.0.1:0"},
+		Listeners:      server.Listen("127.0.0.1:0"),
 		Handler:        brk,
 		Versions:       Versions,
 		APIKeys:        APIKeys,

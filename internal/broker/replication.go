@@ -59,6 +59,7 @@ func (b *Broker) dialLeader(leader int32) (replica.LeaderClient, error) {
 	conn := peer.New(addr, peer.Options{
 		ClientID:        fmt.Sprintf("samsa-replica-fetcher-%d", b.nodeID),
 		MaxResponseSize: max(b.cfg.ReplicaFetchResponseMaxBytes, 0) + 64<<20,
+		Security:        b.interBroker,
 	})
 	timeout := time.Duration(b.cfg.ReplicaSocketTimeoutMs+b.cfg.ReplicaFetchWaitMaxMs) * time.Millisecond
 	return &leaderClient{conn: conn, timeout: timeout, pool: &b.replicaFrames}, nil

@@ -31,6 +31,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/share"
@@ -45,10 +46,13 @@ func init() {
 }
 
 // shareStateCheck is the code a partition of a share-coordinator request answers
-// before its state is looked at (0: go on). knownTopic asks that the metadata have
-// the partition.
-func shareStateCheck(img *metadata.Image, groupID string, topicID [16]byte, partition int32, knownTopic bool) (int16, *string) {
+// before its state is looked at (0: go on). allowed is whether the caller may act as a
+// broker (CLUSTER_ACTION on the cluster, which Kafka asks of these inter-broker
+// requests); knownTopic asks that the metadata have the partition.
+func shareStateCheck(allowed bool, img *metadata.Image, groupID string, topicID [16]byte, partition int32, knownTopic bool) (int16, *string) {
 	switch {
+	case !allowed:
+		return kerr.ClusterAuthorizationFailed.Code, nil
 	case groupID == "":
 		return kerr.InvalidRequest.Code, kmsg.StringPtr("The group id cannot be empty.")
 	case partition < 0:
@@ -82,14 +86,14 @@ func (b *Broker) handleInitializeShareGroupState(req *protocol.Request) <-chan p
 	resp := r.ResponseKind().(*kmsg.InitializeShareGroupStateResponse)
 	ctx, cancel := b.shareStateContext()
 	defer cancel()
-	img := b.image()
+	img, allowed := b.image(), b.authorizeCluster(req, auth.OpClusterAction)
 	for _, rt := range r.Topics {
 		ot := kmsg.NewInitializeShareGroupStateResponseTopic()
 		ot.TopicID = rt.TopicID
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewInitializeShareGroupStateResponseTopicPartition()
 			op.Partition = rp.Partition
-			op.ErrorCode, op.ErrorMessage = shareStateCheck(img, r.GroupID, rt.TopicID, rp.Partition, true)
+			op.ErrorCode, op.ErrorMessage = shareStateCheck(allowed, img, r.GroupID, rt.TopicID, rp.Partition, true)
 			if op.ErrorCode == 0 {
 				k := share.Key{Group: r.GroupID, TopicID: rt.TopicID, Partition: rp.Partition}
 				op.ErrorCode, op.ErrorMessage = shareStateResult(b.shareState.initializeState(ctx, k, rp.StateEpoch, rp.StartOffset))
@@ -106,14 +110,14 @@ func (b *Broker) handleReadShareGroupState(req *protocol.Request) <-chan protoco
 	resp := r.ResponseKind().(*kmsg.ReadShareGroupStateResponse)
 	ctx, cancel := b.shareStateContext()
 	defer cancel()
-	img := b.image()
+	img, allowed := b.image(), b.authorizeCluster(req, auth.OpClusterAction)
 	for _, rt := range r.Topics {
 		ot := kmsg.NewReadShareGroupStateResponseTopic()
 		ot.TopicID = rt.TopicID
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewReadShareGroupStateResponseTopicPartition()
 			op.Partition, op.StartOffset = rp.Partition, -1
-			op.ErrorCode, op.ErrorMessage = shareStateCheck(img, r.GroupID, rt.TopicID, rp.Partition, true)
+			op.ErrorCode, op.ErrorMessage = shareStateCheck(allowed, img, r.GroupID, rt.TopicID, rp.Partition, true)
 			if op.ErrorCode == 0 {
 				k := share.Key{Group: r.GroupID, TopicID: rt.TopicID, Partition: rp.Partition}
 				snap, found, err := b.shareState.readState(ctx, k, rp.LeaderEpoch)
@@ -139,14 +143,14 @@ func (b *Broker) handleWriteShareGroupState(req *protocol.Request) <-chan protoc
 	resp := r.ResponseKind().(*kmsg.WriteShareGroupStateResponse)
 	ctx, cancel := b.shareStateContext()
 	defer cancel()
-	img := b.image()
+	img, allowed := b.image(), b.authorizeCluster(req, auth.OpClusterAction)
 	for _, rt := range r.Topics {
 		ot := kmsg.NewWriteShareGroupStateResponseTopic()
 		ot.TopicID = rt.TopicID
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewWriteShareGroupStateResponseTopicPartition()
 			op.Partition = rp.Partition
-			op.ErrorCode, op.ErrorMessage = shareStateCheck(img, r.GroupID, rt.TopicID, rp.Partition, true)
+			op.ErrorCode, op.ErrorMessage = shareStateCheck(allowed, img, r.GroupID, rt.TopicID, rp.Partition, true)
 			if op.ErrorCode == 0 {
 				op.ErrorCode, op.ErrorMessage = shareWriteCheck(rp.StateBatches)
 			}
@@ -183,7 +187,7 @@ func (b *Broker) handleDeleteShareGroupState(req *protocol.Request) <-chan proto
 	resp := r.ResponseKind().(*kmsg.DeleteShareGroupStateResponse)
 	ctx, cancel := b.shareStateContext()
 	defer cancel()
-	img := b.image()
+	img, allowed := b.image(), b.authorizeCluster(req, auth.OpClusterAction)
 	for _, rt := range r.Topics {
 		ot := kmsg.NewDeleteShareGroupStateResponseTopic()
 		ot.TopicID = rt.TopicID
@@ -191,7 +195,7 @@ func (b *Broker) handleDeleteShareGroupState(req *protocol.Request) <-chan proto
 			op := kmsg.NewDeleteShareGroupStateResponseTopicPartition()
 			op.Partition = rp.Partition
 			// The state of a deleted topic's partition can still be deleted.
-			op.ErrorCode, op.ErrorMessage = shareStateCheck(img, r.GroupID, rt.TopicID, rp.Partition, false)
+			op.ErrorCode, op.ErrorMessage = shareStateCheck(allowed, img, r.GroupID, rt.TopicID, rp.Partition, false)
 			if op.ErrorCode == 0 {
 				k := share.Key{Group: r.GroupID, TopicID: rt.TopicID, Partition: rp.Partition}
 				op.ErrorCode, op.ErrorMessage = shareStateResult(b.shareState.deleteState(ctx, k))
@@ -208,14 +212,14 @@ func (b *Broker) handleReadShareGroupStateSummary(req *protocol.Request) <-chan 
 	resp := r.ResponseKind().(*kmsg.ReadShareGroupStateSummaryResponse)
 	ctx, cancel := b.shareStateContext()
 	defer cancel()
-	img := b.image()
+	img, allowed := b.image(), b.authorizeCluster(req, auth.OpClusterAction)
 	for _, rt := range r.Topics {
 		ot := kmsg.NewReadShareGroupStateSummaryResponseTopic()
 		ot.TopicID = rt.TopicID
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewReadShareGroupStateSummaryResponseTopicPartition()
 			op.Partition, op.StartOffset, op.LeaderEpoch = rp.Partition, -1, -1
-			op.ErrorCode, op.ErrorMessage = shareStateCheck(img, r.GroupID, rt.TopicID, rp.Partition, true)
+			op.ErrorCode, op.ErrorMessage = shareStateCheck(allowed, img, r.GroupID, rt.TopicID, rp.Partition, true)
 			if op.ErrorCode == 0 {
 				k := share.Key{Group: r.GroupID, TopicID: rt.TopicID, Partition: rp.Partition}
 				snap, found, err := b.shareState.summary(ctx, k, rp.LeaderEpoch)

@@ -88,6 +88,7 @@ func (s *shareStore) conn(br metadata.Broker) (*peer.Conn, error) {
 	c = peer.New(addr, peer.Options{
 		ClientID:   fmt.Sprintf("samsa-share-%d", s.b.nodeID),
 		BackoffMin: 50 * time.Millisecond, BackoffMax: 500 * time.Millisecond,
+		Security: s.b.interBroker,
 	})
 	s.mu.conns[br.NodeID] = c
 	return c, nil

@@ -33,6 +33,11 @@ func (g *globals) newClient(opts ...kgo.Opt) (*kgo.Client, error) {
 		kgo.RetryTimeout(g.timeout),
 		kgo.MetadataMinAge(250 * time.Millisecond),
 	}
+	sec, err := g.sec.Opts()
+	if err != nil {
+		return nil, err
+	}
+	base = append(base, sec...)
 	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		return nil, usagef("bad client configuration: %v", err)
@@ -146,8 +151,15 @@ func kafkaHint(err error) string {
 		return "the record is larger than the topic's max.message.bytes"
 	case kerr.UnsupportedVersion:
 		return "the broker does not serve this request"
-	case kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed, kerr.ClusterAuthorizationFailed:
-		return "the cluster's ACLs do not allow this"
+	case kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed, kerr.ClusterAuthorizationFailed,
+		kerr.TransactionalIDAuthorizationFailed:
+		return "the cluster's ACLs do not allow this; see `samsa acl list`"
+	case kerr.SaslAuthenticationFailed:
+		return "check --user, --password and --sasl-mechanism"
+	case kerr.UnsupportedSaslMechanism:
+		return "the listener does not enable this --sasl-mechanism"
+	case kerr.SecurityDisabled:
+		return "the cluster has no authorizer (authorizer.class.name)"
 	}
 	return ""
 }

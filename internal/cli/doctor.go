@@ -11,9 +11,10 @@ import (
 // Snapshot is everything doctor's analysis looks at, collected from the cluster.
 // Diagnose reads nothing else, so it is tested with hand-made snapshots.
 type Snapshot struct {
-	Window time.Duration   // how long the group samples span
-	Topics []TopicSnapshot // topics to check (internal topics excluded)
-	Groups []GroupSnapshot // consumer groups to check
+	Window  time.Duration    // how long the group samples span
+	Topics  []TopicSnapshot  // topics to check (internal topics excluded)
+	Groups  []GroupSnapshot  // consumer groups to check
+	Brokers []BrokerSnapshot // brokers' configurations, for the security checks
 }
 
 // TopicSnapshot is one topic's partitions and effective configs.
@@ -96,6 +97,9 @@ func Diagnose(s Snapshot) []Finding {
 	}
 	for _, g := range s.Groups {
 		out = append(out, diagnoseGroup(g, s.Window)...)
+	}
+	for _, b := range s.Brokers {
+		out = append(out, diagnoseBroker(b)...)
 	}
 	slices.SortStableFunc(out, func(a, b Finding) int {
 		return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Code, b.Code))

@@ -167,6 +167,9 @@ func (c *collector) collect(ctx context.Context, window time.Duration) (Snapshot
 	}
 	snap.Groups = gs
 	snap.Topics = c.topics(ctx, md, gs)
+	if c.scope.topic == "" && c.scope.group == "" {
+		snap.Brokers = c.brokers(ctx, md)
+	}
 	return snap, nil
 }
 

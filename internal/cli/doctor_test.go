@@ -2,6 +2,7 @@ package cli
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -226,5 +227,49 @@ func TestDiagnoseOrderIsDeterministic(t *testing.T) {
 	want := []string{"a/" + CodeMinISRAboveRF, "b/" + CodeMinISRAboveRF, "b/" + CodeUncleanLeaderElection}
 	if !slices.Equal(got, want) {
 		t.Fatalf("order = %v, want %v", got, want)
+	}
+}
+
+func TestDiagnoseBrokerSecurity(t *testing.T) {
+	base := map[string]string{
+		"authorizer.class.name":          "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,INTERNAL:PLAINTEXT",
+		"controller.listener.names":      "CONTROLLER",
+		"allow.everyone.if.no.acl.found": "false",
+	}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	for _, tt := range []struct {
+		name    string
+		configs map[string]string
+		want    []string
+	}{
+		{"loopback PLAINTEXT is fine", with("listeners", "PLAINTEXT://127.0.0.1:9092,SASL_SSL://0.0.0.0:9093"), nil},
+		{"PLAINTEXT on every interface", with("listeners", "PLAINTEXT://:9092,SASL_SSL://0.0.0.0:9093"), []string{CodePlaintextWithAuthorizer}},
+		{"a custom PLAINTEXT listener", with("listeners", "INTERNAL://10.0.0.5:9094"), []string{CodePlaintextWithAuthorizer}},
+		{"no authorizer", with("authorizer.class.name", "", "listeners", "PLAINTEXT://0.0.0.0:9092"), nil},
+		{"allow everyone", with("listeners", "SASL_SSL://0.0.0.0:9093", "allow.everyone.if.no.acl.found", "true"), []string{CodeAllowEveryoneNoACL}},
+		{"unreadable configs", nil, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var codes []string
+			for _, f := range Diagnose(Snapshot{Brokers: []BrokerSnapshot{{ID: 1, Configs: tt.configs}}}) {
+				codes = append(codes, f.Code)
+				if f.Fix == "" || f.Numbers["broker"] != 1 {
+					t.Errorf("finding %+v lacks its fix or broker", f)
+				}
+			}
+			if strings.Join(codes, ",") != strings.Join(tt.want, ",") {
+				t.Fatalf("codes %v, want %v", codes, tt.want)
+			}
+		})
 	}
 }

@@ -38,6 +38,12 @@ func run(t *testing.T, broker *testutil.Broker, stdin string, args ...string) cl
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	return runWith(t, ctx, broker, stdin, args...)
+}
+
+// runWith is run within ctx.
+func runWith(t *testing.T, ctx context.Context, broker *testutil.Broker, stdin string, args ...string) cliResult {
+	t.Helper()
 	cmd := samsaCmd(t, ctx, broker, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &stdout, &stderr

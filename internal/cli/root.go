@@ -44,6 +44,7 @@ type globals struct {
 	brokers string
 	output  string
 	timeout time.Duration
+	sec     ClientSecurity
 }
 
 const (
@@ -110,6 +111,7 @@ Exit codes: 0 success, 1 the operation failed, 2 usage error, 3 doctor found pro
 	pf.StringVarP(&g.output, "output", "o", outputText, "output format: text or json")
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second,
 		"how long to wait for the cluster before giving up")
+	g.sec.AddFlags(pf)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
 	for _, cmd := range []*cobra.Command{
 		newTopicCmd(g),
@@ -118,6 +120,9 @@ Exit codes: 0 success, 1 the operation failed, 2 usage error, 3 doctor found pro
 		newGroupCmd(g),
 		newClusterCmd(g),
 		newDoctorCmd(g),
+		newACLCmd(g),
+		newUserCmd(g),
+		newQuotaCmd(g),
 	} {
 		// Validated per client command, so that commands added by the caller (serve)
 		// do not depend on SAMSA_BROKERS or the client flags.

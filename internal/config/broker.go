@@ -232,6 +232,10 @@ type Broker struct {
 	MetricsListener string // metrics.listener (Samsa's own): "" = off, else host:port
 	ConsoleListener string // console.listener (Samsa's own): "" = off, else host:port
 
+	// Security: listeners' protocols, SASL, the authorizer, quotas, connection
+	// limits (security.go).
+	Security Security
+
 	// Raw holds every property exactly as it was set in the file or an override
 	// (after trimming), keyed by name. It is what DescribeConfigs reports as
 	// STATIC_BROKER_CONFIG; properties absent from it are at their default.
@@ -304,9 +308,12 @@ func derive(b *Broker, set map[string]string) {
 			}
 		}
 	}
-	// inter.broker.listener.name defaults to PLAINTEXT if advertised, else the
-	// first advertised listener.
-	if !has(set, "inter.broker.listener.name") {
+	// inter.broker.listener.name defaults to the listener named by
+	// security.inter.broker.protocol, else PLAINTEXT if advertised, else the first
+	// advertised listener.
+	if has(set, "security.inter.broker.protocol") && !has(set, "inter.broker.listener.name") {
+		b.InterBrokerListenerName = strings.ToUpper(strings.TrimSpace(set["security.inter.broker.protocol"]))
+	} else if !has(set, "inter.broker.listener.name") {
 		b.InterBrokerListenerName = ""
 		for _, l := range b.AdvertisedListeners {
 			if l.Name == "PLAINTEXT" || b.InterBrokerListenerName == "" {
@@ -543,7 +550,7 @@ func (b *Broker) crossChecks() []error {
 	if id, ok := b.Raw["broker.id"]; ok && has(b.Raw, "node.id") && mustInt(id) != int64(b.NodeID) {
 		add(conflict("broker.id=%s differs from node.id=%d (broker.id is the old name of node.id)", id, b.NodeID))
 	}
-	return errs
+	return append(errs, b.securityChecks()...)
 }
 
 func firstDuplicate(xs []string) string {

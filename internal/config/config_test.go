@@ -114,7 +114,21 @@ func TestDefaultsMatchKafka(t *testing.T) {
 		"TransactionStateLogNumPartitions":            int32(50),
 		"TransactionStateLogReplicationFactor":        int16(3),
 		"TransactionStateLogMinIsr":                   int32(2),
-		"Raw":                                         map[string]string{},
+		"Security": Security{
+			ProtocolMap:                  map[string]string{"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL"},
+			SaslMechanismInterBroker:     "GSSAPI",
+			SaslMechanismController:      "GSSAPI",
+			SaslServerMaxReceiveSize:     524288,
+			FailedAuthenticationDelayMs:  100,
+			AuthorizerLogLevel:           "INFO",
+			MaxConnections:               math.MaxInt32,
+			MaxConnectionsPerIP:          math.MaxInt32,
+			MaxConnectionsPerIPOverrides: map[string]int32{},
+			ConnectionsMaxSetupMs:        10000,
+			QuotaWindowNum:               11,
+			QuotaWindowSizeSeconds:       1,
+		},
+		"Raw": map[string]string{},
 	}
 	v := reflect.ValueOf(b).Elem()
 	for i := 0; i < v.NumField(); i++ {

@@ -48,7 +48,7 @@ func DescribeBroker(b *Broker) []Entry {
 	for i := range brokerProperties {
 		p := &brokerProperties[i]
 		e := Entry{Name: p.name, Value: brokerValue(b, p), Source: SourceDefault,
-			ReadOnly: true, Type: p.spec.kafkaType(), Doc: p.doc}
+			ReadOnly: true, Type: p.spec.kafkaType(), Doc: p.doc, Sensitive: p.spec.kafkaType() == TypePassword}
 		if has(b.Raw, p.name) {
 			e.Source = SourceStaticBroker
 		}

@@ -94,8 +94,12 @@ func brokerTable() string {
 		if p.ignored {
 			continue
 		}
+		note := p.note
+		if p.listener {
+			note = strings.TrimSpace(note + " Per listener: `" + listenerPrefix + "<listener>." + p.name + "`.")
+		}
 		fmt.Fprintf(&sb, "| `%s` | %s | %s | %s | %s |\n", p.name, docDefault(p),
-			valid(p.spec), cell(p.doc), cell(p.note))
+			valid(p.spec), cell(p.doc), cell(note))
 	}
 	return sb.String()
 }

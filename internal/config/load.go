@@ -52,6 +52,26 @@ func Load(path string, overrides []string) (*Broker, error) {
 			if p.set != nil {
 				p.set(b, value)
 			}
+		case strings.HasPrefix(name, listenerPrefix):
+			listener, prop, _, err := splitListenerProperty(name)
+			if err == nil {
+				err = checkListenerProperty(prop, value)
+				if err != nil {
+					err = invalidValue(name, value, err)
+				}
+			}
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			valid[name] = value
+			if b.Security.ListenerOverrides == nil {
+				b.Security.ListenerOverrides = map[string]map[string]string{}
+			}
+			if b.Security.ListenerOverrides[listener] == nil {
+				b.Security.ListenerOverrides[listener] = map[string]string{}
+			}
+			b.Security.ListenerOverrides[listener][prop] = strings.TrimSpace(value)
 		case name == "":
 			errs = append(errs, fmt.Errorf("%w: a line sets %q without a property name", ErrUnknownProperty, value))
 		case strings.HasPrefix(name, "zookeeper."):

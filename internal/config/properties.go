@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -20,6 +21,9 @@ type property struct {
 	doc     string
 	note    string // what Samsa does differently, for docs/config.md
 	ignored bool   // accepted for compatibility, has no effect
+	// listener: the property may also be set for one listener with the prefix
+	// listener.name.<listener name in lower case>. (see security.go).
+	listener bool
 }
 
 // Typed bindings between a property and a Broker field.
@@ -164,8 +168,11 @@ var (
 
 const maxLong = "9223372036854775807"
 
-// brokerProperties: every broker property Samsa accepts, in docs order.
-var brokerProperties = []property{
+// brokerProperties: every broker property Samsa accepts, in docs order: the core
+// ones, then security (security.go).
+var brokerProperties = slices.Concat(coreProperties, securityProperties)
+
+var coreProperties = []property{
 	// Node identity and cluster shape.
 	property{name: "node.id", spec: atLeast(TypeInt, 0), def: "1",
 		doc:  "Id of this node, unique in the cluster; also written to meta.properties in each log directory.",
@@ -190,8 +197,8 @@ var brokerProperties = []property{
 		note: ""}.
 		bind(strs(func(b *Broker) *[]string { return &b.LogDirs })),
 	property{name: "listeners", spec: listenerList, def: "PLAINTEXT://127.0.0.1:9092",
-		doc:  "Addresses to listen on, as NAME://host:port; an empty host means every interface, port 0 a free port.",
-		note: "Kafka's default is PLAINTEXT://:9092. Every listener speaks PLAINTEXT; the ones in controller.listener.names carry the quorum."}.
+		doc:  "Addresses to listen on, as NAME://host:port; an empty host means every interface, port 0 a free port. Each name's security protocol comes from listener.security.protocol.map.",
+		note: "Kafka's default is PLAINTEXT://:9092. The ones in controller.listener.names carry the quorum."}.
 		bind(listeners(func(b *Broker) *[]Listener { return &b.Listeners })),
 	property{name: "advertised.listeners", spec: listenerList0, null: true,
 		doc:  "Addresses given to clients in Metadata responses; each name must be one of listeners.",
@@ -202,8 +209,8 @@ var brokerProperties = []property{
 		note: "Kafka has no default (it is required in KRaft mode); Samsa's is CONTROLLER."}.
 		bind(upperList(func(b *Broker) *[]string { return &b.ControllerListenerNames })),
 	property{name: "inter.broker.listener.name", spec: text{}, null: true,
-		doc:  "The advertised listener brokers use to reach each other (followers fetch from leaders on it).",
-		note: "Defaults to PLAINTEXT when it is advertised, else the first advertised listener; Kafka derives it from security.inter.broker.protocol."}.
+		doc:  "The advertised listener brokers use to reach each other (followers fetch from leaders on it). Not to be set together with security.inter.broker.protocol.",
+		note: "Defaults to the listener named by security.inter.broker.protocol when that is set; else PLAINTEXT when it is advertised, else the first advertised listener."}.
 		bind(str(func(b *Broker) *string { return &b.InterBrokerListenerName })),
 	property{name: "broker.rack", spec: text{}, null: true,
 		doc: "Rack (or zone) of this broker; replicas of a partition are spread over racks."}.
@@ -242,7 +249,7 @@ var brokerProperties = []property{
 		note: "Samsa only, not a Kafka property."}.
 		bind(str(func(b *Broker) *string { return &b.MetricsListener })),
 	property{name: "console.listener", spec: hostPortOrOff, def: "",
-		doc:  "host:port serving the web console (as `samsa console` does) for this node's cluster; empty turns it off. Needs the broker role.",
+		doc:  "host:port serving the web console (as `samsa console` does) for this node's cluster; empty turns it off. Needs the broker role and a PLAINTEXT client listener, through which it connects as `User:ANONYMOUS` (against SSL and SASL listeners run `samsa console` with its security flags).",
 		note: "Samsa only, not a Kafka property."}.
 		bind(str(func(b *Broker) *string { return &b.ConsoleListener })),
 
@@ -535,8 +542,6 @@ var brokerProperties = []property{
 		doc: "Kafka's SO_SNDBUF.", note: "The operating system's default is used."},
 	{name: "socket.receive.buffer.bytes", spec: anyOf(TypeInt), def: "102400", ignored: true,
 		doc: "Kafka's SO_RCVBUF.", note: "The operating system's default is used."},
-	{name: "listener.security.protocol.map", spec: text{}, def: "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", ignored: true,
-		doc: "Kafka's listener name to security protocol map.", note: "Every listener is PLAINTEXT."},
 	{name: "controller.quorum.bootstrap.servers", spec: text{typ: TypeList}, def: "", ignored: true,
 		doc: "Kafka 4's dynamic quorum bootstrap list.", note: "Use controller.quorum.voters."},
 	{name: "log.preallocate", spec: boolean{}, def: "false", ignored: true,

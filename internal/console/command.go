@@ -9,6 +9,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/samsa-streaming/samsa/internal/cli"
 )
 
 // brokersEnv overrides the default bootstrap brokers, as for every client command.
@@ -20,6 +22,7 @@ func NewCommand() *cobra.Command {
 		brokers  string
 		cfg      Config
 		logLevel string
+		sec      cli.ClientSecurity
 	)
 	cmd := &cobra.Command{
 		Use:   "console",
@@ -31,11 +34,18 @@ their lag over time, and doctor's findings; forms create and delete topics, edit
 topic configs, produce a record and reset a group's offsets. Every consumer group's
 lag is sampled every --lag-interval from the console's start.
 
+It connects to the brokers with the same TLS and SASL flags as the other client
+commands (--tls-ca, --sasl-mechanism, --user, --password, --command-config…);
+every page then shows what that principal may see and do.
+
 The console has no login: listen on a loopback address (the default), or put it
 behind a proxy that authenticates. Changes are refused when they come from
 another site.`,
 		Example: `  samsa console
-  samsa console -b kafka-1:9092,kafka-2:9092 --listen 127.0.0.1:8080`,
+  samsa console -b kafka-1:9092,kafka-2:9092 --listen 127.0.0.1:8080
+  SAMSA_PASSWORD=alice-secret samsa console -b kafka-1:9095 --tls-ca ca.pem \
+      --sasl-mechanism SCRAM-SHA-512 --user alice
+  samsa console -b kafka-1:9095 --command-config client.properties`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var level slog.Level
@@ -43,6 +53,11 @@ another site.`,
 				return fmt.Errorf("--log-level: %w", err)
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			opts, err := sec.Opts()
+			if err != nil {
+				return err
+			}
+			cfg.ClientOpts = opts
 			for b := range strings.SplitSeq(brokers, ",") {
 				if b = strings.TrimSpace(b); b != "" {
 					cfg.Brokers = append(cfg.Brokers, b)
@@ -75,5 +90,8 @@ another site.`,
 	f.DurationVar(&cfg.LagInterval, "lag-interval", defaultLagInterval, "how often every group's lag is sampled")
 	f.IntVar(&cfg.LagHistory, "lag-history", defaultLagHistory, "lag samples kept per group")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	// The client commands' own security flags; being the console's, they shadow the
+	// same flags of the root command (whose settings only its client commands read).
+	sec.AddFlags(f)
 	return cmd
 }

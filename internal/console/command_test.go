@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -19,7 +20,46 @@ import (
 // testCommand runs `samsa console` as a user would: it logs its URL, GET / answers
 // 200 text/html with "Samsa" in the title, and SIGTERM stops it with exit code 0.
 func testCommand(t *testing.T, broker *testutil.Broker) {
-	cmd := exec.Command(testutil.SamsaBinary(t), "console", "-b", broker.Addr, "--listen", "127.0.0.1:0")
+	p := startCommand(t, nil, "-b", broker.Addr)
+	resp, err := http.Get(p.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Errorf("GET %s: %d %s", p.url, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if !regexp.MustCompile(`<title>[^<]*Samsa[^<]*</title>`).Match(body) {
+		t.Errorf("the title does not contain Samsa:\n%.300s", body)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+		if p.exitErr != nil {
+			t.Errorf("samsa console after SIGTERM: %v", p.exitErr)
+		}
+	case <-time.After(15 * time.Second):
+		t.Error("samsa console did not stop within 15s of SIGTERM")
+	}
+}
+
+// consoleProcess is a running `samsa console`.
+type consoleProcess struct {
+	cmd     *exec.Cmd
+	url     string        // what it logged it serves
+	exited  chan struct{} // closed when it exited and its stderr was read to the end
+	exitErr error         // cmd.Wait's, once exited is closed
+}
+
+// startCommand starts `samsa console --listen 127.0.0.1:0 args...` with env added to
+// the test's environment and waits for the URL it logs. The end of the test kills it.
+func startCommand(t *testing.T, env []string, args ...string) *consoleProcess {
+	t.Helper()
+	cmd := exec.Command(testutil.SamsaBinary(t), append([]string{"console", "--listen", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +67,7 @@ func testCommand(t *testing.T, broker *testutil.Broker) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
+	p := &consoleProcess{cmd: cmd, exited: make(chan struct{})}
 	urls := make(chan string, 1)
 	go func() {
 		re := regexp.MustCompile(`url=(http://\S+)`)
@@ -38,38 +78,26 @@ func testCommand(t *testing.T, broker *testutil.Broker) {
 				urls <- m[1]
 			}
 		}
+		p.exitErr = cmd.Wait() // after the last read, as exec.Cmd requires
+		close(p.exited)
 	}()
-	var url string
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		select {
+		case <-p.exited:
+		case <-time.After(15 * time.Second):
+			t.Error("samsa console did not exit within 15s of SIGKILL")
+		}
+	})
 	select {
-	case url = <-urls:
+	case p.url = <-urls:
+		return p
+	case <-p.exited:
+		t.Fatalf("samsa console exited before it logged its url: %v", p.exitErr)
 	case <-time.After(30 * time.Second):
 		t.Fatal("samsa console logged no url within 30s")
 	}
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
-		t.Errorf("GET %s: %d %s", url, resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	if !regexp.MustCompile(`<title>[^<]*Samsa[^<]*</title>`).Match(body) {
-		t.Errorf("the title does not contain Samsa:\n%.300s", body)
-	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("samsa console after SIGTERM: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Error("samsa console did not stop within 15s of SIGTERM")
-	}
+	return nil
 }
 
 func TestCommandRefusesBadSettings(t *testing.T) {

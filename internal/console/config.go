@@ -6,12 +6,17 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Config configures a console Server. The zero value of each field means its default.
 type Config struct {
 	// Brokers are the bootstrap brokers, host:port. Required.
 	Brokers []string
+	// ClientOpts are added to the options of the console's franz-go client: TLS and
+	// SASL, as cli.ClientSecurity.Opts makes them from the client flags.
+	ClientOpts []kgo.Opt
 	// Listen is the HTTP listen address (default 127.0.0.1:8080; port 0 picks one).
 	Listen string
 	// Timeout bounds the Kafka requests behind one page (default 5s).

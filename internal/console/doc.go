@@ -2,7 +2,10 @@
 // brokers, topics, records, consumer groups, lag and doctor's findings, and lets an
 // operator create and delete topics, edit topic configs, produce a record and reset
 // a group's offsets. Like the CLI it is a Kafka client on franz-go (kgo, kadm) that
-// works against Samsa or any Kafka; it never imports Samsa's broker packages.
+// works against Samsa or any Kafka; it never imports Samsa's broker packages. Its TLS
+// and SASL come as franz-go options (Config.ClientOpts), which `samsa console` makes
+// from the client commands' shared security flags (cli.ClientSecurity); against a
+// cluster with an authorizer every page shows what that principal may see.
 //
 // Layout: config.go (Config, defaults, Validate), server.go (the Server, routes and
 // the middleware every response goes through), kafka.go (the client and how its

@@ -17,9 +17,10 @@ import (
 const clientID = "samsa-console"
 
 // newClient builds the console's one franz-go client: admin requests, produce and
-// the message browser's raw fetches all go through it.
+// the message browser's raw fetches all go through it, with the TLS and SASL of
+// Config.ClientOpts.
 func newClient(c Config) (*kgo.Client, *kadm.Client, error) {
-	cl, err := kgo.NewClient(
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(c.Brokers...),
 		kgo.ClientID(clientID),
 		kgo.DialTimeout(min(c.Timeout, 3*time.Second)),
@@ -28,10 +29,11 @@ func newClient(c Config) (*kgo.Client, *kadm.Client, error) {
 		// response or this deadline: a page that waits on a stalled broker ends
 		// within about two timeouts, not kgo's default 10 s per request.
 		kgo.RequestTimeoutOverhead(c.Timeout),
-		kgo.MetadataMinAge(250*time.Millisecond),
+		kgo.MetadataMinAge(250 * time.Millisecond),
 		kgo.RecordDeliveryTimeout(c.Timeout),
 		kgo.ProducerLinger(0),
-	)
+	}
+	cl, err := kgo.NewClient(append(opts, c.ClientOpts...)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("kafka client: %w", err)
 	}

@@ -35,6 +35,8 @@ type ChannelOptions struct {
 	// attempts (default 20ms), doubling up to 500ms.
 	RetryBackoff time.Duration
 	Logger       *slog.Logger
+	// Security secures the connections to the controllers' listener (TLS, SASL).
+	Security peer.Security
 }
 
 // Channel is a broker's channel to the active controller: it sends a Kafka request
@@ -69,7 +71,7 @@ func NewChannel(o ChannelOptions) *Channel {
 	ch := &Channel{opts: o, logger: o.Logger, voters: slices.Sorted(maps.Keys(o.Voters)), conns: map[int32]*peer.Conn{}}
 	for id, addr := range o.Voters {
 		if id != o.NodeID || o.Local == nil {
-			ch.conns[id] = peer.New(addr, peer.Options{ClientID: fmt.Sprintf("samsa-broker-%d", o.NodeID), BackoffMin: o.RetryBackoff, DialTimeout: o.RequestTimeout})
+			ch.conns[id] = peer.New(addr, peer.Options{ClientID: fmt.Sprintf("samsa-broker-%d", o.NodeID), BackoffMin: o.RetryBackoff, DialTimeout: o.RequestTimeout, Security: o.Security})
 		}
 	}
 	return ch

@@ -73,6 +73,11 @@ type Options struct {
 	AutoLeaderRebalance          bool
 	LeaderImbalanceCheckInterval time.Duration // 0 means 300s
 	LeaderImbalancePerBroker     int           // 0 means 10
+
+	// BootstrapScram are credentials written when this node becomes the active
+	// controller and the user has none for the mechanism yet (samsa serve
+	// --add-scram): how the first user of a SCRAM-only cluster is created.
+	BootstrapScram []BootstrapScram
 }
 
 const (
@@ -129,6 +134,7 @@ type Controller struct {
 	placementStart int
 	sessions       *sessions
 	sessionsTerm   uint64 // the activeTerm sessions were reset for
+	scramTerm      uint64 // the activeTerm the bootstrap SCRAM credentials were checked in
 	lastRebalance  time.Time
 
 	lifecycle struct {

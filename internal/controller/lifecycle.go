@@ -102,6 +102,10 @@ func (c *Controller) maintain() {
 		}
 		c.logger.Info("recorded the cluster id", "cluster_id", id)
 	}
+	if term := c.activeTerm.Load(); len(c.opts.BootstrapScram) > 0 && c.scramTerm != term {
+		c.bootstrapScram(ctx)
+		c.scramTerm = term
+	}
 	now := c.opts.Clock.Now()
 	for _, id := range c.sessions.stale(c.Image(), now) {
 		img := c.Image()

@@ -40,7 +40,7 @@ func (n *netNode) Handle(req *protocol.Request) <-chan protocol.Response {
 func (n *netNode) listen(t *testing.T, addr string) {
 	t.Helper()
 	srv, err := server.New(server.Config{
-		Listeners:  []string{addr},
+		Listeners:  server.Listen(addr),
 		Handler:    n,
 		Versions:   func(key int16) (int16, int16, bool) { return 0, 0, key == protocol.RaftKey },
 		NewRequest: func(key int16) kmsg.Request { return protocol.NewInternalRequest(key) },

@@ -54,6 +54,8 @@ type ObserverOptions struct {
 	// RetryBackoff (controller.quorum.retry.backoff.ms) is the pause before trying
 	// another voter after a failure (default 20ms, doubling up to 1s).
 	RetryBackoff time.Duration
+	// Security secures the connections to the controllers' listener (TLS, SASL).
+	Security peer.Security
 }
 
 // Observer follows the metadata log of a quorum it does not vote in: the node of a
@@ -109,7 +111,7 @@ func NewObserver(o ObserverOptions) (*Observer, error) {
 		caughtUp: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	for id, addr := range o.Voters {
-		ob.conns[id] = peer.New(addr, peer.Options{ClientID: "samsa-observer", BackoffMin: o.RetryBackoff, DialTimeout: o.RequestTimeout})
+		ob.conns[id] = peer.New(addr, peer.Options{ClientID: "samsa-observer", BackoffMin: o.RetryBackoff, DialTimeout: o.RequestTimeout, Security: o.Security})
 	}
 	ob.leader.Store(-1)
 	ob.image.Store(metadata.EmptyImage())

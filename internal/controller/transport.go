@@ -73,6 +73,8 @@ type NetTransportOptions struct {
 	// RetryBackoff (controller.quorum.retry.backoff.ms) is the first wait before
 	// reconnecting; it doubles up to 1s.
 	RetryBackoff time.Duration
+	// Security secures the connections to the controllers' listener (TLS, SASL).
+	Security peer.Security
 }
 
 // maxQueuedMessages bounds a peer's queue; beyond it messages are dropped (Raft
@@ -101,7 +103,7 @@ func NewNetTransport(o NetTransportOptions) *NetTransport {
 		}
 		t.peers[RaftID(id)] = &peerQueue{
 			id:   id,
-			conn: peer.New(addr, peer.Options{ClientID: "samsa-raft", BackoffMin: o.RetryBackoff, DialTimeout: o.RequestTimeout}),
+			conn: peer.New(addr, peer.Options{ClientID: "samsa-raft", BackoffMin: o.RetryBackoff, DialTimeout: o.RequestTimeout, Security: o.Security}),
 			wake: make(chan struct{}, 1),
 		}
 	}

@@ -66,6 +66,16 @@ func (b *builder) apply(r Record) error {
 		return b.apply(*r)
 	case *ClusterRecord:
 		return b.apply(*r)
+	case *UserScramCredentialRecord:
+		return b.apply(*r)
+	case *RemoveUserScramCredentialRecord:
+		return b.apply(*r)
+	case *AccessControlEntryRecord:
+		return b.apply(*r)
+	case *RemoveAccessControlEntryRecord:
+		return b.apply(*r)
+	case *ClientQuotaRecord:
+		return b.apply(*r)
 
 	case RegisterBrokerRecord:
 		b.copyBrokers()
@@ -118,6 +128,9 @@ func (b *builder) apply(r Record) error {
 		}
 		b.next.clusterID = r.ClusterID
 	default:
+		if handled, err := b.applySecurity(r); handled {
+			return err
+		}
 		return invalid("unknown record type %T", r)
 	}
 	return nil

@@ -92,6 +92,7 @@ type Image struct {
 	brokerConfigs  map[string]map[string]string
 	groupConfigs   map[string]map[string]string
 	nextProducerID int64
+	sec            security // credentials, ACLs, quotas (security.go)
 }
 
 // EmptyImage returns the image before any record: offset -1, nothing registered.
@@ -219,7 +220,7 @@ func (img *Image) Records() []Record {
 	if img.nextProducerID > 0 {
 		recs = append(recs, ProducerIDsRecord{NextProducerID: img.nextProducerID})
 	}
-	return recs
+	return append(recs, img.securityRecords()...)
 }
 
 func appendConfigRecords(recs []Record, typ int8, resource string, configs map[string]string) []Record {

@@ -3,6 +3,7 @@ package peer
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/samsa-streaming/samsa/internal/bufpool"
 )
@@ -38,6 +40,17 @@ type Options struct {
 	BackoffMin, BackoffMax time.Duration
 	// MaxResponseSize bounds a response frame (default 128 MiB).
 	MaxResponseSize int32
+	// Security secures each connection (zero: PLAINTEXT).
+	Security Security
+}
+
+// Security is how a connection to a node's listener is secured.
+type Security struct {
+	// TLS, if set, wraps each connection (ServerName defaults to the dialled host).
+	TLS *tls.Config
+	// SASL, if set, authenticates each connection (SaslHandshake v1 and
+	// SaslAuthenticate v1) before its first request.
+	SASL sasl.Mechanism
 }
 
 // Conn is a Kafka-protocol client connection to one address.
@@ -151,6 +164,9 @@ func (c *Conn) connect(ctx context.Context) (*link, error) {
 	defer c.mu.Unlock()
 	d := net.Dialer{Timeout: c.opts.DialTimeout}
 	nc, err := d.DialContext(ctx, "tcp", c.addr)
+	if err == nil {
+		nc, err = c.secure(ctx, nc)
+	}
 	if err != nil {
 		c.backoffLocked()
 		return nil, fmt.Errorf("%w: %s: %v", ErrBroken, c.addr, err)

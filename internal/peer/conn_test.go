@@ -51,7 +51,7 @@ func (h *testHandler) Handle(req *protocol.Request) <-chan protocol.Response {
 func startServer(t *testing.T, addr string, h protocol.Handler) *server.Server {
 	t.Helper()
 	srv, err := server.New(server.Config{
-		Listeners: []string{addr},
+		Listeners: server.Listen(addr),
 		Handler:   h,
 		Versions: func(key int16) (int16, int16, bool) {
 			switch key {

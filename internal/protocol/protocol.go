@@ -7,8 +7,11 @@ package protocol
 
 import (
 	"os"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/auth"
 )
 
 // Request is one decoded Kafka request.
@@ -21,6 +24,15 @@ type Request struct {
 	// ClientAddr is the remote address of the connection, for logs and
 	// DescribeGroups' client host.
 	ClientAddr string
+	// Principal is who the connection authenticated as: auth.Anonymous on a
+	// PLAINTEXT listener or over SSL without a client certificate.
+	Principal auth.Principal
+	// Listener is the name of the listener the request arrived on (PLAINTEXT,
+	// SASL_SSL…); "" for a server whose listeners have no names.
+	Listener string
+	// Size is the request frame's size in bytes (its size prefix included), what
+	// producer_byte_rate quotas count.
+	Size int
 }
 
 // Response is what a handler produces for one request.
@@ -36,6 +48,10 @@ type Response struct {
 	// skipped (None) or failed to write — so that its handler can reuse what it holds.
 	// It is not called for a response never taken (the connection closed first).
 	Written func()
+	// Throttle, if positive, mutes the connection: the server reads its next request
+	// no sooner than this long after writing the response (a client over its quota,
+	// KIP-219).
+	Throttle time.Duration
 }
 
 // Chunk is part of a pre-encoded response body: either bytes or a range of a file

@@ -1,13 +1,16 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 )
 
@@ -34,8 +37,9 @@ type Observer interface {
 
 // Config configures a Server. Zero values of the optional fields take the defaults.
 type Config struct {
-	// Listeners are host:port addresses, e.g. "127.0.0.1:9092" or "127.0.0.1:0".
-	Listeners []string
+	// Listeners are the addresses to listen on with their security (Listen makes
+	// PLAINTEXT ones from bare addresses).
+	Listeners []Listener
 	// MaxRequestSize is socket.request.max.bytes (default 104857600).
 	MaxRequestSize int32
 	// Handler serves decoded requests. Required.
@@ -69,7 +73,69 @@ type Config struct {
 	// (produce_stream.go) partition by partition as they are read; usually the Handler
 	// itself. Other versions go to Handler whole.
 	Produce protocol.ProduceHandler
+	// MaxConnections (max.connections) bounds the connections open at once over
+	// every listener not Exempt; 0 is unlimited. At the limit a listener stops
+	// accepting until a connection closes.
+	MaxConnections int
+	// MaxConnectionsPerIP (max.connections.per.ip) bounds the connections from one
+	// address, with PerIPOverrides (address → limit); 0 is unlimited. A connection
+	// beyond it is closed at once.
+	MaxConnectionsPerIP int
+	PerIPOverrides      map[string]int
+	// SetupTimeout (connections.max.setup.ms, default 10 s) bounds how long a new
+	// connection may take to complete its TLS handshake and send its first request,
+	// or on a SASL listener to authenticate.
+	SetupTimeout time.Duration
 }
+
+// Listener is one address to listen on and its security.
+type Listener struct {
+	// Name is the listener name handed to the handler with each request.
+	Name string
+	// Addr is host:port, e.g. "127.0.0.1:9092" or "127.0.0.1:0".
+	Addr string
+	// TLS, if set, makes it an SSL (or SASL_SSL) listener; Mapper names the
+	// principal of a verified client certificate.
+	TLS    *tls.Config
+	Mapper *auth.PrincipalMapper
+	// SASL, if set, requires clients to authenticate with SASL first.
+	SASL *SASL
+	// MaxConnections is this listener's own limit; 0 is unlimited.
+	MaxConnections int
+	// Exempt connections do not count towards Config.MaxConnections (the
+	// inter-broker listener, so that replication never starves).
+	Exempt bool
+}
+
+// SASL configures the SASL exchange of a listener.
+type SASL struct {
+	// Authenticator makes the mechanisms; Enabled lists them.
+	Authenticator *auth.Authenticator
+	// MaxReceiveSize (sasl.server.max.receive.size) bounds a frame before the
+	// client authenticated (default 524288).
+	MaxReceiveSize int32
+	// Reauth (connections.max.reauth.ms) is the session lifetime per mechanism;
+	// 0 or absent: sessions do not expire (KIP-368).
+	Reauth map[string]time.Duration
+	// FailedDelay (connection.failed.authentication.delay.ms) delays the answer to
+	// a failed authentication, after which the connection is closed.
+	FailedDelay time.Duration
+}
+
+// Listen returns PLAINTEXT listeners without names on addrs.
+func Listen(addrs ...string) []Listener {
+	ls := make([]Listener, len(addrs))
+	for i, a := range addrs {
+		ls[i] = Listener{Addr: a}
+	}
+	return ls
+}
+
+// DefaultSetupTimeout is connections.max.setup.ms's default.
+const DefaultSetupTimeout = 10 * time.Second
+
+// DefaultSASLMaxReceiveSize is sasl.server.max.receive.size's default.
+const DefaultSASLMaxReceiveSize = 524288
 
 // ErrInvalidConfig marks every Config validation failure.
 var ErrInvalidConfig = errors.New("server: invalid config")
@@ -109,6 +175,20 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.MaxInflightPerConn = DefaultMaxInflightPerConn
 	case cfg.MaxInflightPerConn < 0:
 		bad("max in-flight requests per connection: must be positive, got %d", cfg.MaxInflightPerConn)
+	}
+	cfg.Listeners = slices.Clone(cfg.Listeners)
+	for i, l := range cfg.Listeners {
+		if l.SASL != nil && l.SASL.Authenticator == nil {
+			bad("listener %s: SASL without an authenticator", l.Name)
+		}
+		if l.SASL != nil && l.SASL.MaxReceiveSize <= 0 {
+			sasl := *l.SASL
+			sasl.MaxReceiveSize = DefaultSASLMaxReceiveSize
+			cfg.Listeners[i].SASL = &sasl
+		}
+	}
+	if cfg.SetupTimeout <= 0 {
+		cfg.SetupTimeout = DefaultSetupTimeout
 	}
 	switch {
 	case cfg.IdleTimeout == 0:

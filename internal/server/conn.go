@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 )
 
@@ -36,6 +38,7 @@ const (
 // Connection-level failures.
 var (
 	errIdle              = errors.New("connection idle")
+	errSetupTimeout      = errors.New("connection not set up in time")
 	errHandlerNoChannel  = errors.New("handler returned a nil channel")
 	errHandlerNoResponse = errors.New("handler closed its response channel without a response")
 	errBadChunk          = errors.New("invalid response chunk")
@@ -56,8 +59,11 @@ type pending struct {
 	correlationID int32
 	// flexibleHeader: the response header carries an empty tag buffer.
 	flexibleHeader bool
-	start          time.Time
-	bytesIn        int
+	// raw: a SASL token after a SaslHandshake v0, written as size and bytes with
+	// no response header.
+	raw     bool
+	start   time.Time
+	bytesIn int
 }
 
 // conn is one client connection: a reader goroutine that reads and decodes requests,
@@ -65,10 +71,12 @@ type pending struct {
 // none is waiting before it; and a writer goroutine that writes the other responses, in
 // request order, as they become ready.
 type conn struct {
-	srv    *Server
-	nc     net.Conn
-	remote string
-	log    *slog.Logger
+	srv      *Server
+	nc       net.Conn // a *tls.Conn on a TLS listener
+	remote   string
+	ip       string
+	listener *Listener
+	log      *slog.Logger
 
 	queue     chan pending  // reader -> writer, capacity MaxInflightPerConn
 	done      chan struct{} // closed by close
@@ -83,6 +91,9 @@ type conn struct {
 	// idle timeout, so a connection waiting on a long delayed fetch is not idle.
 	inflight     atomic.Int64
 	lastActivity atomic.Int64
+	// mutedUntil is the unix nanosecond time before which the reader reads no
+	// request (a throttled client, Response.Throttle); 0 when not muted.
+	mutedUntil atomic.Int64
 
 	// writeMu guards the buffered writer and the encode buffer, used by the writer
 	// goroutine and by the reader when it writes a ready response itself.
@@ -99,18 +110,38 @@ type conn struct {
 	names       nameCache        // recent topic names and client ids (produce_stream.go)
 	produceReq  protocol.Request // the streamed Produce request being handled
 	frame       frameReader      // its reader
+
+	// Security state, owned by the reader goroutine (security.go). ready means
+	// that nothing needs checking before a request is served: the connection is
+	// set up (first request read, or authenticated on a SASL listener) and its
+	// session does not expire.
+	ready         bool
+	setupDeadline time.Time
+	principal     auth.Principal
+	sawRequest    bool       // a request was read (the setup of a non-SASL connection)
+	sasl          *saslState // nil unless the listener is SASL
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
+func newConn(s *Server, nc net.Conn, l *Listener, ip string) *conn {
+	if l.TLS != nil {
+		nc = tls.Server(nc, l.TLS)
+	}
 	c := &conn{
-		srv:    s,
-		nc:     nc,
-		remote: nc.RemoteAddr().String(),
-		log:    s.log,
-		queue:  make(chan pending, s.cfg.MaxInflightPerConn),
-		done:   make(chan struct{}),
-		bw:     bufio.NewWriterSize(nc, writeBufferSize),
-		br:     bufio.NewReaderSize(nc, readBufferSize),
+		srv:       s,
+		nc:        nc,
+		remote:    nc.RemoteAddr().String(),
+		ip:        ip,
+		listener:  l,
+		log:       s.log,
+		queue:     make(chan pending, s.cfg.MaxInflightPerConn),
+		done:      make(chan struct{}),
+		bw:        bufio.NewWriterSize(nc, writeBufferSize),
+		br:        bufio.NewReaderSize(nc, readBufferSize),
+		principal: auth.Anonymous,
+	}
+	c.setupDeadline = time.Now().Add(s.cfg.SetupTimeout)
+	if l.SASL != nil {
+		c.sasl = &saslState{cfg: l.SASL}
 	}
 	c.touch()
 	return c
@@ -172,10 +203,20 @@ type inbound struct {
 // request only after answering the previous one.
 func (c *conn) readLoop() {
 	defer c.srv.wg.Done()
-	maxSize := c.srv.cfg.MaxRequestSize
+	if !c.handshake() {
+		c.close()
+		return
+	}
 	var sizeBuf [4]byte
 	for {
-		if err := c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.IdleTimeout)); err != nil {
+		if until := c.mutedUntil.Load(); until != 0 && !c.waitMuted(until) {
+			return
+		}
+		deadline := time.Now().Add(c.srv.cfg.IdleTimeout)
+		if !c.ready && !c.setUp() && c.setupDeadline.Before(deadline) {
+			deadline = c.setupDeadline
+		}
+		if err := c.nc.SetReadDeadline(deadline); err != nil {
 			c.logReadError(err, false)
 			c.close()
 			return
@@ -186,11 +227,21 @@ func (c *conn) readLoop() {
 			return
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		maxSize := c.srv.cfg.MaxRequestSize
+		if !c.ready && c.sasl != nil && !c.sasl.authenticated {
+			maxSize = min(maxSize, c.sasl.cfg.MaxReceiveSize)
+		}
 		if size < 0 || size > maxSize {
 			c.log.Warn("request size out of range; closing connection",
 				"remote", c.remote, "size", size, "max", maxSize)
 			c.closeAfterPending()
 			return
+		}
+		if c.sasl != nil && c.sasl.raw {
+			if !c.rawToken(int(size)) {
+				return
+			}
+			continue
 		}
 		if c.srv.cfg.Produce != nil && size >= 4 {
 			head, err := c.peek(4)
@@ -201,6 +252,10 @@ func (c *conn) readLoop() {
 			}
 			key, version := int16(binary.BigEndian.Uint16(head)), int16(binary.BigEndian.Uint16(head[2:]))
 			if key == produceKey && c.streamable(version) {
+				if !c.ready && !c.admit(key, "") {
+					c.closeAfterPending()
+					return
+				}
 				if !c.streamProduce(int(size), version) {
 					return
 				}
@@ -218,6 +273,20 @@ func (c *conn) readLoop() {
 
 		req, err := safeParseRequest(frame, c.srv.cfg.Versions, c.srv.cfg.NewRequest)
 		switch {
+		case err == nil && c.sasl != nil && (req.key == saslHandshakeKey || req.key == saslAuthenticateKey):
+			if pooled != nil {
+				c.srv.frames.Put(pooled)
+			}
+			if !c.saslRequest(req, in) {
+				return
+			}
+			continue
+		case err == nil && !c.ready && !c.admit(req.key, req.clientID):
+			if pooled != nil {
+				c.srv.frames.Put(pooled)
+			}
+			c.closeAfterPending()
+			return
 		case err == nil:
 			in.req = req
 			in.pooled = pooled
@@ -255,7 +324,7 @@ func (c *conn) handle(in inbound) bool {
 		p = *in.fallback
 	} else {
 		var err error
-		p, err = c.dispatch(in.req)
+		p, err = c.dispatch(in.req, in.bytesIn)
 		if in.pooled != nil {
 			c.srv.frames.Put(in.pooled)
 		}
@@ -396,7 +465,7 @@ func safeParseRequest(frame []byte, versions versionsFunc, newRequest func(int16
 
 // dispatch calls the handler for a decoded request. A panicking handler, or one that
 // returns no channel, is logged and reported as an error (the connection closes).
-func (c *conn) dispatch(parsed parsedRequest) (p pending, err error) {
+func (c *conn) dispatch(parsed parsedRequest, size int) (p pending, err error) {
 	req := &protocol.Request{
 		Key:           parsed.key,
 		Version:       parsed.version,
@@ -404,6 +473,9 @@ func (c *conn) dispatch(parsed parsedRequest) (p pending, err error) {
 		ClientID:      parsed.clientID,
 		Body:          parsed.body,
 		ClientAddr:    c.remote,
+		Principal:     c.principal,
+		Listener:      c.listener.Name,
+		Size:          size,
 	}
 	// A response is flexible exactly when its request is (Kafka defines one range of
 	// flexible versions per API), except ApiVersions' header, which never is (KIP-511).
@@ -430,6 +502,24 @@ func (c *conn) dispatch(parsed parsedRequest) (p pending, err error) {
 		correlationID:  parsed.correlationID,
 		flexibleHeader: flexible,
 	}, nil
+}
+
+// waitMuted waits until a throttled connection may be read again (until, unix
+// nanoseconds); false when the connection closed meanwhile.
+func (c *conn) waitMuted(until int64) bool {
+	c.mutedUntil.CompareAndSwap(until, 0)
+	d := time.Until(time.Unix(0, until))
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-c.done:
+		return false
+	}
 }
 
 // readFull fills buf from the buffered reader.
@@ -478,6 +568,14 @@ func (c *conn) retryableReadError(err error) error {
 	if idle {
 		return errIdle
 	}
+	if !c.ready && !c.setUp() {
+		if !time.Now().Before(c.setupDeadline) {
+			return errSetupTimeout
+		}
+		if c.setupDeadline.Before(deadline) {
+			deadline = c.setupDeadline
+		}
+	}
 	return c.nc.SetReadDeadline(deadline)
 }
 
@@ -501,6 +599,9 @@ func (c *conn) logReadError(err error, midFrame bool) {
 	switch {
 	case errors.Is(err, errIdle):
 		c.log.Debug("closing idle connection", "remote", c.remote, "idle_timeout", c.srv.cfg.IdleTimeout)
+	case errors.Is(err, errSetupTimeout):
+		c.log.Info("closing a connection that did not send its first request, or authenticate, in time",
+			"remote", c.remote, "listener", c.listener.Name, "connections.max.setup.ms", c.srv.cfg.SetupTimeout.Milliseconds())
 	case midFrame || errors.Is(err, io.ErrUnexpectedEOF):
 		c.log.Info("truncated request frame; closing connection", "remote", c.remote, "err", err)
 	default:
@@ -564,6 +665,9 @@ func (c *conn) written(p *pending, resp protocol.Response, n int, err error) boo
 	c.touch()
 	if resp.Written != nil {
 		defer resp.Written()
+	}
+	if resp.Throttle > 0 {
+		c.mutedUntil.Store(time.Now().Add(resp.Throttle).UnixNano())
 	}
 	if err != nil {
 		c.logWriteError(p, err)
@@ -631,7 +735,9 @@ func (c *conn) writeResponse(p *pending, resp protocol.Response) (n int, err err
 
 	buf := c.scratch[:0]
 	buf = append(buf, 0, 0, 0, 0) // size, set below
-	buf = binary.BigEndian.AppendUint32(buf, uint32(p.correlationID))
+	if !p.raw {
+		buf = binary.BigEndian.AppendUint32(buf, uint32(p.correlationID))
+	}
 	if p.flexibleHeader {
 		buf = append(buf, 0) // empty tag buffer
 	}

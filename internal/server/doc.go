@@ -6,6 +6,16 @@
 // It knows nothing about what a request means: every decoded request is handed to a
 // protocol.Handler, which returns a channel yielding exactly one protocol.Response.
 //
+// It owns the connection's security (security.go, listeners.go): each Listener has a
+// name and optionally TLS (handshake in the reader, within connections.max.setup.ms;
+// a verified client certificate names the principal) and SASL (the SaslHandshake and
+// SaslAuthenticate exchange — or raw tokens after SaslHandshake v0 — run by the server
+// itself with the mechanisms of internal/auth, re-authentication, the failed-login
+// delay). Every request carries its principal and listener name to the handler. The
+// server also enforces max.connections (per listener and broker-wide) and
+// max.connections.per.ip, and mutes a connection a handler throttled
+// (protocol.Response.Throttle).
+//
 // # Wire framing
 //
 // Every request is a frame:

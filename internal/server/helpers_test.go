@@ -71,7 +71,7 @@ func (w tWriter) Write(p []byte) (int, error) { w.t.Helper(); w.t.Log(string(p))
 func startServer(t *testing.T, h protocol.Handler, mutate func(*Config)) (*Server, string) {
 	t.Helper()
 	cfg := Config{
-		Listeners: []string{"127.0.0.1:0"},
+		Listeners: Listen("127.0.0.1:0"),
 		Handler:   h,
 		Versions:  servedVersions,
 		APIKeys:   servedAPIKeys,

@@ -320,7 +320,7 @@ func FuzzProduceStream(f *testing.F) {
 		rec := &streamRecorder{}
 		srv := &Server{cfg: Config{Produce: rec}}
 		// One byte more than the frame: reading past its end would take it.
-		c := &conn{srv: srv, br: bufio.NewReader(bytes.NewReader(append(append([]byte{}, frame...), 0xee)))}
+		c := &conn{srv: srv, listener: &Listener{}, br: bufio.NewReader(bytes.NewReader(append(append([]byte{}, frame...), 0xee)))}
 		r := c.newFrameReader(len(frame))
 		stream, _, err := c.readProduce(r, version)
 		r.release()

@@ -31,6 +31,10 @@ type Server struct {
 		closed    bool
 		listeners []net.Listener
 		conns     map[*conn]struct{}
+		open      int            // connections counting towards MaxConnections
+		perIP     map[string]int // open connections by remote address
+		perLn     map[*Listener]int
+		freed     chan struct{} // closed when a connection closes, for acceptors at a limit
 	}
 }
 
@@ -42,6 +46,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, done: make(chan struct{})}
 	s.mu.conns = make(map[*conn]struct{})
+	s.mu.perIP = make(map[string]int)
+	s.mu.perLn = make(map[*Listener]int)
 	return s, nil
 }
 
@@ -57,22 +63,23 @@ func (s *Server) Start() error {
 		return errors.New("server: already started")
 	}
 	var listeners []net.Listener
-	for _, addr := range s.cfg.Listeners {
-		ln, err := net.Listen("tcp", addr)
+	for _, l := range s.cfg.Listeners {
+		ln, err := net.Listen("tcp", l.Addr)
 		if err != nil {
 			for _, l := range listeners {
 				l.Close()
 			}
-			return fmt.Errorf("server: listen on %s: %w", addr, err)
+			return fmt.Errorf("server: listen on %s: %w", l.Addr, err)
 		}
 		listeners = append(listeners, ln)
 	}
 	s.mu.started = true
 	s.mu.listeners = listeners
-	for _, ln := range listeners {
-		s.log.Info("listening", "addr", ln.Addr().String())
+	for i, ln := range listeners {
+		l := &s.cfg.Listeners[i]
+		s.log.Info("listening", "addr", ln.Addr().String(), "listener", l.Name, "tls", l.TLS != nil, "sasl", l.SASL != nil)
 		s.wg.Add(1)
-		go s.acceptLoop(ln)
+		go s.acceptLoop(ln, l)
 	}
 	s.wg.Add(1)
 	go s.trimFrames()
@@ -145,10 +152,13 @@ func (s *Server) Close() error {
 // acceptLoop accepts connections until the listener is closed. Transient accept
 // errors (such as running out of file descriptors) back off up to a second, as
 // net/http does.
-func (s *Server) acceptLoop(ln net.Listener) {
+func (s *Server) acceptLoop(ln net.Listener, l *Listener) {
 	defer s.wg.Done()
 	var backoff time.Duration
 	for {
+		if !s.awaitSlot(l) {
+			return
+		}
 		nc, err := ln.Accept()
 		if err != nil {
 			select {
@@ -171,20 +181,80 @@ func (s *Server) acceptLoop(ln net.Listener) {
 			continue
 		}
 		backoff = 0
-		s.serve(nc)
+		s.serve(nc, l)
 	}
 }
 
+// awaitSlot waits until listener l may accept a connection under max.connections
+// (the listener's own and the broker-wide one); false when the server closes.
+func (s *Server) awaitSlot(l *Listener) bool {
+	logged := false
+	for {
+		s.mu.Lock()
+		full := l.MaxConnections > 0 && s.mu.perLn[l] >= l.MaxConnections ||
+			!l.Exempt && s.cfg.MaxConnections > 0 && s.mu.open >= s.cfg.MaxConnections
+		if !full {
+			s.mu.Unlock()
+			return true
+		}
+		if s.mu.freed == nil {
+			s.mu.freed = make(chan struct{})
+		}
+		freed := s.mu.freed
+		s.mu.Unlock()
+		if !logged {
+			s.log.Warn("connection limit reached; not accepting until a connection closes",
+				"listener", l.Name, "max.connections", s.cfg.MaxConnections, "listener_max", l.MaxConnections)
+			logged = true
+		}
+		select {
+		case <-freed:
+		case <-s.done:
+			return false
+		}
+	}
+}
+
+// ipLimit is max.connections.per.ip for one address (0: none).
+func (s *Server) ipLimit(ip string) int {
+	if n, ok := s.cfg.PerIPOverrides[ip]; ok {
+		return n
+	}
+	return s.cfg.MaxConnectionsPerIP
+}
+
+// remoteIP is the address part of a connection's remote address.
+func remoteIP(nc net.Conn) string {
+	host, _, err := net.SplitHostPort(nc.RemoteAddr().String())
+	if err != nil {
+		return nc.RemoteAddr().String()
+	}
+	return host
+}
+
 // serve registers a new connection and starts its goroutines.
-func (s *Server) serve(nc net.Conn) {
-	c := newConn(s, nc)
+func (s *Server) serve(nc net.Conn, l *Listener) {
+	ip := remoteIP(nc)
 	s.mu.Lock()
 	if s.mu.closed {
 		s.mu.Unlock()
 		nc.Close()
 		return
 	}
+	if limit := s.ipLimit(ip); limit > 0 && s.mu.perIP[ip] >= limit {
+		s.mu.Unlock()
+		s.log.Info("too many connections from one address; closing the new one",
+			"remote", nc.RemoteAddr().String(), "listener", l.Name, "max.connections.per.ip", limit)
+		nc.Close()
+		return
+	}
+	c := newConn(s, nc, l, ip)
 	s.mu.conns[c] = struct{}{}
+	s.mu.perIP[ip]++
+	s.mu.perLn[l]++
+	if !l.Exempt {
+		s.mu.open++
+	}
 	s.wg.Add(2)
 	s.mu.Unlock()
 
@@ -196,6 +266,27 @@ func (s *Server) serve(nc net.Conn) {
 // forget removes a closed connection from the registry.
 func (s *Server) forget(c *conn) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.mu.conns[c]; !ok {
+		return
+	}
 	delete(s.mu.conns, c)
-	s.mu.Unlock()
+	if s.mu.perIP[c.ip]--; s.mu.perIP[c.ip] <= 0 {
+		delete(s.mu.perIP, c.ip)
+	}
+	s.mu.perLn[c.listener]--
+	if !c.listener.Exempt {
+		s.mu.open--
+	}
+	if s.mu.freed != nil {
+		close(s.mu.freed)
+		s.mu.freed = nil
+	}
+}
+
+// Connections reports the number of open connections.
+func (s *Server) Connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.mu.conns)
 }

@@ -25,7 +25,7 @@ import (
 
 func TestConfigValidation(t *testing.T) {
 	h := handlerFunc(func(*protocol.Request) <-chan protocol.Response { return nil })
-	valid := Config{Listeners: []string{"127.0.0.1:0"}, Handler: h, Versions: servedVersions}
+	valid := Config{Listeners: Listen("127.0.0.1:0"), Handler: h, Versions: servedVersions}
 	tests := []struct {
 		name    string
 		mutate  func(*Config)
@@ -569,7 +569,7 @@ func smallBufferConn(t *testing.T, s *Server) net.Conn {
 	if err := serverSide.(*net.TCPConn).SetWriteBuffer(32 << 10); err != nil {
 		t.Fatal(err)
 	}
-	s.serve(serverSide)
+	s.serve(serverSide, &s.cfg.Listeners[0])
 	return client
 }
 
@@ -603,7 +603,7 @@ func TestChunkResponsesPreadFallback(t *testing.T) {
 	s, _ := startServer(t, chunkHandler(f, stride, length), nil)
 	client, serverSide := net.Pipe()
 	t.Cleanup(func() { client.Close() })
-	s.serve(serverSide)
+	s.serve(serverSide, &s.cfg.Listeners[0])
 	if err := client.SetDeadline(time.Now().Add(testDeadline)); err != nil {
 		t.Fatal(err)
 	}

@@ -87,6 +87,8 @@ type Broker struct {
 	Addr      string // host:port of the PLAINTEXT listener
 	Dir       string // log.dirs
 	Overrides []string
+	// Args are extra `samsa serve` arguments (such as --add-scram).
+	Args []string
 
 	t      testing.TB
 	bin    string
@@ -112,16 +114,35 @@ func FreePort(t testing.TB) int {
 // overrides are extra `key=value` properties.
 func StartBroker(t testing.TB, overrides ...string) *Broker {
 	t.Helper()
+	return StartBrokerArgs(t, nil, overrides...)
+}
+
+// StartBrokerArgs is StartBroker with extra `samsa serve` arguments.
+func StartBrokerArgs(t testing.TB, args []string, overrides ...string) *Broker {
+	t.Helper()
 	b := &Broker{
 		Dir:       t.TempDir(),
 		Overrides: overrides,
+		Args:      args,
 		t:         t,
 		bin:       SamsaBinary(t),
 	}
+	b.startOnFreePort(t, nil)
+	return b
+}
+
+// startOnFreePort starts b on a free port for its PLAINTEXT listener (prepare, if
+// set, adjusts b once b.Addr is chosen), retrying when another test took the port, and
+// stops it when the test ends.
+func (b *Broker) startOnFreePort(t testing.TB, prepare func()) {
+	t.Helper()
 	// FreePort's port can be taken by another test between the check and the bind:
 	// try a few ports before giving up.
 	for attempt := 1; ; attempt++ {
 		b.Addr = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+		if prepare != nil {
+			prepare()
+		}
 		err := b.tryStart()
 		if err == nil {
 			break
@@ -136,7 +157,6 @@ func StartBroker(t testing.TB, overrides ...string) *Broker {
 			t.Errorf("the broker reported a data race:\n%s", log)
 		}
 	})
-	return b
 }
 
 func (b *Broker) args() []string {
@@ -147,7 +167,7 @@ func (b *Broker) args() []string {
 	for _, o := range b.Overrides {
 		args = append(args, "--override", o)
 	}
-	return args
+	return append(args, b.Args...)
 }
 
 func (b *Broker) start(t testing.TB) {

@@ -61,7 +61,37 @@ def parser(description):
     p.add_argument("--process-delay-ms", type=int, default=0)
     p.add_argument("--commit", action="store_true",
                    help="commit synchronously after each processed batch")
+    # security (PLAINTEXT when not given)
+    p.add_argument("--security-protocol", default="PLAINTEXT")
+    p.add_argument("--sasl-mechanism", default="")
+    p.add_argument("--user", default="")
+    p.add_argument("--password", default="")
+    p.add_argument("--ca", default="", help="PEM file of the CA that signed the broker's certificate")
     return p
+
+
+def librdkafka_security(args):
+    """librdkafka properties (kcat -X, confluent-kafka) for the security options."""
+    conf = {}
+    if args.security_protocol != "PLAINTEXT":
+        conf["security.protocol"] = args.security_protocol
+    if args.sasl_mechanism:
+        conf.update({"sasl.mechanisms": args.sasl_mechanism, "sasl.username": args.user,
+                     "sasl.password": args.password})
+    if args.ca:
+        conf["ssl.ca.location"] = args.ca
+    return conf
+
+
+def kafka_python_security(args):
+    """kafka-python keyword arguments for the security options."""
+    kw = {"security_protocol": args.security_protocol}
+    if args.sasl_mechanism:
+        kw.update(sasl_mechanism=args.sasl_mechanism, sasl_plain_username=args.user,
+                  sasl_plain_password=args.password)
+    if args.ca:
+        kw["ssl_cafile"] = args.ca
+    return kw
 
 
 def hard_deadline(seconds):

@@ -18,8 +18,10 @@ CLIENT = "confluent-kafka"
 
 
 def base_conf(args):
-    return {"bootstrap.servers": args.bootstrap, "broker.address.family": "v4",
+    conf = {"bootstrap.servers": args.bootstrap, "broker.address.family": "v4",
             "client.id": "samsa-conformance-confluent"}
+    conf.update(common.librdkafka_security(args))
+    return conf
 
 
 def cmd_codecs(args):

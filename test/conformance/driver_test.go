@@ -105,6 +105,11 @@ type target struct {
 	addr   string
 	broker *testutil.Broker // nil for an external broker
 	suffix string           // makes topic and group names unique per run
+	// security are driver options for the listener at addr (--security-protocol,
+	// --sasl-mechanism, --user, --password, --ca); admin is a PLAINTEXT address for
+	// kadm ("" = addr).
+	security []string
+	admin    string
 }
 
 func startTarget(t *testing.T, overrides ...string) *target {
@@ -154,7 +159,7 @@ func (c client) try(tg *target, command string, args ...string) (summary, error)
 	defer cancel()
 	argv := append(append([]string{}, c.argv[1:]...), command, "--bootstrap", tg.addr,
 		"--timeout", strconv.Itoa(int(driverTimeout/time.Second)))
-	argv = append(argv, args...)
+	argv = append(append(argv, tg.security...), args...)
 	cmd := exec.CommandContext(ctx, c.argv[0], argv...)
 	cmd.Dir = dir()
 	cmd.WaitDelay = 5 * time.Second
@@ -195,7 +200,11 @@ func createTopic(t *testing.T, tg *target, c client, topic string, partitions in
 		c.run(t, tg, "create", "--topic", topic, "--partitions", strconv.Itoa(partitions))
 		return
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.addr))
+	admin := tg.addr
+	if tg.admin != "" {
+		admin = tg.admin
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(admin))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ def cmd_codecs(args):
 
 
 def cmd_metadata(args):
-    c = KafkaConsumer(bootstrap_servers=args.bootstrap, group_id=None,
+    c = KafkaConsumer(bootstrap_servers=args.bootstrap, **common.kafka_python_security(args), group_id=None,
                       client_id="samsa-conformance-kafka-python")
     names = c.topics()  # forces a full metadata refresh
     cluster = c._client.cluster
@@ -55,7 +55,7 @@ def cmd_metadata(args):
 
 
 def cmd_create(args):
-    admin = KafkaAdminClient(bootstrap_servers=args.bootstrap,
+    admin = KafkaAdminClient(bootstrap_servers=args.bootstrap, **common.kafka_python_security(args),
                              client_id="samsa-conformance-kafka-python")
     admin.create_topics([NewTopic(args.topic, num_partitions=args.partitions,
                                   replication_factor=1)], timeout_ms=10000)
@@ -64,7 +64,7 @@ def cmd_create(args):
 
 
 def cmd_produce(args):
-    p = KafkaProducer(bootstrap_servers=args.bootstrap, acks="all", linger_ms=20,
+    p = KafkaProducer(bootstrap_servers=args.bootstrap, **common.kafka_python_security(args), acks="all", linger_ms=20,
                       compression_type=None if args.codec == "none" else args.codec,
                       client_id="samsa-conformance-kafka-python", retries=5)
     futures = []
@@ -91,7 +91,7 @@ def record_of(msg):
 
 
 def cmd_consume(args):
-    c = KafkaConsumer(bootstrap_servers=args.bootstrap, group_id=None,
+    c = KafkaConsumer(bootstrap_servers=args.bootstrap, **common.kafka_python_security(args), group_id=None,
                       enable_auto_commit=False, auto_offset_reset="earliest",
                       check_crcs=True, client_id="samsa-conformance-kafka-python")
     # A topic created a moment ago may not be in every metadata answer yet.
@@ -142,7 +142,7 @@ def cmd_member(args):
                  "roundrobin": [RoundRobinPartitionAssignor]}
     if args.assignor not in assignors:
         raise RuntimeError("kafka-python has no assignor %r" % args.assignor)
-    conf = dict(bootstrap_servers=args.bootstrap, group_id=args.group,
+    conf = dict(bootstrap_servers=args.bootstrap, **common.kafka_python_security(args), group_id=args.group,
                 enable_auto_commit=False, auto_offset_reset="earliest",
                 session_timeout_ms=args.session_timeout_ms,
                 heartbeat_interval_ms=args.heartbeat_interval_ms,

@@ -40,7 +40,12 @@ function parseArgs (argv) {
     maxPollIntervalMs: 0,
     maxPollRecords: 0,
     processDelayMs: 0,
-    commit: false
+    commit: false,
+    securityProtocol: 'PLAINTEXT',
+    saslMechanism: '',
+    user: '',
+    password: '',
+    ca: ''
   }
   const numeric = new Set(['partitions', 'keys', 'perKey', 'expect', 'timeout', 'sessionTimeoutMs',
     'heartbeatIntervalMs', 'maxPollIntervalMs', 'maxPollRecords', 'processDelayMs'])
@@ -74,8 +79,20 @@ function * generate (tag, keys, perKey) {
   }
 }
 
+function security (args) {
+  const out = {}
+  if (args.securityProtocol.endsWith('SSL')) {
+    out.ssl = args.ca ? { ca: [require('fs').readFileSync(args.ca, 'utf-8')] } : true
+  }
+  if (args.saslMechanism) {
+    out.sasl = { mechanism: args.saslMechanism.toLowerCase(), username: args.user, password: args.password }
+  }
+  return out
+}
+
 function client (args) {
   return new Kafka({
+    ...security(args),
     clientId: 'samsa-conformance-kafkajs',
     brokers: [args.bootstrap],
     connectionTimeout: 3000,

@@ -15,7 +15,10 @@ KCAT = "kcat"
 
 
 def kcat(args, extra, stdin=None):
-    cmd = [KCAT, "-b", args.bootstrap, "-X", "broker.address.family=v4"] + extra
+    cmd = [KCAT, "-b", args.bootstrap, "-X", "broker.address.family=v4"]
+    for k, v in common.librdkafka_security(args).items():
+        cmd += ["-X", "%s=%s" % (k, v)]
+    cmd += extra
     remaining = max(1.0, args.timeout - 2)
     p = subprocess.run(cmd, input=stdin, capture_output=True, timeout=remaining)
     if p.returncode != 0:

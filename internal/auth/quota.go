@@ -1,0 +1,203 @@
+package auth
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/samsa-streaming/samsa/internal/metadata"
+)
+
+// Quota kinds, Kafka's quota config keys.
+const (
+	ProducerByteRate       = "producer_byte_rate"
+	ConsumerByteRate       = "consumer_byte_rate"
+	RequestPercentage      = "request_percentage"
+	ControllerMutationRate = "controller_mutation_rate"
+)
+
+// Quotas enforce client quotas the way Kafka's ClientQuotaManager does (KIP-13,
+// KIP-55, KIP-219): each quota is found for a (user, client id) pair by Kafka's
+// precedence — user and client id, user and default client, user, default user and
+// client id, default user and default client, default user, client id, default client
+// — and the usage is measured per quota entity over quota.window.num samples of
+// quota.window.size.seconds. A client over its quota is told to wait
+// (value − quota) / quota × window: the broker answers with that throttle time and
+// does not read the connection's next request until it has passed.
+//
+// Quotas is safe for concurrent use. It reads the clock it is given.
+type Quotas struct {
+	window  time.Duration
+	samples int
+
+	configured atomic.Bool // any quota at all: the fast path is one load
+	version    atomic.Uint64
+
+	mu struct {
+		sync.Mutex
+		configs map[string]metadata.Quota // by metadata.QuotaKey
+		rates   map[string]*rate          // by kind + "|" + entity key
+	}
+}
+
+// NewQuotas returns quotas measured over samples windows of window each.
+func NewQuotas(samples int, window time.Duration) *Quotas {
+	q := &Quotas{window: window, samples: max(samples, 2)}
+	q.version.Store(^uint64(0))
+	q.mu.configs = map[string]metadata.Quota{}
+	q.mu.rates = map[string]*rate{}
+	return q
+}
+
+// Update takes the quotas of img when they changed.
+func (q *Quotas) Update(img *metadata.Image) {
+	if q.version.Load() == img.QuotasVersion() {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.mu.configs = img.Quotas()
+	q.configured.Store(len(q.mu.configs) > 0)
+	q.version.Store(img.QuotasVersion())
+}
+
+// Enabled reports whether any quota is configured.
+func (q *Quotas) Enabled() bool { return q.configured.Load() }
+
+// lookup finds the quota of kind for user and client id by Kafka's precedence;
+// key names the entity whose usage is measured.
+func (q *Quotas) lookup(kind, user, clientID string) (limit float64, key string, ok bool) {
+	u, c := user, clientID
+	candidates := [][]metadata.QuotaEntity{
+		{{Type: "user", Name: &u}, {Type: "client-id", Name: &c}},
+		{{Type: "user", Name: &u}, {Type: "client-id"}},
+		{{Type: "user", Name: &u}},
+		{{Type: "user"}, {Type: "client-id", Name: &c}},
+		{{Type: "user"}, {Type: "client-id"}},
+		{{Type: "user"}},
+		{{Type: "client-id", Name: &c}},
+		{{Type: "client-id"}},
+	}
+	for _, entity := range candidates {
+		k := metadata.QuotaKey(entity)
+		if cfg, found := q.mu.configs[k]; found {
+			if v, has := cfg.Values[kind]; has {
+				// Usage is measured per actual value of each part of the entity the
+				// quota is set on (Kafka's metric tags): a quota on User:alice is
+				// shared by all her client ids, a default user quota applies to each
+				// user on their own.
+				key := kind + "|" + k
+				for _, part := range entity {
+					if part.Type == "user" {
+						key += "|user=" + user
+					} else {
+						key += "|client-id=" + clientID
+					}
+				}
+				return v, key, true
+			}
+		}
+	}
+	return 0, "", false
+}
+
+// Record adds value (bytes, or partitions for controller_mutation_rate) to the
+// usage of kind by user and client id at now, and returns how long the client must
+// wait: 0 when it is within its quota or has none.
+func (q *Quotas) Record(kind, user, clientID string, value float64, now time.Time) time.Duration {
+	return q.throttle(kind, user, clientID, value, true, now)
+}
+
+// Throttle returns how long a client over its quota of kind must still wait,
+// without recording anything (controller_mutation_rate checks before a request).
+func (q *Quotas) Throttle(kind, user, clientID string, now time.Time) time.Duration {
+	return q.throttle(kind, user, clientID, 0, false, now)
+}
+
+func (q *Quotas) throttle(kind, user, clientID string, value float64, record bool, now time.Time) time.Duration {
+	if !q.configured.Load() {
+		return 0
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	limit, key, ok := q.lookup(kind, user, clientID)
+	if !ok {
+		return 0
+	}
+	r := q.mu.rates[key]
+	switch {
+	case r == nil && !record:
+		return 0
+	case r == nil:
+		r = newRate(q.samples, q.window, now)
+		q.mu.rates[key] = r
+	}
+	if record {
+		r.record(value, now)
+	}
+	return r.throttle(limit, now)
+}
+
+// rate is a sampled rate, Kafka's Rate over a SampledStat: samples windows; the
+// elapsed time is at least samples−1 whole windows, so that a new sensor does not
+// see a burst as a huge rate.
+type rate struct {
+	window  time.Duration
+	samples []sample
+	current int
+}
+
+type sample struct {
+	start time.Time
+	value float64
+}
+
+func newRate(n int, window time.Duration, now time.Time) *rate {
+	r := &rate{window: window, samples: make([]sample, n)}
+	r.samples[0].start = now
+	return r
+}
+
+func (r *rate) record(v float64, now time.Time) {
+	s := &r.samples[r.current]
+	if now.Sub(s.start) >= r.window {
+		r.current = (r.current + 1) % len(r.samples)
+		s = &r.samples[r.current]
+		s.start, s.value = now, 0
+	}
+	s.value += v
+}
+
+// measure is the rate per second at now.
+func (r *rate) measure(now time.Time) (perSecond float64, elapsed time.Duration) {
+	var total float64
+	oldest := now
+	for i := range r.samples {
+		s := &r.samples[i]
+		if s.start.IsZero() {
+			continue
+		}
+		if now.Sub(s.start) >= time.Duration(len(r.samples))*r.window {
+			s.start, s.value = time.Time{}, 0 // expired
+			continue
+		}
+		total += s.value
+		if s.start.Before(oldest) {
+			oldest = s.start
+		}
+	}
+	elapsed = now.Sub(oldest)
+	if minimum := time.Duration(len(r.samples)-1) * r.window; elapsed < minimum {
+		elapsed = minimum
+	}
+	return total / elapsed.Seconds(), elapsed
+}
+
+func (r *rate) throttle(limit float64, now time.Time) time.Duration {
+	perSecond, elapsed := r.measure(now)
+	if perSecond <= limit || limit <= 0 {
+		return 0
+	}
+	d := time.Duration((perSecond - limit) / limit * float64(elapsed))
+	return min(d, time.Duration(len(r.samples))*r.window)
+}

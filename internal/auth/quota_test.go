@@ -1,0 +1,61 @@
+package auth
+
+import (
+	"testing"
+	"time"
+
+	"github.com/samsa-streaming/samsa/internal/metadata"
+)
+
+func quotasWith(t *testing.T, recs ...metadata.ClientQuotaRecord) *Quotas {
+	t.Helper()
+	var rs []metadata.Record
+	for _, r := range recs {
+		rs = append(rs, r)
+	}
+	img, err := metadata.Apply(metadata.EmptyImage(), 1, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := NewQuotas(11, time.Second)
+	q.Update(img)
+	return q
+}
+
+func name(s string) *string { return &s }
+
+func TestQuotaPrecedenceAndThrottle(t *testing.T) {
+	q := quotasWith(t,
+		metadata.ClientQuotaRecord{Entity: []metadata.QuotaEntity{{Type: "user", Name: name("alice")}}, Key: ProducerByteRate, Value: 1000},
+		metadata.ClientQuotaRecord{Entity: []metadata.QuotaEntity{{Type: "user", Name: name("alice")}, {Type: "client-id", Name: name("fast")}}, Key: ProducerByteRate, Value: 1e9},
+		metadata.ClientQuotaRecord{Entity: []metadata.QuotaEntity{{Type: "client-id"}}, Key: ProducerByteRate, Value: 500},
+	)
+	now := time.Unix(1000, 0)
+	// 10 s of padding: 1000 B/s allows 10,000 bytes at once.
+	if d := q.Record(ProducerByteRate, "alice", "app", 10_000, now); d != 0 {
+		t.Fatalf("within quota: throttle %s", d)
+	}
+	d := q.Record(ProducerByteRate, "alice", "other-app", 10_000, now) // shares alice's quota
+	if want := 10 * time.Second; d != want {
+		t.Fatalf("twice the quota: throttle %s, want %s", d, want)
+	}
+	if d := q.Record(ProducerByteRate, "alice", "fast", 1e6, now); d != 0 {
+		t.Fatalf("user and client id quota wins: throttle %s", d)
+	}
+	if d := q.Record(ProducerByteRate, "bob", "x", 5000, now); d != 0 {
+		t.Fatalf("default client-id quota, within: %s", d)
+	}
+	if d := q.Record(ProducerByteRate, "carol", "y", 6000, now); d == 0 {
+		t.Fatal("the default client-id quota is per client id: carol's y is over it")
+	}
+	if d := q.Record(ConsumerByteRate, "alice", "app", 1e9, now); d != 0 {
+		t.Fatalf("no consumer quota: throttle %s", d)
+	}
+	// The usage ages out of the window.
+	if d := q.Throttle(ProducerByteRate, "alice", "app", now.Add(12*time.Second)); d != 0 {
+		t.Fatalf("after the window: throttle %s", d)
+	}
+	if (&Quotas{}).Enabled() {
+		t.Fatal("no quotas, enabled")
+	}
+}

@@ -1,0 +1,92 @@
+package cli_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/samsa-streaming/samsa/internal/cli"
+	"github.com/samsa-streaming/samsa/internal/testutil"
+)
+
+// The security commands and flags against a broker with an authorizer: the admin
+// creates a SCRAM user, ACLs and a quota with samsa, and the new user reaches what
+// the ACLs allow over SASL_SSL — with flags and with a Kafka client properties file.
+func TestSecurityCommands(t *testing.T) {
+	sb := testutil.StartSecureBroker(t, testutil.SecureOptions{
+		PlainUsers: map[string]string{"admin": "admin-secret"},
+		Overrides: []string{
+			"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+			"super.users=User:admin",
+		},
+	})
+	admin := []string{"-b", sb.SASLPlaintext, "--sasl-mechanism", "PLAIN", "--user", "admin", "--password", "admin-secret"}
+	samsa := func(args ...string) cliResult {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		return runCmd(t, ctx, args...)
+	}
+	must := func(args ...string) string {
+		t.Helper()
+		res := samsa(args...)
+		if res.code != cli.ExitOK {
+			t.Fatalf("samsa %s: exit %d\n%s%s", strings.Join(args, " "), res.code, res.stdout, res.stderr)
+		}
+		return res.stdout
+	}
+	must(append(admin, "topic", "create", "payments", "-p", "1")...)
+	must(append(admin, "user", "scram", "set", "erin", "--mechanism", "SCRAM-SHA-512", "--scram-password", "erin-secret")...)
+	if out := must(append(admin, "user", "scram", "describe", "erin")...); !strings.Contains(out, "SCRAM-SHA-512") {
+		t.Fatalf("describe: %s", out)
+	}
+	must(append(admin, "acl", "create", "--allow", "User:erin", "--operation", "write,describe", "--topic", "pay", "--prefixed")...)
+	must(append(admin, "acl", "create", "--deny", "User:erin", "--operation", "write", "--topic", "payments-audit")...)
+	out := must(append(admin, "acl", "list", "--topic", "payments", "--pattern", "match")...)
+	if !strings.Contains(out, "User:erin") || !strings.Contains(out, "Prefixed") || strings.Contains(out, "payments-audit") {
+		t.Fatalf("acl list --pattern match:\n%s", out)
+	}
+	must(append(admin, "quota", "set", "--entity-user", "erin", "producer_byte_rate=1048576")...)
+	if out := must(append(admin, "quota", "describe", "--entity-user", "erin")...); !strings.Contains(out, "producer_byte_rate") {
+		t.Fatalf("quota describe: %s", out)
+	}
+
+	erin := []string{"-b", sb.SASLSSL, "--tls-ca", sb.CA.File, "--sasl-mechanism", "SCRAM-SHA-512", "--user", "erin", "--password", "erin-secret"}
+	must(append(erin, "produce", "payments")...)
+	if res := samsa(append(erin, "acl", "list")...); res.code != cli.ExitFailed || !strings.Contains(res.stderr, "samsa acl list") {
+		t.Fatalf("erin listing ACLs: exit %d %s", res.code, res.stderr)
+	}
+	wrong := []string{"-b", sb.SASLSSL, "--tls-ca", sb.CA.File, "--sasl-mechanism", "SCRAM-SHA-512", "--user", "erin", "--password", "nope"}
+	if res := samsa(append(wrong, "topic", "list")...); res.code != cli.ExitFailed || !strings.Contains(res.stderr, "--password") {
+		t.Fatalf("a wrong password: exit %d %s", res.code, res.stderr)
+	}
+	// The same through a Kafka client properties file.
+	props := filepath.Join(t.TempDir(), "client.properties")
+	if err := os.WriteFile(props, []byte(strings.Join([]string{
+		"security.protocol=SASL_SSL",
+		"sasl.mechanism=SCRAM-SHA-512",
+		`sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="erin" password="erin-secret";`,
+		"ssl.truststore.type=PEM",
+		"ssl.truststore.location=" + sb.CA.File,
+	}, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := must("-b", sb.SASLSSL, "--command-config", props, "topic", "list"); !strings.Contains(out, "payments") {
+		t.Fatalf("topic list with --command-config: %s", out)
+	}
+	must(append(admin, "acl", "delete", "--allow", "User:erin", "--topic", "pay", "--pattern", "prefixed")...)
+	if out := must(append(admin, "acl", "list", "-o", "json")...); strings.Contains(out, `"Allow"`) {
+		t.Fatalf("after delete: %s", out)
+	}
+	must(append(admin, "user", "scram", "delete", "erin", "--mechanism", "SCRAM-SHA-512")...)
+}
+
+// runCmd runs the built binary with args (no broker environment).
+func runCmd(t *testing.T, ctx context.Context, args ...string) cliResult {
+	t.Helper()
+	var b testutil.Broker
+	b.Addr = "127.0.0.1:1"
+	return runWith(t, ctx, &b, "", args...)
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Round-robin: PLAINTEXT, SASL_PLAINTEXT (SCRAM-SHA-256), SSL and SASL_SSL listeners of one
+# samsa serve, and two null brokers in processes of their own (plain and TLS, the same
+# certificate): produce then consume 300,000 records of 1 KiB, five rounds.
+set -u
+# Needs ca.pem and server.pem (key + certificate for IP 127.0.0.1) in DIR (default: the current
+# directory) and a built samsa binary as $SAMSA (default: samsa on PATH).
+cd "${1:-.}"
+S=${SAMSA:-samsa}
+rm -rf data; mkdir data
+$S serve --override log.dirs=$PWD/data \
+  --override listeners=PLAINTEXT://127.0.0.1:29092,SASL_PLAINTEXT://127.0.0.1:29093,SSL://127.0.0.1:29094,SASL_SSL://127.0.0.1:29095 \
+  --override sasl.enabled.mechanisms=SCRAM-SHA-256 \
+  --override ssl.keystore.location=$PWD/server.pem \
+  --add-scram 'SCRAM-SHA-256=[name=bench,password=bench-secret]' > serve.log 2>&1 &
+P1=$!
+$S bench null-broker --listen 127.0.0.1:29096 > null.log 2>&1 &
+P2=$!
+$S bench null-broker --listen 127.0.0.1:29097 --tls-keystore $PWD/server.pem > nulltls.log 2>&1 &
+P3=$!
+trap "kill $P1 $P2 $P3" EXIT
+for i in $(seq 50); do grep -q "samsa ready" serve.log && break; sleep 0.2; done
+sleep 1
+SCRAM="--sasl-mechanism SCRAM-SHA-256 --user bench --password bench-secret"
+TLS="--tls-ca $PWD/ca.pem"
+declare -A ARGS=(
+  [plaintext]="-b 127.0.0.1:29092"
+  [sasl_plaintext]="-b 127.0.0.1:29093 $SCRAM"
+  [ssl]="-b 127.0.0.1:29094 $TLS"
+  [sasl_ssl]="-b 127.0.0.1:29095 $TLS $SCRAM"
+  [null-process]="-b 127.0.0.1:29096"
+  [null-process-tls]="-b 127.0.0.1:29097 $TLS"
+)
+N=300000
+mb() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(round(d["mb_per_sec"],1))'; }
+for round in 1 2 3 4 5; do
+  echo "round $round load $(cut -d' ' -f1 /proc/loadavg)"
+  for t in plaintext sasl_plaintext ssl sasl_ssl null-process null-process-tls; do
+    echo "produce $t $round $($S bench produce ${ARGS[$t]} --topic b-$t-$round --records $N --record-size 1024 -o json 2>/dev/null | mb)"
+  done
+  for t in plaintext sasl_plaintext ssl sasl_ssl null-process null-process-tls; do
+    extra=""; case $t in null*) extra="--records $N";; esac
+    echo "consume $t $round $($S bench consume ${ARGS[$t]} --topic b-$t-$round $extra -o json 2>/dev/null | mb)"
+  done
+done
