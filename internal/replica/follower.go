@@ -54,6 +54,7 @@ func (p *Partition) SetFollowerHighWatermark(leaderHW int64) {
 			break
 		}
 	}
+	p.refreshLastStable()
 	p.wake()
 }
 
@@ -75,6 +76,7 @@ func (p *Partition) TruncateTo(offset int64) (int64, error) {
 			break
 		}
 	}
+	p.refreshLastStable()
 	return max(before-after, 0), nil
 }
 
