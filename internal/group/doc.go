@@ -1,7 +1,9 @@
 // Package group is Samsa's consumer group coordinator: the classic group membership
 // protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), committed offsets
-// (OffsetCommit, OffsetFetch, OffsetDelete) and group administration (DescribeGroups,
-// ListGroups, DeleteGroups), stored in the internal topic __consumer_offsets.
+// (OffsetCommit, OffsetFetch, OffsetDelete, and TxnOffsetCommit, whose offsets stay
+// pending until their transaction's marker: txn_offsets.go) and group administration
+// (DescribeGroups, ListGroups, DeleteGroups), stored in the internal topic
+// __consumer_offsets.
 //
 // # What it owns
 //

@@ -163,6 +163,9 @@ type group struct {
 
 	subscribedTopics map[string]bool // nil: unknown
 	offsets          map[TopicPartition]CommittedOffset
+	// txnOffsets are the offsets committed in transactions not decided yet, by
+	// producer id (txn_offsets.go).
+	txnOffsets map[int64]map[TopicPartition]*txnOffset
 
 	// The group's timer, armed for nextDeadline() (see settleGroupLocked).
 	timer    clock.Timer
