@@ -19,6 +19,7 @@ import (
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/replica"
 	"github.com/samsa-streaming/samsa/internal/storage"
+	"github.com/samsa-streaming/samsa/internal/txn"
 )
 
 // Options configure a Broker.
@@ -58,6 +59,8 @@ type Broker struct {
 	replicaFrames bufpool.Pool
 	isrWake       chan struct{} // nudges the ISR loop
 	groups        *group.Coordinator
+	txns          *txn.Coordinator
+	peers         brokerPeers // connections to other brokers, for transactions
 	producers     producerIDs
 	lifecycle     lifecycle
 	imageWatch    imageWatch
@@ -124,6 +127,8 @@ func New(o Options) (*Broker, error) {
 		},
 		OnRebalance: o.Metrics.Rebalance,
 	})
+	b.peers.b = b
+	b.txns = b.newTxnCoordinator()
 	return b, nil
 }
 
@@ -265,7 +270,9 @@ func (b *Broker) Close() error {
 	}
 	b.wg.Wait()
 	b.fetchers.Close()
+	b.txns.Close()
 	b.groups.Close()
+	b.peers.close()
 	b.channel.Close()
 	var errs []error
 	if b.controller != nil {
@@ -335,4 +342,5 @@ var (
 	_ protocol.Handler     = (*Broker)(nil)
 	_ metrics.Source       = (*Broker)(nil)
 	_ metrics.QuorumSource = (*Broker)(nil)
+	_ metrics.TransactionSource = (*Broker)(nil)
 )

@@ -2,12 +2,13 @@ package broker
 
 // FindCoordinator (key 10), versions 0–5 (batched keys from v4).
 //
-// Group keys hash to a __consumer_offsets partition (Kafka's hash of the group id
-// modulo offsets.topic.num.partitions); its leader is the coordinator. The topic is
-// created on first use, compacted, with offsets.topic.num.partitions partitions, as
-// Kafka does. While a partition's groups are still loading the group APIs answer
-// COORDINATOR_LOAD_IN_PROGRESS. Transaction coordinator keys (type 1) are answered with
-// COORDINATOR_NOT_AVAILABLE: transactions are not served yet.
+// Group keys (type 0) hash to a __consumer_offsets partition (Kafka's hash of the group
+// id modulo offsets.topic.num.partitions), transactional ids (type 1) to a
+// __transaction_state partition (modulo transaction.state.log.num.partitions); the
+// partition's leader is the coordinator. Each topic is created on first use,
+// compacted, as Kafka does. While a partition is still loading, the coordinator's APIs
+// answer COORDINATOR_LOAD_IN_PROGRESS. Other key types (share groups) answer
+// INVALID_REQUEST.
 
 import (
 	"fmt"
@@ -46,22 +47,35 @@ func (b *Broker) findCoordinator(key string, keyType int8) kmsg.FindCoordinatorR
 	c := kmsg.NewFindCoordinatorResponseCoordinator()
 	c.Key = key
 	c.NodeID = -1
-	if keyType != 0 {
-		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		c.ErrorMessage = kmsg.StringPtr("transactions are not supported by this broker yet")
+	var (
+		topic, numProperty string
+		ensure             func() (*metadata.Image, error)
+		p                  int32
+	)
+	switch keyType {
+	case 0:
+		topic, numProperty, ensure, p = offsetsTopic, "offsets.topic.num.partitions", b.ensureOffsetsTopic, b.groups.PartitionFor(key)
+	case 1:
+		if key == "" {
+			c.ErrorCode = kerr.InvalidRequest.Code
+			return c
+		}
+		topic, numProperty, ensure, p = transactionStateTopic, "transaction.state.log.num.partitions", b.ensureTransactionStateTopic, b.txns.PartitionFor(key)
+	default:
+		c.ErrorCode = kerr.InvalidRequest.Code
+		c.ErrorMessage = kmsg.StringPtr("coordinator key type " + strconv.Itoa(int(keyType)) + " is not served")
 		return c
 	}
-	img, err := b.ensureOffsetsTopic()
+	img, err := ensure()
 	if err != nil {
 		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		c.ErrorMessage = errorMessage(err)
 		return c
 	}
-	t, _ := img.Topic(offsetsTopic)
-	p := b.groups.PartitionFor(key)
+	t, _ := img.Topic(topic)
 	if int(p) >= len(t.Partitions) {
 		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		c.ErrorMessage = kmsg.StringPtr(offsetsTopic + " has fewer partitions than offsets.topic.num.partitions; partition " + strconv.Itoa(int(p)) + " is missing")
+		c.ErrorMessage = kmsg.StringPtr(topic + " has fewer partitions than " + numProperty + "; partition " + strconv.Itoa(int(p)) + " is missing")
 		return c
 	}
 	leader := t.Partitions[p].Leader

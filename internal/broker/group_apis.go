@@ -18,10 +18,12 @@ package broker
 //	DeleteGroups    (42) v0–2
 //	OffsetDelete    (47) v0
 //
-// Differences from Kafka: TxnOffsetCommit and the KIP-848 consumer group protocol
-// (ConsumerGroupHeartbeat, ConsumerGroupDescribe) are not served, so clients use the
-// classic protocol; OffsetFetch's RequireStable has nothing to wait for without
-// transactions.
+// OffsetFetch with RequireStable (v7+) answers UNSTABLE_OFFSET_COMMIT for a partition
+// whose offset a transaction not decided yet committed (TxnOffsetCommit is in
+// txn_apis.go).
+//
+// Differences from Kafka: the KIP-848 consumer group protocol (ConsumerGroupHeartbeat,
+// ConsumerGroupDescribe) is not served, so clients use the classic protocol.
 
 import (
 	"net"

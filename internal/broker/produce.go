@@ -1,6 +1,6 @@
 package broker
 
-// Produce (key 0), versions 3–11.
+// Produce (key 0), versions 3–12.
 //
 // Each partition's records must be exactly one magic-v2 record batch (Kafka's rule for
 // v3+). The batch is validated in one pass (size, CRC-32C, header fields; compressed
@@ -20,9 +20,14 @@ package broker
 // before that point; Kafka reads a request whole first. The client retries them as
 // after any lost response (idempotent producers are deduplicated).
 //
-// Differences from Kafka: transactional batches are refused with
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED until transactions are implemented; internal
-// topics refuse client writes with INVALID_TOPIC_EXCEPTION.
+// Transactional batches (txn_verify.go): the batch that starts a producer's transaction
+// in a partition is verified with the transaction coordinator first (KIP-890; from v12,
+// transactions v2, the leader's request adds the partition to the transaction);
+// control batches are the coordinators' and are refused with INVALID_RECORD. Only
+// those requests pay for it: the non-transactional path is unchanged.
+//
+// Differences from Kafka: internal topics refuse client writes with
+// INVALID_TOPIC_EXCEPTION.
 
 import (
 	"errors"
@@ -41,7 +46,7 @@ import (
 )
 
 func init() {
-	register(kmsg.Produce, 3, 11, (*Broker).handleProduce)
+	register(kmsg.Produce, 3, 12, (*Broker).handleProduce)
 	produceRequests.New = newProduceRequest
 }
 
@@ -86,6 +91,7 @@ type produceRequest struct {
 	version int16
 	acks    int16
 	timeout int32
+	txnID   *string
 	now     time.Time
 	resp    kmsg.ProduceResponse
 	pending []pendingAck
@@ -118,6 +124,7 @@ func (b *Broker) StartProduce(req *protocol.Request, h protocol.ProduceHeader) p
 	pr.resp.Default()
 	pr.resp.SetVersion(req.Version)
 	pr.b, pr.version, pr.acks, pr.timeout, pr.now = b, req.Version, h.Acks, h.TimeoutMillis, b.clock.Now()
+	pr.txnID = h.TransactionalID
 	pr.pending, pr.failed = pr.pending[:0], false
 	return pr
 }
@@ -147,7 +154,7 @@ func (pr *produceRequest) Partition(partition int32, records []byte) {
 	sp := &t.Partitions[len(t.Partitions)-1]
 	sp.Partition, sp.BaseOffset, sp.LogAppendTime = partition, -1, -1
 	b := pr.b
-	p, info, err := b.produceOne(t.Topic, partition, records, pr.acks, pr.now, sp)
+	p, info, err := b.produceOne(pr, t.Topic, partition, records, sp)
 	if err != nil {
 		pr.failed = true
 		sp.ErrorCode = errorCode(err)
@@ -202,13 +209,14 @@ func (pr *produceRequest) Abort() { pr.release() }
 // release returns the request to the pool.
 func (pr *produceRequest) release() {
 	clear(pr.pending)
-	pr.b = nil
+	pr.b, pr.txnID = nil, nil
 	produceRequests.Put(pr)
 }
 
-// produceOne validates and appends one partition's batch, filling sp on success. It
-// returns the partition and where the batch went.
-func (b *Broker) produceOne(topic string, partition int32, records []byte, acks int16, now time.Time, sp *kmsg.ProduceResponseTopicPartition) (*replica.Partition, storage.AppendInfo, error) {
+// produceOne validates and appends one partition's batch of request pr, filling sp on
+// success. It returns the partition and where the batch went.
+func (b *Broker) produceOne(pr *produceRequest, topic string, partition int32, records []byte, sp *kmsg.ProduceResponseTopicPartition) (*replica.Partition, storage.AppendInfo, error) {
+	acks, now := pr.acks, pr.now
 	if isInternalTopic(topic) {
 		return nil, storage.AppendInfo{}, kerr.InvalidTopicException
 	}
@@ -228,8 +236,14 @@ func (b *Broker) produceOne(topic string, partition int32, records []byte, acks 
 	if err != nil {
 		return nil, storage.AppendInfo{}, err
 	}
-	if hdr.IsTransactional() || hdr.IsControl() {
-		return nil, storage.AppendInfo{}, kerr.TransactionalIDAuthorizationFailed
+	var txnOpts storage.AppendOptions
+	switch {
+	case hdr.IsControl():
+		return nil, storage.AppendInfo{}, errClientControlBatch
+	case hdr.IsTransactional():
+		if txnOpts, err = b.verifyProduce(p, &hdr, pr.txnID, pr.version, pr.timeout); err != nil {
+			return nil, storage.AppendInfo{}, err
+		}
 	}
 	if settings.RequireKeys || settings.Timestamps != nil {
 		if err := checkRecords(records, now, settings.RequireKeys, settings.Timestamps); err != nil {
@@ -241,7 +255,7 @@ func (b *Broker) produceOne(topic string, partition int32, records []byte, acks 
 			return nil, storage.AppendInfo{}, err
 		}
 	}
-	info, err := p.AppendAsLeader(records, acks == -1, now)
+	info, err := p.AppendAsLeaderTxn(records, acks == -1, now, txnOpts)
 	if err != nil {
 		b.storageFailed(p, err)
 		return nil, storage.AppendInfo{}, err
@@ -252,6 +266,10 @@ func (b *Broker) produceOne(topic string, partition int32, records []byte, acks 
 	sp.LogStartOffset = info.LogStartOffset
 	return p, info, nil
 }
+
+// errClientControlBatch refuses a control batch from a client: markers are written by
+// transaction coordinators (WriteTxnMarkers).
+var errClientControlBatch = fmt.Errorf("control batches are written by transaction coordinators, not produced: %w", kerr.InvalidRecord)
 
 // errKeylessRecord refuses a record without a key on a compacted topic.
 var errKeylessRecord = fmt.Errorf("compacted topic: every record needs a key: %w", kerr.InvalidRecord)
@@ -286,7 +304,8 @@ func checkRecords(batch []byte, now time.Time, requireKeys bool, bounds *replica
 }
 
 // recompress re-encodes a batch with the topic's codec (compression.type) at its level
-// (compression.*.level), keeping its producer fields, timestamps and offset deltas.
+// (compression.*.level), keeping its producer fields (transactional flag included),
+// timestamps and offset deltas.
 // Only topics that ask for a codec take this path.
 func recompress(batch []byte, hdr *record.Header, codec record.Compression, level int) ([]byte, error) {
 	_, recs, err := record.Records(batch)
@@ -296,6 +315,7 @@ func recompress(batch []byte, hdr *record.Header, codec record.Compression, leve
 	opts := record.DefaultBuildOptions()
 	opts.Compression, opts.CompressionLevel = codec, level
 	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = hdr.ProducerID, hdr.ProducerEpoch, hdr.BaseSequence
+	opts.Transactional = hdr.IsTransactional()
 	opts.BaseTimestamp = hdr.BaseTimestamp
 	out, err := record.Build(opts, recs)
 	if err != nil {

@@ -94,7 +94,12 @@ func TestDefaultsMatchKafka(t *testing.T) {
 		"TransactionStateLogNumPartitions":     int32(50),
 		"TransactionStateLogReplicationFactor": int16(3),
 		"TransactionStateLogMinIsr":            int32(2),
-		"Raw":                                  map[string]string{},
+		"TransactionStateLogSegmentBytes":      int64(104857600),
+
+		"TransactionAbortTimedOutCleanupIntervalMs": int32(10000),
+		"TransactionRemoveExpiredCleanupIntervalMs": int32(3600000),
+		"TransactionPartitionVerificationEnable":    true,
+		"Raw":                                       map[string]string{},
 	}
 	v := reflect.ValueOf(b).Elem()
 	for i := 0; i < v.NumField(); i++ {

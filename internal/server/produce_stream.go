@@ -19,7 +19,7 @@ import (
 // is not: checking and appending its batches cost two to three times as much per byte
 // as those of a 1 MiB frame).
 //
-// The decoder covers ProduceRequest versions 3 to 11, Kafka's schema: transactional_id
+// The decoder covers ProduceRequest versions 3 to 12, Kafka's schema: transactional_id
 // (nullable string), acks int16, timeout_ms int32, topics [name string, partitions
 // [index int32, records nullable bytes]], with compact lengths and tagged fields from
 // version 9 (flexible). Higher versions, if ever served, are decoded whole with kmsg.
@@ -32,7 +32,7 @@ import (
 const (
 	produceKey        int16 = 0
 	minStreamProduce  int16 = 3
-	maxStreamProduce  int16 = 11
+	maxStreamProduce  int16 = 12
 	flexibleProduceAt int16 = 9
 )
 

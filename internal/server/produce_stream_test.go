@@ -87,7 +87,7 @@ func (s *streamRecorder) snapshot() ([]streamedRequest, int) {
 	return append([]streamedRequest(nil), s.requests...), s.aborted
 }
 
-// startStreamServer serves Produce 3–11 through rec and nothing else but ApiVersions.
+// startStreamServer serves Produce 3–12 through rec and nothing else but ApiVersions.
 func startStreamServer(t *testing.T, rec *streamRecorder) string {
 	_, addr := startServer(t, apiVersionsHandler(func(req *protocol.Request) <-chan protocol.Response {
 		t.Errorf("request key %d version %d went to Handle, not the produce stream", req.Key, req.Version)
@@ -95,7 +95,7 @@ func startStreamServer(t *testing.T, rec *streamRecorder) string {
 	}), func(c *Config) {
 		c.Versions = func(key int16) (int16, int16, bool) {
 			if key == produceKey {
-				return 3, 11, true
+				return 3, maxStreamProduce, true
 			}
 			return servedVersions(key)
 		}
@@ -290,7 +290,7 @@ func TestProduceStreamMalformed(t *testing.T) {
 // reads past the frame, and whatever it accepts kmsg decodes to the same request.
 func FuzzProduceStream(f *testing.F) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	for v := int16(3); v <= 11; v++ {
+	for v := minStreamProduce; v <= maxStreamProduce; v++ {
 		req := randomProduce(rng, v)
 		for _, p := range req.Topics {
 			for i := range p.Partitions {
@@ -327,7 +327,7 @@ func FuzzProduceStream(f *testing.F) {
 		got, _ := rec.snapshot()
 		want := kmsg.NewPtrProduceRequest()
 		want.SetVersion(version)
-		body, err := parseRequest(frame, func(int16) (int16, int16, bool) { return 3, 11, true })
+		body, err := parseRequest(frame, func(int16) (int16, int16, bool) { return 3, maxStreamProduce, true })
 		if err != nil {
 			t.Fatalf("the stream decoder accepted a frame kmsg refuses: %v", err)
 		}

@@ -178,11 +178,15 @@ func (c *Coordinator) partitionOfLocked(id string) (*partition, int16) {
 	return part, 0
 }
 
-// HasPartition reports whether partition p is loaded or loading here.
-func (c *Coordinator) HasPartition(p int32) bool {
+// PartitionEpoch returns the coordinator epoch partition p is loaded (or loading) at
+// here; ok is false when it is not.
+func (c *Coordinator) PartitionEpoch(p int32) (epoch int32, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.mu.partitions[p] != nil
+	if part := c.mu.partitions[p]; part != nil {
+		return part.coordinatorEpoch, true
+	}
+	return 0, false
 }
 
 // LoadPartition makes this node the coordinator of __transaction_state partition p at
