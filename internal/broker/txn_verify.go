@@ -83,7 +83,7 @@ func (b *Broker) verifyProduce(p *replica.Partition, h *record.Header, txnID *st
 	if !add && !b.cfg.TransactionPartitionVerificationEnable {
 		return storage.AppendOptions{}, nil
 	}
-	guard, needed := p.Log.TxnVerification(h.ProducerID)
+	guard, needed := p.Log.TxnVerification(h.ProducerID, h.ProducerEpoch)
 	if !needed {
 		return storage.AppendOptions{}, nil
 	}

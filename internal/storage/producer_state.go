@@ -80,6 +80,12 @@ func newProducerState() *producerState {
 	return &producerState{producers: make(map[int64]*producerEntry), ongoing: make(map[int64]int64)}
 }
 
+// openAt reports whether producerID has a transaction open here at epoch.
+func (ps *producerState) openAt(producerID int64, epoch int16) bool {
+	e := ps.producers[producerID]
+	return e != nil && e.txnStartOffset >= 0 && e.epoch == epoch
+}
+
 // inSequence reports whether next follows last (with int32 wrap-around).
 func inSequence(last, next int32) bool {
 	return next == last+1 || (last == math.MaxInt32 && next == 0)
@@ -104,8 +110,16 @@ func (ps *producerState) check(h *record.Header, marker *record.ControlRecord, c
 		}
 		return nil, nil
 	}
-	if e != nil && !h.IsTransactional() && e.txnStartOffset >= 0 {
-		return nil, fmt.Errorf("%w: producer %d wrote a batch outside its open transaction", ErrInvalidTxnState, h.ProducerID)
+	if e != nil && e.txnStartOffset >= 0 {
+		switch {
+		case !h.IsTransactional():
+			return nil, fmt.Errorf("%w: producer %d wrote a batch outside its open transaction", ErrInvalidTxnState, h.ProducerID)
+		case h.ProducerEpoch > e.epoch:
+			// The next transaction (transactions v2 bump the epoch) before the
+			// marker of the one open here.
+			return nil, fmt.Errorf("%w: producer %d at epoch %d before the marker of its transaction at epoch %d",
+				ErrInvalidTxnState, h.ProducerID, h.ProducerEpoch, e.epoch)
+		}
 	}
 	if coordinator {
 		if e != nil && h.ProducerEpoch < e.epoch {

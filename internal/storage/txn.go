@@ -293,17 +293,20 @@ func (l *Log) AbortedTransactions(from, to int64, dst []AbortedTxn) []AbortedTxn
 	return dst
 }
 
-// TxnVerification is the first step of appending a transactional batch as leader: when
-// producerID has no open transaction here, the batch would start one, and the leader
-// verifies with the transaction coordinator that the partition is part of it (KIP-890)
-// before appending it with AppendOptions.TxnGuard set to guard. A marker for the
-// producer appended in between clears the guard and the append then fails with
-// ErrInvalidTxnState. needed is false when the producer's transaction is already open.
-func (l *Log) TxnVerification(producerID int64) (guard uint64, needed bool) {
+// TxnVerification is the first step of appending a transactional batch of producerID
+// at epoch as leader: when the producer has no transaction open here at that epoch,
+// the batch would start one, and the leader verifies with the transaction coordinator
+// that the partition is part of it (KIP-890) before appending it with
+// AppendOptions.TxnGuard set to guard. A marker for the producer appended in between
+// clears the guard and the append then fails with ErrInvalidTxnState. needed is false
+// when the producer's transaction is already open at that epoch. (With transactions v2
+// every transaction has its own epoch: a batch of the next transaction must not join
+// the previous one, still open here while its marker is on its way.)
+func (l *Log) TxnVerification(producerID int64, epoch int16) (guard uint64, needed bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ps := l.mu.producers
-	if _, open := ps.ongoing[producerID]; open {
+	if ps.openAt(producerID, epoch) {
 		return 0, false
 	}
 	if g, ok := ps.guards[producerID]; ok {
@@ -321,7 +324,7 @@ func (l *Log) TxnVerification(producerID int64) (guard uint64, needed bool) {
 // when its verification guard is no longer the producer's.
 func (l *Log) checkTxnGuardLocked(h *record.Header, guard uint64) error {
 	ps := l.mu.producers
-	if _, open := ps.ongoing[h.ProducerID]; open {
+	if ps.openAt(h.ProducerID, h.ProducerEpoch) {
 		return nil
 	}
 	if g, ok := ps.guards[h.ProducerID]; !ok || g != guard {

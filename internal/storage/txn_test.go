@@ -229,7 +229,7 @@ func TestTxnIndexRetention(t *testing.T) {
 // a transaction, fenced coordinators and coordinator writes without sequences.
 func TestTxnAppendChecks(t *testing.T) {
 	l := openTest(t, Config{})
-	guard, needed := l.TxnVerification(5)
+	guard, needed := l.TxnVerification(5, 0)
 	if !needed || guard == 0 {
 		t.Fatalf("first batch of a transaction needs verification: %d %v", guard, needed)
 	}
@@ -240,12 +240,21 @@ func TestTxnAppendChecks(t *testing.T) {
 	if _, err := l.Append(txnBatch(t, 5, 0, 1), AppendOptions{TxnGuard: guard}); !errors.Is(err, ErrInvalidTxnState) {
 		t.Fatalf("append after the marker overtook the verification: %v", err)
 	}
-	guard, _ = l.TxnVerification(5)
+	guard, _ = l.TxnVerification(5, 0)
 	if _, err := l.Append(txnBatch(t, 5, 0, 1), AppendOptions{TxnGuard: guard}); err != nil {
 		t.Fatal(err)
 	}
-	if _, needed := l.TxnVerification(5); needed {
+	if _, needed := l.TxnVerification(5, 0); needed {
 		t.Fatal("verification needed while the transaction is open")
+	}
+	// Transactions v2: the next transaction (epoch 1) must not join this one, whose
+	// marker has not arrived yet.
+	if _, needed := l.TxnVerification(5, 1); !needed {
+		t.Fatal("no verification for a batch of the next epoch while the transaction is open")
+	}
+	next := mkBatch(t, batchSpec{n: 1, pid: 5, epoch: 1, seq: 0, txn: true})
+	if _, err := l.Append(next, AppendOptions{}); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("batch of the next epoch before the marker: %v", err)
 	}
 	if _, err := l.Append(txnBatch(t, 5, 1, 1), AppendOptions{TxnGuard: 12345}); err != nil {
 		t.Fatalf("next batch of the open transaction: %v", err)
