@@ -339,8 +339,8 @@ func (b *Broker) requestContext(timeoutMs int32) (context.Context, context.Cance
 }
 
 var (
-	_ protocol.Handler     = (*Broker)(nil)
-	_ metrics.Source       = (*Broker)(nil)
-	_ metrics.QuorumSource = (*Broker)(nil)
+	_ protocol.Handler          = (*Broker)(nil)
+	_ metrics.Source            = (*Broker)(nil)
+	_ metrics.QuorumSource      = (*Broker)(nil)
 	_ metrics.TransactionSource = (*Broker)(nil)
 )

@@ -95,9 +95,9 @@ func (b *Broker) handleAddPartitionsToTxn(req *protocol.Request) <-chan protocol
 	r := req.Body.(*kmsg.AddPartitionsToTxnRequest)
 	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	type one struct {
-		id       string
-		order    []string
-		parts    []txn.TopicPartition
+		id    string
+		order []string
+		parts []txn.TopicPartition
 		codes <-chan []int16
 	}
 	var txns []one

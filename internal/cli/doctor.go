@@ -14,6 +14,9 @@ type Snapshot struct {
 	Window time.Duration   // how long the group samples span
 	Topics []TopicSnapshot // topics to check (internal topics excluded)
 	Groups []GroupSnapshot // consumer groups to check
+	// Unstable are the partitions of Topics whose last stable offset trails the high
+	// watermark (doctor_txn.go).
+	Unstable []UnstablePartition
 }
 
 // TopicSnapshot is one topic's partitions and effective configs.
@@ -94,8 +97,10 @@ func Diagnose(s Snapshot) []Finding {
 	for _, t := range s.Topics {
 		out = append(out, diagnoseTopic(t)...)
 	}
+	out = append(out, diagnoseUnstable(s)...)
 	for _, g := range s.Groups {
 		out = append(out, diagnoseGroup(g, s.Window)...)
+		out = append(out, lagHeldByTransaction(g, s.Unstable)...)
 	}
 	slices.SortStableFunc(out, func(a, b Finding) int {
 		return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Code, b.Code))
