@@ -13,6 +13,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -29,7 +30,31 @@ const verifyVersion = 5
 
 // verifyTxnPartition asks the coordinator of transactional id id whether tp is in the
 // transaction of producerID at epoch (add: add it). It returns the coordinator's code.
+// CONCURRENT_TRANSACTIONS — the producer's previous transaction is still completing,
+// which transactions v2 producers meet at the start of every transaction — is asked
+// again every add.partitions.to.txn.retry.backoff.ms for up to
+// add.partitions.to.txn.retry.backoff.max.ms, as Kafka's leaders do, before the
+// producer is told to retry.
 func (b *Broker) verifyTxnPartition(ctx context.Context, id string, producerID int64, epoch int16, tp txn.TopicPartition, add bool) int16 {
+	ms := func(v int32) time.Duration { return time.Duration(v) * time.Millisecond }
+	backoff, budget := ms(b.cfg.AddPartitionsToTxnRetryBackoffMs), ms(b.cfg.AddPartitionsToTxnRetryBackoffMaxMs)
+	for waited := time.Duration(0); ; waited += backoff {
+		code := b.askTxnCoordinator(ctx, id, producerID, epoch, tp, add)
+		if code != kerr.ConcurrentTransactions.Code || waited+backoff > budget {
+			return code
+		}
+		expired, stop := b.after(backoff)
+		select {
+		case <-expired:
+		case <-ctx.Done():
+			stop()
+			return code
+		}
+	}
+}
+
+// askTxnCoordinator sends one verification to the coordinator of id.
+func (b *Broker) askTxnCoordinator(ctx context.Context, id string, producerID int64, epoch int16, tp txn.TopicPartition, add bool) int16 {
 	node := b.txnCoordinatorNode(id)
 	switch {
 	case node < 0:

@@ -201,6 +201,10 @@ type Broker struct {
 	TransactionAbortTimedOutCleanupIntervalMs int32
 	TransactionRemoveExpiredCleanupIntervalMs int32
 	TransactionPartitionVerificationEnable    bool // transaction.partition.verification.enable
+	// add.partitions.to.txn.retry.backoff.ms and .max.ms: how a partition leader
+	// retries a verification its coordinator answered CONCURRENT_TRANSACTIONS.
+	AddPartitionsToTxnRetryBackoffMs    int32
+	AddPartitionsToTxnRetryBackoffMaxMs int32
 
 	LogCleanerEnable              bool    // log.cleaner.enable
 	LogCleanerThreads             int32   // log.cleaner.threads

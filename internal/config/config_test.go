@@ -99,6 +99,8 @@ func TestDefaultsMatchKafka(t *testing.T) {
 		"TransactionAbortTimedOutCleanupIntervalMs": int32(10000),
 		"TransactionRemoveExpiredCleanupIntervalMs": int32(3600000),
 		"TransactionPartitionVerificationEnable":    true,
+		"AddPartitionsToTxnRetryBackoffMs":          int32(20),
+		"AddPartitionsToTxnRetryBackoffMaxMs":       int32(100),
 		"Raw":                                       map[string]string{},
 	}
 	v := reflect.ValueOf(b).Elem()

@@ -429,6 +429,12 @@ var brokerProperties = []property{
 	property{name: "transaction.partition.verification.enable", spec: boolean{}, def: "true",
 		doc: "Whether a partition leader verifies with the transaction coordinator that a transaction's first batch belongs to it (KIP-890)."}.
 		bind(boolField(func(b *Broker) *bool { return &b.TransactionPartitionVerificationEnable })),
+	property{name: "add.partitions.to.txn.retry.backoff.ms", spec: atLeast(TypeInt, 1), def: "20",
+		doc: "How long a partition leader waits before asking the transaction coordinator again when it answered CONCURRENT_TRANSACTIONS (the previous transaction's markers are still being written)."}.
+		bind(i32(func(b *Broker) *int32 { return &b.AddPartitionsToTxnRetryBackoffMs })),
+	property{name: "add.partitions.to.txn.retry.backoff.max.ms", spec: atLeast(TypeInt, 0), def: "100",
+		doc: "How long a partition leader keeps asking before answering the producer with a retriable error."}.
+		bind(i32(func(b *Broker) *int32 { return &b.AddPartitionsToTxnRetryBackoffMaxMs })),
 
 	// Accepted, no effect: found in Kafka's sample server.properties and common
 	// deployments. Their values are type-checked and reported, never used.
