@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/samsa-streaming/samsa/internal/clock"
 )
 
 // sendMarkersLocked writes the markers of e's prepared transaction in the background
@@ -79,34 +81,26 @@ func (c *Coordinator) armTimersLocked() {
 	if c.mu.closed {
 		return
 	}
-	if c.mu.abortTimer == nil {
-		c.mu.abortTimer = c.clock.AfterFunc(c.cfg.AbortTimedOutInterval, c.onAbortTimer)
-	}
-	if c.mu.expireTimer == nil {
-		c.mu.expireTimer = c.clock.AfterFunc(c.cfg.RemoveExpiredInterval, c.onExpireTimer)
-	}
+	c.armLocked(&c.mu.abortTimer, c.cfg.AbortTimedOutInterval, c.abortTimedOutLocked)
+	c.armLocked(&c.mu.expireTimer, c.cfg.RemoveExpiredInterval, c.expireLocked)
 }
 
-func (c *Coordinator) onAbortTimer() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.mu.abortTimer = nil
-	if c.mu.closed {
+// armLocked arms *timer, unless armed, to run work under the lock after d and arm
+// itself again.
+func (c *Coordinator) armLocked(timer *clock.Timer, d time.Duration, work func(now time.Time)) {
+	if *timer != nil {
 		return
 	}
-	c.abortTimedOutLocked(c.clock.Now())
-	c.armTimersLocked()
-}
-
-func (c *Coordinator) onExpireTimer() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.mu.expireTimer = nil
-	if c.mu.closed {
-		return
-	}
-	c.expireLocked(c.clock.Now())
-	c.armTimersLocked()
+	*timer = c.clock.AfterFunc(d, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		*timer = nil
+		if c.mu.closed {
+			return
+		}
+		work(c.clock.Now())
+		c.armTimersLocked()
+	})
 }
 
 // abortTimedOutLocked fences and aborts every Ongoing transaction older than its
