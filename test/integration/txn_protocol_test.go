@@ -24,23 +24,10 @@ func txnBatch(pid int64, epoch int16, seq int32, val string) []byte {
 }
 
 // produceTxnRaw sends one transactional batch of transactional id id (at the newest
-// Produce version c allows).
+// Produce version c allows) and returns the partition's error code.
 func produceTxnRaw(t *testing.T, c *kgo.Client, id, topic string, batch []byte) int16 {
 	t.Helper()
-	req := kmsg.NewPtrProduceRequest()
-	req.TransactionID = &id
-	req.Acks, req.TimeoutMillis = -1, 5000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = batch
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctxT(t, 10*time.Second), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.Topics[0].Partitions[0].ErrorCode
+	return produceRawAs(t, c, &id, topic, batch).ErrorCode
 }
 
 // initTxn finds the coordinator of id and initializes it; it returns the producer id

@@ -3,11 +3,11 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kversion"
@@ -63,65 +63,10 @@ func recordsTo(topic string, partition int32, values ...string) []*kgo.Record {
 }
 
 // readAll reads every record of topic up to its end offsets (for the isolation level)
-// with a fresh client and returns their values in partition and offset order.
+// and returns their values in partition and offset order.
 func readAll(t testing.TB, b *testutil.Broker, topic string, committed bool) []string {
 	t.Helper()
-	adm := newAdmin(t, b)
-	ctx := ctxT(t, 30*time.Second)
-	var ends kadm.ListedOffsets
-	var err error
-	if committed {
-		ends, err = adm.ListCommittedOffsets(ctx, topic)
-	} else {
-		ends, err = adm.ListEndOffsets(ctx, topic)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	level := kgo.ReadUncommitted()
-	if committed {
-		level = kgo.ReadCommitted()
-	}
-	c := newClient(t, b, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(level))
-	got := map[int32][]string{}
-	pos := map[int32]int64{}
-	done := func() bool {
-		for _, lo := range ends[topic] {
-			if pos[lo.Partition] < lo.Offset {
-				return false
-			}
-		}
-		return true
-	}
-	for !done() {
-		fs := c.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %v of %s before the deadline (ends %v)", pos, topic, ends[topic])
-		}
-		fs.EachError(func(_ string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", topic, p, err) })
-		fs.EachRecord(func(r *kgo.Record) {
-			got[r.Partition] = append(got[r.Partition], string(r.Value))
-		})
-		fs.EachPartition(func(p kgo.FetchTopicPartition) {
-			if p.HighWatermark >= 0 {
-				if committed {
-					pos[p.Partition] = max(pos[p.Partition], p.LastStableOffset)
-				} else {
-					pos[p.Partition] = max(pos[p.Partition], p.HighWatermark)
-				}
-			}
-		})
-	}
-	var out []string
-	parts := make([]int32, 0, len(got))
-	for p := range got {
-		parts = append(parts, p)
-	}
-	slices.Sort(parts)
-	for _, p := range parts {
-		out = append(out, got[p]...)
-	}
-	return out
+	return testutil.ReadAll(t, []string{b.Addr}, topic, committed, 30*time.Second)
 }
 
 // TestTransactionsCommitAndAbort: committed transactions are visible to read_committed
@@ -263,4 +208,33 @@ func TestTransactionTimeout(t *testing.T) {
 	if got := readAll(t, b, topic, true); !slices.Equal(got, []string{"next"}) {
 		t.Fatalf("read_committed: %q", got)
 	}
+}
+
+// TestTransactionMetrics: the open transaction, the offsets it holds back from
+// read_committed consumers, and the completed transactions are exported.
+func TestTransactionMetrics(t *testing.T) {
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	b := testutil.StartBroker(t, "metrics.listener="+metricsAddr)
+	const topic = "txn-metrics"
+	createTopic(t, newAdmin(t, b), topic, 1, nil)
+	p := newTxnProducer(t, b, "metered")
+	inTxn(t, p, true, recordsTo(topic, 0, "a")...)
+	inTxn(t, p, false, recordsTo(topic, 0, "b")...)
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctxT(t, 10*time.Second), recordsTo(topic, 0, "c1", "c2")...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	part := map[string]string{"topic": topic, "partition": "0"}
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		m := scrape(t, metricsAddr)
+		return metricValue(m, "samsa_transactions_open", map[string]string{"state": "Ongoing"}) == 1 &&
+			metricValue(m, "samsa_partition_unstable_offsets", part) == 2 &&
+			metricValue(m, "samsa_partition_last_stable_offset", part) == 4 &&
+			metricValue(m, "samsa_transactions_completed_total", map[string]string{"result": "commit"}) == 1 &&
+			metricValue(m, "samsa_transactions_completed_total", map[string]string{"result": "abort"}) == 1 &&
+			metricValue(m, "samsa_transaction_duration_seconds", nil) == 2 &&
+			metricValue(m, "samsa_transaction_oldest_open_seconds", nil) >= 0
+	}, "the transaction gauges and counters")
 }
