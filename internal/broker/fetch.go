@@ -1,6 +1,6 @@
 package broker
 
-// Fetch (key 1), versions 4–16.
+// Fetch (key 1), versions 4–18 (v17 and v18 add only follower fields).
 //
 // Reads whole batches from each partition's log up to the high watermark — up to the
 // last stable offset for read_committed, with the aborted transactions overlapping
@@ -15,8 +15,9 @@ package broker
 // moves (the last stable offset moves only with it), until enough data arrives below
 // the fetch's bound (high watermark or last stable offset) or max.wait.ms passes.
 //
-// Fetch sessions (KIP-227) are declined: the response's session id is always 0, so
-// clients send full fetch requests, which Kafka permits.
+// Incremental fetch sessions (KIP-227) are resolved in fetch_session.go: an
+// incremental request is turned into the session's full partition list before
+// anything is read, and the response keeps only partitions with something new.
 
 import (
 	"sync"
@@ -32,18 +33,21 @@ import (
 )
 
 func init() {
-	register(kmsg.Fetch, 4, 16, (*Broker).handleFetch)
+	register(kmsg.Fetch, 4, 18, (*Broker).handleFetch)
 	fetchStates.New = newFetchState
 }
 
 func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
-	r := req.Body.(*kmsg.FetchRequest)
+	r, session, code := b.fetchSessions.begin(req.Body.(*kmsg.FetchRequest), b.clock.Now())
+	if code != 0 {
+		return protocol.Ready(fetchSessionError(req.Body.(*kmsg.FetchRequest), code))
+	}
 	replicaID := r.ReplicaID
 	if r.Version >= 15 {
 		replicaID = r.ReplicaState.ID
 	}
 	st := fetchStates.Get().(*fetchState)
-	st.replicaID = replicaID
+	st.replicaID, st.session = replicaID, session
 	total, failed := b.readFetch(r, st)
 	if failed || total >= int64(r.MinBytes) || r.MaxWaitMillis <= 0 || len(st.parts) == 0 {
 		return protocol.Ready(b.fetchResponse(r, st))
@@ -90,6 +94,7 @@ type fetchState struct {
 	aborted   []storage.AbortedTxn // of every read_committed partition
 	w         chunkWriter
 	written   func() // release, made once per pooled state (a method value allocates)
+	session   fetchSessionUse
 }
 
 // fetchStates holds idle fetchStates (New is set in init: release puts back).
@@ -105,11 +110,14 @@ func newFetchState() any {
 func (st *fetchState) release() {
 	clear(st.parts)
 	clear(st.ranges) // they hold *os.File
+	st.session = fetchSessionUse{}
 	fetchStates.Put(st)
 }
 
 // fetchResponse encodes the final response and records its metrics.
 func (b *Broker) fetchResponse(r *kmsg.FetchRequest, st *fetchState) protocol.Response {
+	var sessionID int32
+	st.topics, sessionID = st.session.finish(st.topics)
 	for _, t := range st.topics {
 		for _, p := range t.partitions {
 			if p.errorCode != 0 {
@@ -120,7 +128,7 @@ func (b *Broker) fetchResponse(r *kmsg.FetchRequest, st *fetchState) protocol.Re
 		}
 	}
 	st.w.reset()
-	chunks := st.w.fetchResponse(r.Version, 0, r.IsolationLevel == 1, st.topics)
+	chunks := st.w.fetchResponse(r.Version, 0, sessionID, r.IsolationLevel == 1, st.topics)
 	return protocol.Response{Chunks: chunks, Written: st.written}
 }
 

@@ -1,27 +1,28 @@
 package broker
 
-// FindCoordinator (key 10), versions 0–5 (batched keys from v4).
+// FindCoordinator (key 10), versions 0–6 (batched keys from v4, share keys from v6).
 //
 // Group keys (type 0) hash to a __consumer_offsets partition (Kafka's hash of the group
 // id modulo offsets.topic.num.partitions), transactional ids (type 1) to a
 // __transaction_state partition (modulo transaction.state.log.num.partitions); the
 // partition's leader is the coordinator. Each topic is created on first use,
 // compacted, as Kafka does. While a partition is still loading, the coordinator's APIs
-// answer COORDINATOR_LOAD_IN_PROGRESS. Other key types (share groups) answer
-// INVALID_REQUEST.
+// answer COORDINATOR_LOAD_IN_PROGRESS. Share keys (type 2, "group:topicId:partition",
+// KIP-932) hash the same way to a __share_group_state partition, whose leader keeps
+// that share partition's state.
 
 import (
-	"fmt"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/group"
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 )
 
-func init() { register(kmsg.FindCoordinator, 0, 5, (*Broker).handleFindCoordinator) }
+func init() { register(kmsg.FindCoordinator, 0, 6, (*Broker).handleFindCoordinator) }
 
 func (b *Broker) handleFindCoordinator(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.FindCoordinatorRequest)
@@ -61,6 +62,8 @@ func (b *Broker) findCoordinator(key string, keyType int8) kmsg.FindCoordinatorR
 			return c
 		}
 		topic, numProperty, ensure, p = transactionStateTopic, "transaction.state.log.num.partitions", b.ensureTransactionStateTopic, b.txns.PartitionFor(key)
+	case 2:
+		topic, numProperty, ensure, p = shareStateTopic, "share.coordinator.state.topic.num.partitions", b.ensureShareStateTopic, group.PartitionOf(key, b.cfg.ShareCoordinatorStateTopicNumPartitions)
 	default:
 		c.ErrorCode = kerr.InvalidRequest.Code
 		c.ErrorMessage = kmsg.StringPtr("coordinator key type " + strconv.Itoa(int(keyType)) + " is not served")
@@ -95,29 +98,9 @@ func (b *Broker) findCoordinator(key string, keyType int8) kmsg.FindCoordinatorR
 // are registered the controller refuses and FindCoordinator answers
 // COORDINATOR_NOT_AVAILABLE), and returns the image that has it.
 func (b *Broker) ensureOffsetsTopic() (*metadata.Image, error) {
-	img := b.image()
-	if _, ok := img.Topic(offsetsTopic); ok {
-		return img, nil
-	}
-	ctx, cancel := b.requestContext(0)
-	defer cancel()
-	results, err := b.createTopics(ctx, []kmsg.CreateTopicsRequestTopic{newTopic(offsetsTopic, b.cfg.OffsetsTopicNumPartitions, b.cfg.OffsetsTopicRF(), map[string]string{
+	return b.ensureInternalTopic(offsetsTopic, b.cfg.OffsetsTopicNumPartitions, b.cfg.OffsetsTopicRF(), "offsets.topic.replication.factor", map[string]string{
 		"cleanup.policy":   "compact",
 		"segment.bytes":    strconv.FormatInt(b.cfg.OffsetsTopicSegmentBytes, 10),
 		"compression.type": "producer",
-	})})
-	if err != nil {
-		return nil, err
-	}
-	if res := results[0]; res.ErrorCode != 0 && res.ErrorCode != kerr.TopicAlreadyExists.Code {
-		msg := ""
-		if res.ErrorMessage != nil {
-			msg = *res.ErrorMessage
-		}
-		return nil, fmt.Errorf("cannot create %s with replication factor %d (offsets.topic.replication.factor): %s", offsetsTopic, b.cfg.OffsetsTopicRF(), msg)
-	}
-	if _, ok := b.image().Topic(offsetsTopic); !ok {
-		return nil, fmt.Errorf("%s is not in this broker's metadata yet", offsetsTopic)
-	}
-	return b.image(), nil
+	})
 }

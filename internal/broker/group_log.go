@@ -64,5 +64,13 @@ func groupConfig(c *config.Broker) group.Config {
 		OffsetsRetention:              time.Duration(c.OffsetsRetentionMinutes) * time.Minute,
 		OffsetsRetentionCheckInterval: ms(c.OffsetsRetentionCheckIntervalMs),
 		OffsetCommitTimeout:           ms(int64(c.OffsetsCommitTimeoutMs)),
+		ConsumerSessionTimeout:        ms(int64(c.GroupConsumerSessionTimeoutMs)),
+		ConsumerHeartbeatInterval:     ms(int64(c.GroupConsumerHeartbeatIntervalMs)),
+		ConsumerMaxSize:               c.GroupConsumerMaxSize,
+		ConsumerAssignors:             c.GroupConsumerAssignors,
+		MigrationPolicy:               c.GroupConsumerMigrationPolicy,
+		ShareSessionTimeout:           ms(int64(c.GroupShareSessionTimeoutMs)),
+		ShareHeartbeatInterval:        ms(int64(c.GroupShareHeartbeatIntervalMs)),
+		ShareMaxSize:                  c.GroupShareMaxSize,
 	}
 }

@@ -11,8 +11,9 @@ import (
 )
 
 // internalLog is a coordinator's access to the partitions of its internal topic
-// (__consumer_offsets, __transaction_state) that this node leads: appends are acks=all
-// writes through the partition, loads read a partition from its start.
+// (__consumer_offsets, __share_group_state, __transaction_state) that this node
+// leads: appends are acks=all writes through the partition, loads read a partition
+// from its start.
 type internalLog struct {
 	b     *Broker
 	topic string

@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-streaming/samsa/internal/config"
@@ -105,34 +104,13 @@ func (b *Broker) updateTxnPartition(p int32, leader bool, epoch int32) {
 // brokers are registered FindCoordinator answers COORDINATOR_NOT_AVAILABLE), and
 // returns the image that has it.
 func (b *Broker) ensureTransactionStateTopic() (*metadata.Image, error) {
-	img := b.image()
-	if _, ok := img.Topic(transactionStateTopic); ok {
-		return img, nil
-	}
-	ctx, cancel := b.requestContext(0)
-	defer cancel()
-	rf := b.cfg.TransactionStateRF()
-	results, err := b.createTopics(ctx, []kmsg.CreateTopicsRequestTopic{newTopic(transactionStateTopic, b.cfg.TransactionStateLogNumPartitions, rf, map[string]string{
+	return b.ensureInternalTopic(transactionStateTopic, b.cfg.TransactionStateLogNumPartitions, b.cfg.TransactionStateRF(), "transaction.state.log.replication.factor", map[string]string{
 		"cleanup.policy":                 "compact",
 		"segment.bytes":                  strconv.FormatInt(b.cfg.TransactionStateLogSegmentBytes, 10),
 		"min.insync.replicas":            strconv.Itoa(int(b.cfg.TransactionStateMinISR())),
 		"unclean.leader.election.enable": "false",
 		"compression.type":               "producer",
-	})})
-	if err != nil {
-		return nil, err
-	}
-	if res := results[0]; res.ErrorCode != 0 && res.ErrorCode != kerr.TopicAlreadyExists.Code {
-		msg := ""
-		if res.ErrorMessage != nil {
-			msg = *res.ErrorMessage
-		}
-		return nil, fmt.Errorf("cannot create %s with replication factor %d (transaction.state.log.replication.factor): %s", transactionStateTopic, rf, msg)
-	}
-	if _, ok := b.image().Topic(transactionStateTopic); !ok {
-		return nil, fmt.Errorf("%s is not in this broker's metadata yet", transactionStateTopic)
-	}
-	return b.image(), nil
+	})
 }
 
 // txnCoordinatorNode returns the node coordinating a transactional id (the leader of

@@ -213,6 +213,17 @@ func loadGroupForReset(ctx context.Context, g *globals, adm *kadm.Client, group 
 	if d.Err != nil && !errors.Is(d.Err, kerr.GroupIDNotFound) {
 		return groupState{}, g.explain(fmt.Sprintf("describe group %q", group), d.Err)
 	}
+	if errors.Is(d.Err, kerr.GroupIDNotFound) {
+		if st, ok := loadModernGroup(ctx, adm, group); ok {
+			switch {
+			case st.share != nil:
+				return groupState{}, fmt.Errorf("group %q is a share group: its start offsets are not reset by this command", group)
+			case len(st.consumer.Members) > 0:
+				return groupState{}, fmt.Errorf("group %q has %d active member(s) (state %s): stop its consumers before resetting offsets",
+					group, len(st.consumer.Members), st.consumer.State)
+			}
+		}
+	}
 	if n := len(d.Members); n > 0 || (d.State != "Empty" && d.State != "Dead" && d.State != "") {
 		return groupState{}, fmt.Errorf("group %q has %d active member(s) (state %s): stop its consumers before resetting offsets",
 			group, n, d.State)

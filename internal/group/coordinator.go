@@ -42,6 +42,9 @@ type Options struct {
 	// OnRebalance, if set, is called (with the coordinator's lock held: it must not call
 	// back into the coordinator) each time a group starts a rebalance; for metrics.
 	OnRebalance func(group string)
+	// Topics returns the current topics, for consumer group assignments; it is called
+	// with the coordinator's lock held and must not call back. nil: no topics.
+	Topics func() *Topics
 }
 
 // Coordinator is the group coordinator of one node. It is safe for concurrent use.
@@ -52,6 +55,7 @@ type Coordinator struct {
 	cfg         Config
 	topicExists func(topic string, partition int32) bool
 	onRebalance func(group string)
+	topics      func() *Topics
 	newID       func() string
 
 	ctx    context.Context
@@ -85,6 +89,7 @@ func New(o Options) *Coordinator {
 		cfg:         o.Config.withDefaults(),
 		topicExists: o.TopicExists,
 		onRebalance: o.OnRebalance,
+		topics:      o.Topics,
 		newID:       randomUUID,
 	}
 	if c.clock == nil {
@@ -111,6 +116,10 @@ func randomUUID() string {
 func (c *Coordinator) PartitionFor(group string) int32 {
 	return partitionFor(group, c.cfg.NumPartitions)
 }
+
+// PartitionOf hashes any coordinator key to one of n partitions as Kafka does
+// (Utils.abs(key.hashCode()) % n): __share_group_state keys use it too.
+func PartitionOf(key string, n int32) int32 { return partitionFor(key, n) }
 
 func partitionFor(group string, n int32) int32 {
 	var h int32
@@ -184,6 +193,7 @@ func (c *Coordinator) LoadPartition(ctx context.Context, p int32) error {
 	}
 	now := c.clock.Now()
 	part.groups = ld.finish(now)
+	c.startConsumerSessionsLocked(part, now)
 	part.loading = false
 	part.writer = c.startWriter(part)
 	for _, g := range part.groups {
@@ -330,14 +340,26 @@ const maxCoalescedBytes = 256 << 10
 
 // coalesce returns how many leading jobs to append together: commits queued while an
 // append was in flight share the next one, unless they belong to different producers'
-// transactions (a batch has one producer).
+// transactions (a batch has one producer). A job without records (one that only waits
+// for the writes before it) goes with any batch.
 func coalesce(jobs []writeJob) int {
 	size := 0
+	var producer *TxnInfo
+	found := false // producer is set: a job with records was seen
 	for i, j := range jobs {
+		if len(j.records) == 0 {
+			continue
+		}
 		for _, r := range j.records {
 			size += len(r.Key) + len(r.Value)
 		}
-		if i > 0 && (size > maxCoalescedBytes || !sameProducer(jobs[0].records[0].Txn, j.records[0].Txn)) {
+		switch txn := j.records[0].Txn; {
+		case !found:
+			producer, found = txn, true
+		case !sameProducer(producer, txn):
+			return i
+		}
+		if i > 0 && size > maxCoalescedBytes {
 			return i
 		}
 	}
@@ -364,9 +386,12 @@ func (w *writer) do(jobs []writeJob) {
 	// Jobs queued before an unload or Close are still appended (a clean shutdown keeps
 	// what was decided); their replay then finds the partition gone and answers
 	// NOT_COORDINATOR, which clients retry against the new coordinator.
-	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.OffsetCommitTimeout)
-	err := c.log.Append(ctx, w.part.id, records)
-	cancel()
+	var err error
+	if len(records) > 0 { // a job without records only waits for the ones before it
+		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.OffsetCommitTimeout)
+		err = c.log.Append(ctx, w.part.id, records)
+		cancel()
+	}
 	if err != nil {
 		c.logger.Warn("append to __consumer_offsets failed", "partition", w.part.id, "records", len(records), "err", err)
 	}
@@ -488,7 +513,7 @@ func (g *group) nextDeadline() time.Time {
 	for _, m := range g.members {
 		next = earliest(next, m.heartbeatDeadline)
 	}
-	return next
+	return earliest(earliest(next, g.consumerNextDeadline()), g.shareNextDeadline())
 }
 
 func due(deadline, now time.Time) bool { return !deadline.IsZero() && !now.Before(deadline) }
@@ -510,6 +535,10 @@ func (c *Coordinator) tickGroupLocked(part *partition, g *group, now time.Time) 
 	}
 	if due(g.syncDeadline, now) {
 		c.onSyncDeadlineLocked(part, g, now)
+	}
+	c.expireConsumerMembersLocked(part, g, now)
+	if c.owns(part, g) {
+		c.expireShareMembersLocked(part, g, now)
 	}
 }
 

@@ -40,6 +40,14 @@ func (l *loader) apply(r Record) error {
 		}
 	case d.kind == kindOffset:
 		replayOffset(l.groups, l.partition, d.group, d.tp, d.offset)
+	case d.kind == kindConsumerGroup || d.kind == kindConsumerMember:
+		if err := replayConsumer(l.groups, l.partition, d); err != nil {
+			l.logger.Warn("skipping corrupt __consumer_offsets record", "partition", l.partition, "err", err)
+		}
+	case d.kind == kindShareGroup || d.kind == kindShareMember:
+		if err := replayShare(l.groups, l.partition, d); err != nil {
+			l.logger.Warn("skipping corrupt __consumer_offsets record", "partition", l.partition, "err", err)
+		}
 	case d.kind == kindGroup:
 		g := l.groups[d.group]
 		if d.meta == nil {
@@ -67,6 +75,9 @@ func (l *loader) apply(r Record) error {
 // and their members must heartbeat within their session timeout from now.
 func (l *loader) finish(now time.Time) map[string]*group {
 	for _, g := range l.groups {
+		if g.consumer != nil || g.share != nil {
+			continue // deadlines: see Coordinator.startConsumerSessionsLocked
+		}
 		if len(g.members) == 0 {
 			g.state = StateEmpty
 			continue

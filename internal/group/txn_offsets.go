@@ -142,6 +142,7 @@ func (c *Coordinator) txnCommitLocked(req *kmsg.TxnOffsetCommitRequest, resp *km
 		return
 	}
 	g := part.groups[req.Group]
+	existed := g != nil
 	if g == nil {
 		g = newGroup(req.Group, part.id, now)
 		part.groups[req.Group] = g
@@ -151,7 +152,7 @@ func (c *Coordinator) txnCommitLocked(req *kmsg.TxnOffsetCommitRequest, resp *km
 			delete(part.groups, g.id)
 		}
 	}
-	if code := validateTxnCommit(g, req); code != kerrNone {
+	if code := validateTxnCommit(g, existed, req); code != kerrNone {
 		cleanup()
 		fail(code)
 		return
@@ -223,23 +224,44 @@ func (c *Coordinator) txnCommitLocked(req *kmsg.TxnOffsetCommitRequest, resp *km
 	})
 }
 
-// validateTxnCommit is Kafka's check of a transactional commit into a group: the member
-// must be known and the generation current when given (v3+); a rebalance in
-// progress does not refuse it.
-func validateTxnCommit(g *group, req *kmsg.TxnOffsetCommitRequest) int16 {
-	if g.state == StateDead {
-		return kerrCoordinatorNotAvailable
-	}
+// validateTxnCommit is Kafka's check of a transactional commit into a group (KIP-447):
+// without a generation (v0–2 send none) it is accepted; with one, the member must be
+// known at that generation — a consumer group's (KIP-848) at its member epoch — and a
+// rebalance in progress does not refuse it. A group that did not exist refuses a
+// generation.
+func validateTxnCommit(g *group, existed bool, req *kmsg.TxnOffsetCommitRequest) int16 {
+	generation, memberID, instanceID := req.Generation, req.MemberID, req.InstanceID
 	if req.Version < 3 {
+		generation, memberID, instanceID = -1, "", nil
+	}
+	switch {
+	case !existed && generation >= 0:
+		return kerrIllegalGeneration
+	case g.share != nil:
+		return kerrGroupIDNotFound
+	case g.consumer != nil:
+		if generation < 0 && len(g.consumer.members) == 0 {
+			return kerrNone
+		}
+		m := g.consumer.members[memberID]
+		if m == nil {
+			return kerrUnknownMemberID
+		}
+		if generation != m.epoch {
+			return kerrIllegalGeneration
+		}
 		return kerrNone
-	}
-	if g.staticFenced(req.InstanceID, req.MemberID) {
+	case g.state == StateDead:
+		return kerrCoordinatorNotAvailable
+	case generation < 0 && g.state == StateEmpty:
+		return kerrNone
+	case generation < 0 && memberID == "" && instanceID == nil:
+		return kerrNone // an old transactional producer's commit names no member
+	case g.staticFenced(instanceID, memberID):
 		return kerrFencedInstanceID
-	}
-	if req.MemberID != "" && g.members[req.MemberID] == nil {
+	case g.members[memberID] == nil:
 		return kerrUnknownMemberID
-	}
-	if req.Generation >= 0 && req.Generation != g.generation {
+	case generation != g.generation:
 		return kerrIllegalGeneration
 	}
 	return kerrNone

@@ -133,3 +133,68 @@ func TestTxnOffsetCommitChecksMember(t *testing.T) {
 		}
 	}
 }
+
+// TestTxnOffsetCommitConsumerGroup: into a KIP-848 consumer group a transactional
+// commit names a member at its member epoch (GenerationID); any other epoch is
+// ILLEGAL_GENERATION, as Kafka answers a transactional producer. A group that does not
+// exist refuses a generation.
+func TestTxnOffsetCommitConsumerGroup(t *testing.T) {
+	h, ft := newConsumerHarness(t, nil)
+	ft.set("in", 2)
+	m := &cmember{id: "m1", topics: []string{"in"}}
+	if r := h.cgHeartbeat("g", m, true); r.ErrorCode != 0 {
+		t.Fatalf("heartbeat: %d", r.ErrorCode)
+	}
+	tp0 := TopicPartition{"in", 0}
+	for _, tc := range []struct {
+		group, member string
+		gen           int32
+		want          int16
+	}{
+		{"g", m.id, m.epoch, 0},
+		{"g", m.id, m.epoch + 1, kerr.IllegalGeneration.Code},
+		{"g", m.id, m.epoch - 1, kerr.IllegalGeneration.Code},
+		{"g", "ghost", m.epoch, kerr.UnknownMemberID.Code},
+		{"g", "", -1, kerr.UnknownMemberID.Code},
+		{"nobody", "x", 3, kerr.IllegalGeneration.Code},
+		{"nobody", "", -1, 0},
+	} {
+		r := h.txnCommit(tc.group, 7, tc.member, tc.gen, map[TopicPartition]int64{tp0: 1})
+		if got := r.Topics[0].Partitions[0].ErrorCode; got != tc.want {
+			t.Errorf("group %q member %q epoch %d: code %d, want %d", tc.group, tc.member, tc.gen, got, tc.want)
+		}
+	}
+	h.marker(7, true)
+	if got := h.fetch("g"); got[tp0] != 1 {
+		t.Fatalf("consumer group offsets after the commit marker: %v", got)
+	}
+}
+
+// TestCoalesce: queued writes share one batch only when they have one producer (none,
+// or one transaction's); a job without records (a consumer group's wait for earlier
+// writes) goes with any batch, first or not.
+func TestCoalesce(t *testing.T) {
+	plain := writeJob{records: []Record{{Key: []byte("k")}}}
+	txn := func(pid int64) writeJob {
+		return writeJob{records: []Record{{Key: []byte("k"), Txn: &TxnInfo{ProducerID: pid}}}}
+	}
+	wait := writeJob{}
+	for _, tc := range []struct {
+		name string
+		jobs []writeJob
+		want int
+	}{
+		{"plain commits", []writeJob{plain, plain, plain}, 3},
+		{"one transaction", []writeJob{txn(1), txn(1)}, 2},
+		{"plain then transactional", []writeJob{plain, txn(1)}, 1},
+		{"two producers", []writeJob{txn(1), txn(2)}, 1},
+		{"a wait first", []writeJob{wait, txn(1), txn(1), plain}, 3},
+		{"waits only", []writeJob{wait, wait}, 2},
+		{"a wait between", []writeJob{txn(1), wait, txn(1), txn(2)}, 3},
+		{"a wait last", []writeJob{plain, wait}, 2},
+	} {
+		if got := coalesce(tc.jobs); got != tc.want {
+			t.Errorf("%s: coalesce = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -221,13 +222,13 @@ func TestISRShrinksAndExpands(t *testing.T) {
 	var ok bool
 	waitUntil(t, "a proposal without node 3 once node 2 fetched after the clock moved", func() bool {
 		change, ok = leader.ProposeISR(c.clock.Now(), 30*time.Second)
-		if ok && !equal(change.Removed, []int32{3}) {
+		if ok && !slices.Equal(change.Removed, []int32{3}) {
 			leader.CancelISR() // node 2 has not fetched since the clock moved
 			return false
 		}
 		return ok
 	})
-	if !equal(change.ISR, []int32{1, 2}) {
+	if !slices.Equal(change.ISR, []int32{1, 2}) {
 		t.Fatalf("proposal %+v, want node 3 out", change)
 	}
 	if _, again := leader.ProposeISR(c.clock.Now(), 30*time.Second); again {
@@ -249,7 +250,7 @@ func TestISRShrinksAndExpands(t *testing.T) {
 		back, ok = leader.ProposeISR(c.clock.Now(), 30*time.Second)
 		return ok
 	})
-	if !equal(back.ISR, []int32{1, 2, 3}) || !equal(back.Added, []int32{3}) || back.PartitionEpoch != 2 {
+	if !slices.Equal(back.ISR, []int32{1, 2, 3}) || !slices.Equal(back.Added, []int32{3}) || back.PartitionEpoch != 2 {
 		t.Fatalf("expansion %+v", back)
 	}
 }
@@ -337,16 +338,4 @@ func TestFollowerBehindLogStartStartsOver(t *testing.T) {
 	waitUntil(t, "node 2 to hold the leader's records from its log start", func() bool {
 		return b.Log.LogStartOffset() == 8 && b.Log.LogEndOffset() == 12
 	})
-}
-
-func equal(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

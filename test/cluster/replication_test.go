@@ -263,11 +263,19 @@ func produceRaw(t *testing.T, cl *nodeClient, topic, value string) error {
 	if err != nil {
 		t.Fatal(err)
 	}
+	md, err := cl.metadata(ctxT(t, 10*time.Second))
+	if err != nil {
+		return err
+	}
 	req := kmsg.NewPtrProduceRequest()
-	req.SetVersion(9)
 	req.Acks, req.TimeoutMillis = -1, 5000
 	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
+	rt.Topic = topic // up to v12; v13 (what kgo sends) names it by id
+	for _, mt := range md.Topics {
+		if deref(mt.Topic) == topic {
+			rt.TopicID = mt.TopicID
+		}
+	}
 	rp := kmsg.NewProduceRequestTopicPartition()
 	rp.Records = batch
 	rt.Partitions = append(rt.Partitions, rp)

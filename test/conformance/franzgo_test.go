@@ -1,86 +1,97 @@
 package conformance
 
 import (
-	"bytes"
 	"context"
-	"io/fs"
 	"os"
 	"os/exec"
-	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/samsa-streaming/samsa/internal/testutil"
 )
 
-// franzGoTxnTests are franz-go's own transactional tests (package kgo): they read
-// KGO_SEEDS and run against any broker. TestTxnEtl produces with a transactional
-// producer, committing every 10 000 records (EndAndBeginTransaction, safe and
-// unsafe), while chains of GroupTransactSession consumers (range, cooperative-sticky,
-// static members) read it read_committed, transform it and check that every record
-// arrives exactly once and in order.
-const franzGoTxnTests = "^TestTxnEtl$"
+// franzGoGroupTests are franz-go's own tests (github.com/twmb/franz-go/pkg/kgo, at the
+// version go.mod pins) that exercise the KIP-848 consumer protocol and share groups
+// against an external broker (they read KGO_SEEDS). Each skips itself when the broker
+// does not advertise what it needs, so a skip here is a failure.
+//
+//	TestGroupSimple             a classic and a KIP-848 group consume and commit
+//	Test848RegexBrokerResolves  the broker resolves a regex subscription
+//	TestGroupETL                chained groups (classic, cooperative, static, and
+//	                            range/sticky/static on KIP-848) never read a record
+//	                            twice and read every record
+//	TestShareGroup              a share consumer reads and acknowledges
+//	TestShareGroupETL           chained share groups with accept, release, reject,
+//	                            members added and killed
+//	TestShareGroupAckOnClose    acknowledgements sent when the consumer closes
+//	TestShareGroupOffsetsAdmin  Alter/Describe/DeleteShareGroupOffsets
+//	TestConsumeRegexShareSkipsInternal  a share consumer's regex subscription
+var franzGoGroupTests = []string{
+	"TestGroupSimple", "Test848RegexBrokerResolves", "TestGroupETL",
+	"TestShareGroup", "TestShareGroupETL", "TestShareGroupAckOnClose", "TestShareGroupOffsetsAdmin",
+	"TestConsumeRegexShareSkipsInternal",
+}
 
-// TestFranzGoTransactionalTests runs franz-go's transactional tests (from the module
-// in use, copied out of the module cache) against a Samsa broker.
+// franzGoTxnTests are franz-go's own transactional tests:
+//
+//	TestTxnEtl  a transactional producer commits every 10,000 records
+//	            (EndAndBeginTransaction, safe and unsafe) while chains of
+//	            GroupTransactSession consumers (range, cooperative-sticky, static)
+//	            read it read_committed, transform it, and see every record once and
+//	            in order
+var franzGoTxnTests = []string{"TestTxnEtl"}
+
+// TestFranzGoOwnTests runs franz-go's KIP-848 and share group tests against a real
+// samsa serve.
+func TestFranzGoOwnTests(t *testing.T) {
+	runFranzGoTests(t, franzGoGroupTests, 20000, // franz-go's default is 500,000: minutes on 2 cores
+		"group.initial.rebalance.delay.ms=0",
+		"group.consumer.min.heartbeat.interval.ms=100",
+		"group.consumer.heartbeat.interval.ms=500",
+		"group.share.heartbeat.interval.ms=1000",
+	)
+}
+
+// TestFranzGoTransactionalTests runs franz-go's transactional tests against a real
+// samsa serve: 30,000 records are three transactions of 10,000 and the last one.
 func TestFranzGoTransactionalTests(t *testing.T) {
+	runFranzGoTests(t, franzGoTxnTests, 30000, "group.initial.rebalance.delay.ms=0")
+}
+
+// runFranzGoTests runs the named tests of franz-go's kgo package, with records as
+// KGO_TEST_RECORDS, against a samsa serve started with overrides. Every test must
+// pass; a skip is a failure.
+func runFranzGoTests(t *testing.T, tests []string, records int, overrides ...string) {
 	if testing.Short() {
 		t.Skip("runs franz-go's own test suite")
 	}
-	src := moduleDir(t, "github.com/twmb/franz-go")
-	work := filepath.Join(t.TempDir(), "franz-go")
-	if err := copyTree(src, work); err != nil {
-		t.Fatal(err)
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go toolchain on PATH to run franz-go's tests")
 	}
-	tg := startTarget(t, "group.initial.rebalance.delay.ms=0")
+	tg := startTarget(t, overrides...)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-run", franzGoTxnTests, "./pkg/kgo")
-	cmd.Dir = work
+	cmd := exec.CommandContext(ctx, goTool, "test", "-count=1", "-v",
+		"-run", "^("+strings.Join(tests, "|")+")$", "github.com/twmb/franz-go/pkg/kgo")
 	cmd.Env = append(os.Environ(),
 		"KGO_SEEDS="+tg.addr,
-		"KGO_TEST_RF=1",          // one broker
-		"KGO_TEST_RECORDS=30000", // three transactions of 10 000 and the last one
+		"KGO_TEST_RF=1",
+		"KGO_TEST_RECORDS="+strconv.Itoa(records),
 		"KGO_LOG_LEVEL=none",
-		"GOFLAGS=-mod=mod",
 	)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("franz-go %s against Samsa: %v\n%s", franzGoTxnTests, err, tail(out.String(), 80))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("franz-go's tests failed: %v\n%s", err, tail(string(out), 80))
 	}
-	t.Logf("franz-go %s: %s", franzGoTxnTests, lastLine(out.String()))
-}
-
-// moduleDir returns the directory of a module this repository requires.
-func moduleDir(t *testing.T, module string) string {
-	t.Helper()
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
-	cmd.Dir = testutil.RepoRoot()
-	out, err := cmd.Output()
-	if err != nil || strings.TrimSpace(string(out)) == "" {
-		t.Fatalf("go list -m %s: %v", module, err)
+	for _, name := range tests {
+		if !regexp.MustCompile(`(?m)^--- PASS: ` + name + ` `).Match(out) {
+			t.Errorf("franz-go's %s did not pass:\n%s", name, tail(string(out), 80))
+		}
 	}
-	return strings.TrimSpace(string(out))
-}
-
-// copyTree copies a read-only module directory into a writable one (go test writes
-// go.sum entries there).
-func copyTree(src, dst string) error {
-	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, data, 0o644)
-	})
+	if skipped := regexp.MustCompile(`(?m)^\s*--- SKIP: .*$`).FindAll(out, -1); len(skipped) > 0 {
+		t.Errorf("franz-go's tests skipped: %s", skipped)
+	}
+	t.Logf("franz-go's tests:\n%s", strings.Join(regexp.MustCompile(`(?m)^\s*--- (PASS|FAIL).*$`).FindAllString(string(out), -1), "\n"))
 }
