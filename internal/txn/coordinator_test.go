@@ -126,6 +126,38 @@ func TestTransactionsV2BumpTheEpoch(t *testing.T) {
 	}
 }
 
+// TestTransactionsV2EndWhileMarkersAreWritten: with transactions v2 the producer
+// gets its next epoch as soon as the commit is prepared; ending the next transaction
+// (an abort of an empty one, as franz-go sends when none of its produces succeeded)
+// before the markers are written is CONCURRENT_TRANSACTIONS, which the client
+// retries, and the same request succeeds once the commit completed.
+func TestTransactionsV2EndWhileMarkersAreWritten(t *testing.T) {
+	h := newHarness(t)
+	p := h.mustInit("app")
+	h.add("app", p, false, tp("t", 0))
+	h.markers.setHold(true)
+	r := h.end("app", p, true, true)
+	if r.Code != 0 || r.Epoch != p.Epoch+1 {
+		t.Fatalf("EndTxn v5: %+v", r)
+	}
+	h.waitState("app", StatePrepareCommit)
+	for _, commit := range []bool{false, true} {
+		if got := h.end("app", r, commit, true); got.Code != errConc {
+			t.Fatalf("ending the next transaction (commit %v) while the markers are written: %+v", commit, got)
+		}
+	}
+	if got := h.end("app", p, false, true); got.Code != errState {
+		t.Fatalf("a retry of the commit as an abort: %+v", got)
+	}
+	h.markers.setHold(false)
+	h.waitState("app", StateCompleteCommit)
+	next := h.end("app", r, false, true)
+	if next.Code != 0 || next.Epoch != r.Epoch+1 {
+		t.Fatalf("the abort once the commit completed: %+v", next)
+	}
+	h.waitState("app", StateCompleteAbort)
+}
+
 // TestTransactionsV2RotateAnExhaustedEpoch: an end at the last epoch moves the
 // transactional id to a new producer id.
 func TestTransactionsV2RotateAnExhaustedEpoch(t *testing.T) {

@@ -255,8 +255,10 @@ func (c *Coordinator) AddOffsets(id string, producerID int64, epoch int16, group
 // PrepareAbort (answered at once), its markers are written and it completes. With
 // transactions v2 (v2: EndTxn v5, KIP-890 part 2) every end bumps the epoch — the
 // answer carries the producer id and epoch to use next —, an empty transaction may
-// be aborted, and a retry of an end whose answer was lost (the epoch before the bump)
-// is answered as it was. The channel receives exactly one result.
+// be aborted, a retry of an end whose answer was lost (the epoch before the bump)
+// is answered as it was, and the end of the next transaction while this one's markers
+// are still being written is CONCURRENT_TRANSACTIONS. The channel receives exactly
+// one result.
 func (c *Coordinator) EndTxn(id string, producerID int64, epoch int16, commit, v2 bool) <-chan ProducerResult {
 	ch := make(chan ProducerResult, 1)
 	if id == "" {
@@ -284,6 +286,16 @@ func (c *Coordinator) endLocked(id string, producerID int64, epoch int16, commit
 	retryRotation := v2 && producerID != m.ProducerID && producerID == m.PrevProducerID && epoch == math.MaxInt16-1 && m.Epoch == 0
 	retryBump := v2 && producerID == m.ProducerID && m.LastEpoch >= 0 && epoch == m.LastEpoch && epoch == m.Epoch-1
 	retry := retryRotation || retryBump
+	if v2 && !retry && (m.State == StatePrepareCommit || m.State == StatePrepareAbort) {
+		// The producer the prepare answered ends its next transaction while the
+		// markers of this one are still being written (a client aborts an empty
+		// transaction right after a commit): it waits, as for an add. Kafka answers
+		// PRODUCER_FENCED here, which no client recovers from.
+		if pid, ep := m.answerProducer(); producerID == pid && epoch == ep {
+			ch <- failed(codeConcurrent)
+			return false
+		}
+	}
 	switch {
 	case producerID != m.ProducerID && !retryRotation:
 		ch <- failed(codeInvalidMapping)
