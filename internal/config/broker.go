@@ -240,6 +240,7 @@ type Broker struct {
 	LogCleanerIoMaxBytesPerSecond float64 // log.cleaner.io.max.bytes.per.second
 
 	MetricsListener string // metrics.listener (Samsa's own): "" = off, else host:port
+	ConsoleListener string // console.listener (Samsa's own): "" = off, else host:port
 
 	// Raw holds every property exactly as it was set in the file or an override
 	// (after trimming), keyed by name. It is what DescribeConfigs reports as

@@ -98,6 +98,7 @@ func TestDefaultsMatchKafka(t *testing.T) {
 		"LogCleanerMaxCompactionLagMs":                int64(math.MaxInt64),
 		"LogCleanerIoMaxBytesPerSecond":               math.MaxFloat64,
 		"MetricsListener":                             "",
+		"ConsoleListener":                             "",
 		"ControllerListenerNames":                     []string{"CONTROLLER"},
 		"InterBrokerListenerName":                     "PLAINTEXT",
 		"BrokerRack":                                  "",
@@ -446,6 +447,7 @@ func TestValidateCrossChecks(t *testing.T) {
 		{"duplicate log dirs", func(b *Broker) { b.LogDirs = []string{"/a", "/a"} }, "log.dirs"},
 		{"no log dirs", func(b *Broker) { b.LogDirs = nil }, "log.dirs"},
 		{"bad metrics listener", func(b *Broker) { b.MetricsListener = "nope" }, "metrics.listener"},
+		{"bad console listener", func(b *Broker) { b.ConsoleListener = "nope" }, "console.listener"},
 		{"bad timestamp type", func(b *Broker) { b.LogMessageTimestampType = "createtime" }, "log.message.timestamp.type"},
 	}
 	for _, tt := range tests {

@@ -241,6 +241,10 @@ var brokerProperties = []property{
 		doc:  "host:port serving Prometheus metrics at /metrics; empty turns it off.",
 		note: "Samsa only, not a Kafka property."}.
 		bind(str(func(b *Broker) *string { return &b.MetricsListener })),
+	property{name: "console.listener", spec: hostPortOrOff, def: "",
+		doc:  "host:port serving the web console (as `samsa console` does) for this node's cluster; empty turns it off. Needs the broker role.",
+		note: "Samsa only, not a Kafka property."}.
+		bind(str(func(b *Broker) *string { return &b.ConsoleListener })),
 
 	// Topic defaults.
 	property{name: "num.partitions", spec: atLeast(TypeInt, 1), def: "1",
