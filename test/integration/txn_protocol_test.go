@@ -52,8 +52,8 @@ func initTxn(t *testing.T, c *kgo.Client, id string) (int64, int16) {
 
 // TestTransactionalProduceIsVerified: a partition leader verifies a transaction's first
 // batch with its coordinator (KIP-890): a produce to a partition the producer did not
-// add is refused with INVALID_TXN_STATE, and from Produce v12 (transactions v2) the
-// produce adds it itself. Clients cannot write markers.
+// add is refused with INVALID_TXN_STATE, and from Produce v12 (transactions v2; v13
+// names the topic by id) the produce adds it itself. Clients cannot write markers.
 func TestTransactionalProduceIsVerified(t *testing.T) {
 	b := testutil.StartBroker(t)
 	const topic = "txn-verify"
@@ -80,17 +80,25 @@ func TestTransactionalProduceIsVerified(t *testing.T) {
 		t.Fatalf("v11 produce after AddPartitionsToTxn: %v", kerr.ErrorForCode(code))
 	}
 
-	// Transactions v2: Produce v12 adds the partition.
-	pid2, epoch2 := initTxn(t, c, "verify-v2")
-	if code := produceTxnRaw(t, c, "verify-v2", topic, txnBatch(pid2, epoch2, 0, "y")); code != 0 {
-		t.Fatalf("v12 produce: %v", kerr.ErrorForCode(code))
-	}
-	dt := kmsg.NewPtrDescribeTransactionsRequest()
-	dt.TransactionalIDs = []string{"verify-v2"}
-	dr, err := dt.RequestWith(ctxT(t, 10*time.Second), c)
-	if err != nil || len(dr.TransactionStates) != 1 || dr.TransactionStates[0].State != "Ongoing" ||
-		len(dr.TransactionStates[0].Topics) != 1 || dr.TransactionStates[0].Topics[0].Topic != topic {
-		t.Fatalf("DescribeTransactions after the v12 produce: %+v %v", dr, err)
+	// Transactions v2: Produce v12 (topics by name) and v13 (by id) add the partition.
+	v12 := kversion.Stable()
+	v12.SetMaxKeyVersion(int16(kmsg.Produce), 12)
+	c12 := newClient(t, b, kgo.MaxVersions(v12))
+	for _, tc := range []struct {
+		id     string
+		client *kgo.Client
+	}{{"verify-v12", c12}, {"verify-v13", c}} {
+		pid, epoch := initTxn(t, c, tc.id)
+		if code := produceTxnRaw(t, tc.client, tc.id, topic, txnBatch(pid, epoch, 0, "y")); code != 0 {
+			t.Fatalf("%s produce: %v", tc.id, kerr.ErrorForCode(code))
+		}
+		dt := kmsg.NewPtrDescribeTransactionsRequest()
+		dt.TransactionalIDs = []string{tc.id}
+		dr, err := dt.RequestWith(ctxT(t, 10*time.Second), c)
+		if err != nil || len(dr.TransactionStates) != 1 || dr.TransactionStates[0].State != "Ongoing" ||
+			len(dr.TransactionStates[0].Topics) != 1 || dr.TransactionStates[0].Topics[0].Topic != topic {
+			t.Fatalf("DescribeTransactions after the %s produce: %+v %v", tc.id, dr, err)
+		}
 	}
 
 	// A client's control batch is refused.
