@@ -323,3 +323,10 @@ func (s *brokerSource) Groups() []metrics.GroupStats {
 	}
 	return nil
 }
+
+func (s *brokerSource) Transactions() metrics.TransactionStats {
+	if b := s.broker.Load(); b != nil {
+		return b.Transactions()
+	}
+	return metrics.TransactionStats{}
+}

@@ -192,6 +192,9 @@ franz-go kfake cluster, --against ADDR (or -b) against a real cluster.`,
 	f.BoolVar(&quick, "quick", false, "smoke run: a few thousand records")
 	f.StringVar(&cfg.brokerMetrics, "broker-metrics", "",
 		"the broker's Prometheus URL (metrics.listener, e.g. http://127.0.0.1:9644/metrics): report its CPU per MB, GC share and peak memory during the run")
+	f.BoolVar(&cfg.transactional, "transactional", false, "produce in transactions, one transactional id per producer")
+	f.Int64Var(&cfg.commitEvery, "commit-every", 0, "with --transactional: commit after this many records per producer")
+	f.DurationVar(&cfg.commitInterval, "commit-interval", 0, "with --transactional: commit this often (default 100ms when --commit-every is not given)")
 	return cmd
 }
 
@@ -208,6 +211,11 @@ latency ms: mean %.2f  p50 %.2f  p99 %.2f  p99.9 %.2f  max %.2f
 	if err == nil && r.Broker != nil {
 		_, err = fmt.Fprintf(w, "broker: %.2f CPU s, %.2f CPU ms per MB, GC %.1f %% of its CPU, peak RSS %.0f MB\n",
 			r.Broker.CPUSeconds, r.Broker.CPUMsPerMB, 100*r.Broker.GCShare, r.Broker.PeakRSSMB)
+	}
+	if err == nil && r.Transactions != nil {
+		t := r.Transactions
+		_, err = fmt.Fprintf(w, "transactions: %d commits (every %d records / %gms); commit latency ms: p50 %.2f  p99 %.2f  max %.2f\n",
+			t.Commits, t.CommitEvery, t.CommitIntervalMs, t.CommitLatency.P50Ms, t.CommitLatency.P99Ms, t.CommitLatency.MaxMs)
 	}
 	if err == nil && r.Errors > 0 {
 		_, err = fmt.Fprintf(w, "%d records failed\n", r.Errors)
@@ -300,6 +308,7 @@ produces --records records of --record-size to read back.`,
 	f.Var(&fetchMax, "fetch-max-bytes", "Fetch MaxBytes")
 	f.Var(&partitionMax, "partition-max-bytes", "Fetch PartitionMaxBytes")
 	f.DurationVar(&cfg.maxWait, "max-wait", cfg.maxWait, "Fetch MaxWaitMillis")
+	f.StringVar(&cfg.isolation, "isolation", "read_uncommitted", "read_uncommitted, or read_committed: up to the last stable offset")
 	f.Var(&recordSize, "record-size", "record value size of the null broker's canned batch and of --prefill")
 	f.Var(&batchBytes, "batch-bytes", "size of the null broker's canned batch")
 	f.Int32Var(&partitions, "partitions", 1, "partitions of the null/kfake/prefilled topic")

@@ -28,6 +28,11 @@ type consumeConfig struct {
 	fetchMaxBytes     int32
 	partitionMaxBytes int32
 	maxWait           time.Duration
+	// isolation is read_uncommitted or read_committed (the Fetch isolation level; the
+	// end offsets are then the last stable offsets). Control batches are not counted
+	// as records; the records of aborted transactions are (the loop does not filter
+	// them as a consumer would).
+	isolation string
 }
 
 func defaultConsumeConfig() consumeConfig {
@@ -35,8 +40,11 @@ func defaultConsumeConfig() consumeConfig {
 		fetchMaxBytes:     50 << 20,
 		partitionMaxBytes: 1 << 20,
 		maxWait:           500 * time.Millisecond,
+		isolation:         "read_uncommitted",
 	}
 }
+
+func (c *consumeConfig) readCommitted() bool { return c.isolation == "read_committed" }
 
 func (c *consumeConfig) validate() error {
 	var errs []error
@@ -48,6 +56,9 @@ func (c *consumeConfig) validate() error {
 	}
 	if c.fetchMaxBytes <= 0 || c.partitionMaxBytes <= 0 {
 		errs = append(errs, fmt.Errorf("%w: fetch sizes must be > 0", ErrBadFlag))
+	}
+	if c.isolation != "read_uncommitted" && c.isolation != "read_committed" {
+		errs = append(errs, fmt.Errorf("%w: --isolation %q: read_uncommitted or read_committed", ErrBadFlag, c.isolation))
 	}
 	return errors.Join(errs...)
 }
@@ -109,7 +120,11 @@ func runConsume(ctx context.Context, cfg consumeConfig, target string, progress 
 	}
 	var ends kadm.ListedOffsets
 	if cfg.records == 0 {
-		if ends, err = adm.ListEndOffsets(ctx, cfg.topic); err == nil {
+		list := adm.ListEndOffsets
+		if cfg.readCommitted() {
+			list = adm.ListCommittedOffsets
+		}
+		if ends, err = list(ctx, cfg.topic); err == nil {
 			err = ends.Error()
 		}
 		if err != nil {
@@ -239,6 +254,9 @@ func (l *fetchLoop) run(ctx context.Context) error {
 	req.MaxBytes = l.cfg.fetchMaxBytes
 	req.SessionID = 0
 	req.SessionEpoch = -1 // no fetch session: every request is a full fetch
+	if l.cfg.readCommitted() {
+		req.IsolationLevel = 1
+	}
 	rt := kmsg.NewFetchRequestTopic()
 	rt.Topic = l.topic
 	rt.TopicID = l.topicID
@@ -306,7 +324,9 @@ func (l *fetchLoop) account(rp *kmsg.FetchResponseTopicPartition) error {
 		base := int64(binary.BigEndian.Uint64(b))
 		last := base + int64(int32(binary.BigEndian.Uint32(b[lastOffsetDeltaOffset:])))
 		if last >= fp.offset {
-			records += int64(int32(binary.BigEndian.Uint32(b[numRecordsOffset:])))
+			if binary.BigEndian.Uint16(b[record.AttributesOffset:])&record.AttrControl == 0 {
+				records += int64(int32(binary.BigEndian.Uint32(b[numRecordsOffset:])))
+			}
 			bytes += size
 			batches++
 			fp.offset = last + 1

@@ -35,6 +35,11 @@ type produceConfig struct {
 	// brokerMetrics is the broker's Prometheus URL (--broker-metrics): its CPU, GC
 	// share and peak memory during the run are reported when set.
 	brokerMetrics string
+	// transactional: each producer writes in transactions, committed every
+	// commitEvery records or commitInterval, whichever comes first (produce_txn.go).
+	transactional  bool
+	commitEvery    int64
+	commitInterval time.Duration
 }
 
 func defaultProduceConfig() produceConfig {
@@ -92,6 +97,12 @@ func (c *produceConfig) validate() error {
 	if _, err := cli.ParseCompression(c.compression); err != nil {
 		errs = append(errs, err)
 	}
+	if c.transactional && !c.idempotent {
+		errs = append(errs, fmt.Errorf("%w: --transactional needs --idempotent", ErrBadFlag))
+	}
+	if c.commitEvery < 0 || c.commitInterval < 0 {
+		errs = append(errs, fmt.Errorf("%w: --commit-every and --commit-interval must be ≥ 0", ErrBadFlag))
+	}
 	return errors.Join(errs...)
 }
 
@@ -116,6 +127,9 @@ type ProduceResult struct {
 	Latency       Latencies `json:"latency"`
 	// Broker is what the broker spent (with --broker-metrics).
 	Broker *BrokerUsage `json:"broker,omitempty"`
+	// Transactions: how often the producers committed and how long each commit
+	// (EndTxn, after the transaction's records were flushed) took.
+	Transactions *TransactionResult `json:"transactions,omitempty"`
 }
 
 // mebibyte is the MB of every MB/s figure, as kafka-producer-perf-test counts it.
@@ -216,16 +230,17 @@ func runProduce(ctx context.Context, cfg produceConfig, target string, progress 
 		}
 	}()
 	for i := range clients {
-		cl, err := kgo.NewClient(opts...)
+		cl, err := kgo.NewClient(append(opts, cfg.txnOpts(i)...)...)
 		if err != nil {
 			return res, fmt.Errorf("%w: %v", ErrProduceFail, err)
 		}
 		clients[i] = cl
 		// Warm up: metadata, producer id and connections are not part of the run.
-		if err := cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
+		if err := warmUp(ctx, cl, cfg.transactional, value); err != nil {
 			return res, fmt.Errorf("%w: warm-up record: %v", ErrProduceFail, err)
 		}
 	}
+	txns := newTxnState(cfg)
 
 	if !cfg.createTopic { // report the topic's real partition count, not the flag's
 		if leaders, _, err := partitionLeaders(ctx, clients[0], cfg.topic); err == nil {
@@ -258,6 +273,10 @@ func runProduce(ctx context.Context, cfg produceConfig, target string, progress 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if txns != nil {
+				txns.loop(ctx, cl, state, quota, deadline, cfg.rate/float64(cfg.producers))
+				return
+			}
 			produceLoop(ctx, cl, state, quota, deadline, cfg.rate/float64(cfg.producers))
 		}()
 	}
@@ -275,6 +294,7 @@ func runProduce(ctx context.Context, cfg produceConfig, target string, progress 
 		end = time.Now()
 	}
 	fillProduceResult(&res, state, end.Sub(start))
+	res.Transactions = txns.result(cfg)
 	if res.Broker, err = usage.finish(ctx, float64(res.Records)*float64(res.RecordSize)/mebibyte); err != nil {
 		return res, err
 	}
@@ -301,28 +321,46 @@ func fillProduceResult(res *ProduceResult, state *producerState, elapsed time.Du
 // produceLoop produces quota records (or until deadline when quota is 0), paced to
 // rate records/s when rate > 0.
 func produceLoop(ctx context.Context, cl *kgo.Client, state *producerState, quota int64, deadline time.Time, rate float64) {
-	start := time.Now()
-	var interval time.Duration
-	if rate > 0 {
-		interval = time.Duration(float64(time.Second) / rate)
-	}
+	p := newPacer(rate)
 	for i := int64(0); quota == 0 || i < quota; i++ {
-		if ctx.Err() != nil {
+		if !p.produceOne(ctx, cl, state, i, quota, deadline) {
 			return
 		}
-		now := time.Now()
-		if quota == 0 && i%64 == 0 && !now.Before(deadline) {
-			return
-		}
-		if interval > 0 {
-			due := start.Add(time.Duration(i) * interval)
-			if ahead := due.Sub(now); ahead > 200*time.Microsecond {
-				time.Sleep(ahead)
-				now = time.Now()
-			}
-		}
-		r := state.pool.Get().(*kgo.Record)
-		r.Timestamp = now
-		cl.Produce(ctx, r, state.promise)
 	}
+}
+
+// pacer paces one producer's records.
+type pacer struct {
+	start    time.Time
+	interval time.Duration
+}
+
+func newPacer(rate float64) pacer {
+	p := pacer{start: time.Now()}
+	if rate > 0 {
+		p.interval = time.Duration(float64(time.Second) / rate)
+	}
+	return p
+}
+
+// produceOne produces record i unless the run is over (false).
+func (p pacer) produceOne(ctx context.Context, cl *kgo.Client, state *producerState, i, quota int64, deadline time.Time) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	now := time.Now()
+	if quota == 0 && i%64 == 0 && !now.Before(deadline) {
+		return false
+	}
+	if p.interval > 0 {
+		due := p.start.Add(time.Duration(i) * p.interval)
+		if ahead := due.Sub(now); ahead > 200*time.Microsecond {
+			time.Sleep(ahead)
+			now = time.Now()
+		}
+	}
+	r := state.pool.Get().(*kgo.Record)
+	r.Timestamp = now
+	cl.Produce(ctx, r, state.promise)
+	return true
 }

@@ -9,6 +9,10 @@ package broker
 // INVALID_REQUEST. From v5 (KIP-1242) a client may name the cluster and node it
 // believes it reached: naming one without the other is INVALID_REQUEST, naming another
 // cluster or node is REBOOTSTRAP_REQUIRED (its metadata sent it to the wrong place).
+// From v3 the features are listed too (KIP-584): transaction.version is supported and
+// finalized at 2 (transactions v2, KIP-890 part 2), which is how clients such as
+// franz-go choose EndTxn v5 and Produce v12; the finalized features' epoch is the
+// metadata offset.
 
 import (
 	"regexp"
@@ -44,6 +48,27 @@ func (b *Broker) handleAPIVersions(req *protocol.Request) <-chan protocol.Respon
 	}
 	if resp.ErrorCode != 0 {
 		resp.ApiKeys = nil // as Kafka: a refused request learns nothing
+		return reply(resp)
+	}
+	if req.Version >= 3 {
+		for _, f := range features {
+			sf := kmsg.NewApiVersionsResponseSupportedFeature()
+			sf.Name, sf.MinVersion, sf.MaxVersion = f.name, f.min, f.max
+			resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+			ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+			ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = f.name, f.finalized, f.finalized
+			resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+		}
+		resp.FinalizedFeaturesEpoch = max(b.image().Offset(), 0)
 	}
 	return reply(resp)
+}
+
+// features are the feature flags this broker supports and the level it runs at.
+var features = []struct {
+	name      string
+	min, max  int16
+	finalized int16
+}{
+	{name: "transaction.version", min: 0, max: 2, finalized: 2},
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/samsa-streaming/samsa/internal/replica"
 	"github.com/samsa-streaming/samsa/internal/share"
 	"github.com/samsa-streaming/samsa/internal/storage"
+	"github.com/samsa-streaming/samsa/internal/txn"
 )
 
 // Options configure a Broker.
@@ -76,6 +77,8 @@ type Broker struct {
 	shareReads     bufpool.Pool  // share-group acquisitions read the log through these
 	isrWake        chan struct{} // nudges the ISR loop
 	groups         *group.Coordinator
+	txns           *txn.Coordinator
+	peers          brokerPeers // connections to other brokers, for transactions
 	producers      producerIDs
 	lifecycle      lifecycle
 	imageWatch     imageWatch
@@ -172,6 +175,8 @@ func New(o Options) (*Broker, error) {
 		Config: b.shareConfig, InitialOffset: b.shareInitialOffset, LeaderEpoch: b.shareLeaderEpoch,
 		WriteTimeout: time.Duration(cfg.OffsetsCommitTimeoutMs) * time.Millisecond,
 	})
+	b.peers.b = b
+	b.txns = b.newTxnCoordinator()
 	return b, nil
 }
 
@@ -322,7 +327,9 @@ func (b *Broker) Close() error {
 	}
 	b.wg.Wait()
 	b.fetchers.Close()
+	b.txns.Close()
 	b.groups.Close()
+	b.peers.close()
 	b.shares.Close()
 	b.shareStore.close()
 	b.channel.Close()
@@ -405,7 +412,8 @@ func (b *Broker) requestContext(timeoutMs int32) (context.Context, context.Cance
 }
 
 var (
-	_ protocol.Handler     = (*Broker)(nil)
-	_ metrics.Source       = (*Broker)(nil)
-	_ metrics.QuorumSource = (*Broker)(nil)
+	_ protocol.Handler          = (*Broker)(nil)
+	_ metrics.Source            = (*Broker)(nil)
+	_ metrics.QuorumSource      = (*Broker)(nil)
+	_ metrics.TransactionSource = (*Broker)(nil)
 )

@@ -2,8 +2,10 @@ package broker
 
 // DescribeProducers (key 61), version 0.
 //
-// The idempotent producers a partition's log tracks: id, epoch, last sequence, last
-// timestamp. There are no transactions yet, so CurrentTxnStartOffset is always -1.
+// The idempotent and transactional producers a partition's log tracks: id, epoch, last
+// sequence, last timestamp, the coordinator epoch of their last marker, and the first
+// offset of their open transaction (CurrentTxnStartOffset, -1 when none) — what
+// `samsa transactions find-hanging` looks at.
 
 import (
 	"cmp"

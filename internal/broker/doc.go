@@ -5,7 +5,11 @@
 //
 // A handler casts the decoded kmsg request, validates it, calls into the layers below
 // (controller for metadata changes, replica/storage for partition data, group for the
-// group coordinator) and fills the kmsg response. Handlers that wait (Fetch with
+// group coordinator, txn for the transaction coordinator) and fills the kmsg response.
+// Transactions (docs/transactions.md) also need requests between brokers: the
+// coordinator's WriteTxnMarkers to partition leaders (txn_markers.go) and the leaders'
+// AddPartitionsToTxn verifications (txn_verify.go), over one peer connection per broker
+// (brokerPeers). Handlers that wait (Fetch with
 // min.bytes, acks=all Produce, JoinGroup) return a channel that is completed later; the
 // server writes responses in request order regardless.
 //

@@ -51,6 +51,8 @@ var errorTable = []struct {
 	{storage.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
 	{storage.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
 	{storage.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},
+	{storage.ErrInvalidTxnState, kerr.InvalidTxnState},
+	{storage.ErrTransactionCoordinatorFenced, kerr.TransactionCoordinatorFenced},
 	{storage.ErrCorrupt, kerr.CorruptMessage},
 	{storage.ErrRecordTooLarge, kerr.RecordListTooLarge},
 	{storage.ErrLogClosed, kerr.NotLeaderForPartition},

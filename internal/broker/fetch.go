@@ -2,16 +2,18 @@ package broker
 
 // Fetch (key 1), versions 4–18 (v17 and v18 add only follower fields).
 //
-// Reads whole batches from each partition's log up to the high watermark (the last
-// stable offset for read_committed, which equals it until transactions exist), within
-// partition max bytes and the response's max bytes; the first batch of the first
-// non-empty partition is returned whole even when larger (KIP-74). Topics are named by
-// ID from v13. Record bytes are not copied: the response carries file ranges that the
-// server writes with sendfile.
+// Reads whole batches from each partition's log up to the high watermark — up to the
+// last stable offset for read_committed, with the aborted transactions overlapping
+// what is returned, so that the consumer drops their records —, within partition max
+// bytes and the response's max bytes; the first batch of the first non-empty partition
+// is returned whole even when larger (KIP-74). Topics are named by ID from v13. Record
+// bytes are not copied: the response carries file ranges that the server writes with
+// sendfile.
 //
 // min.bytes / max.wait.ms make a delayed operation: when less than min.bytes is
 // available the request waits, woken whenever a requested partition's high watermark
-// moves, until enough data arrives or max.wait.ms passes.
+// moves (the last stable offset moves only with it), until enough data arrives below
+// the fetch's bound (high watermark or last stable offset) or max.wait.ms passes.
 //
 // Incremental fetch sessions (KIP-227) are resolved in fetch_session.go: an
 // incremental request is turned into the session's full partition list before
@@ -93,6 +95,7 @@ type fetchState struct {
 	topics    []fetchTopicResult
 	parts     []*replica.Partition
 	ranges    []storage.FileRange
+	aborted   []storage.AbortedTxn // of every read_committed partition
 	w         chunkWriter
 	written   func() // release, made once per pooled state (a method value allocates)
 	session   fetchSessionUse
@@ -151,7 +154,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 		total  int64
 		failed bool
 	)
-	st.parts, st.ranges = st.parts[:0], st.ranges[:0]
+	st.parts, st.ranges, st.aborted = st.parts[:0], st.ranges[:0], st.aborted[:0]
 	topics := st.topics[:0]
 	for i, rt := range r.Topics {
 		n := len(topics)
@@ -215,6 +218,11 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 				continue
 			}
 			pr.ranges, pr.size = res.Ranges, res.Size
+			if readCommitted && res.Size > 0 {
+				n := len(st.aborted)
+				st.aborted = p.Log.AbortedTransactions(rp.FetchOffset, res.NextOffset, st.aborted)
+				pr.aborted = st.aborted[n:]
+			}
 			total += res.Size
 			remaining -= res.Size
 			tr.partitions = append(tr.partitions, pr)

@@ -22,6 +22,9 @@ type fetchPartitionResult struct {
 	logStartOffset   int64
 	ranges           []storage.FileRange
 	size             int64
+	// aborted are the aborted transactions overlapping the records returned
+	// (read_committed only).
+	aborted []storage.AbortedTxn
 	// diverging (v12+, a follower's fetch): the follower's last fetched epoch diverged;
 	// divergingEpoch and divergingEnd say where it ends here (tagged field 0).
 	diverging      bool
@@ -123,6 +126,9 @@ func (w *chunkWriter) fetchResponse(version int16, errorCode int16, sessionID in
 	size := 64
 	for _, t := range topics {
 		size += 24 + len(t.name) + 64*len(t.partitions)
+		for _, p := range t.partitions {
+			size += 17 * len(p.aborted)
+		}
 	}
 	if cap(w.buf) < size {
 		w.buf = make([]byte, 0, size)
@@ -149,7 +155,14 @@ func (w *chunkWriter) fetchResponse(version int16, errorCode int16, sessionID in
 				w.int64(p.logStartOffset)
 			}
 			if readCommitted {
-				w.arrayLen(0, flexible)
+				w.arrayLen(len(p.aborted), flexible)
+				for _, a := range p.aborted {
+					w.int64(a.ProducerID)
+					w.int64(a.FirstOffset)
+					if flexible {
+						w.emptyTags()
+					}
+				}
 			} else {
 				w.nullArray(flexible)
 			}

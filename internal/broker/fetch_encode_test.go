@@ -29,8 +29,9 @@ func TestEncodeFetchResponseMatchesKmsg(t *testing.T) {
 
 	topics := []fetchTopicResult{
 		{name: "alpha", id: [16]byte{1, 2, 3}, partitions: []fetchPartitionResult{
-			{partition: 0, highWatermark: 10, lastStableOffset: 10, logStartOffset: 2,
-				ranges: []storage.FileRange{{File: f, Pos: 16, Len: 100}, {File: f, Pos: 500, Len: 7}}, size: 107},
+			{partition: 0, highWatermark: 10, lastStableOffset: 8, logStartOffset: 2,
+				ranges: []storage.FileRange{{File: f, Pos: 16, Len: 100}, {File: f, Pos: 500, Len: 7}}, size: 107,
+				aborted: []storage.AbortedTxn{{ProducerID: 7, FirstOffset: 3, LastOffset: 5}, {ProducerID: 9, FirstOffset: 4, LastOffset: 6}}},
 			{partition: 3, errorCode: 1, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1},
 		}},
 		{name: "beta", id: [16]byte{9}, partitions: []fetchPartitionResult{
@@ -52,6 +53,10 @@ func TestEncodeFetchResponseMatchesKmsg(t *testing.T) {
 					rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = pr.highWatermark, pr.lastStableOffset, pr.logStartOffset
 					if readCommitted {
 						rp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+						for _, a := range pr.aborted {
+							rp.AbortedTransactions = append(rp.AbortedTransactions,
+								kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})
+						}
 					}
 					rp.PreferredReadReplica = -1
 					var recs []byte

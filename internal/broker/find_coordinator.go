@@ -2,14 +2,14 @@ package broker
 
 // FindCoordinator (key 10), versions 0–6 (batched keys from v4, share keys from v6).
 //
-// Group keys hash to a __consumer_offsets partition (Kafka's hash of the group id
-// modulo offsets.topic.num.partitions); its leader is the coordinator. The topic is
-// created on first use, compacted, with offsets.topic.num.partitions partitions, as
-// Kafka does. While a partition's groups are still loading the group APIs answer
-// COORDINATOR_LOAD_IN_PROGRESS. Share keys (type 2, "group:topicId:partition", KIP-932)
-// hash the same way to a __share_group_state partition, whose leader keeps that share
-// partition's state. Transaction coordinator keys (type 1) are answered with
-// COORDINATOR_NOT_AVAILABLE: transactions are not served yet.
+// Group keys (type 0) hash to a __consumer_offsets partition (Kafka's hash of the group
+// id modulo offsets.topic.num.partitions), transactional ids (type 1) to a
+// __transaction_state partition (modulo transaction.state.log.num.partitions); the
+// partition's leader is the coordinator. Each topic is created on first use,
+// compacted, as Kafka does. While a partition is still loading, the coordinator's APIs
+// answer COORDINATOR_LOAD_IN_PROGRESS. Share keys (type 2, "group:topicId:partition",
+// KIP-932) hash the same way to a __share_group_state partition, whose leader keeps
+// that share partition's state.
 
 import (
 	"errors"
@@ -54,12 +54,18 @@ func (b *Broker) findCoordinator(key string, keyType int8) kmsg.FindCoordinatorR
 	var err error
 	switch keyType {
 	case 0:
-		br, err = b.coordinatorOf(offsetsTopic, b.groups.PartitionFor(key), b.ensureOffsetsTopic)
+		br, err = b.coordinatorOf(offsetsTopic, "offsets.topic.num.partitions", b.groups.PartitionFor(key), b.ensureOffsetsTopic)
+	case 1:
+		if key == "" {
+			c.ErrorCode = kerr.InvalidRequest.Code
+			return c
+		}
+		br, err = b.coordinatorOf(transactionStateTopic, "transaction.state.log.num.partitions", b.txns.PartitionFor(key), b.ensureTransactionStateTopic)
 	case 2:
 		br, err = b.shareCoordinatorOf(key)
 	default:
-		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		c.ErrorMessage = kmsg.StringPtr("transactions are not supported by this broker yet")
+		c.ErrorCode = kerr.InvalidRequest.Code
+		c.ErrorMessage = kmsg.StringPtr("coordinator key type " + strconv.Itoa(int(keyType)) + " is not served")
 		return c
 	}
 	if err != nil {
@@ -80,22 +86,23 @@ func (b *Broker) findCoordinator(key string, keyType int8) kmsg.FindCoordinatorR
 // shareCoordinatorOf returns the share coordinator of a share-partition key
 // ("group:topicId:partition"): the leader of its __share_group_state partition.
 func (b *Broker) shareCoordinatorOf(key string) (metadata.Broker, error) {
-	return b.coordinatorOf(shareStateTopic, group.PartitionOf(key, b.cfg.ShareCoordinatorStateTopicNumPartitions), b.ensureShareStateTopic)
+	return b.coordinatorOf(shareStateTopic, "share.coordinator.state.topic.num.partitions",
+		group.PartitionOf(key, b.cfg.ShareCoordinatorStateTopicNumPartitions), b.ensureShareStateTopic)
 }
 
 // errNoCoordinator: the coordinator's partition has no live leader now.
 var errNoCoordinator = errors.New("the coordinator's partition has no leader")
 
 // coordinatorOf returns the leader of partition p of an internal topic, creating the
-// topic first (ensure) if needed.
-func (b *Broker) coordinatorOf(topic string, p int32, ensure func() (*metadata.Image, error)) (metadata.Broker, error) {
+// topic first (ensure) if needed; numProperty names its partition count.
+func (b *Broker) coordinatorOf(topic, numProperty string, p int32, ensure func() (*metadata.Image, error)) (metadata.Broker, error) {
 	img, err := ensure()
 	if err != nil {
 		return metadata.Broker{}, err
 	}
 	t, _ := img.Topic(topic)
 	if int(p) >= len(t.Partitions) {
-		return metadata.Broker{}, fmt.Errorf("%s has fewer partitions than configured; partition %d is missing", topic, p)
+		return metadata.Broker{}, fmt.Errorf("%s has fewer partitions than %s; partition %d is missing", topic, numProperty, p)
 	}
 	leader := t.Partitions[p].Leader
 	br, ok := img.Broker(metadata.NodeID(leader))

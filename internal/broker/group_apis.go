@@ -25,8 +25,9 @@ package broker
 // commit from outside the group is accepted only while it has no members. The
 // consumer protocol itself is in consumer_group_heartbeat.go.
 //
-// Differences from Kafka: TxnOffsetCommit is not served; OffsetFetch's RequireStable
-// has nothing to wait for without transactions.
+// OffsetFetch with RequireStable (v7+) answers UNSTABLE_OFFSET_COMMIT for a partition
+// whose offset a transaction not decided yet committed (TxnOffsetCommit is in
+// txn_apis.go).
 
 import (
 	"net"

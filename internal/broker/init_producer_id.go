@@ -8,20 +8,24 @@ package broker
 // A producer that passes its current id and epoch (v3+, KIP-360) gets the same id with
 // the epoch bumped, or a new id when the epoch is exhausted.
 //
-// Transactional ids are not served yet: such requests fail with
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients treat as fatal rather than
-// retrying forever.
+// With a transactional id the request goes to the transaction coordinator
+// (internal/txn): a producer id for the transactional id, its epoch bumped at every
+// call (fencing the previous producer, whose open transaction is aborted),
+// transaction.timeout.ms bounded by transaction.max.timeout.ms. PRODUCER_FENCED is
+// answered INVALID_PRODUCER_EPOCH before v4, as Kafka does.
 
 import (
 	"context"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-streaming/samsa/internal/controller"
 	"github.com/samsa-streaming/samsa/internal/protocol"
+	"github.com/samsa-streaming/samsa/internal/txn"
 )
 
 func init() { register(kmsg.InitProducerID, 0, 5, (*Broker).handleInitProducerID) }
@@ -62,8 +66,16 @@ func (b *Broker) handleInitProducerID(req *protocol.Request) <-chan protocol.Res
 	resp.SetVersion(req.Version)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if r.TransactionalID != nil {
-		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-		return reply(resp)
+		expectedID, expectedEpoch := int64(-1), int16(-1)
+		if req.Version >= 3 {
+			expectedID, expectedEpoch = r.ProducerID, r.ProducerEpoch
+		}
+		ch := b.txns.InitProducerID(*r.TransactionalID, time.Duration(r.TransactionTimeoutMillis)*time.Millisecond, expectedID, expectedEpoch)
+		return relayTxn(ch, func(res txn.ProducerResult) kmsg.Response {
+			resp.ErrorCode = fencedCode(res.Code, req.Version >= 4)
+			resp.ProducerID, resp.ProducerEpoch = res.ProducerID, res.Epoch
+			return resp
+		})
 	}
 	if r.ProducerID >= 0 && r.ProducerEpoch >= 0 && r.ProducerEpoch < math.MaxInt16-1 {
 		resp.ProducerID, resp.ProducerEpoch = r.ProducerID, r.ProducerEpoch+1

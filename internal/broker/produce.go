@@ -1,7 +1,7 @@
 package broker
 
-// Produce (key 0), versions 3–13 (v12, KIP-890, has v11's schema; v13 names topics
-// by id).
+// Produce (key 0), versions 3–13 (v12, KIP-890, has v11's schema; v13 names topics by
+// id).
 //
 // Each partition's records must be exactly one magic-v2 record batch (Kafka's rule for
 // v3+). The batch is validated in one pass (size, CRC-32C, header fields; compressed
@@ -26,9 +26,14 @@ package broker
 // (v13) is resolved first, as in Kafka: an id the metadata image does not hold is
 // UNKNOWN_TOPIC_ID whatever the ACLs, a known one needs WRITE on the topic it names.
 //
-// Differences from Kafka: transactional batches are refused with
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED until transactions are implemented; internal
-// topics refuse client writes with INVALID_TOPIC_EXCEPTION.
+// Transactional batches (txn_verify.go): the batch that starts a producer's transaction
+// in a partition is verified with the transaction coordinator first (KIP-890; from v12,
+// transactions v2, the leader's request adds the partition to the transaction);
+// control batches are the coordinators' and are refused with INVALID_RECORD. Only
+// those requests pay for it: the non-transactional path is unchanged.
+//
+// Differences from Kafka: internal topics refuse client writes with
+// INVALID_TOPIC_EXCEPTION.
 
 import (
 	"errors"
@@ -94,6 +99,7 @@ type produceRequest struct {
 	version int16
 	acks    int16
 	timeout int32
+	txnID   *string
 	now     time.Time
 	resp    kmsg.ProduceResponse
 	pending []pendingAck
@@ -135,6 +141,7 @@ func (b *Broker) StartProduce(req *protocol.Request, h protocol.ProduceHeader) p
 	pr.resp.Default()
 	pr.resp.SetVersion(req.Version)
 	pr.b, pr.version, pr.acks, pr.timeout, pr.now = b, req.Version, h.Acks, h.TimeoutMillis, b.clock.Now()
+	pr.txnID = h.TransactionalID
 	pr.pending, pr.failed = pr.pending[:0], false
 	pr.txnErr, pr.throttle = nil, 0
 	if b.quotas.Enabled() {
@@ -194,7 +201,7 @@ func (pr *produceRequest) Partition(partition int32, records []byte) {
 	var info storage.AppendInfo
 	err := pr.topicErr
 	if err == nil {
-		p, info, err = b.produceOne(t.Topic, partition, records, pr.acks, pr.now, sp)
+		p, info, err = b.produceOne(pr, t.Topic, partition, records, sp)
 	}
 	if err != nil {
 		pr.failed = true
@@ -250,13 +257,14 @@ func (pr *produceRequest) Abort() { pr.release() }
 // release returns the request to the pool.
 func (pr *produceRequest) release() {
 	clear(pr.pending)
-	pr.b = nil
+	pr.b, pr.txnID = nil, nil
 	produceRequests.Put(pr)
 }
 
-// produceOne validates and appends one partition's batch, filling sp on success. It
-// returns the partition and where the batch went.
-func (b *Broker) produceOne(topic string, partition int32, records []byte, acks int16, now time.Time, sp *kmsg.ProduceResponseTopicPartition) (*replica.Partition, storage.AppendInfo, error) {
+// produceOne validates and appends one partition's batch of request pr, filling sp on
+// success. It returns the partition and where the batch went.
+func (b *Broker) produceOne(pr *produceRequest, topic string, partition int32, records []byte, sp *kmsg.ProduceResponseTopicPartition) (*replica.Partition, storage.AppendInfo, error) {
+	acks, now := pr.acks, pr.now
 	if isInternalTopic(topic) {
 		return nil, storage.AppendInfo{}, kerr.InvalidTopicException
 	}
@@ -276,8 +284,14 @@ func (b *Broker) produceOne(topic string, partition int32, records []byte, acks 
 	if err != nil {
 		return nil, storage.AppendInfo{}, err
 	}
-	if hdr.IsTransactional() || hdr.IsControl() {
-		return nil, storage.AppendInfo{}, kerr.TransactionalIDAuthorizationFailed
+	var txnOpts storage.AppendOptions
+	switch {
+	case hdr.IsControl():
+		return nil, storage.AppendInfo{}, errClientControlBatch
+	case hdr.IsTransactional():
+		if txnOpts, err = b.verifyProduce(p, &hdr, pr.txnID, pr.version, pr.timeout); err != nil {
+			return nil, storage.AppendInfo{}, err
+		}
 	}
 	if settings.RequireKeys || settings.Timestamps != nil {
 		if err := checkRecords(records, now, settings.RequireKeys, settings.Timestamps); err != nil {
@@ -289,7 +303,7 @@ func (b *Broker) produceOne(topic string, partition int32, records []byte, acks 
 			return nil, storage.AppendInfo{}, err
 		}
 	}
-	info, err := p.AppendAsLeader(records, acks == -1, now)
+	info, err := p.AppendAsLeaderTxn(records, acks == -1, now, txnOpts)
 	if err != nil {
 		b.storageFailed(p, err)
 		return nil, storage.AppendInfo{}, err
@@ -300,6 +314,10 @@ func (b *Broker) produceOne(topic string, partition int32, records []byte, acks 
 	sp.LogStartOffset = info.LogStartOffset
 	return p, info, nil
 }
+
+// errClientControlBatch refuses a control batch from a client: markers are written by
+// transaction coordinators (WriteTxnMarkers).
+var errClientControlBatch = fmt.Errorf("control batches are written by transaction coordinators, not produced: %w", kerr.InvalidRecord)
 
 // errKeylessRecord refuses a record without a key on a compacted topic.
 var errKeylessRecord = fmt.Errorf("compacted topic: every record needs a key: %w", kerr.InvalidRecord)
@@ -334,7 +352,8 @@ func checkRecords(batch []byte, now time.Time, requireKeys bool, bounds *replica
 }
 
 // recompress re-encodes a batch with the topic's codec (compression.type) at its level
-// (compression.*.level), keeping its producer fields, timestamps and offset deltas.
+// (compression.*.level), keeping its producer fields (transactional flag included),
+// timestamps and offset deltas.
 // Only topics that ask for a codec take this path.
 func recompress(batch []byte, hdr *record.Header, codec record.Compression, level int) ([]byte, error) {
 	_, recs, err := record.Records(batch)
@@ -344,6 +363,7 @@ func recompress(batch []byte, hdr *record.Header, codec record.Compression, leve
 	opts := record.DefaultBuildOptions()
 	opts.Compression, opts.CompressionLevel = codec, level
 	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = hdr.ProducerID, hdr.ProducerEpoch, hdr.BaseSequence
+	opts.Transactional = hdr.IsTransactional()
 	opts.BaseTimestamp = hdr.BaseTimestamp
 	out, err := record.Build(opts, recs)
 	if err != nil {

@@ -93,8 +93,11 @@ func (b *Broker) reconcile(img *metadata.Image) {
 			Timestamps:        bounds,
 		})
 		b.applyReplication(p, l.part)
-		if l.topic.Name == offsetsTopic {
+		switch l.topic.Name {
+		case offsetsTopic:
 			b.updateGroupPartition(l.part.Partition, l.part.Leader == b.nodeID)
+		case transactionStateTopic:
+			b.updateTxnPartition(l.part.Partition, l.part.Leader == b.nodeID, l.part.LeaderEpoch)
 		}
 	}
 	for _, p := range b.replicas.All() {
@@ -162,8 +165,11 @@ func (b *Broker) updateGroupPartition(p int32, leader bool) {
 }
 
 func (b *Broker) dropPartition(key replica.Key) {
-	if key.Topic == offsetsTopic {
+	switch key.Topic {
+	case offsetsTopic:
 		b.groups.UnloadPartition(key.Partition)
+	case transactionStateTopic:
+		b.txns.UnloadPartition(key.Partition)
 	}
 	if p := b.replicas.Remove(key.Topic, key.Partition); p != nil {
 		b.fetchers.Unfollow(p)

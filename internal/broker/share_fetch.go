@@ -17,7 +17,11 @@ package broker
 // whose lock expired) or its end, acquires up to MaxRecords records in total, and
 // answers the record batches that hold them with the acquired offset ranges and their
 // delivery counts. When nothing is acquired the request waits up to MaxWaitMillis,
-// woken by new records or by records becoming available again.
+// woken by new records or by records becoming available again. A group whose
+// share.isolation.level is read_committed acquires only below the last stable offset,
+// and the records of aborted transactions are archived instead of delivered (Kafka
+// does the same). Transaction markers are acquired like records, and clients
+// acknowledge them as gaps.
 
 import (
 	"context"
@@ -34,6 +38,7 @@ import (
 	"github.com/samsa-streaming/samsa/internal/record"
 	"github.com/samsa-streaming/samsa/internal/replica"
 	"github.com/samsa-streaming/samsa/internal/share"
+	"github.com/samsa-streaming/samsa/internal/storage"
 )
 
 func init() {
@@ -201,25 +206,34 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, member string, m
 		return out
 	}
 	now := b.clock.Now()
+	readCommitted := config.GroupValue(b.cfg, b.image().GroupConfigs(k.Group), "share.isolation.level") == "read_committed"
 	buf := b.shareReads.Get(shareFirstRead)
 	defer func() { b.shareReads.Put(buf) }()
+	var aborted []storage.AbortedTxn
 	err = b.shares.Do(ctx, k, func(sp *share.Partition) error {
 		sp.AdvanceStart(p.Log.LogStartOffset())
+		// hw bounds what is acquired: the high watermark, or for read_committed the
+		// last stable offset.
 		hw := p.HighWatermark()
+		if readCommitted {
+			hw = p.LastStableOffset()
+		}
 		// Read about as much as the records still wanted take (from the size of the
 		// records read so far), so that acquiring a few hundred records reads neither
 		// everything up to the high watermark nor a fixed large chunk.
 		chunk := shareFirstRead
 		var ranges [][2]int64
+		lastFrom := int64(-1)
 		for taken := 0; taken < maxRecords && maxBytes > 0; {
 			from, ok := sp.NextFetchOffset()
 			if !ok {
 				out.heldBySelf = taken == 0 && sp.Holds(member)
 				return nil
 			}
-			if from >= hw {
+			if from >= hw || from <= lastFrom { // each step moves on, or stops
 				return nil
 			}
+			lastFrom = from
 			if chunk > len(*buf) {
 				b.shareReads.Put(buf)
 				buf = b.shareReads.Get(chunk)
@@ -240,7 +254,22 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, member string, m
 				}
 				ranges = append(ranges, [2]int64{h.BaseOffset, h.LastOffset()})
 			}
-			runs := sp.Acquire(member, ranges, hw, maxRecords-taken, strict, now)
+			var skipped [][2]int64
+			if readCommitted {
+				raw, ranges, skipped, aborted = skipAborted(p, raw, ranges, aborted)
+			}
+			var runs []share.AcquiredRun
+			if len(ranges) > 0 {
+				runs = sp.Acquire(member, ranges, hw, maxRecords-taken, strict, now)
+			}
+			// After the acquisition, which archives the skipped batches it passes: the
+			// window stays in offset order.
+			for _, r := range skipped {
+				sp.ArchiveUndelivered(r[0], r[1], hw)
+			}
+			if len(ranges) == 0 && len(skipped) > 0 {
+				continue // all archived: the next fetch offset is past them
+			}
 			if len(runs) == 0 {
 				return nil
 			}
@@ -264,6 +293,43 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, member string, m
 		out.code = shareErrorCode(err)
 	}
 	return out
+}
+
+// skipAborted splits, for a read_committed share group, the batches among raw (with
+// their offset ranges) that an aborted transaction wrote from the others: their
+// records are archived instead of delivered, as a read_committed consumer drops them.
+// It returns the other batches and the ranges skipped; aborted is scratch space,
+// returned for reuse.
+func skipAborted(p *replica.Partition, raw [][]byte, ranges [][2]int64,
+	aborted []storage.AbortedTxn) ([][]byte, [][2]int64, [][2]int64, []storage.AbortedTxn) {
+	aborted = p.Log.AbortedTransactions(ranges[0][0], ranges[len(ranges)-1][1]+1, aborted[:0])
+	if len(aborted) == 0 {
+		return raw, ranges, nil, aborted
+	}
+	var skipped [][2]int64
+	keep := 0
+	for i, bt := range raw {
+		if h, err := record.ParseHeader(bt); err == nil && h.IsTransactional() && !h.IsControl() &&
+			abortedBatch(aborted, h.ProducerID, h.BaseOffset) {
+			skipped = append(skipped, ranges[i])
+			continue
+		}
+		raw[keep], ranges[keep] = bt, ranges[i]
+		keep++
+	}
+	return raw[:keep], ranges[:keep], skipped, aborted
+}
+
+// abortedBatch reports whether the batch of producerID at baseOffset belongs to one
+// of the aborted transactions: it starts at or after the transaction's first offset
+// and before its abort marker.
+func abortedBatch(aborted []storage.AbortedTxn, producerID, baseOffset int64) bool {
+	for _, a := range aborted {
+		if a.ProducerID == producerID && a.FirstOffset <= baseOffset && baseOffset < a.LastOffset {
+			return true
+		}
+	}
+	return false
 }
 
 // How much of a partition's log one acquisition step reads: the first step

@@ -44,6 +44,7 @@ import (
 
 	"github.com/samsa-streaming/samsa/internal/group"
 	"github.com/samsa-streaming/samsa/internal/metadata"
+	"github.com/samsa-streaming/samsa/internal/record"
 	"github.com/samsa-streaming/samsa/internal/replica"
 	"github.com/samsa-streaming/samsa/internal/share"
 )
@@ -121,6 +122,12 @@ func (b *Broker) statePartition(k share.Key) int32 {
 // padding), so share-coordinator keys are Kafka's.
 func metadataTopicID(id [16]byte) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
 
+// log is __share_group_state as an internal topic: a leadership moved during a write
+// means this node is no longer the share coordinator.
+func (s *shareStateLog) log() internalLog {
+	return internalLog{b: s.b, topic: shareStateTopic, notCoordinator: errShareStateNotLocal}
+}
+
 // keyLock is the lock of one share partition's operations.
 func (s *shareStateLog) keyLock(k share.Key) *sync.Mutex {
 	var h maphash.Hash
@@ -167,7 +174,10 @@ func (s *shareStateLog) loaded(ctx context.Context, p int32) (*shareStatePartiti
 		return sp, part, nil
 	}
 	sp = &shareStatePartition{leaderEpoch: epoch, snaps: map[share.Key]share.Snapshot{}}
-	err = offsetsLog{s.b}.loadPartition(ctx, part, func(r group.Record) error {
+	err = s.log().load(ctx, p, func(_ *record.Header, r *record.Record, _ *record.ControlRecord) error {
+		if r == nil { // a transaction marker: the state is not written in transactions
+			return nil
+		}
 		k, ok := decodeShareStateKey(r.Key)
 		if !ok {
 			return nil
@@ -236,7 +246,7 @@ func (op *shareStateOp) store(ctx context.Context, snap *share.Snapshot) error {
 	if op.part.LeaderEpoch() != op.sp.leaderEpoch {
 		return fmt.Errorf("%s-%d: leadership moved: %w", shareStateTopic, op.part.Index, errShareStateNotLocal)
 	}
-	if err := appendInternal(ctx, op.s.b, op.part, []group.Record{{Key: shareStateKey(op.key), Value: value}}); err != nil {
+	if err := op.s.log().append(ctx, op.part.Index, []record.Record{{Key: shareStateKey(op.key), Value: value}}, nil); err != nil {
 		return err
 	}
 	op.s.mu.Lock()

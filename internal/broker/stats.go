@@ -18,16 +18,17 @@ func (b *Broker) Partitions() []metrics.PartitionStats {
 	for _, p := range parts {
 		replicas, isr := p.Replicas()
 		out = append(out, metrics.PartitionStats{
-			Topic:          p.Topic,
-			Partition:      p.Index,
-			LogSizeBytes:   p.Log.Size(),
-			LogStartOffset: p.Log.LogStartOffset(),
-			LogEndOffset:   p.Log.LogEndOffset(),
-			HighWatermark:  p.HighWatermark(),
-			Replicas:       len(replicas),
-			ISR:            len(isr),
-			Leader:         p.IsLeader(),
-			Offline:        p.Offline() || leaderless(p.Topic, p.Index),
+			Topic:            p.Topic,
+			Partition:        p.Index,
+			LogSizeBytes:     p.Log.Size(),
+			LogStartOffset:   p.Log.LogStartOffset(),
+			LogEndOffset:     p.Log.LogEndOffset(),
+			HighWatermark:    p.HighWatermark(),
+			LastStableOffset: p.LastStableOffset(),
+			Replicas:         len(replicas),
+			ISR:              len(isr),
+			Leader:           p.IsLeader(),
+			Offline:          p.Offline() || leaderless(p.Topic, p.Index),
 		})
 	}
 	return out
@@ -78,4 +79,11 @@ func (b *Broker) Groups() []metrics.GroupStats {
 		out = append(out, gs)
 	}
 	return out
+}
+
+// Transactions implements metrics.TransactionSource: the transactions this node
+// coordinates.
+func (b *Broker) Transactions() metrics.TransactionStats {
+	s := b.txns.Stats()
+	return metrics.TransactionStats{Ongoing: s.Ongoing, Prepared: s.Prepared, OldestOngoing: s.OldestOngoing}
 }

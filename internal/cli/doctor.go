@@ -15,6 +15,9 @@ type Snapshot struct {
 	Topics  []TopicSnapshot  // topics to check (internal topics excluded)
 	Groups  []GroupSnapshot  // consumer groups to check
 	Brokers []BrokerSnapshot // brokers' configurations, for the security checks
+	// Unstable are the partitions of Topics whose last stable offset trails the high
+	// watermark (doctor_txn.go).
+	Unstable []UnstablePartition
 }
 
 // TopicSnapshot is one topic's partitions and effective configs.
@@ -95,8 +98,10 @@ func Diagnose(s Snapshot) []Finding {
 	for _, t := range s.Topics {
 		out = append(out, diagnoseTopic(t)...)
 	}
+	out = append(out, diagnoseUnstable(s)...)
 	for _, g := range s.Groups {
 		out = append(out, diagnoseGroup(g, s.Window)...)
+		out = append(out, lagHeldByTransaction(g, s.Unstable)...)
 	}
 	for _, b := range s.Brokers {
 		out = append(out, diagnoseBroker(b)...)

@@ -43,6 +43,8 @@ each problem with the numbers behind it and how to fix it:
   lag_skew                                   one partition holds most of the lag
   lag_growing                                lag grew throughout the sampling window
   group_rebalancing                          the group rebalanced during the window
+  lso_stuck                                  an open transaction holds read_committed consumers
+  lag_held_by_transaction                    the group's lag is records behind such a transaction
 
 Groups are sampled ` + fmt.Sprint(doctorSamples) + ` times across --window (0 samples once and skips the
 lag_growing and group_rebalancing checks). With --group only that group and the
@@ -161,6 +163,10 @@ func (c *collector) collect(ctx context.Context, window time.Duration) (Snapshot
 		snap.Window = 0
 		samples = 1
 	}
+	var before map[partitionKey]int64
+	if snap.Window > 0 { // the group samples span the window: compare across it
+		before = c.lastStableOffsets(ctx, c.scopeTopics(md))
+	}
 	gs, err := c.sampleGroups(ctx, md, groups, samples, window)
 	if err != nil {
 		return Snapshot{}, err
@@ -170,6 +176,11 @@ func (c *collector) collect(ctx context.Context, window time.Duration) (Snapshot
 	if c.scope.topic == "" && c.scope.group == "" {
 		snap.Brokers = c.brokers(ctx, md)
 	}
+	names := make([]string, 0, len(snap.Topics))
+	for _, t := range snap.Topics {
+		names = append(names, t.Name)
+	}
+	snap.Unstable = c.unstable(ctx, names, before)
 	return snap, nil
 }
 

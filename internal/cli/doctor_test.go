@@ -273,3 +273,43 @@ func TestDiagnoseBrokerSecurity(t *testing.T) {
 		})
 	}
 }
+
+// TestDiagnoseTransactions: a last stable offset that stood still across the window,
+// a hanging transaction and a long-open one are reported; one that moved is not; a
+// group caught up with a stuck last stable offset has its lag attributed to it.
+func TestDiagnoseTransactions(t *testing.T) {
+	unstable := func(p int32, sampled, moved bool, txnID string, openFor time.Duration) UnstablePartition {
+		return UnstablePartition{Topic: "t", Partition: p, LastStable: 100, HighWatermark: 150, Sampled: sampled, Moved: moved,
+			ProducerID: 7, TransactionalID: txnID, OpenFor: openFor}
+	}
+	group := GroupSnapshot{Name: "g", TopicPartitions: map[string]int{"t": 4}, Samples: []GroupSample{
+		lagSample("Stable", members(2, 2), 50, 50, 0, 0)}}
+	tests := []struct {
+		name     string
+		unstable []UnstablePartition
+		want     []string
+		severity string
+	}{
+		{"moving", []UnstablePartition{unstable(0, true, true, "app", time.Second)}, nil, ""},
+		{"not sampled, young", []UnstablePartition{unstable(0, false, false, "app", time.Second)}, nil, ""},
+		{"stood still", []UnstablePartition{unstable(0, true, false, "app", time.Second)},
+			[]string{CodeLSOStuck, CodeLagHeldByTransaction}, severityWarning},
+		{"open for long", []UnstablePartition{unstable(1, false, false, "app", 2*time.Minute)},
+			[]string{CodeLSOStuck, CodeLagHeldByTransaction}, severityWarning},
+		{"hanging", []UnstablePartition{unstable(3, false, false, "", 0)}, []string{CodeLSOStuck}, severityError},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := Diagnose(Snapshot{Topics: []TopicSnapshot{healthyTopic("t", 4, 1, defaults("1"))},
+				Groups: []GroupSnapshot{group}, Unstable: tc.unstable})
+			if got := codes(fs); !slices.Equal(got, tc.want) {
+				t.Fatalf("codes %v, want %v", got, tc.want)
+			}
+			for _, f := range fs {
+				if f.Code == CodeLSOStuck && (f.Severity != tc.severity || f.Numbers["held_records"] != 50) {
+					t.Errorf("lso_stuck: %+v", f)
+				}
+			}
+		})
+	}
+}

@@ -118,6 +118,7 @@ Exit codes: 0 success, 1 the operation failed, 2 usage error, 3 doctor found pro
 		newProduceCmd(g),
 		newConsumeCmd(g),
 		newGroupCmd(g),
+		newTransactionsCmd(g),
 		newClusterCmd(g),
 		newDoctorCmd(g),
 		newACLCmd(g),

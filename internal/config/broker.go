@@ -219,6 +219,16 @@ type Broker struct {
 	TransactionStateLogNumPartitions     int32
 	TransactionStateLogReplicationFactor int16
 	TransactionStateLogMinIsr            int32
+	TransactionStateLogSegmentBytes      int64 // transaction.state.log.segment.bytes
+	// transaction.abort.timed.out.transaction.cleanup.interval.ms and
+	// transaction.remove.expired.transaction.cleanup.interval.ms
+	TransactionAbortTimedOutCleanupIntervalMs int32
+	TransactionRemoveExpiredCleanupIntervalMs int32
+	TransactionPartitionVerificationEnable    bool // transaction.partition.verification.enable
+	// add.partitions.to.txn.retry.backoff.ms and .max.ms: how a partition leader
+	// retries a verification its coordinator answered CONCURRENT_TRANSACTIONS.
+	AddPartitionsToTxnRetryBackoffMs    int32
+	AddPartitionsToTxnRetryBackoffMaxMs int32
 
 	LogCleanerEnable              bool    // log.cleaner.enable
 	LogCleanerThreads             int32   // log.cleaner.threads

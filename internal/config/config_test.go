@@ -128,7 +128,13 @@ func TestDefaultsMatchKafka(t *testing.T) {
 			QuotaWindowNum:               11,
 			QuotaWindowSizeSeconds:       1,
 		},
-		"Raw": map[string]string{},
+		"TransactionStateLogSegmentBytes":           int64(104857600),
+		"TransactionAbortTimedOutCleanupIntervalMs": int32(10000),
+		"TransactionRemoveExpiredCleanupIntervalMs": int32(3600000),
+		"TransactionPartitionVerificationEnable":    true,
+		"AddPartitionsToTxnRetryBackoffMs":          int32(20),
+		"AddPartitionsToTxnRetryBackoffMaxMs":       int32(100),
+		"Raw":                                       map[string]string{},
 	}
 	v := reflect.ValueOf(b).Elem()
 	for i := 0; i < v.NumField(); i++ {

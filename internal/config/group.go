@@ -49,7 +49,7 @@ var groupConfigs = []groupConfig{
 		check: intAtLeast(2),
 		def:   func(b *Broker) string { return strconv.Itoa(int(b.GroupShareDeliveryCountLimit)) }},
 	{name: "share.isolation.level", typ: TypeString,
-		doc: "read_uncommitted or read_committed (the same without transactions).",
+		doc: "read_uncommitted, or read_committed: records up to the last stable offset, those of aborted transactions archived, never delivered.",
 		check: func(s string) error {
 			if s != "read_uncommitted" && s != "read_committed" {
 				return errors.New("must be read_uncommitted or read_committed")

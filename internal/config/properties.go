@@ -513,16 +513,34 @@ var coreProperties = []property{
 		bind(i32(func(b *Broker) *int32 { return &b.TransactionMaxTimeoutMs })),
 	property{name: "transaction.state.log.num.partitions", spec: atLeast(TypeInt, 1), def: "50",
 		doc:  "Partitions of __transaction_state.",
-		note: "Read when __transaction_state is created; transactions are not served yet."}.
+		note: "Read when __transaction_state is created; it must not change afterwards."}.
 		bind(i32(func(b *Broker) *int32 { return &b.TransactionStateLogNumPartitions })),
 	property{name: "transaction.state.log.replication.factor", spec: atLeast(TypeShort, 1), def: "3",
 		doc:  "Replication factor of __transaction_state; the topic is created once that many brokers are registered.",
-		note: "When controller.quorum.voters is empty and the property is not set, 1. Transactions are not served yet."}.
+		note: "When controller.quorum.voters is empty and the property is not set, 1."}.
 		bind(i16(func(b *Broker) *int16 { return &b.TransactionStateLogReplicationFactor })),
 	property{name: "transaction.state.log.min.isr", spec: atLeast(TypeInt, 1), def: "2",
 		doc:  "min.insync.replicas of __transaction_state.",
-		note: "When controller.quorum.voters is empty and the property is not set, 1. Transactions are not served yet."}.
+		note: "When controller.quorum.voters is empty and the property is not set, 1."}.
 		bind(i32(func(b *Broker) *int32 { return &b.TransactionStateLogMinIsr })),
+	property{name: "transaction.state.log.segment.bytes", spec: atLeast(TypeInt, 1), def: "104857600",
+		doc: "segment.bytes of __transaction_state."}.
+		bind(i64(func(b *Broker) *int64 { return &b.TransactionStateLogSegmentBytes })),
+	property{name: "transaction.abort.timed.out.transaction.cleanup.interval.ms", spec: atLeast(TypeInt, 1), def: "10000",
+		doc: "How often the coordinator aborts the transactions that outlived their transaction.timeout.ms."}.
+		bind(i32(func(b *Broker) *int32 { return &b.TransactionAbortTimedOutCleanupIntervalMs })),
+	property{name: "transaction.remove.expired.transaction.cleanup.interval.ms", spec: atLeast(TypeInt, 1), def: "3600000",
+		doc: "How often the coordinator forgets the transactional ids unused for transactional.id.expiration.ms."}.
+		bind(i32(func(b *Broker) *int32 { return &b.TransactionRemoveExpiredCleanupIntervalMs })),
+	property{name: "transaction.partition.verification.enable", spec: boolean{}, def: "true",
+		doc: "Whether a partition leader verifies with the transaction coordinator that a transaction's first batch belongs to it (KIP-890)."}.
+		bind(boolField(func(b *Broker) *bool { return &b.TransactionPartitionVerificationEnable })),
+	property{name: "add.partitions.to.txn.retry.backoff.ms", spec: atLeast(TypeInt, 1), def: "20",
+		doc: "How long a partition leader waits before asking the transaction coordinator again when it answered CONCURRENT_TRANSACTIONS (the previous transaction's markers are still being written)."}.
+		bind(i32(func(b *Broker) *int32 { return &b.AddPartitionsToTxnRetryBackoffMs })),
+	property{name: "add.partitions.to.txn.retry.backoff.max.ms", spec: atLeast(TypeInt, 0), def: "100",
+		doc: "How long a partition leader keeps asking before answering the producer with a retriable error."}.
+		bind(i32(func(b *Broker) *int32 { return &b.AddPartitionsToTxnRetryBackoffMaxMs })),
 
 	// Accepted, no effect: found in Kafka's sample server.properties and common
 	// deployments. Their values are type-checked and reported, never used.

@@ -171,7 +171,7 @@ func replayConsumer(groups map[string]*group, partition int32, d decoded) error 
 		if d.consumerGroup == nil {
 			if g != nil && g.consumer != nil {
 				g.consumer = nil
-				if len(g.offsets) == 0 && g.generation == 0 && g.protocolType == "" {
+				if len(g.offsets) == 0 && len(g.txnOffsets) == 0 && g.generation == 0 && g.protocolType == "" {
 					delete(groups, d.group)
 				}
 			}

@@ -13,9 +13,11 @@ import (
 	"github.com/samsa-streaming/samsa/internal/clock"
 )
 
-// Record is one record of __consumer_offsets. A nil Value is a tombstone.
+// Record is one record of __consumer_offsets. A nil Value is a tombstone. Txn is set
+// on the records of a transaction (txn_offsets.go).
 type Record struct {
 	Key, Value []byte
+	Txn        *TxnInfo
 }
 
 // Log is the coordinator's view of the __consumer_offsets partitions it leads.
@@ -337,18 +339,38 @@ func (w *writer) run() {
 const maxCoalescedBytes = 256 << 10
 
 // coalesce returns how many leading jobs to append together: commits queued while an
-// append was in flight share the next one.
+// append was in flight share the next one, unless they belong to different producers'
+// transactions (a batch has one producer). A job without records (one that only waits
+// for the writes before it) goes with any batch.
 func coalesce(jobs []writeJob) int {
 	size := 0
+	var producer *TxnInfo
+	found := false // producer is set: a job with records was seen
 	for i, j := range jobs {
+		if len(j.records) == 0 {
+			continue
+		}
 		for _, r := range j.records {
 			size += len(r.Key) + len(r.Value)
+		}
+		switch txn := j.records[0].Txn; {
+		case !found:
+			producer, found = txn, true
+		case !sameProducer(producer, txn):
+			return i
 		}
 		if i > 0 && size > maxCoalescedBytes {
 			return i
 		}
 	}
 	return len(jobs)
+}
+
+func sameProducer(a, b *TxnInfo) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.ProducerID == b.ProducerID && a.ProducerEpoch == b.ProducerEpoch
 }
 
 // do appends the jobs' records as one write and replays each job in order.

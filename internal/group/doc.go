@@ -4,10 +4,11 @@
 // incremental reconciliation — consumer_*.go), KIP-932 share group membership
 // (ShareGroupHeartbeat, ShareGroupDescribe — share_group.go; the share-partition
 // state itself is internal/share's), committed offsets (OffsetCommit, OffsetFetch,
-// OffsetDelete) and group administration (DescribeGroups, ListGroups, DeleteGroups),
-// stored in the internal topic __consumer_offsets. A group id names one group of one
-// type; an empty group may change between the classic and the consumer protocol,
-// keeping its offsets (group.consumer.migration.policy).
+// OffsetDelete, and TxnOffsetCommit, whose offsets stay pending until their
+// transaction's marker: txn_offsets.go) and group administration (DescribeGroups,
+// ListGroups, DeleteGroups), stored in the internal topic __consumer_offsets. A group
+// id names one group of one type; an empty group may change between the classic and
+// the consumer protocol, keeping its offsets (group.consumer.migration.policy).
 //
 // # What it owns
 //

@@ -24,6 +24,9 @@ type memLog struct {
 	blocked    int
 	// loadGate, when set, blocks Load until closed.
 	loadGate chan struct{}
+	// mixedBatches counts appended records whose producer differs from their batch's
+	// first record's (a batch has one producer).
+	mixedBatches int
 }
 
 func newMemLog() *memLog { return &memLog{parts: map[int32][]Record{}} }
@@ -46,7 +49,10 @@ func (l *memLog) Append(ctx context.Context, p int32, records []Record) error {
 		return l.appendErr
 	}
 	for _, r := range records {
-		l.parts[p] = append(l.parts[p], Record{Key: append([]byte(nil), r.Key...), Value: cloneNil(r.Value)})
+		l.parts[p] = append(l.parts[p], Record{Key: append([]byte(nil), r.Key...), Value: cloneNil(r.Value), Txn: r.Txn})
+		if !sameProducer(records[0].Txn, r.Txn) {
+			l.mixedBatches++
+		}
 	}
 	return nil
 }

@@ -17,31 +17,46 @@ type loader struct {
 
 func (l *loader) apply(r Record) error {
 	l.records++
+	if r.Txn != nil && r.Txn.Marker {
+		for _, g := range l.groups {
+			g.completeTxn(r.Txn.ProducerID, r.Txn.Commit)
+		}
+		return nil
+	}
 	d, err := decodeRecord(r)
 	if err != nil {
 		l.logger.Warn("skipping corrupt __consumer_offsets record", "partition", l.partition, "err", err)
 		return nil
 	}
-	switch d.kind {
-	case kindOffset:
+	switch {
+	case d.kind == kindOffset && r.Txn != nil:
+		if d.offset != nil {
+			g := l.groups[d.group]
+			if g == nil {
+				g = newGroup(d.group, l.partition, time.Time{})
+				l.groups[d.group] = g
+			}
+			g.addTxnOffset(r.Txn.ProducerID, d.tp, *d.offset)
+		}
+	case d.kind == kindOffset:
 		replayOffset(l.groups, l.partition, d.group, d.tp, d.offset)
-	case kindConsumerGroup, kindConsumerMember:
+	case d.kind == kindConsumerGroup || d.kind == kindConsumerMember:
 		if err := replayConsumer(l.groups, l.partition, d); err != nil {
 			l.logger.Warn("skipping corrupt __consumer_offsets record", "partition", l.partition, "err", err)
 		}
-	case kindShareGroup, kindShareMember:
+	case d.kind == kindShareGroup || d.kind == kindShareMember:
 		if err := replayShare(l.groups, l.partition, d); err != nil {
 			l.logger.Warn("skipping corrupt __consumer_offsets record", "partition", l.partition, "err", err)
 		}
-	case kindGroup:
+	case d.kind == kindGroup:
 		g := l.groups[d.group]
 		if d.meta == nil {
 			if g != nil {
 				offsets := g.offsets
 				delete(l.groups, d.group)
-				if len(offsets) > 0 {
+				if len(offsets) > 0 || len(g.txnOffsets) > 0 {
 					ng := newGroup(d.group, l.partition, time.Time{})
-					ng.offsets = offsets
+					ng.offsets, ng.txnOffsets = offsets, g.txnOffsets
 					l.groups[d.group] = ng
 				}
 			}
@@ -87,6 +102,7 @@ func replayOffset(groups map[string]*group, partition int32, id string, tp Topic
 	if o == nil {
 		if g != nil {
 			delete(g.offsets, tp)
+			g.overtakeTxnOffsets(tp, true)
 		}
 		return
 	}
@@ -95,6 +111,7 @@ func replayOffset(groups map[string]*group, partition int32, id string, tp Topic
 		groups[id] = g
 	}
 	g.offsets[tp] = *o
+	g.overtakeTxnOffsets(tp, false)
 }
 
 // setGroupFromValue replaces a group's membership with a GroupMetadataValue's.

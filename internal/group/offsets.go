@@ -201,6 +201,9 @@ type fetchedPartition struct {
 	partition int32
 	offset    CommittedOffset
 	found     bool
+	// unstable: stable offsets were asked for and a transaction not decided yet
+	// committed one (UNSTABLE_OFFSET_COMMIT).
+	unstable bool
 }
 
 type fetchedTopic struct {
@@ -228,7 +231,7 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 					want = append(want, requestedTopic{topic: t.Topic, partitions: t.Partitions})
 				}
 			}
-			code, topics := c.fetchOffsetsLocked(rg.Group, want)
+			code, topics := c.fetchOffsetsLocked(rg.Group, want, req.RequireStable)
 			if code == kerrNone && req.Version >= 9 {
 				code = c.validateConsumerFetchLocked(rg.Group, rg.MemberID, rg.MemberEpoch)
 				if code != kerrNone {
@@ -245,6 +248,9 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 					op := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 					op.Partition = p.partition
 					op.Offset, op.LeaderEpoch, op.Metadata = fetchedFields(p)
+					if p.unstable {
+						op.ErrorCode = kerrUnstableOffsetCommit
+					}
 					ot.Partitions = append(ot.Partitions, op)
 				}
 				out.Topics = append(out.Topics, ot)
@@ -260,7 +266,7 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 			want = append(want, requestedTopic{topic: t.Topic, partitions: t.Partitions})
 		}
 	}
-	code, topics := c.fetchOffsetsLocked(req.Group, want)
+	code, topics := c.fetchOffsetsLocked(req.Group, want, req.Version >= 7 && req.RequireStable)
 	if code != kerrNone {
 		if req.Version >= 2 {
 			resp.ErrorCode = code
@@ -284,6 +290,9 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 			op.Partition = p.partition
 			op.Offset, op.LeaderEpoch, op.Metadata = fetchedFields(p)
 			op.ErrorCode = code
+			if p.unstable {
+				op.ErrorCode = kerrUnstableOffsetCommit
+			}
 			ot.Partitions = append(ot.Partitions, op)
 		}
 		resp.Topics = append(resp.Topics, ot)
@@ -313,33 +322,46 @@ func (c *Coordinator) validateConsumerFetchLocked(groupID string, memberID *stri
 }
 
 func fetchedFields(p fetchedPartition) (int64, int32, *string) {
-	if !p.found {
+	if !p.found || p.unstable {
 		return -1, -1, strPtr("")
 	}
 	return p.offset.Offset, p.offset.LeaderEpoch, strPtr(p.offset.Metadata)
 }
 
 // fetchOffsetsLocked answers one group's offsets; want == nil asks for all of them.
-func (c *Coordinator) fetchOffsetsLocked(groupID string, want []requestedTopic) (int16, []fetchedTopic) {
+// With requireStable (OffsetFetch v7+, KIP-447) a partition with an offset committed
+// in a transaction not decided yet is marked unstable.
+func (c *Coordinator) fetchOffsetsLocked(groupID string, want []requestedTopic, requireStable bool) (int16, []fetchedTopic) {
 	part, code := c.partitionOfLocked(groupID)
 	if code != kerrNone {
 		return code, nil
 	}
 	var offsets map[TopicPartition]CommittedOffset
-	if g := part.groups[groupID]; g != nil && g.state != StateDead {
+	g := part.groups[groupID]
+	if g != nil && g.state != StateDead {
 		offsets = g.offsets
 	}
+	var out []fetchedTopic
 	if want == nil {
-		return kerrNone, allOffsets(offsets)
-	}
-	out := make([]fetchedTopic, 0, len(want))
-	for _, t := range want {
-		ft := fetchedTopic{topic: t.topic}
-		for _, p := range t.partitions {
-			o, ok := offsets[TopicPartition{Topic: t.topic, Partition: p}]
-			ft.partitions = append(ft.partitions, fetchedPartition{partition: p, offset: o, found: ok})
+		out = allOffsets(offsets)
+	} else {
+		out = make([]fetchedTopic, 0, len(want))
+		for _, t := range want {
+			ft := fetchedTopic{topic: t.topic}
+			for _, p := range t.partitions {
+				o, ok := offsets[TopicPartition{Topic: t.topic, Partition: p}]
+				ft.partitions = append(ft.partitions, fetchedPartition{partition: p, offset: o, found: ok})
+			}
+			out = append(out, ft)
 		}
-		out = append(out, ft)
+	}
+	if requireStable && g != nil && len(g.txnOffsets) > 0 {
+		for i := range out {
+			for j := range out[i].partitions {
+				p := &out[i].partitions[j]
+				p.unstable = g.unstable(TopicPartition{Topic: out[i].topic, Partition: p.partition})
+			}
+		}
 	}
 	return kerrNone, out
 }

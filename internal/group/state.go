@@ -163,6 +163,9 @@ type group struct {
 
 	subscribedTopics map[string]bool // nil: unknown
 	offsets          map[TopicPartition]CommittedOffset
+	// txnOffsets are the offsets committed in transactions not decided yet, by
+	// producer id (txn_offsets.go).
+	txnOffsets map[int64]map[TopicPartition]*txnOffset
 
 	// consumer is set when the group uses the KIP-848 consumer protocol; the classic
 	// fields above then stay those of an Empty group without members.

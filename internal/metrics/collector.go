@@ -50,6 +50,9 @@ type PartitionStats struct {
 	LogStartOffset int64
 	LogEndOffset   int64
 	HighWatermark  int64
+	// LastStableOffset is where read_committed consumers stop (the high watermark when
+	// no transaction is open).
+	LastStableOffset int64
 	// Replicas and ISR are the sizes of the assigned replica set and the in-sync set.
 	Replicas, ISR int
 	// Leader is true when this broker leads the partition.
@@ -90,6 +93,8 @@ type stateCollector struct {
 	groups, groupMembers, groupGeneration, committed, lag *prometheus.Desc
 
 	activeController, quorumState, metadataOffset, globalOffline, imbalance, fencedBrokers, activeBrokers *prometheus.Desc
+
+	txn txnDescs
 }
 
 func newStateCollector(source Source) *stateCollector {
@@ -126,6 +131,7 @@ func newStateCollector(source Source) *stateCollector {
 		imbalance:        desc("controller_preferred_replica_imbalance", "Partitions not led by their preferred replica (active controller only)."),
 		fencedBrokers:    desc("controller_fenced_brokers", "Registered brokers that are fenced (active controller only)."),
 		activeBrokers:    desc("controller_active_brokers", "Registered brokers that are unfenced and not shutting down (active controller only)."),
+		txn:              newTxnDescs(),
 	}
 }
 
@@ -138,6 +144,8 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	} {
 		ch <- d
 	}
+	_, coordinates := c.source.(TransactionSource)
+	c.txn.describe(ch, coordinates)
 	if _, ok := c.source.(QuorumSource); ok {
 		for _, d := range []*prometheus.Desc{
 			c.activeController, c.quorumState, c.metadataOffset, c.globalOffline, c.imbalance, c.fencedBrokers, c.activeBrokers,
@@ -159,6 +167,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	c.collectGroups(ch, highWatermarks)
 	if qs, ok := c.source.(QuorumSource); ok {
 		c.collectQuorum(ch, qs.Quorum())
+	}
+	if ts, ok := c.source.(TransactionSource); ok {
+		c.txn.collect(ch, ts.Transactions())
 	}
 }
 
@@ -213,6 +224,7 @@ func (c *stateCollector) collectPartitions(ch chan<- prometheus.Metric) map[topi
 		gauge(ch, c.highWatermark, float64(p.HighWatermark), labels...)
 		gauge(ch, c.replicas, float64(p.Replicas), labels...)
 		gauge(ch, c.isr, float64(p.ISR), labels...)
+		c.txn.collectPartition(ch, tp.topic, p)
 	}
 	gauge(ch, c.partitions, float64(hosted))
 	gauge(ch, c.leaderPartitions, float64(led))

@@ -59,6 +59,7 @@ type Metrics struct {
 	produceErrors, fetchErrors               *prometheus.CounterVec
 	rebalances                               *prometheus.CounterVec
 	isrShrinks, isrExpands                   prometheus.Counter
+	txn                                      txnMetrics
 
 	// topics maps a topic name to its *topicCounters; groups maps a group id to
 	// its rebalance prometheus.Counter.
@@ -98,6 +99,7 @@ func New(o Options) (*Metrics, error) {
 		fetchErrorSeries:   new([errorCodeLimit]atomic.Pointer[counterSeries]),
 	}
 	m.defineEventMetrics()
+	m.txn = newTxnMetrics()
 	toRegister := []prometheus.Collector{
 		m.bytesIn, m.bytesOut, m.recordsIn, m.recordsOut,
 		m.requests, m.requestBytes, m.responseBytes, m.requestLatency,
@@ -109,6 +111,7 @@ func New(o Options) (*Metrics, error) {
 		)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	}
+	toRegister = append(toRegister, m.txn.collectors()...)
 	if o.Source != nil {
 		toRegister = append(toRegister, newStateCollector(o.Source))
 	}

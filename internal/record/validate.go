@@ -15,6 +15,13 @@ type ValidateOptions struct {
 	// MaxBatchBytes is the largest batch accepted, in bytes including the 12-byte log
 	// overhead (Kafka's max.message.bytes). Zero or negative means no limit.
 	MaxBatchBytes int
+	// Replica validates a batch copied from a leader's log rather than sent by a
+	// client: only its magic, size and framing and its CRC-32C are checked, as Kafka
+	// checks what a follower fetches. A log holds batches no client may send: the
+	// transaction markers (control batches), a coordinator's transactional writes
+	// without sequence numbers, and compacted batches whose records no longer number
+	// lastOffsetDelta+1.
+	Replica bool
 }
 
 // Validate checks one whole v2 batch as a producer sent it and returns its header.
@@ -45,7 +52,7 @@ func Validate(b []byte, opts ValidateOptions) (Header, error) {
 		return h, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(b), opts.MaxBatchBytes)
 	}
 	h, err := checkFrame(b)
-	if err != nil {
+	if err != nil || opts.Replica {
 		return h, err
 	}
 	if err := checkClientHeader(&h); err != nil {

@@ -123,6 +123,33 @@ func TestValidateHeaderFields(t *testing.T) {
 	}
 }
 
+// TestValidateReplica: batches a leader's log holds and no client may send — a marker,
+// a coordinator's write without sequences, a compacted batch with a gap — pass as a
+// replica's; a damaged one does not.
+func TestValidateReplica(t *testing.T) {
+	marker := DefaultBuildOptions()
+	marker.ProducerID, marker.ProducerEpoch, marker.Transactional, marker.Control = 7, 1, true, true
+	coordinator := DefaultBuildOptions()
+	coordinator.ProducerID, coordinator.ProducerEpoch, coordinator.Transactional = 7, 1, true
+	gap := []Record{{OffsetDelta: 0, Value: []byte("a")}, {OffsetDelta: 2, Value: []byte("c")}}
+	for name, b := range map[string][]byte{
+		"marker":      mustBuild(t, marker, []Record{ControlRecord{Type: ControlCommit}.Record()}),
+		"coordinator": mustBuild(t, coordinator, sampleRecords(2)),
+		"compacted":   mustBuild(t, DefaultBuildOptions(), gap),
+	} {
+		if _, err := Validate(b, ValidateOptions{}); err == nil {
+			t.Errorf("%s: accepted from a client", name)
+		}
+		if _, err := Validate(b, ValidateOptions{Replica: true}); err != nil {
+			t.Errorf("%s: refused from a leader: %v", name, err)
+		}
+		b[len(b)-1] ^= 1
+		if _, err := Validate(b, ValidateOptions{Replica: true}); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: damaged batch from a leader: %v", name, err)
+		}
+	}
+}
+
 func TestValidateDoesNotAllocate(t *testing.T) {
 	b := mustBuild(t, producerOpts(CompressionNone), sampleRecords(50))
 	allocs := testing.AllocsPerRun(100, func() {

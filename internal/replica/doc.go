@@ -23,7 +23,9 @@
 // Partition, Manager and FetcherManager are safe for concurrent use. A partition's
 // state is under its own mutex (Partition.mu), never held across log I/O; appends to
 // one partition are serialised by the log. There is no lock shared between partitions
-// on the produce or fetch path. Lock order: Manager.mu → Partition.mu → storage.Log's
-// internal locks; FetcherManager.mu → fetcher.mu, neither held while calling a
+// on the produce or fetch path. The last stable offset is recomputed (under
+// Partition.lsoMu, never with Partition.mu held) each time the high watermark moves.
+// Lock order: Manager.mu → Partition.mu → storage.Log's internal locks; Partition.lsoMu
+// → storage.Log's; FetcherManager.mu → fetcher.mu, neither held while calling a
 // Partition method that does I/O (a fetcher appends outside its lock).
 package replica

@@ -27,7 +27,7 @@ func (p *Partition) AppendAsFollower(records []byte) (int, error) {
 		}
 		b := records[:size]
 		records = records[size:]
-		if _, err := record.Validate(b, record.ValidateOptions{}); err != nil {
+		if _, err := record.Validate(b, record.ValidateOptions{Replica: true}); err != nil {
 			return n, fmt.Errorf("batch from the leader: %w", err)
 		}
 		if _, err := p.Log.Append(b, storage.AppendOptions{Follower: true}); err != nil {
@@ -65,6 +65,7 @@ func (p *Partition) TruncateTo(offset int64) (int64, error) {
 			break
 		}
 	}
+	p.refreshLastStable()
 	return max(before-after, 0), nil
 }
 

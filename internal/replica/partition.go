@@ -50,8 +50,13 @@ type Partition struct {
 	localNode int32
 
 	highWatermark atomic.Int64
-	settings      atomic.Pointer[Settings]
-	offline       atomic.Bool
+	// lastStable is the last stable offset: the high watermark, or the first offset
+	// of the oldest transaction that is open or whose marker is not below it. lsoMu
+	// orders its updates (taken before the log's lock).
+	lastStable atomic.Int64
+	lsoMu      sync.Mutex
+	settings   atomic.Pointer[Settings]
+	offline    atomic.Bool
 
 	mu struct {
 		sync.Mutex
@@ -75,6 +80,7 @@ type Partition struct {
 func NewPartition(topic string, index int32, topicID [16]byte, log *storage.Log, localNode int32) *Partition {
 	p := &Partition{Topic: topic, Index: index, TopicID: topicID, Log: log, localNode: localNode}
 	p.highWatermark.Store(log.LogStartOffset())
+	p.refreshLastStable()
 	p.mu.state.Leader = -1
 	return p
 }
@@ -267,13 +273,32 @@ func (p *Partition) CheckLeaderEpoch(requested int32) error {
 // HighWatermark returns the offset below which records are committed and visible.
 func (p *Partition) HighWatermark() int64 { return p.highWatermark.Load() }
 
-// LastStableOffset is the high watermark until transactions exist.
-func (p *Partition) LastStableOffset() int64 { return p.HighWatermark() }
+// LastStableOffset returns the offset below which every transaction is decided: the
+// smaller of the high watermark and the first offset of the oldest transaction that
+// is open or whose marker the high watermark has not passed yet. read_committed
+// consumers read up to it.
+func (p *Partition) LastStableOffset() int64 { return p.lastStable.Load() }
+
+// refreshLastStable recomputes the last stable offset after the high watermark moved
+// (it changes only then: a transaction starts above the high watermark and its marker
+// counts once the high watermark passed it).
+func (p *Partition) refreshLastStable() {
+	p.lsoMu.Lock()
+	hw := p.highWatermark.Load()
+	p.lastStable.Store(min(hw, p.Log.FirstUnstableOffset(hw)))
+	p.lsoMu.Unlock()
+}
 
 // AppendAsLeader appends one validated batch. The topic's min.insync.replicas is
 // enforced when requireISR (acks=all) is set. It returns the leader epoch the batch
 // was appended in, for waitForAcks.
 func (p *Partition) AppendAsLeader(batch []byte, requireISR bool, now time.Time) (storage.AppendInfo, error) {
+	return p.AppendAsLeaderTxn(batch, requireISR, now, storage.AppendOptions{})
+}
+
+// AppendAsLeaderTxn is AppendAsLeader with the transaction fields of the log's
+// AppendOptions (Coordinator, TxnGuard); its epoch and time are the partition's.
+func (p *Partition) AppendAsLeaderTxn(batch []byte, requireISR bool, now time.Time, txn storage.AppendOptions) (storage.AppendInfo, error) {
 	minISR := p.Settings().MinInsyncReplicas
 	if p.Offline() {
 		return storage.AppendInfo{}, ErrOffline
@@ -290,7 +315,8 @@ func (p *Partition) AppendAsLeader(batch []byte, requireISR bool, now time.Time)
 	epoch := p.mu.state.LeaderEpoch
 	p.mu.Unlock()
 
-	info, err := p.Log.Append(batch, storage.AppendOptions{LeaderEpoch: epoch, Now: now})
+	txn.LeaderEpoch, txn.Now, txn.Follower = epoch, now, false
+	info, err := p.Log.Append(batch, txn)
 	if err != nil {
 		return info, err
 	}
@@ -354,6 +380,7 @@ func (p *Partition) raiseHighWatermark(hw int64) {
 			break
 		}
 	}
+	p.refreshLastStable()
 	p.wake()
 }
 
@@ -369,6 +396,7 @@ func (p *Partition) ResetHighWatermark() {
 	} else if hw := p.highWatermark.Load(); hw > p.Log.LogEndOffset() {
 		p.highWatermark.Store(p.Log.LogEndOffset())
 	}
+	p.refreshLastStable()
 	p.wake()
 }
 

@@ -88,3 +88,64 @@ func TestAppendRefusals(t *testing.T) {
 		t.Fatalf("append on a follower: %v", err)
 	}
 }
+
+// txnBatch builds a transactional batch of producer pid (epoch 0) starting at seq, or
+// its marker when marker is set.
+func txnBatch(t *testing.T, pid int64, seq int32, n int, marker bool) []byte {
+	t.Helper()
+	o := record.DefaultBuildOptions()
+	o.ProducerID, o.ProducerEpoch, o.BaseSequence, o.Transactional = pid, 0, seq, true
+	recs := make([]record.Record, n)
+	for i := range recs {
+		recs[i] = record.Record{OffsetDelta: int32(i), Value: []byte("v")}
+	}
+	if marker {
+		o.Control, o.BaseSequence = true, -1
+		recs = []record.Record{record.ControlRecord{Type: record.ControlCommit}.Record()}
+	}
+	b, err := record.Build(o, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestLastStableOffset: the last stable offset stops at an open transaction, and
+// passes it once the high watermark passed its marker (on a leader with a follower,
+// whose fetches move the high watermark).
+func TestLastStableOffset(t *testing.T) {
+	p := newTestPartition(t)
+	if _, err := p.Apply(State{Leader: 1, LeaderEpoch: 4, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	appendAt := func(b []byte) {
+		t.Helper()
+		if _, err := p.AppendAsLeader(b, false, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	follow := func(offset int64) {
+		t.Helper()
+		if err := p.FollowerFetch(2, offset, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect := func(hw, lso int64) {
+		t.Helper()
+		if p.HighWatermark() != hw || p.LastStableOffset() != lso {
+			t.Fatalf("high watermark %d, last stable offset %d; want %d, %d", p.HighWatermark(), p.LastStableOffset(), hw, lso)
+		}
+	}
+	appendAt(batch(t, 2)) // 0-1
+	follow(2)
+	expect(2, 2)
+	appendAt(txnBatch(t, 7, 0, 3, false)) // 2-4
+	appendAt(batch(t, 1))                 // 5
+	follow(6)
+	expect(6, 2)
+	appendAt(txnBatch(t, 7, 0, 0, true)) // 6: commit marker, not replicated yet
+	expect(6, 2)
+	follow(7)
+	expect(7, 7)
+}

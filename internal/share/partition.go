@@ -238,6 +238,30 @@ func (p *Partition) Acquire(member string, batches [][2]int64, highWatermark int
 	return out
 }
 
+// ArchiveUndelivered archives the offsets [first, last] below highWatermark that were
+// never acquired or are available again — records a read_committed group must not
+// deliver (an aborted transaction's) —, extending the window over them as Acquire
+// does, within MaxInFlight. Offsets past the end are archived only from the end on:
+// the window never skips offsets not yet looked at.
+func (p *Partition) ArchiveUndelivered(first, last, highWatermark int64) {
+	for o := max(first, p.start); o <= last && o < highWatermark; o++ {
+		if o >= p.end {
+			if o > p.end || len(p.recs) >= p.cfg.MaxInFlight {
+				break
+			}
+			p.recs = append(p.recs, record{state: Archived})
+			p.end++
+			p.dirty = true
+			continue
+		}
+		if r := &p.recs[o-p.start]; r.state == Available {
+			r.state = Archived
+			p.dirty = true
+		}
+	}
+	p.advance()
+}
+
 // Acknowledge applies one acknowledgement batch of member: types holds one type for
 // the whole range, or one per offset. Every offset must be acquired by member with its
 // lock still held; otherwise nothing changes and ErrInvalidRecordState is returned.

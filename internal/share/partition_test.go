@@ -96,3 +96,35 @@ func TestPartitionDeliveryLimitAndSnapshot(t *testing.T) {
 		t.Fatalf("after restore acquired %v, want %v", got, want)
 	}
 }
+
+// TestPartitionArchiveUndelivered: records a read_committed group skips are archived
+// whether available again or never acquired, never while acquired or past offsets not
+// looked at yet, and the window moves past them.
+func TestPartitionArchiveUndelivered(t *testing.T) {
+	p := NewPartition(testCfg(), 0)
+	if a := p.Acquire("m", [][2]int64{{0, 1}}, 10, 10, false, t0); len(a) != 1 || a[0] != (AcquiredRun{0, 1, 1}) {
+		t.Fatalf("acquired %v", a)
+	}
+	if err := p.Acknowledge("m", 1, 1, []int8{AckRelease}, t0); err != nil {
+		t.Fatal(err)
+	}
+	p.ArchiveUndelivered(0, 5, 4) // offset 0 is acquired; 4 and 5 are not below the bound
+	for o, want := range map[int64]uint8{0: Acquired, 1: Archived, 2: Archived, 3: Archived, 4: Available} {
+		if st, _ := p.StateOf(o); st != want {
+			t.Errorf("offset %d: state %d, want %d", o, st, want)
+		}
+	}
+	if p.End() != 4 || !p.Dirty() {
+		t.Fatalf("end %d dirty %v, want 4 and dirty", p.End(), p.Dirty())
+	}
+	p.ArchiveUndelivered(6, 7, 10) // past a hole: offsets 4–5 are not looked at yet
+	if p.End() != 4 {
+		t.Fatalf("archiving past a hole moved the end to %d", p.End())
+	}
+	if err := p.Acknowledge("m", 0, 0, []int8{AckAccept}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if next, ok := p.NextFetchOffset(); p.Start() != 4 || next != 4 || !ok {
+		t.Fatalf("start %d, next fetch %d (%v), want 4", p.Start(), next, ok)
+	}
+}

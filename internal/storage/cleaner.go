@@ -329,7 +329,7 @@ func earliestDeleteHorizon(l *Log) int64 {
 			if err != nil {
 				break
 			}
-			if h.Attributes&record.AttrDeleteHorizon != 0 && !h.IsControl() {
+			if h.Attributes&record.AttrDeleteHorizon != 0 {
 				horizon = min(horizon, h.BaseTimestamp)
 			}
 		}

@@ -60,6 +60,7 @@ type cleanJob struct {
 	hook             crashHook
 
 	offsets *offsetMap
+	txn     *txnCleaning
 	// results
 	mapEnd      int64 // first offset not covered by the map: the next first dirty offset
 	nextHorizon int64 // earliest delete horizon among tombstones kept, MaxInt64 if none
@@ -80,6 +81,7 @@ func (j *cleanJob) run() error {
 	for n < len(segs)-1 && segs[n+1].base <= j.mapEnd {
 		n++
 	}
+	j.txn = newTxnCleaning(j.log.AbortedTransactions(segs[0].base, segs[n].base, nil))
 	for _, group := range groupSegments(segs[:n], segs[n].base, j.cfg.SegmentBytes) {
 		if err := j.ctx.Err(); err != nil {
 			return err
@@ -215,7 +217,7 @@ func (j *cleanJob) cleanGroup(group []*segment) error {
 	seg.idx.maxTimestamp, seg.idx.offsetOfMaxTimestamp = -1, -1
 	removeCleaned := func() {
 		seg.file.Close()
-		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		for _, suf := range segmentSuffixes {
 			_ = l.fs.Remove(cleanedPath(suf))
 		}
 	}
@@ -279,6 +281,11 @@ func (j *cleanJob) finishCleaned(w *cleanedWriter, path func(string) string, mti
 	if err := writeIndexes(fsys, path(indexSuffix), path(timeIndexSuffix), &x, true); err != nil {
 		return err
 	}
+	if aborted := w.seg.idx.aborted; len(aborted) > 0 {
+		if err := writeIndexFile(fsys, path(txnIndexSuffix), encodeTxnIndex(aborted), true); err != nil {
+			return err
+		}
+	}
 	if !mtime.IsZero() {
 		// Retention by age falls back on the file time for segments without timestamps:
 		// the cleaned segment keeps the newest time of the ones it replaces, as in Kafka.
@@ -301,7 +308,12 @@ func (j *cleanJob) filterSegment(s *segment, w *cleanedWriter) error {
 		if err := j.account(len(b)); err != nil {
 			return err
 		}
-		out, err := j.filterBatch(b, &h)
+		var out []byte
+		if h.IsControl() {
+			out, err = j.filterMarker(b, &h, w.seg)
+		} else {
+			out, err = j.filterBatch(b, &h)
+		}
 		if err != nil {
 			return fmt.Errorf("%w: batch at offset %d of %s: %w", ErrCorrupt, h.BaseOffset, s.path(logSuffix), err)
 		}
@@ -326,12 +338,11 @@ func (j *cleanJob) filterSegment(s *segment, w *cleanedWriter) error {
 // for a tombstone (null value), while the batch's delete horizon has not passed. A batch
 // keeping a tombstone without a horizon gets one: now + delete.retention.ms (KIP-534:
 // attribute bit 6 set, baseTimestamp holds the horizon, record timestamp deltas are
-// relative to it). Records without a key are dropped, as Kafka's cleaner does. Control
-// batches (transaction markers) are kept as they are.
+// relative to it). Records without a key are dropped, as Kafka's cleaner does, and so
+// are the records of aborted transactions. Control batches (transaction markers) are
+// filterMarker's.
 func (j *cleanJob) filterBatch(b []byte, h *record.Header) ([]byte, error) {
-	if h.IsControl() {
-		return b, nil
-	}
+	aborted := j.txn.onData(h)
 	_, recs, err := record.Records(b)
 	if err != nil {
 		return nil, err
@@ -340,7 +351,7 @@ func (j *cleanJob) filterBatch(b []byte, h *record.Header) ([]byte, error) {
 	keep := make([]bool, len(recs))
 	kept, tombstones := 0, 0
 	for i, r := range recs {
-		if r.Key == nil {
+		if r.Key == nil || aborted {
 			continue
 		}
 		off := h.BaseOffset + int64(r.OffsetDelta)
@@ -391,6 +402,7 @@ func rebuildBatch(h *record.Header, recs []record.Record, keep []bool, horizon i
 		ProducerEpoch:        h.ProducerEpoch,
 		BaseSequence:         h.BaseSequence,
 		Transactional:        h.IsTransactional(),
+		Control:              h.IsControl(),
 		LogAppendTime:        h.LogAppendTime(),
 		BaseTimestamp:        horizon,
 	}

@@ -97,13 +97,17 @@ func (l *Log) replaceSegments(old []*segment, cleaned *segment, hook crashHook) 
 		}
 	}
 	// Commit: index files first, the segment file last, then make the renames durable.
-	for _, suf := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+	for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix, logSuffix} {
 		p := cleaned.path(suf)
 		if err := l.fs.Rename(p+cleanedSuffix, p+swapSuffix); err != nil {
-			if suf == logSuffix {
-				return false, err
+			switch {
+			case suf == txnIndexSuffix && errors.Is(err, os.ErrNotExist):
+				// No aborted transaction is left in the cleaned segment.
+			case suf == logSuffix, suf == txnIndexSuffix:
+				return false, err // not a cache: without it the cleaning is dropped
+			default:
+				_ = l.fs.Remove(p + cleanedSuffix) // an index is a cache; it is rebuilt
 			}
-			_ = l.fs.Remove(p + cleanedSuffix) // an index is a cache; it is rebuilt
 		}
 	}
 	if err := l.fs.SyncDir(l.dir); err != nil {
@@ -127,7 +131,7 @@ func (l *Log) replaceSegments(old []*segment, cleaned *segment, hook crashHook) 
 	if err := hook.call(stepOldDeleted); err != nil {
 		return true, err
 	}
-	for _, suf := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+	for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix, logSuffix} {
 		p := cleaned.path(suf)
 		if err := l.fs.Rename(p+swapSuffix, p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
@@ -143,6 +147,10 @@ func (l *Log) replaceSegments(old []*segment, cleaned *segment, hook crashHook) 
 	next = append(next, segs[i+len(old):]...)
 	l.setSegments(next)
 	l.size.Add(cleaned.size.Load())
+	for _, s := range old {
+		l.forgetAborted(s)
+	}
+	l.abortedCount.Add(int64(len(cleaned.idx.aborted)))
 	for _, s := range old {
 		if s.base == l.mu.recoverySegment {
 			// The recovery point's byte position was in a replaced file: recovery reads
@@ -209,14 +217,14 @@ func settleCleanerFiles(fsys FS, dir string, ents []os.DirEntry) (changed bool, 
 			if b < base || b > max(base, last) {
 				continue
 			}
-			for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+			for _, suf := range segmentSuffixes {
 				if err := fsys.Remove(filepath.Join(dir, fileName(b, suf))); err != nil && !errors.Is(err, os.ErrNotExist) {
 					return changed, err
 				}
 			}
 			delete(logs, b)
 		}
-		for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+		for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 			p := filepath.Join(dir, fileName(base, suf))
 			if err := fsys.Rename(p+swapSuffix, p); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return changed, err

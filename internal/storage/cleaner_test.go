@@ -360,10 +360,15 @@ func TestCleanerKeepsProducerState(t *testing.T) {
 	}
 }
 
-// TestCleanerTransactions: an aborted transaction's records never shadow committed
-// ones, markers stay, and nothing from an open transaction on is cleaned.
+// TestCleanerTransactions: as Kafka's cleaner does, an aborted transaction's records
+// go (they never shadow committed ones), a marker stays while a batch of its
+// transaction is left, then gets a delete horizon and goes after it with its
+// transaction index entry; nothing from an open transaction on is cleaned.
 func TestCleanerTransactions(t *testing.T) {
-	tl := openTest(t, compactConfig())
+	cfg := compactConfig()
+	cfg.DeleteRetentionMs = time.Hour.Milliseconds()
+	cfg.MinCleanableDirtyRatio = 0.01
+	tl := openTest(t, cfg)
 	txn := func(pid int64, seq int32) record.BuildOptions {
 		o := tl.plainOpts()
 		o.ProducerID, o.ProducerEpoch, o.BaseSequence, o.Transactional = pid, 0, seq, true
@@ -378,6 +383,10 @@ func TestCleanerTransactions(t *testing.T) {
 		}
 		return b
 	}
+	const (
+		commitMark = "\x00\x00\x00\x01=\x00\x00\x00\x00\x00\x00"
+		abortMark  = "\x00\x00\x00\x00=\x00\x00\x00\x00\x00\x00"
+	)
 	tl.mustAppend(kvBatch(t, txn(9, 0), kv{k: "a", v: "committed"})) // 0
 	tl.mustAppend(marker(9, record.ControlCommit))                   // 1
 	tl.mustAppend(kvBatch(t, txn(9, 1), kv{k: "a", v: "aborted"}))   // 2
@@ -390,13 +399,41 @@ func TestCleanerTransactions(t *testing.T) {
 	forceRoll(tl)
 	tl.mustAppend(kvBatch(t, tl.plainOpts(), kv{k: "c", v: "plain"})) // 8
 	forceRoll(tl)
+	if got := tl.AbortedTransactions(0, 9, nil); len(got) != 1 || got[0].FirstOffset != 2 || got[0].LastOffset != 3 {
+		t.Fatalf("aborted transactions before cleaning: %+v", got)
+	}
+	expect := func(when string, want ...string) {
+		t.Helper()
+		if got := describe(tl.readRecords()); !equalStrings(got, want) {
+			t.Fatalf("%s\n%q\nwant\n%q", when, got, want)
+		}
+	}
 	cleanOnce(t, newTestCleaner(tl))
-	got := describe(tl.readRecords())
-	want := []string{"a=committed@0", "\x00\x00\x00\x01=\x00\x00\x00\x00\x00\x00@1", "a=aborted@2",
-		"\x00\x00\x00\x00=\x00\x00\x00\x00\x00\x00@3", "b=committed@5", "\x00\x00\x00\x01=\x00\x00\x00\x00\x00\x00@6",
-		"c=open@7", "c=plain@8"}
-	if !equalStrings(got, want) {
-		t.Fatalf("after cleaning\n%q\nwant\n%q", got, want)
+	expect("after cleaning", "a=committed@0", commitMark+"@1", abortMark+"@3", "b=committed@5", commitMark+"@6", "c=open@7", "c=plain@8")
+	if got := tl.AbortedTransactions(0, 9, nil); len(got) != 1 || got[0].LastOffset != 3 {
+		t.Fatalf("aborted transactions after cleaning: %+v", got)
+	}
+
+	// Close the open transaction and dirty the log: the abort marker has no batch left,
+	// so it gets a delete horizon; it goes with its index entry once that passed. The
+	// commit markers stay: their transactions' records are still there.
+	tl.mustAppend(marker(10, record.ControlCommit))                   // 9
+	tl.mustAppend(kvBatch(t, tl.plainOpts(), kv{k: "d", v: "plain"})) // 10
+	forceRoll(tl)
+	c := newTestCleaner(tl)
+	if n := cleanOnce(t, c); n != 1 {
+		t.Fatalf("second cleaning cleaned %d logs", n)
+	}
+	expect("after the second cleaning", "a=committed@0", commitMark+"@1", abortMark+"@3", "b=committed@5", commitMark+"@6",
+		"c=plain@8", commitMark+"@9", "d=plain@10")
+	tl.clock.Advance(time.Hour + time.Millisecond)
+	if n := cleanOnce(t, c); n != 1 {
+		t.Fatalf("cleaning after the horizon cleaned %d logs", n)
+	}
+	expect("after the delete horizon", "a=committed@0", commitMark+"@1", "b=committed@5", commitMark+"@6",
+		"c=plain@8", commitMark+"@9", "d=plain@10")
+	if got := tl.AbortedTransactions(0, 11, nil); len(got) != 0 {
+		t.Fatalf("aborted transactions after the marker went: %+v", got)
 	}
 }
 

@@ -22,6 +22,7 @@
 //	    00000000000000000000.timeindex sparse time index
 //	    00000000000000001234.log       next segment: base offset 1234 …
 //	    00000000000000001234.snapshot  producer state as of offset 1234
+//	    00000000000000000000.txnindex  aborted transactions whose marker the segment holds
 //	    leader-epoch-checkpoint        Kafka's text format
 //	    partition.metadata             Kafka's text format (version: 0, topic_id: …)
 //	    log-state                      log start offset and recovery point
@@ -50,6 +51,11 @@
 //	            txnStartOffset int64, lastTimestamp int64, n uint8,
 //	            n × { firstSeq int32, lastSeq int32, baseOffset int64,
 //	            lastOffset int64, timestamp int64 } }
+//	.txnindex   { version int16 (0), producerID int64, firstOffset int64,
+//	            lastOffset int64, lastStableOffset int64 }*  34 bytes an entry (Kafka's
+//	            TransactionIndex): the transaction of producerID that started at
+//	            firstOffset was aborted by the marker at lastOffset, the first unstable
+//	            offset being lastStableOffset after it; ascending lastOffset.
 //	log-state   "version 2\nlog_start_offset N\nrecovery_point N\nrecovery_segment N\n
 //	            recovery_position N\n": where the recovery point lies, the base offset of
 //	            the segment holding it and its byte position there (-1: not known).
@@ -100,8 +106,12 @@
 //   - a batch that loses every record is dropped, unless it is the last data batch of a
 //     producer in the producer table: it is then kept as a 61-byte header without
 //     records (Kafka's empty batch), so the producer's sequence state survives;
-//   - control batches (transaction markers) are kept as they are; records of aborted
-//     transactions are not removed (out of scope) but never shadow committed data;
+//   - transactions, as Kafka's cleaner (cleaner_txn.go): the records of aborted
+//     transactions go (they never enter the map either, so they never shadow committed
+//     data); a marker stays while the pass met a batch of its transaction, then gets a
+//     delete horizon (now + delete.retention.ms, as a tombstone's batch) and goes at the
+//     first cleaning after it; an abort marker that stays keeps its .txnindex entry in
+//     the cleaned segment (written .txnindex.cleaned, renamed with the others);
 //   - records without a key are dropped, as Kafka's cleaner does;
 //   - tombstones (null values) use KIP-534's delete horizon: the first cleaning that
 //     keeps a tombstone stamps its batch with attribute bit 6 and baseTimestamp = now +
@@ -129,6 +139,26 @@
 // The first dirty offset of each log after a cleaning is written to the directory's
 // cleaner-offset-checkpoint, so dirty ratios survive restarts. Reads and writes of all
 // threads are throttled together to log.cleaner.io.max.bytes.per.second.
+//
+// # Transactions
+//
+// The producer table knows each producer's open transaction (the first offset of its
+// first transactional batch here); a marker (a control batch: commit or abort, with the
+// coordinator epoch) ends it, and an aborted one is added to the .txnindex of the
+// segment holding its marker (in memory, AbortedTransactions; the file is written when
+// the segment stops being active and before Close's producer snapshot). A finished
+// transaction stays unstable until the high watermark passes its marker:
+// FirstUnstableOffset(highWatermark) is the first offset of the oldest transaction
+// open or not yet past, which bounds the last stable offset the replica layer serves.
+// Appends check the coordinator epoch of markers (ErrTransactionCoordinatorFenced),
+// refuse a non-transactional batch of a producer whose transaction is open
+// (ErrInvalidTxnState), and with AppendOptions.TxnGuard refuse a batch whose
+// verification with the coordinator (TxnVerification, KIP-890) a marker overtook.
+// Coordinator writes (AppendOptions.Coordinator: markers, transactional offset
+// commits) carry no sequence numbers. Loading the producer state (open, truncation)
+// drops the aborted transactions whose marker is at or after the snapshot it starts
+// from and finds them again by replaying the log, control records included, so that
+// the indexes always agree with the log.
 //
 // # Recovery
 //

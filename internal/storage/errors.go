@@ -18,6 +18,13 @@ var (
 	ErrDuplicateSequence = errors.New("storage: duplicate sequence number")
 	// ErrInvalidProducerEpoch: a batch from an older producer epoch than the one known.
 	ErrInvalidProducerEpoch = errors.New("storage: invalid producer epoch")
+	// ErrInvalidTxnState: a producer's batch that does not fit its transaction here —
+	// a non-transactional batch while its transaction is open, or a transactional
+	// batch whose verification with the coordinator was overtaken by a marker.
+	ErrInvalidTxnState = errors.New("storage: invalid transaction state")
+	// ErrTransactionCoordinatorFenced: a marker from a coordinator epoch older than
+	// the one that last wrote a marker for the producer.
+	ErrTransactionCoordinatorFenced = errors.New("storage: transaction coordinator fenced")
 	// ErrUnknownProducerID is kept for completeness; modern Kafka answers
 	// OUT_OF_ORDER_SEQUENCE_NUMBER instead and so does this package.
 	ErrUnknownProducerID = errors.New("storage: unknown producer id")

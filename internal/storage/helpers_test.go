@@ -25,7 +25,8 @@ type batchSpec struct {
 	epoch      int16
 	seq        int32
 	txn        bool
-	control    bool
+	control    bool // a transaction marker: one commit control record (abort when abort is set)
+	abort      bool
 	compressed bool
 }
 
@@ -49,6 +50,13 @@ func mkBatch(t testing.TB, s batchSpec) []byte {
 			Key:            []byte(fmt.Sprintf("k%d", i)),
 			Value:          bytes.Repeat([]byte{byte('a' + i%26)}, s.valueSize),
 		}
+	}
+	if s.control {
+		typ := record.ControlCommit
+		if s.abort {
+			typ = record.ControlAbort
+		}
+		recs = []record.Record{record.ControlRecord{Type: typ}.Record()}
 	}
 	b, err := record.Build(opts, recs)
 	if err != nil {

@@ -54,6 +54,14 @@ type AppendOptions struct {
 	// epoch are kept as they are (the base offset must be ≥ the log end offset), no
 	// producer checks are made, producer state is only updated.
 	Follower bool
+	// Coordinator marks a coordinator's write (transaction markers, transactional
+	// offset commits): batches without sequence numbers, whose producer epoch and
+	// coordinator epoch are checked but not their sequences.
+	Coordinator bool
+	// TxnGuard, when not zero, is the guard TxnVerification returned for the
+	// producer of this transactional batch: the append fails with ErrInvalidTxnState
+	// if a marker ended the producer's transaction since.
+	TxnGuard uint64
 }
 
 // AppendInfo describes an append.
@@ -89,6 +97,14 @@ type Log struct {
 	cfg      atomic.Pointer[Config]
 
 	epochs *epochCache
+
+	// unstableTxns counts the open transactions and those whose marker may be above
+	// the high watermark (FirstUnstableOffset's lock-free answer when zero);
+	// abortedCount the entries of the segments' transaction indexes; nextGuard numbers
+	// transaction verifications (TxnVerification).
+	unstableTxns atomic.Int64
+	abortedCount atomic.Int64
+	nextGuard    atomic.Uint64
 
 	flushMu sync.Mutex // serializes Flush; taken before mu
 	// background counts the goroutines flushing rolled segments; Close and Abandon wait
@@ -252,6 +268,18 @@ func (l *Log) Append(batch []byte, opts AppendOptions) (AppendInfo, error) {
 	}
 	now := l.now(opts.Now)
 
+	var marker *record.ControlRecord
+	if h.IsControl() && h.ProducerID >= 0 {
+		m, err := readMarker(batch)
+		if err != nil {
+			if !opts.Follower {
+				return AppendInfo{}, fmt.Errorf("transaction marker: %w", err)
+			}
+		} else {
+			marker = &m
+		}
+	}
+
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
@@ -271,9 +299,14 @@ func (l *Log) Append(batch []byte, opts AppendOptions) (AppendInfo, error) {
 		epoch = h.PartitionLeaderEpoch
 		info.LeaderEpoch = epoch
 	} else {
-		dup, err := l.mu.producers.check(&h)
+		dup, err := l.mu.producers.check(&h, marker, opts.Coordinator)
 		if err != nil {
 			return AppendInfo{}, err
+		}
+		if opts.TxnGuard != 0 && h.IsTransactional() && !h.IsControl() {
+			if err := l.checkTxnGuardLocked(&h, opts.TxnGuard); err != nil {
+				return AppendInfo{}, err
+			}
 		}
 		if dup != nil {
 			info.BaseOffset, info.LastOffset, info.Duplicate = dup.baseOffset, dup.lastOffset, true
@@ -302,7 +335,12 @@ func (l *Log) Append(batch []byte, opts AppendOptions) (AppendInfo, error) {
 	}
 	l.size.Add(int64(len(batch)))
 	l.logEnd.Store(h.LastOffset() + 1)
-	l.mu.producers.update(&h)
+	if done, ok := l.mu.producers.update(&h, marker); ok {
+		l.completeTxnLocked(seg, done)
+	}
+	if h.IsTransactional() {
+		l.noteTxnsLocked()
+	}
 	l.epochs.assign(epoch, h.BaseOffset)
 	if l.mu.firstUnflushedAt.IsZero() {
 		l.mu.firstUnflushedAt = now
@@ -662,6 +700,12 @@ func (l *Log) Close() error {
 	// thousands of idle partitions must not cost thousands of fsyncs.
 	leo := l.logEnd.Load()
 	if l.mu.snapshotAt != leo {
+		// The snapshot says every marker below leo is in a transaction index: the
+		// active segment's goes first.
+		if a := l.active(); a.txnDirty {
+			a.txnDirty = false
+			errs = append(errs, a.writeTxnIndex(true))
+		}
 		errs = append(errs, writeSnapshot(l.fs, l.dir, leo, l.mu.producers))
 		_ = pruneSnapshots(l.fs, l.dir, snapshotsKept)
 	}

@@ -109,7 +109,7 @@ func isPartitionFile(name string) bool {
 	case logStateFile, partitionMetaFile, leaderEpochFile:
 		return true
 	}
-	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, snapshotSuffix} {
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix, snapshotSuffix} {
 		if stem, ok := strings.CutSuffix(name, suf); ok {
 			_, ok := parseBase(stem)
 			return ok
@@ -260,6 +260,7 @@ func (l *Log) load(ents []os.DirEntry, clean bool) error {
 	if err := l.loadEpochs(epochErr, end.epochDoubt, end.lastEpoch, logStart, leo); err != nil {
 		return err
 	}
+	l.loadTxnIndexes(ents)
 	if err := l.loadProducerState(ents, leo); err != nil {
 		return err
 	}
@@ -370,12 +371,12 @@ func (l *Log) scanDir(ents []os.DirEntry) ([]int64, []os.DirEntry, error) {
 			if b, ok := parseBase(strings.TrimSuffix(name, logSuffix)); ok {
 				logs[b] = true
 			}
-		case strings.HasSuffix(name, indexSuffix), strings.HasSuffix(name, timeIndexSuffix):
+		case strings.HasSuffix(name, indexSuffix), strings.HasSuffix(name, timeIndexSuffix), strings.HasSuffix(name, txnIndexSuffix):
 			orphans = append(orphans, name)
 		}
 	}
 	for _, name := range orphans {
-		stem := strings.TrimSuffix(strings.TrimSuffix(name, timeIndexSuffix), indexSuffix)
+		stem := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, txnIndexSuffix), timeIndexSuffix), indexSuffix)
 		if b, ok := parseBase(stem); ok && !logs[b] {
 			_ = l.fs.Remove(filepath.Join(l.dir, name))
 		}
@@ -607,8 +608,9 @@ func (l *Log) dropSegmentsFrom(i int) error {
 	var errs []error
 	for _, s := range segs[i:] {
 		l.size.Add(-s.size.Load())
+		l.forgetAborted(s)
 		errs = append(errs, s.close())
-		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		for _, suf := range segmentSuffixes {
 			if err := l.fs.Remove(s.path(suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, err)
 			}
@@ -685,7 +687,9 @@ func (l *Log) epochsFromBatches(leo int64) ([]EpochEntry, error) {
 }
 
 // loadProducerState loads the newest snapshot not above leo and replays the batches
-// after it. ents is the directory's listing.
+// after it. ents is the directory's listing. The aborted transactions whose markers
+// lie in the replayed range are dropped from the transaction indexes and found again
+// by the replay, so that they always agree with the log (after a crash, a truncation).
 func (l *Log) loadProducerState(ents []os.DirEntry, leo int64) error {
 	ps, from := l.loadLatestSnapshot(snapshotsIn(ents), leo)
 	l.mu.producers = ps
@@ -694,13 +698,18 @@ func (l *Log) loadProducerState(ents []os.DirEntry, leo int64) error {
 		l.mu.snapshotAt = leo
 	}
 	from = max(from, l.logStart.Load())
-	if from >= leo {
-		return nil
+	l.dropAbortedFromLocked(min(from, leo))
+	defer l.noteTxnsLocked()
+	if from < leo {
+		if err := l.replayProducers(from, leo); err != nil {
+			return err
+		}
 	}
-	return l.replayProducers(from, leo)
+	return l.writeDirtyTxnIndexesLocked()
 }
 
-// replayProducers applies the headers of the batches in [from, to) to producer state.
+// replayProducers applies the batches in [from, to) to producer state: their headers,
+// and the control record of each marker.
 func (l *Log) replayProducers(from, to int64) error {
 	interval := l.config().IndexIntervalBytes
 	for _, s := range l.segs() {
@@ -716,7 +725,7 @@ func (l *Log) replayProducers(from, to int64) error {
 		}
 		it := newBatchIter(s.file, pos, s.size.Load(), 256<<10)
 		for {
-			h, _, err := it.next()
+			h, bpos, err := it.next()
 			if err == io.EOF || errors.Is(err, ErrCorrupt) {
 				break // damage in an old segment is cut when it is read
 			}
@@ -726,7 +735,15 @@ func (l *Log) replayProducers(from, to int64) error {
 			if h.BaseOffset >= to {
 				return nil
 			}
-			l.mu.producers.update(&h)
+			var marker *record.ControlRecord
+			if h.IsControl() && h.ProducerID >= 0 {
+				if m, err := readMarkerAt(s, bpos, &h); err == nil {
+					marker = &m
+				}
+			}
+			if done, ok := l.mu.producers.update(&h, marker); ok {
+				l.completeTxnLocked(s, done)
+			}
 			from = h.LastOffset() + 1
 		}
 	}

@@ -51,14 +51,39 @@ func (e *producerEntry) lastSeq() int32 {
 	return e.batches[len(e.batches)-1].lastSeq
 }
 
-// producerState is the idempotence table of one partition: a pure data structure, guarded
-// by Log.mu.
+// producerState is the idempotence and transaction table of one partition: a pure data
+// structure, guarded by Log.mu.
 type producerState struct {
 	producers map[int64]*producerEntry
+	// ongoing holds the first offset of every open transaction, by producer id (the
+	// entries' txnStartOffset, indexed for the first unstable offset).
+	ongoing map[int64]int64
+	// unreplicated holds the transactions whose marker was appended but may not be
+	// below the high watermark yet, ascending by marker offset: they stay unstable
+	// until it passes their marker (Kafka's unreplicatedTxns). Not in snapshots.
+	unreplicated []completedTxn
+	// guards holds the verification guard of each producer whose first transactional
+	// batch here is being verified with its coordinator (KIP-890); a marker for the
+	// producer or the start of its transaction clears it. Memory only.
+	guards map[int64]uint64
+}
+
+// completedTxn is a transaction ended by a marker: its first offset here, the marker's
+// offset, and whether it aborted.
+type completedTxn struct {
+	producerID  int64
+	first, last int64
+	aborted     bool
 }
 
 func newProducerState() *producerState {
-	return &producerState{producers: make(map[int64]*producerEntry)}
+	return &producerState{producers: make(map[int64]*producerEntry), ongoing: make(map[int64]int64)}
+}
+
+// openAt reports whether producerID has a transaction open here at epoch.
+func (ps *producerState) openAt(producerID int64, epoch int16) bool {
+	e := ps.producers[producerID]
+	return e != nil && e.txnStartOffset >= 0 && e.epoch == epoch
 }
 
 // inSequence reports whether next follows last (with int32 wrap-around).
@@ -66,9 +91,11 @@ func inSequence(last, next int32) bool {
 	return next == last+1 || (last == math.MaxInt32 && next == 0)
 }
 
-// check validates a leader append. It returns the duplicate's original batch when the
-// batch was already appended.
-func (ps *producerState) check(h *record.Header) (dup *batchMeta, err error) {
+// check validates a leader append; marker is the control record of a control batch.
+// It returns the duplicate's original batch when the batch was already appended. A
+// coordinator's append (markers, transactional offset commits) has no sequence numbers:
+// only its epochs are checked.
+func (ps *producerState) check(h *record.Header, marker *record.ControlRecord, coordinator bool) (dup *batchMeta, err error) {
 	if h.ProducerID < 0 {
 		return nil, nil
 	}
@@ -76,6 +103,27 @@ func (ps *producerState) check(h *record.Header) (dup *batchMeta, err error) {
 	if h.IsControl() {
 		if e != nil && h.ProducerEpoch < e.epoch {
 			return nil, fmt.Errorf("%w: marker epoch %d older than %d", ErrInvalidProducerEpoch, h.ProducerEpoch, e.epoch)
+		}
+		if e != nil && marker != nil && marker.CoordinatorEpoch < e.coordinatorEpoch {
+			return nil, fmt.Errorf("%w: marker for producer %d from coordinator epoch %d, %d wrote before",
+				ErrTransactionCoordinatorFenced, h.ProducerID, marker.CoordinatorEpoch, e.coordinatorEpoch)
+		}
+		return nil, nil
+	}
+	if e != nil && e.txnStartOffset >= 0 {
+		switch {
+		case !h.IsTransactional():
+			return nil, fmt.Errorf("%w: producer %d wrote a batch outside its open transaction", ErrInvalidTxnState, h.ProducerID)
+		case h.ProducerEpoch > e.epoch:
+			// The next transaction (transactions v2 bump the epoch) before the
+			// marker of the one open here.
+			return nil, fmt.Errorf("%w: producer %d at epoch %d before the marker of its transaction at epoch %d",
+				ErrInvalidTxnState, h.ProducerID, h.ProducerEpoch, e.epoch)
+		}
+	}
+	if coordinator {
+		if e != nil && h.ProducerEpoch < e.epoch {
+			return nil, fmt.Errorf("%w: producer %d epoch %d older than %d", ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, e.epoch)
 		}
 		return nil, nil
 	}
@@ -112,10 +160,12 @@ func (ps *producerState) check(h *record.Header) (dup *batchMeta, err error) {
 	return nil, nil
 }
 
-// update records an appended batch (leader, follower or replay during recovery).
-func (ps *producerState) update(h *record.Header) {
+// update records an appended batch (leader, follower or replay during recovery);
+// marker is the control record of a control batch (nil when it could not be read). A
+// marker that ends an open transaction returns it (ok).
+func (ps *producerState) update(h *record.Header, marker *record.ControlRecord) (done completedTxn, ok bool) {
 	if h.ProducerID < 0 {
-		return
+		return done, false
 	}
 	e := ps.producers[h.ProducerID]
 	if e == nil {
@@ -129,14 +179,26 @@ func (ps *producerState) update(h *record.Header) {
 	e.lastTimestamp = h.MaxTimestamp
 	if h.IsControl() {
 		// A transaction marker ends the open transaction.
+		delete(ps.guards, h.ProducerID)
+		if e.txnStartOffset >= 0 {
+			done = completedTxn{producerID: h.ProducerID, first: e.txnStartOffset, last: h.BaseOffset,
+				aborted: marker != nil && marker.Type == record.ControlAbort}
+			ok = true
+		}
 		e.txnStartOffset = -1
-		return
+		delete(ps.ongoing, h.ProducerID)
+		if marker != nil {
+			e.coordinatorEpoch = marker.CoordinatorEpoch
+		}
+		return done, ok
 	}
 	if h.IsTransactional() && e.txnStartOffset < 0 {
 		e.txnStartOffset = h.BaseOffset
+		ps.ongoing[h.ProducerID] = h.BaseOffset
+		delete(ps.guards, h.ProducerID)
 	}
 	if h.BaseSequence < 0 {
-		return
+		return done, false
 	}
 	if len(e.batches) == producerBatchesCached {
 		copy(e.batches, e.batches[1:])
@@ -146,6 +208,7 @@ func (ps *producerState) update(h *record.Header) {
 		firstSeq: h.BaseSequence, lastSeq: h.LastSequence(),
 		baseOffset: h.BaseOffset, lastOffset: h.LastOffset(), timestamp: h.MaxTimestamp,
 	})
+	return done, false
 }
 
 // SetCoordinatorEpoch records the transaction coordinator epoch of the last marker for
@@ -163,6 +226,7 @@ func (ps *producerState) expire(cutoff int64) int {
 	for pid, e := range ps.producers {
 		if e.txnStartOffset < 0 && e.lastTimestamp < cutoff {
 			delete(ps.producers, pid)
+			delete(ps.guards, pid)
 			n++
 		}
 	}
@@ -255,6 +319,9 @@ func decodeProducerState(b []byte) (*producerState, error) {
 			b = b[32:]
 		}
 		ps.producers[pid] = e
+		if e.txnStartOffset >= 0 {
+			ps.ongoing[pid] = e.txnStartOffset
+		}
 	}
 	if len(b) != 0 {
 		return nil, errBadSnapshot

@@ -149,7 +149,7 @@ func TestSnapshotEncoding(t *testing.T) {
 	for pid := int64(1); pid <= 3; pid++ {
 		for s := int32(0); s < 7; s++ {
 			h := mkHeader(pid, 2, s, int64(s)*10)
-			ps.update(&h)
+			ps.update(&h, nil)
 		}
 	}
 	b := ps.encode()

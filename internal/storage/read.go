@@ -24,6 +24,9 @@ type ReadResult struct {
 	Size   int64
 	// FirstBatchOffset is the base offset of the first batch returned, -1 when empty.
 	FirstBatchOffset int64
+	// NextOffset is the offset after the last batch returned (the offset asked for
+	// when none was).
+	NextOffset int64
 }
 
 // Read is ReadAppend to no ranges.
@@ -48,7 +51,7 @@ func (l *Log) ReadAppend(dst []FileRange, offset int64, maxBytes int, maxOffset 
 }
 
 func (l *Log) read(dst []FileRange, offset int64, maxBytes int, maxOffset int64, minOneBatch bool) (ReadResult, []FileRange, error) {
-	res := ReadResult{FirstBatchOffset: -1}
+	res := ReadResult{FirstBatchOffset: -1, NextOffset: offset}
 	if l.closed.Load() {
 		return res, dst, ErrLogClosed
 	}
@@ -63,7 +66,7 @@ func (l *Log) read(dst []FileRange, offset int64, maxBytes int, maxOffset int64,
 	if offset == end || offset >= maxOffset {
 		return res, dst, nil
 	}
-	r := segmentRead{maxOffset: maxOffset, remaining: int64(maxBytes), minOneBatch: minOneBatch, first: -1, ranges: dst}
+	r := segmentRead{maxOffset: maxOffset, remaining: int64(maxBytes), minOneBatch: minOneBatch, first: -1, ranges: dst, end: offset}
 	interval := l.config().IndexIntervalBytes
 	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > offset }) - 1
 	var err error
@@ -79,7 +82,7 @@ func (l *Log) read(dst []FileRange, offset int64, maxBytes int, maxOffset int64,
 		}
 		offset = r.next
 	}
-	res.Size, res.FirstBatchOffset = r.size, r.first
+	res.Size, res.FirstBatchOffset, res.NextOffset = r.size, r.first, r.end
 	return res, r.ranges, err
 }
 
@@ -91,6 +94,7 @@ type segmentRead struct {
 	size, first int64 // ReadResult's Size and FirstBatchOffset
 	ranges      []FileRange
 	next        int64 // the offset to read from in the next segment
+	end         int64 // the offset after the last batch read
 }
 
 // segment reads the batches of s from offset on; done reports that the read is
@@ -127,6 +131,7 @@ func (r *segmentRead) segment(s *segment, offset int64, interval int) (done bool
 		r.size += size
 		r.remaining -= size
 		r.next = h.LastOffset() + 1
+		r.end = r.next
 		if r.remaining <= 0 {
 			return true, nil
 		}

@@ -66,6 +66,7 @@ func (l *Log) deleteOldestLocked(n int, reason string) (int, error) {
 	var firstErr error
 	for _, s := range gone {
 		l.size.Add(-s.size.Load())
+		l.forgetAborted(s)
 		if err := s.renameDeleted(); err != nil && firstErr == nil {
 			firstErr = err
 		}

@@ -22,6 +22,9 @@ const (
 	deletedSuffix   = ".deleted"
 )
 
+// segmentSuffixes are the files of one segment: its records and its indexes.
+var segmentSuffixes = []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix}
+
 func fileName(base int64, suffix string) string { return fmt.Sprintf("%020d%s", base, suffix) }
 
 // segment is one file of batches plus its two sparse indexes.
@@ -49,11 +52,15 @@ type segment struct {
 		maxTimestamp         int64 // largest batch max timestamp, -1 when none
 		offsetOfMaxTimestamp int64 // base offset of the batch holding it, -1 when none
 		fromFiles            bool  // x was read from the index files, not rebuilt
+		// aborted are the aborted transactions whose marker the segment holds,
+		// ascending by marker offset (its .txnindex, loaded at open).
+		aborted []AbortedTxn
 	}
 
 	// appender state (Log.mu)
 	active          bool // the log's last segment, indexed in memory only
 	indexDirty      bool // the in-memory index differs from the index files
+	txnDirty        bool // idx.aborted differs from the .txnindex file
 	bytesSinceIndex int64
 	rollTimestamp   int64     // max timestamp of the first batch, -1 when unknown
 	createdAt       time.Time // when the segment was created or opened
@@ -382,6 +389,10 @@ func (s *segment) deactivate(sync bool) error {
 	}
 	s.active = false
 	trimErr := s.trimReserved()
+	if s.txnDirty {
+		s.txnDirty = false
+		trimErr = errors.Join(trimErr, s.writeTxnIndex(sync))
+	}
 	s.idx.Lock()
 	if _, added := s.finalTimeEntryLocked(); added {
 		s.indexDirty = true
@@ -553,7 +564,7 @@ func (s *segment) close() error {
 func (s *segment) renameDeleted() error {
 	s.deleted.Store(true)
 	var errs []error
-	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suf := range segmentSuffixes {
 		p := s.path(suf)
 		if err := s.fs.Rename(p, p+deletedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
@@ -565,7 +576,7 @@ func (s *segment) renameDeleted() error {
 // removeDeleted closes the segment and removes its .deleted files.
 func (s *segment) removeDeleted() error {
 	errs := []error{s.close()}
-	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suf := range segmentSuffixes {
 		if err := s.fs.Remove(s.path(suf) + deletedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}

@@ -17,6 +17,10 @@ test) so that one client can produce and another verify:
     header "seq" = "<seq>"                 (drivers that can set per-record headers)
 
 produced in the order: for seq in [0, per_key): for i in [0, keys).
+
+Command "transact" produces the same records with a transactional producer, one
+transaction per round seq, committed unless txn_commits(seq) is false (aborted);
+"consume --isolation read_committed" then sees the committed rounds only.
 """
 
 import argparse
@@ -67,6 +71,10 @@ def parser(description):
     p.add_argument("--user", default="")
     p.add_argument("--password", default="")
     p.add_argument("--ca", default="", help="PEM file of the CA that signed the broker's certificate")
+    # transactions
+    p.add_argument("--isolation", default="read_uncommitted",
+                   help="consume: read_uncommitted or read_committed")
+    p.add_argument("--txn-id", default="", help="transact: the transactional id")
     return p
 
 
@@ -92,6 +100,12 @@ def kafka_python_security(args):
     if args.ca:
         kw["ssl_cafile"] = args.ca
     return kw
+
+
+def txn_commits(seq):
+    """Whether the transaction of round seq commits (command "transact"): every round
+    is one transaction of one record per key; every third, from round 1, aborts."""
+    return seq % 3 != 1
 
 
 def hard_deadline(seconds):

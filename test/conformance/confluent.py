@@ -2,7 +2,7 @@
 """Conformance driver for confluent-kafka-python (librdkafka), Debian's
 python3-confluent-kafka. Run with /usr/bin/python3.
 
-Commands: codecs, metadata, create, produce, consume, member (see common.py).
+Commands: codecs, metadata, create, produce, transact, consume, member (see common.py).
 """
 
 import signal
@@ -79,6 +79,37 @@ def cmd_produce(args):
     return {"client": CLIENT, "produced": n, "codec": args.codec, "acks": acks}
 
 
+def cmd_transact(args):
+    conf = base_conf(args)
+    conf.update({"transactional.id": args.txn_id or "samsa-conformance-confluent",
+                 "transaction.timeout.ms": 30000, "linger.ms": 5})
+    p = Producer(conf)
+    timeout = max(1.0, args.timeout - 10)
+    p.init_transactions(timeout)
+    committed = aborted = 0
+    seq = -1
+    for key, value, s in common.generate(args.tag, args.keys, args.per_key):
+        if s != seq:
+            if seq >= 0:
+                committed, aborted = end_round(p, seq, args.keys, committed, aborted, timeout)
+            p.begin_transaction()
+            seq = s
+        p.produce(args.topic, key=key.encode(), value=value.encode(), headers=[("seq", str(s).encode())])
+        p.poll(0)
+    if seq >= 0:
+        committed, aborted = end_round(p, seq, args.keys, committed, aborted, timeout)
+    return {"client": CLIENT, "produced": committed, "aborted": aborted}
+
+
+def end_round(p, seq, keys, committed, aborted, timeout):
+    if common.txn_commits(seq):
+        p.commit_transaction(timeout)
+        return committed + keys, aborted
+    p.flush(timeout)
+    p.abort_transaction(timeout)
+    return committed, aborted + keys
+
+
 def decode_headers(msg):
     return {k: (v.decode() if v is not None else None) for k, v in (msg.headers() or [])}
 
@@ -94,7 +125,8 @@ def cmd_consume(args):
     conf = base_conf(args)
     # A group id is mandatory for this client, but with assign() it never joins.
     conf.update({"group.id": "samsa-conformance-assign", "enable.auto.commit": False,
-                 "enable.partition.eof": True, "check.crcs": True})
+                 "enable.partition.eof": True, "check.crcs": True,
+                 "isolation.level": args.isolation})
     c = Consumer(conf)
     md = c.list_topics(args.topic, timeout=10)
     parts = sorted(md.topics[args.topic].partitions.keys())
@@ -183,6 +215,7 @@ if __name__ == "__main__":
         "metadata": cmd_metadata,
         "create": cmd_create,
         "produce": cmd_produce,
+        "transact": cmd_transact,
         "consume": cmd_consume,
         "member": cmd_member,
     })

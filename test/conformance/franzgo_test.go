@@ -5,12 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
-// franzGoTests are franz-go's own tests (github.com/twmb/franz-go/pkg/kgo, at the
+// franzGoGroupTests are franz-go's own tests (github.com/twmb/franz-go/pkg/kgo, at the
 // version go.mod pins) that exercise the KIP-848 consumer protocol and share groups
 // against an external broker (they read KGO_SEEDS). Each skips itself when the broker
 // does not advertise what it needs, so a skip here is a failure.
@@ -26,41 +27,65 @@ import (
 //	TestShareGroupAckOnClose    acknowledgements sent when the consumer closes
 //	TestShareGroupOffsetsAdmin  Alter/Describe/DeleteShareGroupOffsets
 //	TestConsumeRegexShareSkipsInternal  a share consumer's regex subscription
-var franzGoTests = []string{
+var franzGoGroupTests = []string{
 	"TestGroupSimple", "Test848RegexBrokerResolves", "TestGroupETL",
 	"TestShareGroup", "TestShareGroupETL", "TestShareGroupAckOnClose", "TestShareGroupOffsetsAdmin",
 	"TestConsumeRegexShareSkipsInternal",
 }
 
+// franzGoTxnTests are franz-go's own transactional tests:
+//
+//	TestTxnEtl  a transactional producer commits every 10,000 records
+//	            (EndAndBeginTransaction, safe and unsafe) while chains of
+//	            GroupTransactSession consumers (range, cooperative-sticky, static)
+//	            read it read_committed, transform it, and see every record once and
+//	            in order
+var franzGoTxnTests = []string{"TestTxnEtl"}
+
 // TestFranzGoOwnTests runs franz-go's KIP-848 and share group tests against a real
 // samsa serve.
 func TestFranzGoOwnTests(t *testing.T) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go toolchain on PATH to run franz-go's tests")
-	}
-	tg := startTarget(t,
+	runFranzGoTests(t, franzGoGroupTests, 20000, // franz-go's default is 500,000: minutes on 2 cores
 		"group.initial.rebalance.delay.ms=0",
 		"group.consumer.min.heartbeat.interval.ms=100",
 		"group.consumer.heartbeat.interval.ms=500",
 		"group.share.heartbeat.interval.ms=1000",
 	)
+}
+
+// TestFranzGoTransactionalTests runs franz-go's transactional tests against a real
+// samsa serve: 30,000 records are three transactions of 10,000 and the last one.
+func TestFranzGoTransactionalTests(t *testing.T) {
+	runFranzGoTests(t, franzGoTxnTests, 30000, "group.initial.rebalance.delay.ms=0")
+}
+
+// runFranzGoTests runs the named tests of franz-go's kgo package, with records as
+// KGO_TEST_RECORDS, against a samsa serve started with overrides. Every test must
+// pass; a skip is a failure.
+func runFranzGoTests(t *testing.T, tests []string, records int, overrides ...string) {
+	if testing.Short() {
+		t.Skip("runs franz-go's own test suite")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go toolchain on PATH to run franz-go's tests")
+	}
+	tg := startTarget(t, overrides...)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, goTool, "test", "-count=1", "-v",
-		"-run", "^("+strings.Join(franzGoTests, "|")+")$", "github.com/twmb/franz-go/pkg/kgo")
+		"-run", "^("+strings.Join(tests, "|")+")$", "github.com/twmb/franz-go/pkg/kgo")
 	cmd.Env = append(os.Environ(),
 		"KGO_SEEDS="+tg.addr,
 		"KGO_TEST_RF=1",
-		"KGO_TEST_RECORDS=20000", // franz-go's default is 500,000: minutes on 2 cores
+		"KGO_TEST_RECORDS="+strconv.Itoa(records),
 		"KGO_LOG_LEVEL=none",
 	)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("franz-go's tests failed: %v\n%s", err, tail(string(out), 80))
 	}
-	// Every test must have run, none skipped.
-	for _, name := range franzGoTests {
+	for _, name := range tests {
 		if !regexp.MustCompile(`(?m)^--- PASS: ` + name + ` `).Match(out) {
 			t.Errorf("franz-go's %s did not pass:\n%s", name, tail(string(out), 80))
 		}

@@ -4,7 +4,7 @@
 //
 //   node kafkajs.js COMMAND --bootstrap 127.0.0.1:PORT [options]
 //
-// Commands: codecs, metadata, create, produce, consume, member — the same contract
+// Commands: codecs, metadata, create, produce, transact, consume, member — the same contract
 // as the Python drivers (see common.py): one JSON summary on the last stdout line,
 // or one JSON event per line for "member". Record generation matches common.py.
 //
@@ -45,7 +45,9 @@ function parseArgs (argv) {
     saslMechanism: '',
     user: '',
     password: '',
-    ca: ''
+    ca: '',
+    isolation: 'read_uncommitted',
+    txnId: ''
   }
   const numeric = new Set(['partitions', 'keys', 'perKey', 'expect', 'timeout', 'sessionTimeoutMs',
     'heartbeatIntervalMs', 'maxPollIntervalMs', 'maxPollRecords', 'processDelayMs'])
@@ -190,6 +192,43 @@ async function cmdProduce (args) {
   }
 }
 
+// txnCommits: whether the transaction of round seq commits (see common.py).
+function txnCommits (seq) { return seq % 3 !== 1 }
+
+async function cmdTransact (args) {
+  const kafka = client(args)
+  const producer = kafka.producer({
+    transactionalId: args.txnId || 'samsa-conformance-kafkajs',
+    idempotent: true,
+    maxInFlightRequests: 1,
+    transactionTimeout: 30000
+  })
+  await producer.connect()
+  let committed = 0
+  let aborted = 0
+  try {
+    for (let seq = 0; seq < args.perKey; seq++) {
+      const messages = []
+      for (let i = 0; i < args.keys; i++) {
+        const key = 'k' + i
+        messages.push({ key, value: recordValue(args.tag, key, seq), headers: { seq: String(seq) } })
+      }
+      const txn = await producer.transaction()
+      await txn.send({ topic: args.topic, acks: -1, messages })
+      if (txnCommits(seq)) {
+        await txn.commit()
+        committed += messages.length
+      } else {
+        await txn.abort()
+        aborted += messages.length
+      }
+    }
+    return { client: CLIENT, produced: committed, aborted }
+  } finally {
+    await producer.disconnect()
+  }
+}
+
 function recordOf (partition, message) {
   const headers = {}
   for (const [k, v] of Object.entries(message.headers || {})) headers[k] = v == null ? null : v.toString()
@@ -214,11 +253,15 @@ async function cmdConsume (args) {
   }
   const records = []
   if (pending.size > 0) {
+    // read_committed ends short of the log end (aborted records and markers): it
+    // stops once --expect records arrived.
+    const committedOnly = args.isolation === 'read_committed'
     const consumer = kafka.consumer({
       groupId: args.group || `samsa-conformance-kafkajs-${process.pid}-${Date.now()}`,
       sessionTimeout: args.sessionTimeoutMs,
       heartbeatInterval: args.heartbeatIntervalMs,
-      maxWaitTimeInMs: 200
+      maxWaitTimeInMs: 200,
+      readUncommitted: !committedOnly
     })
     await consumer.connect()
     await consumer.subscribe({ topics: [args.topic], fromBeginning: true })
@@ -230,6 +273,7 @@ async function cmdConsume (args) {
         records.push(recordOf(partition, message))
         const end = pending.get(partition)
         if (end !== undefined && BigInt(message.offset) + 1n >= end) pending.delete(partition)
+        if (committedOnly && args.expect > 0 && records.length >= args.expect) pending.clear()
         if (pending.size === 0) finish()
       }
     })
@@ -289,6 +333,7 @@ const commands = {
   metadata: cmdMetadata,
   create: cmdCreate,
   produce: cmdProduce,
+  transact: cmdTransact,
   consume: cmdConsume,
   member: cmdMember
 }

@@ -68,7 +68,7 @@ def cmd_produce(args):
 
 def cmd_consume(args):
     out, _ = kcat(args, ["-C", "-t", args.topic, "-o", "beginning", "-e", "-J", "-q",
-                         "-X", "check.crcs=true"])
+                         "-X", "check.crcs=true", "-X", "isolation.level=" + args.isolation])
     records = []
     for line in out.splitlines():
         line = line.strip()

@@ -36,7 +36,14 @@ func rawBatch(pid int64, epoch int16, seq int32, val string) []byte {
 
 func produceRaw(t *testing.T, c *kgo.Client, topic string, batch []byte) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
+	return produceRawAs(t, c, nil, topic, batch)
+}
+
+// produceRawAs is produceRaw in a request of transactional id txnID (nil: none).
+func produceRawAs(t *testing.T, c *kgo.Client, txnID *string, topic string, batch []byte) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
 	req := kmsg.NewPtrProduceRequest()
+	req.TransactionID = txnID
 	req.Acks = -1
 	req.TimeoutMillis = 5000
 	rt := kmsg.NewProduceRequestTopic()

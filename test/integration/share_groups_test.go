@@ -369,3 +369,62 @@ func TestShareGroupsRedeliveryRejectLimitRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestShareGroupsReadCommitted: a share group with share.isolation.level=read_committed
+// gets the records of committed transactions only, and those of an open transaction
+// (and what follows it) once it commits; the records of an aborted transaction are
+// archived and its share-partition start moves past them. A read_uncommitted group on
+// the same partition gets everything.
+func TestShareGroupsReadCommitted(t *testing.T) {
+	t.Parallel()
+	b := startGroupBroker(t, "group.share.heartbeat.interval.ms=1000")
+	const topic, committed, uncommitted = "share-rc", "share-rc-g", "share-ru-g"
+	createTopic(t, newAdmin(t, b), topic, 1, nil)
+	raw := newClient(t, b)
+	setShareConfigs(t, b, committed, map[string]string{"share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed"})
+	setShareConfigs(t, b, uncommitted, map[string]string{"share.auto.offset.reset": "earliest"})
+
+	p := newTxnProducer(t, b, "share-rc-producer")
+	inTxn(t, p, true, recordsTo(topic, 0, "c1", "c2")...)  // offsets 0–1, marker 2
+	inTxn(t, p, false, recordsTo(topic, 0, "a1", "a2")...) // offsets 3–4, marker 5
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctxT(t, 10*time.Second), recordsTo(topic, 0, "o1")...).FirstErr(); err != nil {
+		t.Fatal(err) // offset 6, open
+	}
+	plain := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produceSync(t, plain, recordsTo(topic, 0, "n1")...) // offset 7, after the open transaction
+
+	accept := func(*kgo.Record) kgo.AckStatus { return kgo.AckAccept }
+	rc, ru := &shareLedger{}, &shareLedger{}
+	shareMember(t, b, "rc", committed, topic, rc, accept)
+	shareMember(t, b, "ru", uncommitted, topic, ru, accept)
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		start, _ := shareStartOffset(t, raw, committed, topic)
+		return len(rc.accepted()) == 2 && start == 6
+	}, "read_committed: the committed records accepted, the start at the open transaction")
+	if got := rc.accepted(); got["c1"] != 1 || got["c2"] != 1 {
+		t.Fatalf("read_committed before the commit: %v", got)
+	}
+	testutil.WaitFor(t, 30*time.Second, func() bool { return len(ru.accepted()) == 6 }, "read_uncommitted: every record")
+
+	if err := p.EndTransaction(ctxT(t, 10*time.Second), kgo.TryCommit); err != nil {
+		t.Fatal(err) // marker 8
+	}
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		start, lag := shareStartOffset(t, raw, committed, topic)
+		return len(rc.accepted()) == 4 && start == 9 && lag == 0
+	}, "read_committed: the records of the committed transaction and after it, the start at the end")
+	got := rc.accepted()
+	for _, v := range []string{"c1", "c2", "o1", "n1"} {
+		if got[v] != 1 {
+			t.Fatalf("read_committed: %s accepted %d times (%v)", v, got[v], got)
+		}
+	}
+	for _, s := range rc.all() {
+		if s.value == "a1" || s.value == "a2" {
+			t.Fatalf("read_committed delivered %s of the aborted transaction", s.value)
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package broker
+
+// WriteTxnMarkers (key 27), versions 0–1.
+//
+// Transaction coordinators send it to each partition's leader to end a transaction
+// there: for every marker, a control batch (commit or abort, with the coordinator
+// epoch) of the producer is appended to each of its partitions led here, as an acks=all
+// write, and the partition answers once the marker is committed. The log checks the
+// producer epoch (INVALID_PRODUCER_EPOCH when a newer epoch wrote there) and the
+// coordinator epoch (TRANSACTION_COORDINATOR_FENCED when a newer coordinator did).
+// Once a marker is committed to a __consumer_offsets partition, the group coordinator
+// applies or drops the offsets the transaction committed there. `samsa transactions
+// abort` sends it too, for a hanging transaction, as Kafka's kafka-transactions.sh
+// does.
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/protocol"
+	"github.com/samsa-streaming/samsa/internal/record"
+	"github.com/samsa-streaming/samsa/internal/replica"
+	"github.com/samsa-streaming/samsa/internal/storage"
+)
+
+func init() { register(kmsg.WriteTxnMarkers, 0, 1, (*Broker).handleWriteTxnMarkers) }
+
+// markerWriteTimeout bounds how long a marker waits to be replicated (Kafka's
+// request.timeout.ms for the coordinator's markers).
+const markerWriteTimeout = 30 * time.Second
+
+func (b *Broker) handleWriteTxnMarkers(req *protocol.Request) <-chan protocol.Response {
+	r := req.Body.(*kmsg.WriteTxnMarkersRequest)
+	out := make(chan protocol.Response, 1)
+	go func() { out <- protocol.Response{Body: b.writeTxnMarkers(r)} }()
+	return out
+}
+
+// writeTxnMarkers appends every marker of r to its partitions and answers once each
+// is committed or failed.
+func (b *Broker) writeTxnMarkers(r *kmsg.WriteTxnMarkersRequest) *kmsg.WriteTxnMarkersResponse {
+	resp := r.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	ctx, cancel := context.WithTimeout(context.Background(), markerWriteTimeout)
+	defer cancel()
+	now := b.clock.Now()
+	var wg sync.WaitGroup
+	for _, m := range r.Markers {
+		rm := kmsg.NewWriteTxnMarkersResponseMarker()
+		rm.ProducerID = m.ProducerID
+		for _, t := range m.Topics {
+			rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+			rt.Topic = t.Topic
+			rt.Partitions = make([]kmsg.WriteTxnMarkersResponseMarkerTopicPartition, len(t.Partitions))
+			rm.Topics = append(rm.Topics, rt)
+		}
+		resp.Markers = append(resp.Markers, rm)
+	}
+	for i, m := range r.Markers {
+		batch, err := markerBatch(m, now)
+		for j, t := range m.Topics {
+			for k, idx := range t.Partitions {
+				rp := &resp.Markers[i].Topics[j].Partitions[k]
+				rp.Partition = idx
+				if err != nil {
+					rp.ErrorCode = errorCode(err)
+					continue
+				}
+				p, info, err := b.appendMarker(t.Topic, idx, batch, now)
+				if err != nil {
+					rp.ErrorCode = errorCode(err)
+					continue
+				}
+				wg.Add(1)
+				go func(m kmsg.WriteTxnMarkersRequestMarker, topic string) {
+					defer wg.Done()
+					if err := waitHighWatermark(ctx, p, info.LastOffset+1, info.LeaderEpoch); err != nil {
+						rp.ErrorCode = errorCode(err)
+						return
+					}
+					if topic == offsetsTopic {
+						b.groups.CompleteTxn(idx, m.ProducerID, m.Committed)
+					}
+				}(m, t.Topic)
+			}
+		}
+	}
+	wg.Wait()
+	return resp
+}
+
+// markerBatch builds the control batch of a marker.
+func markerBatch(m kmsg.WriteTxnMarkersRequestMarker, now time.Time) ([]byte, error) {
+	opts := record.DefaultBuildOptions()
+	opts.ProducerID, opts.ProducerEpoch = m.ProducerID, m.ProducerEpoch
+	opts.Transactional, opts.Control = true, true
+	opts.BaseTimestamp = now.UnixMilli()
+	typ := record.ControlAbort
+	if m.Committed {
+		typ = record.ControlCommit
+	}
+	return record.Build(opts, []record.Record{record.ControlRecord{Type: typ, CoordinatorEpoch: m.CoordinatorEpoch}.Record()})
+}
+
+// appendMarker appends a marker batch to a partition led here (acks=all).
+func (b *Broker) appendMarker(topic string, partition int32, batch []byte, now time.Time) (*replica.Partition, storage.AppendInfo, error) {
+	p := b.replicas.Get(topic, partition)
+	if err := fetchablePartition(p, -1); err != nil {
+		return nil, storage.AppendInfo{}, err
+	}
+	// The batch is stamped in place by the append: every partition gets its own copy.
+	info, err := p.AppendAsLeaderTxn(append([]byte(nil), batch...), true, now, storage.AppendOptions{Coordinator: true})
+	if err != nil {
+		b.storageFailed(p, err)
+		return nil, info, err
+	}
+	return p, info, nil
+}

@@ -1,0 +1,270 @@
+package group
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Transactional offset commits (KIP-98, KIP-447). TxnOffsetCommit writes a group's
+// offsets to __consumer_offsets in a transactional batch of the producer; they stay
+// pending — OffsetFetch does not return them, and answers UNSTABLE_OFFSET_COMMIT for
+// their partitions when asked for stable offsets — until the transaction's marker is
+// written to the partition (CompleteTxn; on load, the marker record). A commit makes
+// them the group's offsets, unless a plain commit of the same partition was written
+// after them; an abort drops them.
+
+// TxnInfo marks a __consumer_offsets record of a transaction: an offset committed by
+// ProducerID at ProducerEpoch (written in a transactional batch), or, with Marker, the
+// marker that ends that producer's transaction (Commit or abort; no key or value),
+// as Log.Load reads them back.
+type TxnInfo struct {
+	ProducerID    int64
+	ProducerEpoch int16
+	Marker        bool
+	Commit        bool
+}
+
+// txnOffset is an offset committed in a transaction not decided yet.
+type txnOffset struct {
+	offset CommittedOffset
+	// overtaken: a plain commit of the partition was written after it, so the
+	// transaction's commit leaves that one in place (Kafka compares their log offsets).
+	overtaken bool
+}
+
+func (g *group) addTxnOffset(producerID int64, tp TopicPartition, o CommittedOffset) {
+	if g.txnOffsets == nil {
+		g.txnOffsets = map[int64]map[TopicPartition]*txnOffset{}
+	}
+	if g.txnOffsets[producerID] == nil {
+		g.txnOffsets[producerID] = map[TopicPartition]*txnOffset{}
+	}
+	g.txnOffsets[producerID][tp] = &txnOffset{offset: o}
+}
+
+// overtakeTxnOffsets notes a plain commit (or, deleted, a tombstone) of tp written
+// after the pending transactional ones.
+func (g *group) overtakeTxnOffsets(tp TopicPartition, deleted bool) {
+	for _, offsets := range g.txnOffsets {
+		if p := offsets[tp]; p != nil {
+			if deleted {
+				delete(offsets, tp)
+			} else {
+				p.overtaken = true
+			}
+		}
+	}
+}
+
+// completeTxn applies (commit) or drops the offsets producerID committed in its
+// transaction.
+func (g *group) completeTxn(producerID int64, commit bool) {
+	offsets := g.txnOffsets[producerID]
+	if offsets == nil {
+		return
+	}
+	delete(g.txnOffsets, producerID)
+	if !commit {
+		return
+	}
+	for tp, p := range offsets {
+		if !p.overtaken {
+			g.offsets[tp] = p.offset
+		}
+	}
+}
+
+// unstable reports whether tp has an offset committed in a transaction not decided
+// yet.
+func (g *group) unstable(tp TopicPartition) bool {
+	for _, offsets := range g.txnOffsets {
+		if offsets[tp] != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// CompleteTxn applies (commit) or drops the offsets producerID committed in its
+// transaction to the groups of __consumer_offsets partition p, once the
+// transaction's marker is written there.
+func (c *Coordinator) CompleteTxn(p int32, producerID int64, commit bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	part := c.mu.partitions[p]
+	if part == nil || part.loading {
+		return // the load replays the marker
+	}
+	for _, g := range part.groups {
+		g.completeTxn(producerID, commit)
+	}
+}
+
+// TxnOffsetCommit handles a TxnOffsetCommit request (v0–v5): the offsets are written
+// in a transactional batch of the producer and stay pending until its transaction
+// ends. The caller has checked with the transaction coordinator that the group's
+// partition is in the transaction. From v3 the member and generation are checked as
+// Kafka does (KIP-447), without refusing commits during a rebalance. The channel
+// receives exactly one response.
+func (c *Coordinator) TxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) <-chan *kmsg.TxnOffsetCommitResponse {
+	ch := make(chan *kmsg.TxnOffsetCommitResponse, 1)
+	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			rp.Partition = p.Partition
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.txnCommitLocked(req, resp, ch, c.clock.Now())
+	return ch
+}
+
+func (c *Coordinator) txnCommitLocked(req *kmsg.TxnOffsetCommitRequest, resp *kmsg.TxnOffsetCommitResponse, ch chan *kmsg.TxnOffsetCommitResponse, now time.Time) {
+	fail := func(code int16) {
+		for i := range resp.Topics {
+			for j := range resp.Topics[i].Partitions {
+				resp.Topics[i].Partitions[j].ErrorCode = code
+			}
+		}
+		ch <- resp
+	}
+	part, code := c.partitionOfLocked(req.Group)
+	if code != kerrNone {
+		fail(code)
+		return
+	}
+	g := part.groups[req.Group]
+	existed := g != nil
+	if g == nil {
+		g = newGroup(req.Group, part.id, now)
+		part.groups[req.Group] = g
+	}
+	cleanup := func() {
+		if g.useless() && len(g.txnOffsets) == 0 && part.groups[g.id] == g {
+			delete(part.groups, g.id)
+		}
+	}
+	if code := validateTxnCommit(g, existed, req); code != kerrNone {
+		cleanup()
+		fail(code)
+		return
+	}
+	type commit struct {
+		tp TopicPartition
+		o  CommittedOffset
+	}
+	var commits []commit
+	var records []Record
+	txn := &TxnInfo{ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch}
+	for ti, t := range req.Topics {
+		for pi, p := range t.Partitions {
+			rp := &resp.Topics[ti].Partitions[pi]
+			meta := ""
+			if p.Metadata != nil {
+				meta = *p.Metadata
+			}
+			switch {
+			case c.topicExists != nil && !c.topicExists(t.Topic, p.Partition):
+				rp.ErrorCode = kerrUnknownTopicOrPartition
+			case len(meta) > c.cfg.MaxMetadataSize:
+				rp.ErrorCode = kerrOffsetMetadataTooLarge
+			default:
+				leaderEpoch := p.LeaderEpoch
+				if req.Version < 2 {
+					leaderEpoch = -1
+				}
+				cm := commit{tp: TopicPartition{Topic: t.Topic, Partition: p.Partition},
+					o: CommittedOffset{Offset: p.Offset, LeaderEpoch: leaderEpoch, Metadata: meta, CommitTime: time.UnixMilli(now.UnixMilli())}}
+				commits = append(commits, cm)
+				r := offsetRecord(g.id, cm.tp, cm.o)
+				r.Txn = txn
+				records = append(records, r)
+			}
+		}
+	}
+	if len(records) == 0 {
+		cleanup()
+		ch <- resp
+		return
+	}
+	groupID := g.id
+	c.appendLocked(part, nil, records, func(err error) {
+		if err != nil {
+			code := appendErrorCode(err)
+			for ti := range resp.Topics {
+				for pi := range resp.Topics[ti].Partitions {
+					if rp := &resp.Topics[ti].Partitions[pi]; rp.ErrorCode == kerrNone {
+						rp.ErrorCode = code
+					}
+				}
+			}
+			if c.mu.partitions[part.id] == part {
+				cleanup()
+			}
+			ch <- resp
+			return
+		}
+		g := part.groups[groupID]
+		if g == nil {
+			g = newGroup(groupID, part.id, c.clock.Now())
+			part.groups[groupID] = g
+		}
+		for _, cm := range commits {
+			g.addTxnOffset(req.ProducerID, cm.tp, cm.o)
+		}
+		ch <- resp
+	})
+}
+
+// validateTxnCommit is Kafka's check of a transactional commit into a group (KIP-447):
+// without a generation (v0–2 send none) it is accepted; with one, the member must be
+// known at that generation — a consumer group's (KIP-848) at its member epoch — and a
+// rebalance in progress does not refuse it. A group that did not exist refuses a
+// generation.
+func validateTxnCommit(g *group, existed bool, req *kmsg.TxnOffsetCommitRequest) int16 {
+	generation, memberID, instanceID := req.Generation, req.MemberID, req.InstanceID
+	if req.Version < 3 {
+		generation, memberID, instanceID = -1, "", nil
+	}
+	switch {
+	case !existed && generation >= 0:
+		return kerrIllegalGeneration
+	case g.share != nil:
+		return kerrGroupIDNotFound
+	case g.consumer != nil:
+		if generation < 0 && len(g.consumer.members) == 0 {
+			return kerrNone
+		}
+		m := g.consumer.members[memberID]
+		if m == nil {
+			return kerrUnknownMemberID
+		}
+		if generation != m.epoch {
+			return kerrIllegalGeneration
+		}
+		return kerrNone
+	case g.state == StateDead:
+		return kerrCoordinatorNotAvailable
+	case generation < 0 && g.state == StateEmpty:
+		return kerrNone
+	case generation < 0 && memberID == "" && instanceID == nil:
+		return kerrNone // an old transactional producer's commit names no member
+	case g.staticFenced(instanceID, memberID):
+		return kerrFencedInstanceID
+	case g.members[memberID] == nil:
+		return kerrUnknownMemberID
+	case generation != g.generation:
+		return kerrIllegalGeneration
+	}
+	return kerrNone
+}
+
+var kerrUnstableOffsetCommit = kerr.UnstableOffsetCommit.Code

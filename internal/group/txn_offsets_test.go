@@ -1,0 +1,200 @@
+package group
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (h *harness) txnCommit(group string, pid int64, member string, generation int32, offsets map[TopicPartition]int64) *kmsg.TxnOffsetCommitResponse {
+	h.t.Helper()
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.Version = 3
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = "tx", group, pid, 0
+	req.MemberID, req.Generation = member, generation
+	byTopic := map[string]int{}
+	for tp, o := range offsets {
+		i, ok := byTopic[tp.Topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[tp.Topic] = i
+			t := kmsg.NewTxnOffsetCommitRequestTopic()
+			t.Topic = tp.Topic
+			req.Topics = append(req.Topics, t)
+		}
+		p := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		p.Partition, p.Offset = tp.Partition, o
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+	}
+	return recv(h.t, h.c.TxnOffsetCommit(req))
+}
+
+// stableFetch fetches one partition's offset asking for stable offsets (v7): the
+// offset and the partition's error code.
+func (h *harness) stableFetch(group string, tp TopicPartition) (int64, int16) {
+	h.t.Helper()
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Version, req.Group, req.RequireStable = 7, group, true
+	t := kmsg.NewOffsetFetchRequestTopic()
+	t.Topic, t.Partitions = tp.Topic, []int32{tp.Partition}
+	req.Topics = append(req.Topics, t)
+	resp := h.c.OffsetFetch(req)
+	p := resp.Topics[0].Partitions[0]
+	return p.Offset, p.ErrorCode
+}
+
+// marker appends a transaction marker to partition 0 of the memory log, as a
+// WriteTxnMarkers would, and tells the coordinator.
+func (h *harness) marker(pid int64, commit bool) {
+	h.log.mu.Lock()
+	h.log.parts[0] = append(h.log.parts[0], Record{Txn: &TxnInfo{ProducerID: pid, Marker: true, Commit: commit}})
+	h.log.mu.Unlock()
+	h.c.CompleteTxn(0, pid, commit)
+}
+
+// TestTxnOffsetsPendingUntilMarker: offsets committed in a transaction are invisible
+// (UNSTABLE_OFFSET_COMMIT for stable fetches) until the commit marker; an abort drops
+// them; both survive a reload as the log says.
+func TestTxnOffsetsPendingUntilMarker(t *testing.T) {
+	h := newHarness(t, nil)
+	tp0, tp1 := TopicPartition{"in", 0}, TopicPartition{"in", 1}
+	h.commit("g", "", -1, map[TopicPartition]int64{tp0: 5})
+	if r := h.txnCommit("g", 7, "", -1, map[TopicPartition]int64{tp0: 10, tp1: 20}); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("TxnOffsetCommit: %+v", r)
+	}
+	if got := h.fetch("g"); got[tp0] != 5 || len(got) != 1 {
+		t.Fatalf("offsets before the marker: %v", got)
+	}
+	if off, code := h.stableFetch("g", tp0); code != kerr.UnstableOffsetCommit.Code || off != -1 {
+		t.Fatalf("stable fetch before the marker: %d %d", off, code)
+	}
+	h.start() // the pending commit survives a reload
+	if _, code := h.stableFetch("g", tp0); code != kerr.UnstableOffsetCommit.Code {
+		t.Fatalf("stable fetch after a reload: %d", code)
+	}
+	h.marker(7, true)
+	if got := h.fetch("g"); got[tp0] != 10 || got[tp1] != 20 {
+		t.Fatalf("offsets after the commit marker: %v", got)
+	}
+	if off, code := h.stableFetch("g", tp1); code != 0 || off != 20 {
+		t.Fatalf("stable fetch after the marker: %d %d", off, code)
+	}
+	h.txnCommit("g", 8, "", -1, map[TopicPartition]int64{tp0: 99})
+	h.marker(8, false)
+	h.start()
+	if got := h.fetch("g"); got[tp0] != 10 || got[tp1] != 20 {
+		t.Fatalf("offsets after an abort and a reload: %v", got)
+	}
+	if _, code := h.stableFetch("g", tp0); code != 0 {
+		t.Fatalf("stable fetch after the abort: %d", code)
+	}
+}
+
+// TestTxnOffsetsOvertakenByPlainCommit: a plain commit written after a transactional
+// one wins when the transaction commits, live and on reload.
+func TestTxnOffsetsOvertakenByPlainCommit(t *testing.T) {
+	h := newHarness(t, nil)
+	tp0 := TopicPartition{"in", 0}
+	h.txnCommit("g", 7, "", -1, map[TopicPartition]int64{tp0: 10})
+	h.commit("g", "", -1, map[TopicPartition]int64{tp0: 50})
+	h.marker(7, true)
+	if got := h.fetch("g"); got[tp0] != 50 {
+		t.Fatalf("live: %v", got)
+	}
+	h.start()
+	if got := h.fetch("g"); got[tp0] != 50 {
+		t.Fatalf("reloaded: %v", got)
+	}
+	if h.log.mixedBatches != 0 {
+		t.Fatalf("%d records appended in another producer's batch", h.log.mixedBatches)
+	}
+}
+
+// TestTxnOffsetCommitChecksMember: from v3 the member and generation must be current
+// (KIP-447).
+func TestTxnOffsetCommitChecksMember(t *testing.T) {
+	h := newHarness(t, nil)
+	members, _, gen := h.stable("g", joinOpts{})
+	tp0 := TopicPartition{"in", 0}
+	for _, tc := range []struct {
+		member string
+		gen    int32
+		want   int16
+	}{
+		{members[0], gen, 0},
+		{"ghost", gen, kerr.UnknownMemberID.Code},
+		{members[0], gen + 1, kerr.IllegalGeneration.Code},
+		{"", -1, 0},
+	} {
+		r := h.txnCommit("g", 7, tc.member, tc.gen, map[TopicPartition]int64{tp0: 1})
+		if got := r.Topics[0].Partitions[0].ErrorCode; got != tc.want {
+			t.Errorf("member %q generation %d: code %d, want %d", tc.member, tc.gen, got, tc.want)
+		}
+	}
+}
+
+// TestTxnOffsetCommitConsumerGroup: into a KIP-848 consumer group a transactional
+// commit names a member at its member epoch (GenerationID); any other epoch is
+// ILLEGAL_GENERATION, as Kafka answers a transactional producer. A group that does not
+// exist refuses a generation.
+func TestTxnOffsetCommitConsumerGroup(t *testing.T) {
+	h, ft := newConsumerHarness(t, nil)
+	ft.set("in", 2)
+	m := &cmember{id: "m1", topics: []string{"in"}}
+	if r := h.cgHeartbeat("g", m, true); r.ErrorCode != 0 {
+		t.Fatalf("heartbeat: %d", r.ErrorCode)
+	}
+	tp0 := TopicPartition{"in", 0}
+	for _, tc := range []struct {
+		group, member string
+		gen           int32
+		want          int16
+	}{
+		{"g", m.id, m.epoch, 0},
+		{"g", m.id, m.epoch + 1, kerr.IllegalGeneration.Code},
+		{"g", m.id, m.epoch - 1, kerr.IllegalGeneration.Code},
+		{"g", "ghost", m.epoch, kerr.UnknownMemberID.Code},
+		{"g", "", -1, kerr.UnknownMemberID.Code},
+		{"nobody", "x", 3, kerr.IllegalGeneration.Code},
+		{"nobody", "", -1, 0},
+	} {
+		r := h.txnCommit(tc.group, 7, tc.member, tc.gen, map[TopicPartition]int64{tp0: 1})
+		if got := r.Topics[0].Partitions[0].ErrorCode; got != tc.want {
+			t.Errorf("group %q member %q epoch %d: code %d, want %d", tc.group, tc.member, tc.gen, got, tc.want)
+		}
+	}
+	h.marker(7, true)
+	if got := h.fetch("g"); got[tp0] != 1 {
+		t.Fatalf("consumer group offsets after the commit marker: %v", got)
+	}
+}
+
+// TestCoalesce: queued writes share one batch only when they have one producer (none,
+// or one transaction's); a job without records (a consumer group's wait for earlier
+// writes) goes with any batch, first or not.
+func TestCoalesce(t *testing.T) {
+	plain := writeJob{records: []Record{{Key: []byte("k")}}}
+	txn := func(pid int64) writeJob {
+		return writeJob{records: []Record{{Key: []byte("k"), Txn: &TxnInfo{ProducerID: pid}}}}
+	}
+	wait := writeJob{}
+	for _, tc := range []struct {
+		name string
+		jobs []writeJob
+		want int
+	}{
+		{"plain commits", []writeJob{plain, plain, plain}, 3},
+		{"one transaction", []writeJob{txn(1), txn(1)}, 2},
+		{"plain then transactional", []writeJob{plain, txn(1)}, 1},
+		{"two producers", []writeJob{txn(1), txn(2)}, 1},
+		{"a wait first", []writeJob{wait, txn(1), txn(1), plain}, 3},
+		{"waits only", []writeJob{wait, wait}, 2},
+		{"a wait between", []writeJob{txn(1), wait, txn(1), txn(2)}, 3},
+		{"a wait last", []writeJob{plain, wait}, 2},
+	} {
+		if got := coalesce(tc.jobs); got != tc.want {
+			t.Errorf("%s: coalesce = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}

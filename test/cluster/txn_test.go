@@ -1,0 +1,100 @@
+package cluster
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/samsa-streaming/samsa/internal/testutil"
+	"github.com/samsa-streaming/samsa/internal/txn"
+)
+
+// txnOverrides: ISR changes in seconds, and the pipeline's 2 s group session timeout.
+var txnOverrides = append([]string{"min.insync.replicas=2", "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000"},
+	replicationOverrides...)
+
+// TestExactlyOnceAcrossFailover: the consume-transform-produce pipeline (three
+// GroupTransactSession processes) runs on a three-node cluster while the leader of a
+// worker's __transaction_state partition (its transaction coordinator, which moves
+// with the leadership and completes what its predecessor prepared) and then the
+// leader of an input partition are killed with kill -9 and brought back, and a worker
+// is killed too: the output read_committed holds every input record exactly once.
+func TestExactlyOnceAcrossFailover(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: txnOverrides})
+	inv := watchInvariants(t, c)
+	cl := newNodeClient(t, c.Node(1).Addr)
+	p := testutil.NewEOSPipeline(t, c.BrokerAddrs(), "eos")
+	createTopic(t, cl, p.In, 3, 3)
+	createTopic(t, cl, p.Out, 3, 3)
+	const n = 20000
+	for _, name := range []string{"a", "b", "c"} {
+		p.Start(name)
+	}
+	in, err := kgo.NewClient(kgo.SeedBrokers(c.BrokerAddrs()...), kgo.RecordDeliveryTimeout(60*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	fed := p.Feed(in, n, time.Second, 60*time.Second) // 20 s of input at least
+	start := time.Now()
+	phase := func(what string) { t.Logf("%5.1fs %s (progress %d)", time.Since(start).Seconds(), what, p.Progress()) }
+
+	// The coordinator of worker a's transactional id.
+	p.WaitProgress(n/5, 120*time.Second)
+	phase("a fifth committed")
+	coordinator := txnStateLeader(t, cl, "eos-a")
+	t.Logf("kill -9 node %d, transaction coordinator of eos-a", coordinator)
+	c.Node(coordinator).Kill()
+	survivor := clientExcept(t, c, coordinator)
+	p.WaitProgress(3*n/10, 120*time.Second)
+	phase("three tenths committed")
+	c.StartAgain(t, coordinator)
+	waitFullISR(t, survivor, p.In, 3, 60*time.Second)
+	phase("the coordinator's node is back in the ISR")
+
+	// An input partition's leader.
+	p.WaitProgress(n/2, 120*time.Second)
+	pt, _ := partitionState(t, survivor, p.In, 0)
+	t.Logf("kill -9 node %d, leader of %s-0", pt.Leader, p.In)
+	c.Node(pt.Leader).Kill()
+	p.Restart("b")
+	p.WaitProgress(4*n/5, 120*time.Second)
+	phase("four fifths committed")
+	c.StartAgain(t, pt.Leader)
+	if err := <-fed; err != nil {
+		p.Fatalf("producing the input: %v", err)
+	}
+	phase("input written")
+	p.WaitCaughtUp(kadm.NewClient(in), 120*time.Second)
+	phase("caught up")
+	p.StopAll()
+	testutil.CheckExactlyOnce(t, testutil.ReadAll(t, c.BrokerAddrs(), p.Out, true, 60*time.Second), n)
+	inv.check()
+}
+
+// txnStateLeader returns the leader of the __transaction_state partition of a
+// transactional id, once the topic exists.
+func txnStateLeader(t *testing.T, cl *nodeClient, id string) int32 {
+	t.Helper()
+	var leader int32 = -1
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		md, err := cl.metadata(ctxT(t, 5*time.Second))
+		if err != nil {
+			return false
+		}
+		parts := partitionsOf(md, "__transaction_state")
+		p := txn.PartitionFor(id, int32(len(parts)))
+		for _, mp := range parts {
+			if mp.Partition == p && mp.Leader >= 0 {
+				leader = mp.Leader
+				return true
+			}
+		}
+		return false
+	}, fmt.Sprintf("the coordinator of %s", id))
+	return leader
+}
