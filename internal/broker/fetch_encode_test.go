@@ -29,12 +29,12 @@ func TestEncodeFetchResponseMatchesKmsg(t *testing.T) {
 
 	topics := []fetchTopicResult{
 		{name: "alpha", id: [16]byte{1, 2, 3}, partitions: []fetchPartitionResult{
-			{partition: 0, highWatermark: 10, lastStableOffset: 10, logStartOffset: 2,
+			{partition: 0, highWatermark: 10, lastStableOffset: 10, logStartOffset: 2, preferredReadReplica: -1,
 				ranges: []storage.FileRange{{File: f, Pos: 16, Len: 100}, {File: f, Pos: 500, Len: 7}}, size: 107},
-			{partition: 3, errorCode: 1, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1},
+			{partition: 3, errorCode: 1, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1, preferredReadReplica: -1},
 		}},
 		{name: "beta", id: [16]byte{9}, partitions: []fetchPartitionResult{
-			{partition: 1, highWatermark: 5, lastStableOffset: 5, logStartOffset: 0},
+			{partition: 1, highWatermark: 5, lastStableOffset: 5, logStartOffset: 0, preferredReadReplica: 3},
 		}},
 	}
 	for version := int16(4); version <= 16; version++ {
@@ -54,6 +54,9 @@ func TestEncodeFetchResponseMatchesKmsg(t *testing.T) {
 						rp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 					}
 					rp.PreferredReadReplica = -1
+					if version >= 11 {
+						rp.PreferredReadReplica = pr.preferredReadReplica
+					}
 					var recs []byte
 					for _, r := range pr.ranges {
 						recs = append(recs, content[r.Pos:r.Pos+r.Len]...)

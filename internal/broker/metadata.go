@@ -62,7 +62,7 @@ func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response 
 
 	if r.Topics == nil {
 		for _, t := range img.Topics() {
-			resp.Topics = append(resp.Topics, b.topicMetadata(t))
+			resp.Topics = append(resp.Topics, b.topicMetadata(img, t))
 		}
 		return reply(resp)
 	}
@@ -91,7 +91,7 @@ func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response 
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, b.topicMetadata(t))
+		resp.Topics = append(resp.Topics, b.topicMetadata(img, t))
 	}
 	return reply(resp)
 }
@@ -131,10 +131,11 @@ func (b *Broker) autoCreate(img *metadata.Image, topics []kmsg.MetadataRequestTo
 	return b.image()
 }
 
-// topicMetadata describes a topic as the image has it, with the replicas whose log
-// directory failed on this node reported offline (and a partition without a live
-// leader as LEADER_NOT_AVAILABLE).
-func (b *Broker) topicMetadata(t *metadata.Topic) kmsg.MetadataResponseTopic {
+// topicMetadata describes a topic as the image has it, with the replicas on brokers
+// that are fenced or unregistered, and those whose log directory failed on this
+// node, reported offline, as Kafka does (and a partition without a live leader as
+// LEADER_NOT_AVAILABLE).
+func (b *Broker) topicMetadata(img *metadata.Image, t *metadata.Topic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic = &name
@@ -149,6 +150,11 @@ func (b *Broker) topicMetadata(t *metadata.Topic) kmsg.MetadataResponseTopic {
 		mp.Replicas = append([]int32(nil), p.Replicas...)
 		mp.ISR = append([]int32(nil), p.ISR...)
 		mp.OfflineReplicas = []int32{}
+		for _, r := range p.Replicas {
+			if br, ok := img.Broker(metadata.NodeID(r)); !ok || br.Fenced {
+				mp.OfflineReplicas = append(mp.OfflineReplicas, r)
+			}
+		}
 		if local := b.replicas.Get(t.Name, p.Partition); local != nil && local.Offline() {
 			mp.OfflineReplicas = append(mp.OfflineReplicas, b.nodeID)
 			if mp.Leader == b.nodeID {

@@ -159,7 +159,7 @@ func (p *Partition) Apply(s State, now time.Time) (Change, error) {
 			if r == p.localNode {
 				continue
 			}
-			f := &follower{logEnd: -1}
+			f := &follower{logEnd: -1, logStart: -1}
 			if slices.Contains(s.ISR, r) {
 				// An in-sync follower counts as caught up from the start of the epoch
 				// (Kafka does the same), so it is not dropped before it fetches.
@@ -172,7 +172,7 @@ func (p *Partition) Apply(s State, now time.Time) (Change, error) {
 		// Same epoch, new partition epoch: an ISR change (or a reassignment) committed.
 		for _, r := range s.Replicas {
 			if _, ok := p.mu.followers[r]; !ok && r != p.localNode {
-				p.mu.followers[r] = &follower{logEnd: -1}
+				p.mu.followers[r] = &follower{logEnd: -1, logStart: -1}
 			}
 		}
 		for r := range p.mu.followers {
