@@ -26,7 +26,9 @@ func (b *Broker) Partitions() []metrics.PartitionStats {
 			HighWatermark:  p.HighWatermark(),
 			Replicas:       len(replicas),
 			ISR:            len(isr),
+			MinISR:         p.Settings().MinInsyncReplicas,
 			Leader:         p.IsLeader(),
+			FollowerLag:    p.FollowerLag(),
 			Offline:        p.Offline() || leaderless(p.Topic, p.Index),
 		})
 	}
