@@ -36,6 +36,9 @@ func newDoctorCmd(g *globals) *cobra.Command {
 each problem with the numbers behind it and how to fix it:
 
   offline_partitions, under_replicated       partitions without a leader or a full ISR
+  under_min_isr                              ISR below min.insync.replicas: acks=all refused
+  replication_factor_one                     a single copy in a cluster of several brokers
+  replicas_in_one_rack                       every copy of a partition in one rack
   min_isr_above_replication_factor           acks=all writes are always refused
   min_isr_equals_replication_factor          one lost replica refuses acks=all writes
   min_isr_one                                RF >= 3 but acks=all may mean just the leader
@@ -119,12 +122,8 @@ func renderDoctorText(w io.Writer, r doctorReport) {
 		if f.Topic != "" {
 			about = append(about, fmt.Sprintf("topic %q", f.Topic))
 		}
-		switch len(f.Partitions) {
-		case 0:
-		case 1:
-			about = append(about, "partition "+int32List(f.Partitions))
-		default:
-			about = append(about, "partitions "+int32List(f.Partitions))
+		if len(f.Partitions) > 0 {
+			about = append(about, partitionList(f.Partitions))
 		}
 		fmt.Fprintf(w, "\n[%s] %s: %s\n  %s\n", f.Severity, f.Code, strings.Join(about, ", "), f.Message)
 		var nums []string
@@ -186,6 +185,13 @@ func (c *collector) collect(ctx context.Context, window time.Duration) (Snapshot
 	}
 	snap.Groups = gs
 	snap.Topics = c.topics(ctx, md, gs)
+	for _, b := range md.Brokers {
+		bs := BrokerSnapshot{ID: b.NodeID}
+		if b.Rack != nil {
+			bs.Rack = *b.Rack
+		}
+		snap.Brokers = append(snap.Brokers, bs)
+	}
 	return snap, nil
 }
 
