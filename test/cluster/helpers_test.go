@@ -9,10 +9,14 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -276,4 +280,49 @@ func (inv *invariants) check() {
 		inv.t.Error("invariant violated: " + b)
 	}
 	inv.t.Logf("invariants: %d metadata answers checked, %d partition epochs seen", inv.polls, len(inv.seen))
+}
+
+// metric scrapes a node's metrics.listener and returns the value of an unlabelled
+// counter or gauge (-1 when it is not exported, or the scrape failed).
+func metric(t *testing.T, n *testutil.Node, name string) float64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.MetricsAddr+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("node %d metrics do not parse: %v", n.ID, err)
+	}
+	f := families[name]
+	if f == nil || len(f.Metric) == 0 {
+		return -1
+	}
+	m := f.Metric[0]
+	switch {
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	}
+	return -1
+}
+
+// waitMetric waits until a node's metric satisfies cond and returns its value.
+func waitMetric(t *testing.T, n *testutil.Node, name string, what string, cond func(float64) bool) float64 {
+	t.Helper()
+	var v float64
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		v = metric(t, n, name)
+		return cond(v)
+	}, fmt.Sprintf("node %d: %s %s", n.ID, name, what))
+	return v
 }
