@@ -118,7 +118,9 @@ func controllerQuorum(ctx context.Context, addr string) (kmsg.DescribeQuorumResp
 }
 
 // createTopic sends CreateTopics to one node (which forwards it to the active
-// controller) and fails the test unless the topic was created.
+// controller) and fails the test unless the topic was created. REQUEST_TIMED_OUT is
+// retried, as clients do (a slow quorum answers it); TOPIC_ALREADY_EXISTS after it
+// means the timed-out attempt went through.
 func createTopic(t testing.TB, c *nodeClient, name string, partitions int32, rf int16) {
 	t.Helper()
 	req := kmsg.NewPtrCreateTopicsRequest()
@@ -127,11 +129,20 @@ func createTopic(t testing.TB, c *nodeClient, name string, partitions int32, rf 
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, rf
 	req.Topics = append(req.Topics, rt)
-	r, err := c.request(ctxT(t, 20*time.Second), req)
-	if err != nil {
-		t.Fatalf("CreateTopics %s: %v", name, err)
-	}
-	if st := r.(*kmsg.CreateTopicsResponse).Topics[0]; st.ErrorCode != 0 {
+	ctx := ctxT(t, 60*time.Second)
+	for attempt := 0; ; attempt++ {
+		r, err := c.request(ctx, req)
+		if err != nil {
+			t.Fatalf("CreateTopics %s: %v", name, err)
+		}
+		st := r.(*kmsg.CreateTopicsResponse).Topics[0]
+		switch {
+		case st.ErrorCode == 0, attempt > 0 && st.ErrorCode == kerr.TopicAlreadyExists.Code:
+			return
+		case st.ErrorCode == kerr.RequestTimedOut.Code && ctx.Err() == nil:
+			t.Logf("CreateTopics %s: %v %v (retrying)", name, kerr.ErrorForCode(st.ErrorCode), deref(st.ErrorMessage))
+			continue
+		}
 		t.Fatalf("CreateTopics %s: %v %v", name, kerr.ErrorForCode(st.ErrorCode), deref(st.ErrorMessage))
 	}
 }
