@@ -7,7 +7,10 @@ package broker
 // offset for read_committed; -3 (max timestamp, KIP-734) the record with the largest
 // timestamp; any other timestamp the earliest offset whose record timestamp is at least
 // that, looked up through the time index, or -1 when there is none below the high
-// watermark. CurrentLeaderEpoch is validated (v4+).
+// watermark. CurrentLeaderEpoch is validated (v4+). A leader just elected whose high
+// watermark has not reached the start of its epoch answers OFFSET_NOT_AVAILABLE for the
+// latest offset, and for a timestamp found at or past its high watermark, as Kafka does
+// (KIP-207): the client retries once the high watermark caught up.
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -37,10 +40,13 @@ func (b *Broker) handleListOffsets(req *protocol.Request) <-chan protocol.Respon
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			p := b.replicas.Get(rt.Topic, rp.Partition)
-			if err := fetchablePartition(p, rp.CurrentLeaderEpoch); err != nil {
+			err := fetchablePartition(p, rp.CurrentLeaderEpoch)
+			if err == nil {
+				sp.Timestamp, sp.Offset, sp.LeaderEpoch, err = listOffset(p, rp.Timestamp, r.IsolationLevel == 1)
+			}
+			if err != nil {
+				sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 				sp.ErrorCode = errorCode(err)
-			} else {
-				sp.Timestamp, sp.Offset, sp.LeaderEpoch = listOffset(p, rp.Timestamp, r.IsolationLevel == 1)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -49,27 +55,29 @@ func (b *Broker) handleListOffsets(req *protocol.Request) <-chan protocol.Respon
 	return reply(resp)
 }
 
-// listOffset answers one partition's query: (timestamp, offset, leader epoch).
-func listOffset(p *replica.Partition, ts int64, readCommitted bool) (int64, int64, int32) {
+// listOffset answers one partition's query: (timestamp, offset, leader epoch), or
+// replica.ErrOffsetNotAvailable from a leader whose high watermark lags its epoch.
+func listOffset(p *replica.Partition, ts int64, readCommitted bool) (int64, int64, int32, error) {
 	limit := p.HighWatermark()
 	if readCommitted {
 		limit = p.LastStableOffset()
 	}
+	lagging := p.CheckHighWatermarkCaughtUp()
 	switch ts {
 	case listEarliest, listEarliestLocal:
-		return -1, p.Log.LogStartOffset(), -1
+		return -1, p.Log.LogStartOffset(), -1, nil
 	case listLatest:
-		return -1, limit, p.LeaderEpoch()
+		return -1, limit, p.LeaderEpoch(), lagging
 	case listMaxTimestamp:
 		maxTS, off := p.Log.MaxTimestamp()
 		if off < 0 || off >= limit {
-			return -1, -1, -1
+			return -1, -1, -1, lagging
 		}
-		return maxTS, off, -1
+		return maxTS, off, -1, nil
 	}
 	off, found, ok := p.Log.OffsetForTimestamp(ts)
 	if !ok || off >= limit {
-		return -1, -1, -1
+		return -1, -1, -1, lagging
 	}
-	return found, off, -1
+	return found, off, -1, nil
 }

@@ -397,3 +397,29 @@ func TestReadReplicas(t *testing.T) {
 		t.Fatalf("a follower answered read replicas %v", got)
 	}
 }
+
+// TestHighWatermarkBehindNewEpoch: a leader just elected whose high watermark has not
+// reached the start of its epoch says so (KIP-207's OFFSET_NOT_AVAILABLE) until its
+// followers' positions raise it.
+func TestHighWatermarkBehindNewEpoch(t *testing.T) {
+	n := newNode(t, 1)
+	now := time.Now()
+	n.apply(t, State{Leader: 2, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, now)
+	if _, err := n.p.AppendAsFollower(batch(t, 5)); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.p.CheckHighWatermarkCaughtUp(); err != nil {
+		t.Fatalf("a follower: %v", err)
+	}
+	n.apply(t, State{Leader: 1, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, now)
+	if err := n.p.CheckHighWatermarkCaughtUp(); !errors.Is(err, ErrOffsetNotAvailable) {
+		t.Fatalf("a new leader with high watermark %d below its epoch start 5: %v", n.p.HighWatermark(), err)
+	}
+	fp := FetchPartition{CurrentLeaderEpoch: 2, FetchOffset: 5, LastFetchedEpoch: -1, LogStartOffset: 0}
+	if _, _, err := n.p.ServeFollower(2, fp, 1<<20, true, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.p.CheckHighWatermarkCaughtUp(); err != nil || n.p.HighWatermark() != 5 {
+		t.Fatalf("after the follower's fetch at 5: high watermark %d, %v", n.p.HighWatermark(), err)
+	}
+}
