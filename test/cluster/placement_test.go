@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-streaming/samsa/internal/config"
+	"github.com/samsa-streaming/samsa/internal/peer"
 	"github.com/samsa-streaming/samsa/internal/testutil"
 )
 
@@ -136,6 +138,32 @@ func TestRackAwareFetch(t *testing.T) {
 			t.Errorf("a consumer in zone-b read %s-%d (leader %d) from brokers %v, want only broker 2, in its zone", topic, p, leaders[p], from)
 		}
 	}
+	// Straight to the follower in zone-b: a consumer's Fetch v11+ is served up to its
+	// high watermark, an older one only by the leader; the leader points a consumer in
+	// zone-b at it.
+	var followed int32 = -1
+	for p, leader := range leaders {
+		if leader != 2 {
+			followed = p
+		}
+	}
+	follower, leader := c.Node(2).Addr, c.Node(leaders[followed]).Addr
+	if p := fetchRaw(t, follower, topic, followed, 10, ""); p.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Errorf("Fetch v10 of %s-%d from follower 2: %v, want NOT_LEADER_OR_FOLLOWER", topic, followed, kerr.ErrorForCode(p.ErrorCode))
+	}
+	if p := fetchRaw(t, follower, topic, followed, 12, ""); p.ErrorCode != 0 || len(p.RecordBatches) == 0 || p.HighWatermark <= 0 {
+		t.Errorf("Fetch v12 of %s-%d from follower 2: %v, high watermark %d, %d bytes", topic, followed,
+			kerr.ErrorForCode(p.ErrorCode), p.HighWatermark, len(p.RecordBatches))
+	}
+	if p := fetchRaw(t, leader, topic, followed, 12, "zone-b"); p.PreferredReadReplica != 2 || len(p.RecordBatches) != 0 {
+		t.Errorf("Fetch v12 of %s-%d from its leader for a consumer in zone-b: preferred read replica %d and %d bytes, want 2 and none",
+			topic, followed, p.PreferredReadReplica, len(p.RecordBatches))
+	}
+	if p := fetchRaw(t, leader, topic, followed, 12, "zone-x"); p.PreferredReadReplica != -1 || len(p.RecordBatches) == 0 {
+		t.Errorf("Fetch v12 of %s-%d from its leader for a consumer in a rack without a replica: preferred read replica %d and %d bytes, want -1 and records",
+			topic, followed, p.PreferredReadReplica, len(p.RecordBatches))
+	}
+
 	plain := &batchSources{}
 	h.check(t, c, topic, kgo.WithHooks(plain))
 	if got := len(plain.byPartition()); got != partitions {
@@ -185,4 +213,40 @@ func sorted(ids []int32) []int32 {
 	out := slices.Clone(ids)
 	slices.Sort(out)
 	return out
+}
+
+// fetchRaw sends a consumer's Fetch of one partition from offset 0, at exactly that
+// version (a peer connection: kgo would raise it), with the consumer's rack, straight
+// to the node at addr, and returns the partition's answer.
+func fetchRaw(t *testing.T, addr, topic string, partition int32, version int16, rack string) kmsg.FetchResponseTopicPartition {
+	t.Helper()
+	conn := peer.New(addr, peer.Options{ClientID: "cluster-test"})
+	defer conn.Close()
+	meta := kmsg.NewPtrMetadataRequest()
+	meta.SetVersion(12)
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	meta.Topics = append(meta.Topics, mt)
+	md, err := conn.Request(ctxT(t, 10*time.Second), meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(version)
+	req.ReplicaID, req.MaxBytes, req.Rack = -1, 1<<20, rack
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = topic, md.(*kmsg.MetadataResponse).Topics[0].TopicID
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = partition, 1<<20, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := conn.Request(ctxT(t, 10*time.Second), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := resp.(*kmsg.FetchResponse)
+	if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
+		t.Fatalf("Fetch answered %+v", r)
+	}
+	return r.Topics[0].Partitions[0]
 }
