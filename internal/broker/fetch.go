@@ -225,6 +225,13 @@ func (b *Broker) serveFollower(st *fetchState, p *replica.Partition, rp *kmsg.Fe
 // fetchablePartition checks that a partition exists here, is led by this node and that
 // the client's leader epoch matches.
 func fetchablePartition(p *replica.Partition, currentLeaderEpoch int32) error {
+	return readablePartition(p, currentLeaderEpoch, true)
+}
+
+// readablePartition checks that a partition exists here, its log directory is online,
+// the client's leader epoch is this replica's and, when leaderOnly, that this node
+// leads it.
+func readablePartition(p *replica.Partition, currentLeaderEpoch int32, leaderOnly bool) error {
 	if p == nil {
 		return kerr.UnknownTopicOrPartition
 	}
@@ -234,7 +241,7 @@ func fetchablePartition(p *replica.Partition, currentLeaderEpoch int32) error {
 	if err := p.CheckLeaderEpoch(currentLeaderEpoch); err != nil {
 		return err
 	}
-	if !p.IsLeader() {
+	if leaderOnly && !p.IsLeader() {
 		return kerr.NotLeaderForPartition
 	}
 	return nil

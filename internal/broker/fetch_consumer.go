@@ -20,7 +20,6 @@ package broker
 // records, only preferred_read_replica, and is sent at once.
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-streaming/samsa/internal/config"
@@ -37,7 +36,8 @@ const preferredReadReplicaVersion = 11
 // preferred read replica instead of records).
 func (b *Broker) serveConsumer(st *fetchState, r *kmsg.FetchRequest, img *metadata.Image, p *replica.Partition,
 	rp *kmsg.FetchRequestTopicPartition, pr *fetchPartitionResult, maxBytes int64, minOneBatch bool) (int64, bool) {
-	if err := consumerReadable(p, rp.CurrentLeaderEpoch, r.Version); err != nil {
+	// Followers serve consumers from v11 (KIP-392).
+	if err := readablePartition(p, rp.CurrentLeaderEpoch, r.Version < preferredReadReplicaVersion); err != nil {
 		pr.errorCode = errorCode(err)
 		return 0, true
 	}
@@ -64,25 +64,6 @@ func (b *Broker) serveConsumer(st *fetchState, r *kmsg.FetchRequest, img *metada
 	}
 	pr.ranges, pr.size = res.Ranges, res.Size
 	return res.Size, false
-}
-
-// consumerReadable checks that a consumer may read the partition here: it exists,
-// its log directory is online, the client's leader epoch is this replica's, and this
-// node leads it or the fetch is v11+ (KIP-392: followers serve consumers).
-func consumerReadable(p *replica.Partition, currentLeaderEpoch int32, version int16) error {
-	if p == nil {
-		return kerr.UnknownTopicOrPartition
-	}
-	if p.Offline() {
-		return replica.ErrOffline
-	}
-	if err := p.CheckLeaderEpoch(currentLeaderEpoch); err != nil {
-		return err
-	}
-	if version < preferredReadReplicaVersion && !p.IsLeader() {
-		return kerr.NotLeaderForPartition
-	}
-	return nil
 }
 
 // preferredReadReplica returns the follower a consumer in clientRack should read p
