@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the external Kafka clients used by the conformance suite
-# (test/conformance), only when they are missing. Safe to run repeatedly.
+# (test/conformance) and the browser the web console's tests drive
+# (internal/console), only when they are missing. Safe to run repeatedly.
 #
-#   Debian: kcat, python3-kafka (kafka-python), python3-confluent-kafka
+#   Debian: kcat, python3-kafka (kafka-python), python3-confluent-kafka, chromium
 #   npm:    kafkajs, pinned in test/conformance/package.json + package-lock.json
 #
 # The Debian Python clients import only under /usr/bin/python3 (the python3
@@ -35,6 +36,7 @@ if ! /usr/bin/python3 -c 'import confluent_kafka' >/dev/null 2>&1; then
 fi
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 
 if [ "${#missing[@]}" -gt 0 ]; then
 	log "installing Debian packages: ${missing[*]}"
@@ -57,3 +59,4 @@ fi
 command -v kcat >/dev/null
 /usr/bin/python3 -c 'import kafka, confluent_kafka'
 node -e "require('$conformance/node_modules/kafkajs')"
+command -v chromium >/dev/null

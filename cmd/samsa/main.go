@@ -7,10 +7,11 @@ import (
 
 	"github.com/samsa-streaming/samsa/internal/bench"
 	"github.com/samsa-streaming/samsa/internal/cli"
+	"github.com/samsa-streaming/samsa/internal/console"
 )
 
 func main() {
 	root := cli.NewRoot()
-	root.AddCommand(newServeCommand(), bench.NewCommand())
+	root.AddCommand(newServeCommand(), bench.NewCommand(), console.NewCommand())
 	os.Exit(cli.Execute(root))
 }

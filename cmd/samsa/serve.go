@@ -20,6 +20,7 @@ import (
 	"github.com/samsa-streaming/samsa/internal/broker"
 	"github.com/samsa-streaming/samsa/internal/clock"
 	"github.com/samsa-streaming/samsa/internal/config"
+	"github.com/samsa-streaming/samsa/internal/console"
 	"github.com/samsa-streaming/samsa/internal/metrics"
 	"github.com/samsa-streaming/samsa/internal/server"
 )
@@ -185,11 +186,19 @@ func serve(configFile string, overrides []string, logLevel string) error {
 		closeAll(srv)
 		return fmt.Errorf("metrics listener: %w", err)
 	}
+	web, err := startConsole(cfg, srv, logger)
+	if err != nil {
+		closeAll(srv)
+		return err
+	}
 	logger.Info("samsa ready", "addr", bound, "node", cfg.NodeID, "roles", strings.Join(cfg.ProcessRoles, ","),
 		"cluster", brk.ClusterID(), "controller", brk.Metadata().Leader(), "log.dirs", cfg.LogDirs)
 
 	sig := <-sigs
 	logger.Info("shutting down", "signal", sig.String())
+	if web != nil {
+		web.Close()
+	}
 	// Controlled shutdown: the controller moves this broker's leaderships away while
 	// clients are still served, bounded by the broker session timeout (after which
 	// the controller would fence this broker anyway).
@@ -211,6 +220,30 @@ func serve(configFile string, overrides []string, logLevel string) error {
 	case <-time.After(shutdownGrace):
 		return fmt.Errorf("shutdown did not finish within %v", shutdownGrace)
 	}
+}
+
+// startConsole serves the web console on console.listener, as a client of this
+// node's own client listener; nil when the property is not set.
+func startConsole(cfg *config.Broker, srv *server.Server, logger *slog.Logger) (*console.Server, error) {
+	if cfg.ConsoleListener == "" {
+		return nil, nil
+	}
+	if srv == nil {
+		return nil, errors.New("console.listener needs a client listener: process.roles must include broker")
+	}
+	web, err := console.New(console.Config{
+		Brokers: []string{srv.Addrs()[0].String()},
+		Listen:  cfg.ConsoleListener,
+		Logger:  logger.With("component", "console"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := web.Start(); err != nil {
+		web.Close()
+		return nil, err
+	}
+	return web, nil
 }
 
 // brokerSource hands metrics scrapes to the broker once it has been built.

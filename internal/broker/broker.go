@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/samsa-streaming/samsa/internal/bufpool"
 	"github.com/samsa-streaming/samsa/internal/clock"
 	"github.com/samsa-streaming/samsa/internal/config"
 	"github.com/samsa-streaming/samsa/internal/controller"
@@ -17,6 +18,7 @@ import (
 	"github.com/samsa-streaming/samsa/internal/metrics"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/replica"
+	"github.com/samsa-streaming/samsa/internal/share"
 	"github.com/samsa-streaming/samsa/internal/storage"
 )
 
@@ -53,11 +55,22 @@ type Broker struct {
 	channel    *controller.Channel
 	replicas   *replica.Manager
 	fetchers   *replica.FetcherManager // follower fetchers (replication.go)
-	isrWake    chan struct{}           // nudges the ISR loop
-	groups     *group.Coordinator
-	producers  producerIDs
-	lifecycle  lifecycle
-	imageWatch imageWatch
+	// replicaFrames holds the buffers follower fetch responses are read into.
+	replicaFrames bufpool.Pool
+	shareReads    bufpool.Pool  // share-group acquisitions read the log through these
+	isrWake       chan struct{} // nudges the ISR loop
+	groups        *group.Coordinator
+	producers     producerIDs
+	lifecycle     lifecycle
+	imageWatch    imageWatch
+
+	// Issue 14: the topics the group coordinator assigns, incremental fetch sessions,
+	// share groups' partition state and share sessions.
+	groupTops         groupTopics
+	fetchSessions     fetchSessions
+	shares            *share.Manager
+	shareState        *shareStateLog
+	shareSessionCache shareSessions
 
 	// reconcileMu serialises applying metadata images to local partitions.
 	reconcileMu sync.Mutex
@@ -107,6 +120,7 @@ func New(o Options) (*Broker, error) {
 		return nil, err
 	}
 	b.producers.broker = b
+	b.fetchSessions.init(int(cfg.MaxIncrementalFetchSessionCacheSlots))
 	b.lifecycle.init()
 	b.fetchers = b.newFetchers()
 	b.isrWake = make(chan struct{}, 1)
@@ -120,6 +134,13 @@ func New(o Options) (*Broker, error) {
 			return ok && partition >= 0 && int(partition) < len(t.Partitions)
 		},
 		OnRebalance: o.Metrics.Rebalance,
+		Topics:      func() *group.Topics { return b.groupTops.get(b.image()) },
+	})
+	b.shareState = &shareStateLog{b: b}
+	b.shares = share.NewManager(share.Options{
+		Store: b.shareState, Clock: o.Clock, Logger: o.Logger.With("component", "share"),
+		Config: b.shareConfig, InitialOffset: b.shareInitialOffset,
+		WriteTimeout: time.Duration(cfg.OffsetsCommitTimeoutMs) * time.Millisecond,
 	})
 	return b, nil
 }
@@ -263,6 +284,7 @@ func (b *Broker) Close() error {
 	b.wg.Wait()
 	b.fetchers.Close()
 	b.groups.Close()
+	b.shares.Close()
 	b.channel.Close()
 	var errs []error
 	if b.controller != nil {

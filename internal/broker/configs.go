@@ -9,7 +9,9 @@ package broker
 // source (DYNAMIC_TOPIC_CONFIG for an override, STATIC_BROKER_CONFIG when the broker's
 // property was set, DEFAULT_CONFIG otherwise), its type (v3+) and documentation.
 // Broker resources (named by node id, or "" for the cluster default) describe the
-// broker's properties. Changes to topic configs commit through the metadata quorum
+// broker's properties. Group resources (KIP-848/KIP-932 group configs: share.*) are
+// set per group through the metadata quorum, as Kafka stores them, and describe each
+// group config with its override or the broker property it defaults to. Changes to topic configs commit through the metadata quorum
 // and take effect on the partitions at once; AlterConfigs replaces a topic's whole set
 // of overrides (as Kafka's legacy API does) while IncrementalAlterConfigs applies SET,
 // DELETE, APPEND and SUBTRACT per config. Broker properties are static in Samsa:
@@ -60,6 +62,12 @@ func (b *Broker) handleDescribeConfigs(req *protocol.Request) <-chan protocol.Re
 				break
 			}
 			entries = config.DescribeBroker(b.cfg)
+		case kmsg.ConfigResourceTypeGroupConfig:
+			if res.ResourceName == "" {
+				sr.ErrorCode, sr.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr("a group config resource needs a group name")
+				break
+			}
+			entries = config.DescribeGroup(b.cfg, img.GroupConfigs(res.ResourceName))
 		default:
 			sr.ErrorCode = kerr.InvalidRequest.Code
 			sr.ErrorMessage = kmsg.StringPtr("unsupported config resource type " + strconv.Itoa(int(res.ResourceType)))
@@ -157,6 +165,17 @@ func (b *Broker) serveIncrementalAlterConfigs(ctx context.Context, req kmsg.Requ
 func (b *Broker) alterConfigs(ctx context.Context, rt kmsg.ConfigResourceType, name string, ops []controller.ConfigOp, replaceAll, validateOnly bool) error {
 	switch rt {
 	case kmsg.ConfigResourceTypeTopic:
+	case kmsg.ConfigResourceTypeGroupConfig:
+		for _, op := range ops {
+			switch {
+			case !config.IsGroupConfig(op.Name):
+				return &configError{"group config " + op.Name + " is unknown"}
+			case op.Value != nil && op.Op != controller.OpDelete:
+				if err := config.ValidateGroupConfig(op.Name, *op.Value); err != nil {
+					return &configError{"group config " + op.Name + ": " + err.Error()}
+				}
+			}
+		}
 	case kmsg.ConfigResourceTypeBroker:
 		if _, registered := b.image().Broker(metadata.NodeID(atoiOr(name, -1))); name != "" && !registered {
 			return &configError{"broker " + name + " is not registered"}

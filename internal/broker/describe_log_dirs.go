@@ -1,11 +1,12 @@
 package broker
 
-// DescribeLogDirs (key 35), versions 0–4.
+// DescribeLogDirs (key 35), versions 0–5.
 //
 // Each log directory with the partitions this node stores in it and their size in
 // bytes; from v4 the directory's total and usable bytes (statfs). A null topic list
 // means every partition. There are no future (moving) replicas, so offset lag is 0 and
-// IsFuture is false.
+// IsFuture is false; directories cannot be cordoned (KIP-1066), so v5's IsCordoned is
+// false.
 
 import (
 	"path/filepath"
@@ -18,7 +19,7 @@ import (
 	"github.com/samsa-streaming/samsa/internal/replica"
 )
 
-func init() { register(kmsg.DescribeLogDirs, 0, 4, (*Broker).handleDescribeLogDirs) }
+func init() { register(kmsg.DescribeLogDirs, 0, 5, (*Broker).handleDescribeLogDirs) }
 
 func (b *Broker) handleDescribeLogDirs(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.DescribeLogDirsRequest)

@@ -1,6 +1,6 @@
 package broker
 
-// Fetch (key 1), versions 4–16.
+// Fetch (key 1), versions 4–18 (v17 and v18 add only follower fields).
 //
 // Reads whole batches from each partition's log up to the high watermark (the last
 // stable offset for read_committed, which equals it until transactions exist) for a
@@ -18,8 +18,10 @@ package broker
 // with the rack-aware replica selector names the replica a consumer should read from
 // (KIP-392; fetch_consumer.go).
 //
-// Fetch sessions (KIP-227) are declined: the response's session id is always 0, so
-// clients send full fetch requests, which Kafka permits.
+// Incremental fetch sessions (KIP-227) are resolved in fetch_session.go: an
+// incremental request is turned into the session's full partition list before
+// anything is read, and the response keeps only partitions with something new. A
+// session lives on the broker it was made with, leader or follower alike.
 
 import (
 	"sync"
@@ -35,18 +37,21 @@ import (
 )
 
 func init() {
-	register(kmsg.Fetch, 4, 16, (*Broker).handleFetch)
+	register(kmsg.Fetch, 4, 18, (*Broker).handleFetch)
 	fetchStates.New = newFetchState
 }
 
 func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
-	r := req.Body.(*kmsg.FetchRequest)
+	r, session, code := b.fetchSessions.begin(req.Body.(*kmsg.FetchRequest), b.clock.Now())
+	if code != 0 {
+		return protocol.Ready(fetchSessionError(req.Body.(*kmsg.FetchRequest), code))
+	}
 	replicaID := r.ReplicaID
 	if r.Version >= 15 {
 		replicaID = r.ReplicaState.ID
 	}
 	st := fetchStates.Get().(*fetchState)
-	st.replicaID = replicaID
+	st.replicaID, st.session = replicaID, session
 	total, answerNow := b.readFetch(r, st)
 	if answerNow || total >= int64(r.MinBytes) || r.MaxWaitMillis <= 0 || len(st.parts) == 0 {
 		return protocol.Ready(b.fetchResponse(r, st))
@@ -92,6 +97,7 @@ type fetchState struct {
 	ranges    []storage.FileRange
 	w         chunkWriter
 	written   func() // release, made once per pooled state (a method value allocates)
+	session   fetchSessionUse
 }
 
 // fetchStates holds idle fetchStates (New is set in init: release puts back).
@@ -107,11 +113,14 @@ func newFetchState() any {
 func (st *fetchState) release() {
 	clear(st.parts)
 	clear(st.ranges) // they hold *os.File
+	st.session = fetchSessionUse{}
 	fetchStates.Put(st)
 }
 
 // fetchResponse encodes the final response and records its metrics.
 func (b *Broker) fetchResponse(r *kmsg.FetchRequest, st *fetchState) protocol.Response {
+	var sessionID int32
+	st.topics, sessionID = st.session.finish(st.topics)
 	for _, t := range st.topics {
 		for _, p := range t.partitions {
 			if p.errorCode != 0 {
@@ -122,7 +131,7 @@ func (b *Broker) fetchResponse(r *kmsg.FetchRequest, st *fetchState) protocol.Re
 		}
 	}
 	st.w.reset()
-	chunks := st.w.fetchResponse(r.Version, 0, r.IsolationLevel == 1, st.topics)
+	chunks := st.w.fetchResponse(r.Version, 0, sessionID, r.IsolationLevel == 1, st.topics)
 	return protocol.Response{Chunks: chunks, Written: st.written}
 }
 

@@ -115,13 +115,13 @@ func (w *chunkWriter) flush() {
 }
 
 // encodeFetchResponse writes a Fetch response body of the given version.
-func encodeFetchResponse(version int16, errorCode int16, readCommitted bool, topics []fetchTopicResult) []protocol.Chunk {
+func encodeFetchResponse(version int16, errorCode int16, sessionID int32, readCommitted bool, topics []fetchTopicResult) []protocol.Chunk {
 	var w chunkWriter
-	return w.fetchResponse(version, errorCode, readCommitted, topics)
+	return w.fetchResponse(version, errorCode, sessionID, readCommitted, topics)
 }
 
 // fetchResponse writes a Fetch response body of the given version into w.
-func (w *chunkWriter) fetchResponse(version int16, errorCode int16, readCommitted bool, topics []fetchTopicResult) []protocol.Chunk {
+func (w *chunkWriter) fetchResponse(version int16, errorCode int16, sessionID int32, readCommitted bool, topics []fetchTopicResult) []protocol.Chunk {
 	flexible := version >= 12
 	size := 64
 	for _, t := range topics {
@@ -133,7 +133,7 @@ func (w *chunkWriter) fetchResponse(version int16, errorCode int16, readCommitte
 	w.int32(0) // throttle_time_ms
 	if version >= 7 {
 		w.int16(errorCode)
-		w.int32(0) // session_id: sessions are declined
+		w.int32(sessionID) // 0: no fetch session (fetch_session.go)
 	}
 	w.arrayLen(len(topics), flexible)
 	for _, t := range topics {

@@ -39,7 +39,7 @@ func TestEncodeFetchResponseMatchesKmsg(t *testing.T) {
 	}
 	for version := int16(4); version <= 16; version++ {
 		for _, readCommitted := range []bool{false, true} {
-			got := flatten(t, encodeFetchResponse(version, 0, readCommitted, topics))
+			got := flatten(t, encodeFetchResponse(version, 0, 0, readCommitted, topics))
 
 			want := kmsg.NewPtrFetchResponse()
 			want.SetVersion(version)

@@ -1,26 +1,28 @@
 package broker
 
-// FindCoordinator (key 10), versions 0–5 (batched keys from v4).
+// FindCoordinator (key 10), versions 0–6 (batched keys from v4, share keys from v6).
 //
 // Group keys hash to a __consumer_offsets partition (Kafka's hash of the group id
 // modulo offsets.topic.num.partitions); its leader is the coordinator. The topic is
 // created on first use, compacted, with offsets.topic.num.partitions partitions, as
 // Kafka does. While a partition's groups are still loading the group APIs answer
-// COORDINATOR_LOAD_IN_PROGRESS. Transaction coordinator keys (type 1) are answered with
+// COORDINATOR_LOAD_IN_PROGRESS. Share keys (type 2, "group:topicId:partition", KIP-932)
+// hash the same way to a __share_group_state partition, whose leader keeps that share
+// partition's state. Transaction coordinator keys (type 1) are answered with
 // COORDINATOR_NOT_AVAILABLE: transactions are not served yet.
 
 import (
-	"fmt"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/group"
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 )
 
-func init() { register(kmsg.FindCoordinator, 0, 5, (*Broker).handleFindCoordinator) }
+func init() { register(kmsg.FindCoordinator, 0, 6, (*Broker).handleFindCoordinator) }
 
 func (b *Broker) handleFindCoordinator(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.FindCoordinatorRequest)
@@ -46,22 +48,29 @@ func (b *Broker) findCoordinator(key string, keyType int8) kmsg.FindCoordinatorR
 	c := kmsg.NewFindCoordinatorResponseCoordinator()
 	c.Key = key
 	c.NodeID = -1
-	if keyType != 0 {
+	topic, p := offsetsTopic, b.groups.PartitionFor(key)
+	var img *metadata.Image
+	var err error
+	switch keyType {
+	case 0:
+		img, err = b.ensureOffsetsTopic()
+	case 2:
+		topic, p = shareStateTopic, group.PartitionOf(key, b.cfg.ShareCoordinatorStateTopicNumPartitions)
+		img, err = b.ensureShareStateTopic()
+	default:
 		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		c.ErrorMessage = kmsg.StringPtr("transactions are not supported by this broker yet")
 		return c
 	}
-	img, err := b.ensureOffsetsTopic()
 	if err != nil {
 		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		c.ErrorMessage = errorMessage(err)
 		return c
 	}
-	t, _ := img.Topic(offsetsTopic)
-	p := b.groups.PartitionFor(key)
+	t, _ := img.Topic(topic)
 	if int(p) >= len(t.Partitions) {
 		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		c.ErrorMessage = kmsg.StringPtr(offsetsTopic + " has fewer partitions than offsets.topic.num.partitions; partition " + strconv.Itoa(int(p)) + " is missing")
+		c.ErrorMessage = kmsg.StringPtr(topic + " has fewer partitions than configured; partition " + strconv.Itoa(int(p)) + " is missing")
 		return c
 	}
 	leader := t.Partitions[p].Leader
@@ -81,29 +90,9 @@ func (b *Broker) findCoordinator(key string, keyType int8) kmsg.FindCoordinatorR
 // are registered the controller refuses and FindCoordinator answers
 // COORDINATOR_NOT_AVAILABLE), and returns the image that has it.
 func (b *Broker) ensureOffsetsTopic() (*metadata.Image, error) {
-	img := b.image()
-	if _, ok := img.Topic(offsetsTopic); ok {
-		return img, nil
-	}
-	ctx, cancel := b.requestContext(0)
-	defer cancel()
-	results, err := b.createTopics(ctx, []kmsg.CreateTopicsRequestTopic{newTopic(offsetsTopic, b.cfg.OffsetsTopicNumPartitions, b.cfg.OffsetsTopicRF(), map[string]string{
+	return b.ensureInternalTopic(offsetsTopic, b.cfg.OffsetsTopicNumPartitions, b.cfg.OffsetsTopicRF(), "offsets.topic.replication.factor", map[string]string{
 		"cleanup.policy":   "compact",
 		"segment.bytes":    strconv.FormatInt(b.cfg.OffsetsTopicSegmentBytes, 10),
 		"compression.type": "producer",
-	})})
-	if err != nil {
-		return nil, err
-	}
-	if res := results[0]; res.ErrorCode != 0 && res.ErrorCode != kerr.TopicAlreadyExists.Code {
-		msg := ""
-		if res.ErrorMessage != nil {
-			msg = *res.ErrorMessage
-		}
-		return nil, fmt.Errorf("cannot create %s with replication factor %d (offsets.topic.replication.factor): %s", offsetsTopic, b.cfg.OffsetsTopicRF(), msg)
-	}
-	if _, ok := b.image().Topic(offsetsTopic); !ok {
-		return nil, fmt.Errorf("%s is not in this broker's metadata yet", offsetsTopic)
-	}
-	return b.image(), nil
+	})
 }

@@ -6,41 +6,48 @@ package broker
 // the leader's assignment, writes waiting for __consumer_offsets) arrive on the
 // coordinator's channel and are relayed as they come.
 //
-//	OffsetCommit     (8) v0–9   (v10 names topics by id: not served yet)
-//	OffsetFetch      (9) v0–9   several groups per request from v8
+//	OffsetCommit     (8) v0–10  topics by id from v10 (UNKNOWN_TOPIC_ID for an unknown one)
+//	OffsetFetch      (9) v0–10  several groups per request from v8, topics by id from v10
 //	JoinGroup       (11) v0–9   MEMBER_ID_REQUIRED handshake from v4, static members
 //	                            from v5, SkipAssignment for a returning static leader v9
 //	Heartbeat       (12) v0–4
 //	LeaveGroup      (13) v0–5   batched, by member id or group.instance.id, from v3
 //	SyncGroup       (14) v0–5
-//	DescribeGroups  (15) v0–5
-//	ListGroups      (16) v0–5   state filter from v4, type filter ("classic") from v5
-//	DeleteGroups    (42) v0–2
+//	DescribeGroups  (15) v0–6   a consumer group (KIP-848) is Dead here, GROUP_ID_NOT_FOUND
+//	                            from v6: ConsumerGroupDescribe describes it
+//	ListGroups      (16) v0–5   state filter from v4, type filter ("classic", "consumer")
+//	                            from v5
+//	DeleteGroups    (42) v0–3   any group type; share groups lose their share state too
 //	OffsetDelete    (47) v0
 //
-// Differences from Kafka: TxnOffsetCommit and the KIP-848 consumer group protocol
-// (ConsumerGroupHeartbeat, ConsumerGroupDescribe) are not served, so clients use the
-// classic protocol; OffsetFetch's RequireStable has nothing to wait for without
-// transactions.
+// OffsetCommit and OffsetFetch serve consumer groups (KIP-848) as Kafka does: a member
+// commits at its member epoch (v9+; STALE_MEMBER_EPOCH for an older one), and a
+// commit from outside the group is accepted only while it has no members. The
+// consumer protocol itself is in consumer_group_heartbeat.go.
+//
+// Differences from Kafka: TxnOffsetCommit is not served; OffsetFetch's RequireStable
+// has nothing to wait for without transactions.
 
 import (
 	"net"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 )
 
 func init() {
-	register(kmsg.OffsetCommit, 0, 9, (*Broker).handleOffsetCommit)
-	register(kmsg.OffsetFetch, 0, 9, (*Broker).handleOffsetFetch)
+	register(kmsg.OffsetCommit, 0, 10, (*Broker).handleOffsetCommit)
+	register(kmsg.OffsetFetch, 0, 10, (*Broker).handleOffsetFetch)
 	register(kmsg.JoinGroup, 0, 9, (*Broker).handleJoinGroup)
 	register(kmsg.Heartbeat, 0, 4, (*Broker).handleHeartbeat)
 	register(kmsg.LeaveGroup, 0, 5, (*Broker).handleLeaveGroup)
 	register(kmsg.SyncGroup, 0, 5, (*Broker).handleSyncGroup)
-	register(kmsg.DescribeGroups, 0, 5, (*Broker).handleDescribeGroups)
+	register(kmsg.DescribeGroups, 0, 6, (*Broker).handleDescribeGroups)
 	register(kmsg.ListGroups, 0, 5, (*Broker).handleListGroups)
-	register(kmsg.DeleteGroups, 0, 2, (*Broker).handleDeleteGroups)
+	register(kmsg.DeleteGroups, 0, 3, (*Broker).handleDeleteGroups)
 	register(kmsg.OffsetDelete, 0, 0, (*Broker).handleOffsetDelete)
 }
 
@@ -78,11 +85,66 @@ func (b *Broker) handleLeaveGroup(req *protocol.Request) <-chan protocol.Respons
 }
 
 func (b *Broker) handleOffsetCommit(req *protocol.Request) <-chan protocol.Response {
-	return relayGroupResponse(b.groups.OffsetCommit(req.Body.(*kmsg.OffsetCommitRequest)))
+	r := req.Body.(*kmsg.OffsetCommitRequest)
+	unknown := map[[16]byte]bool{}
+	if r.Version >= 10 {
+		// Offsets are kept by topic name, as in Kafka: resolve the ids first.
+		img := b.image()
+		for i := range r.Topics {
+			if t, ok := img.TopicByID(metadata.TopicID(r.Topics[i].TopicID)); ok {
+				r.Topics[i].Topic = t.Name
+			} else {
+				unknown[r.Topics[i].TopicID] = true
+			}
+		}
+	}
+	in := b.groups.OffsetCommit(r)
+	out := make(chan protocol.Response, 1)
+	go func() {
+		resp := <-in
+		for i := range resp.Topics {
+			if unknown[resp.Topics[i].TopicID] {
+				for j := range resp.Topics[i].Partitions {
+					resp.Topics[i].Partitions[j].ErrorCode = kerr.UnknownTopicID.Code
+				}
+			}
+		}
+		out <- protocol.Response{Body: resp}
+	}()
+	return out
 }
 
 func (b *Broker) handleOffsetFetch(req *protocol.Request) <-chan protocol.Response {
-	return reply(b.groups.OffsetFetch(req.Body.(*kmsg.OffsetFetchRequest)))
+	r := req.Body.(*kmsg.OffsetFetchRequest)
+	if r.Version < 10 {
+		return reply(b.groups.OffsetFetch(r))
+	}
+	img := b.image()
+	for i := range r.Groups {
+		for j := range r.Groups[i].Topics {
+			if t, ok := img.TopicByID(metadata.TopicID(r.Groups[i].Topics[j].TopicID)); ok {
+				r.Groups[i].Topics[j].Topic = t.Name
+			}
+		}
+	}
+	resp := b.groups.OffsetFetch(r)
+	for i := range resp.Groups {
+		for j := range resp.Groups[i].Topics {
+			rt := &resp.Groups[i].Topics[j]
+			if t, ok := img.Topic(rt.Topic); ok {
+				rt.TopicID = t.ID
+				continue
+			}
+			// An id that names no topic: answered in request order, as asked.
+			if i < len(r.Groups) && j < len(r.Groups[i].Topics) {
+				rt.TopicID = r.Groups[i].Topics[j].TopicID
+			}
+			for k := range rt.Partitions {
+				rt.Partitions[k].ErrorCode = kerr.UnknownTopicID.Code
+			}
+		}
+	}
+	return reply(resp)
 }
 
 func (b *Broker) handleDescribeGroups(req *protocol.Request) <-chan protocol.Response {
@@ -94,7 +156,30 @@ func (b *Broker) handleListGroups(req *protocol.Request) <-chan protocol.Respons
 }
 
 func (b *Broker) handleDeleteGroups(req *protocol.Request) <-chan protocol.Response {
-	return relayGroupResponse(b.groups.DeleteGroups(req.Body.(*kmsg.DeleteGroupsRequest)))
+	r := req.Body.(*kmsg.DeleteGroupsRequest)
+	shareGroups := map[string]bool{}
+	for _, g := range r.Groups {
+		if _, ok := b.groups.ShareGroupExists(g); ok {
+			shareGroups[g] = true
+		}
+	}
+	in := b.groups.DeleteGroups(r)
+	if len(shareGroups) == 0 {
+		return relayGroupResponse(in)
+	}
+	out := make(chan protocol.Response, 1)
+	go func() {
+		resp := <-in
+		ctx, cancel := b.requestContext(0)
+		defer cancel()
+		for _, g := range resp.Groups {
+			if g.ErrorCode == 0 && shareGroups[g.Group] {
+				b.deleteShareState(ctx, g.Group)
+			}
+		}
+		out <- protocol.Response{Body: resp}
+	}()
+	return out
 }
 
 func (b *Broker) handleOffsetDelete(req *protocol.Request) <-chan protocol.Response {

@@ -36,7 +36,13 @@ func (l offsetsLog) Append(ctx context.Context, p int32, records []group.Record)
 	if err != nil {
 		return err
 	}
-	now := l.b.clock.Now()
+	return appendInternal(ctx, l.b, part, records)
+}
+
+// appendInternal writes records to a partition of an internal topic this node leads as
+// one uncompressed batch and waits until the high watermark covers it.
+func appendInternal(ctx context.Context, b *Broker, part *replica.Partition, records []group.Record) error {
+	now := b.clock.Now()
 	opts := record.DefaultBuildOptions()
 	opts.BaseTimestamp = now.UnixMilli()
 	recs := make([]record.Record, len(records))
@@ -85,6 +91,12 @@ func (l offsetsLog) Load(ctx context.Context, p int32, fn func(group.Record) err
 	if err != nil {
 		return err
 	}
+	return l.loadPartition(ctx, part, fn)
+}
+
+// loadPartition reads every record of an internal topic partition from its log start
+// to its log end (see Load: a new leader holds everything acknowledged before).
+func (offsetsLog) loadPartition(ctx context.Context, part *replica.Partition, fn func(group.Record) error) error {
 	end := part.Log.LogEndOffset()
 	offset := part.Log.LogStartOffset()
 	for offset < end {
@@ -138,5 +150,13 @@ func groupConfig(c *config.Broker) group.Config {
 		OffsetsRetention:              time.Duration(c.OffsetsRetentionMinutes) * time.Minute,
 		OffsetsRetentionCheckInterval: ms(c.OffsetsRetentionCheckIntervalMs),
 		OffsetCommitTimeout:           ms(int64(c.OffsetsCommitTimeoutMs)),
+		ConsumerSessionTimeout:        ms(int64(c.GroupConsumerSessionTimeoutMs)),
+		ConsumerHeartbeatInterval:     ms(int64(c.GroupConsumerHeartbeatIntervalMs)),
+		ConsumerMaxSize:               c.GroupConsumerMaxSize,
+		ConsumerAssignors:             c.GroupConsumerAssignors,
+		MigrationPolicy:               c.GroupConsumerMigrationPolicy,
+		ShareSessionTimeout:           ms(int64(c.GroupShareSessionTimeoutMs)),
+		ShareHeartbeatInterval:        ms(int64(c.GroupShareHeartbeatIntervalMs)),
+		ShareMaxSize:                  c.GroupShareMaxSize,
 	}
 }

@@ -1,18 +1,25 @@
 package broker
 
-// ListOffsets (key 2), versions 1–8.
+// ListOffsets (key 2), versions 1–11.
 //
 // Timestamp -2 (earliest) and -4 (earliest local; there is no tiered storage, so the
-// same) answer the log start offset; -1 (latest) the high watermark, or the last stable
-// offset for read_committed; -3 (max timestamp, KIP-734) the record with the largest
-// timestamp; any other timestamp the earliest offset whose record timestamp is at least
-// that, looked up through the time index, or -1 when there is none below the high
-// watermark. CurrentLeaderEpoch is validated (v4+). A leader just elected whose high
-// watermark has not reached the start of its epoch answers OFFSET_NOT_AVAILABLE for the
-// latest offset, and for a timestamp found at or past its high watermark, as Kafka does
-// (KIP-207): the client retries once the high watermark caught up.
+// same) answer the log start offset; -5 (latest tiered, v9+, KIP-1005) and -6
+// (earliest pending upload, v11+, KIP-1023) answer -1: nothing is tiered; -1 (latest)
+// the high watermark, or the last stable offset for read_committed; -3 (max
+// timestamp, KIP-734) the record with the largest timestamp; any other timestamp the
+// earliest offset whose record timestamp is at least that, looked up through the time
+// index, or -1 when there is none below the high watermark. A special timestamp in a
+// version that does not know it is UNSUPPORTED_VERSION, as on Kafka.
+// CurrentLeaderEpoch is validated (v4+). v10's TimeoutMillis bounds remote-storage
+// lookups, which Samsa never makes.
+//
+// A leader just elected whose high watermark has not reached the start of its epoch
+// answers OFFSET_NOT_AVAILABLE for the latest offset, and for a timestamp found at or
+// past its high watermark, as Kafka does (KIP-207): the client retries once the high
+// watermark caught up.
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-streaming/samsa/internal/protocol"
@@ -20,13 +27,21 @@ import (
 )
 
 const (
-	listLatest        = -1
-	listEarliest      = -2
-	listMaxTimestamp  = -3
-	listEarliestLocal = -4
+	listLatest           = -1
+	listEarliest         = -2
+	listMaxTimestamp     = -3
+	listEarliestLocal    = -4
+	listLatestTiered     = -5
+	listEarliestToUpload = -6
 )
 
-func init() { register(kmsg.ListOffsets, 1, 8, (*Broker).handleListOffsets) }
+// listMinVersion is the first ListOffsets version that knows each special timestamp.
+var listMinVersion = map[int64]int16{
+	listLatest: 0, listEarliest: 0, listMaxTimestamp: 7, listEarliestLocal: 8,
+	listLatestTiered: 9, listEarliestToUpload: 11,
+}
+
+func init() { register(kmsg.ListOffsets, 1, 11, (*Broker).handleListOffsets) }
 
 func (b *Broker) handleListOffsets(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.ListOffsetsRequest)
@@ -40,7 +55,10 @@ func (b *Broker) handleListOffsets(req *protocol.Request) <-chan protocol.Respon
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			p := b.replicas.Get(rt.Topic, rp.Partition)
-			err := fetchablePartition(p, rp.CurrentLeaderEpoch)
+			err := timestampKnown(rp.Timestamp, req.Version)
+			if err == nil {
+				err = fetchablePartition(p, rp.CurrentLeaderEpoch)
+			}
 			if err == nil {
 				sp.Timestamp, sp.Offset, sp.LeaderEpoch, err = listOffset(p, rp.Timestamp, r.IsolationLevel == 1)
 			}
@@ -55,6 +73,15 @@ func (b *Broker) handleListOffsets(req *protocol.Request) <-chan protocol.Respon
 	return reply(resp)
 }
 
+// timestampKnown returns UNSUPPORTED_VERSION for a special (negative) timestamp that
+// the request's version does not know.
+func timestampKnown(ts int64, version int16) error {
+	if first, known := listMinVersion[ts]; ts < 0 && (!known || version < first) {
+		return kerr.UnsupportedVersion
+	}
+	return nil
+}
+
 // listOffset answers one partition's query: (timestamp, offset, leader epoch), or
 // replica.ErrOffsetNotAvailable from a leader whose high watermark lags its epoch.
 func listOffset(p *replica.Partition, ts int64, readCommitted bool) (int64, int64, int32, error) {
@@ -66,6 +93,8 @@ func listOffset(p *replica.Partition, ts int64, readCommitted bool) (int64, int6
 	switch ts {
 	case listEarliest, listEarliestLocal:
 		return -1, p.Log.LogStartOffset(), -1, nil
+	case listLatestTiered, listEarliestToUpload:
+		return -1, -1, -1, nil
 	case listLatest:
 		return -1, limit, p.LeaderEpoch(), lagging
 	case listMaxTimestamp:

@@ -1,6 +1,6 @@
 package broker
 
-// Metadata (key 3), versions 0–12.
+// Metadata (key 3), versions 0–13.
 //
 // Brokers come from the metadata image's registrations (unfenced ones, at their
 // endpoint for the listener this node's clients use), topics and partitions (with
@@ -12,7 +12,9 @@ package broker
 // with num.partitions and default.replication.factor; creation commits through the
 // metadata quorum before the response is built, so the new topic is answered in full
 // rather than with LEADER_NOT_AVAILABLE. Authorized operations are not computed (no
-// ACLs): they are reported as Kafka reports "not requested" (-2147483648).
+// ACLs): they are reported as Kafka reports "not requested" (-2147483648). v13's
+// top-level error code (KIP-1102: REBOOTSTRAP_REQUIRED) is always 0, as on Kafka's
+// brokers, which never ask a client to rebootstrap through Metadata.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -25,7 +27,7 @@ import (
 
 const authorizedOperationsOmitted = -2147483648
 
-func init() { register(kmsg.Metadata, 0, 12, (*Broker).handleMetadata) }
+func init() { register(kmsg.Metadata, 0, 13, (*Broker).handleMetadata) }
 
 func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.MetadataRequest)
@@ -205,5 +207,5 @@ func (b *Broker) controllerID(img *metadata.Image) int32 {
 }
 
 func isInternalTopic(name string) bool {
-	return name == offsetsTopic || name == "__transaction_state"
+	return name == offsetsTopic || name == "__transaction_state" || name == shareStateTopic
 }

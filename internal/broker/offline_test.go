@@ -79,7 +79,10 @@ func produceTo(t *testing.T, b *Broker, topic string) int16 {
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks, req.TimeoutMillis = -1, 5000
 	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
+	rt.Topic = topic // v12 and older; v13 names the topic by id
+	if tp, ok := b.image().Topic(topic); ok {
+		rt.TopicID = tp.ID
+	}
 	rp := kmsg.NewProduceRequestTopicPartition()
 	rp.Records = batch
 	rt.Partitions = append(rt.Partitions, rp)

@@ -1,6 +1,7 @@
 package broker
 
-// Produce (key 0), versions 3–11.
+// Produce (key 0), versions 3–12 (v12, KIP-890, has v11's schema; v13, topics by id,
+// is not served).
 //
 // Each partition's records must be exactly one magic-v2 record batch (Kafka's rule for
 // v3+). The batch is validated in one pass (size, CRC-32C, header fields; compressed
@@ -34,6 +35,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/record"
 	"github.com/samsa-streaming/samsa/internal/replica"
@@ -41,7 +43,7 @@ import (
 )
 
 func init() {
-	register(kmsg.Produce, 3, 11, (*Broker).handleProduce)
+	register(kmsg.Produce, 3, 13, (*Broker).handleProduce)
 	produceRequests.New = newProduceRequest
 }
 
@@ -62,7 +64,7 @@ func (b *Broker) handleProduce(req *protocol.Request) <-chan protocol.Response {
 	})
 	for i := range r.Topics {
 		rt := &r.Topics[i]
-		pr.Topic(rt.Topic, len(rt.Partitions))
+		pr.Topic(rt.Topic, rt.TopicID, len(rt.Partitions))
 		for j := range rt.Partitions {
 			pr.Partition(rt.Partitions[j].Partition, rt.Partitions[j].Records)
 		}
@@ -90,6 +92,8 @@ type produceRequest struct {
 	resp    kmsg.ProduceResponse
 	pending []pendingAck
 	failed  bool
+	// topicErr answers every partition of the current topic (an unknown topic id).
+	topicErr error
 }
 
 // pendingAck is a partition whose acks=all response waits for the high watermark: the
@@ -122,8 +126,17 @@ func (b *Broker) StartProduce(req *protocol.Request, h protocol.ProduceHeader) p
 	return pr
 }
 
-// Topic implements protocol.ProduceStream.
-func (pr *produceRequest) Topic(name string, partitions int) {
+// Topic implements protocol.ProduceStream. A topic named by id (v13) is looked up in
+// the metadata image; an id it does not hold is UNKNOWN_TOPIC_ID for each partition.
+func (pr *produceRequest) Topic(name string, id [16]byte, partitions int) {
+	pr.topicErr = nil
+	if pr.version >= 13 {
+		if t, ok := pr.b.image().TopicByID(metadata.TopicID(id)); ok {
+			name = t.Name
+		} else {
+			pr.topicErr = kerr.UnknownTopicID
+		}
+	}
 	n := len(pr.resp.Topics)
 	if n < cap(pr.resp.Topics) {
 		pr.resp.Topics = pr.resp.Topics[:n+1]
@@ -136,7 +149,7 @@ func (pr *produceRequest) Topic(name string, partitions int) {
 		parts = make([]kmsg.ProduceResponseTopicPartition, 0, partitions)
 	}
 	*t = kmsg.NewProduceResponseTopic()
-	t.Topic, t.Partitions = name, parts
+	t.Topic, t.TopicID, t.Partitions = name, id, parts
 }
 
 // Partition implements protocol.ProduceStream: it validates and appends one
@@ -147,7 +160,12 @@ func (pr *produceRequest) Partition(partition int32, records []byte) {
 	sp := &t.Partitions[len(t.Partitions)-1]
 	sp.Partition, sp.BaseOffset, sp.LogAppendTime = partition, -1, -1
 	b := pr.b
-	p, info, err := b.produceOne(t.Topic, partition, records, pr.acks, pr.now, sp)
+	var p *replica.Partition
+	var info storage.AppendInfo
+	err := pr.topicErr
+	if err == nil {
+		p, info, err = b.produceOne(t.Topic, partition, records, pr.acks, pr.now, sp)
+	}
 	if err != nil {
 		pr.failed = true
 		sp.ErrorCode = errorCode(err)

@@ -40,28 +40,9 @@ func BenchmarkProduceRequest(b *testing.B) {
 func benchProduce(b *testing.B, partitions, requestBytes, recordSize int) {
 	addr := startBenchBroker(b, "bench", int32(partitions))
 	frame := produceFrame(b, "bench", partitions, requestBytes, recordSize)
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
-	resp := make([]byte, 1<<20)
-	roundTrip := func() {
-		if _, err := conn.Write(frame); err != nil {
-			b.Fatal(err)
-		}
-		var size [4]byte
-		if _, err := io.ReadFull(conn, size[:]); err != nil {
-			b.Fatal(err)
-		}
-		n := int(binary.BigEndian.Uint32(size[:]))
-		if n > len(resp) {
-			resp = make([]byte, n)
-		}
-		if _, err := io.ReadFull(conn, resp[:n]); err != nil {
-			b.Fatal(err)
-		}
-	}
+	c := dialBench(b, addr)
+	var resp []byte
+	roundTrip := func() { resp = c.roundTrip(frame) }
 	for range 20 { // warm up pools, page cache and segment preallocation
 		roundTrip()
 	}
@@ -88,6 +69,43 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchConn is a raw client connection: one request at a time, its response read into
+// a reused buffer.
+type benchConn struct {
+	b    *testing.B
+	conn net.Conn
+	resp []byte
+}
+
+func dialBench(b *testing.B, addr string) *benchConn {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	return &benchConn{b: b, conn: conn, resp: make([]byte, 1<<20)}
+}
+
+// roundTrip sends a framed request and returns its response frame (after the size),
+// valid until the next call.
+func (c *benchConn) roundTrip(frame []byte) []byte {
+	if _, err := c.conn.Write(frame); err != nil {
+		c.b.Fatal(err)
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(c.conn, size[:]); err != nil {
+		c.b.Fatal(err)
+	}
+	n := int(binary.BigEndian.Uint32(size[:]))
+	if n > len(c.resp) {
+		c.resp = make([]byte, n)
+	}
+	if _, err := io.ReadFull(c.conn, c.resp[:n]); err != nil {
+		c.b.Fatal(err)
+	}
+	return c.resp[:n]
 }
 
 // startBenchBroker starts a broker and a server on 127.0.0.1:0 with one topic.
@@ -197,29 +215,7 @@ func BenchmarkFetchRequest(b *testing.B) {
 	for _, partitions := range []int{1, 64, 1000} {
 		b.Run(fmt.Sprintf("partitions=%d", partitions), func(b *testing.B) {
 			addr := startBenchBroker(b, "bench", int32(partitions))
-			conn, err := net.Dial("tcp", addr)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer conn.Close()
-			resp := make([]byte, 1<<20)
-			roundTrip := func(frame []byte) []byte {
-				if _, err := conn.Write(frame); err != nil {
-					b.Fatal(err)
-				}
-				var size [4]byte
-				if _, err := io.ReadFull(conn, size[:]); err != nil {
-					b.Fatal(err)
-				}
-				n := int(binary.BigEndian.Uint32(size[:]))
-				if n > len(resp) {
-					resp = make([]byte, n)
-				}
-				if _, err := io.ReadFull(conn, resp[:n]); err != nil {
-					b.Fatal(err)
-				}
-				return resp[:n]
-			}
+			roundTrip := dialBench(b, addr).roundTrip
 			for range 8 { // 8 batches of 32 × 1 KiB records in every partition
 				roundTrip(produceFrame(b, "bench", partitions, partitions*32<<10, 1024))
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/bufpool"
 	"github.com/samsa-streaming/samsa/internal/controller"
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/peer"
@@ -60,19 +61,34 @@ func (b *Broker) dialLeader(leader int32) (replica.LeaderClient, error) {
 		MaxResponseSize: max(b.cfg.ReplicaFetchResponseMaxBytes, 0) + 64<<20,
 	})
 	timeout := time.Duration(b.cfg.ReplicaSocketTimeoutMs+b.cfg.ReplicaFetchWaitMaxMs) * time.Millisecond
-	return &leaderClient{conn: conn, timeout: timeout}, nil
+	return &leaderClient{conn: conn, timeout: timeout, pool: &b.replicaFrames}, nil
 }
 
-// leaderClient is replica.LeaderClient over the Kafka protocol.
+// leaderClient is replica.LeaderClient over the Kafka protocol. Responses are read into
+// buffers of the broker's pool, which the records handed to the fetcher alias until
+// the next Fetch: a follower allocates nothing per fetch of megabytes.
 type leaderClient struct {
 	conn    *peer.Conn
 	timeout time.Duration
+	pool    *bufpool.Pool
+	release func() // gives the previous response's buffer back
 }
 
-func (c *leaderClient) Close() { c.conn.Close() }
+func (c *leaderClient) Close() {
+	c.releasePrevious()
+	c.conn.Close()
+}
+
+func (c *leaderClient) releasePrevious() {
+	if c.release != nil {
+		c.release()
+		c.release = nil
+	}
+}
 
 // Fetch sends one Fetch request with this node's replica id and maps the answer.
 func (c *leaderClient) Fetch(ctx context.Context, req *replica.FetchRequest) ([]replica.FetchResult, error) {
+	c.releasePrevious()
 	r := kmsg.NewPtrFetchRequest()
 	r.SetVersion(replicaFetchVersion)
 	r.ReplicaID = req.ReplicaID
@@ -95,10 +111,11 @@ func (c *leaderClient) Fetch(ctx context.Context, req *replica.FetchRequest) ([]
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	kresp, err := c.conn.Request(ctx, r)
+	kresp, release, err := c.conn.RequestPooled(ctx, r, c.pool)
 	if err != nil {
 		return nil, err
 	}
+	c.release = release
 	resp := kresp.(*kmsg.FetchResponse)
 	if resp.ErrorCode != 0 {
 		return nil, fmt.Errorf("fetch from the leader: %w", kerr.ErrorForCode(resp.ErrorCode))
@@ -148,6 +165,7 @@ func (b *Broker) isrLoop(ctx context.Context) {
 			t.Stop()
 			return
 		case <-tick:
+			b.replicaFrames.Trim(b.clock.Now().Add(-10 * time.Second)) // buffers of leaders no longer followed
 		case <-b.isrWake:
 			t.Stop()
 		}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -115,23 +114,9 @@ func renderDoctorText(w io.Writer, r doctorReport) {
 		fmt.Fprintf(w, "skipped: %s\n", s)
 	}
 	for _, f := range r.Findings {
-		var about []string
-		if f.Group != "" {
-			about = append(about, fmt.Sprintf("group %q", f.Group))
-		}
-		if f.Topic != "" {
-			about = append(about, fmt.Sprintf("topic %q", f.Topic))
-		}
-		if len(f.Partitions) > 0 {
-			about = append(about, partitionList(f.Partitions))
-		}
-		fmt.Fprintf(w, "\n[%s] %s: %s\n  %s\n", f.Severity, f.Code, strings.Join(about, ", "), f.Message)
-		var nums []string
-		for _, k := range sortedKeys(f.Numbers) {
-			nums = append(nums, fmt.Sprintf("%s=%d", k, f.Numbers[k]))
-		}
-		if len(nums) > 0 {
-			fmt.Fprintf(w, "  numbers: %s\n", strings.Join(nums, " "))
+		fmt.Fprintf(w, "\n[%s] %s: %s\n  %s\n", f.Severity, f.Code, f.About(), f.Message)
+		if nums := f.NumbersText(); nums != "" {
+			fmt.Fprintf(w, "  numbers: %s\n", nums)
 		}
 		fmt.Fprintf(w, "  fix: %s\n", f.Fix)
 	}

@@ -15,7 +15,7 @@ import (
 
 func newGroupCmd(g *globals) *cobra.Command {
 	cmd := newGroupingCmd("group", "List, describe, delete consumer groups and reset their offsets",
-		"Inspect and manage consumer groups: members, assignments, committed offsets and lag.")
+		"Inspect and manage groups — classic and KIP-848 consumer groups, KIP-932 share groups:\nmembers, assignments, committed offsets (share-partition start offsets) and lag.")
 	cmd.AddCommand(
 		newGroupListCmd(g),
 		newGroupDescribeCmd(g),
@@ -28,6 +28,7 @@ func newGroupCmd(g *globals) *cobra.Command {
 // groupSummary is one row of `group list`.
 type groupSummary struct {
 	Group        string `json:"group"`
+	Type         string `json:"type"` // classic, consumer (KIP-848) or share (KIP-932)
 	State        string `json:"state"`
 	ProtocolType string `json:"protocol_type"`
 	Coordinator  int32  `json:"coordinator"`
@@ -53,14 +54,14 @@ func newGroupListCmd(g *globals) *cobra.Command {
 			}
 			rows := []groupSummary{}
 			for _, l := range listed.Sorted() {
-				rows = append(rows, groupSummary{Group: l.Group, State: l.State, ProtocolType: l.ProtocolType, Coordinator: l.Coordinator})
+				rows = append(rows, groupSummary{Group: l.Group, Type: l.GroupType, State: l.State, ProtocolType: l.ProtocolType, Coordinator: l.Coordinator})
 			}
 			return g.newOutput(cmd).render(struct {
 				Groups []groupSummary `json:"groups"`
 			}{rows}, func(w io.Writer) {
-				t := newTable(w, "GROUP", "STATE", "PROTOCOL-TYPE")
+				t := newTable(w, "GROUP", "TYPE", "STATE", "PROTOCOL-TYPE")
 				for _, r := range rows {
-					t.row(r.Group, orDash(r.State), orDash(r.ProtocolType))
+					t.row(r.Group, orDash(r.Type), orDash(r.State), orDash(r.ProtocolType))
 				}
 				t.flush()
 			})
@@ -71,6 +72,7 @@ func newGroupListCmd(g *globals) *cobra.Command {
 // groupDescription is the JSON result of `group describe`.
 type groupDescription struct {
 	Group        string         `json:"group"`
+	Type         string         `json:"type"` // classic, consumer or share
 	State        string         `json:"state"`
 	ProtocolType string         `json:"protocol_type"`
 	Protocol     string         `json:"protocol"`
@@ -94,7 +96,10 @@ type topicPartitions struct {
 }
 
 // partitionLag is one partition the group consumes or has committed to. Committed
-// offset and lag are null when the group has not committed for the partition.
+// offset and lag are null when the group has not committed for the partition. For a
+// share group the committed offset is the share-partition start offset (every record
+// below it is acknowledged or archived) and the lag counts the records below the log
+// end not yet acknowledged.
 type partitionLag struct {
 	Topic           string  `json:"topic"`
 	Partition       int32   `json:"partition"`
@@ -111,9 +116,11 @@ func newGroupDescribeCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "describe GROUP",
 		Short: "Show a group's members, assignments, committed offsets and lag",
-		Long: `Show a consumer group's state and members (client id, host, assigned
-partitions), then for every partition it is assigned or has committed to: the
-committed offset, the log end offset and the lag between them, and the total lag.`,
+		Long: `Show a group's state and members (client id, host, assigned partitions),
+then for every partition it is assigned or has committed to: the committed offset,
+the log end offset and the lag between them, and the total lag. Classic groups,
+KIP-848 consumer groups and share groups are all described; for a share group the
+committed offset is the share-partition start offset.`,
 		Example: `  samsa group describe billing
   samsa group describe billing -o json | jq .total_lag`,
 		Args: args(cobra.ExactArgs(1)),
@@ -132,10 +139,50 @@ committed offset, the log end offset and the lag between them, and the total lag
 	}
 }
 
-// groupState is what describe, reset-offsets and doctor read about a group.
+// groupState is what describe, reset-offsets and doctor read about a group:
+// described for a classic group, consumer for a KIP-848 one, share (with the
+// share-partition offsets) for a share group.
 type groupState struct {
 	described kadm.DescribedGroup
+	consumer  *kadm.DescribedConsumerGroup
+	share     *kadm.DescribedShareGroup
+	shareOffs kadm.ShareOffsets
 	commits   kadm.OffsetResponses
+}
+
+// assigned returns the partitions assigned to the group's members.
+func (st groupState) assigned() kadm.TopicsSet {
+	switch {
+	case st.consumer != nil:
+		return st.consumer.AssignedPartitions()
+	case st.share != nil:
+		s := kadm.TopicsSet{}
+		for _, m := range st.share.Members {
+			s.Merge(m.Assignment)
+		}
+		return s
+	}
+	return st.described.AssignedPartitions()
+}
+
+// loadModernGroup describes group as a KIP-848 consumer group, then as a share group;
+// ok is false when it is neither.
+func loadModernGroup(ctx context.Context, adm *kadm.Client, group string) (groupState, bool) {
+	if cg, err := adm.DescribeConsumerGroups(ctx, group); err == nil {
+		if d, ok := cg[group]; ok && d.Err == nil {
+			return groupState{consumer: &d}, true
+		}
+	}
+	if sg, err := adm.DescribeShareGroups(ctx, group); err == nil {
+		if d, ok := sg[group]; ok && d.Err == nil {
+			st := groupState{share: &d}
+			if offs, err := adm.DescribeShareGroupOffsets(ctx, group); err == nil {
+				st.shareOffs = offs[group].Offsets
+			}
+			return st, true
+		}
+	}
+	return groupState{}, false
 }
 
 // loadGroup describes a group and fetches its committed offsets; a group that does
@@ -148,6 +195,14 @@ func loadGroup(ctx context.Context, g *globals, adm *kadm.Client, group string) 
 	d, ok := described[group]
 	if !ok {
 		return groupState{}, fmt.Errorf("describe group %q: missing from the broker's answer", group)
+	}
+	if errors.Is(d.Err, kerr.GroupIDNotFound) || d.Err == nil && d.State == "Dead" && len(d.Members) == 0 {
+		if st, ok := loadModernGroup(ctx, adm, group); ok {
+			if st.consumer != nil {
+				st.commits, _ = adm.FetchOffsets(ctx, group)
+			}
+			return st, nil
+		}
 	}
 	if errors.Is(d.Err, kerr.GroupIDNotFound) {
 		return groupState{}, groupNotFound(group)
@@ -191,7 +246,10 @@ func groupTopics(st groupState) []string {
 	for t := range st.commits {
 		set[t] = true
 	}
-	for t := range st.described.AssignedPartitions() {
+	for t := range st.assigned() {
+		set[t] = true
+	}
+	for t := range st.shareOffs {
 		set[t] = true
 	}
 	return sortedKeys(set)
@@ -199,27 +257,17 @@ func groupTopics(st groupState) []string {
 
 // buildGroupDescription joins members, commits and end offsets; it does no I/O.
 func buildGroupDescription(st groupState, ends kadm.ListedOffsets) groupDescription {
-	d := st.described
-	desc := groupDescription{
-		Group: d.Group, State: d.State, ProtocolType: d.ProtocolType, Protocol: d.Protocol,
-		Coordinator: d.Coordinator.NodeID, Members: []groupMember{}, Partitions: []partitionLag{},
-	}
+	desc, members := describeMembers(st)
 	owner := map[string]map[int32]groupMember{}
-	for _, m := range d.Members {
-		gm := groupMember{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: m.ClientID, Host: m.ClientHost, Assignments: []topicPartitions{}}
-		if c, ok := m.Assigned.AsConsumer(); ok {
-			for _, t := range c.Topics {
-				ps := slices.Sorted(slices.Values(t.Partitions))
-				gm.Assignments = append(gm.Assignments, topicPartitions{Topic: t.Topic, Partitions: ps})
-				for _, p := range ps {
-					if owner[t.Topic] == nil {
-						owner[t.Topic] = map[int32]groupMember{}
-					}
-					owner[t.Topic][p] = gm
+	for _, gm := range members {
+		for _, a := range gm.Assignments {
+			for _, p := range a.Partitions {
+				if owner[a.Topic] == nil {
+					owner[a.Topic] = map[int32]groupMember{}
 				}
+				owner[a.Topic][p] = gm
 			}
 		}
-		sort.Slice(gm.Assignments, func(i, j int) bool { return gm.Assignments[i].Topic < gm.Assignments[j].Topic })
 		desc.Members = append(desc.Members, gm)
 	}
 	for _, tp := range lagPartitions(st) {
@@ -233,6 +281,20 @@ func buildGroupDescription(st groupState, ends kadm.ListedOffsets) groupDescript
 			} else if c.At >= 0 {
 				row.CommittedOffset = ptr(c.At)
 			}
+		}
+		if so, ok := st.shareOffs.Lookup(tp.topic, tp.partition); ok {
+			switch {
+			case so.Err != nil:
+				row.Error = ptr(so.Err.Error())
+			case so.StartOffset >= 0:
+				row.CommittedOffset = ptr(so.StartOffset)
+				if so.Lag >= 0 {
+					row.Lag = ptr(so.Lag)
+					desc.TotalLag += so.Lag
+				}
+			}
+			desc.Partitions = append(desc.Partitions, row)
+			continue
 		}
 		if row.CommittedOffset != nil && row.LogEndOffset != nil {
 			row.Lag = ptr(max(0, *row.LogEndOffset-*row.CommittedOffset))
@@ -256,7 +318,12 @@ func lagPartitions(st groupState) []topicPartition {
 			seen[topicPartition{t, p}] = true
 		}
 	}
-	for t, ps := range st.described.AssignedPartitions() {
+	for t, ps := range st.assigned() {
+		for p := range ps {
+			seen[topicPartition{t, p}] = true
+		}
+	}
+	for t, ps := range st.shareOffs {
 		for p := range ps {
 			seen[topicPartition{t, p}] = true
 		}
@@ -277,6 +344,7 @@ func lagPartitions(st groupState) []topicPartition {
 func renderGroupDescription(o *output, d groupDescription) error {
 	return o.render(d, func(w io.Writer) {
 		fmt.Fprintf(w, "Group:        %s\n", d.Group)
+		fmt.Fprintf(w, "Type:         %s\n", d.Type)
 		fmt.Fprintf(w, "State:        %s\n", d.State)
 		fmt.Fprintf(w, "Protocol:     %s/%s\n", orDash(d.ProtocolType), orDash(d.Protocol))
 		fmt.Fprintf(w, "Coordinator:  %d\n", d.Coordinator)
@@ -355,4 +423,51 @@ func newGroupDeleteCmd(g *globals) *cobra.Command {
 			}{a[0]}, func(w io.Writer) { fmt.Fprintf(w, "deleted group %q\n", a[0]) })
 		},
 	}
+}
+
+// describeMembers is the header of a description and its members, whatever the
+// group's type.
+func describeMembers(st groupState) (groupDescription, []groupMember) {
+	desc := groupDescription{Members: []groupMember{}, Partitions: []partitionLag{}}
+	var members []groupMember
+	sortedAssignments := func(set kadm.TopicsSet) []topicPartitions {
+		out := []topicPartitions{}
+		for _, t := range set.Sorted() {
+			out = append(out, topicPartitions{Topic: t.Topic, Partitions: slices.Sorted(slices.Values(t.Partitions))})
+		}
+		return out
+	}
+	switch {
+	case st.consumer != nil:
+		d := st.consumer
+		desc.Group, desc.Type, desc.State, desc.ProtocolType, desc.Protocol = d.Group, "consumer", d.State, "consumer", d.AssignorName
+		desc.Coordinator = d.Coordinator.NodeID
+		for _, m := range d.Members {
+			members = append(members, groupMember{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: m.ClientID, Host: m.ClientHost,
+				Assignments: sortedAssignments(m.Assignment)})
+		}
+	case st.share != nil:
+		d := st.share
+		desc.Group, desc.Type, desc.State, desc.ProtocolType, desc.Protocol = d.GroupID, "share", d.GroupState, "share", d.Assignor
+		desc.Coordinator = d.Coordinator.NodeID
+		for _, m := range d.Members {
+			members = append(members, groupMember{MemberID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost,
+				Assignments: sortedAssignments(m.Assignment)})
+		}
+	default:
+		d := st.described
+		desc.Group, desc.Type, desc.State, desc.ProtocolType, desc.Protocol = d.Group, "classic", d.State, d.ProtocolType, d.Protocol
+		desc.Coordinator = d.Coordinator.NodeID
+		for _, m := range d.Members {
+			gm := groupMember{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: m.ClientID, Host: m.ClientHost, Assignments: []topicPartitions{}}
+			if c, ok := m.Assigned.AsConsumer(); ok {
+				for _, t := range c.Topics {
+					gm.Assignments = append(gm.Assignments, topicPartitions{Topic: t.Topic, Partitions: slices.Sorted(slices.Values(t.Partitions))})
+				}
+			}
+			sort.Slice(gm.Assignments, func(i, j int) bool { return gm.Assignments[i].Topic < gm.Assignments[j].Topic })
+			members = append(members, gm)
+		}
+	}
+	return desc, members
 }

@@ -182,24 +182,33 @@ func runResetOffsets(cmd *cobra.Command, g *globals, group string, topics []stri
 		return err
 	}
 	defer done()
-	st, err := loadGroupForReset(ctx, g, adm, group)
+	rows, err := resetOffsets(ctx, g, adm, group, topics, spec, execute)
 	if err != nil {
 		return err
+	}
+	return renderResetPlan(g.newOutput(cmd), resetPlan{Group: group, Executed: execute, Plan: rows})
+}
+
+// resetOffsets plans the reset and, with execute, commits it.
+func resetOffsets(ctx context.Context, g *globals, adm *kadm.Client, group string, topics []string, spec resetSpec, execute bool) ([]resetRow, error) {
+	st, err := loadGroupForReset(ctx, g, adm, group)
+	if err != nil {
+		return nil, err
 	}
 	parts, err := resetInputs(ctx, g, adm, st, topics, spec)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rows, err := planReset(parts, spec)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if execute {
 		if err := commitPlan(ctx, g, adm, group, rows); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return renderResetPlan(g.newOutput(cmd), resetPlan{Group: group, Executed: execute, Plan: rows})
+	return rows, nil
 }
 
 // loadGroupForReset loads the group and refuses while it has active members. A group
@@ -212,6 +221,17 @@ func loadGroupForReset(ctx context.Context, g *globals, adm *kadm.Client, group 
 	d := described[group]
 	if d.Err != nil && !errors.Is(d.Err, kerr.GroupIDNotFound) {
 		return groupState{}, g.explain(fmt.Sprintf("describe group %q", group), d.Err)
+	}
+	if errors.Is(d.Err, kerr.GroupIDNotFound) {
+		if st, ok := loadModernGroup(ctx, adm, group); ok {
+			switch {
+			case st.share != nil:
+				return groupState{}, fmt.Errorf("group %q is a share group: its start offsets are not reset by this command", group)
+			case len(st.consumer.Members) > 0:
+				return groupState{}, fmt.Errorf("group %q has %d active member(s) (state %s): stop its consumers before resetting offsets",
+					group, len(st.consumer.Members), st.consumer.State)
+			}
+		}
 	}
 	if n := len(d.Members); n > 0 || (d.State != "Empty" && d.State != "Dead" && d.State != "") {
 		return groupState{}, fmt.Errorf("group %q has %d active member(s) (state %s): stop its consumers before resetting offsets",

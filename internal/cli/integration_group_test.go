@@ -15,6 +15,7 @@ import (
 
 type groupDescription struct {
 	Group   string `json:"group"`
+	Type    string `json:"type"`
 	State   string `json:"state"`
 	Members []struct {
 		MemberID    string `json:"member_id"`

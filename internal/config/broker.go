@@ -188,8 +188,32 @@ type Broker struct {
 	GroupMaxSessionTimeoutMs     int32 // group.max.session.timeout.ms
 	GroupMaxSize                 int32 // group.max.size
 
+	GroupConsumerSessionTimeoutMs       int32    // group.consumer.session.timeout.ms
+	GroupConsumerMinSessionTimeoutMs    int32    // group.consumer.min.session.timeout.ms
+	GroupConsumerMaxSessionTimeoutMs    int32    // group.consumer.max.session.timeout.ms
+	GroupConsumerHeartbeatIntervalMs    int32    // group.consumer.heartbeat.interval.ms
+	GroupConsumerMinHeartbeatIntervalMs int32    // group.consumer.min.heartbeat.interval.ms
+	GroupConsumerMaxHeartbeatIntervalMs int32    // group.consumer.max.heartbeat.interval.ms
+	GroupConsumerMaxSize                int32    // group.consumer.max.size
+	GroupConsumerAssignors              []string // group.consumer.assignors: "uniform", "range"
+	GroupConsumerMigrationPolicy        string   // group.consumer.migration.policy
+
+	GroupShareSessionTimeoutMs        int32 // group.share.session.timeout.ms
+	GroupShareHeartbeatIntervalMs     int32 // group.share.heartbeat.interval.ms
+	GroupShareMaxSize                 int32 // group.share.max.size
+	GroupShareRecordLockDurationMs    int32 // group.share.record.lock.duration.ms
+	GroupShareDeliveryCountLimit      int32 // group.share.delivery.count.limit
+	GroupSharePartitionMaxRecordLocks int32 // group.share.partition.max.record.locks
+	// share.coordinator.state.topic.*: the shape of __share_group_state; see
+	// ShareStateRF and ShareStateMinISR.
+	ShareCoordinatorStateTopicNumPartitions     int32
+	ShareCoordinatorStateTopicReplicationFactor int16
+	ShareCoordinatorStateTopicMinIsr            int16
+
 	ConnectionsMaxIdleMs int64 // connections.max.idle.ms
-	ReplicaLagTimeMaxMs  int64 // replica.lag.time.max.ms
+
+	MaxIncrementalFetchSessionCacheSlots int32 // max.incremental.fetch.session.cache.slots
+	ReplicaLagTimeMaxMs                  int64 // replica.lag.time.max.ms
 	// replica.fetch.*: how followers fetch from leaders.
 	ReplicaFetchWaitMaxMs        int32 // replica.fetch.wait.max.ms
 	ReplicaFetchMinBytes         int32 // replica.fetch.min.bytes
@@ -219,6 +243,7 @@ type Broker struct {
 	LogCleanerIoMaxBytesPerSecond float64 // log.cleaner.io.max.bytes.per.second
 
 	MetricsListener string // metrics.listener (Samsa's own): "" = off, else host:port
+	ConsoleListener string // console.listener (Samsa's own): "" = off, else host:port
 
 	// Raw holds every property exactly as it was set in the file or an override
 	// (after trimming), keyed by name. It is what DescribeConfigs reports as
@@ -331,6 +356,22 @@ func (b *Broker) TransactionStateRF() int16 {
 		return 1
 	}
 	return b.TransactionStateLogReplicationFactor
+}
+
+// ShareStateRF and ShareStateMinISR are share.coordinator.state.topic.replication.factor
+// and .min.isr, or 1 when this node alone is the quorum and they are not set.
+func (b *Broker) ShareStateRF() int16 {
+	if b.alone("share.coordinator.state.topic.replication.factor") {
+		return 1
+	}
+	return b.ShareCoordinatorStateTopicReplicationFactor
+}
+
+func (b *Broker) ShareStateMinISR() int16 {
+	if b.alone("share.coordinator.state.topic.min.isr") {
+		return 1
+	}
+	return b.ShareCoordinatorStateTopicMinIsr
 }
 
 func (b *Broker) TransactionStateMinISR() int32 {
@@ -499,6 +540,15 @@ func (b *Broker) crossChecks() []error {
 
 	if b.GroupMinSessionTimeoutMs > b.GroupMaxSessionTimeoutMs {
 		add(conflict("group.min.session.timeout.ms=%d is above group.max.session.timeout.ms=%d", b.GroupMinSessionTimeoutMs, b.GroupMaxSessionTimeoutMs))
+	}
+	if b.GroupConsumerSessionTimeoutMs < b.GroupConsumerMinSessionTimeoutMs || b.GroupConsumerSessionTimeoutMs > b.GroupConsumerMaxSessionTimeoutMs {
+		add(conflict("group.consumer.session.timeout.ms=%d is outside [group.consumer.min.session.timeout.ms=%d, group.consumer.max.session.timeout.ms=%d]", b.GroupConsumerSessionTimeoutMs, b.GroupConsumerMinSessionTimeoutMs, b.GroupConsumerMaxSessionTimeoutMs))
+	}
+	if b.GroupConsumerHeartbeatIntervalMs < b.GroupConsumerMinHeartbeatIntervalMs || b.GroupConsumerHeartbeatIntervalMs > b.GroupConsumerMaxHeartbeatIntervalMs {
+		add(conflict("group.consumer.heartbeat.interval.ms=%d is outside [group.consumer.min.heartbeat.interval.ms=%d, group.consumer.max.heartbeat.interval.ms=%d]", b.GroupConsumerHeartbeatIntervalMs, b.GroupConsumerMinHeartbeatIntervalMs, b.GroupConsumerMaxHeartbeatIntervalMs))
+	}
+	if b.GroupConsumerHeartbeatIntervalMs >= b.GroupConsumerSessionTimeoutMs {
+		add(conflict("group.consumer.heartbeat.interval.ms=%d must be below group.consumer.session.timeout.ms=%d", b.GroupConsumerHeartbeatIntervalMs, b.GroupConsumerSessionTimeoutMs))
 	}
 	if b.LogCleanerMinCompactionLagMs > b.LogCleanerMaxCompactionLagMs {
 		add(conflict("log.cleaner.min.compaction.lag.ms=%d is above log.cleaner.max.compaction.lag.ms=%d", b.LogCleanerMinCompactionLagMs, b.LogCleanerMaxCompactionLagMs))

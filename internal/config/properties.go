@@ -86,6 +86,32 @@ func strs(f func(*Broker) *[]string) binding {
 	}
 }
 
+// assignorList stores assignor names, Kafka's class names reduced to them.
+func assignorList(f func(*Broker) *[]string) binding {
+	return binding{
+		set: func(b *Broker, v string) {
+			var names []string
+			for _, s := range splitList(v) {
+				names = append(names, AssignorName(s))
+			}
+			*f(b) = names
+		},
+		get: func(b *Broker) string { return strings.Join(*f(b), ",") },
+	}
+}
+
+// AssignorName maps a group.consumer.assignors entry to "uniform" or "range" ("" when
+// it names neither).
+func AssignorName(s string) string {
+	switch strings.TrimSpace(s) {
+	case "uniform", "org.apache.kafka.coordinator.group.assignor.UniformAssignor":
+		return "uniform"
+	case "range", "org.apache.kafka.coordinator.group.assignor.RangeAssignor":
+		return "range"
+	}
+	return ""
+}
+
 func listeners(f func(*Broker) *[]Listener) binding {
 	return binding{
 		set: func(b *Broker, v string) { *f(b), _ = ParseListeners(v) },
@@ -135,6 +161,14 @@ var (
 		}
 		return fmt.Errorf("must be %s or %s (other selector classes are not supported)", LeaderSelector, RackAwareReplicaSelector)
 	}}
+	// consumerAssignors are the server-side assignors of KIP-848, by name or Kafka class name.
+	consumerAssignors = list{nonEmpty: true, valid: "uniform,range", item: func(s string) error {
+		if AssignorName(s) == "" {
+			return errors.New("unknown assignor " + s + " (uniform or range)")
+		}
+		return nil
+	}}
+	migrationPolicies = enum{values: []string{"bidirectional", "upgrade", "downgrade", "disabled"}}
 )
 
 const maxLong = "9223372036854775807"
@@ -216,6 +250,10 @@ var brokerProperties = []property{
 		doc:  "host:port serving Prometheus metrics at /metrics; empty turns it off.",
 		note: "Samsa only, not a Kafka property."}.
 		bind(str(func(b *Broker) *string { return &b.MetricsListener })),
+	property{name: "console.listener", spec: hostPortOrOff, def: "",
+		doc:  "host:port serving the web console (as `samsa console` does) for this node's cluster; empty turns it off. Needs the broker role.",
+		note: "Samsa only, not a Kafka property."}.
+		bind(str(func(b *Broker) *string { return &b.ConsoleListener })),
 
 	// Topic defaults.
 	property{name: "num.partitions", spec: atLeast(TypeInt, 1), def: "1",
@@ -411,6 +449,67 @@ var brokerProperties = []property{
 	property{name: "group.max.size", spec: atLeast(TypeInt, 1), def: "2147483647",
 		doc: "Most members one group may have."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupMaxSize })),
+	property{name: "max.incremental.fetch.session.cache.slots", spec: atLeast(TypeInt, 0), def: "1000",
+		doc: "Most incremental fetch sessions (KIP-227) the broker keeps; 0 declines sessions."}.
+		bind(i32(func(b *Broker) *int32 { return &b.MaxIncrementalFetchSessionCacheSlots })),
+	property{name: "group.share.session.timeout.ms", spec: atLeast(TypeInt, 1), def: "45000",
+		doc: "Session timeout of share group members."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareSessionTimeoutMs })),
+	property{name: "group.share.heartbeat.interval.ms", spec: atLeast(TypeInt, 1), def: "5000",
+		doc: "Heartbeat interval the coordinator hands share group members."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareHeartbeatIntervalMs })),
+	property{name: "group.share.max.size", spec: atLeast(TypeInt, 1), def: "200",
+		doc: "Most members one share group may have."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareMaxSize })),
+	property{name: "group.share.record.lock.duration.ms", spec: atLeast(TypeInt, 1000), def: "30000",
+		doc: "How long a share consumer holds the records it acquired before they go back (the default of the group config share.record.lock.duration.ms)."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareRecordLockDurationMs })),
+	property{name: "group.share.delivery.count.limit", spec: atLeast(TypeInt, 2), def: "5",
+		doc: "How many times a record is delivered to share consumers before it is archived (the default of the group config share.delivery.count.limit)."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareDeliveryCountLimit })),
+	property{name: "group.share.partition.max.record.locks", spec: atLeast(TypeInt, 100), def: "2000",
+		doc: "Most records of one share partition in flight (acquired or waiting for redelivery) at once."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupSharePartitionMaxRecordLocks })),
+	property{name: "share.coordinator.state.topic.num.partitions", spec: atLeast(TypeInt, 1), def: "50",
+		doc: "Partitions of __share_group_state, where share-partition state is kept."}.
+		bind(i32(func(b *Broker) *int32 { return &b.ShareCoordinatorStateTopicNumPartitions })),
+	property{name: "share.coordinator.state.topic.replication.factor", spec: atLeast(TypeShort, 1), def: "3",
+		doc:  "Replication factor of __share_group_state; the topic is created once that many brokers are registered.",
+		note: "When controller.quorum.voters is empty and the property is not set, 1."}.
+		bind(i16(func(b *Broker) *int16 { return &b.ShareCoordinatorStateTopicReplicationFactor })),
+	property{name: "share.coordinator.state.topic.min.isr", spec: atLeast(TypeShort, 1), def: "2",
+		doc:  "min.insync.replicas of __share_group_state.",
+		note: "When controller.quorum.voters is empty and the property is not set, 1."}.
+		bind(i16(func(b *Broker) *int16 { return &b.ShareCoordinatorStateTopicMinIsr })),
+	property{name: "group.consumer.session.timeout.ms", spec: atLeast(TypeInt, 1), def: "45000",
+		doc: "Session timeout of consumer-protocol (KIP-848) members: one that does not heartbeat for this long is removed."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerSessionTimeoutMs })),
+	property{name: "group.consumer.min.session.timeout.ms", spec: atLeast(TypeInt, 1), def: "45000",
+		doc: "Lower bound of group.consumer.session.timeout.ms."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerMinSessionTimeoutMs })),
+	property{name: "group.consumer.max.session.timeout.ms", spec: atLeast(TypeInt, 1), def: "60000",
+		doc: "Upper bound of group.consumer.session.timeout.ms."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerMaxSessionTimeoutMs })),
+	property{name: "group.consumer.heartbeat.interval.ms", spec: atLeast(TypeInt, 1), def: "5000",
+		doc: "Heartbeat interval the coordinator hands consumer-protocol members."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerHeartbeatIntervalMs })),
+	property{name: "group.consumer.min.heartbeat.interval.ms", spec: atLeast(TypeInt, 1), def: "5000",
+		doc: "Lower bound of group.consumer.heartbeat.interval.ms."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerMinHeartbeatIntervalMs })),
+	property{name: "group.consumer.max.heartbeat.interval.ms", spec: atLeast(TypeInt, 1), def: "15000",
+		doc: "Upper bound of group.consumer.heartbeat.interval.ms."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerMaxHeartbeatIntervalMs })),
+	property{name: "group.consumer.max.size", spec: atLeast(TypeInt, 1), def: "2147483647",
+		doc: "Most members one consumer-protocol group may have."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerMaxSize })),
+	property{name: "group.consumer.assignors", spec: consumerAssignors, def: "uniform,range",
+		doc:  "Server-side assignors of consumer-protocol groups; the first is used when a member names none.",
+		note: "Kafka's class names (org.apache.kafka.coordinator.group.assignor.UniformAssignor, ...RangeAssignor) are accepted for the two names."}.
+		bind(assignorList(func(b *Broker) *[]string { return &b.GroupConsumerAssignors })),
+	property{name: "group.consumer.migration.policy", spec: migrationPolicies, def: "bidirectional",
+		doc:  "Whether a group may change between the classic and the consumer protocol: bidirectional, upgrade (classic to consumer), downgrade or disabled.",
+		note: "Samsa converts a group only once it is empty (its committed offsets stay); Kafka also migrates a non-empty group member by member."}.
+		bind(str(func(b *Broker) *string { return &b.GroupConsumerMigrationPolicy })),
 
 	// Transactions.
 	property{name: "transactional.id.expiration.ms", spec: atLeast(TypeInt, 1), def: "604800000",
@@ -457,10 +556,6 @@ var brokerProperties = []property{
 	{name: "log.preallocate", spec: boolean{}, def: "false", ignored: true,
 		doc:  "Kafka's segment file preallocation. Topic: preallocate.",
 		note: "Always on in its own form: the active segment reserves disk blocks ahead of its end (at most 16 MiB, file length unchanged) and gives them back on roll."},
-	{name: "share.coordinator.state.topic.replication.factor", spec: atLeast(TypeShort, 1), def: "3", ignored: true,
-		doc: "Replication factor of Kafka 4's share-group state topic.", note: "Share groups are not implemented."},
-	{name: "share.coordinator.state.topic.min.isr", spec: atLeast(TypeShort, 1), def: "2", ignored: true,
-		doc: "min.insync.replicas of Kafka 4's share-group state topic.", note: "Share groups are not implemented."},
 }
 
 var brokerIndex = func() map[string]*property {

@@ -137,11 +137,14 @@ func (ch *Channel) sendTo(ctx context.Context, id int32, req kmsg.Request) (kmsg
 	if id < 0 {
 		return nil, errors.New("no controller known")
 	}
+	if id == ch.opts.NodeID && ch.opts.Local != nil {
+		// In process: no peer to give up on, so the request's own deadline bounds it
+		// (a CreateTopics of thousands of partitions waits for this node to create
+		// their logs before it answers).
+		return ch.opts.Local(ctx, req)
+	}
 	actx, cancel := context.WithTimeout(ctx, ch.opts.RequestTimeout)
 	defer cancel()
-	if id == ch.opts.NodeID && ch.opts.Local != nil {
-		return ch.opts.Local(actx, req)
-	}
 	c := ch.conns[id]
 	if c == nil {
 		return nil, fmt.Errorf("node %d is not a controller", id)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/samsa-streaming/samsa/internal/config"
 	"github.com/samsa-streaming/samsa/internal/metadata"
 )
 
@@ -61,6 +62,11 @@ func (c *Controller) alterConfigs(ctx context.Context, resourceType int8, resour
 			}
 		}
 		current = img.BrokerConfigs(resourceName)
+	case metadata.ResourceGroup:
+		if resourceName == "" {
+			return fmt.Errorf("%w: a group config resource needs a group name", ErrInvalidRequest)
+		}
+		current = img.GroupConfigs(resourceName)
 	default:
 		return fmt.Errorf("%w: resource type %d cannot be altered", ErrInvalidRequest, resourceType)
 	}
@@ -121,6 +127,11 @@ func (c *Controller) alterConfigs(ctx context.Context, resourceType int8, resour
 		}
 		if resourceType == metadata.ResourceTopic {
 			if err := c.opts.ValidateTopicConfig(name, v); err != nil {
+				return fmt.Errorf("%w: %s: %v", ErrInvalidConfig, name, err)
+			}
+		}
+		if resourceType == metadata.ResourceGroup {
+			if err := config.ValidateGroupConfig(name, v); err != nil {
 				return fmt.Errorf("%w: %s: %v", ErrInvalidConfig, name, err)
 			}
 		}

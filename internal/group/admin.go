@@ -1,6 +1,7 @@
 package group
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -12,8 +13,9 @@ import (
 // DELETE, DESCRIBE), reported when DescribeGroups asks for them.
 const groupAuthorizedOperations = 1<<3 | 1<<6 | 1<<8
 
-// DescribeGroups handles a DescribeGroups request (v0–v5). A group this node
-// coordinates but does not know is reported Dead, as Kafka does.
+// DescribeGroups handles a DescribeGroups request (v0–v6). A group this node
+// coordinates but does not know is reported Dead, as Kafka does; so is a consumer
+// group (KIP-848), with GROUP_ID_NOT_FOUND from v6.
 func (c *Coordinator) DescribeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.DescribeGroupsResponse {
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	c.mu.Lock()
@@ -33,6 +35,17 @@ func (c *Coordinator) DescribeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.Desc
 		g := part.groups[id]
 		if g == nil {
 			out.State = StateDead.String()
+			resp.Groups = append(resp.Groups, out)
+			continue
+		}
+		if g.consumer != nil || g.share != nil {
+			// Described by ConsumerGroupDescribe or ShareGroupDescribe; Kafka answers
+			// Dead here, with GROUP_ID_NOT_FOUND from v6.
+			out.State = StateDead.String()
+			if req.Version >= 6 {
+				out.ErrorCode = kerrGroupIDNotFound
+				out.ErrorMessage = strPtr("Group " + id + " is not a classic group.")
+			}
 			resp.Groups = append(resp.Groups, out)
 			continue
 		}
@@ -66,7 +79,7 @@ func (c *Coordinator) DescribeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.Desc
 }
 
 // ListGroups handles a ListGroups request (v0–v5): the groups of every loaded
-// partition, filtered by state (v4+) and type (v5+: these are all "classic" groups).
+// partition, filtered by state (v4+) and type (v5+: "classic" or "consumer").
 // While a partition loads the answer carries COORDINATOR_LOAD_IN_PROGRESS.
 func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
@@ -82,14 +95,14 @@ func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsRe
 		if req.Version >= 4 && !matches(req.StatesFilter, s.State) {
 			continue
 		}
-		if req.Version >= 5 && !matches(req.TypesFilter, "classic") {
+		if req.Version >= 5 && !matches(req.TypesFilter, s.Type) {
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()
 		lg.Group = s.Group
 		lg.ProtocolType = s.ProtocolType
 		lg.GroupState = s.State
-		lg.GroupType = "classic"
+		lg.GroupType = s.Type
 		resp.Groups = append(resp.Groups, lg)
 	}
 	for _, part := range c.mu.partitions {
@@ -132,7 +145,7 @@ func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) <-chan *kmsg.D
 		switch {
 		case g == nil || g.state == StateDead:
 			r.ErrorCode = kerrGroupIDNotFound
-		case g.state != StateEmpty:
+		case g.state != StateEmpty || g.consumer != nil && len(g.consumer.members) > 0 || g.share != nil && len(g.share.members) > 0:
 			r.ErrorCode = kerrNonEmptyGroup
 		default:
 			pending++
@@ -167,7 +180,8 @@ type MemberSummary struct {
 // GroupSummary describes one group, for metrics, lag and the CLI.
 type GroupSummary struct {
 	Group        string
-	Partition    int32 // of __consumer_offsets
+	Partition    int32  // of __consumer_offsets
+	Type         string // "classic" or "consumer" (KIP-848)
 	State        string
 	ProtocolType string
 	Protocol     string
@@ -189,8 +203,16 @@ func (c *Coordinator) summariesLocked() []GroupSummary {
 			continue
 		}
 		for _, g := range part.groups {
+			if g.consumer != nil {
+				out = append(out, consumerSummary(g, part.id))
+				continue
+			}
+			if g.share != nil {
+				out = append(out, shareSummary(g, part.id))
+				continue
+			}
 			s := GroupSummary{
-				Group: g.id, Partition: part.id, State: g.state.String(),
+				Group: g.id, Partition: part.id, Type: "classic", State: g.state.String(),
 				ProtocolType: g.protocolType, Protocol: g.protocol, Generation: g.generation,
 			}
 			for _, id := range g.order {
@@ -222,4 +244,27 @@ func (c *Coordinator) CommittedOffsets(group string) map[TopicPartition]Committe
 		out[tp] = o
 	}
 	return out
+}
+
+func consumerSummary(g *group, partition int32) GroupSummary {
+	cg := g.consumer
+	s := GroupSummary{
+		Group: g.id, Partition: partition, Type: "consumer", State: cg.stateName(),
+		ProtocolType: consumerProtocolType, Generation: cg.epoch,
+	}
+	for _, id := range cg.memberIDs() {
+		m := cg.members[id]
+		s.Members = append(s.Members, MemberSummary{MemberID: m.id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost})
+	}
+	return s
+}
+
+func shareSummary(g *group, partition int32) GroupSummary {
+	sg := g.share
+	s := GroupSummary{Group: g.id, Partition: partition, Type: "share", State: sg.stateName(), ProtocolType: "share", Generation: sg.epoch}
+	for _, id := range slices.Sorted(maps.Keys(sg.members)) {
+		m := sg.members[id]
+		s.Members = append(s.Members, MemberSummary{MemberID: m.id, ClientID: m.clientID, ClientHost: m.clientHost})
+	}
+	return s
 }

@@ -30,6 +30,27 @@ type Config struct {
 	OffsetCommitTimeout time.Duration
 	// MaxMetadataSize is offset.metadata.max.bytes (default 4096).
 	MaxMetadataSize int
+
+	// ConsumerSessionTimeout is group.consumer.session.timeout.ms (default 45 s).
+	ConsumerSessionTimeout time.Duration
+	// ConsumerHeartbeatInterval is group.consumer.heartbeat.interval.ms (default 5 s).
+	ConsumerHeartbeatInterval time.Duration
+	// ConsumerMaxSize is group.consumer.max.size (default unlimited).
+	ConsumerMaxSize int32
+	// ConsumerAssignors is group.consumer.assignors: "uniform" and/or "range"; the
+	// first is the default (default uniform, range).
+	ConsumerAssignors []string
+	// MigrationPolicy is group.consumer.migration.policy: bidirectional (default),
+	// upgrade, downgrade or disabled. It decides whether an empty group may change
+	// protocol.
+	MigrationPolicy string
+
+	// ShareSessionTimeout is group.share.session.timeout.ms (default 45 s).
+	ShareSessionTimeout time.Duration
+	// ShareHeartbeatInterval is group.share.heartbeat.interval.ms (default 5 s).
+	ShareHeartbeatInterval time.Duration
+	// ShareMaxSize is group.share.max.size (default 200).
+	ShareMaxSize int32
 }
 
 // DefaultConfig returns Kafka's defaults.
@@ -44,6 +65,14 @@ func DefaultConfig() Config {
 		OffsetsRetentionCheckInterval: 10 * time.Minute,
 		OffsetCommitTimeout:           5 * time.Second,
 		MaxMetadataSize:               4096,
+		ConsumerSessionTimeout:        45 * time.Second,
+		ConsumerHeartbeatInterval:     5 * time.Second,
+		ConsumerMaxSize:               1<<31 - 1,
+		ConsumerAssignors:             []string{assignorUniform, assignorRange},
+		MigrationPolicy:               "bidirectional",
+		ShareSessionTimeout:           45 * time.Second,
+		ShareHeartbeatInterval:        5 * time.Second,
+		ShareMaxSize:                  200,
 	}
 }
 
@@ -76,6 +105,30 @@ func (c Config) withDefaults() Config {
 	}
 	if c.InitialRebalanceDelay < 0 {
 		c.InitialRebalanceDelay = 0
+	}
+	if c.ConsumerSessionTimeout <= 0 {
+		c.ConsumerSessionTimeout = d.ConsumerSessionTimeout
+	}
+	if c.ConsumerHeartbeatInterval <= 0 {
+		c.ConsumerHeartbeatInterval = d.ConsumerHeartbeatInterval
+	}
+	if c.ConsumerMaxSize <= 0 {
+		c.ConsumerMaxSize = d.ConsumerMaxSize
+	}
+	if len(c.ConsumerAssignors) == 0 {
+		c.ConsumerAssignors = d.ConsumerAssignors
+	}
+	if c.MigrationPolicy == "" {
+		c.MigrationPolicy = d.MigrationPolicy
+	}
+	if c.ShareSessionTimeout <= 0 {
+		c.ShareSessionTimeout = d.ShareSessionTimeout
+	}
+	if c.ShareHeartbeatInterval <= 0 {
+		c.ShareHeartbeatInterval = d.ShareHeartbeatInterval
+	}
+	if c.ShareMaxSize <= 0 {
+		c.ShareMaxSize = d.ShareMaxSize
 	}
 	return c
 }
@@ -115,6 +168,19 @@ func (c Config) Validate() error {
 	}
 	if c.MaxMetadataSize < 0 {
 		bad("offset.metadata.max.bytes", c.MaxMetadataSize, "must not be negative")
+	}
+	for _, a := range c.ConsumerAssignors {
+		if a != assignorUniform && a != assignorRange {
+			bad("group.consumer.assignors", a, "must be uniform or range")
+		}
+	}
+	switch c.MigrationPolicy {
+	case "", "bidirectional", "upgrade", "downgrade", "disabled":
+	default:
+		bad("group.consumer.migration.policy", c.MigrationPolicy, "must be bidirectional, upgrade, downgrade or disabled")
+	}
+	if c.ConsumerHeartbeatInterval > 0 && c.ConsumerSessionTimeout > 0 && c.ConsumerHeartbeatInterval >= c.ConsumerSessionTimeout {
+		bad("group.consumer.heartbeat.interval.ms", c.ConsumerHeartbeatInterval.Milliseconds(), "must be below group.consumer.session.timeout.ms")
 	}
 	return errors.Join(errs...)
 }

@@ -40,6 +40,9 @@ type Options struct {
 	// OnRebalance, if set, is called (with the coordinator's lock held: it must not call
 	// back into the coordinator) each time a group starts a rebalance; for metrics.
 	OnRebalance func(group string)
+	// Topics returns the current topics, for consumer group assignments; it is called
+	// with the coordinator's lock held and must not call back. nil: no topics.
+	Topics func() *Topics
 }
 
 // Coordinator is the group coordinator of one node. It is safe for concurrent use.
@@ -50,6 +53,7 @@ type Coordinator struct {
 	cfg         Config
 	topicExists func(topic string, partition int32) bool
 	onRebalance func(group string)
+	topics      func() *Topics
 	newID       func() string
 
 	ctx    context.Context
@@ -83,6 +87,7 @@ func New(o Options) *Coordinator {
 		cfg:         o.Config.withDefaults(),
 		topicExists: o.TopicExists,
 		onRebalance: o.OnRebalance,
+		topics:      o.Topics,
 		newID:       randomUUID,
 	}
 	if c.clock == nil {
@@ -109,6 +114,10 @@ func randomUUID() string {
 func (c *Coordinator) PartitionFor(group string) int32 {
 	return partitionFor(group, c.cfg.NumPartitions)
 }
+
+// PartitionOf hashes any coordinator key to one of n partitions as Kafka does
+// (Utils.abs(key.hashCode()) % n): __share_group_state keys use it too.
+func PartitionOf(key string, n int32) int32 { return partitionFor(key, n) }
 
 func partitionFor(group string, n int32) int32 {
 	var h int32
@@ -182,6 +191,7 @@ func (c *Coordinator) LoadPartition(ctx context.Context, p int32) error {
 	}
 	now := c.clock.Now()
 	part.groups = ld.finish(now)
+	c.startConsumerSessionsLocked(part, now)
 	part.loading = false
 	part.writer = c.startWriter(part)
 	for _, g := range part.groups {
@@ -354,9 +364,12 @@ func (w *writer) do(jobs []writeJob) {
 	// Jobs queued before an unload or Close are still appended (a clean shutdown keeps
 	// what was decided); their replay then finds the partition gone and answers
 	// NOT_COORDINATOR, which clients retry against the new coordinator.
-	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.OffsetCommitTimeout)
-	err := c.log.Append(ctx, w.part.id, records)
-	cancel()
+	var err error
+	if len(records) > 0 { // a job without records only waits for the ones before it
+		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.OffsetCommitTimeout)
+		err = c.log.Append(ctx, w.part.id, records)
+		cancel()
+	}
 	if err != nil {
 		c.logger.Warn("append to __consumer_offsets failed", "partition", w.part.id, "records", len(records), "err", err)
 	}
@@ -478,7 +491,7 @@ func (g *group) nextDeadline() time.Time {
 	for _, m := range g.members {
 		next = earliest(next, m.heartbeatDeadline)
 	}
-	return next
+	return earliest(earliest(next, g.consumerNextDeadline()), g.shareNextDeadline())
 }
 
 func due(deadline, now time.Time) bool { return !deadline.IsZero() && !now.Before(deadline) }
@@ -500,6 +513,10 @@ func (c *Coordinator) tickGroupLocked(part *partition, g *group, now time.Time) 
 	}
 	if due(g.syncDeadline, now) {
 		c.onSyncDeadlineLocked(part, g, now)
+	}
+	c.expireConsumerMembersLocked(part, g, now)
+	if c.owns(part, g) {
+		c.expireShareMembersLocked(part, g, now)
 	}
 }
 

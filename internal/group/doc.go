@@ -1,7 +1,13 @@
-// Package group is Samsa's consumer group coordinator: the classic group membership
-// protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), committed offsets
-// (OffsetCommit, OffsetFetch, OffsetDelete) and group administration (DescribeGroups,
-// ListGroups, DeleteGroups), stored in the internal topic __consumer_offsets.
+// Package group is Samsa's group coordinator: the classic group membership protocol
+// (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), the KIP-848 consumer group protocol
+// (ConsumerGroupHeartbeat, ConsumerGroupDescribe: server-side assignment, epochs,
+// incremental reconciliation — consumer_*.go), KIP-932 share group membership
+// (ShareGroupHeartbeat, ShareGroupDescribe — share_group.go; the share-partition
+// state itself is internal/share's), committed offsets (OffsetCommit, OffsetFetch,
+// OffsetDelete) and group administration (DescribeGroups, ListGroups, DeleteGroups),
+// stored in the internal topic __consumer_offsets. A group id names one group of one
+// type; an empty group may change between the classic and the consumer protocol,
+// keeping its offsets (group.consumer.migration.policy).
 //
 // # What it owns
 //
@@ -46,7 +52,19 @@
 //
 // The records use Kafka's own __consumer_offsets schema (kmsg.OffsetCommitKey/Value,
 // kmsg.GroupMetadataKey/Value; key versions 1 and 2, value versions 3), so Kafka tools
-// can read the topic.
+// can read the topic. Consumer and share groups write Samsa's own records (key
+// versions 0x5301–0x5302 and 0x5311–0x5312, JSON values; see consumer_records.go and
+// share_group.go), which Kafka's tools skip.
+//
+// # Consumer and share groups
+//
+// They follow Kafka's coordinator runtime more closely than the classic state machine:
+// a heartbeat computes the records of its change, which are replayed into memory at
+// once (through the same code that loads a partition, so memory is what the records
+// say) and answered once they are committed after every earlier write of the
+// partition. A write that fails cannot be taken back: the partition is reloaded from
+// its log. Member session and revocation deadlines are memory only, given a full
+// timeout again after a load.
 //
 // # Concurrency
 //

@@ -109,7 +109,11 @@ type harness struct {
 	cfg   Config
 	c     *Coordinator
 	ids   int
+	// topics, when set, is the coordinator's Topics option (consumer groups).
+	topics func() *Topics
 }
+
+func newFakeClock() *clock.Fake { return clock.NewFake(time.Unix(1_700_000_000, 0)) }
 
 func testConfig() Config {
 	cfg := DefaultConfig()
@@ -139,7 +143,7 @@ func (h *harness) start() {
 	if h.c != nil {
 		h.c.Close()
 	}
-	h.c = New(Options{Log: h.log, Clock: h.clock, Config: h.cfg, Logger: discardLogger()})
+	h.c = New(Options{Log: h.log, Clock: h.clock, Config: h.cfg, Logger: discardLogger(), Topics: h.topics})
 	h.c.newID = func() string { h.ids++; return fmt.Sprint(h.ids) }
 	h.t.Cleanup(h.c.Close)
 	for p := range h.cfg.NumPartitions {

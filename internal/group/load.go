@@ -25,6 +25,14 @@ func (l *loader) apply(r Record) error {
 	switch d.kind {
 	case kindOffset:
 		replayOffset(l.groups, l.partition, d.group, d.tp, d.offset)
+	case kindConsumerGroup, kindConsumerMember:
+		if err := replayConsumer(l.groups, l.partition, d); err != nil {
+			l.logger.Warn("skipping corrupt __consumer_offsets record", "partition", l.partition, "err", err)
+		}
+	case kindShareGroup, kindShareMember:
+		if err := replayShare(l.groups, l.partition, d); err != nil {
+			l.logger.Warn("skipping corrupt __consumer_offsets record", "partition", l.partition, "err", err)
+		}
 	case kindGroup:
 		g := l.groups[d.group]
 		if d.meta == nil {
@@ -52,6 +60,9 @@ func (l *loader) apply(r Record) error {
 // and their members must heartbeat within their session timeout from now.
 func (l *loader) finish(now time.Time) map[string]*group {
 	for _, g := range l.groups {
+		if g.consumer != nil || g.share != nil {
+			continue // deadlines: see Coordinator.startConsumerSessionsLocked
+		}
 		if len(g.members) == 0 {
 			g.state = StateEmpty
 			continue

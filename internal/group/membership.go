@@ -63,6 +63,20 @@ func (c *Coordinator) joinLocked(req *kmsg.JoinGroupRequest, clientID, clientHos
 		return
 	}
 	g := part.groups[req.Group]
+	if g != nil && g.share != nil {
+		w.fail(kerrInconsistentGroupProtocol, req.MemberID)
+		return
+	}
+	if g != nil && g.consumer != nil {
+		if len(g.consumer.members) > 0 || !c.migrationAllowed("downgrade") {
+			w.fail(kerrInconsistentGroupProtocol, req.MemberID)
+			return
+		}
+		// An empty consumer group becomes a classic group; its offsets stay.
+		c.logger.Info("consumer group becomes a classic group", "group", g.id)
+		c.writeConsumerLocked(part, g.id, []Record{consumerGroupTombstone(g.id)}, func(error) {})
+		g = part.groups[req.Group]
+	}
 	if g == nil {
 		if jr.memberID != "" {
 			w.fail(kerrUnknownMemberID, jr.memberID)

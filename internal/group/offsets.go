@@ -69,7 +69,18 @@ func (c *Coordinator) commitLocked(req *kmsg.OffsetCommitRequest, resp *kmsg.Off
 			delete(part.groups, g.id)
 		}
 	}
-	if code := validateCommit(g, memberID, instanceID, generation); code != kerrNone {
+	if g.share != nil {
+		cleanup()
+		fail(kerrGroupIDNotFound)
+		return
+	}
+	validate := validateCommit
+	if g.consumer != nil {
+		validate = func(g *group, memberID string, instanceID *string, generation int32) int16 {
+			return validateConsumerCommit(g, memberID, generation, req.Version)
+		}
+	}
+	if code := validate(g, memberID, instanceID, generation); code != kerrNone {
 		cleanup()
 		fail(code)
 		return
@@ -163,6 +174,28 @@ func validateCommit(g *group, memberID string, instanceID *string, generation in
 	return kerrNone
 }
 
+// validateConsumerCommit is Kafka's check of a commit into a consumer group: a commit
+// from outside the group (no member, epoch -1) only while it has no members; a
+// member's commit at its current epoch, with OffsetCommit v9 or later.
+func validateConsumerCommit(g *group, memberID string, epoch int32, version int16) int16 {
+	cg := g.consumer
+	if epoch < 0 && memberID == "" && len(cg.members) == 0 {
+		return kerrNone
+	}
+	m := cg.members[memberID]
+	switch {
+	case m == nil:
+		return kerrUnknownMemberID
+	case version < 9:
+		return kerrUnsupportedVersion
+	case epoch > m.epoch:
+		return kerrFencedMemberEpoch
+	case epoch < m.epoch:
+		return kerrStaleMemberEpoch
+	}
+	return kerrNone
+}
+
 // fetchedPartition is one answer of OffsetFetch.
 type fetchedPartition struct {
 	partition int32
@@ -196,6 +229,12 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 				}
 			}
 			code, topics := c.fetchOffsetsLocked(rg.Group, want)
+			if code == kerrNone && req.Version >= 9 {
+				code = c.validateConsumerFetchLocked(rg.Group, rg.MemberID, rg.MemberEpoch)
+				if code != kerrNone {
+					topics = nil
+				}
+			}
 			out := kmsg.NewOffsetFetchResponseGroup()
 			out.Group = rg.Group
 			out.ErrorCode = code
@@ -250,6 +289,27 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 		resp.Topics = append(resp.Topics, ot)
 	}
 	return resp
+}
+
+// validateConsumerFetchLocked is Kafka's check of an OffsetFetch (v9+) naming a member
+// of a consumer group: the member must exist, at the epoch given.
+func (c *Coordinator) validateConsumerFetchLocked(groupID string, memberID *string, epoch int32) int16 {
+	part, code := c.partitionOfLocked(groupID)
+	if code != kerrNone || memberID == nil || *memberID == "" && epoch < 0 {
+		return kerrNone
+	}
+	g := part.groups[groupID]
+	if g == nil || g.consumer == nil {
+		return kerrNone
+	}
+	m := g.consumer.members[*memberID]
+	switch {
+	case m == nil:
+		return kerrUnknownMemberID
+	case epoch != m.epoch:
+		return kerrStaleMemberEpoch
+	}
+	return kerrNone
 }
 
 func fetchedFields(p fetchedPartition) (int64, int32, *string) {
@@ -342,6 +402,20 @@ func (c *Coordinator) offsetDeleteLocked(req *kmsg.OffsetDeleteRequest, resp *km
 		fail(kerrNonEmptyGroup)
 		return
 	}
+	subscribed := g.subscribedTo
+	if g.consumer != nil && len(g.consumer.members) > 0 {
+		topics := c.currentTopics()
+		in := map[string]bool{}
+		for _, m := range g.consumer.members {
+			for t := range g.consumer.subscribedTopics(m, topics) {
+				in[t] = true
+			}
+			for _, t := range m.subscribedNames {
+				in[t] = true
+			}
+		}
+		subscribed = func(t string) bool { return in[t] }
+	}
 	var eligible []TopicPartition
 	var eligibleAt []*kmsg.OffsetDeleteResponseTopicPartition
 	for _, t := range req.Topics {
@@ -356,7 +430,7 @@ func (c *Coordinator) offsetDeleteLocked(req *kmsg.OffsetDeleteRequest, resp *km
 		for pi, p := range t.Partitions {
 			rp := &resp.Topics[ti].Partitions[pi]
 			rp.Partition = p.Partition
-			if g.state != StateEmpty && g.subscribedTo(t.Topic) {
+			if (g.state != StateEmpty || g.consumer != nil) && subscribed(t.Topic) {
 				rp.ErrorCode = kerrGroupSubscribedToTopic
 				continue
 			}
@@ -386,9 +460,16 @@ func (c *Coordinator) removeOffsetsLocked(part *partition, g *group, tps []Topic
 			records = append(records, offsetTombstone(g.id, tp))
 		}
 	}
-	dead := g.state == StateEmpty && len(g.pending) == 0 && len(removed) == len(g.offsets)
+	dead := g.state == StateEmpty && len(g.pending) == 0 && len(removed) == len(g.offsets) &&
+		(g.consumer == nil || len(g.consumer.members) == 0) && (g.share == nil || len(g.share.members) == 0)
 	if dead {
 		records = append(records, groupTombstone(g.id))
+		if g.consumer != nil {
+			records = append(records, consumerGroupTombstone(g.id))
+		}
+		if g.share != nil {
+			records = append(records, Record{Key: shareKey(shareGroupKeyVersion, g.id)})
+		}
 		g.transition(StateDead, now)
 	}
 	if len(records) == 0 {
@@ -432,7 +513,8 @@ func (c *Coordinator) expireOffsetsLocked(part *partition, now time.Time) {
 			continue
 		}
 		expired := expiredOffsets(g, now, c.cfg.OffsetsRetention)
-		dead := g.state == StateEmpty && len(g.pending) == 0 && len(expired) == len(g.offsets)
+		dead := g.state == StateEmpty && len(g.pending) == 0 && len(expired) == len(g.offsets) &&
+			(g.consumer == nil || len(g.consumer.members) == 0) && g.share == nil
 		if len(expired) == 0 && !dead {
 			continue
 		}
@@ -455,6 +537,8 @@ func expiredOffsets(g *group, now time.Time, retention time.Duration) []TopicPar
 	case g.protocolType == consumerProtocolType && g.subscribedTopics != nil && g.state == StateStable:
 		subscribed = g.subscribedTopics
 		base = func(o CommittedOffset) time.Time { return o.CommitTime }
+	case g.consumer != nil && len(g.consumer.members) > 0:
+		return nil // a consumer group with members keeps its offsets
 	case g.protocolType == "":
 		base = func(o CommittedOffset) time.Time { return o.CommitTime }
 	default:

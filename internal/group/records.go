@@ -113,6 +113,10 @@ const (
 	kindUnknown recordKind = iota
 	kindOffset
 	kindGroup
+	kindConsumerGroup
+	kindConsumerMember
+	kindShareGroup
+	kindShareMember
 )
 
 // decoded is one __consumer_offsets record.
@@ -122,11 +126,17 @@ type decoded struct {
 	tp     TopicPartition
 	offset *CommittedOffset         // nil: tombstone (kindOffset)
 	meta   *kmsg.GroupMetadataValue // nil: tombstone (kindGroup)
+
+	member         string               // kindConsumerMember
+	consumerGroup  *consumerGroupValue  // nil: tombstone (kindConsumerGroup)
+	consumerMember *consumerMemberValue // nil: tombstone (kindConsumerMember)
+	shareGroup     *shareGroupValue     // nil: tombstone (kindShareGroup)
+	shareMember    *shareMemberValue    // nil: tombstone (kindShareMember)
 }
 
 // decodeRecord parses a record; records of kinds this coordinator does not know (for
-// example KIP-848 consumer group records written by a newer Kafka) decode as
-// kindUnknown and are skipped.
+// example Kafka's own KIP-848 or share group records) decode as kindUnknown and are
+// skipped.
 func decodeRecord(r Record) (decoded, error) {
 	if len(r.Key) < 2 {
 		return decoded{}, fmt.Errorf("%w: key of %d bytes", ErrCorruptRecord, len(r.Key))
@@ -175,6 +185,10 @@ func decodeRecord(r Record) (decoded, error) {
 		}
 		d.meta = &v
 		return d, nil
+	case consumerGroupKeyVersion, consumerMemberKeyVersion:
+		return decodeConsumerRecord(version, r)
+	case shareGroupKeyVersion, shareMemberKeyVersion:
+		return decodeShareRecord(version, r)
 	default:
 		return decoded{kind: kindUnknown}, nil
 	}

@@ -164,6 +164,12 @@ type group struct {
 	subscribedTopics map[string]bool // nil: unknown
 	offsets          map[TopicPartition]CommittedOffset
 
+	// consumer is set when the group uses the KIP-848 consumer protocol; the classic
+	// fields above then stay those of an Empty group without members.
+	consumer *consumerGroup
+	// share is set when the group is a KIP-932 share group.
+	share *shareGroup
+
 	// The group's timer, armed for nextDeadline() (see settleGroupLocked).
 	timer    clock.Timer
 	timerAt  time.Time
@@ -195,7 +201,7 @@ func (g *group) is(states ...State) bool { return slices.Contains(states, g.stat
 // useless reports whether the group holds nothing worth keeping.
 func (g *group) useless() bool {
 	return g.state == StateEmpty && len(g.members) == 0 && len(g.pending) == 0 &&
-		len(g.offsets) == 0 && g.generation == 0 && g.protocolType == ""
+		len(g.offsets) == 0 && g.generation == 0 && g.protocolType == "" && g.consumer == nil && g.share == nil
 }
 
 func (g *group) rebalanceTimeout() time.Duration {

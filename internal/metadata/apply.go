@@ -37,6 +37,7 @@ type builder struct {
 	next Image
 
 	brokersCopied, topicsCopied, brokerConfigsCopied bool
+	groupConfigsCopied                               bool
 	topicsChanged                                    bool
 	ownedTopics                                      map[TopicID]bool // topics already copied for this image
 }
@@ -228,16 +229,16 @@ func (b *builder) applyConfig(r ConfigRecord) error {
 		setOrDelete(t.Configs, r.Name, r.Value)
 	case ResourceBroker:
 		b.copyBrokerConfigs()
-		m := maps.Clone(b.next.brokerConfigs[r.ResourceName])
-		if m == nil {
-			m = map[string]string{}
+		setResourceConfig(b.next.brokerConfigs, r)
+	case ResourceGroup:
+		if !b.groupConfigsCopied {
+			b.next.groupConfigs = maps.Clone(b.prev.groupConfigs)
+			if b.next.groupConfigs == nil {
+				b.next.groupConfigs = map[string]map[string]string{}
+			}
+			b.groupConfigsCopied = true
 		}
-		setOrDelete(m, r.Name, r.Value)
-		if len(m) == 0 {
-			delete(b.next.brokerConfigs, r.ResourceName)
-		} else {
-			b.next.brokerConfigs[r.ResourceName] = m
-		}
+		setResourceConfig(b.next.groupConfigs, r)
 	default:
 		return invalid("config resource type %d", r.ResourceType)
 	}
@@ -295,6 +296,21 @@ func (b *builder) copyTopics() {
 		b.next.topicsByID = maps.Clone(b.prev.topicsByID)
 		b.ownedTopics = map[TopicID]bool{}
 		b.topicsCopied = true
+	}
+}
+
+// setResourceConfig applies a config record to the configs of its resource in all
+// (copied on write: images share the inner maps).
+func setResourceConfig(all map[string]map[string]string, r ConfigRecord) {
+	m := maps.Clone(all[r.ResourceName])
+	if m == nil {
+		m = map[string]string{}
+	}
+	setOrDelete(m, r.Name, r.Value)
+	if len(m) == 0 {
+		delete(all, r.ResourceName)
+	} else {
+		all[r.ResourceName] = m
 	}
 }
 

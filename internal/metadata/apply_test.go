@@ -392,3 +392,27 @@ func TestNewTopicIDUnique(t *testing.T) {
 		t.Fatalf("text round trip: %v", err)
 	}
 }
+
+// TestApplyGroupConfigs: GROUP config resources are kept per group, deleted, and
+// survive an image rebuilt from its own records.
+func TestApplyGroupConfigs(t *testing.T) {
+	v := func(s string) *string { return &s }
+	img := mustApply(t,
+		[]Record{ConfigRecord{ResourceType: ResourceGroup, ResourceName: "g", Name: "share.auto.offset.reset", Value: v("earliest")}},
+		[]Record{ConfigRecord{ResourceType: ResourceGroup, ResourceName: "h", Name: "share.delivery.count.limit", Value: v("3")}},
+		[]Record{ConfigRecord{ResourceType: ResourceGroup, ResourceName: "h", Name: "share.delivery.count.limit"}},
+	)
+	if got := img.GroupConfigs("g")["share.auto.offset.reset"]; got != "earliest" {
+		t.Fatalf("group g: %q", got)
+	}
+	if img.GroupConfigs("h") != nil {
+		t.Fatalf("group h kept %v after its only config was deleted", img.GroupConfigs("h"))
+	}
+	rebuilt, err := Apply(EmptyImage(), img.Offset(), img.Records())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rebuilt.GroupConfigs("g")["share.auto.offset.reset"]; got != "earliest" {
+		t.Fatalf("rebuilt image: group g: %q", got)
+	}
+}

@@ -90,6 +90,7 @@ type Image struct {
 	topicsByID     map[TopicID]*Topic
 	sortedTopics   []*Topic // by name
 	brokerConfigs  map[string]map[string]string
+	groupConfigs   map[string]map[string]string
 	nextProducerID int64
 }
 
@@ -101,6 +102,7 @@ func EmptyImage() *Image {
 		topics:        map[string]*Topic{},
 		topicsByID:    map[TopicID]*Topic{},
 		brokerConfigs: map[string]map[string]string{},
+		groupConfigs:  map[string]map[string]string{},
 	}
 }
 
@@ -158,6 +160,9 @@ func (img *Image) TopicByID(id TopicID) (*Topic, bool) {
 // when nothing is set.
 func (img *Image) BrokerConfigs(name string) map[string]string { return img.brokerConfigs[name] }
 
+// GroupConfigs returns the configs set on a group (GROUP config resources); read only.
+func (img *Image) GroupConfigs(name string) map[string]string { return img.groupConfigs[name] }
+
 // NextProducerID is the first producer id not yet allocated.
 func (img *Image) NextProducerID() int64 { return img.nextProducerID }
 
@@ -194,6 +199,9 @@ func (img *Image) Records() []Record {
 	}
 	for _, name := range slices.Sorted(maps.Keys(img.brokerConfigs)) {
 		recs = appendConfigRecords(recs, ResourceBroker, name, img.brokerConfigs[name])
+	}
+	for _, name := range slices.Sorted(maps.Keys(img.groupConfigs)) {
+		recs = appendConfigRecords(recs, ResourceGroup, name, img.groupConfigs[name])
 	}
 	for _, t := range img.sortedTopics {
 		recs = append(recs, TopicRecord{Name: t.Name, ID: t.ID})

@@ -18,6 +18,7 @@ type NodeID int32
 const (
 	ResourceTopic  int8 = 2
 	ResourceBroker int8 = 4
+	ResourceGroup  int8 = 32 // share and consumer group configs (KIP-848, KIP-932)
 )
 
 // NoLeader is the Leader of a partition that has none (Kafka's -1).

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/bufpool"
 )
 
 // Errors returned by Request, wrapped with the address.
@@ -77,25 +79,43 @@ func (c *Conn) Addr() string { return c.addr }
 // version. If ctx ends first the connection is broken (a peer that does not answer
 // in time is presumed gone) and ctx's error returned.
 func (c *Conn) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	resp, _, err := c.request(ctx, req, nil)
+	return resp, err
+}
+
+// RequestPooled is Request for a response read into a buffer of pool (a follower's
+// fetch: megabytes of records that the response's byte fields alias, kmsg decoding them
+// without a copy). The response is valid until release is called, which gives the
+// buffer back; release is nil when err is not.
+func (c *Conn) RequestPooled(ctx context.Context, req kmsg.Request, pool *bufpool.Pool) (resp kmsg.Response, release func(), err error) {
+	return c.request(ctx, req, pool)
+}
+
+func (c *Conn) request(ctx context.Context, req kmsg.Request, pool *bufpool.Pool) (kmsg.Response, func(), error) {
 	l, err := c.connect(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	call := &pending{req: req, done: make(chan result, 1)}
+	call := &pending{req: req, pool: pool, done: make(chan result, 1)}
 	if err := l.send(c.fmt, call); err != nil {
 		c.broke(l, err)
-		return nil, fmt.Errorf("%w: %s: %v", ErrBroken, c.addr, err)
+		return nil, nil, fmt.Errorf("%w: %s: %v", ErrBroken, c.addr, err)
 	}
 	select {
 	case r := <-call.done:
 		if r.err != nil {
-			return nil, r.err
+			return nil, nil, r.err
 		}
 		c.succeeded()
-		return r.resp, nil
+		release := func() {}
+		if r.buf != nil {
+			release = func() { pool.Put(r.buf) }
+		}
+		return r.resp, release, nil
 	case <-ctx.Done():
 		c.broke(l, fmt.Errorf("no response within the request's deadline: %w", ctx.Err()))
-		return nil, ctx.Err()
+		// The reader may still fill the buffer: it is not given back.
+		return nil, nil, ctx.Err()
 	}
 }
 
@@ -166,13 +186,15 @@ func (c *Conn) succeeded() {
 
 type result struct {
 	resp kmsg.Response
+	buf  *[]byte // the pooled frame the response aliases, nil when not pooled
 	err  error
 }
 
 type pending struct {
 	req  kmsg.Request
 	corr int32
-	done chan result // buffered, receives exactly one result
+	pool *bufpool.Pool // read the response into a buffer of it (RequestPooled)
+	done chan result   // buffered, receives exactly one result
 }
 
 // link is one TCP connection.
@@ -246,15 +268,23 @@ func (l *link) readLoop(onError func(error)) {
 			onError(fmt.Errorf("response frame of %d bytes", n))
 			return
 		}
-		frame := make([]byte, n)
-		if _, err := io.ReadFull(r, frame); err != nil {
-			onError(err)
-			return
-		}
 		var p *pending
 		select {
 		case p = <-l.inflight:
 		case <-l.dead:
+			return
+		}
+		var buf *[]byte
+		var frame []byte
+		if p.pool != nil && int(n) >= bufpool.MinClass {
+			buf = p.pool.Get(int(n))
+			frame = *buf
+		} else {
+			frame = make([]byte, n)
+		}
+		if _, err := io.ReadFull(r, frame); err != nil {
+			p.done <- result{err: err}
+			onError(err)
 			return
 		}
 		resp, err := decodeResponse(p, frame)
@@ -263,7 +293,7 @@ func (l *link) readLoop(onError func(error)) {
 			onError(err)
 			return
 		}
-		p.done <- result{resp: resp}
+		p.done <- result{resp: resp, buf: buf}
 	}
 }
 

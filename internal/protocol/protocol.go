@@ -94,8 +94,9 @@ type ProduceHeader struct {
 // order, then Finish — or Abort when the request cannot be read whole (the connection
 // is then closed). A stream is used by one goroutine.
 type ProduceStream interface {
-	// Topic begins a topic that has partitions partitions.
-	Topic(name string, partitions int)
+	// Topic begins a topic that has partitions partitions, named by name (versions
+	// before 13) or by id (13 and later; name is then "").
+	Topic(name string, id [16]byte, partitions int)
 	// Partition hands over one partition's records (nil when null); records is valid
 	// only during the call.
 	Partition(partition int32, records []byte)

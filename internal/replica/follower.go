@@ -44,17 +44,7 @@ func (p *Partition) AppendAsFollower(records []byte) (int, error) {
 // SetFollowerHighWatermark moves a follower's high watermark to the leader's, never
 // past its own log end.
 func (p *Partition) SetFollowerHighWatermark(leaderHW int64) {
-	hw := min(leaderHW, p.Log.LogEndOffset())
-	for {
-		cur := p.highWatermark.Load()
-		if hw <= cur {
-			return
-		}
-		if p.highWatermark.CompareAndSwap(cur, hw) {
-			break
-		}
-	}
-	p.wake()
+	p.raiseHighWatermark(min(leaderHW, p.Log.LogEndOffset()))
 }
 
 // TruncateTo removes the follower's records at and after offset (a divergent tail,

@@ -357,6 +357,12 @@ func (p *Partition) maybeAdvanceHighWatermark() {
 		}
 	}
 	p.mu.Unlock()
+	p.raiseHighWatermark(hw)
+}
+
+// raiseHighWatermark moves the high watermark up to hw (never down) and wakes its
+// waiters when it moved.
+func (p *Partition) raiseHighWatermark(hw int64) {
 	for {
 		cur := p.highWatermark.Load()
 		if hw <= cur {

@@ -222,13 +222,13 @@ func TestISRShrinksAndExpands(t *testing.T) {
 	var ok bool
 	waitUntil(t, "a proposal without node 3 once node 2 fetched after the clock moved", func() bool {
 		change, ok = leader.ProposeISR(c.clock.Now(), 30*time.Second)
-		if ok && !equal(change.Removed, []int32{3}) {
+		if ok && !slices.Equal(change.Removed, []int32{3}) {
 			leader.CancelISR() // node 2 has not fetched since the clock moved
 			return false
 		}
 		return ok
 	})
-	if !equal(change.ISR, []int32{1, 2}) {
+	if !slices.Equal(change.ISR, []int32{1, 2}) {
 		t.Fatalf("proposal %+v, want node 3 out", change)
 	}
 	if _, again := leader.ProposeISR(c.clock.Now(), 30*time.Second); again {
@@ -250,7 +250,7 @@ func TestISRShrinksAndExpands(t *testing.T) {
 		back, ok = leader.ProposeISR(c.clock.Now(), 30*time.Second)
 		return ok
 	})
-	if !equal(back.ISR, []int32{1, 2, 3}) || !equal(back.Added, []int32{3}) || back.PartitionEpoch != 2 {
+	if !slices.Equal(back.ISR, []int32{1, 2, 3}) || !slices.Equal(back.Added, []int32{3}) || back.PartitionEpoch != 2 {
 		t.Fatalf("expansion %+v", back)
 	}
 }
@@ -340,18 +340,6 @@ func TestFollowerBehindLogStartStartsOver(t *testing.T) {
 	})
 }
 
-func equal(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // TestReadReplicas: a leader sends a consumer only to a follower in the ISR that holds
 // the consumer's fetch offset (KIP-392), as its fetches report it.
 func TestReadReplicas(t *testing.T) {
@@ -382,14 +370,14 @@ func TestReadReplicas(t *testing.T) {
 	fetch(2, 10, 0)
 	fetch(3, 4, 0)
 	fetch(4, 10, 0) // caught up, but not in the ISR
-	if got := ids(n.p.ReadReplicas(5)); !equal(got, []int32{2}) {
+	if got := ids(n.p.ReadReplicas(5)); !slices.Equal(got, []int32{2}) {
 		t.Fatalf("read replicas for offset 5: %v, want [2] (3 ends at 4, 4 is out of the ISR)", got)
 	}
-	if got := ids(n.p.ReadReplicas(4)); !equal(got, []int32{2, 3}) {
+	if got := ids(n.p.ReadReplicas(4)); !slices.Equal(got, []int32{2, 3}) {
 		t.Fatalf("read replicas for offset 4: %v, want [2 3]", got)
 	}
 	fetch(2, 10, 6) // node 2 deleted its records below 6
-	if got := ids(n.p.ReadReplicas(4)); !equal(got, []int32{3}) {
+	if got := ids(n.p.ReadReplicas(4)); !slices.Equal(got, []int32{3}) {
 		t.Fatalf("read replicas for offset 4 after node 2's log start moved to 6: %v, want [3]", got)
 	}
 	n.apply(t, State{Leader: 2, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2, 3, 4}, ISR: []int32{1, 2, 3}}, now)

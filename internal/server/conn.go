@@ -257,7 +257,7 @@ func (c *conn) handle(in inbound) bool {
 		var err error
 		p, err = c.dispatch(in.req)
 		if in.pooled != nil {
-			c.srv.frames.put(in.pooled)
+			c.srv.frames.Put(in.pooled)
 		}
 		if err != nil {
 			c.closeAfterPending()
@@ -342,20 +342,20 @@ func (c *conn) readPooledFrame(size int) (*[]byte, error) { return c.readPooled(
 // arrive.
 func (c *conn) readPooled(have []byte, size int) (*[]byte, error) {
 	n := min(size, max(c.frameBudget, frameBudget, len(have)))
-	p := c.srv.frames.get(n)
+	p := c.srv.frames.Get(n)
 	copy(*p, have)
 	if err := c.readFull((*p)[len(have):]); err != nil {
-		c.srv.frames.put(p)
+		c.srv.frames.Put(p)
 		return nil, err
 	}
 	for n < size {
 		next := min(size, 2*n)
-		q := c.srv.frames.get(next)
+		q := c.srv.frames.Get(next)
 		copy(*q, (*p)[:n])
-		c.srv.frames.drop(p)
+		c.srv.frames.Drop(p)
 		p = q
 		if err := c.readFull((*p)[n:next]); err != nil {
-			c.srv.frames.put(p)
+			c.srv.frames.Put(p)
 			return nil, err
 		}
 		n = next

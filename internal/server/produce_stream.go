@@ -19,10 +19,11 @@ import (
 // is not: checking and appending its batches cost two to three times as much per byte
 // as those of a 1 MiB frame).
 //
-// The decoder covers ProduceRequest versions 3 to 11, Kafka's schema: transactional_id
+// The decoder covers ProduceRequest versions 3 to 12, Kafka's schema: transactional_id
 // (nullable string), acks int16, timeout_ms int32, topics [name string, partitions
 // [index int32, records nullable bytes]], with compact lengths and tagged fields from
-// version 9 (flexible). Higher versions, if ever served, are decoded whole with kmsg.
+// version 9 (flexible); version 12 (KIP-890) has version 11's schema; version 13
+// (KIP-516) names each topic by its id (16 bytes) instead of its name.
 // The tests hold it to kmsg's encoding of the same requests.
 //
 // Unlike a request read whole, a streamed request that turns out malformed (or is cut
@@ -32,7 +33,8 @@ import (
 const (
 	produceKey        int16 = 0
 	minStreamProduce  int16 = 3
-	maxStreamProduce  int16 = 11
+	maxStreamProduce  int16 = 13
+	topicIDProduceAt  int16 = 13
 	flexibleProduceAt int16 = 9
 )
 
@@ -67,7 +69,7 @@ const streamWindow = 1 << 20
 // newFrameReader starts reading a frame of size bytes (after its size prefix).
 func (c *conn) newFrameReader(size int) *frameReader {
 	r := &c.frame
-	*r = frameReader{c: c, left: size, win: c.srv.frames.get(min(size, streamWindow))}
+	*r = frameReader{c: c, left: size, win: c.srv.frames.Get(min(size, streamWindow))}
 	*r.win = (*r.win)[:cap(*r.win)]
 	return r
 }
@@ -75,7 +77,7 @@ func (c *conn) newFrameReader(size int) *frameReader {
 // release gives the window back.
 func (r *frameReader) release() {
 	if r.win != nil {
-		r.c.srv.frames.put(r.win)
+		r.c.srv.frames.Put(r.win)
 		r.win = nil
 	}
 }
@@ -266,7 +268,7 @@ func (r *frameReader) records(n int, fn func([]byte)) error {
 	}
 	r.left -= n - len(have)
 	fn(*p)
-	r.c.srv.frames.put(p)
+	r.c.srv.frames.Put(p)
 	return nil
 }
 
@@ -348,15 +350,26 @@ func (c *conn) readProduce(r *frameReader, version int16) (protocol.ProduceStrea
 	}
 	stream := c.srv.cfg.Produce.StartProduce(req, h)
 	for range max(h.Topics, 0) {
-		name, err := r.str(false)
-		if err != nil {
-			return stream, req, err
+		var name string
+		var id [16]byte
+		if version >= topicIDProduceAt {
+			b, err := r.take(len(id))
+			if err != nil {
+				return stream, req, err
+			}
+			copy(id[:], b)
+		} else {
+			s, err := r.str(false)
+			if err != nil {
+				return stream, req, err
+			}
+			name = *s
 		}
 		partitions, err := r.length(false, 5)
 		if err != nil {
 			return stream, req, err
 		}
-		stream.Topic(*name, max(partitions, 0))
+		stream.Topic(name, id, max(partitions, 0))
 		for range max(partitions, 0) {
 			if err := c.streamPartition(r, stream); err != nil {
 				return stream, req, err

@@ -31,6 +31,7 @@ type streamedRequest struct {
 
 type streamedTopic struct {
 	name       string
+	id         [16]byte
 	partitions int
 	records    []streamedPartition
 }
@@ -49,8 +50,8 @@ func (s *streamRecorder) StartProduce(req *protocol.Request, h protocol.ProduceH
 	return &recorderStream{r: s, req: streamedRequest{clientID: req.ClientID, header: h}}
 }
 
-func (s *recorderStream) Topic(name string, partitions int) {
-	s.req.topics = append(s.req.topics, streamedTopic{name: name, partitions: partitions})
+func (s *recorderStream) Topic(name string, id [16]byte, partitions int) {
+	s.req.topics = append(s.req.topics, streamedTopic{name: name, id: id, partitions: partitions})
 }
 
 func (s *recorderStream) Partition(index int32, records []byte) {
@@ -69,7 +70,7 @@ func (s *recorderStream) Finish() (protocol.Response, <-chan protocol.Response) 
 	resp := kmsg.NewPtrProduceResponse()
 	for _, t := range s.req.topics {
 		rt := kmsg.NewProduceResponseTopic()
-		rt.Topic = t.name
+		rt.Topic, rt.TopicID = t.name, t.id
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return protocol.Response{Body: resp}, nil
@@ -87,7 +88,7 @@ func (s *streamRecorder) snapshot() ([]streamedRequest, int) {
 	return append([]streamedRequest(nil), s.requests...), s.aborted
 }
 
-// startStreamServer serves Produce 3–11 through rec and nothing else but ApiVersions.
+// startStreamServer serves Produce 3–13 through rec and nothing else but ApiVersions.
 func startStreamServer(t *testing.T, rec *streamRecorder) string {
 	_, addr := startServer(t, apiVersionsHandler(func(req *protocol.Request) <-chan protocol.Response {
 		t.Errorf("request key %d version %d went to Handle, not the produce stream", req.Key, req.Version)
@@ -95,7 +96,7 @@ func startStreamServer(t *testing.T, rec *streamRecorder) string {
 	}), func(c *Config) {
 		c.Versions = func(key int16) (int16, int16, bool) {
 			if key == produceKey {
-				return 3, 11, true
+				return 3, 13, true
 			}
 			return servedVersions(key)
 		}
@@ -116,7 +117,13 @@ func randomProduce(rng *rand.Rand, version int16) *kmsg.ProduceRequest {
 	req.TimeoutMillis = rng.Int32N(60000)
 	for i := range rng.IntN(4) {
 		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = fmt.Sprintf("topic-%d-%s", i, string(bytes.Repeat([]byte{'x'}, rng.IntN(40))))
+		if version >= 13 {
+			for j := range rt.TopicID {
+				rt.TopicID[j] = byte(rng.Uint32())
+			}
+		} else {
+			rt.Topic = fmt.Sprintf("topic-%d-%s", i, string(bytes.Repeat([]byte{'x'}, rng.IntN(40))))
+		}
 		for range rng.IntN(5) {
 			rp := kmsg.NewProduceRequestTopicPartition()
 			rp.Partition = rng.Int32N(1000)
@@ -156,7 +163,7 @@ func TestProduceStreamMatchesKmsg(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var sent []*kmsg.ProduceRequest
 	for i := range 60 {
-		version := int16(3 + i%9)
+		version := int16(3 + i%11)
 		req := randomProduce(rng, version)
 		send(t, c, encodeRequest(req, version, int32(i), fmt.Sprintf("client-%d", i%3)))
 		var resp kmsg.ProduceResponse
@@ -180,7 +187,7 @@ func TestProduceStreamMatchesKmsg(t *testing.T) {
 		}
 		for j, rt := range req.Topics {
 			gt := g.topics[j]
-			if gt.name != rt.Topic || gt.partitions != len(rt.Partitions) || len(gt.records) != len(rt.Partitions) {
+			if gt.name != rt.Topic || gt.id != rt.TopicID || gt.partitions != len(rt.Partitions) || len(gt.records) != len(rt.Partitions) {
 				t.Fatalf("request %d topic %d: %q with %d/%d partitions, want %q with %d", i, j, gt.name, gt.partitions, len(gt.records), rt.Topic, len(rt.Partitions))
 			}
 			for k, rp := range rt.Partitions {
@@ -290,7 +297,7 @@ func TestProduceStreamMalformed(t *testing.T) {
 // reads past the frame, and whatever it accepts kmsg decodes to the same request.
 func FuzzProduceStream(f *testing.F) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	for v := int16(3); v <= 11; v++ {
+	for v := minStreamProduce; v <= maxStreamProduce; v++ {
 		req := randomProduce(rng, v)
 		for _, p := range req.Topics {
 			for i := range p.Partitions {
@@ -327,7 +334,7 @@ func FuzzProduceStream(f *testing.F) {
 		got, _ := rec.snapshot()
 		want := kmsg.NewPtrProduceRequest()
 		want.SetVersion(version)
-		body, err := parseRequest(frame, func(int16) (int16, int16, bool) { return 3, 11, true })
+		body, err := parseRequest(frame, func(int16) (int16, int16, bool) { return minStreamProduce, maxStreamProduce, true })
 		if err != nil {
 			t.Fatalf("the stream decoder accepted a frame kmsg refuses: %v", err)
 		}
@@ -338,7 +345,7 @@ func FuzzProduceStream(f *testing.F) {
 			t.Fatalf("header %+v, %d topics; kmsg: %+v", g.header, len(g.topics), want)
 		}
 		for i, wt := range want.Topics {
-			if g.topics[i].name != wt.Topic || len(g.topics[i].records) != len(wt.Partitions) {
+			if g.topics[i].name != wt.Topic || g.topics[i].id != wt.TopicID || len(g.topics[i].records) != len(wt.Partitions) {
 				t.Fatalf("topic %d: %+v; kmsg: %+v", i, g.topics[i], wt)
 			}
 			for j, wp := range wt.Partitions {

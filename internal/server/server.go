@@ -7,6 +7,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/samsa-streaming/samsa/internal/bufpool"
 )
 
 // ErrClosed is returned by Start on a server that was closed.
@@ -21,7 +23,7 @@ type Server struct {
 
 	wg sync.WaitGroup // accept loops, connection goroutines and the frame trimmer
 
-	frames framePool // pooled request frames (frames.go)
+	frames bufpool.Pool // pooled request frames (frames.go)
 
 	mu struct {
 		sync.Mutex
@@ -81,7 +83,7 @@ func (s *Server) Start() error {
 // bytes of the buffers holding requests being read or handled, and of the free ones
 // kept for the next requests (dropped after frameIdle).
 func (s *Server) FrameBytes() (inUse, free int64) {
-	return s.frames.inUse.Load(), int64(s.frames.freeBytes())
+	return s.frames.InUse(), s.frames.Free()
 }
 
 // trimFrames drops pooled frame buffers that stayed free for frameIdle, until Close.
@@ -94,7 +96,7 @@ func (s *Server) trimFrames() {
 		case <-s.done:
 			return
 		case now := <-t.C:
-			s.frames.trim(now.Add(-frameIdle))
+			s.frames.Trim(now.Add(-frameIdle))
 		}
 	}
 }

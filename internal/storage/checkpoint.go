@@ -91,10 +91,11 @@ func parseUUID(s string) ([16]byte, error) {
 	return id, nil
 }
 
-// writePartitionMetadata writes partition.metadata in Kafka's format.
-func writePartitionMetadata(fsys FS, dir string, topicID [16]byte) error {
+// writePartitionMetadata writes partition.metadata in Kafka's format, fsynced when
+// sync is set (a new partition's is made durable by its first flush instead).
+func writePartitionMetadata(fsys FS, dir string, topicID [16]byte, sync bool) error {
 	data := "version: 0\ntopic_id: " + formatUUID(topicID) + "\n"
-	return writeFileAtomic(fsys, filepath.Join(dir, partitionMetaFile), []byte(data), true)
+	return writeFileAtomic(fsys, filepath.Join(dir, partitionMetaFile), []byte(data), sync)
 }
 
 // readPartitionMetadata returns the topic id stored in partition.metadata.

@@ -117,6 +117,10 @@ type Log struct {
 		// fsynced; a flush fsyncs it before the recovery point moves (a segment's data
 		// is not durable while its name is not).
 		dirDirty bool
+		// parentDirty: the partition's directory was created and its name in the log
+		// directory is not known to be on disk; the first flush fsyncs the log
+		// directory too (creating a partition costs no fsync).
+		parentDirty bool
 		// truncations counts TruncateTo calls: a Flush that saw one happen during its
 		// fsync does not move the recovery point (the offsets it synced were taken back).
 		truncations int64
@@ -162,9 +166,13 @@ func (l *Log) EndOffsetForEpoch(epoch int32) (foundEpoch int32, endOffset int64)
 }
 
 // AssignLeaderEpoch records that epoch starts at the log end offset, as a replica that
-// becomes leader does before its first append (Kafka's maybeAssignEpochStartOffset), and
-// writes the checkpoint now: a follower that diverged in an older epoch is told where
-// that epoch ended even before the new leader has appended anything.
+// becomes leader does before its first append (Kafka's maybeAssignEpochStartOffset), so
+// that a follower that diverged in an older epoch is told where that epoch ended even
+// before the new leader has appended anything. Like an append's, the entry is written
+// with the next flush, not now: a broker becoming leader of a thousand partitions
+// would otherwise wait for a thousand fsyncs. After a crash before that flush an epoch
+// without batches is forgotten, and a follower asking about the epoch before it is cut
+// back to the high watermark instead (see replica.DivergingEnd).
 func (l *Log) AssignLeaderEpoch(epoch int32) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -172,7 +180,7 @@ func (l *Log) AssignLeaderEpoch(epoch int32) error {
 		return ErrLogClosed
 	}
 	l.epochs.assign(epoch, l.logEnd.Load())
-	return l.epochs.persist()
+	return nil
 }
 
 // EpochEntries returns a copy of the leader epoch cache.
@@ -449,14 +457,14 @@ func (l *Log) flushInBackgroundLocked() {
 // to the log end offset, persisting it when persist is set.
 func (l *Log) flushLocked(persist bool) error {
 	end := l.endLocked()
-	if err := l.syncFrom(l.mu.recoveryPoint, l.mu.dirDirty); err != nil {
+	if err := l.syncFrom(l.mu.recoveryPoint, l.mu.dirDirty, l.mu.parentDirty); err != nil {
 		l.syncFailedLocked(err)
 		return err
 	}
 	if err := l.epochs.persist(); err != nil {
 		return fmt.Errorf("writing the leader epoch checkpoint of %s: %w", l.dir, err)
 	}
-	l.mu.dirDirty = false
+	l.mu.dirDirty, l.mu.parentDirty = false, false
 	l.advanceRecoveryPointLocked(end)
 	if persist && l.mu.stateDirty {
 		return l.writeStateLocked()
@@ -474,8 +482,8 @@ func (l *Log) syncFailedLocked(err error) {
 }
 
 // syncFrom fsyncs the segments that may hold data at or above offset, then the
-// partition directory when dir is set.
-func (l *Log) syncFrom(offset int64, dir bool) error {
+// partition directory when dir is set and the log directory holding it when parent is.
+func (l *Log) syncFrom(offset int64, dir, parent bool) error {
 	segs := l.segs()
 	for i, s := range segs {
 		if i+1 < len(segs) && segs[i+1].base <= offset {
@@ -488,12 +496,32 @@ func (l *Log) syncFrom(offset int64, dir bool) error {
 			return fmt.Errorf("syncing %s: %w", s.path(logSuffix), err)
 		}
 	}
-	if dir {
+	if dir || parent {
 		if err := l.fs.SyncDir(l.dir); err != nil {
 			return fmt.Errorf("syncing %s: %w", l.dir, err)
 		}
 	}
+	if parent {
+		// A new partition's first flush: its partition.metadata, written unsynced, and
+		// its name in the log directory.
+		if err := syncFile(l.fs, filepath.Join(l.dir, partitionMetaFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("syncing %s: %w", filepath.Join(l.dir, partitionMetaFile), err)
+		}
+		if err := l.fs.SyncDir(filepath.Dir(l.dir)); err != nil {
+			return fmt.Errorf("syncing %s: %w", filepath.Dir(l.dir), err)
+		}
+	}
 	return nil
+}
+
+// syncFile fsyncs a file written earlier.
+func syncFile(fsys FS, path string) error {
+	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	return errors.Join(err, f.Close())
 }
 
 // logPosition is an offset and where it lies in the files: the base offset of the
@@ -569,17 +597,18 @@ func (l *Log) Flush() error {
 		l.mu.Unlock()
 		return ErrLogClosed
 	}
-	end, rp, dir, truncations := l.endLocked(), l.mu.recoveryPoint, l.mu.dirDirty, l.mu.truncations
-	l.mu.dirDirty = false
+	end, rp, dir, parent, truncations := l.endLocked(), l.mu.recoveryPoint, l.mu.dirDirty, l.mu.parentDirty, l.mu.truncations
+	l.mu.dirDirty, l.mu.parentDirty = false, false
 	l.mu.Unlock()
-	if end.offset <= rp && !dir {
+	if end.offset <= rp && !dir && !parent {
 		return nil
 	}
-	err := l.syncFrom(rp, dir)
+	err := l.syncFrom(rp, dir, parent)
 	if err != nil {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.mu.dirDirty = l.mu.dirDirty || dir
+		l.mu.parentDirty = l.mu.parentDirty || parent
 		l.syncFailedLocked(err)
 		return err
 	}

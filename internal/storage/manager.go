@@ -329,8 +329,10 @@ func (m *Manager) reserve(k PartitionKey) (c *creation, wait chan struct{}, err 
 		for _, d := range m.mu.dirOf {
 			count[d]++
 		}
-		for _, c := range m.mu.creating {
-			count[c.dir]++
+		for ck, c := range m.mu.creating {
+			if _, open := m.mu.dirOf[ck]; !open { // an open one is counted above
+				count[c.dir]++
+			}
 		}
 		for _, d := range m.opts.Dirs {
 			if _, off := m.mu.offline[filepath.Clean(d)]; !off && (dir == "" || count[d] < count[dir]) {

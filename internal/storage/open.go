@@ -50,11 +50,10 @@ func Open(opts Options) (*Log, error) {
 		if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
 			return nil, err
 		}
-		// The partition's name in the log directory is durable before anything in it.
-		if err := l.fs.SyncDir(opts.Dir); err != nil {
-			return nil, err
-		}
-		l.mu.dirDirty = true
+		// The partition's name in the log directory becomes durable with its first
+		// flush, before its recovery point moves: a partition crashed away before that
+		// held nothing durable, and is created again from the metadata.
+		l.mu.dirDirty, l.mu.parentDirty = true, true
 	} else if statErr != nil {
 		return nil, statErr
 	}
@@ -146,7 +145,8 @@ func (l *Log) checkTopicID(id [16]byte) error {
 		return nil
 	}
 	l.topicID.Store(&id)
-	return writePartitionMetadata(l.fs, l.dir, id)
+	// A new partition's file is made durable by its first flush (parentDirty).
+	return writePartitionMetadata(l.fs, l.dir, id, !l.mu.parentDirty)
 }
 
 // TopicID returns the topic id of the partition (zero when unknown).
@@ -164,7 +164,7 @@ func (l *Log) AdoptTopicID(id [16]byte) error {
 	if l.closed.Load() {
 		return ErrLogClosed
 	}
-	if err := writePartitionMetadata(l.fs, l.dir, id); err != nil {
+	if err := writePartitionMetadata(l.fs, l.dir, id, true); err != nil {
 		return err
 	}
 	l.topicID.Store(&id)
@@ -273,7 +273,7 @@ func (l *Log) load(ents []os.DirEntry, clean bool) error {
 	}
 	// Everything up to the log end was just verified (or the log is empty and
 	// log-state damaged); make it durable.
-	if err := l.syncFrom(min(state.recoveryPoint, leo), true); err != nil {
+	if err := l.syncFrom(min(state.recoveryPoint, leo), true, false); err != nil {
 		return err
 	}
 	if err := l.epochs.persist(); err != nil { // epochs recovery assigned from the batches

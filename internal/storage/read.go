@@ -146,11 +146,21 @@ func (l *Log) readErr(s *segment, err error) error {
 // ReadBytes is Read copying the batches into one slice (for internal consumers such as
 // coordinators loading their state). At least one batch is returned when available.
 func (l *Log) ReadBytes(offset int64, maxBytes int, maxOffset int64) ([]byte, error) {
+	return l.ReadBytesInto(nil, offset, maxBytes, maxOffset)
+}
+
+// ReadBytesInto is ReadBytes into buf when it is large enough (the result is then a
+// prefix of buf), else into a new slice.
+func (l *Log) ReadBytesInto(buf []byte, offset int64, maxBytes int, maxOffset int64) ([]byte, error) {
 	res, err := l.Read(offset, maxBytes, maxOffset, true)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, res.Size)
+	out := buf[:0]
+	if int64(cap(out)) < res.Size {
+		out = make([]byte, res.Size)
+	}
+	out = out[:res.Size]
 	n := 0
 	for _, r := range res.Ranges {
 		if _, err := r.File.ReadAt(out[n:n+int(r.Len)], r.Pos); err != nil {

@@ -202,6 +202,17 @@ func (b *Broker) tryStart() error {
 	}
 }
 
+// Pid returns the broker process's id (0 when it is not running), for benchmarks
+// that read its CPU time.
+func (b *Broker) Pid() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cmd == nil || b.cmd.Process == nil {
+		return 0
+	}
+	return b.cmd.Process.Pid
+}
+
 // Log returns everything the broker has written to stderr so far.
 func (b *Broker) Log() string {
 	b.mu.Lock()

@@ -103,6 +103,17 @@ func TestClusterFailover(t *testing.T) {
 		return true
 	}, "the killed node fenced and its partitions moved")
 	t.Logf("killed node %d fenced and its leaderships moved %v after the kill", old, time.Since(killed).Round(time.Millisecond))
+	// DescribeCluster v2 lists the fenced node only when asked to (KIP-1073).
+	for _, include := range []bool{false, true} {
+		brokers, err := clients[next].describeCluster(ctxT(t, 5*time.Second), include)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fenced, listed := brokers[old]
+		if listed != include || fenced != include || len(brokers) != map[bool]int{false: 2, true: 3}[include] {
+			t.Fatalf("DescribeCluster v2 (IncludeFencedBrokers %t): brokers (id → fenced) %v; node %d killed", include, brokers, old)
+		}
+	}
 
 	c.StartAgain(t, old)
 	testutil.WaitFor(t, 20*time.Second, func() bool {

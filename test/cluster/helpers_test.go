@@ -74,6 +74,26 @@ func (c *nodeClient) metadata(ctx context.Context) (*kmsg.MetadataResponse, erro
 	return r.(*kmsg.MetadataResponse), nil
 }
 
+// describeCluster asks the node for DescribeCluster v2 and returns its brokers, each
+// with whether it is fenced.
+func (c *nodeClient) describeCluster(ctx context.Context, includeFenced bool) (map[int32]bool, error) {
+	req := kmsg.NewPtrDescribeClusterRequest()
+	req.IncludeFencedBrokers = includeFenced
+	r, err := c.request(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	resp := r.(*kmsg.DescribeClusterResponse)
+	if resp.Version < 2 || resp.ErrorCode != 0 {
+		return nil, fmt.Errorf("DescribeCluster answered in v%d with error %d", resp.Version, resp.ErrorCode)
+	}
+	brokers := map[int32]bool{}
+	for _, b := range resp.Brokers {
+		brokers[b.NodeID] = b.IsFenced
+	}
+	return brokers, nil
+}
+
 // quorum asks the node (which forwards to the active controller) for DescribeQuorum.
 func (c *nodeClient) quorum(ctx context.Context) (kmsg.DescribeQuorumResponseTopicPartition, error) {
 	r, err := c.request(ctx, describeQuorumRequest())

@@ -271,11 +271,19 @@ func produceRawTo(t *testing.T, cl *nodeClient, topic string, partition int32, v
 	if err != nil {
 		t.Fatal(err)
 	}
+	md, err := cl.metadata(ctxT(t, 10*time.Second))
+	if err != nil {
+		return err
+	}
 	req := kmsg.NewPtrProduceRequest()
-	req.SetVersion(9)
 	req.Acks, req.TimeoutMillis = -1, int32(timeout/time.Millisecond)
 	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
+	rt.Topic = topic // up to v12; v13 (what kgo sends) names it by id
+	for _, mt := range md.Topics {
+		if deref(mt.Topic) == topic {
+			rt.TopicID = mt.TopicID
+		}
+	}
 	rp := kmsg.NewProduceRequestTopicPartition()
 	rp.Partition = partition
 	rp.Records = batch

@@ -191,12 +191,21 @@ func (v groupView) String() string {
 // waitGroup waits until cond holds for the group's description and returns that view.
 func waitGroup(t *testing.T, adm *kadm.Client, group, topic string, timeout time.Duration, what string, cond func(groupView) bool) groupView {
 	t.Helper()
-	var last groupView
+	return waitDescribed(t, group, timeout, what, func(ctx context.Context) (groupView, error) {
+		return describe(ctx, adm, group, topic)
+	}, cond)
+}
+
+// waitDescribed polls describe until cond holds for its answer and returns it; it
+// fails the test with the last answer after timeout.
+func waitDescribed[V any](t *testing.T, group string, timeout time.Duration, what string, describe func(context.Context) (V, error), cond func(V) bool) V {
+	t.Helper()
+	var last V
 	var lastErr error
 	deadline := time.Now().Add(timeout)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		v, err := describe(ctx, adm, group, topic)
+		v, err := describe(ctx)
 		cancel()
 		if err == nil {
 			last = v

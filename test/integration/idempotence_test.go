@@ -40,7 +40,7 @@ func produceRaw(t *testing.T, c *kgo.Client, topic string, batch []byte) kmsg.Pr
 	req.Acks = -1
 	req.TimeoutMillis = 5000
 	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
+	rt.Topic, rt.TopicID = topic, topicID(t, c, topic) // by name up to v12, by id from v13
 	rp := kmsg.NewProduceRequestTopicPartition()
 	rp.Records = batch
 	rt.Partitions = append(rt.Partitions, rp)
@@ -50,6 +50,23 @@ func produceRaw(t *testing.T, c *kgo.Client, topic string, batch []byte) kmsg.Pr
 		t.Fatal(err)
 	}
 	return resp.Topics[0].Partitions[0]
+}
+
+// topicID asks the broker for a topic's id.
+func topicID(t *testing.T, c *kgo.Client, topic string) [16]byte {
+	t.Helper()
+	req := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, mt)
+	resp, err := req.RequestWith(ctxT(t, 10*time.Second), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("metadata of %s: %+v", topic, resp.Topics)
+	}
+	return resp.Topics[0].TopicID
 }
 
 // TestIdempotentSequences: a retried batch returns its original offset and is stored

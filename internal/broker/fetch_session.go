@@ -1,0 +1,331 @@
+package broker
+
+// Incremental fetch sessions (KIP-227), for Fetch v7 and later.
+//
+// A full fetch with session epoch 0 creates a session: the broker remembers the
+// partitions asked for, with their fetch offsets and limits, and answers with a session
+// id. Later fetches name the session and its next epoch (1, 2, …, wrapping to 1 after
+// the largest int32) and carry only what changed: partitions added or whose fetch
+// offset moved, and ForgottenTopics to drop. The response of an incremental fetch
+// holds only partitions with something new: records, an error, or a high watermark,
+// last stable offset or log start offset that changed since the session last reported
+// it. Epoch -1 closes the session (and fetches without one).
+//
+// Errors (the top-level error code of an empty response): FETCH_SESSION_ID_NOT_FOUND
+// for a session that is unknown or was evicted, INVALID_FETCH_SESSION_EPOCH for an
+// epoch other than the next one, FETCH_SESSION_TOPIC_ID_ERROR when a session made
+// with topic ids (v13+) is used without them or the other way round. Clients answer
+// all three with a full fetch that starts a new session.
+//
+// The cache holds max.incremental.fetch.session.cache.slots sessions. When it is full,
+// a new session takes the slot of the least recently used session idle for
+// fetchSessionEvictionIdle (Kafka's min.incremental.fetch.session.eviction.ms), else of
+// the smallest session if it has fewer partitions than the new one (a follower's
+// session is never evicted by a consumer's); otherwise the fetch is answered without a
+// session (id 0) and the client keeps sending full fetches.
+//
+// A session is used by one fetch at a time (the epoch check makes a concurrent use
+// fail). Its partitions are kept in request order as a kmsg request body that is
+// rewritten in place, so the fetch path reads a session exactly as it reads a full
+// fetch, and an incremental fetch allocates nothing per partition.
+
+import (
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/protocol"
+)
+
+// fetchSessionEvictionIdle is how long a session must be unused before any new
+// session may take its slot (Kafka's min.incremental.fetch.session.eviction.ms).
+const fetchSessionEvictionIdle = 120 * time.Second
+
+// fetchSessionKey names a partition of a session: by topic id from Fetch v13, by
+// name before.
+type fetchSessionKey struct {
+	topic string
+	id    [16]byte
+	part  int32
+}
+
+// sessionPartition is what a session remembers of a partition: where it sits in the
+// effective request, and what the last response said about it.
+type sessionPartition struct {
+	topicIndex, partIndex int
+	highWatermark         int64
+	lastStableOffset      int64
+	logStartOffset        int64
+}
+
+type fetchSession struct {
+	id         int32
+	epoch      int32 // the epoch the next fetch must carry
+	usesIDs    bool
+	privileged bool // a follower's session
+	lastUsed   time.Time
+	partitions map[fetchSessionKey]*sessionPartition
+	topics     []kmsg.FetchRequestTopic // the effective request's topics
+	topicIndex map[fetchSessionKey]int  // key with part -1 -> index in topics
+	compactDue bool                     // partitions were removed: rebuild topics
+}
+
+// fetchSessions is the broker's session cache. It is safe for concurrent use.
+type fetchSessions struct {
+	mu struct {
+		sync.Mutex
+		slots    int
+		sessions map[int32]*fetchSession
+	}
+}
+
+func (fs *fetchSessions) init(slots int) {
+	fs.mu.slots = slots
+	fs.mu.sessions = map[int32]*fetchSession{}
+}
+
+// fetchSessionUse is one Fetch request's use of the cache.
+type fetchSessionUse struct {
+	session *fetchSession // nil: no session (sessionless full fetch)
+	full    bool          // answer every partition (the fetch that created the session)
+}
+
+// Len reports how many sessions are cached.
+func (fs *fetchSessions) Len() int {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return len(fs.mu.sessions)
+}
+
+// begin resolves a Fetch request against the session cache. It returns the request
+// to serve (the session's full partition list for an incremental fetch, r itself
+// otherwise), the use to finish with, and a non-zero error code when the request must
+// be answered with that error and nothing else.
+func (fs *fetchSessions) begin(r *kmsg.FetchRequest, now time.Time) (*kmsg.FetchRequest, fetchSessionUse, int16) {
+	if r.Version < 7 || fs.mu.slots <= 0 && r.SessionEpoch <= 0 {
+		return r, fetchSessionUse{}, 0
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	usesIDs := r.Version >= 13
+	switch {
+	case r.SessionEpoch == -1: // final: close the session, fetch without one
+		delete(fs.mu.sessions, r.SessionID)
+		return r, fetchSessionUse{}, 0
+	case r.SessionEpoch == 0: // a full fetch that opens a new session
+		if r.SessionID != 0 {
+			delete(fs.mu.sessions, r.SessionID)
+		}
+		s := fs.newSessionLocked(r, usesIDs, now)
+		if s == nil {
+			return r, fetchSessionUse{}, 0
+		}
+		s.update(r)
+		return s.request(r), fetchSessionUse{session: s, full: true}, 0
+	}
+	s := fs.mu.sessions[r.SessionID]
+	switch {
+	case s == nil:
+		return nil, fetchSessionUse{}, kerr.FetchSessionIDNotFound.Code
+	case s.epoch != r.SessionEpoch:
+		return nil, fetchSessionUse{}, kerr.InvalidFetchSessionEpoch.Code
+	case s.usesIDs != usesIDs:
+		return nil, fetchSessionUse{}, kerr.FetchSessionTopicIDError.Code
+	}
+	s.epoch = nextSessionEpoch(s.epoch)
+	s.lastUsed = now
+	s.update(r)
+	return s.request(r), fetchSessionUse{session: s}, 0
+}
+
+func nextSessionEpoch(e int32) int32 {
+	if e == 1<<31-1 {
+		return 1
+	}
+	return e + 1
+}
+
+// newSessionLocked makes a session for r, evicting one if the cache is full; nil
+// when no slot can be had.
+func (fs *fetchSessions) newSessionLocked(r *kmsg.FetchRequest, usesIDs bool, now time.Time) *fetchSession {
+	if fs.mu.slots <= 0 {
+		return nil
+	}
+	size := 0
+	for _, t := range r.Topics {
+		size += len(t.Partitions)
+	}
+	privileged := r.ReplicaID >= 0 || r.ReplicaState.ID >= 0
+	if len(fs.mu.sessions) >= fs.mu.slots && !fs.evictLocked(size, privileged, now) {
+		return nil
+	}
+	id := int32(0)
+	for id == 0 || fs.mu.sessions[id] != nil {
+		id = rand.Int32()
+	}
+	s := &fetchSession{
+		id: id, epoch: 1, usesIDs: usesIDs, privileged: privileged, lastUsed: now,
+		partitions: map[fetchSessionKey]*sessionPartition{}, topicIndex: map[fetchSessionKey]int{},
+	}
+	fs.mu.sessions[id] = s
+	return s
+}
+
+// evictLocked frees a slot for a new session of size partitions: the least recently
+// used stale session, else the smallest one if the new session is worth more.
+func (fs *fetchSessions) evictLocked(size int, privileged bool, now time.Time) bool {
+	var stale, smallest *fetchSession
+	for _, s := range fs.mu.sessions {
+		if now.Sub(s.lastUsed) >= fetchSessionEvictionIdle && (stale == nil || s.lastUsed.Before(stale.lastUsed)) {
+			stale = s
+		}
+		if s.privileged && !privileged {
+			continue
+		}
+		if smallest == nil || len(s.partitions) < len(smallest.partitions) {
+			smallest = s
+		}
+	}
+	victim := stale
+	if victim == nil && smallest != nil && (len(smallest.partitions) < size || privileged && !smallest.privileged) {
+		victim = smallest
+	}
+	if victim == nil {
+		return false
+	}
+	delete(fs.mu.sessions, victim.id)
+	return true
+}
+
+func (s *fetchSession) key(t *kmsg.FetchRequestTopic, part int32) fetchSessionKey {
+	if s.usesIDs {
+		return fetchSessionKey{id: t.TopicID, part: part}
+	}
+	return fetchSessionKey{topic: t.Topic, part: part}
+}
+
+// update applies a request's partitions (added or updated) and forgotten topics.
+func (s *fetchSession) update(r *kmsg.FetchRequest) {
+	for _, ft := range r.ForgottenTopics {
+		for _, p := range ft.Partitions {
+			k := fetchSessionKey{topic: ft.Topic, part: p}
+			if s.usesIDs {
+				k = fetchSessionKey{id: ft.TopicID, part: p}
+			}
+			if sp := s.partitions[k]; sp != nil {
+				delete(s.partitions, k)
+				s.topics[sp.topicIndex].Partitions[sp.partIndex].Partition = -1 // removed by compact
+				s.compactDue = true
+			}
+		}
+	}
+	if s.compactDue {
+		s.compact()
+	}
+	for i := range r.Topics {
+		rt := &r.Topics[i]
+		for _, rp := range rt.Partitions {
+			k := s.key(rt, rp.Partition)
+			if sp := s.partitions[k]; sp != nil {
+				s.topics[sp.topicIndex].Partitions[sp.partIndex] = rp
+				continue
+			}
+			tk := k
+			tk.part = -1
+			ti, ok := s.topicIndex[tk]
+			if !ok {
+				ti = len(s.topics)
+				s.topicIndex[tk] = ti
+				s.topics = append(s.topics, kmsg.FetchRequestTopic{Topic: rt.Topic, TopicID: rt.TopicID})
+			}
+			t := &s.topics[ti]
+			t.Partitions = append(t.Partitions, rp)
+			s.partitions[k] = &sessionPartition{topicIndex: ti, partIndex: len(t.Partitions) - 1,
+				highWatermark: -1, lastStableOffset: -1, logStartOffset: -1}
+		}
+	}
+}
+
+// compact drops removed partitions (and empty topics) from the effective request.
+func (s *fetchSession) compact() {
+	s.compactDue = false
+	topics := s.topics[:0]
+	clear(s.topicIndex)
+	for _, t := range s.topics {
+		parts := t.Partitions[:0]
+		for _, p := range t.Partitions {
+			if p.Partition >= 0 {
+				parts = append(parts, p)
+			}
+		}
+		if len(parts) == 0 {
+			continue
+		}
+		t.Partitions = parts
+		ti := len(topics)
+		topics = append(topics, t)
+		tk := s.key(&topics[ti], -1)
+		s.topicIndex[tk] = ti
+		for pi, p := range parts {
+			sp := s.partitions[s.key(&topics[ti], p.Partition)]
+			sp.topicIndex, sp.partIndex = ti, pi
+		}
+	}
+	s.topics = topics
+}
+
+// request returns the request to serve: r's settings with the session's partitions.
+func (s *fetchSession) request(r *kmsg.FetchRequest) *kmsg.FetchRequest {
+	eff := *r
+	eff.Topics = s.topics
+	eff.ForgottenTopics = nil
+	return &eff
+}
+
+// finish drops from an incremental response the partitions with nothing new, records
+// what the response reports, and returns the session id to answer with. Topics are
+// swapped, never copied, so each pooled topic result keeps a partition slice of its
+// own.
+func (u fetchSessionUse) finish(topics []fetchTopicResult) ([]fetchTopicResult, int32) {
+	s := u.session
+	if s == nil {
+		return topics, 0
+	}
+	n := 0
+	for ti := range topics {
+		t := &topics[ti]
+		parts := t.partitions[:0]
+		for _, p := range t.partitions {
+			k := fetchSessionKey{topic: t.name, part: p.partition}
+			if s.usesIDs {
+				k = fetchSessionKey{id: t.id, part: p.partition}
+			}
+			sp := s.partitions[k]
+			changed := u.full || sp == nil || p.errorCode != 0 || p.size > 0 ||
+				p.highWatermark != sp.highWatermark || p.lastStableOffset != sp.lastStableOffset || p.logStartOffset != sp.logStartOffset
+			if sp != nil && p.errorCode == 0 {
+				sp.highWatermark, sp.lastStableOffset, sp.logStartOffset = p.highWatermark, p.lastStableOffset, p.logStartOffset
+			}
+			if changed {
+				parts = append(parts, p)
+			}
+		}
+		t.partitions = parts
+		if len(parts) > 0 || u.full {
+			topics[n], topics[ti] = topics[ti], topics[n]
+			n++
+		}
+	}
+	return topics[:n], s.id
+}
+
+// fetchSessionError is the answer to a fetch whose session cannot be used: the error,
+// no session, no partitions.
+func fetchSessionError(r *kmsg.FetchRequest, code int16) protocol.Response {
+	resp := r.ResponseKind().(*kmsg.FetchResponse)
+	resp.ErrorCode = code
+	return protocol.Response{Body: resp}
+}

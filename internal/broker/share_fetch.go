@@ -1,0 +1,424 @@
+package broker
+
+// ShareFetch (key 78), versions 1–2: a share group member fetches records it acquires
+// for group.share.record.lock.duration.ms (share.record.lock.duration.ms), with the
+// acknowledgements of earlier records piggy-backed (KIP-932). v2 (Kafka 4.2) adds the
+// record-limit acquire mode (KIP-1206): MaxRecords is then a strict bound; in the
+// default batch-optimized mode a batch once started is acquired whole.
+//
+// Share sessions: epoch 0 opens the member's session on this broker (replacing an
+// earlier one), with the partitions named; later requests carry the next epoch (1, 2,
+// …), add partitions in Topics and drop them in ForgottenTopicsData; epoch -1 closes
+// the session after its acknowledgements, releasing every record the member still
+// holds here, and fetches nothing. SHARE_SESSION_NOT_FOUND and
+// INVALID_SHARE_SESSION_EPOCH answer a session that is unknown or out of step.
+//
+// Each partition reads from its first available offset (a released record, or one
+// whose lock expired) or its end, acquires up to MaxRecords records in total, and
+// answers the record batches that hold them with the acquired offset ranges and their
+// delivery counts. When nothing is acquired the request waits up to MaxWaitMillis,
+// woken by new records or by records becoming available again.
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/config"
+	"github.com/samsa-streaming/samsa/internal/metadata"
+	"github.com/samsa-streaming/samsa/internal/protocol"
+	"github.com/samsa-streaming/samsa/internal/record"
+	"github.com/samsa-streaming/samsa/internal/replica"
+	"github.com/samsa-streaming/samsa/internal/share"
+)
+
+func init() {
+	register(kmsg.ShareFetch, 1, 2, (*Broker).handleShareFetch)
+}
+
+// shareSessions are the share sessions of this broker, by (group, member).
+type shareSessions struct {
+	mu       sync.Mutex
+	sessions map[[2]string]*shareSession
+}
+
+type shareSession struct {
+	epoch int32 // the epoch the next request must carry
+	parts []share.Key
+}
+
+// use checks a request's session epoch and returns the session's partitions after
+// adding and forgetting; closing reports epoch -1 (the session is gone on return).
+func (s *shareSessions) use(group, member string, epoch int32, add []share.Key, forget []share.Key, fetch bool) (parts []share.Key, closing bool, code int16) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sessions == nil {
+		s.sessions = map[[2]string]*shareSession{}
+	}
+	key := [2]string{group, member}
+	sess := s.sessions[key]
+	switch {
+	case epoch == 0:
+		if !fetch {
+			return nil, false, kerr.InvalidShareSessionEpoch.Code
+		}
+		sess = &shareSession{epoch: 0}
+		s.sessions[key] = sess
+	case sess == nil:
+		return nil, false, kerr.ShareSessionNotFound.Code
+	case epoch == -1:
+		delete(s.sessions, key)
+		return append(sess.parts, add...), true, 0
+	case epoch != sess.epoch:
+		return nil, false, kerr.InvalidShareSessionEpoch.Code
+	}
+	for _, k := range add {
+		if !containsKey(sess.parts, k) {
+			sess.parts = append(sess.parts, k)
+		}
+	}
+	for _, k := range forget {
+		for i, p := range sess.parts {
+			if p == k {
+				sess.parts = append(sess.parts[:i:i], sess.parts[i+1:]...)
+				break
+			}
+		}
+	}
+	sess.epoch = nextSessionEpoch(epoch)
+	return append([]share.Key(nil), sess.parts...), false, 0
+}
+
+func containsKey(keys []share.Key, k share.Key) bool {
+	for _, x := range keys {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// shareConfig is a group's share-partition limits: its group configs over the
+// broker's defaults.
+func (b *Broker) shareConfig(groupID string) share.PartitionConfig {
+	overrides := b.image().GroupConfigs(groupID)
+	atoi := func(name string) int { return atoiOr(config.GroupValue(b.cfg, overrides, name), 0) }
+	return share.PartitionConfig{
+		LockDuration:  time.Duration(atoi("share.record.lock.duration.ms")) * time.Millisecond,
+		DeliveryLimit: int16(atoi("share.delivery.count.limit")),
+		MaxInFlight:   int(b.cfg.GroupSharePartitionMaxRecordLocks),
+	}
+}
+
+// shareInitialOffset is where a share partition without state starts.
+func (b *Broker) shareInitialOffset(k share.Key) (int64, error) {
+	p, err := b.sharePartition(k)
+	if err != nil {
+		return 0, err
+	}
+	if config.GroupValue(b.cfg, b.image().GroupConfigs(k.Group), "share.auto.offset.reset") == "earliest" {
+		return p.Log.LogStartOffset(), nil
+	}
+	return p.HighWatermark(), nil
+}
+
+// sharePartition is the led partition of a share key.
+func (b *Broker) sharePartition(k share.Key) (*replica.Partition, error) {
+	t, ok := b.image().TopicByID(metadata.TopicID(k.TopicID))
+	if !ok {
+		return nil, kerr.UnknownTopicID
+	}
+	p := b.replicas.Get(t.Name, k.Partition)
+	if err := fetchablePartition(p, -1); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// shareAck is one acknowledgement batch: one type for [first, last], or one per offset.
+type shareAck struct {
+	first, last int64
+	types       []int8
+}
+
+// shareAcknowledge applies one partition's acknowledgement batches.
+func (b *Broker) shareAcknowledge(ctx context.Context, k share.Key, member string, batches []shareAck) int16 {
+	if _, err := b.sharePartition(k); err != nil {
+		return errorCode(err)
+	}
+	now := b.clock.Now()
+	var ackErr error
+	err := b.shares.Do(ctx, k, func(p *share.Partition) error {
+		for _, bt := range batches {
+			if err := p.Acknowledge(member, bt.first, bt.last, bt.types, now); err != nil && ackErr == nil {
+				ackErr = err
+			}
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return shareErrorCode(err)
+	case errors.Is(ackErr, share.ErrInvalidAck):
+		return kerr.InvalidRequest.Code
+	case ackErr != nil:
+		return kerr.InvalidRecordState.Code
+	}
+	return 0
+}
+
+// shareAcquired is one partition's part of a ShareFetch response.
+type shareAcquired struct {
+	key     share.Key
+	code    int16
+	records []byte
+	runs    []share.AcquiredRun
+	// heldBySelf: nothing could be acquired because the window is full and this
+	// member holds records in it — waiting would only delay its acknowledgements.
+	heldBySelf bool
+}
+
+// shareAcquire acquires records of one partition for member.
+func (b *Broker) shareAcquire(ctx context.Context, k share.Key, member string, maxRecords int, strict bool, maxBytes int) shareAcquired {
+	out := shareAcquired{key: k}
+	p, err := b.sharePartition(k)
+	if err != nil {
+		out.code = errorCode(err)
+		return out
+	}
+	now := b.clock.Now()
+	buf := b.shareReads.Get(shareFirstRead)
+	defer func() { b.shareReads.Put(buf) }()
+	err = b.shares.Do(ctx, k, func(sp *share.Partition) error {
+		sp.AdvanceStart(p.Log.LogStartOffset())
+		hw := p.HighWatermark()
+		// Read about as much as the records still wanted take (from the size of the
+		// records read so far), so that acquiring a few hundred records reads neither
+		// everything up to the high watermark nor a fixed large chunk.
+		chunk := shareFirstRead
+		var ranges [][2]int64
+		for taken := 0; taken < maxRecords && maxBytes > 0; {
+			from, ok := sp.NextFetchOffset()
+			if !ok {
+				out.heldBySelf = taken == 0 && sp.Holds(member)
+				return nil
+			}
+			if from >= hw {
+				return nil
+			}
+			if chunk > len(*buf) {
+				b.shareReads.Put(buf)
+				buf = b.shareReads.Get(chunk)
+			}
+			data, err := p.Log.ReadBytesInto(*buf, from, min(maxBytes, chunk), hw)
+			if err != nil {
+				return err
+			}
+			raw, err := record.Split(data)
+			if err != nil || len(raw) == 0 {
+				return err
+			}
+			ranges = ranges[:0]
+			for _, bt := range raw {
+				h, err := record.ParseHeader(bt)
+				if err != nil {
+					return err
+				}
+				ranges = append(ranges, [2]int64{h.BaseOffset, h.LastOffset()})
+			}
+			runs := sp.Acquire(member, ranges, hw, maxRecords-taken, strict, now)
+			if len(runs) == 0 {
+				return nil
+			}
+			// Answer only the batches that hold acquired records.
+			for i, bt := range raw {
+				if overlaps(ranges[i], runs) {
+					out.records = append(out.records, bt...)
+					maxBytes -= len(bt)
+				}
+			}
+			for _, r := range runs {
+				taken += int(r.Last - r.First + 1)
+			}
+			out.runs = append(out.runs, runs...)
+			perRecord := len(data) / max(int(ranges[len(ranges)-1][1]-ranges[0][0]+1), 1)
+			chunk = min(max((maxRecords-taken)*perRecord, shareMinRead), shareMaxRead)
+		}
+		return nil
+	})
+	if err != nil {
+		out.code = shareErrorCode(err)
+	}
+	return out
+}
+
+// How much of a partition's log one acquisition step reads: the first step
+// shareFirstRead, later ones what the records still wanted take, within
+// [shareMinRead, shareMaxRead]. The reads go through a pooled buffer.
+const (
+	shareFirstRead = 64 << 10
+	shareMinRead   = 16 << 10
+	shareMaxRead   = 256 << 10
+)
+
+func overlaps(r [2]int64, runs []share.AcquiredRun) bool {
+	for _, a := range runs {
+		if a.First <= r[1] && a.Last >= r[0] {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Response {
+	r := req.Body.(*kmsg.ShareFetchRequest)
+	resp := r.ResponseKind().(*kmsg.ShareFetchResponse)
+	if r.GroupID == nil || *r.GroupID == "" || r.MemberID == nil || *r.MemberID == "" {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return reply(resp)
+	}
+	groupID, member := *r.GroupID, *r.MemberID
+	cfg := b.shareConfig(groupID)
+	resp.AcquisitionLockTimeoutMillis = int32(cfg.LockDuration.Milliseconds())
+
+	var add, forget []share.Key
+	acks := map[share.Key][]shareAck{}
+	var order []share.Key
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			k := share.Key{Group: groupID, TopicID: t.TopicID, Partition: p.Partition}
+			add = append(add, k)
+			for _, a := range p.AcknowledgementBatches {
+				if _, ok := acks[k]; !ok {
+					order = append(order, k)
+				}
+				acks[k] = append(acks[k], shareAck{a.FirstOffset, a.LastOffset, a.AcknowledgeTypes})
+			}
+		}
+	}
+	for _, t := range r.ForgottenTopicsData {
+		for _, p := range t.Partitions {
+			forget = append(forget, share.Key{Group: groupID, TopicID: t.TopicID, Partition: p})
+		}
+	}
+	parts, closing, code := b.shareSessionCache.use(groupID, member, r.ShareSessionEpoch, add, forget, true)
+	if code != 0 {
+		resp.ErrorCode = code
+		return reply(resp)
+	}
+	ctx, cancel := b.requestContext(0)
+	results := map[share.Key]*kmsg.ShareFetchResponseTopicPartition{}
+	result := func(k share.Key) *kmsg.ShareFetchResponseTopicPartition {
+		if rp := results[k]; rp != nil {
+			return rp
+		}
+		rp := kmsg.NewShareFetchResponseTopicPartition()
+		rp.Partition = k.Partition
+		rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = -1, -1
+		if p, err := b.sharePartition(k); err == nil {
+			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = b.nodeID, p.LeaderEpoch()
+		}
+		results[k] = &rp
+		return &rp
+	}
+	for _, k := range order {
+		result(k).AcknowledgeErrorCode = b.shareAcknowledge(ctx, k, member, acks[k])
+	}
+	if closing {
+		for _, k := range parts {
+			_ = b.shares.Do(ctx, k, func(p *share.Partition) error { p.ReleaseMember(member); return nil })
+		}
+		cancel()
+		fillShareFetchResponse(resp, order, results)
+		return reply(resp)
+	}
+	maxRecords := int(r.MaxRecords)
+	if maxRecords <= 0 {
+		maxRecords = 500 // KIP-1206's default
+	}
+	strict := r.Version >= 2 && r.ShareAcquireMode == 1
+	heldBySelf := false
+	fetchAll := func() int {
+		acquired := 0
+		remaining := int(r.MaxBytes)
+		if remaining <= 0 {
+			remaining = 1<<31 - 1
+		}
+		for _, k := range parts {
+			if acquired >= maxRecords || remaining <= 0 {
+				break
+			}
+			a := b.shareAcquire(ctx, k, member, maxRecords-acquired, strict, remaining)
+			heldBySelf = heldBySelf || a.heldBySelf
+			if a.code == 0 && len(a.runs) == 0 {
+				continue
+			}
+			rp := result(k)
+			if !containsKey(order, k) {
+				order = append(order, k)
+			}
+			rp.ErrorCode = a.code
+			rp.Records = append(rp.Records, a.records...)
+			for _, run := range a.runs {
+				rp.AcquiredRecords = append(rp.AcquiredRecords, kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{
+					FirstOffset: run.First, LastOffset: run.Last, DeliveryCount: run.DeliveryCount,
+				})
+				acquired += int(run.Last - run.First + 1)
+			}
+			remaining -= len(a.records)
+		}
+		return acquired
+	}
+	// A member whose own records fill a window is answered at once: its
+	// acknowledgements (sent with its next request) are what frees the window.
+	if fetchAll() > 0 || r.MaxWaitMillis <= 0 || len(parts) == 0 || heldBySelf {
+		cancel()
+		fillShareFetchResponse(resp, order, results)
+		return reply(resp)
+	}
+	out := make(chan protocol.Response, 1)
+	go func() {
+		defer cancel()
+		wake := make(chan struct{}, 1)
+		expired, stop := b.after(time.Duration(r.MaxWaitMillis) * time.Millisecond)
+		defer stop()
+		for {
+			for _, k := range parts {
+				if p, err := b.sharePartition(k); err == nil {
+					p.Wait(wake)
+				}
+				b.shares.Wait(k, wake)
+			}
+			if fetchAll() > 0 || heldBySelf {
+				break
+			}
+			select {
+			case <-wake:
+				continue
+			case <-expired:
+			}
+			break
+		}
+		fillShareFetchResponse(resp, order, results)
+		out <- protocol.Response{Body: resp}
+	}()
+	return out
+}
+
+// fillShareFetchResponse groups the partition results by topic, in request order.
+func fillShareFetchResponse(resp *kmsg.ShareFetchResponse, order []share.Key, results map[share.Key]*kmsg.ShareFetchResponseTopicPartition) {
+	index := map[[16]byte]int{}
+	for _, k := range order {
+		i, ok := index[k.TopicID]
+		if !ok {
+			i = len(resp.Topics)
+			index[k.TopicID] = i
+			resp.Topics = append(resp.Topics, kmsg.ShareFetchResponseTopic{TopicID: k.TopicID})
+		}
+		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, *results[k])
+	}
+}

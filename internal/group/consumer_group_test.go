@@ -1,0 +1,457 @@
+package group
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// fakeTopics is a mutable topic set for the coordinator's Topics option.
+type fakeTopics struct {
+	version int64
+	parts   map[string]int32
+	racks   map[string][][]string
+}
+
+func (f *fakeTopics) snapshot() *Topics {
+	out := &Topics{Version: f.version, ByName: map[string]TopicInfo{}, ByID: map[TopicID]string{}}
+	for name, n := range f.parts {
+		info := TopicInfo{Name: name, ID: topicIDOf(name), Partitions: n, Racks: f.racks[name]}
+		out.ByName[name] = info
+		out.ByID[info.ID] = name
+		out.Names = append(out.Names, name)
+	}
+	slices.Sort(out.Names)
+	return out
+}
+
+func (f *fakeTopics) set(name string, n int32) {
+	f.parts[name] = n
+	f.version++
+}
+
+func topicIDOf(name string) TopicID {
+	var id TopicID
+	copy(id[:], name)
+	id[15] = 1
+	return id
+}
+
+// cmember is a simulated KIP-848 client: it owns what the coordinator last assigned it
+// and reports that in every heartbeat, as franz-go does.
+type cmember struct {
+	id       string
+	instance string
+	epoch    int32
+	owned    Assignment
+	topics   []string
+	regex    string
+	assignor string
+	rack     string
+	gone     bool
+}
+
+func newConsumerHarness(t *testing.T, mutate func(*Config)) (*harness, *fakeTopics) {
+	t.Helper()
+	ft := &fakeTopics{parts: map[string]int32{}}
+	h := &harness{t: t, log: newMemLog(), cfg: testConfig()}
+	h.cfg.ConsumerSessionTimeout = 10 * time.Second
+	h.cfg.ConsumerHeartbeatInterval = time.Second
+	if mutate != nil {
+		mutate(&h.cfg)
+	}
+	h.clock = newFakeClock()
+	h.topics = ft.snapshot
+	h.start()
+	return h, ft
+}
+
+func (h *harness) cgHeartbeat(group string, m *cmember, full bool) *kmsg.ConsumerGroupHeartbeatResponse {
+	h.t.Helper()
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Version = 1
+	req.Group = group
+	req.MemberID = m.id
+	req.MemberEpoch = m.epoch
+	req.RebalanceTimeoutMillis = -1
+	if m.instance != "" {
+		req.InstanceID = &m.instance
+	}
+	if full || m.epoch == 0 {
+		req.RebalanceTimeoutMillis = 5000
+		if m.regex != "" {
+			req.SubscribedTopicRegex = &m.regex
+		} else {
+			req.SubscribedTopicNames = m.topics
+		}
+		if m.assignor != "" {
+			req.ServerAssignor = &m.assignor
+		}
+		if m.rack != "" {
+			req.RackID = &m.rack
+		}
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		if m.epoch != 0 {
+			for _, t := range sortedTopicIDs(m.owned) {
+				rt := kmsg.NewConsumerGroupHeartbeatRequestTopic()
+				rt.TopicID = t
+				rt.Partitions = m.owned[t]
+				req.Topics = append(req.Topics, rt)
+			}
+		}
+	}
+	resp := recv(h.t, h.c.ConsumerGroupHeartbeat(req, "client", "/127.0.0.1"))
+	if resp.ErrorCode != 0 {
+		return resp
+	}
+	m.epoch = resp.MemberEpoch
+	if resp.Assignment != nil {
+		m.owned = Assignment{}
+		for _, t := range resp.Assignment.Topics {
+			for _, p := range t.Partitions {
+				m.owned.add(TopicID(t.TopicID), p)
+			}
+		}
+	}
+	return resp
+}
+
+// checkExclusive fails if two live simulated members own the same partition.
+func checkExclusive(t *testing.T, members []*cmember) {
+	t.Helper()
+	seen := map[TopicID]map[int32]string{}
+	for _, m := range members {
+		if m.gone {
+			continue
+		}
+		for tid, ps := range m.owned {
+			if seen[tid] == nil {
+				seen[tid] = map[int32]string{}
+			}
+			for _, p := range ps {
+				if other, ok := seen[tid][p]; ok {
+					t.Fatalf("partition %x/%d owned by %s and %s", tid[:2], p, other, m.id)
+				}
+				seen[tid][p] = m.id
+			}
+		}
+	}
+}
+
+// settle heartbeats every live member until all own their share and the group is
+// Stable; it checks exclusive ownership after every heartbeat.
+func settle(t *testing.T, h *harness, group string, members []*cmember, total int) {
+	t.Helper()
+	for round := range 50 {
+		for _, m := range members {
+			if m.gone {
+				continue
+			}
+			if r := h.cgHeartbeat(group, m, true); r.ErrorCode != 0 {
+				t.Fatalf("round %d: heartbeat of %s: error %d", round, m.id, r.ErrorCode)
+			}
+			checkExclusive(t, members)
+		}
+		owned, live := 0, 0
+		minOwned, maxOwned := 1<<30, 0
+		for _, m := range members {
+			if !m.gone {
+				live++
+				owned += m.owned.size()
+				minOwned, maxOwned = min(minOwned, m.owned.size()), max(maxOwned, m.owned.size())
+			}
+		}
+		if owned == total && maxOwned-minOwned <= 1 && describeState(t, h, group) == "Stable" {
+			return
+		}
+	}
+	t.Fatalf("group %s did not settle", group)
+}
+
+func describeState(t *testing.T, h *harness, group string) string {
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{group}
+	resp := h.c.ConsumerGroupDescribe(req)
+	if resp.Groups[0].ErrorCode != 0 {
+		t.Fatalf("describe %s: error %d", group, resp.Groups[0].ErrorCode)
+	}
+	return resp.Groups[0].State
+}
+
+func TestConsumerGroupJoinLeaveReconcile(t *testing.T) {
+	h, ft := newConsumerHarness(t, nil)
+	ft.set("t", 12)
+	var members []*cmember
+	for i := range 4 {
+		m := &cmember{id: fmt.Sprintf("m%d", i), topics: []string{"t"}}
+		members = append(members, m)
+		settle(t, h, "g", members, 12)
+	}
+	for _, m := range members {
+		if m.owned.size() != 3 {
+			t.Fatalf("%s owns %d partitions, want 3", m.id, m.owned.size())
+		}
+	}
+	// A member leaves: the others take its partitions, nobody else moves.
+	before := map[string]Assignment{}
+	for _, m := range members {
+		before[m.id] = m.owned.clone()
+	}
+	leaving := members[1]
+	leaving.epoch = leaveEpoch
+	if r := h.cgHeartbeat("g", leaving, false); r.ErrorCode != 0 || r.MemberEpoch != leaveEpoch {
+		t.Fatalf("leave: error %d epoch %d", r.ErrorCode, r.MemberEpoch)
+	}
+	leaving.gone = true
+	settle(t, h, "g", members, 12)
+	for _, m := range members {
+		if m.gone {
+			continue
+		}
+		for tid, ps := range before[m.id] {
+			for _, p := range ps {
+				if !m.owned.has(tid, p) {
+					t.Fatalf("%s lost partition %d it kept before the leave", m.id, p)
+				}
+			}
+		}
+	}
+
+	// A restart replays the records: same epochs, same assignments.
+	epoch := members[0].epoch
+	h.start()
+	for _, m := range members {
+		if m.gone {
+			continue
+		}
+		r := h.cgHeartbeat("g", m, true)
+		if r.ErrorCode != 0 || r.MemberEpoch != epoch {
+			t.Fatalf("after restart %s: error %d epoch %d, want %d", m.id, r.ErrorCode, r.MemberEpoch, epoch)
+		}
+	}
+	checkExclusive(t, members)
+}
+
+func TestConsumerGroupRandomChurn(t *testing.T) {
+	h, ft := newConsumerHarness(t, nil)
+	ft.set("a", 7)
+	ft.set("b", 5)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var members []*cmember
+	next := 0
+	for step := range 400 {
+		var live []*cmember
+		for _, m := range members {
+			if !m.gone {
+				live = append(live, m)
+			}
+		}
+		switch op := rng.IntN(10); {
+		case op == 0 && len(live) < 6:
+			members = append(members, &cmember{id: fmt.Sprintf("m%d", next), topics: []string{"a", "b"}})
+			next++
+		case op == 1 && len(live) > 1:
+			m := live[rng.IntN(len(live))]
+			m.epoch = leaveEpoch
+			h.cgHeartbeat("g", m, false)
+			m.gone = true
+		case op == 2 && step%50 == 0:
+			h.start()
+		default:
+			if len(live) > 0 {
+				m := live[rng.IntN(len(live))]
+				if r := h.cgHeartbeat("g", m, rng.IntN(2) == 0); r.ErrorCode != 0 {
+					t.Fatalf("step %d: heartbeat of %s: error %d", step, m.id, r.ErrorCode)
+				}
+			}
+		}
+		checkExclusive(t, members)
+	}
+	if len(members) == 0 {
+		t.Fatal("no member joined")
+	}
+	settle(t, h, "g", members, 12)
+}
+
+func TestConsumerGroupSessionExpiryAndStatic(t *testing.T) {
+	h, ft := newConsumerHarness(t, nil)
+	ft.set("t", 4)
+	a := &cmember{id: "a", instance: "ia", topics: []string{"t"}}
+	b := &cmember{id: "b", topics: []string{"t"}}
+	members := []*cmember{a, b}
+	settle(t, h, "g", members, 4)
+
+	// The static member leaves for a while: its partitions stay with it.
+	kept := a.owned.clone()
+	epoch := a.epoch
+	a.epoch = staticLeaveEpoch
+	if r := h.cgHeartbeat("g", a, false); r.ErrorCode != 0 {
+		t.Fatalf("static leave: error %d", r.ErrorCode)
+	}
+	a.gone = true
+	h.cgHeartbeat("g", b, true)
+	if b.owned.intersects(kept) {
+		t.Fatal("partitions of a static member that left temporarily went to another member")
+	}
+	// Its next incarnation (a new member id) gets them back at the same epoch.
+	a2 := &cmember{id: "a2", instance: "ia", topics: []string{"t"}}
+	r := h.cgHeartbeat("g", a2, true)
+	if r.ErrorCode != 0 || !a2.owned.equal(kept) || a2.epoch != epoch {
+		t.Fatalf("static rejoin: error %d, owns %v (want %v), epoch %d (want %d)", r.ErrorCode, a2.owned, kept, a2.epoch, epoch)
+	}
+	// A second live incarnation is refused.
+	a3 := &cmember{id: "a3", instance: "ia", topics: []string{"t"}}
+	if r := h.cgHeartbeat("g", a3, true); r.ErrorCode != kerrUnreleasedInstanceID {
+		t.Fatalf("second incarnation: error %d, want UNRELEASED_INSTANCE_ID", r.ErrorCode)
+	}
+
+	// b stops heartbeating: after the session timeout a2 gets everything.
+	members = []*cmember{a2, b}
+	for range 12 {
+		h.clock.Advance(time.Second)
+		h.cgHeartbeat("g", a2, true)
+	}
+	b.gone = true
+	settle(t, h, "g", members, 4)
+	if a2.owned.size() != 4 {
+		t.Fatalf("a2 owns %d partitions after b expired, want 4", a2.owned.size())
+	}
+	if r := h.cgHeartbeat("g", b, true); r.ErrorCode != kerrUnknownMemberID {
+		t.Fatalf("expired member heartbeat: error %d, want UNKNOWN_MEMBER_ID", r.ErrorCode)
+	}
+}
+
+func TestConsumerGroupRegexAndNewTopics(t *testing.T) {
+	h, ft := newConsumerHarness(t, nil)
+	ft.set("orders-1", 2)
+	ft.set("other", 2)
+	m := &cmember{id: "m", regex: "orders-.*"}
+	settle(t, h, "g", []*cmember{m}, 2)
+	ft.set("orders-2", 3) // created later: assigned at the next heartbeat
+	settle(t, h, "g", []*cmember{m}, 5)
+	if m.owned[topicIDOf("other")] != nil {
+		t.Fatal("a topic the regex does not match was assigned")
+	}
+	bad := &cmember{id: "x", regex: "("}
+	if r := h.cgHeartbeat("g", bad, true); r.ErrorCode != kerrInvalidRegularExpression {
+		t.Fatalf("bad regex: error %d", r.ErrorCode)
+	}
+}
+
+func TestConsumerGroupEpochFencing(t *testing.T) {
+	h, ft := newConsumerHarness(t, nil)
+	ft.set("t", 2)
+	m := &cmember{id: "m", topics: []string{"t"}}
+	settle(t, h, "g", []*cmember{m}, 2)
+	stale := *m
+	stale.epoch = m.epoch + 5
+	if r := h.cgHeartbeat("g", &stale, false); r.ErrorCode != kerrFencedMemberEpoch {
+		t.Fatalf("future epoch: error %d, want FENCED_MEMBER_EPOCH", r.ErrorCode)
+	}
+	commit := func(epoch int32) int16 {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version = 9
+		req.Group = "g"
+		req.MemberID = "m"
+		req.Generation = epoch
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Offset = 5
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return recv(t, h.c.OffsetCommit(req)).Topics[0].Partitions[0].ErrorCode
+	}
+	if code := commit(m.epoch); code != 0 {
+		t.Fatalf("commit at the member epoch: error %d", code)
+	}
+	if code := commit(m.epoch - 1); code != kerrStaleMemberEpoch {
+		t.Fatalf("commit at an old epoch: error %d, want STALE_MEMBER_EPOCH", code)
+	}
+	if code := commit(-1); code != kerrUnknownMemberID && code != kerrStaleMemberEpoch {
+		t.Fatalf("commit from outside a non-empty group: error %d", code)
+	}
+}
+
+func TestConsumerGroupRangeAndRacks(t *testing.T) {
+	topics := &Topics{ByName: map[string]TopicInfo{}, ByID: map[TopicID]string{}}
+	for _, name := range []string{"x", "y"} {
+		info := TopicInfo{Name: name, ID: topicIDOf(name), Partitions: 5}
+		topics.ByName[name] = info
+		topics.Names = append(topics.Names, name)
+	}
+	members := []*assignMember{
+		{id: "a", topics: map[string]bool{"x": true, "y": true}},
+		{id: "b", topics: map[string]bool{"x": true, "y": true}},
+	}
+	assign(assignorRange, members, topics)
+	if got := members[0].assignment[topicIDOf("x")]; !slices.Equal(got, []int32{0, 1, 2}) {
+		t.Fatalf("range: a gets %v of x, want [0 1 2]", got)
+	}
+	if !slices.Equal(members[0].assignment[topicIDOf("x")], members[0].assignment[topicIDOf("y")]) {
+		t.Fatal("range: topics with equal partition counts are not co-partitioned")
+	}
+
+	// Racks: each partition's replicas live in one rack; members prefer their rack.
+	info := topics.ByName["x"]
+	info.Racks = [][]string{{"r1"}, {"r2"}, {"r1"}, {"r2"}, {"r1"}}
+	topics.ByName["x"] = info
+	rack := []*assignMember{
+		{id: "a", rack: "r1", topics: map[string]bool{"x": true}},
+		{id: "b", rack: "r2", topics: map[string]bool{"x": true}},
+	}
+	assign(assignorUniform, rack, topics)
+	matched := 0
+	for _, m := range rack {
+		for _, p := range m.assignment[topicIDOf("x")] {
+			if slices.Contains(info.Racks[p], m.rack) {
+				matched++
+			}
+		}
+	}
+	if matched < 4 {
+		t.Fatalf("uniform with racks: %d of 5 partitions on a member of their rack, want at least 4 (%v / %v)", matched, rack[0].assignment, rack[1].assignment)
+	}
+}
+
+func TestConsumerGroupMigration(t *testing.T) {
+	h, ft := newConsumerHarness(t, nil)
+	ft.set("t", 2)
+	// A classic group that only holds offsets is taken over by a consumer member.
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Version = 9
+	commit.Group = "g"
+	commit.Generation = -1
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = "t"
+	rp := kmsg.NewOffsetCommitRequestTopicPartition()
+	rp.Offset = 42
+	rt.Partitions = append(rt.Partitions, rp)
+	commit.Topics = append(commit.Topics, rt)
+	if code := recv(t, h.c.OffsetCommit(commit)).Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Fatalf("simple commit: %d", code)
+	}
+	m := &cmember{id: "m", topics: []string{"t"}}
+	settle(t, h, "g", []*cmember{m}, 2)
+	// A classic member cannot join while it has members.
+	if r := recv(t, h.join("g", joinOpts{})); r.ErrorCode != kerrInconsistentGroupProtocol {
+		t.Fatalf("classic join into a consumer group: error %d", r.ErrorCode)
+	}
+	m.epoch = leaveEpoch
+	h.cgHeartbeat("g", m, false)
+	// Empty again: classic members take it back, offsets kept.
+	if r := recv(t, h.join("g", joinOpts{})); r.ErrorCode != kerrMemberIDRequired {
+		t.Fatalf("classic join into an empty consumer group: error %d", r.ErrorCode)
+	}
+	if o := h.c.CommittedOffsets("g")[TopicPartition{"t", 0}]; o.Offset != 42 {
+		t.Fatalf("offset after migration: %d, want 42", o.Offset)
+	}
+	h.start()
+	if o := h.c.CommittedOffsets("g")[TopicPartition{"t", 0}]; o.Offset != 42 {
+		t.Fatalf("offset after migration and restart: %d, want 42", o.Offset)
+	}
+}

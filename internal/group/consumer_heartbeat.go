@@ -1,0 +1,568 @@
+package group
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+var (
+	kerrInvalidRequest           = kerr.InvalidRequest.Code
+	kerrUnsupportedVersion       = kerr.UnsupportedVersion.Code
+	kerrFencedMemberEpoch        = kerr.FencedMemberEpoch.Code
+	kerrStaleMemberEpoch         = kerr.StaleMemberEpoch.Code
+	kerrUnreleasedInstanceID     = kerr.UnreleasedInstanceID.Code
+	kerrUnsupportedAssignor      = kerr.UnsupportedAssignor.Code
+	kerrInvalidRegularExpression = kerr.InvalidRegularExpression.Code
+)
+
+// ConsumerGroupHeartbeat handles a ConsumerGroupHeartbeat request (v0–v1): a member
+// joining (epoch 0), heartbeating, leaving (-1) or leaving for a while as a static
+// member (-2). The channel receives exactly one response, once the records the
+// heartbeat wrote (and every write before them on the partition) are committed.
+func (c *Coordinator) ConsumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string) <-chan *kmsg.ConsumerGroupHeartbeatResponse {
+	ch := make(chan *kmsg.ConsumerGroupHeartbeatResponse, 1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	hb := &heartbeat{c: c, req: req, resp: resp, clientID: clientID, clientHost: clientHost, now: now}
+	if code, msg := hb.run(); code != kerrNone {
+		resp.ErrorCode = code
+		if msg != "" {
+			resp.ErrorMessage = &msg
+		}
+		ch <- resp
+		return ch
+	}
+	c.writeConsumerLocked(hb.part, req.Group, hb.records, func(err error) {
+		if err != nil {
+			out := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+			out.ErrorCode = appendErrorCode(err)
+			ch <- out
+			return
+		}
+		ch <- resp
+	})
+	if hb.after != nil {
+		hb.after()
+	}
+	if g := hb.part.groups[req.Group]; g != nil {
+		c.settleGroupLocked(hb.part, g)
+	}
+	return ch
+}
+
+// heartbeat is one ConsumerGroupHeartbeat being handled.
+type heartbeat struct {
+	c                    *Coordinator
+	req                  *kmsg.ConsumerGroupHeartbeatRequest
+	resp                 *kmsg.ConsumerGroupHeartbeatResponse
+	clientID, clientHost string
+	now                  time.Time
+
+	part    *partition
+	records []Record
+	after   func() // runs once the records are applied (memory-only updates)
+}
+
+func (hb *heartbeat) validate() (int16, string) {
+	req := hb.req
+	switch {
+	case req.Group == "":
+		return kerrInvalidRequest, "GroupId can't be empty."
+	case req.Version >= 1 && req.MemberID == "":
+		return kerrInvalidRequest, "MemberId can't be empty."
+	case req.MemberID == "" && req.MemberEpoch != 0:
+		return kerrInvalidRequest, "MemberId can't be empty."
+	case req.InstanceID != nil && *req.InstanceID == "":
+		return kerrInvalidRequest, "InstanceId can't be empty."
+	case req.RackID != nil && *req.RackID == "":
+		return kerrInvalidRequest, "RackId can't be empty."
+	case req.MemberEpoch < staticLeaveEpoch:
+		return kerrInvalidRequest, "MemberEpoch is invalid."
+	}
+	if req.MemberEpoch == 0 {
+		switch {
+		case req.RebalanceTimeoutMillis == -1:
+			return kerrInvalidRequest, "RebalanceTimeoutMs must be provided in first request."
+		case len(req.Topics) > 0:
+			return kerrInvalidRequest, "TopicPartitions must be empty when (re-)joining."
+		case req.SubscribedTopicNames == nil && req.SubscribedTopicRegex == nil:
+			return kerrInvalidRequest, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+		}
+	}
+	if req.ServerAssignor != nil && !slices.Contains(hb.c.cfg.ConsumerAssignors, *req.ServerAssignor) {
+		return kerrUnsupportedAssignor, "ServerAssignor " + *req.ServerAssignor + " is not supported; supported assignors: " + joinNames(hb.c.cfg.ConsumerAssignors) + "."
+	}
+	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "" {
+		if _, err := compileSubscription(*req.SubscribedTopicRegex); err != nil {
+			return kerrInvalidRegularExpression, "SubscribedTopicRegex " + *req.SubscribedTopicRegex + " is not a valid regular expression: " + err.Error()
+		}
+	}
+	return kerrNone, ""
+}
+
+func joinNames(names []string) string {
+	out := ""
+	for i, n := range names {
+		if i > 0 {
+			out += ", "
+		}
+		out += n
+	}
+	return out
+}
+
+func (hb *heartbeat) run() (int16, string) {
+	if code, msg := hb.validate(); code != kerrNone {
+		return code, msg
+	}
+	c, req := hb.c, hb.req
+	part, code := c.partitionOfLocked(req.Group)
+	if code != kerrNone {
+		return code, ""
+	}
+	hb.part = part
+	g := part.groups[req.Group]
+	if req.MemberEpoch < 0 {
+		return hb.leave(g)
+	}
+	if g != nil && g.share != nil {
+		return kerrGroupIDNotFound, "Group " + g.id + " is a share group."
+	}
+	if g != nil && g.consumer == nil {
+		if req.MemberEpoch != 0 {
+			return kerrUnknownMemberID, ""
+		}
+		if !g.emptyClassic() || !c.migrationAllowed("upgrade") {
+			return kerrGroupIDNotFound, "Group " + g.id + " is not a consumer group."
+		}
+		// An empty classic group becomes a consumer group; its offsets stay.
+		if g.generation > 0 || g.protocolType != "" {
+			hb.records = append(hb.records, groupTombstone(g.id))
+		}
+		c.logger.Info("classic group becomes a consumer group", "group", g.id)
+	}
+	if g == nil && req.MemberEpoch != 0 {
+		return kerrUnknownMemberID, ""
+	}
+	cg := newConsumerGroup()
+	if g != nil && g.consumer != nil {
+		cg = g.consumer
+	}
+	return hb.join(g, cg)
+}
+
+// emptyClassic reports whether a classic group has nobody in it (it may keep offsets).
+func (g *group) emptyClassic() bool {
+	return g.consumer == nil && g.state == StateEmpty && len(g.members) == 0 && len(g.pending) == 0
+}
+
+// migrationAllowed reports whether group.consumer.migration.policy lets an empty group
+// change protocol in the direction given ("upgrade": classic to consumer).
+func (c *Coordinator) migrationAllowed(direction string) bool {
+	p := c.cfg.MigrationPolicy
+	return p == "bidirectional" || p == direction
+}
+
+// leave handles epochs -1 and -2.
+func (hb *heartbeat) leave(g *group) (int16, string) {
+	req := hb.req
+	if g == nil || g.consumer == nil {
+		return kerrGroupIDNotFound, "Group " + req.Group + " not found."
+	}
+	cg := g.consumer
+	id := req.MemberID
+	if req.InstanceID != nil {
+		sid, ok := cg.static[*req.InstanceID]
+		if !ok {
+			return kerrUnknownMemberID, ""
+		}
+		if sid != id {
+			return kerrFencedInstanceID, ""
+		}
+	}
+	m := cg.members[id]
+	if m == nil {
+		return kerrUnknownMemberID, ""
+	}
+	hb.resp.MemberID = &id
+	hb.resp.MemberEpoch = req.MemberEpoch
+	// Kafka wants the instance id with epoch -2; franz-go sends only the member id,
+	// which names the member as well. A dynamic member leaving with -2 just leaves.
+	if req.MemberEpoch == staticLeaveEpoch && m.static() {
+		// The member keeps its partitions until it is back or its session expires.
+		left := m.clone()
+		left.previousEpoch, left.epoch = m.epoch, staticLeaveEpoch
+		hb.records = append(hb.records, consumerMemberRecord(g.id, left))
+		hb.c.logger.Info("static consumer group member left temporarily", "group", g.id, "member", id, "instance", m.instanceID)
+		return kerrNone, ""
+	}
+	hb.records = append(hb.records, hb.c.removeConsumerMemberRecords(g, m)...)
+	hb.c.logger.Info("consumer group member left", "group", g.id, "member", id)
+	return kerrNone, ""
+}
+
+// removeConsumerMemberRecords are the records of a member leaving: its tombstone and
+// a group epoch bump.
+func (c *Coordinator) removeConsumerMemberRecords(g *group, m *consumerMember) []Record {
+	next := *g.consumer
+	next.epoch++
+	next.members = maps.Clone(next.members)
+	delete(next.members, m.id)
+	next.subscriptionHash = next.subscriptionHashOf(c.currentTopics())
+	return []Record{consumerMemberTombstone(g.id, m.id), consumerGroupRecord(g.id, &next)}
+}
+
+func (m *consumerMember) clone() *consumerMember {
+	out := *m
+	out.subscribedNames = slices.Clone(m.subscribedNames)
+	out.assigned = m.assigned.clone()
+	out.revoking = m.revoking.clone()
+	out.target = m.target.clone()
+	return &out
+}
+
+// join handles epoch 0 (joining or rejoining) and regular heartbeats.
+func (hb *heartbeat) join(g *group, cg *consumerGroup) (int16, string) {
+	c, req := hb.c, hb.req
+	id := req.MemberID
+	if id == "" {
+		id = c.newID() // v0: the coordinator names the member
+	}
+	old := cg.members[id]
+	var m *consumerMember
+	var replaced *consumerMember // a static member's earlier incarnation
+	switch {
+	case req.MemberEpoch == 0 && req.InstanceID != nil && cg.static[*req.InstanceID] != "" && cg.static[*req.InstanceID] != id:
+		prev := cg.members[cg.static[*req.InstanceID]]
+		if prev.epoch != staticLeaveEpoch {
+			return kerrUnreleasedInstanceID, "Static member " + *req.InstanceID + " is still in the group; it must leave first."
+		}
+		// The new incarnation takes over its predecessor's epoch and partitions.
+		replaced = prev
+		m = prev.clone()
+		m.id = id
+		m.epoch = prev.previousEpoch
+		if m.epoch < 0 {
+			m.epoch = 0
+		}
+	case old != nil:
+		if req.InstanceID != nil && cg.static[*req.InstanceID] != id {
+			return kerrFencedInstanceID, ""
+		}
+		if req.MemberEpoch != 0 {
+			if code := checkMemberEpoch(old, req); code != kerrNone {
+				return code, ""
+			}
+		}
+		m = old.clone()
+	case req.MemberEpoch != 0:
+		return kerrUnknownMemberID, ""
+	default:
+		if int32(len(cg.members)) >= c.cfg.ConsumerMaxSize {
+			return kerrGroupMaxSizeReached, ""
+		}
+		m = &consumerMember{id: id, assigned: Assignment{}, revoking: Assignment{}, target: Assignment{}}
+	}
+	before := m.clone()
+	subscriptionChanged := updateFromRequest(m, req, hb.clientID, hb.clientHost) || old == nil && replaced == nil
+	if m.epoch == staticLeaveEpoch {
+		m.epoch = max(m.previousEpoch, 0) // back before its session expired
+	}
+
+	// The group as it will be: the member replaced, the subscriptions resolved.
+	members := maps.Clone(cg.members)
+	if replaced != nil {
+		delete(members, replaced.id)
+	}
+	members[m.id] = m
+	topics := c.currentTopics()
+	next := &consumerGroup{epoch: cg.epoch, targetEpoch: cg.targetEpoch, members: members, regexes: cg.regexes}
+	next.subscriptionHash = cg.subscriptionHash
+	resolved := subscriptionChanged || topics.Version != cg.topicsVersion
+	if resolved {
+		next.subscriptionHash = next.subscriptionHashOf(topics)
+		if subscriptionChanged || next.subscriptionHash != cg.subscriptionHash {
+			next.epoch++
+		}
+	}
+	if g == nil || g.consumer == nil {
+		next.epoch = max(next.epoch, 1)
+	}
+
+	changed := map[string]*consumerMember{}
+	if next.epoch > next.targetEpoch {
+		for mid, mm := range c.computeTargets(next, topics) {
+			if mid == m.id {
+				m.target = mm
+				continue
+			}
+			updated := members[mid].clone()
+			updated.target = mm
+			members[mid] = updated
+			changed[mid] = updated
+		}
+		next.targetEpoch = next.epoch
+		c.logger.Info("consumer group assignment computed", "group", req.Group, "epoch", next.epoch, "members", len(members))
+	}
+	owned := ownedFromRequest(req.Topics)
+	reconcile(next, m, owned)
+
+	// Records: the group epochs first, then the members.
+	groupChanged := g == nil || g.consumer == nil || next.epoch != cg.epoch || next.targetEpoch != cg.targetEpoch ||
+		next.subscriptionHash != cg.subscriptionHash
+	if groupChanged {
+		hb.records = append(hb.records, consumerGroupRecord(req.Group, next))
+	}
+	for _, mid := range slices.Sorted(maps.Keys(changed)) {
+		hb.records = append(hb.records, consumerMemberRecord(req.Group, changed[mid]))
+	}
+	if replaced != nil {
+		hb.records = append(hb.records, consumerMemberTombstone(req.Group, replaced.id))
+		c.logger.Info("static consumer group member rejoined", "group", req.Group, "instance", m.instanceID, "old_member", replaced.id, "member", m.id)
+	}
+	if old == nil || !memberEqual(before, m) {
+		hb.records = append(hb.records, consumerMemberRecord(req.Group, m))
+	}
+
+	hb.resp.MemberID = &id
+	hb.resp.MemberEpoch = m.epoch
+	hb.resp.HeartbeatIntervalMillis = int32(c.cfg.ConsumerHeartbeatInterval.Milliseconds())
+	if m.state == memberUnreleased {
+		// It waits for partitions other members are giving up: it is asked back sooner,
+		// so a released partition is not left without an owner for a whole interval.
+		hb.resp.HeartbeatIntervalMillis = max(hb.resp.HeartbeatIntervalMillis/unreleasedHeartbeatDivisor, 1)
+	}
+	full := req.RebalanceTimeoutMillis != -1 && (req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil) && req.Topics != nil
+	if req.MemberEpoch == 0 || full || !before.assigned.equal(m.assigned) {
+		hb.resp.Assignment = responseAssignment(m.assigned)
+	}
+	hb.after = func() {
+		g := hb.part.groups[req.Group]
+		if g == nil || g.consumer == nil {
+			return
+		}
+		if resolved {
+			g.consumer.topicsVersion = topics.Version
+		}
+		live := g.consumer.members[id]
+		if live == nil {
+			return
+		}
+		live.sessionDeadline = hb.now.Add(c.cfg.ConsumerSessionTimeout)
+		switch {
+		case live.state != memberUnrevoked:
+			live.revokeDeadline = time.Time{}
+		case live.revokeDeadline.IsZero() || before.state != memberUnrevoked:
+			live.revokeDeadline = hb.now.Add(max(live.rebalanceTimeout, c.cfg.ConsumerHeartbeatInterval))
+		}
+	}
+	return kerrNone, ""
+}
+
+// unreleasedHeartbeatDivisor shortens the heartbeat interval of a member waiting for
+// partitions to be released (Kafka keeps the configured interval).
+const unreleasedHeartbeatDivisor = 5
+
+// checkMemberEpoch is Kafka's check of a heartbeat's member epoch: a newer epoch than
+// the member's is fenced, an older one too unless it is the previous epoch and the
+// member owns nothing beyond its assignment (its response was lost).
+func checkMemberEpoch(m *consumerMember, req *kmsg.ConsumerGroupHeartbeatRequest) int16 {
+	switch {
+	case req.MemberEpoch > m.epoch:
+		return kerrFencedMemberEpoch
+	case req.MemberEpoch < m.epoch:
+		if req.MemberEpoch != m.previousEpoch {
+			return kerrFencedMemberEpoch
+		}
+		if owned := ownedFromRequest(req.Topics); owned != nil {
+			for t, ps := range owned {
+				for _, p := range ps {
+					if !m.assigned.has(t, p) {
+						return kerrFencedMemberEpoch
+					}
+				}
+			}
+		}
+	}
+	return kerrNone
+}
+
+// updateFromRequest copies the request's non-null fields into the member and reports
+// whether its subscription changed.
+func updateFromRequest(m *consumerMember, req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string) bool {
+	m.clientID, m.clientHost = clientID, clientHost
+	if req.InstanceID != nil {
+		m.instanceID = *req.InstanceID
+	}
+	if req.RackID != nil {
+		m.rackID = *req.RackID
+	}
+	if req.RebalanceTimeoutMillis >= 0 {
+		m.rebalanceTimeout = ms(req.RebalanceTimeoutMillis)
+	}
+	if req.ServerAssignor != nil {
+		m.serverAssignor = *req.ServerAssignor
+	}
+	changed := false
+	if req.SubscribedTopicNames != nil {
+		names := slices.Clone(req.SubscribedTopicNames)
+		slices.Sort(names)
+		names = slices.Compact(names)
+		if !slices.Equal(names, m.subscribedNames) {
+			m.subscribedNames = names
+			changed = true
+		}
+	}
+	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != m.subscribedRegex {
+		m.subscribedRegex = *req.SubscribedTopicRegex
+		changed = true
+	}
+	return changed
+}
+
+func memberEqual(a, b *consumerMember) bool {
+	return a.id == b.id && a.instanceID == b.instanceID && a.rackID == b.rackID &&
+		a.clientID == b.clientID && a.clientHost == b.clientHost && a.rebalanceTimeout == b.rebalanceTimeout &&
+		slices.Equal(a.subscribedNames, b.subscribedNames) && a.subscribedRegex == b.subscribedRegex &&
+		a.serverAssignor == b.serverAssignor && a.epoch == b.epoch && a.previousEpoch == b.previousEpoch &&
+		a.state == b.state && a.assigned.equal(b.assigned) && a.revoking.equal(b.revoking) && a.target.equal(b.target)
+}
+
+// ownedFromRequest turns the request's owned partitions into an Assignment; nil when
+// the request did not say (a keepalive heartbeat).
+func ownedFromRequest(topics []kmsg.ConsumerGroupHeartbeatRequestTopic) Assignment {
+	if topics == nil {
+		return nil
+	}
+	out := Assignment{}
+	for _, t := range topics {
+		for _, p := range t.Partitions {
+			out.add(TopicID(t.TopicID), p)
+		}
+	}
+	return out
+}
+
+func responseAssignment(a Assignment) *kmsg.ConsumerGroupHeartbeatResponseAssignment {
+	out := kmsg.NewConsumerGroupHeartbeatResponseAssignment()
+	out.Topics = []kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{}
+	for _, t := range sortedTopicIDs(a) {
+		rt := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
+		rt.TopicID = t
+		rt.Partitions = slices.Clone(a[t])
+		out.Topics = append(out.Topics, rt)
+	}
+	return &out
+}
+
+func sortedTopicIDs(a Assignment) []TopicID {
+	ids := slices.Collect(maps.Keys(a))
+	slices.SortFunc(ids, func(x, y TopicID) int { return slices.Compare(x[:], y[:]) })
+	return ids
+}
+
+// computeTargets runs the group's assignor over its members; the assignor is the one
+// most members ask for (ties: the earlier in group.consumer.assignors), the first
+// configured when none asks.
+func (c *Coordinator) computeTargets(cg *consumerGroup, topics *Topics) map[string]Assignment {
+	ids := cg.memberIDs()
+	in := make([]*assignMember, 0, len(ids))
+	for _, id := range ids {
+		m := cg.members[id]
+		in = append(in, &assignMember{id: id, rack: m.rackID, topics: cg.subscribedTopics(m, topics), previous: m.target})
+	}
+	assign(c.groupAssignor(cg), in, topics)
+	out := make(map[string]Assignment, len(in))
+	for _, am := range in {
+		out[am.id] = am.assignment
+	}
+	return out
+}
+
+func (c *Coordinator) groupAssignor(cg *consumerGroup) string {
+	votes := map[string]int{}
+	for _, m := range cg.members {
+		if m.serverAssignor != "" {
+			votes[m.serverAssignor]++
+		}
+	}
+	best := c.cfg.ConsumerAssignors[0]
+	for _, a := range c.cfg.ConsumerAssignors {
+		if votes[a] > votes[best] {
+			best = a
+		}
+	}
+	return best
+}
+
+// reconcile moves a member towards its target assignment (Kafka's
+// CurrentAssignmentBuilder): partitions to revoke first, then partitions no other
+// member owns any more. owned is what the member says it holds (nil: not said).
+func reconcile(cg *consumerGroup, m *consumerMember, owned Assignment) {
+	switch m.state {
+	case memberStable:
+		if m.epoch == cg.targetEpoch {
+			return
+		}
+	case memberUnrevoked:
+		if owned == nil || owned.intersects(m.revoking) {
+			return // still revoking
+		}
+		m.revoking = Assignment{}
+	}
+	keep, revoke, assignable := Assignment{}, Assignment{}, Assignment{}
+	unreleased := false
+	for t, ps := range m.assigned {
+		for _, p := range ps {
+			if m.target.has(t, p) {
+				keep.add(t, p)
+			} else {
+				revoke.add(t, p)
+			}
+		}
+	}
+	for t, ps := range m.target {
+		for _, p := range ps {
+			if m.assigned.has(t, p) {
+				continue
+			}
+			if owner := cg.ownerOf(t, p); owner == nil || owner.id == m.id {
+				assignable.add(t, p)
+			} else {
+				unreleased = true
+			}
+		}
+	}
+	if len(revoke) > 0 && (owned == nil || owned.intersects(revoke)) {
+		m.state = memberUnrevoked
+		m.assigned, m.revoking = keep, revoke
+		return
+	}
+	for t, ps := range assignable {
+		for _, p := range ps {
+			keep.add(t, p)
+		}
+	}
+	m.previousEpoch, m.epoch = m.epoch, cg.targetEpoch
+	m.assigned, m.revoking = keep, Assignment{}
+	m.state = memberStable
+	if unreleased {
+		m.state = memberUnreleased
+	}
+}
+
+// currentTopics returns the topics snapshot, an empty one without Options.Topics.
+func (c *Coordinator) currentTopics() *Topics {
+	if c.topics != nil {
+		if t := c.topics(); t != nil {
+			return t
+		}
+	}
+	return &Topics{ByName: map[string]TopicInfo{}, ByID: map[TopicID]string{}}
+}

@@ -1,0 +1,535 @@
+package group
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Share groups (KIP-932): members subscribe to topics and the coordinator assigns them
+// partitions, which — unlike a consumer group's — several members may share; records
+// are handed out and acknowledged one by one by the partition leaders (internal/share),
+// not here. There is no revocation: a member gets its new assignment at its next
+// heartbeat, at the group epoch.
+//
+// The simple assignor: with at least as many partitions as members, partition i of
+// the sorted subscribed partitions goes to member i mod M (members sorted by id,
+// among those subscribed to its topic); with more members than partitions, member j
+// also gets partition j mod P, so every member has work and every partition a member.
+//
+// Records (JSON values, like the consumer group's):
+//
+//	key 0x5311 group                shareGroupValue  (group epoch, subscription hash)
+//	key 0x5312 group, member id     shareMemberValue (subscription, epoch, assignment)
+const (
+	shareGroupKeyVersion  int16 = 0x5311
+	shareMemberKeyVersion int16 = 0x5312
+	shareAssignorName           = "simple"
+)
+
+type shareGroup struct {
+	epoch            int32
+	subscriptionHash uint64
+	members          map[string]*shareMember
+	topicsVersion    int64 // memory only
+}
+
+type shareMember struct {
+	id              string
+	rackID          string
+	clientID        string
+	clientHost      string
+	subscribedNames []string
+	epoch           int32
+	assignment      Assignment
+	target          Assignment
+
+	sessionDeadline time.Time // memory only
+}
+
+type shareGroupValue struct {
+	Epoch            int32  `json:"epoch"`
+	SubscriptionHash uint64 `json:"subscription_hash"`
+}
+
+type shareMemberValue struct {
+	RackID          string          `json:"rack_id,omitempty"`
+	ClientID        string          `json:"client_id"`
+	ClientHost      string          `json:"client_host"`
+	SubscribedNames []string        `json:"subscribed_topic_names"`
+	Epoch           int32           `json:"member_epoch"`
+	Assignment      assignmentValue `json:"assignment"`
+	Target          assignmentValue `json:"target"`
+}
+
+func shareKey(version int16, parts ...string) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(version))
+	for _, p := range parts {
+		b = appendKeyString(b, p)
+	}
+	return b
+}
+
+func shareGroupRecord(group string, sg *shareGroup) Record {
+	v, _ := json.Marshal(shareGroupValue{Epoch: sg.epoch, SubscriptionHash: sg.subscriptionHash})
+	return Record{Key: shareKey(shareGroupKeyVersion, group), Value: v}
+}
+
+func shareMemberRecord(group string, m *shareMember) Record {
+	v, _ := json.Marshal(shareMemberValue{
+		RackID: m.rackID, ClientID: m.clientID, ClientHost: m.clientHost, SubscribedNames: m.subscribedNames,
+		Epoch: m.epoch, Assignment: encodeAssignment(m.assignment), Target: encodeAssignment(m.target),
+	})
+	return Record{Key: shareKey(shareMemberKeyVersion, group, m.id), Value: v}
+}
+
+// decodeShareRecord decodes a record of key version 0x5311 or 0x5312.
+func decodeShareRecord(version int16, r Record) (decoded, error) {
+	group, rest, err := readKeyString(r.Key[2:])
+	if err != nil {
+		return decoded{}, err
+	}
+	if version == shareGroupKeyVersion {
+		d := decoded{kind: kindShareGroup, group: group}
+		if r.Value != nil {
+			d.shareGroup = &shareGroupValue{}
+			if err := json.Unmarshal(r.Value, d.shareGroup); err != nil {
+				return decoded{}, fmt.Errorf("%w: share group value: %v", ErrCorruptRecord, err)
+			}
+		}
+		return d, nil
+	}
+	member, _, err := readKeyString(rest)
+	if err != nil {
+		return decoded{}, err
+	}
+	d := decoded{kind: kindShareMember, group: group, member: member}
+	if r.Value != nil {
+		d.shareMember = &shareMemberValue{}
+		if err := json.Unmarshal(r.Value, d.shareMember); err != nil {
+			return decoded{}, fmt.Errorf("%w: share member value: %v", ErrCorruptRecord, err)
+		}
+	}
+	return d, nil
+}
+
+// replayShare applies a share group record to a partition's groups.
+func replayShare(groups map[string]*group, partition int32, d decoded) error {
+	g := groups[d.group]
+	switch d.kind {
+	case kindShareGroup:
+		if d.shareGroup == nil {
+			if g != nil && g.share != nil {
+				g.share = nil
+				if len(g.offsets) == 0 && g.consumer == nil && g.protocolType == "" {
+					delete(groups, d.group)
+				}
+			}
+			return nil
+		}
+		g = shareGroupOf(groups, partition, d.group)
+		g.share.epoch, g.share.subscriptionHash = d.shareGroup.Epoch, d.shareGroup.SubscriptionHash
+	case kindShareMember:
+		if d.shareMember == nil {
+			if g != nil && g.share != nil {
+				delete(g.share.members, d.member)
+			}
+			return nil
+		}
+		g = shareGroupOf(groups, partition, d.group)
+		v := d.shareMember
+		m := g.share.members[d.member]
+		if m == nil {
+			m = &shareMember{id: d.member}
+			g.share.members[d.member] = m
+		}
+		var err error
+		if m.assignment, err = decodeAssignment(v.Assignment); err != nil {
+			return err
+		}
+		if m.target, err = decodeAssignment(v.Target); err != nil {
+			return err
+		}
+		m.rackID, m.clientID, m.clientHost = v.RackID, v.ClientID, v.ClientHost
+		m.subscribedNames, m.epoch = v.SubscribedNames, v.Epoch
+	}
+	return nil
+}
+
+func shareGroupOf(groups map[string]*group, partition int32, id string) *group {
+	g := groups[id]
+	if g == nil {
+		g = newGroup(id, partition, time.Time{})
+		groups[id] = g
+	}
+	if g.share == nil {
+		g.share = &shareGroup{members: map[string]*shareMember{}, topicsVersion: -1}
+	}
+	return g
+}
+
+func (sg *shareGroup) stateName() string {
+	if len(sg.members) == 0 {
+		return "Empty"
+	}
+	for _, m := range sg.members {
+		if m.epoch != sg.epoch {
+			return "Reconciling"
+		}
+	}
+	return "Stable"
+}
+
+// subscriptionHashOf hashes the subscribed topics' ids and partition counts.
+func (sg *shareGroup) subscriptionHashOf(members map[string]*shareMember, topics *Topics) uint64 {
+	cg := &consumerGroup{members: map[string]*consumerMember{}}
+	for id, m := range members {
+		cg.members[id] = &consumerMember{id: id, subscribedNames: m.subscribedNames}
+	}
+	return cg.subscriptionHashOf(topics)
+}
+
+// assignShare is the simple assignor (see the file comment).
+func assignShare(members map[string]*shareMember, topics *Topics) map[string]Assignment {
+	ids := slices.Sorted(maps.Keys(members))
+	out := map[string]Assignment{}
+	for _, id := range ids {
+		out[id] = Assignment{}
+	}
+	for _, name := range topics.Names {
+		var subs []string
+		for _, id := range ids {
+			if slices.Contains(members[id].subscribedNames, name) {
+				subs = append(subs, id)
+			}
+		}
+		if len(subs) == 0 {
+			continue
+		}
+		t := topics.ByName[name]
+		for p := range t.Partitions {
+			out[subs[int(p)%len(subs)]].add(t.ID, p)
+		}
+		if t.Partitions > 0 {
+			for j := int(t.Partitions); j < len(subs); j++ {
+				out[subs[j]].add(t.ID, int32(j%int(t.Partitions)))
+			}
+		}
+	}
+	return out
+}
+
+// ShareGroupHeartbeat handles a ShareGroupHeartbeat request (v1): join (epoch 0),
+// heartbeat, leave (-1). The channel receives exactly one response, once the records
+// are committed.
+func (c *Coordinator) ShareGroupHeartbeat(req *kmsg.ShareGroupHeartbeatRequest, clientID, clientHost string) <-chan *kmsg.ShareGroupHeartbeatResponse {
+	ch := make(chan *kmsg.ShareGroupHeartbeatResponse, 1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	resp := req.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
+	part, records, after, code, msg := c.shareHeartbeatLocked(req, resp, clientID, clientHost, now)
+	if code != kerrNone {
+		resp.ErrorCode = code
+		if msg != "" {
+			resp.ErrorMessage = &msg
+		}
+		ch <- resp
+		return ch
+	}
+	c.writeConsumerLocked(part, req.GroupID, records, func(err error) {
+		if err != nil {
+			out := req.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
+			out.ErrorCode = appendErrorCode(err)
+			ch <- out
+			return
+		}
+		ch <- resp
+	})
+	if after != nil {
+		after()
+	}
+	if g := part.groups[req.GroupID]; g != nil {
+		c.settleGroupLocked(part, g)
+	}
+	return ch
+}
+
+func (c *Coordinator) shareHeartbeatLocked(req *kmsg.ShareGroupHeartbeatRequest, resp *kmsg.ShareGroupHeartbeatResponse, clientID, clientHost string, now time.Time) (*partition, []Record, func(), int16, string) {
+	fail := func(code int16, msg string) (*partition, []Record, func(), int16, string) {
+		return nil, nil, nil, code, msg
+	}
+	switch {
+	case req.GroupID == "":
+		return fail(kerrInvalidRequest, "GroupId can't be empty.")
+	case req.MemberID == "":
+		return fail(kerrInvalidRequest, "MemberId can't be empty.")
+	case req.MemberEpoch < leaveEpoch:
+		return fail(kerrInvalidRequest, "MemberEpoch is invalid.")
+	case req.MemberEpoch == 0 && len(req.SubscribedTopicNames) == 0:
+		return fail(kerrInvalidRequest, "SubscribedTopicNames must be set in first request.")
+	case req.RackID != nil && *req.RackID == "":
+		return fail(kerrInvalidRequest, "RackId can't be empty.")
+	}
+	part, code := c.partitionOfLocked(req.GroupID)
+	if code != kerrNone {
+		return fail(code, "")
+	}
+	g := part.groups[req.GroupID]
+	if g != nil && g.share == nil {
+		return fail(kerrGroupIDNotFound, "Group "+req.GroupID+" is not a share group.")
+	}
+	var sg *shareGroup
+	if g != nil {
+		sg = g.share
+	}
+	id := req.MemberID
+	resp.MemberID = &id
+	if req.MemberEpoch == leaveEpoch {
+		if sg == nil || sg.members[id] == nil {
+			return fail(kerrUnknownMemberID, "")
+		}
+		resp.MemberEpoch = leaveEpoch
+		next := &shareGroup{epoch: sg.epoch + 1, members: maps.Clone(sg.members)}
+		delete(next.members, id)
+		next.subscriptionHash = next.subscriptionHashOf(next.members, c.currentTopics())
+		c.logger.Info("share group member left", "group", req.GroupID, "member", id)
+		return part, []Record{{Key: shareKey(shareMemberKeyVersion, req.GroupID, id)}, shareGroupRecord(req.GroupID, next)}, nil, kerrNone, ""
+	}
+	if sg == nil {
+		if req.MemberEpoch != 0 {
+			return fail(kerrUnknownMemberID, "")
+		}
+		sg = &shareGroup{members: map[string]*shareMember{}, topicsVersion: -1}
+	}
+	old := sg.members[id]
+	var m *shareMember
+	switch {
+	case old == nil && req.MemberEpoch != 0:
+		return fail(kerrUnknownMemberID, "")
+	case old == nil:
+		if int32(len(sg.members)) >= c.cfg.ShareMaxSize {
+			return fail(kerrGroupMaxSizeReached, "")
+		}
+		m = &shareMember{id: id, assignment: Assignment{}, target: Assignment{}}
+	default:
+		if req.MemberEpoch != 0 && req.MemberEpoch != old.epoch {
+			return fail(kerrFencedMemberEpoch, "")
+		}
+		m = &shareMember{}
+		*m = *old
+		m.assignment, m.target = old.assignment.clone(), old.target.clone()
+	}
+	before := *m
+	m.clientID, m.clientHost = clientID, clientHost
+	if req.RackID != nil {
+		m.rackID = *req.RackID
+	}
+	changed := old == nil
+	if req.SubscribedTopicNames != nil {
+		names := slices.Clone(req.SubscribedTopicNames)
+		slices.Sort(names)
+		names = slices.Compact(names)
+		if !slices.Equal(names, m.subscribedNames) {
+			m.subscribedNames, changed = names, true
+		}
+	}
+	members := maps.Clone(sg.members)
+	members[id] = m
+	topics := c.currentTopics()
+	next := &shareGroup{epoch: sg.epoch, subscriptionHash: sg.subscriptionHash, members: members}
+	if changed || topics.Version != sg.topicsVersion {
+		next.subscriptionHash = next.subscriptionHashOf(members, topics)
+		if changed || next.subscriptionHash != sg.subscriptionHash {
+			next.epoch++
+		}
+	}
+	var records []Record
+	if next.epoch != sg.epoch || g == nil {
+		records = append(records, shareGroupRecord(req.GroupID, next))
+		for mid, a := range assignShare(members, topics) {
+			if mid == id {
+				m.target = a
+				continue
+			}
+			if !members[mid].target.equal(a) {
+				u := *members[mid]
+				u.target = a
+				records = append(records, shareMemberRecord(req.GroupID, &u))
+			}
+		}
+		c.logger.Info("share group assignment computed", "group", req.GroupID, "epoch", next.epoch, "members", len(members))
+	}
+	m.epoch = next.epoch
+	m.assignment = m.target.clone()
+	if old == nil || !shareMemberEqual(&before, m) {
+		records = append(records, shareMemberRecord(req.GroupID, m))
+	}
+	resp.MemberEpoch = m.epoch
+	resp.HeartbeatIntervalMillis = int32(c.cfg.ShareHeartbeatInterval.Milliseconds())
+	if req.MemberEpoch == 0 || !before.assignment.equal(m.assignment) {
+		a := kmsg.NewShareGroupHeartbeatResponseAssignment()
+		a.TopicPartitions = []kmsg.ShareGroupHeartbeatResponseAssignmentTopicPartition{}
+		for _, t := range sortedTopicIDs(m.assignment) {
+			a.TopicPartitions = append(a.TopicPartitions, kmsg.ShareGroupHeartbeatResponseAssignmentTopicPartition{TopicID: t, Partitions: slices.Clone(m.assignment[t])})
+		}
+		resp.Assignment = &a
+	}
+	version := topics.Version
+	after := func() {
+		if g := part.groups[req.GroupID]; g != nil && g.share != nil {
+			g.share.topicsVersion = version
+			if live := g.share.members[id]; live != nil {
+				live.sessionDeadline = now.Add(c.cfg.ShareSessionTimeout)
+			}
+		}
+	}
+	return part, records, after, kerrNone, ""
+}
+
+func shareMemberEqual(a, b *shareMember) bool {
+	return a.rackID == b.rackID && a.clientID == b.clientID && a.clientHost == b.clientHost &&
+		slices.Equal(a.subscribedNames, b.subscribedNames) && a.epoch == b.epoch &&
+		a.assignment.equal(b.assignment) && a.target.equal(b.target)
+}
+
+// ShareGroupDescribe handles a ShareGroupDescribe request (v1).
+func (c *Coordinator) ShareGroupDescribe(req *kmsg.ShareGroupDescribeRequest) *kmsg.ShareGroupDescribeResponse {
+	resp := req.ResponseKind().(*kmsg.ShareGroupDescribeResponse)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	topics := c.currentTopics()
+	for _, id := range req.GroupIDs {
+		out := kmsg.NewShareGroupDescribeResponseGroup()
+		out.GroupID = id
+		if req.IncludeAuthorizedOperations {
+			out.AuthorizedOperations = groupAuthorizedOperations
+		}
+		g, code, msg := c.groupOfTypeLocked(id, "share")
+		if code != kerrNone {
+			out.ErrorCode, out.ErrorMessage = code, msg
+			resp.Groups = append(resp.Groups, out)
+			continue
+		}
+		sg := g.share
+		out.GroupState = sg.stateName()
+		out.GroupEpoch, out.AssignmentEpoch, out.Assignor = sg.epoch, sg.epoch, shareAssignorName
+		for _, mid := range slices.Sorted(maps.Keys(sg.members)) {
+			m := sg.members[mid]
+			dm := kmsg.NewShareGroupDescribeResponseGroupMember()
+			dm.MemberID, dm.MemberEpoch, dm.ClientID, dm.ClientHost = m.id, m.epoch, m.clientID, m.clientHost
+			if m.rackID != "" {
+				dm.RackID = strPtr(m.rackID)
+			}
+			dm.SubscribedTopicNames = append([]string{}, m.subscribedNames...)
+			for _, t := range sortedTopicIDs(m.assignment) {
+				dm.Assignment.TopicPartitions = append(dm.Assignment.TopicPartitions, kmsg.ShareGroupDescribeResponseGroupMemberAssignmentTopicPartition{
+					TopicID: t, Topic: topics.ByID[t], Partitions: slices.Clone(m.assignment[t]),
+				})
+			}
+			out.Members = append(out.Members, dm)
+		}
+		resp.Groups = append(resp.Groups, out)
+	}
+	return resp
+}
+
+// expireShareMembersLocked removes share members whose session expired.
+func (c *Coordinator) expireShareMembersLocked(part *partition, g *group, now time.Time) {
+	if g.share == nil {
+		return
+	}
+	for _, id := range slices.Sorted(maps.Keys(g.share.members)) {
+		m := g.share.members[id]
+		if m == nil || !due(m.sessionDeadline, now) {
+			continue
+		}
+		m.sessionDeadline = time.Time{}
+		c.logger.Info("share group member expired", "group", g.id, "member", id)
+		next := &shareGroup{epoch: g.share.epoch + 1, members: maps.Clone(g.share.members)}
+		delete(next.members, id)
+		next.subscriptionHash = next.subscriptionHashOf(next.members, c.currentTopics())
+		c.writeConsumerLocked(part, g.id, []Record{{Key: shareKey(shareMemberKeyVersion, g.id, id)}, shareGroupRecord(g.id, next)}, func(error) {})
+		if part.groups[g.id] == nil || part.groups[g.id].share == nil {
+			return
+		}
+	}
+}
+
+// shareNextDeadline is the earliest session deadline of the group's share members.
+func (g *group) shareNextDeadline() time.Time {
+	var next time.Time
+	if g.share != nil {
+		for _, m := range g.share.members {
+			next = earliest(next, m.sessionDeadline)
+		}
+	}
+	return next
+}
+
+// ShareGroupExists reports whether group is a share group here (with the coordinator
+// error code when this node does not serve it).
+func (c *Coordinator) ShareGroupExists(group string) (int16, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	part, code := c.partitionOfLocked(group)
+	if code != kerrNone {
+		return code, false
+	}
+	g := part.groups[group]
+	return kerrNone, g != nil && g.share != nil
+}
+
+// ShareGroupEmpty reports whether a share group exists and has no members.
+func (c *Coordinator) ShareGroupEmpty(group string) (code int16, exists, empty bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	part, code := c.partitionOfLocked(group)
+	if code != kerrNone {
+		return code, false, false
+	}
+	g := part.groups[group]
+	if g == nil || g.share == nil {
+		return kerrNone, false, false
+	}
+	return kerrNone, true, len(g.share.members) == 0
+}
+
+// EnsureShareGroup creates group as an empty share group if it does not exist (Kafka's
+// AlterShareGroupOffsets may name a group nobody joined yet). The channel receives 0,
+// or the coordinator error, GROUP_ID_NOT_FOUND for a group of another type, or
+// NON_EMPTY_GROUP for a share group with members.
+func (c *Coordinator) EnsureShareGroup(group string) <-chan int16 {
+	ch := make(chan int16, 1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	part, code := c.partitionOfLocked(group)
+	if code != kerrNone {
+		ch <- code
+		return ch
+	}
+	g := part.groups[group]
+	switch {
+	case g == nil:
+		sg := &shareGroup{members: map[string]*shareMember{}}
+		c.writeConsumerLocked(part, group, []Record{shareGroupRecord(group, sg)}, func(err error) {
+			if err != nil {
+				ch <- appendErrorCode(err)
+				return
+			}
+			ch <- kerrNone
+		})
+	case g.share == nil:
+		ch <- kerrGroupIDNotFound
+	case len(g.share.members) > 0:
+		ch <- kerrNonEmptyGroup
+	default:
+		ch <- kerrNone
+	}
+	return ch
+}

@@ -1,0 +1,31 @@
+// Package share holds the share-partition state of KIP-932 share groups: for each
+// (share group, topic partition) the window of offsets the group is working on — the
+// share-partition start offset (SPSO) below which every record is done, the end offset
+// (SPEO) from which no record was handed out yet — and, for every offset in between,
+// its state (Available, Acquired by a member until its acquisition lock expires,
+// Acknowledged, Archived) and delivery count.
+//
+// # Model
+//
+// Partition is a pure state machine (no clock, goroutine or I/O): Acquire hands a
+// member the available offsets of the batches a fetch read, Acknowledge applies
+// ACCEPT (done), RELEASE (available again), REJECT (archived, never delivered again)
+// and RENEW (the lock restarts); a record released or whose lock expired at the
+// delivery count limit (share.delivery.count.limit) is archived. The start moves past
+// done records; the window holds at most group.share.partition.max.record.locks
+// records in flight.
+//
+// Manager drives the partitions: it loads a partition from its last Snapshot (or at
+// the offset share.auto.offset.reset gives), writes a snapshot through Store after
+// every change the snapshot holds and before the change is answered, and expires
+// locks on one timer per partition. A snapshot persists acquired records as
+// available with their delivery count, so a restart delivers again exactly the
+// records that were not acknowledged.
+//
+// # Concurrency
+//
+// Partition is not safe for concurrent use. Manager is: one mutex guards its map,
+// and each partition has its own mutex, held during fn and the snapshot write. Lock
+// order: Manager.mu, then a partition's mu (never the reverse: Do takes the map lock
+// only to find the entry).
+package share

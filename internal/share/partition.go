@@ -1,0 +1,327 @@
+package share
+
+import (
+	"errors"
+	"time"
+)
+
+// Record states of a share partition (Kafka's RecordState numbering: the persisted
+// snapshot stores these values).
+const (
+	Available    uint8 = 0
+	Acquired     uint8 = 1
+	Acknowledged uint8 = 2
+	Archived     uint8 = 4
+)
+
+// Acknowledgement types of ShareFetch and ShareAcknowledge.
+const (
+	AckGap     int8 = 0
+	AckAccept  int8 = 1
+	AckRelease int8 = 2
+	AckReject  int8 = 3
+	AckRenew   int8 = 4
+)
+
+// Errors of Acknowledge; the broker maps them to INVALID_RECORD_STATE and
+// INVALID_REQUEST.
+var (
+	ErrInvalidRecordState = errors.New("share: record not acquired by this member")
+	ErrInvalidAck         = errors.New("share: invalid acknowledgement")
+)
+
+// PartitionConfig are the per-group limits of a share partition.
+type PartitionConfig struct {
+	LockDuration  time.Duration // share.record.lock.duration.ms
+	DeliveryLimit int16         // share.delivery.count.limit
+	MaxInFlight   int           // group.share.partition.max.record.locks
+}
+
+type record struct {
+	state      uint8
+	deliveries int16
+	member     string    // while Acquired
+	deadline   time.Time // while Acquired: the lock expires then
+}
+
+// Partition is the state of one share partition: the window [start, end) of offsets
+// the group has looked at, and each offset's state. Offsets below start are done
+// (acknowledged or archived); offsets from end on were never acquired. It is a pure
+// state machine: not safe for concurrent use, no clock, no I/O.
+type Partition struct {
+	cfg   PartitionConfig
+	start int64
+	end   int64
+	// recs[i] is offset start+i. Dropping done records from the front reslices it
+	// (append copies only the live part when it grows), so a window of thousands of
+	// records is never moved as a whole.
+	recs []record
+	// availFrom: no record below it is Available (where NextFetchOffset looks from).
+	availFrom int64
+	// earliest is at or before the earliest lock deadline (zero: nothing acquired
+	// since the last full look); a timer armed for it may fire early, never late.
+	earliest time.Time
+	// dirty is set when something the snapshot holds changed; freed when a record
+	// stopped being acquired or the window moved (waiting fetches may succeed now).
+	dirty, freed bool
+}
+
+// NewPartition returns a partition whose window starts (and ends) at start.
+func NewPartition(cfg PartitionConfig, start int64) *Partition {
+	return &Partition{cfg: cfg, start: start, end: start}
+}
+
+// SetConfig changes the partition's limits (a group config changed).
+func (p *Partition) SetConfig(cfg PartitionConfig) { p.cfg = cfg }
+
+// Start is the share-partition start offset (SPSO).
+func (p *Partition) Start() int64 { return p.start }
+
+// End is the share-partition end offset (SPEO).
+func (p *Partition) End() int64 { return p.end }
+
+// Dirty reports whether the persisted state changed since ClearDirty.
+func (p *Partition) Dirty() bool { return p.dirty }
+
+// ClearDirty marks the current state as persisted.
+func (p *Partition) ClearDirty() { p.dirty = false }
+
+// TakeFreed reports (and forgets) whether records stopped being acquired or the
+// window moved since the last call.
+func (p *Partition) TakeFreed() bool {
+	f := p.freed
+	p.freed = false
+	return f
+}
+
+// NextFetchOffset is where a fetch should read from: the first Available offset of the
+// window, else the end; ok is false when nothing can be acquired (the window is full
+// of acquired records).
+func (p *Partition) NextFetchOffset() (offset int64, ok bool) {
+	for o := max(p.availFrom, p.start); o < p.end; o++ {
+		if p.recs[o-p.start].state == Available {
+			p.availFrom = o
+			return o, true
+		}
+	}
+	p.availFrom = p.end
+	return p.end, len(p.recs) < p.cfg.MaxInFlight
+}
+
+// madeAvailable notes that offset o became Available.
+func (p *Partition) madeAvailable(o int64) { p.availFrom = min(p.availFrom, o) }
+
+// dropFront removes the first n records of the window.
+func (p *Partition) dropFront(n int) {
+	clear(p.recs[:n]) // their member strings
+	p.recs = p.recs[n:]
+	p.start += int64(n)
+	p.dirty, p.freed = true, true
+}
+
+// AdvanceStart moves the start to at least offset (the log start moved past it, or an
+// offset reset): what lies below is dropped.
+func (p *Partition) AdvanceStart(offset int64) {
+	if offset <= p.start {
+		return
+	}
+	if offset >= p.end {
+		p.Reset(offset)
+		return
+	}
+	p.dropFront(int(offset - p.start))
+}
+
+// Reset sets the window to start empty at offset (AlterShareGroupOffsets).
+func (p *Partition) Reset(offset int64) {
+	p.recs = nil
+	p.start, p.end, p.availFrom = offset, offset, offset
+	p.dirty, p.freed = true, true
+}
+
+// AcquiredRun is a run of consecutive offsets handed to a member with one delivery count.
+type AcquiredRun struct {
+	First, Last   int64
+	DeliveryCount int16
+}
+
+// Acquire hands member the acquirable offsets within the batches given (each
+// [first, last] as read from the log, below highWatermark), up to maxRecords offsets
+// (at least the rest of a batch once started, as Kafka's batch-optimized mode; strict
+// stops at maxRecords exactly). Records whose delivery count would pass the limit are
+// archived instead.
+func (p *Partition) Acquire(member string, batches [][2]int64, highWatermark int64, maxRecords int, strict bool, now time.Time) []AcquiredRun {
+	var out []AcquiredRun
+	taken := 0
+	for _, b := range batches {
+		if taken >= maxRecords {
+			break
+		}
+		for o := max(b[0], p.start); o <= b[1] && o < highWatermark; o++ {
+			if strict && taken >= maxRecords {
+				break
+			}
+			if o >= p.end {
+				if len(p.recs) >= p.cfg.MaxInFlight {
+					break
+				}
+				for p.end < o { // offsets the log no longer has (compaction): done
+					p.recs = append(p.recs, record{state: Archived})
+					p.end++
+				}
+				p.recs = append(p.recs, record{})
+				p.end++
+			}
+			r := &p.recs[o-p.start]
+			if r.state != Available {
+				continue
+			}
+			if r.deliveries >= p.cfg.DeliveryLimit {
+				r.state = Archived
+				p.dirty = true
+				continue
+			}
+			r.state, r.member, r.deadline = Acquired, member, now.Add(p.cfg.LockDuration)
+			r.deliveries++
+			if p.earliest.IsZero() || r.deadline.Before(p.earliest) {
+				p.earliest = r.deadline
+			}
+			taken++
+			if n := len(out); n > 0 && out[n-1].Last == o-1 && out[n-1].DeliveryCount == r.deliveries {
+				out[n-1].Last = o
+			} else {
+				out = append(out, AcquiredRun{First: o, Last: o, DeliveryCount: r.deliveries})
+			}
+		}
+	}
+	p.advance()
+	return out
+}
+
+// Acknowledge applies one acknowledgement batch of member: types holds one type for
+// the whole range, or one per offset. Every offset must be acquired by member with its
+// lock still held; otherwise nothing changes and ErrInvalidRecordState is returned.
+func (p *Partition) Acknowledge(member string, first, last int64, types []int8, now time.Time) error {
+	if last < first || len(types) != 1 && int64(len(types)) != last-first+1 {
+		return ErrInvalidAck
+	}
+	for o := first; o <= last; o++ {
+		t := types[0]
+		if len(types) > 1 {
+			t = types[o-first]
+		}
+		if t < AckGap || t > AckRenew {
+			return ErrInvalidAck
+		}
+		if o < p.start || o >= p.end {
+			return ErrInvalidRecordState
+		}
+		if r := p.recs[o-p.start]; r.state != Acquired || r.member != member || !now.Before(r.deadline) {
+			return ErrInvalidRecordState
+		}
+	}
+	for o := first; o <= last; o++ {
+		t := types[0]
+		if len(types) > 1 {
+			t = types[o-first]
+		}
+		r := &p.recs[o-p.start]
+		switch t {
+		case AckAccept:
+			r.state = Acknowledged
+		case AckGap, AckReject:
+			r.state = Archived
+		case AckRelease:
+			p.release(o, r)
+		case AckRenew:
+			r.deadline = now.Add(p.cfg.LockDuration)
+			continue
+		}
+		r.member, r.deadline = "", time.Time{}
+		p.dirty, p.freed = true, true
+	}
+	p.advance()
+	return nil
+}
+
+// release makes an acquired record available again, or archives it at the delivery
+// limit.
+func (p *Partition) release(o int64, r *record) {
+	r.state = Available
+	if r.deliveries >= p.cfg.DeliveryLimit {
+		r.state = Archived
+	} else {
+		p.madeAvailable(o)
+	}
+	r.member, r.deadline = "", time.Time{}
+	p.dirty, p.freed = true, true
+}
+
+// ReleaseMember releases every record member holds (it left, or closed its session).
+func (p *Partition) ReleaseMember(member string) {
+	for i := range p.recs {
+		if r := &p.recs[i]; r.state == Acquired && r.member == member {
+			p.release(p.start+int64(i), r)
+		}
+	}
+	p.advance()
+}
+
+// ExpireLocks releases the records whose acquisition lock expired by now; it reports
+// whether any did.
+func (p *Partition) ExpireLocks(now time.Time) bool {
+	any := false
+	var earliest time.Time
+	for i := range p.recs {
+		r := &p.recs[i]
+		if r.state != Acquired {
+			continue
+		}
+		if !now.Before(r.deadline) {
+			p.release(p.start+int64(i), r)
+			any = true
+		} else if earliest.IsZero() || r.deadline.Before(earliest) {
+			earliest = r.deadline
+		}
+	}
+	p.earliest = earliest
+	p.advance()
+	return any
+}
+
+// Holds reports whether member has acquired records in the window.
+func (p *Partition) Holds(member string) bool {
+	for _, r := range p.recs {
+		if r.state == Acquired && r.member == member {
+			return true
+		}
+	}
+	return false
+}
+
+// NextDeadline is when a lock may expire first (possibly earlier than any does: a
+// timer armed for it looks again), zero when nothing is acquired.
+func (p *Partition) NextDeadline() time.Time { return p.earliest }
+
+// advance moves the start past done records.
+func (p *Partition) advance() {
+	n := 0
+	for n < len(p.recs) && (p.recs[n].state == Acknowledged || p.recs[n].state == Archived) {
+		n++
+	}
+	if n > 0 {
+		p.dropFront(n)
+	}
+}
+
+// StateOf returns an offset's state and delivery count (for tests and Describe).
+func (p *Partition) StateOf(offset int64) (state uint8, deliveries int16) {
+	switch {
+	case offset < p.start:
+		return Acknowledged, 0
+	case offset >= p.end:
+		return Available, 0
+	}
+	r := p.recs[offset-p.start]
+	return r.state, r.deliveries
+}

@@ -1,0 +1,205 @@
+package integration
+
+// Incremental fetch sessions (KIP-227) driven with raw Fetch requests.
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/samsa-streaming/samsa/internal/testutil"
+)
+
+// sessionFetcher sends raw Fetch requests to one broker.
+type sessionFetcher struct {
+	t       *testing.T
+	cl      *kgo.Client
+	version int16
+	topic   string
+	id      [16]byte
+}
+
+func newSessionFetcher(t *testing.T, b *testutil.Broker, adm *kadm.Client, topic string, version int16) *sessionFetcher {
+	t.Helper()
+	details, err := adm.ListTopics(ctxT(t, 10*time.Second), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(int16(kmsg.Fetch), version) // kgo sends the highest version it may
+	return &sessionFetcher{t: t, cl: newClient(t, b, kgo.MaxVersions(versions)), version: version, topic: topic, id: details[topic].ID}
+}
+
+type fetchPart struct {
+	partition int32
+	offset    int64
+}
+
+// fetch sends one Fetch with the session id and epoch, the partitions to add or update
+// and those to forget; it returns the response.
+func (f *sessionFetcher) fetch(sessionID, epoch int32, parts []fetchPart, forget []int32) *kmsg.FetchResponse {
+	f.t.Helper()
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = f.version
+	req.MaxWaitMillis = 20
+	req.MinBytes = 1
+	req.MaxBytes = 1 << 20
+	req.SessionID, req.SessionEpoch = sessionID, epoch
+	if len(parts) > 0 {
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = f.topic, f.id
+		for _, p := range parts {
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p.partition, p.offset, 1<<20
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	if len(forget) > 0 {
+		ft := kmsg.NewFetchRequestForgottenTopic()
+		ft.Topic, ft.TopicID, ft.Partitions = f.topic, f.id, forget
+		req.ForgottenTopics = append(req.ForgottenTopics, ft)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, f.cl.Broker(1))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return resp
+}
+
+// partitions lists the partitions a response answers, with their record counts.
+func respPartitions(t *testing.T, resp *kmsg.FetchResponse) map[int32]int {
+	t.Helper()
+	out := map[int32]int{}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.ErrorCode != 0 {
+				t.Fatalf("partition %d: %v", rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
+			}
+			out[rp.Partition] = countRecords(t, rp.RecordBatches)
+		}
+	}
+	return out
+}
+
+func TestFetchSessions(t *testing.T) {
+	t.Parallel()
+	b := testutil.StartBroker(t)
+	adm := newAdmin(t, b)
+	producer := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for _, version := range []int16{12, 13, 18} {
+		topic := fmt.Sprintf("sessions-v%d", version)
+		createTopic(t, adm, topic, 3, nil)
+		produceTo := func(p int32, n int) {
+			for i := 0; i < n; i++ {
+				produceSync(t, producer, &kgo.Record{Topic: topic, Partition: p, Value: value(i)})
+			}
+		}
+		produceTo(0, 2)
+		f := newSessionFetcher(t, b, adm, topic, version)
+		// A full fetch with epoch 0 opens a session and answers every partition.
+		resp := f.fetch(0, 0, []fetchPart{{0, 0}, {1, 0}, {2, 0}}, nil)
+		if resp.ErrorCode != 0 || resp.SessionID == 0 {
+			t.Fatalf("v%d: full fetch: error %d session %d", version, resp.ErrorCode, resp.SessionID)
+		}
+		sid := resp.SessionID
+		if got := respPartitions(t, resp); len(got) != 3 || got[0] != 2 {
+			t.Fatalf("v%d: full fetch answered %v, want 3 partitions with 2 records in 0", version, got)
+		}
+		// The client moves partition 0 past what it read; nothing new: an empty
+		// incremental response.
+		if got := respPartitions(t, f.fetch(sid, 1, []fetchPart{{0, 2}}, nil)); len(got) != 0 {
+			t.Fatalf("v%d: incremental fetch with nothing new answered %v", version, got)
+		}
+		// New data in partition 1 is answered alone.
+		produceTo(1, 3)
+		resp = f.fetch(sid, 2, nil, nil)
+		if got := respPartitions(t, resp); !maps.Equal(got, map[int32]int{1: 3}) {
+			t.Fatalf("v%d: after producing to 1: answered %v, want only partition 1 with 3 records", version, got)
+		}
+		// Forgotten partitions are no longer fetched.
+		resp = f.fetch(sid, 3, []fetchPart{{1, 3}}, []int32{0})
+		if got := respPartitions(t, resp); len(got) != 0 {
+			t.Fatalf("v%d: after moving 1 on: answered %v", version, got)
+		}
+		produceTo(0, 1)
+		if got := respPartitions(t, f.fetch(sid, 4, nil, nil)); len(got) != 0 {
+			t.Fatalf("v%d: a forgotten partition was answered: %v", version, got)
+		}
+		// Epoch errors, then closing.
+		if resp := f.fetch(sid, 9, nil, nil); resp.ErrorCode != kerr.InvalidFetchSessionEpoch.Code {
+			t.Fatalf("v%d: wrong epoch: error %d", version, resp.ErrorCode)
+		}
+		if resp := f.fetch(sid+1, 1, nil, nil); resp.ErrorCode != kerr.FetchSessionIDNotFound.Code {
+			t.Fatalf("v%d: unknown session: error %d", version, resp.ErrorCode)
+		}
+		if resp := f.fetch(sid, -1, []fetchPart{{2, 0}}, nil); resp.ErrorCode != 0 || resp.SessionID != 0 {
+			t.Fatalf("v%d: closing fetch: error %d session %d", version, resp.ErrorCode, resp.SessionID)
+		}
+		if resp := f.fetch(sid, 5, nil, nil); resp.ErrorCode != kerr.FetchSessionIDNotFound.Code {
+			t.Fatalf("v%d: closed session: error %d", version, resp.ErrorCode)
+		}
+	}
+	// A session made with topic ids cannot be used without them.
+	f13 := newSessionFetcher(t, b, adm, "sessions-v13", 13)
+	sid := f13.fetch(0, 0, []fetchPart{{0, 0}}, nil).SessionID
+	f12 := newSessionFetcher(t, b, adm, "sessions-v13", 12)
+	if resp := f12.fetch(sid, 1, nil, nil); resp.ErrorCode != kerr.FetchSessionTopicIDError.Code {
+		t.Fatalf("v12 use of a v13 session: error %d", resp.ErrorCode)
+	}
+}
+
+func TestFetchSessionEviction(t *testing.T) {
+	t.Parallel()
+	b := testutil.StartBroker(t, "max.incremental.fetch.session.cache.slots=1")
+	adm := newAdmin(t, b)
+	createTopic(t, adm, "evict", 3, nil)
+	f := newSessionFetcher(t, b, adm, "evict", 13)
+	small := f.fetch(0, 0, []fetchPart{{0, 0}}, nil).SessionID
+	// A bigger session takes the only slot.
+	big := f.fetch(0, 0, []fetchPart{{0, 0}, {1, 0}}, nil).SessionID
+	if small == 0 || big == 0 || big == small {
+		t.Fatalf("sessions %d and %d", small, big)
+	}
+	if resp := f.fetch(small, 1, nil, nil); resp.ErrorCode != kerr.FetchSessionIDNotFound.Code {
+		t.Fatalf("evicted session: error %d", resp.ErrorCode)
+	}
+	// A smaller one does not evict a busy bigger one: no session, a full answer.
+	resp := f.fetch(0, 0, []fetchPart{{2, 0}}, nil)
+	if resp.ErrorCode != 0 || resp.SessionID != 0 || len(respPartitions(t, resp)) != 1 {
+		t.Fatalf("fetch with the cache full: error %d session %d", resp.ErrorCode, resp.SessionID)
+	}
+	if resp := f.fetch(big, 1, nil, nil); resp.ErrorCode != 0 {
+		t.Fatalf("the bigger session after a refused one: error %d", resp.ErrorCode)
+	}
+}
+
+// countRecords counts the records of the v2 batches in raw.
+func countRecords(t *testing.T, raw []byte) int {
+	t.Helper()
+	n := 0
+	for len(raw) >= 12 {
+		size := 12 + int(binary.BigEndian.Uint32(raw[8:12]))
+		if size > len(raw) {
+			break // a partial batch at the end, as Kafka may send
+		}
+		var b kmsg.RecordBatch
+		if err := b.ReadFrom(raw[:size]); err != nil {
+			t.Fatal(err)
+		}
+		n += int(b.NumRecords)
+		raw = raw[size:]
+	}
+	return n
+}

@@ -1,0 +1,313 @@
+package integration
+
+// KIP-848 consumer groups driven by franz-go with server-side assignment
+// (kgo.ServerSideBalancer): members join, leave, are killed (connections cut, no
+// leave) and come back as static members; every test checks that a partition is
+// owned by one member at a time from two sides — the members' own rebalance callbacks
+// and the coordinator's ConsumerGroupDescribe, sampled throughout — and that every
+// record was processed.
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/samsa-streaming/samsa/internal/testutil"
+)
+
+// start848Broker starts a broker whose consumer-protocol timeouts suit tests: a
+// member is removed 3 s after its last heartbeat; members heartbeat every 200 ms.
+func start848Broker(t *testing.T, extra ...string) *testutil.Broker {
+	t.Helper()
+	return startGroupBroker(t, append([]string{
+		"group.consumer.min.session.timeout.ms=500",
+		"group.consumer.session.timeout.ms=3000",
+		"group.consumer.min.heartbeat.interval.ms=50",
+		"group.consumer.heartbeat.interval.ms=200",
+	}, extra...)...)
+}
+
+// new848Member is a kgo member on the KIP-848 path.
+func new848Member(t *testing.T, b *testutil.Broker, name, group, topic string, hooks *ownership, opts ...kgo.Opt) *kgoMember {
+	t.Helper()
+	return newKgoMember(t, b, name, group, topic, hooks, append([]kgo.Opt{kgo.ServerSideBalancer(), kgo.DisableAutoCommit()}, opts...)...)
+}
+
+// view848 is a consumer group as ConsumerGroupDescribe shows it, for one topic.
+type view848 struct {
+	State   string
+	Epoch   int32
+	Members map[string][]int32 // member id -> current assignment of the topic
+	Epochs  map[string]int32
+}
+
+func describe848(ctx context.Context, adm *kadm.Client, group, topic string) (view848, error) {
+	described, err := adm.DescribeConsumerGroups(ctx, group)
+	if err != nil {
+		return view848{}, err
+	}
+	g, ok := described[group]
+	if !ok {
+		return view848{}, fmt.Errorf("group %s not described", group)
+	}
+	if g.Err != nil {
+		return view848{}, g.Err
+	}
+	v := view848{State: g.State, Epoch: g.Epoch, Members: map[string][]int32{}, Epochs: map[string]int32{}}
+	for _, m := range g.Members {
+		v.Members[m.MemberID] = slices.Sorted(maps.Keys(m.Assignment[topic]))
+		v.Epochs[m.MemberID] = m.MemberEpoch
+	}
+	return v, nil
+}
+
+// doubled lists the partitions the view shows in two members' assignments.
+func (v view848) doubled() []string {
+	owner := map[int32]string{}
+	var out []string
+	for m, ps := range v.Members {
+		for _, p := range ps {
+			if o, ok := owner[p]; ok {
+				out = append(out, fmt.Sprintf("partition %d held by %s and %s", p, o, m))
+			}
+			owner[p] = m
+		}
+	}
+	return out
+}
+
+func (v view848) balanced(members int, partitions int32) bool {
+	if v.State != "Stable" || len(v.Members) != members {
+		return false
+	}
+	n := 0
+	for _, ps := range v.Members {
+		n += len(ps)
+	}
+	return n == int(partitions) && len(v.doubled()) == 0
+}
+
+func (v view848) String() string {
+	var parts []string
+	for m, ps := range v.Members {
+		parts = append(parts, fmt.Sprintf("%s@%d=%v", m, v.Epochs[m], ps))
+	}
+	slices.Sort(parts)
+	return fmt.Sprintf("%s epoch %d %s", v.State, v.Epoch, strings.Join(parts, " "))
+}
+
+// watch848 samples ConsumerGroupDescribe until the test ends and records every view
+// that shows a partition assigned to two members at once.
+type watch848 struct {
+	mu         sync.Mutex
+	last       view848
+	samples    int
+	violations []string
+}
+
+func startWatch848(t *testing.T, adm *kadm.Client, group, topic string) *watch848 {
+	w := &watch848{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+			v, err := describe848(rctx, adm, group, topic)
+			rcancel()
+			if err == nil {
+				w.mu.Lock()
+				w.last = v
+				w.samples++
+				for _, d := range v.doubled() {
+					w.violations = append(w.violations, d+" in "+v.String())
+				}
+				w.mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return w
+}
+
+func (w *watch848) check(t *testing.T) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.samples == 0 {
+		t.Fatal("ConsumerGroupDescribe never answered")
+	}
+	if len(w.violations) > 0 {
+		t.Fatalf("ConsumerGroupDescribe showed partitions owned twice (%d of %d samples): %s", len(w.violations), w.samples, strings.Join(w.violations[:min(5, len(w.violations))], "; "))
+	}
+}
+
+func wait848(t *testing.T, adm *kadm.Client, group, topic string, timeout time.Duration, what string, cond func(view848) bool) view848 {
+	t.Helper()
+	return waitDescribed(t, group, timeout, what, func(ctx context.Context) (view848, error) {
+		return describe848(ctx, adm, group, topic)
+	}, cond)
+}
+
+// TestGroups848FranzChurn: three members share six partitions; a fourth joins, one
+// leaves, one is killed. Throughout, no partition is owned twice (callbacks and
+// ConsumerGroupDescribe), the members that stay keep partitions they were not asked
+// to give up, and every record is processed (twice only if a departed member had
+// processed it without committing).
+func TestGroups848FranzChurn(t *testing.T) {
+	t.Parallel()
+	b := start848Broker(t)
+	adm := newAdmin(t, b)
+	const topic, group = "churn848", "churn848-franz"
+	createTopic(t, adm, topic, 6, nil)
+	produced := []map[int32][]string{produceSpread(t, b, topic, "a", 6, 50)}
+	watch := startWatch848(t, adm, group, topic)
+
+	led := newLedger(t)
+	hooks := &ownership{}
+	members := map[string]*kgoMember{}
+	start := func(name string) {
+		members[name] = new848Member(t, b, name, group, topic, hooks).run(commitLoop(t, name, led, 20))
+	}
+	for _, name := range []string{"m0", "m1", "m2"} {
+		start(name)
+	}
+	v := wait848(t, adm, group, topic, 30*time.Second, "3 members on 6 partitions", func(v view848) bool { return v.balanced(3, 6) })
+
+	start("m3")
+	v2 := wait848(t, adm, group, topic, 30*time.Second, "4 members on 6 partitions", func(v view848) bool { return v.balanced(4, 6) })
+	// Incremental: a member keeps every partition it still has a share of.
+	for id, ps := range v2.Members {
+		if before, ok := v.Members[id]; ok {
+			for _, p := range ps {
+				if !slices.Contains(before, p) {
+					t.Errorf("member %s gained partition %d when a member joined (had %v, has %v)", id, p, before, ps)
+				}
+			}
+		}
+	}
+
+	produced = append(produced, produceSpread(t, b, topic, "b", 6, 30))
+	members["m0"].close() // leaves the group (epoch -1)
+	hooks.releaseAll("m0")
+	wait848(t, adm, group, topic, 30*time.Second, "3 members after a leave", func(v view848) bool { return v.balanced(3, 6) })
+
+	members["m1"].ks.Kill() // no leave: removed when its session expires
+	hooks.releaseAll("m1")
+	wait848(t, adm, group, topic, 30*time.Second, "2 members after a kill", func(v view848) bool { return v.balanced(2, 6) })
+	produced = append(produced, produceSpread(t, b, topic, "c", 6, 30))
+	all := mergeProduced(produced)
+	total := 0
+	for _, vs := range all {
+		total += len(vs)
+	}
+	testutil.WaitFor(t, 30*time.Second, func() bool { return led.distinct() == total }, fmt.Sprintf("the group to process all %d records", total))
+
+	hooks.check(t)
+	watch.check(t)
+	departed := map[string]bool{}
+	for _, s := range led.all() {
+		if s.Member == "m0" || s.Member == "m1" {
+			departed[s.Value] = true
+		}
+	}
+	checkAll(t, all, led.all(), departed)
+}
+
+// TestGroups848FranzStaticRestart: a static member that closes (leaving with epoch -2)
+// keeps its partitions while it is away — nobody else gets them — and its next
+// incarnation, with the same instance id, gets them back without a new assignment.
+func TestGroups848FranzStaticRestart(t *testing.T) {
+	t.Parallel()
+	b := start848Broker(t)
+	adm := newAdmin(t, b)
+	const topic, group = "static848", "static848-franz"
+	createTopic(t, adm, topic, 4, nil)
+	watch := startWatch848(t, adm, group, topic)
+	led := newLedger(t)
+	hooks := &ownership{}
+	a := new848Member(t, b, "a", group, topic, hooks, kgo.InstanceID("inst-a")).run(commitLoop(t, "a", led, 20))
+	new848Member(t, b, "b", group, topic, hooks, kgo.InstanceID("inst-b")).run(commitLoop(t, "b", led, 20))
+	v := wait848(t, adm, group, topic, 30*time.Second, "2 static members on 4 partitions", func(v view848) bool { return v.balanced(2, 4) })
+	aID := a.memberID()
+	kept := v.Members[aID]
+	epoch := v.Epoch
+
+	a.close()
+	hooks.releaseAll("a")
+	away := wait848(t, adm, group, topic, 10*time.Second, "a's static leave", func(v view848) bool { return v.Epochs[aID] == -2 })
+	if !slices.Equal(away.Members[aID], kept) {
+		t.Fatalf("a static member away lost its partitions: had %v, now %v", kept, away.Members[aID])
+	}
+	time.Sleep(500 * time.Millisecond) // a few heartbeats of b: it must not take a's partitions
+	if v := wait848(t, adm, group, topic, 5*time.Second, "the group", func(view848) bool { return true }); v.Epoch != epoch || !slices.Equal(v.Members[aID], kept) {
+		t.Fatalf("while a is away: %v (epoch was %d, a had %v)", v, epoch, kept)
+	}
+
+	a2 := new848Member(t, b, "a2", group, topic, hooks, kgo.InstanceID("inst-a")).run(commitLoop(t, "a2", led, 20))
+	back := wait848(t, adm, group, topic, 30*time.Second, "a's return", func(v view848) bool {
+		id := a2.memberID()
+		return id != "" && id != aID && slices.Equal(v.Members[id], kept) && v.balanced(2, 4)
+	})
+	if back.Epoch != epoch {
+		t.Fatalf("the group epoch moved from %d to %d for a static member's return", epoch, back.Epoch)
+	}
+	hooks.check(t)
+	watch.check(t)
+}
+
+// TestGroups848FranzRegex: a member subscribed by regular expression (resolved by the
+// coordinator) is assigned a matching topic created after it joined, and only
+// matching topics.
+func TestGroups848FranzRegex(t *testing.T) {
+	t.Parallel()
+	b := start848Broker(t)
+	adm := newAdmin(t, b)
+	const group = "regex848-franz"
+	createTopic(t, adm, "re848-orders", 2, nil)
+	createTopic(t, adm, "other848", 2, nil)
+	led := newLedger(t)
+	m := newKgoMember(t, b, "m", group, "", nil, kgo.ServerSideBalancer(), kgo.ConsumeRegex(), kgo.ConsumeTopics("^re848-.*"))
+	m.run(autoLoop("m", led))
+	wait848(t, adm, group, "re848-orders", 30*time.Second, "re848-orders assigned", func(v view848) bool { return v.balanced(1, 2) })
+
+	createTopic(t, adm, "re848-payments", 3, nil)
+	wait848(t, adm, group, "re848-payments", 30*time.Second, "re848-payments assigned", func(v view848) bool { return v.balanced(1, 3) })
+	ctx := ctxT(t, 10*time.Second)
+	described, err := adm.DescribeConsumerGroups(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mm := range described[group].Members {
+		if _, ok := mm.Assignment["other848"]; ok {
+			t.Fatalf("a topic the regex does not match was assigned: %v", mm.Assignment)
+		}
+		if mm.SubscribedTopicRegex == nil {
+			t.Fatal("ConsumerGroupDescribe shows no regex subscription")
+		}
+	}
+	p := produceSpread(t, b, "re848-payments", "pay", 3, 5)
+	testutil.WaitFor(t, 20*time.Second, func() bool { return led.distinct() == 15 }, "the records of the new topic")
+	checkAll(t, p, led.all(), nil)
+
+	// ListGroups shows the group's type.
+	listed, err := adm.ListGroupsByType(ctx, []string{"consumer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := listed[group]; !ok {
+		t.Fatalf("ListGroups of type consumer does not show %s: %v", group, listed.Groups())
+	}
+}

@@ -1,0 +1,360 @@
+package integration
+
+// Share groups (KIP-932) with franz-go's share consumer (kgo.ShareGroup): several
+// consumers split one partition, each record accepted once; a killed consumer's
+// records come back once their acquisition locks expire; rejected records are
+// archived; a record released too often is archived at the delivery count limit; the
+// share-partition state survives a broker restart.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/testutil"
+)
+
+// setShareConfigs sets group configs of a share group (IncrementalAlterConfigs on a
+// GROUP resource) and waits until DescribeConfigs shows them.
+func setShareConfigs(t *testing.T, b *testutil.Broker, group string, kvs map[string]string) {
+	t.Helper()
+	cl := newClient(t, b)
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	for k, v := range kvs {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = k, kmsg.StringPtr(v)
+		res.Configs = append(res.Configs, c)
+	}
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(ctxT(t, 10*time.Second), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kerr.ErrorForCode(resp.Resources[0].ErrorCode); err != nil {
+		t.Fatalf("IncrementalAlterConfigs: %v", err)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		d := kmsg.NewPtrDescribeConfigsRequest()
+		dr := kmsg.NewDescribeConfigsRequestResource()
+		dr.ResourceType, dr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+		d.Resources = append(d.Resources, dr)
+		resp, err := d.RequestWith(ctxT(t, 5*time.Second), cl)
+		if err != nil || len(resp.Resources) != 1 {
+			return false
+		}
+		got := map[string]string{}
+		for _, c := range resp.Resources[0].Configs {
+			if c.Value != nil {
+				got[c.Name] = *c.Value
+			}
+		}
+		for k, v := range kvs {
+			if got[k] != v {
+				return false
+			}
+		}
+		return true
+	}, "the group configs to apply")
+}
+
+// shareSeen is one record as a share consumer processed it.
+type shareSeen struct {
+	member     string
+	offset     int64
+	value      string
+	deliveries int32
+	ack        kgo.AckStatus
+}
+
+type shareLedger struct {
+	mu   sync.Mutex
+	recs []shareSeen
+}
+
+func (l *shareLedger) add(s shareSeen) {
+	l.mu.Lock()
+	l.recs = append(l.recs, s)
+	l.mu.Unlock()
+}
+
+func (l *shareLedger) all() []shareSeen {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]shareSeen(nil), l.recs...)
+}
+
+// accepted counts, per value, the acknowledged-as-accepted deliveries.
+func (l *shareLedger) accepted() map[string]int {
+	out := map[string]int{}
+	for _, s := range l.all() {
+		if s.ack == kgo.AckAccept {
+			out[s.value]++
+		}
+	}
+	return out
+}
+
+// holdAck, as decide's answer, acknowledges nothing and stops the member polling: it
+// holds the records it got until it dies.
+const holdAck kgo.AckStatus = 0
+
+func holdRecords(*kgo.Record) kgo.AckStatus { return holdAck }
+
+// shareMember runs a share consumer whose decide picks each record's acknowledgement.
+// Acks are flushed after every poll, so an accept is recorded once the broker has it.
+func shareMember(t *testing.T, b *testutil.Broker, name, group, topic string, led *shareLedger, decide func(r *kgo.Record) kgo.AckStatus, opts ...kgo.Opt) (*kgo.Client, *killSwitch, func()) {
+	t.Helper()
+	ks := &killSwitch{}
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(b.Addr), kgo.Dialer(ks.DialContext),
+		kgo.ShareGroup(group), kgo.ConsumeTopics(topic),
+		kgo.FetchMaxWait(200 * time.Millisecond), kgo.ShareMaxRecords(25),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
+	}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			if fs.IsClientClosed() || ctx.Err() != nil {
+				return
+			}
+			var pending []shareSeen
+			fs.EachRecord(func(r *kgo.Record) {
+				ack := decide(r)
+				if ack != holdAck {
+					r.Ack(ack)
+				}
+				pending = append(pending, shareSeen{member: name, offset: r.Offset, value: string(r.Value), deliveries: r.DeliveryCount(), ack: ack})
+			})
+			if len(pending) == 0 {
+				continue
+			}
+			if err := cl.FlushAcks(ctx); err != nil {
+				t.Logf("%s: flushing acks: %v", name, err)
+				for i := range pending {
+					pending[i].ack = 0 // not known to be applied
+				}
+			}
+			for _, s := range pending {
+				led.add(s)
+			}
+			if pending[0].ack == holdAck {
+				<-ctx.Done() // never poll again: kgo would accept the records then
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			cl.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return cl, ks, stop
+}
+
+func shareStartOffset(t *testing.T, cl *kgo.Client, group, topic string) (start, lag int64) {
+	t.Helper()
+	req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+	rg.GroupID = group
+	rt := kmsg.NewDescribeShareGroupOffsetsRequestGroupTopic()
+	rt.Topic, rt.Partitions = topic, []int32{0}
+	rg.Topics = append(rg.Topics, rt)
+	req.Groups = append(req.Groups, rg)
+	resp, err := req.RequestWith(ctxT(t, 5*time.Second), cl)
+	if err != nil || len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 || len(resp.Groups[0].Topics) != 1 {
+		return -2, -2
+	}
+	p := resp.Groups[0].Topics[0].Partitions[0]
+	return p.StartOffset, p.Lag
+}
+
+func produceValues(t *testing.T, b *testutil.Broker, topic, prefix string, n int) []string {
+	t.Helper()
+	c := newClient(t, b, kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0))
+	var recs []*kgo.Record
+	var vals []string
+	for i := 0; i < n; i++ {
+		v := fmt.Sprintf("%s-%05d", prefix, i)
+		vals = append(vals, v)
+		recs = append(recs, kgo.StringRecord(v))
+	}
+	produceSync(t, c, recs...)
+	return vals
+}
+
+// TestShareGroupsSplitOnePartition: four share consumers on one partition each get a
+// share of its records and every record is accepted exactly once.
+func TestShareGroupsSplitOnePartition(t *testing.T) {
+	t.Parallel()
+	b := startGroupBroker(t, "group.share.heartbeat.interval.ms=1000")
+	adm := newAdmin(t, b)
+	const topic, group = "share-split", "share-split-g"
+	createTopic(t, adm, topic, 1, nil)
+	raw := newClient(t, b)
+	setShareConfigs(t, b, group, map[string]string{"share.auto.offset.reset": "earliest"})
+	var vals []string
+	for i := 0; i < 100; i++ { // small batches: a batch is acquired whole
+		vals = append(vals, produceValues(t, b, topic, fmt.Sprintf("s%03d", i), 20)...)
+	}
+
+	led := &shareLedger{}
+	accept := func(*kgo.Record) kgo.AckStatus { return kgo.AckAccept }
+	for i := 0; i < 4; i++ {
+		shareMember(t, b, fmt.Sprintf("c%d", i), group, topic, led, accept)
+	}
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		start, lag := shareStartOffset(t, raw, group, topic)
+		return len(led.accepted()) == len(vals) && start == int64(len(vals)) && lag == 0
+	}, "every record accepted and the share-partition start at the end")
+
+	accepted := led.accepted()
+	for _, v := range vals {
+		if accepted[v] != 1 {
+			t.Fatalf("record %s accepted %d times", v, accepted[v])
+		}
+	}
+	per := map[string]int{}
+	for _, s := range led.all() {
+		per[s.member]++
+		if s.deliveries != 1 {
+			t.Fatalf("record %s delivered %d times with no consumer failing", s.value, s.deliveries)
+		}
+	}
+	if len(per) < 2 {
+		t.Fatalf("one partition was not shared: records per consumer %v", per)
+	}
+	t.Logf("records per consumer: %v", per)
+}
+
+// TestShareGroupsRedeliveryRejectLimitRestart runs, on one partition: a consumer that
+// is killed holding records (they come back after the lock expires, delivery count
+// 2); rejected records (never delivered again); a record released at every delivery
+// (archived at the delivery count limit); and a broker restart (what was accepted
+// before it is not delivered again, everything else is).
+func TestShareGroupsRedeliveryRejectLimitRestart(t *testing.T) {
+	t.Parallel()
+	b := startGroupBroker(t, "group.share.heartbeat.interval.ms=1000")
+	adm := newAdmin(t, b)
+	const topic, group = "share-faults", "share-faults-g"
+	createTopic(t, adm, topic, 1, nil)
+	raw := newClient(t, b)
+	setShareConfigs(t, b, group, map[string]string{
+		"share.auto.offset.reset":       "earliest",
+		"share.record.lock.duration.ms": "1000",
+		"share.delivery.count.limit":    "2",
+	})
+
+	// A consumer takes records and dies without acknowledging them.
+	first := produceValues(t, b, topic, "a", 100)
+	led := &shareLedger{}
+	held := &shareLedger{}
+	_, ks, _ := shareMember(t, b, "doomed", group, topic, held, holdRecords)
+	testutil.WaitFor(t, 30*time.Second, func() bool { return len(held.all()) > 0 }, "the doomed consumer to acquire records")
+	ks.Kill()
+	heldVals := map[string]bool{}
+	for _, s := range held.all() {
+		heldVals[s.value] = true
+	}
+
+	// Phase 2: reject every record whose number ends in 3, release a-00007 every
+	// time, accept the rest.
+	decide := func(r *kgo.Record) kgo.AckStatus {
+		v := string(r.Value)
+		switch {
+		case v == "a-00007":
+			return kgo.AckRelease
+		case strings.HasSuffix(v, "3"):
+			return kgo.AckReject
+		}
+		return kgo.AckAccept
+	}
+	_, _, stopSurvivor := shareMember(t, b, "survivor", group, topic, led, decide)
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		start, lag := shareStartOffset(t, raw, group, topic)
+		return start == int64(len(first)) && lag == 0
+	}, "the first 100 records to be done")
+	stopSurvivor()
+
+	deliveries := map[string][]int32{}
+	for _, s := range led.all() {
+		deliveries[s.value] = append(deliveries[s.value], s.deliveries)
+	}
+	accepted := led.accepted()
+	for _, v := range first {
+		switch {
+		case v == "a-00007":
+			if n := len(deliveries[v]); n > 2 || n == 0 {
+				t.Fatalf("%s delivered %d times to the survivor with a delivery count limit of 2 (%v)", v, n, deliveries[v])
+			}
+		case strings.HasSuffix(v, "3"):
+			if len(deliveries[v]) != 1 {
+				t.Fatalf("rejected %s delivered %d times: %v", v, len(deliveries[v]), deliveries[v])
+			}
+		default:
+			if accepted[v] != 1 {
+				t.Fatalf("%s accepted %d times (deliveries %v; survivor saw %d records, doomed held %d)", v, accepted[v], deliveries[v], len(led.all()), len(held.all()))
+			}
+		}
+		if heldVals[v] && v != "a-00007" && (len(deliveries[v]) != 1 || deliveries[v][0] != 2) {
+			t.Fatalf("%s, held by the killed consumer, came back with deliveries %v (want one, count 2)", v, deliveries[v])
+		}
+	}
+
+	// Phase 3: accept half of the next records, hold some more, restart the broker:
+	// a new consumer gets exactly the other half.
+	second := produceValues(t, b, topic, "b", 60)
+	half := &shareLedger{}
+	var mu sync.Mutex
+	taken := 0
+	_, halfKill, _ := shareMember(t, b, "half", group, topic, half, func(r *kgo.Record) kgo.AckStatus {
+		mu.Lock()
+		defer mu.Unlock()
+		if taken < 30 {
+			taken++
+			return kgo.AckAccept
+		}
+		return holdAck
+	}, kgo.ShareMaxRecords(10), kgo.ShareMaxRecordsStrict())
+	testutil.WaitFor(t, 30*time.Second, func() bool { return len(half.accepted()) >= 30 }, "30 records accepted before the restart")
+	halfKill.Kill() // it holds what it acquired after those 30
+	b.Restart(t)
+
+	after := &shareLedger{}
+	shareMember(t, b, "after", group, topic, after, func(*kgo.Record) kgo.AckStatus { return kgo.AckAccept })
+	raw = newClient(t, b)
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		start, lag := shareStartOffset(t, raw, group, topic)
+		return start == int64(len(first)+len(second)) && lag == 0
+	}, "the rest to be accepted after the restart")
+	before := half.accepted()
+	got := after.accepted()
+	for _, v := range second {
+		if before[v]+got[v] != 1 {
+			t.Fatalf("%s accepted %d times before the restart and %d after", v, before[v], got[v])
+		}
+	}
+	for _, v := range first {
+		if got[v] > 0 {
+			t.Fatalf("%s, done before the restart, delivered again", v)
+		}
+	}
+}

@@ -1,0 +1,452 @@
+package perf
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/testutil"
+)
+
+const heartbeat = 250 * time.Millisecond
+
+func startBroker(b *testing.B, extra ...string) *testutil.Broker {
+	b.Helper()
+	return testutil.StartBroker(b, append([]string{
+		"group.initial.rebalance.delay.ms=0",
+		"offsets.topic.num.partitions=4",
+		"group.consumer.min.heartbeat.interval.ms=50",
+		"group.consumer.heartbeat.interval.ms=" + strconv.Itoa(int(heartbeat.Milliseconds())),
+		"group.consumer.min.session.timeout.ms=1000",
+		"group.consumer.session.timeout.ms=10000",
+		"group.share.heartbeat.interval.ms=1000",
+		"log.flush.interval.messages=9223372036854775807",
+	}, extra...)...)
+}
+
+func admin(b *testing.B, br *testutil.Broker) (*kgo.Client, *kadm.Client) {
+	b.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(br.Addr))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(cl.Close)
+	return cl, kadm.NewClient(cl)
+}
+
+// createTopic creates a topic and waits until every partition has a leader (on a
+// loaded machine creating thousands of partitions outlasts the request's timeout).
+func createTopic(b *testing.B, adm *kadm.Client, name string, partitions int32) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, name); err != nil {
+		b.Logf("create %s: %v (waiting for it anyway)", name, err)
+	}
+	waitCond(b, 5*time.Minute, "topic "+name, func() bool {
+		td, err := adm.ListTopics(ctx, name)
+		if err != nil || td[name].Err != nil || len(td[name].Partitions) != int(partitions) {
+			return false
+		}
+		for _, p := range td[name].Partitions {
+			if p.Leader < 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// ownership follows who owns which partition from the members' callbacks.
+type ownership struct {
+	mu           sync.Mutex
+	owner        map[int32]string
+	count        map[string]int
+	since        map[int32]time.Time // partition -> when it lost its owner
+	maxUnowned   time.Duration
+	doubleOwners int
+}
+
+func newOwnership() *ownership {
+	return &ownership{owner: map[int32]string{}, count: map[string]int{}, since: map[int32]time.Time{}}
+}
+
+func (o *ownership) assign(m string, ps []int32) {
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, p := range ps {
+		if cur, ok := o.owner[p]; ok && cur != m {
+			o.doubleOwners++
+		}
+		o.owner[p] = m
+		o.count[m]++
+		if s, ok := o.since[p]; ok {
+			o.maxUnowned = max(o.maxUnowned, now.Sub(s))
+			delete(o.since, p)
+		}
+	}
+}
+
+func (o *ownership) revoke(m string, ps []int32) {
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, p := range ps {
+		if o.owner[p] == m {
+			delete(o.owner, p)
+			o.count[m]--
+			o.since[p] = now
+		}
+	}
+}
+
+// balanced reports whether members members own all partitions, each member
+// floor or ceil of its share.
+func (o *ownership) balanced(members, partitions int) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.owner) != partitions || len(o.count) < members {
+		return false
+	}
+	lo := partitions / members
+	n := 0
+	for _, c := range o.count {
+		if c > 0 {
+			n++
+		}
+		if c < lo || c > lo+1 {
+			return false
+		}
+	}
+	return n == members
+}
+
+func (o *ownership) resetGaps() {
+	o.mu.Lock()
+	o.maxUnowned = 0
+	clear(o.since)
+	o.mu.Unlock()
+}
+
+func waitCond(b *testing.B, timeout time.Duration, what string, cond func() bool) time.Duration {
+	b.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > timeout {
+			b.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// joinSettle starts 50 members, waits until they are balanced, then adds one and
+// returns how long the group took to be balanced again, and the longest time a
+// partition was without an owner in between.
+func joinSettle(b *testing.B, br *testutil.Broker, topic, group string, partitions int, kip848 bool) (time.Duration, time.Duration, int) {
+	own := newOwnership()
+	var clients []*kgo.Client
+	start := func(i int) {
+		name := "m" + strconv.Itoa(i)
+		opts := []kgo.Opt{
+			kgo.SeedBrokers(br.Addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+			kgo.FetchMaxWait(time.Second), kgo.DisableAutoCommit(),
+			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { own.assign(name, ps[topic]) }),
+			kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { own.revoke(name, ps[topic]) }),
+			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { own.revoke(name, ps[topic]) }),
+		}
+		if kip848 {
+			opts = append(opts, kgo.ServerSideBalancer())
+		} else {
+			opts = append(opts, kgo.HeartbeatInterval(heartbeat), kgo.SessionTimeout(10*time.Second))
+		}
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		clients = append(clients, cl)
+		go func() {
+			for {
+				if fs := cl.PollFetches(context.Background()); fs.IsClientClosed() {
+					return
+				}
+			}
+		}()
+	}
+	defer func() {
+		var wg sync.WaitGroup
+		for _, cl := range clients {
+			wg.Add(1)
+			go func() { defer wg.Done(); cl.Close() }()
+		}
+		wg.Wait()
+	}()
+	for i := range 50 {
+		start(i)
+	}
+	waitCond(b, 2*time.Minute, "50 members balanced", func() bool { return own.balanced(50, partitions) })
+	own.resetGaps()
+	start(50)
+	settle := waitCond(b, 2*time.Minute, "51 members balanced", func() bool { return own.balanced(51, partitions) })
+	own.mu.Lock()
+	defer own.mu.Unlock()
+	return settle, own.maxUnowned, own.doubleOwners
+}
+
+// BenchmarkGroupJoinSettle: a member joins a group of 50 members on 500 partitions.
+// Each iteration measures the KIP-848 protocol and the classic cooperative one (kgo's
+// default cooperative-sticky balancer), both with a 250 ms heartbeat interval.
+func BenchmarkGroupJoinSettle(b *testing.B) {
+	br := startBroker(b)
+	_, adm := admin(b, br)
+	const partitions = 500
+	createTopic(b, adm, "settle", partitions)
+	var s848, sClassic, gap848 []time.Duration
+	for i := range b.N {
+		for _, kip848 := range []bool{true, false} {
+			group := fmt.Sprintf("settle-%d-%v", i, kip848)
+			settle, gap, doubles := joinSettle(b, br, "settle", group, partitions, kip848)
+			if doubles > 0 {
+				b.Fatalf("%s: a partition was assigned while another member owned it (%d times)", group, doubles)
+			}
+			if kip848 {
+				s848, gap848 = append(s848, settle), append(gap848, gap)
+			} else {
+				sClassic = append(sClassic, settle)
+			}
+			b.Logf("iteration %d kip848=%v: settled in %v, longest without owner %v", i, kip848, settle, gap)
+		}
+	}
+	b.ReportMetric(ms(median(s848)), "kip848-settle-ms")
+	b.ReportMetric(ms(median(sClassic)), "classic-settle-ms")
+	b.ReportMetric(ms(slices.Max(gap848)), "kip848-max-unowned-ms")
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// produce100 writes n 100-byte records to partition 0 of topic, in batches of at
+// most 16 KiB (the Java producer's default batch.size).
+func produce100(b *testing.B, br *testutil.Broker, topic string, n int) {
+	b.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(br.Addr), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(100_000),
+		kgo.ProducerBatchMaxBytes(16384)) // the Java producer's batch.size
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	val := []byte(strings.Repeat("x", 100))
+	var failed atomic.Value
+	for range n {
+		cl.Produce(context.Background(), &kgo.Record{Value: val}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				failed.Store(err)
+			}
+		})
+	}
+	if err := cl.Flush(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// classicRate reads n records of partition 0 with one classic group member.
+func classicRate(b *testing.B, br *testutil.Broker, topic, group string, n int) float64 {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(br.Addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	var start time.Time
+	got := 0
+	for got < n {
+		fs := cl.PollFetches(context.Background())
+		if start.IsZero() && fs.NumRecords() > 0 {
+			start = time.Now()
+		}
+		got += fs.NumRecords()
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+// shareRate reads n records of partition 0 with four share consumers, each record
+// accepted.
+func shareRate(b *testing.B, br *testutil.Broker, raw *kgo.Client, topic, group string, n, maxRecords int) float64 {
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	res.Configs = []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "share.auto.offset.reset", Value: kmsg.StringPtr("earliest")}}
+	req.Resources = append(req.Resources, res)
+	if _, err := req.RequestWith(context.Background(), raw); err != nil {
+		b.Fatal(err)
+	}
+	var got atomic.Int64
+	var first atomic.Int64
+	done := make(chan struct{})
+	var clients []*kgo.Client
+	for range 4 {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(br.Addr), kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.ShareMaxRecords(int32(maxRecords)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		clients = append(clients, cl)
+		go func() {
+			for {
+				fs := cl.PollFetches(context.Background())
+				if fs.IsClientClosed() {
+					return
+				}
+				if k := fs.NumRecords(); k > 0 {
+					first.CompareAndSwap(0, time.Now().UnixNano())
+					if got.Add(int64(k)) >= int64(n) {
+						select {
+						case done <- struct{}{}:
+						default:
+						}
+					}
+				}
+			}
+		}()
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("share consumers read %d of %d records in 5 minutes", got.Load(), n)
+	}
+	elapsed := time.Since(time.Unix(0, first.Load()))
+	for _, cl := range clients {
+		cl.Close()
+	}
+	return float64(n) / elapsed.Seconds()
+}
+
+// envInt reads a positive integer from the environment, def when unset.
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// BenchmarkShareConsume: 4 share consumers against one classic consumer on one
+// partition of 100-byte records. PERF_SHARE_RECORDS records (default 300,000); each
+// share consumer asks for PERF_SHARE_MAX_RECORDS records a fetch (default 500, the
+// Java client's max.poll.records); the broker allows PERF_SHARE_LOCKS records in
+// flight (group.share.partition.max.record.locks, default 2000).
+func BenchmarkShareConsume(b *testing.B) {
+	n := envInt("PERF_SHARE_RECORDS", 300_000)
+	maxRecords := envInt("PERF_SHARE_MAX_RECORDS", 500)
+	br := startBroker(b, "group.share.partition.max.record.locks="+strconv.Itoa(envInt("PERF_SHARE_LOCKS", 2000)))
+	raw, adm := admin(b, br)
+	createTopic(b, adm, "share-rate", 1)
+	produce100(b, br, "share-rate", n)
+	var classic, shared []float64
+	for i := range b.N {
+		c := classicRate(b, br, "share-rate", fmt.Sprintf("classic-%d", i), n)
+		s := shareRate(b, br, raw, "share-rate", fmt.Sprintf("share-%d", i), n, maxRecords)
+		classic, shared = append(classic, c), append(shared, s)
+		b.Logf("iteration %d: classic %.0f rec/s, 4 share consumers %.0f rec/s (%.2f)", i, c, s, s/c)
+	}
+	slices.Sort(classic)
+	slices.Sort(shared)
+	b.ReportMetric(classic[len(classic)/2], "classic-rec/s")
+	b.ReportMetric(shared[len(shared)/2], "share-rec/s")
+}
+
+// cpuTicks is a process's user+system CPU time in clock ticks (/proc/PID/stat).
+func cpuTicks(b *testing.B, pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return utime + stime
+}
+
+type fetchBytes struct{ bytes, requests atomic.Int64 }
+
+func (f *fetchBytes) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, n int, _, _ time.Duration, err error) {
+	if key == int16(kmsg.Fetch) && err == nil {
+		f.bytes.Add(int64(n))
+		f.requests.Add(1)
+	}
+}
+
+// idleFetch consumes every partition of topic for d, a record produced to one
+// partition every 100 ms; it returns Fetch request bytes, requests and broker CPU
+// seconds.
+func idleFetch(b *testing.B, br *testutil.Broker, topic string, d time.Duration, sessions bool) (int64, int64, float64) {
+	hook := &fetchBytes{}
+	opts := []kgo.Opt{kgo.SeedBrokers(br.Addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
+		kgo.FetchMaxWait(500 * time.Millisecond), kgo.WithHooks(hook)}
+	if !sessions {
+		opts = append(opts, kgo.DisableFetchSessions())
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(br.Addr), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer prod.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx)
+		}
+	}()
+	// Warm up: the first fetches load metadata and open the session.
+	time.Sleep(3 * time.Second)
+	b0, r0, c0 := hook.bytes.Load(), hook.requests.Load(), cpuTicks(b, br.Pid())
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		prod.ProduceSync(ctx, kgo.StringRecord("tick"))
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	return hook.bytes.Load() - b0, hook.requests.Load() - r0, float64(cpuTicks(b, br.Pid())-c0) / 100
+}
+
+// BenchmarkFetchSessions: a consumer of 10,000 partitions with and without
+// incremental fetch sessions, 20 s each per iteration.
+func BenchmarkFetchSessions(b *testing.B) {
+	br := startBroker(b)
+	_, adm := admin(b, br)
+	createTopic(b, adm, "wide", 10_000)
+	for i := range b.N {
+		for _, sessions := range []bool{true, false} {
+			bytes, reqs, cpu := idleFetch(b, br, "wide", 20*time.Second, sessions)
+			b.Logf("iteration %d sessions=%v: %d Fetch requests, %d bytes (%.0f per request), broker CPU %.2f s (%.2f ms per request)",
+				i, sessions, reqs, bytes, float64(bytes)/float64(max(reqs, 1)), cpu, 1000*cpu/float64(max(reqs, 1)))
+			name := map[bool]string{true: "session", false: "full"}[sessions]
+			b.ReportMetric(float64(bytes)/float64(max(reqs, 1)), name+"-req-bytes")
+			b.ReportMetric(1000*cpu/float64(max(reqs, 1)), name+"-broker-cpu-ms/req")
+		}
+	}
+}
