@@ -353,6 +353,54 @@ func TestConsole(t *testing.T) {
 		br.checkProblems(t)
 	})
 
+	t.Run("a KIP-848 group, reset to a time", func(t *testing.T) {
+		createTopic(t, adm, "ledger", 1, nil)
+		pcl := newKafkaClient(t, broker)
+		noon := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+		for i := range 4 { // 12:00, 13:00, 14:00, 15:00
+			produce(t, pcl, &kgo.Record{Topic: "ledger", Value: []byte("l"), Timestamp: noon.Add(time.Duration(i) * time.Hour)})
+		}
+		member := newKafkaClient(t, broker, kgo.ConsumerGroup("audit"), kgo.ConsumeTopics("ledger"),
+			kgo.ServerSideBalancer(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		for ctx, n := ctxFor(t, 30*time.Second), 0; n < 4 && ctx.Err() == nil; {
+			n += len(member.PollFetches(ctx).Records())
+		}
+		if err := member.CommitUncommittedOffsets(ctxFor(t, 10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		br.open(t, base+"/groups/audit", `[data-testid="lag-table"]`)
+		if got := br.text(t, `[data-testid="group-type"]`); got != "consumer" {
+			t.Errorf("group-type = %q for a KIP-848 group, want consumer", got)
+		}
+		if got := br.text(t, `[data-testid="member-count"]`); got != "1" {
+			t.Errorf("member-count = %q while a KIP-848 member is in the group, want 1", got)
+		}
+		if got := br.text(t, `[data-testid="lag-total"]`); got != "0" {
+			t.Errorf("lag-total = %q after the member committed everything, want 0", got)
+		}
+		member.Close() // leaves the group (member epoch -1)
+		br.waitText(t, `[data-testid="member-count"]`, 20*time.Second, func(s string) bool {
+			br.run(t, "reload", chromedp.Reload())
+			return s == "0"
+		}, "audit to have no members")
+		br.fill(t, "To", "timestamp")
+		br.fill(t, "Time (UTC)", "2024-05-01T13:30:00Z")
+		br.clickButton(t, "Review reset…", `[data-testid="reset-plan"]`)
+		br.clickButton(t, "Reset offsets", `[data-testid="reset-done"]`)
+		// The first record at or after 13:30 is the 14:00 one, offset 2: two records to read again.
+		if got := br.text(t, `[data-testid="lag-total"]`); got != "2" {
+			t.Errorf("lag-total = %q after resetting to 13:30, want 2", got)
+		}
+		offsets, err := adm.FetchOffsets(ctxFor(t, 10*time.Second), "audit")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, _ := offsets.Lookup("ledger", 0); o.At != 2 {
+			t.Errorf("committed offset of ledger-0 = %d after the reset, want 2", o.At)
+		}
+		br.checkProblems(t)
+	})
+
 	t.Run("edit configs and delete a topic", func(t *testing.T) {
 		br.open(t, base+"/topics/orders", `[data-testid="set-config"]`)
 		br.fill(t, "Config name", "cleanup.policy")
@@ -483,6 +531,16 @@ func TestConsole(t *testing.T) {
 
 	t.Run("a stopped cluster is reported and retried", func(t *testing.T) {
 		broker.Kill() // kill -9: a clean stop of 10,000 partitions under -race takes longer than the fault needs
+		// Pages may answer from metadata up to MetadataMinAge (250 ms) old, so the
+		// first page after the kill can still show the cluster up.
+		testutil.WaitFor(t, 10*time.Second, func() bool {
+			resp, err := http.Get(base + "/")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusServiceUnavailable
+		}, "the console to notice the cluster is down")
 		br.open(t, base+"/", `[data-testid="cluster-down"]`)
 		br.screenshot(t, "down")
 		resp, err := http.Get(base + "/topics")

@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/samsa-streaming/samsa/internal/metadata"
@@ -115,14 +116,48 @@ type session struct {
 }
 
 // sessions tracks the heartbeats of registered, unfenced brokers. Not safe for
-// concurrent use: the controller's command goroutine owns it.
+// concurrent use: the controller's command goroutine owns it — except arrivals,
+// which request goroutines record.
 type sessions struct {
 	timeout time.Duration
 	m       map[metadata.NodeID]*session
+	arrived arrivals
 }
 
 func newSessions(timeout time.Duration) *sessions {
-	return &sessions{timeout: timeout, m: map[metadata.NodeID]*session{}}
+	return &sessions{timeout: timeout, m: map[metadata.NodeID]*session{}, arrived: arrivals{m: map[metadata.NodeID]arrival{}}}
+}
+
+// arrivals are the times heartbeats reached the controller, recorded when they
+// arrive rather than when the command goroutine gets to them (as Kafka's controller
+// does): a heartbeat queued behind long work, such as creating thousands of
+// partitions, still counts, so a busy controller does not fence brokers — itself
+// included — that did heartbeat in time.
+type arrivals struct {
+	mu sync.Mutex
+	m  map[metadata.NodeID]arrival
+}
+
+type arrival struct {
+	epoch int64
+	at    time.Time
+}
+
+// record notes a heartbeat of broker id at epoch arriving at now.
+func (a *arrivals) record(id int32, epoch int64, now time.Time) {
+	a.mu.Lock()
+	a.m[metadata.NodeID(id)] = arrival{epoch: epoch, at: now}
+	a.mu.Unlock()
+}
+
+// last is when a heartbeat of broker id at epoch last arrived (zero if none did).
+func (a *arrivals) last(id metadata.NodeID, epoch int64) time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if ar, ok := a.m[id]; ok && ar.epoch == epoch {
+		return ar.at
+	}
+	return time.Time{}
 }
 
 // reset starts over for a controller that just became active: every unfenced
@@ -175,7 +210,11 @@ func (s *sessions) stale(img *metadata.Image, now time.Time) []int32 {
 			s.m[b.NodeID] = &session{lastContact: now, metadataOffset: -1, inherited: true, shutdownOffset: -1}
 			continue
 		}
-		if now.Sub(ss.lastContact) > s.timeout {
+		last := ss.lastContact
+		if at := s.arrived.last(b.NodeID, b.Epoch); at.After(last) {
+			last = at
+		}
+		if now.Sub(last) > s.timeout {
 			out = append(out, int32(b.NodeID))
 		}
 	}

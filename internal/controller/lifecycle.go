@@ -45,6 +45,7 @@ func (c *Controller) RegisterBroker(ctx context.Context, r Registration) (int64,
 // unfenced and controlled shutdown as Kafka's controller does (see
 // nextBrokerState). Changes are in the metadata log before it returns.
 func (c *Controller) BrokerHeartbeat(ctx context.Context, hb Heartbeat) (HeartbeatReply, error) {
+	c.sessions.arrived.record(hb.BrokerID, hb.BrokerEpoch, c.opts.Clock.Now())
 	return run(ctx, c, func(ctx context.Context) (HeartbeatReply, error) {
 		if err := c.requireLeader(); err != nil {
 			return HeartbeatReply{}, err

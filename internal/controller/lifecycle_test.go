@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/samsa-streaming/samsa/internal/clock"
+	"github.com/samsa-streaming/samsa/internal/metadata"
 )
 
 // lifecycleController is a single-node controller with brokers 1–3 registered and
@@ -174,5 +176,43 @@ func TestErrorCodesRoundTrip(t *testing.T) {
 	msg := "details"
 	if err := ErrorForCode(74, &msg); !errors.Is(err, ErrFencedLeaderEpoch) || !strings.Contains(err.Error(), msg) {
 		t.Errorf("ErrorForCode(74) = %v", err)
+	}
+}
+
+// A heartbeat counts from when it arrives, not from when the command goroutine gets
+// to it: brokers that heartbeat while the controller is busy for longer than the
+// session timeout are not fenced, and one that stayed silent is.
+func TestHeartbeatsQueuedBehindLongWorkKeepTheSession(t *testing.T) {
+	c, clk, epochs := lifecycleController(t)
+	release := make(chan struct{})
+	busy := make(chan struct{})
+	go func() {
+		_, _ = run(context.Background(), c, func(context.Context) (struct{}, error) {
+			close(busy)
+			<-release
+			return struct{}{}, nil
+		})
+	}()
+	<-busy
+	for range 12 { // 3 s in all, past the 2 s session timeout
+		clk.Advance(250 * time.Millisecond)
+		for _, id := range []int32{1, 2} {
+			hctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+			_, err := c.BrokerHeartbeat(hctx, Heartbeat{BrokerID: id, BrokerEpoch: epochs[id], MetadataOffset: c.Image().Offset()})
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("heartbeat of %d while the controller is busy: %v, want it to wait", id, err)
+			}
+		}
+	}
+	close(release)
+	if _, err := run(ctx(t), c, func(context.Context) (struct{}, error) { c.maintain(); return struct{}{}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int32{1, 2, 3} {
+		b, _ := c.Image().Broker(metadata.NodeID(id))
+		if want := id == 3; b.Fenced != want {
+			t.Errorf("broker %d fenced = %v, want %v", id, b.Fenced, want)
+		}
 	}
 }
