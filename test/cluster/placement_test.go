@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"sync"
@@ -174,6 +175,47 @@ func TestRackAwareFetch(t *testing.T) {
 			t.Errorf("a consumer without a rack read %s-%d from brokers %v, want only its leader %d", topic, p, from, leaders[p])
 		}
 	}
+
+	// Fetch sessions (KIP-227) meet KIP-392: a consumer's session on the follower works
+	// as one on a leader — an incremental fetch naming nothing gets the record
+	// acknowledged since, once the follower's high watermark passes it — and in a
+	// session on the leader a consumer in zone-b is pointed at the follower each time,
+	// though nothing else about the partition changed.
+	onFollower, first := openRawFetchSession(t, follower, topic, followed, "zone-b")
+	if first.ErrorCode != 0 || first.HighWatermark <= 0 || len(first.RecordBatches) == 0 {
+		t.Fatalf("session fetch of %s-%d from follower 2: %v, high watermark %d, %d bytes", topic, followed,
+			kerr.ErrorForCode(first.ErrorCode), first.HighWatermark, len(first.RecordBatches))
+	}
+	end := first.HighWatermark
+	if p, answered := onFollower.next(t, &end, 100*time.Millisecond); answered {
+		t.Fatalf("incremental fetch of %s-%d from follower 2 at its high watermark %d: answered %+v, want nothing new", topic, followed, end, p)
+	}
+	if err := produceRawTo(t, newNodeClient(t, leader), topic, followed, "in a session", 10*time.Second); err != nil {
+		t.Fatalf("acks=all produce to %s-%d: %v", topic, followed, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		p, answered := onFollower.next(t, nil, 5*time.Second)
+		if answered && len(p.RecordBatches) > 0 {
+			if p.ErrorCode != 0 || p.HighWatermark <= end || int64(binary.BigEndian.Uint64(p.RecordBatches)) != end {
+				t.Fatalf("incremental fetch of %s-%d from follower 2: %v, high watermark %d, batch at %d, want the record at %d",
+					topic, followed, kerr.ErrorForCode(p.ErrorCode), p.HighWatermark, binary.BigEndian.Uint64(p.RecordBatches), end)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the follower's session never answered the record acknowledged at %d of %s-%d", end, topic, followed)
+		}
+	}
+	onLeader, first := openRawFetchSession(t, leader, topic, followed, "zone-b")
+	if first.PreferredReadReplica != 2 || len(first.RecordBatches) != 0 {
+		t.Fatalf("session fetch of %s-%d from its leader for a consumer in zone-b: preferred read replica %d and %d bytes, want 2 and none",
+			topic, followed, first.PreferredReadReplica, len(first.RecordBatches))
+	}
+	if p, answered := onLeader.next(t, nil, 0); !answered || p.PreferredReadReplica != 2 || len(p.RecordBatches) != 0 {
+		t.Errorf("incremental fetch of %s-%d from its leader for a consumer in zone-b: answered %v, preferred read replica %d, want 2",
+			topic, followed, answered, p.PreferredReadReplica)
+	}
 	inv.check()
 }
 
@@ -222,20 +264,11 @@ func fetchRaw(t *testing.T, addr, topic string, partition int32, version int16, 
 	t.Helper()
 	conn := peer.New(addr, peer.Options{ClientID: "cluster-test"})
 	defer conn.Close()
-	meta := kmsg.NewPtrMetadataRequest()
-	meta.SetVersion(12)
-	mt := kmsg.NewMetadataRequestTopic()
-	mt.Topic = kmsg.StringPtr(topic)
-	meta.Topics = append(meta.Topics, mt)
-	md, err := conn.Request(ctxT(t, 10*time.Second), meta)
-	if err != nil {
-		t.Fatal(err)
-	}
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(version)
 	req.ReplicaID, req.MaxBytes, req.Rack = -1, 1<<20, rack
 	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic, rt.TopicID = topic, md.(*kmsg.MetadataResponse).Topics[0].TopicID
+	rt.Topic, rt.TopicID = topic, topicIDAt(t, conn, topic)
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.Partition, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = partition, 1<<20, -1
 	rt.Partitions = append(rt.Partitions, rp)
@@ -249,4 +282,87 @@ func fetchRaw(t *testing.T, addr, topic string, partition int32, version int16, 
 		t.Fatalf("Fetch answered %+v", r)
 	}
 	return r.Topics[0].Partitions[0]
+}
+
+// topicIDAt asks the node conn reaches for topic's id.
+func topicIDAt(t *testing.T, conn *peer.Conn, topic string) [16]byte {
+	t.Helper()
+	meta := kmsg.NewPtrMetadataRequest()
+	meta.SetVersion(12)
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	meta.Topics = append(meta.Topics, mt)
+	md, err := conn.Request(ctxT(t, 10*time.Second), meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return md.(*kmsg.MetadataResponse).Topics[0].TopicID
+}
+
+// rawFetchSession is a consumer's incremental fetch session (KIP-227) of one partition
+// on one node, driven with raw Fetch v17 requests (topics by id).
+type rawFetchSession struct {
+	conn      *peer.Conn
+	topic     string
+	topicID   [16]byte
+	partition int32
+	rack      string
+	id, epoch int32
+}
+
+// openRawFetchSession opens a session on the node at addr with a full fetch of the
+// partition from offset 0 and returns it with the partition's answer.
+func openRawFetchSession(t *testing.T, addr, topic string, partition int32, rack string) (*rawFetchSession, kmsg.FetchResponseTopicPartition) {
+	t.Helper()
+	conn := peer.New(addr, peer.Options{ClientID: "cluster-test"})
+	t.Cleanup(conn.Close)
+	s := &rawFetchSession{conn: conn, topic: topic, topicID: topicIDAt(t, conn, topic), partition: partition, rack: rack}
+	offset := int64(0)
+	resp := s.fetch(t, &offset, 0)
+	if resp.ErrorCode != 0 || resp.SessionID == 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("the fetch opening a session on %s answered %+v", addr, resp)
+	}
+	s.id, s.epoch = resp.SessionID, 1
+	return s, resp.Topics[0].Partitions[0]
+}
+
+// next sends the session's next incremental fetch — naming the partition only when
+// offset is set (it moved) — waiting up to maxWait for records, and returns the
+// partition's answer, if the response holds it.
+func (s *rawFetchSession) next(t *testing.T, offset *int64, maxWait time.Duration) (kmsg.FetchResponseTopicPartition, bool) {
+	t.Helper()
+	resp := s.fetch(t, offset, maxWait)
+	if resp.ErrorCode != 0 || resp.SessionID != s.id {
+		t.Fatalf("incremental fetch %d of session %d: %v, session %d", s.epoch, s.id, kerr.ErrorForCode(resp.ErrorCode), resp.SessionID)
+	}
+	s.epoch++
+	if len(resp.Topics) == 0 {
+		return kmsg.FetchResponseTopicPartition{}, false
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("incremental fetch %d of session %d answered %+v", s.epoch-1, s.id, resp)
+	}
+	return resp.Topics[0].Partitions[0], true
+}
+
+func (s *rawFetchSession) fetch(t *testing.T, offset *int64, maxWait time.Duration) *kmsg.FetchResponse {
+	t.Helper()
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(17)
+	req.ReplicaID, req.MaxBytes, req.Rack = -1, 1<<20, s.rack
+	req.MinBytes, req.MaxWaitMillis = 1, int32(maxWait/time.Millisecond)
+	req.SessionID, req.SessionEpoch = s.id, s.epoch
+	if offset != nil {
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = s.topic, s.topicID
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.FetchOffset = s.partition, 1<<20, -1, *offset
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := s.conn.Request(ctxT(t, maxWait+10*time.Second), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.(*kmsg.FetchResponse)
 }
