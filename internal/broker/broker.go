@@ -69,7 +69,8 @@ type Broker struct {
 	groupTops         groupTopics
 	fetchSessions     fetchSessions
 	shares            *share.Manager
-	shareState        *shareStateLog
+	shareState        *shareStateLog // the share coordinator of the state partitions led here
+	shareStore        *shareStore    // share state wherever its coordinator is
 	shareSessionCache shareSessions
 
 	// reconcileMu serialises applying metadata images to local partitions.
@@ -136,10 +137,11 @@ func New(o Options) (*Broker, error) {
 		OnRebalance: o.Metrics.Rebalance,
 		Topics:      func() *group.Topics { return b.groupTops.get(b.image()) },
 	})
-	b.shareState = &shareStateLog{b: b}
+	b.shareState = newShareStateLog(b)
+	b.shareStore = newShareStore(b)
 	b.shares = share.NewManager(share.Options{
-		Store: b.shareState, Clock: o.Clock, Logger: o.Logger.With("component", "share"),
-		Config: b.shareConfig, InitialOffset: b.shareInitialOffset,
+		Store: b.shareStore, Clock: o.Clock, Logger: o.Logger.With("component", "share"),
+		Config: b.shareConfig, InitialOffset: b.shareInitialOffset, LeaderEpoch: b.shareLeaderEpoch,
 		WriteTimeout: time.Duration(cfg.OffsetsCommitTimeoutMs) * time.Millisecond,
 	})
 	return b, nil
@@ -285,6 +287,7 @@ func (b *Broker) Close() error {
 	b.fetchers.Close()
 	b.groups.Close()
 	b.shares.Close()
+	b.shareStore.close()
 	b.channel.Close()
 	var errs []error
 	if b.controller != nil {

@@ -12,6 +12,8 @@ package broker
 // COORDINATOR_NOT_AVAILABLE: transactions are not served yet.
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -48,15 +50,13 @@ func (b *Broker) findCoordinator(key string, keyType int8) kmsg.FindCoordinatorR
 	c := kmsg.NewFindCoordinatorResponseCoordinator()
 	c.Key = key
 	c.NodeID = -1
-	topic, p := offsetsTopic, b.groups.PartitionFor(key)
-	var img *metadata.Image
+	var br metadata.Broker
 	var err error
 	switch keyType {
 	case 0:
-		img, err = b.ensureOffsetsTopic()
+		br, err = b.coordinatorOf(offsetsTopic, b.groups.PartitionFor(key), b.ensureOffsetsTopic)
 	case 2:
-		topic, p = shareStateTopic, group.PartitionOf(key, b.cfg.ShareCoordinatorStateTopicNumPartitions)
-		img, err = b.ensureShareStateTopic()
+		br, err = b.shareCoordinatorOf(key)
 	default:
 		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		c.ErrorMessage = kmsg.StringPtr("transactions are not supported by this broker yet")
@@ -67,22 +67,42 @@ func (b *Broker) findCoordinator(key string, keyType int8) kmsg.FindCoordinatorR
 		c.ErrorMessage = errorMessage(err)
 		return c
 	}
+	ep, ok := b.clientEndpoint(br)
+	if !ok {
+		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return c
+	}
+	c.NodeID = int32(br.NodeID)
+	c.Host, c.Port = ep.Host, ep.Port
+	return c
+}
+
+// shareCoordinatorOf returns the share coordinator of a share-partition key
+// ("group:topicId:partition"): the leader of its __share_group_state partition.
+func (b *Broker) shareCoordinatorOf(key string) (metadata.Broker, error) {
+	return b.coordinatorOf(shareStateTopic, group.PartitionOf(key, b.cfg.ShareCoordinatorStateTopicNumPartitions), b.ensureShareStateTopic)
+}
+
+// errNoCoordinator: the coordinator's partition has no live leader now.
+var errNoCoordinator = errors.New("the coordinator's partition has no leader")
+
+// coordinatorOf returns the leader of partition p of an internal topic, creating the
+// topic first (ensure) if needed.
+func (b *Broker) coordinatorOf(topic string, p int32, ensure func() (*metadata.Image, error)) (metadata.Broker, error) {
+	img, err := ensure()
+	if err != nil {
+		return metadata.Broker{}, err
+	}
 	t, _ := img.Topic(topic)
 	if int(p) >= len(t.Partitions) {
-		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		c.ErrorMessage = kmsg.StringPtr(topic + " has fewer partitions than configured; partition " + strconv.Itoa(int(p)) + " is missing")
-		return c
+		return metadata.Broker{}, fmt.Errorf("%s has fewer partitions than configured; partition %d is missing", topic, p)
 	}
 	leader := t.Partitions[p].Leader
 	br, ok := img.Broker(metadata.NodeID(leader))
-	ep, hasEndpoint := b.clientEndpoint(br)
-	if leader < 0 || !ok || !hasEndpoint {
-		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		return c
+	if leader < 0 || !ok {
+		return metadata.Broker{}, fmt.Errorf("%s-%d: %w", topic, p, errNoCoordinator)
 	}
-	c.NodeID = leader
-	c.Host, c.Port = ep.Host, ep.Port
-	return c
+	return br, nil
 }
 
 // ensureOffsetsTopic creates __consumer_offsets on first use, with

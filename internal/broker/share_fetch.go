@@ -126,6 +126,16 @@ func (b *Broker) shareInitialOffset(k share.Key) (int64, error) {
 	return p.HighWatermark(), nil
 }
 
+// shareLeaderEpoch is the leader epoch of a share key's topic partition while this
+// node leads it.
+func (b *Broker) shareLeaderEpoch(k share.Key) (int32, error) {
+	p, err := b.sharePartition(k)
+	if err != nil {
+		return 0, err
+	}
+	return p.LeaderEpoch(), nil
+}
+
 // sharePartition is the led partition of a share key.
 func (b *Broker) sharePartition(k share.Key) (*replica.Partition, error) {
 	t, ok := b.image().TopicByID(metadata.TopicID(k.TopicID))

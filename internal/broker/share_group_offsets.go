@@ -16,8 +16,8 @@ package broker
 
 import (
 	"context"
-	"maps"
 	"slices"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -33,18 +33,13 @@ func init() {
 	register(kmsg.DeleteShareGroupOffsets, 0, 0, (*Broker).handleDeleteShareGroupOffsets)
 }
 
-// shareLag counts the records of a partition below hw that are not done.
-func shareLag(snap share.Snapshot, hw int64) int64 {
-	if hw <= snap.Start {
+// shareLag counts the records of a partition below hw that are not done: from the
+// start offset, less those whose delivery is complete (KIP-1226's count).
+func shareLag(sum shareSummary, hw int64) int64 {
+	if hw <= sum.start {
 		return 0
 	}
-	lag := hw - snap.Start
-	for _, r := range snap.Runs {
-		if r.State == share.Acknowledged || r.State == share.Archived {
-			lag -= min(r.Last, hw-1) - r.First + 1
-		}
-	}
-	return max(lag, 0)
+	return max(hw-sum.start-sum.deliveryComplete, 0)
 }
 
 func (b *Broker) handleDescribeShareGroupOffsets(req *protocol.Request) <-chan protocol.Response {
@@ -72,11 +67,44 @@ func (b *Broker) handleDescribeShareGroupOffsets(req *protocol.Request) <-chan p
 }
 
 func (b *Broker) describeShareOffsets(ctx context.Context, img *metadata.Image, rg kmsg.DescribeShareGroupOffsetsRequestGroup) []kmsg.DescribeShareGroupOffsetsResponseGroupTopic {
+	// The share partitions asked for, or every one the group may have state for.
+	var keys []share.Key
+	named := map[share.Key]bool{}
+	for _, t := range rg.Topics {
+		if tp, ok := img.Topic(t.Topic); ok {
+			for _, p := range t.Partitions {
+				k := share.Key{Group: rg.GroupID, TopicID: tp.ID, Partition: p}
+				if p >= 0 && int(p) < len(tp.Partitions) && !named[k] {
+					named[k] = true
+					keys = append(keys, k)
+				}
+			}
+		}
+	}
+	if rg.Topics == nil {
+		keys = groupShareKeys(img, rg.GroupID)
+	}
+	type result struct {
+		sum shareSummary
+		err error
+	}
+	var mu sync.Mutex
+	results := map[share.Key]result{}
+	forEachShareKey(keys, func(k share.Key) {
+		sum, err := b.shareStore.Summary(ctx, k)
+		mu.Lock()
+		results[k] = result{sum, err}
+		mu.Unlock()
+	})
+
 	want := map[string][]int32{}
 	var names []string
 	if rg.Topics == nil {
-		snaps, _ := b.shareState.Snapshots(ctx, rg.GroupID)
-		for k := range snaps {
+		for _, k := range keys {
+			res := results[k]
+			if res.err != nil || !res.sum.found {
+				continue
+			}
 			if t, ok := img.TopicByID(metadata.TopicID(k.TopicID)); ok {
 				if _, seen := want[t.Name]; !seen {
 					names = append(names, t.Name)
@@ -101,21 +129,20 @@ func (b *Broker) describeShareOffsets(ctx context.Context, img *metadata.Image, 
 		for _, p := range ps {
 			op := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
 			op.Partition, op.StartOffset, op.LeaderEpoch, op.Lag = p, -1, -1, -1
-			if !ok {
+			if !ok || p < 0 || int(p) >= len(t.Partitions) {
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				ot.Partitions = append(ot.Partitions, op)
 				continue
 			}
 			ot.TopicID = t.ID
-			k := share.Key{Group: rg.GroupID, TopicID: t.ID, Partition: p}
-			snap, found, err := b.shareState.Read(ctx, k)
+			res := results[share.Key{Group: rg.GroupID, TopicID: t.ID, Partition: p}]
 			switch {
-			case err != nil:
-				op.ErrorCode = shareErrorCode(err)
-			case found:
-				op.StartOffset = snap.Start
+			case res.err != nil:
+				op.ErrorCode = shareErrorCode(res.err)
+			case res.sum.found:
+				op.StartOffset = res.sum.start
 				if part := b.replicas.Get(name, p); part != nil {
-					op.Lag = shareLag(snap, part.HighWatermark())
+					op.Lag = shareLag(res.sum, part.HighWatermark())
 					op.LeaderEpoch = part.LeaderEpoch()
 				}
 			}
@@ -165,11 +192,7 @@ func (b *Broker) handleAlterShareGroupOffsets(req *protocol.Request) <-chan prot
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			default:
 				k := share.Key{Group: r.GroupID, TopicID: t.ID, Partition: rp.Partition}
-				err := b.shares.Do(ctx, k, func(p *share.Partition) error {
-					p.Reset(rp.StartOffset)
-					return nil
-				})
-				if err != nil {
+				if err := b.resetShareState(ctx, k, rp.StartOffset); err != nil {
 					op.ErrorCode = shareErrorCode(err)
 				}
 			}
@@ -191,11 +214,6 @@ func (b *Broker) handleDeleteShareGroupOffsets(req *protocol.Request) <-chan pro
 	ctx, cancel := b.requestContext(0)
 	defer cancel()
 	img := b.image()
-	snaps, err := b.shareState.Snapshots(ctx, r.GroupID)
-	if err != nil {
-		resp.ErrorCode = shareErrorCode(err)
-		return reply(resp)
-	}
 	for _, rt := range r.Topics {
 		ot := kmsg.NewDeleteShareGroupOffsetsResponseTopic()
 		ot.Topic = rt.Topic
@@ -206,16 +224,47 @@ func (b *Broker) handleDeleteShareGroupOffsets(req *protocol.Request) <-chan pro
 			continue
 		}
 		ot.TopicID = t.ID
-		for _, k := range slices.SortedFunc(maps.Keys(snaps), func(a, b share.Key) int { return int(a.Partition - b.Partition) }) {
-			if k.TopicID != t.ID {
-				continue
-			}
-			b.shares.Forget(k)
-			if err := b.shareState.Delete(ctx, k); err != nil && ot.ErrorCode == 0 {
-				ot.ErrorCode = shareErrorCode(err)
-			}
+		if err := b.deleteShareStates(ctx, groupShareKeys(img, r.GroupID, rt.Topic)); err != nil {
+			ot.ErrorCode = shareErrorCode(err)
 		}
 		resp.Topics = append(resp.Topics, ot)
 	}
 	return reply(resp)
+}
+
+// resetShareState starts a share partition afresh at offset under the next state
+// epoch (InitializeShareGroupState), so that a leader still holding the old state in
+// memory has its next write fenced and reads the state again.
+func (b *Broker) resetShareState(ctx context.Context, k share.Key, offset int64) error {
+	sum, err := b.shareStore.Summary(ctx, k)
+	if err != nil {
+		return err
+	}
+	b.shares.Forget(k)
+	return b.shareStore.Initialize(ctx, k, sum.stateEpoch+1, offset)
+}
+
+// deleteShareStates deletes the state of share partitions and returns the first
+// failure.
+func (b *Broker) deleteShareStates(ctx context.Context, keys []share.Key) error {
+	var mu sync.Mutex
+	var first error
+	forEachShareKey(keys, func(k share.Key) {
+		b.shares.Forget(k)
+		if err := b.shareStore.Delete(ctx, k); err != nil {
+			mu.Lock()
+			if first == nil {
+				first = err
+			}
+			mu.Unlock()
+		}
+	})
+	return first
+}
+
+// deleteShareState drops every share partition of a deleted share group.
+func (b *Broker) deleteShareState(ctx context.Context, groupID string) {
+	if err := b.deleteShareStates(ctx, groupShareKeys(b.image(), groupID)); err != nil {
+		b.logger.Warn("deleting share group state failed", "group", groupID, "err", err)
+	}
 }

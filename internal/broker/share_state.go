@@ -1,23 +1,33 @@
 package broker
 
-// Share-partition state (KIP-932) is kept in the compacted internal topic
-// __share_group_state, one record per share partition holding its latest snapshot
-// (internal/share). The share partition of (group, topic id, partition) lives in
-// partition hash("group:topicId:partition") mod share.coordinator.state.topic.num.partitions,
-// Kafka's share-coordinator key; its leader holds the state, as a __consumer_offsets
-// partition's leader coordinates its groups. A partition is read once, from its start,
-// the first time one of its share partitions is used while this node leads it, and then
-// kept in memory until its leader epoch changes.
+// The share coordinator (KIP-932): share-partition state is kept in the compacted
+// internal topic __share_group_state, one record per share partition holding its
+// latest snapshot (internal/share). The share partition of (group, topic id,
+// partition) lives in partition hash("group:topicId:partition") mod
+// share.coordinator.state.topic.num.partitions — Kafka's share-coordinator key — and
+// that partition's leader is the share coordinator of the state: it serves
+// InitializeShareGroupState, ReadShareGroupState, WriteShareGroupState,
+// DeleteShareGroupState and ReadShareGroupStateSummary (share_state_apis.go) over it.
+// The leader of a topic partition keeps its share partitions in memory
+// (internal/share's Manager) and reads and writes their state through shareStore
+// (share_store.go): directly when it also leads the state's partition, else with
+// those requests to the coordinator, which it finds as FindCoordinator does.
+//
+// A state partition is read once, from its start, the first time one of its share
+// partitions is used while this node leads it, and then kept in memory until its
+// leader epoch changes. Every change is appended as an acks=all write and applied to
+// memory once the high watermark covers it; the operations on one share partition
+// are serialised (a key lock), so the log holds them in the order they were answered.
+// Fencing follows Kafka's shard: a read or write carrying a topic-partition leader
+// epoch older than the one stored is refused (FENCED_LEADER_EPOCH) and a newer one is
+// recorded (a read that brings one writes it first), so a deposed leader cannot
+// overwrite what its successor does; a write or initialization of an older state
+// epoch is refused (FENCED_STATE_EPOCH).
 //
 // Record format (Samsa's; Kafka's ShareSnapshot records have no kmsg definition): the
 // key is the int16 version 0x5321, the group id as an int16-length string, the topic id
 // (16 bytes) and the partition (int32); the value is the JSON snapshot, nil when the
 // state was deleted.
-//
-// Differences from Kafka: the leader of a topic partition serves its share fetches and
-// must also lead the __share_group_state partition of the state (Kafka's partition
-// leaders reach a remote share coordinator with ReadShareGroupState and
-// WriteShareGroupState); on a one-node cluster that always holds.
 
 import (
 	"context"
@@ -25,6 +35,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"strconv"
 	"sync"
 
@@ -33,6 +44,7 @@ import (
 
 	"github.com/samsa-streaming/samsa/internal/group"
 	"github.com/samsa-streaming/samsa/internal/metadata"
+	"github.com/samsa-streaming/samsa/internal/replica"
 	"github.com/samsa-streaming/samsa/internal/share"
 )
 
@@ -41,24 +53,36 @@ const (
 	shareStateKeyVersion = 0x5321
 )
 
-// errShareStateNotLocal: this node does not lead the state's partition.
+// errShareStateNotLocal: this node does not lead the state's partition (NOT_COORDINATOR).
 var errShareStateNotLocal = errors.New("the share-partition state is kept on another broker")
 
-// shareStateLog implements share.Store over __share_group_state.
+// shareStateLog is the share coordinator of the __share_group_state partitions this
+// node leads. It is safe for concurrent use: mu guards the partition map and each
+// partition's snapshots; loadMu serialises loading a partition (so that no write
+// lands between a load's read of the log and its publication); an operation holds
+// its key's lock from reading the stored snapshot to applying its change. Lock order:
+// key lock, then loadMu, then mu.
 type shareStateLog struct {
-	b  *Broker
-	mu struct {
+	b      *Broker
+	loadMu sync.Mutex
+	mu     struct {
 		sync.Mutex
 		parts map[int32]*shareStatePartition
 	}
+	keyLocks [64]sync.Mutex
+	seed     maphash.Seed
 }
 
 type shareStatePartition struct {
 	leaderEpoch int32
-	snaps       map[share.Key]share.Snapshot
+	snaps       map[share.Key]share.Snapshot // guarded by shareStateLog.mu
 }
 
-var _ share.Store = (*shareStateLog)(nil)
+func newShareStateLog(b *Broker) *shareStateLog {
+	s := &shareStateLog{b: b, seed: maphash.MakeSeed()}
+	s.mu.parts = map[int32]*shareStatePartition{}
+	return s
+}
 
 func shareStateKey(k share.Key) []byte {
 	b := binary.BigEndian.AppendUint16(nil, shareStateKeyVersion)
@@ -83,37 +107,67 @@ func decodeShareStateKey(b []byte) (share.Key, bool) {
 	return k, true
 }
 
+// shareCoordinatorKey is Kafka's key of a share partition: "group:topicId:partition".
+func shareCoordinatorKey(k share.Key) string {
+	return k.Group + ":" + metadataTopicID(k.TopicID) + ":" + strconv.Itoa(int(k.Partition))
+}
+
 // statePartition is the __share_group_state partition of a share partition.
-func (s *shareStateLog) statePartition(k share.Key) int32 {
-	coordinatorKey := k.Group + ":" + metadataTopicID(k.TopicID) + ":" + strconv.Itoa(int(k.Partition))
-	return group.PartitionOf(coordinatorKey, s.b.cfg.ShareCoordinatorStateTopicNumPartitions)
+func (b *Broker) statePartition(k share.Key) int32 {
+	return group.PartitionOf(shareCoordinatorKey(k), b.cfg.ShareCoordinatorStateTopicNumPartitions)
 }
 
 // metadataTopicID formats a topic id as Kafka's Uuid.toString does (base64 URL, no
 // padding), so share-coordinator keys are Kafka's.
 func metadataTopicID(id [16]byte) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
 
-// loaded returns the state partition's snapshots, reading the partition if needed.
-func (s *shareStateLog) loaded(ctx context.Context, p int32) (*shareStatePartition, error) {
-	if _, err := s.b.ensureShareStateTopic(); err != nil {
-		return nil, err
-	}
+// keyLock is the lock of one share partition's operations.
+func (s *shareStateLog) keyLock(k share.Key) *sync.Mutex {
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	h.WriteString(k.Group)
+	h.Write(k.TopicID[:])
+	var p [4]byte
+	binary.BigEndian.PutUint32(p[:], uint32(k.Partition))
+	h.Write(p[:])
+	return &s.keyLocks[h.Sum64()%uint64(len(s.keyLocks))]
+}
+
+// led returns the state partition p while this node leads it.
+func (s *shareStateLog) led(p int32) (*replica.Partition, error) {
 	part := s.b.replicas.Get(shareStateTopic, p)
 	if part == nil || !part.IsLeader() {
 		return nil, fmt.Errorf("%s-%d: %w", shareStateTopic, p, errShareStateNotLocal)
 	}
+	return part, nil
+}
+
+// loaded returns the state partition's snapshots, reading the partition if needed.
+func (s *shareStateLog) loaded(ctx context.Context, p int32) (*shareStatePartition, *replica.Partition, error) {
+	if _, err := s.b.ensureShareStateTopic(); err != nil {
+		return nil, nil, err
+	}
+	part, err := s.led(p)
+	if err != nil {
+		return nil, nil, err
+	}
 	epoch := part.LeaderEpoch()
 	s.mu.Lock()
-	if s.mu.parts == nil {
-		s.mu.parts = map[int32]*shareStatePartition{}
-	}
 	sp := s.mu.parts[p]
 	s.mu.Unlock()
 	if sp != nil && sp.leaderEpoch == epoch {
-		return sp, nil
+		return sp, part, nil
+	}
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	s.mu.Lock()
+	sp = s.mu.parts[p]
+	s.mu.Unlock()
+	if sp != nil && sp.leaderEpoch == epoch {
+		return sp, part, nil
 	}
 	sp = &shareStatePartition{leaderEpoch: epoch, snaps: map[share.Key]share.Snapshot{}}
-	err := offsetsLog{s.b}.loadPartition(ctx, part, func(r group.Record) error {
+	err = offsetsLog{s.b}.loadPartition(ctx, part, func(r group.Record) error {
 		k, ok := decodeShareStateKey(r.Key)
 		if !ok {
 			return nil
@@ -131,87 +185,212 @@ func (s *shareStateLog) loaded(ctx context.Context, p int32) (*shareStatePartiti
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if part.LeaderEpoch() != epoch || !part.IsLeader() {
+		return nil, nil, fmt.Errorf("%s-%d: leadership moved while loading: %w", shareStateTopic, p, errShareStateNotLocal)
 	}
 	s.mu.Lock()
 	s.mu.parts[p] = sp
 	s.mu.Unlock()
-	return sp, nil
+	s.b.logger.Info("loaded share-partition state", "partition", p, "epoch", epoch, "share_partitions", len(sp.snaps))
+	return sp, part, nil
 }
 
-func (s *shareStateLog) Read(ctx context.Context, k share.Key) (share.Snapshot, bool, error) {
-	sp, err := s.loaded(ctx, s.statePartition(k))
+// shareStateOp is one share partition's stored state while its key lock is held.
+type shareStateOp struct {
+	s    *shareStateLog
+	key  share.Key
+	sp   *shareStatePartition
+	part *replica.Partition
+	snap share.Snapshot
+	// found: a snapshot is stored (snap is it).
+	found bool
+}
+
+// lock loads the key's state partition and takes the key's lock; release with unlock.
+func (s *shareStateLog) lock(ctx context.Context, k share.Key) (*shareStateOp, error) {
+	mu := s.keyLock(k)
+	mu.Lock()
+	sp, part, err := s.loaded(ctx, s.b.statePartition(k))
 	if err != nil {
-		return share.Snapshot{}, false, err
+		mu.Unlock()
+		return nil, err
 	}
+	op := &shareStateOp{s: s, key: k, sp: sp, part: part}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	snap, ok := sp.snaps[k]
-	return snap, ok, nil
+	op.snap, op.found = sp.snaps[k]
+	s.mu.Unlock()
+	return op, nil
 }
 
-func (s *shareStateLog) Write(ctx context.Context, k share.Key, snap share.Snapshot) error {
-	return s.write(ctx, k, snap.Encode())
-}
+func (op *shareStateOp) unlock() { op.s.keyLock(op.key).Unlock() }
 
-// Delete removes a share partition's state (DeleteShareGroupOffsets, DeleteGroups).
-func (s *shareStateLog) Delete(ctx context.Context, k share.Key) error {
-	return s.write(ctx, k, nil)
-}
-
-func (s *shareStateLog) write(ctx context.Context, k share.Key, value []byte) error {
-	p := s.statePartition(k)
-	sp, err := s.loaded(ctx, p)
-	if err != nil {
+// store appends the snapshot (nil: deleted), waits until it is committed, and applies
+// it to memory.
+func (op *shareStateOp) store(ctx context.Context, snap *share.Snapshot) error {
+	var value []byte
+	if snap != nil {
+		value = snap.Encode()
+	}
+	if op.part.LeaderEpoch() != op.sp.leaderEpoch {
+		return fmt.Errorf("%s-%d: leadership moved: %w", shareStateTopic, op.part.Index, errShareStateNotLocal)
+	}
+	if err := appendInternal(ctx, op.s.b, op.part, []group.Record{{Key: shareStateKey(op.key), Value: value}}); err != nil {
 		return err
 	}
-	part := s.b.replicas.Get(shareStateTopic, p)
-	if part == nil || !part.IsLeader() {
-		return fmt.Errorf("%s-%d: %w", shareStateTopic, p, errShareStateNotLocal)
-	}
-	if err := appendInternal(ctx, s.b, part, []group.Record{{Key: shareStateKey(k), Value: value}}); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if value == nil {
-		delete(sp.snaps, k)
-	} else if snap, err := share.DecodeSnapshot(value); err == nil {
-		sp.snaps[k] = snap
+	op.s.mu.Lock()
+	defer op.s.mu.Unlock()
+	if snap == nil {
+		delete(op.sp.snaps, op.key)
+		op.found = false
+	} else {
+		op.sp.snaps[op.key] = *snap
+		op.snap, op.found = *snap, true
 	}
 	return nil
 }
 
-// Snapshots returns the stored state of every share partition of group in the
-// __share_group_state partitions this node leads.
-func (s *shareStateLog) Snapshots(ctx context.Context, groupID string) (map[share.Key]share.Snapshot, error) {
-	out := map[share.Key]share.Snapshot{}
-	for p := range s.b.cfg.ShareCoordinatorStateTopicNumPartitions {
-		part := s.b.replicas.Get(shareStateTopic, p)
-		if part == nil || !part.IsLeader() {
-			continue
-		}
-		sp, err := s.loaded(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		s.mu.Lock()
-		for k, snap := range sp.snaps {
-			if k.Group == groupID {
-				out[k] = snap
-			}
-		}
-		s.mu.Unlock()
-	}
-	return out, nil
+// fencedLeader reports whether a request's leader epoch is older than the stored one
+// (-1 is not checked).
+func (op *shareStateOp) fencedLeader(leaderEpoch int32) bool {
+	return op.found && leaderEpoch >= 0 && op.snap.LeaderEpoch > leaderEpoch
 }
 
-// shareErrorCode maps a share-state failure to the code clients retry on.
-func shareErrorCode(err error) int16 {
-	if errors.Is(err, errShareStateNotLocal) {
-		return kerr.CoordinatorNotAvailable.Code
+// readState answers ReadShareGroupState: the stored snapshot, after recording a newer
+// leader epoch. found is false for a share partition without state.
+func (s *shareStateLog) readState(ctx context.Context, k share.Key, leaderEpoch int32) (share.Snapshot, bool, error) {
+	op, err := s.lock(ctx, k)
+	if err != nil {
+		return share.Snapshot{}, false, err
 	}
-	return errorCode(err)
+	defer op.unlock()
+	if op.fencedLeader(leaderEpoch) {
+		return share.Snapshot{}, false, share.ErrFencedLeaderEpoch
+	}
+	if op.found && leaderEpoch > op.snap.LeaderEpoch {
+		next := op.snap
+		next.LeaderEpoch = leaderEpoch
+		if err := op.store(ctx, &next); err != nil {
+			return share.Snapshot{}, false, err
+		}
+	}
+	return op.snap, op.found, nil
+}
+
+// writeState answers WriteShareGroupState: start (-1: unchanged) and runs laid over
+// the stored state (share.Snapshot.Merge). stateEpoch and leaderEpoch -1 are not
+// checked and keep the stored ones.
+func (s *shareStateLog) writeState(ctx context.Context, k share.Key, stateEpoch, leaderEpoch int32, start int64, runs []share.StateRun) error {
+	op, err := s.lock(ctx, k)
+	if err != nil {
+		return err
+	}
+	defer op.unlock()
+	if op.fencedLeader(leaderEpoch) {
+		return share.ErrFencedLeaderEpoch
+	}
+	if op.found && stateEpoch >= 0 && op.snap.StateEpoch > stateEpoch {
+		return share.ErrFencedStateEpoch
+	}
+	base := op.snap
+	if !op.found {
+		base = share.Snapshot{Start: max(start, 0), StateEpoch: max(stateEpoch, 0), LeaderEpoch: max(leaderEpoch, 0)}
+		if start < 0 && len(runs) > 0 {
+			base.Start = runs[0].First
+		}
+	}
+	next := base.Merge(start, runs)
+	if stateEpoch >= 0 {
+		next.StateEpoch = stateEpoch
+	}
+	if leaderEpoch >= 0 {
+		next.LeaderEpoch = max(next.LeaderEpoch, leaderEpoch)
+	}
+	return op.store(ctx, &next)
+}
+
+// initializeState answers InitializeShareGroupState: the stored state is replaced by
+// an empty window at start (-1: the start is not known yet) under stateEpoch, which
+// must not be older than the stored one.
+func (s *shareStateLog) initializeState(ctx context.Context, k share.Key, stateEpoch int32, start int64) error {
+	op, err := s.lock(ctx, k)
+	if err != nil {
+		return err
+	}
+	defer op.unlock()
+	if op.found && op.snap.StateEpoch > stateEpoch {
+		return share.ErrFencedStateEpoch
+	}
+	next := share.Snapshot{StateEpoch: stateEpoch, LeaderEpoch: op.snap.LeaderEpoch, Start: start, End: max(start, 0)}
+	return op.store(ctx, &next)
+}
+
+// deleteState answers DeleteShareGroupState: a tombstone for a stored state.
+func (s *shareStateLog) deleteState(ctx context.Context, k share.Key) error {
+	op, err := s.lock(ctx, k)
+	if err != nil {
+		return err
+	}
+	defer op.unlock()
+	if !op.found {
+		return nil
+	}
+	return op.store(ctx, nil)
+}
+
+// summary answers ReadShareGroupStateSummary: the stored state, found false when
+// there is none.
+func (s *shareStateLog) summary(ctx context.Context, k share.Key, leaderEpoch int32) (share.Snapshot, bool, error) {
+	op, err := s.lock(ctx, k)
+	if err != nil {
+		return share.Snapshot{}, false, err
+	}
+	defer op.unlock()
+	if op.fencedLeader(leaderEpoch) {
+		return share.Snapshot{}, false, share.ErrFencedLeaderEpoch
+	}
+	return op.snap, op.found, nil
+}
+
+// shareCoordinatorErrorCode is the code a share-coordinator request answers for err.
+func shareCoordinatorErrorCode(err error) int16 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, share.ErrFencedLeaderEpoch):
+		return kerr.FencedLeaderEpoch.Code
+	case errors.Is(err, share.ErrFencedStateEpoch):
+		return kerr.FencedStateEpoch.Code
+	case errors.Is(err, errShareStateNotLocal), errors.Is(err, group.ErrNotCoordinator), errors.Is(err, replica.ErrNotLeader):
+		return kerr.NotCoordinator.Code
+	case errors.Is(err, context.DeadlineExceeded):
+		return kerr.RequestTimedOut.Code
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Code
+	}
+	return kerr.CoordinatorNotAvailable.Code
+}
+
+// shareErrorCode maps a share-state failure to the code a ShareFetch or
+// ShareAcknowledge partition answers: a fenced leader epoch makes the client look
+// for the leader again, a fenced state epoch is final for the records named, and
+// a coordinator that cannot be reached or did not answer in time is retried
+// (COORDINATOR_NOT_AVAILABLE: the acknowledgement is sent again).
+func shareErrorCode(err error) int16 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, share.ErrFencedLeaderEpoch):
+		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, share.ErrFencedStateEpoch):
+		return kerr.FencedStateEpoch.Code
+	case errors.Is(err, replica.ErrNotLeader), errors.Is(err, kerr.NotLeaderForPartition), errors.Is(err, kerr.UnknownTopicID), errors.Is(err, kerr.UnknownTopicOrPartition):
+		return errorCode(err)
+	}
+	return kerr.CoordinatorNotAvailable.Code
 }
 
 // ensureShareStateTopic creates __share_group_state on first use.
@@ -247,19 +426,4 @@ func (b *Broker) ensureInternalTopic(name string, partitions int32, rf int16, rf
 		return nil, fmt.Errorf("%s is not in this broker's metadata yet", name)
 	}
 	return b.image(), nil
-}
-
-// deleteShareState drops every share partition of a deleted share group.
-func (b *Broker) deleteShareState(ctx context.Context, groupID string) {
-	snaps, err := b.shareState.Snapshots(ctx, groupID)
-	if err != nil {
-		b.logger.Warn("deleting share group state failed", "group", groupID, "err", err)
-		return
-	}
-	for k := range snaps {
-		b.shares.Forget(k)
-		if err := b.shareState.Delete(ctx, k); err != nil {
-			b.logger.Warn("deleting share partition state failed", "group", groupID, "partition", k.Partition, "err", err)
-		}
-	}
 }

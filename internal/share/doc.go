@@ -22,6 +22,19 @@
 // available with their delivery count, so a restart delivers again exactly the
 // records that were not acknowledged.
 //
+// The Store is the share coordinator (the broker's __share_group_state, possibly on
+// another broker). Each read and write carries the topic partition's leader epoch,
+// and each write the partition's state epoch, so that the coordinator can refuse a
+// deposed leader (ErrFencedLeaderEpoch) and a state that was initialized again
+// (ErrFencedStateEpoch); Manager then drops the partition and reads it again at its
+// next use, as it does when the leader epoch it was loaded under changes. A write
+// that fails otherwise — or whose outcome is unknown — is undone in memory: Partition
+// records what a change touches between Begin and Commit, and Rollback restores it,
+// so the records an acknowledgement named stay acquired by their member and the
+// acknowledgement, refused, can be sent again. A later write of the partition's full
+// window (laid over what is stored, Snapshot.Merge) supersedes a write that was
+// durable after all.
+//
 // # Concurrency
 //
 // Partition is not safe for concurrent use. Manager is: one mutex guards its map,

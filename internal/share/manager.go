@@ -2,6 +2,7 @@ package share
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -16,12 +17,20 @@ type Key struct {
 	Partition int32
 }
 
-// Store persists share-partition snapshots (the broker's __share_group_state).
+// Store persists share-partition snapshots: the share coordinator that keeps
+// __share_group_state, on this broker or reached over the network. leaderEpoch is the
+// topic partition's leader epoch on this broker; the coordinator refuses a read or
+// write with an epoch older than one it has seen (ErrFencedLeaderEpoch), and a write
+// of an older state epoch than it keeps (ErrFencedStateEpoch).
 type Store interface {
 	// Read returns the last snapshot written for key; found is false when none was.
-	Read(ctx context.Context, key Key) (snap Snapshot, found bool, err error)
-	// Write persists a snapshot and returns once it is durable.
-	Write(ctx context.Context, key Key, snap Snapshot) error
+	Read(ctx context.Context, key Key, leaderEpoch int32) (snap Snapshot, found bool, err error)
+	// Write persists a snapshot's window and runs, laid over what is stored
+	// (Snapshot.Merge), and returns once it is durable.
+	Write(ctx context.Context, key Key, leaderEpoch int32, snap Snapshot) error
+	// Initialize replaces what is stored with an empty window at start under
+	// stateEpoch, and returns once it is durable.
+	Initialize(ctx context.Context, key Key, stateEpoch int32, start int64) error
 }
 
 // Options configure a Manager.
@@ -35,8 +44,14 @@ type Options struct {
 	// InitialOffset is where a share partition without a snapshot starts
 	// (share.auto.offset.reset: the log start or the high watermark).
 	InitialOffset func(key Key) (int64, error)
-	// WriteTimeout bounds a snapshot write.
+	// LeaderEpoch is the leader epoch of key's topic partition while this broker
+	// leads it, else an error. A partition loaded under another epoch is read again.
+	LeaderEpoch func(key Key) (int32, error)
+	// WriteTimeout bounds a snapshot read or write.
 	WriteTimeout time.Duration
+	// RetryBackoff is the least wait before a lock expiry whose write failed is
+	// tried again (default 500ms).
+	RetryBackoff time.Duration
 }
 
 // Manager holds the share partitions this broker serves (it leads their topic
@@ -57,6 +72,10 @@ type entry struct {
 	key Key
 	mu  sync.Mutex
 	p   *Partition // nil until loaded
+	// leaderEpoch is the topic partition's leader epoch p was loaded under.
+	leaderEpoch int32
+	// retryAt: a write failed; the timer fires no earlier than this.
+	retryAt time.Time
 	// waiters are woken when records become available again (released, expired).
 	waiters []chan struct{}
 	timer   clock.Timer
@@ -75,6 +94,9 @@ func NewManager(o Options) *Manager {
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 5 * time.Second
 	}
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = 500 * time.Millisecond
+	}
 	m := &Manager{o: o}
 	m.mu.parts = map[Key]*entry{}
 	return m
@@ -91,34 +113,46 @@ func (m *Manager) entry(key Key) *entry {
 	return e
 }
 
-// Do runs fn on the share partition of key, loading it first if needed; if fn changed
-// what the snapshot holds, the snapshot is written before Do returns (a failed write
-// drops the partition from memory, so the next use reloads the persisted state, and
-// returns the error). fn must not block.
+// Do runs fn on the share partition of key, loading it first if needed (again when
+// the topic partition's leader epoch changed); if fn changed what the snapshot holds,
+// the snapshot is written before Do returns. A failed write undoes fn's changes (the
+// records an acknowledgement named stay acquired, so that it can be sent again) and
+// returns the error; a write the coordinator fenced drops the partition from memory,
+// so that its next use reads the stored state. fn must not block.
 func (m *Manager) Do(ctx context.Context, key Key, fn func(p *Partition) error) error {
 	e := m.entry(key)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	epoch, err := m.o.LeaderEpoch(key)
+	if err != nil {
+		m.dropLocked(e)
+		return err
+	}
+	if e.p != nil && e.leaderEpoch != epoch {
+		m.dropLocked(e)
+	}
 	if e.p == nil {
-		if err := m.loadLocked(ctx, e); err != nil {
+		if err := m.loadLocked(ctx, e, epoch); err != nil {
 			return err
 		}
 	}
 	e.p.SetConfig(m.o.Config(key.Group))
+	e.p.Begin()
 	fnErr := fn(e.p)
-	if e.p.Dirty() {
-		wctx, cancel := context.WithTimeout(ctx, m.o.WriteTimeout)
-		err := m.o.Store.Write(wctx, key, e.p.Snapshot())
-		cancel()
-		if err != nil {
-			m.o.Logger.Warn("writing share partition state failed; it is reloaded at its next use", "group", key.Group, "partition", key.Partition, "err", err)
-			e.p = nil
-			m.stopTimerLocked(e)
-			m.wakeLocked(e)
+	if err := m.persistLocked(ctx, e); err != nil {
+		if errors.Is(err, ErrFencedLeaderEpoch) || errors.Is(err, ErrFencedStateEpoch) {
+			m.o.Logger.Warn("share partition state was fenced; it is read again at its next use", "group", key.Group, "partition", key.Partition, "err", err)
+			m.dropLocked(e)
 			return err
 		}
-		e.p.ClearDirty()
+		m.o.Logger.Warn("writing share partition state failed; the change is undone", "group", key.Group, "partition", key.Partition, "err", err)
+		e.p.Rollback()
+		e.retryAt = m.o.Clock.Now().Add(m.o.RetryBackoff)
+		m.armLocked(e)
+		return err
 	}
+	e.p.Commit()
+	e.retryAt = time.Time{}
 	if e.p.TakeFreed() {
 		m.wakeLocked(e)
 	}
@@ -126,12 +160,51 @@ func (m *Manager) Do(ctx context.Context, key Key, fn func(p *Partition) error) 
 	return fnErr
 }
 
-func (m *Manager) loadLocked(ctx context.Context, e *entry) error {
+// persistLocked writes the partition's snapshot if it changed: a Reset initializes
+// the stored state afresh (under its new state epoch) before the rest is written.
+func (m *Manager) persistLocked(ctx context.Context, e *entry) error {
+	if !e.p.Dirty() {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, m.o.WriteTimeout)
+	defer cancel()
+	snap := e.p.Snapshot()
+	if e.p.TakeReset() {
+		if err := m.o.Store.Initialize(wctx, e.key, snap.StateEpoch, snap.Start); err != nil {
+			return err
+		}
+		if len(snap.Runs) == 0 {
+			e.p.ClearDirty()
+			return nil
+		}
+	}
+	if err := m.o.Store.Write(wctx, e.key, e.leaderEpoch, snap); err != nil {
+		return err
+	}
+	e.p.ClearDirty()
+	return nil
+}
+
+// dropLocked forgets the loaded partition; its next use reads the stored state.
+func (m *Manager) dropLocked(e *entry) {
+	if e.p == nil {
+		return
+	}
+	e.p = nil
+	e.retryAt = time.Time{}
+	m.stopTimerLocked(e)
+	m.wakeLocked(e)
+}
+
+func (m *Manager) loadLocked(ctx context.Context, e *entry, leaderEpoch int32) error {
 	cfg := m.o.Config(e.key.Group)
-	snap, found, err := m.o.Store.Read(ctx, e.key)
+	rctx, cancel := context.WithTimeout(ctx, m.o.WriteTimeout)
+	snap, found, err := m.o.Store.Read(rctx, e.key, leaderEpoch)
+	cancel()
 	if err != nil {
 		return err
 	}
+	e.leaderEpoch = leaderEpoch
 	if found {
 		p, err := FromSnapshot(cfg, snap)
 		if err != nil {
@@ -145,7 +218,8 @@ func (m *Manager) loadLocked(ctx context.Context, e *entry) error {
 		return err
 	}
 	e.p = NewPartition(cfg, start)
-	e.p.dirty = true // the initial start offset is persisted by the first Do
+	e.p.stateEpoch = snap.StateEpoch // initialized without a start offset
+	e.p.dirty = true                 // the initial start offset is persisted by the first Do
 	return nil
 }
 
@@ -178,6 +252,9 @@ func (m *Manager) armLocked(e *entry) {
 	if next.IsZero() {
 		m.stopTimerLocked(e)
 		return
+	}
+	if next.Before(e.retryAt) {
+		next = e.retryAt
 	}
 	if e.timer != nil && next.Equal(e.timerAt) {
 		return

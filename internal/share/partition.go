@@ -30,6 +30,14 @@ var (
 	ErrInvalidAck         = errors.New("share: invalid acknowledgement")
 )
 
+// Errors a Store returns when the share coordinator refuses a write (Kafka's
+// FENCED_LEADER_EPOCH and FENCED_STATE_EPOCH): the partition in memory is stale and
+// Manager drops it, so that its next use reads the state again.
+var (
+	ErrFencedLeaderEpoch = errors.New("share: a newer leader of the topic partition has read the state")
+	ErrFencedStateEpoch  = errors.New("share: the state was initialized again (a newer state epoch)")
+)
+
 // PartitionConfig are the per-group limits of a share partition.
 type PartitionConfig struct {
 	LockDuration  time.Duration // share.record.lock.duration.ms
@@ -49,7 +57,13 @@ type record struct {
 // (acknowledged or archived); offsets from end on were never acquired. It is a pure
 // state machine: not safe for concurrent use, no clock, no I/O.
 type Partition struct {
-	cfg   PartitionConfig
+	cfg PartitionConfig
+	// stateEpoch is Kafka's state epoch: Reset (AlterShareGroupOffsets) moves it on,
+	// and the share coordinator refuses writes of an older one.
+	stateEpoch int32
+	// reset is set by Reset until TakeReset: the next persist replaces the stored
+	// state instead of adding to it.
+	reset bool
 	start int64
 	end   int64
 	// recs[i] is offset start+i. Dropping done records from the front reslices it
@@ -64,6 +78,9 @@ type Partition struct {
 	// dirty is set when something the snapshot holds changed; freed when a record
 	// stopped being acquired or the window moved (waiting fetches may succeed now).
 	dirty, freed bool
+	// journal records what changes between Begin and Commit so that Rollback can
+	// undo it (a snapshot write that failed).
+	journal journal
 }
 
 // NewPartition returns a partition whose window starts (and ends) at start.
@@ -73,6 +90,16 @@ func NewPartition(cfg PartitionConfig, start int64) *Partition {
 
 // SetConfig changes the partition's limits (a group config changed).
 func (p *Partition) SetConfig(cfg PartitionConfig) { p.cfg = cfg }
+
+// StateEpoch is the partition's state epoch.
+func (p *Partition) StateEpoch() int32 { return p.stateEpoch }
+
+// TakeReset reports (and forgets) whether Reset was called since the last call.
+func (p *Partition) TakeReset() bool {
+	r := p.reset
+	p.reset = false
+	return r
+}
 
 // Start is the share-partition start offset (SPSO).
 func (p *Partition) Start() int64 { return p.start }
@@ -113,6 +140,9 @@ func (p *Partition) madeAvailable(o int64) { p.availFrom = min(p.availFrom, o) }
 
 // dropFront removes the first n records of the window.
 func (p *Partition) dropFront(n int) {
+	for i := range n {
+		p.touch(p.start + int64(i))
+	}
 	clear(p.recs[:n]) // their member strings
 	p.recs = p.recs[n:]
 	p.start += int64(n)
@@ -126,14 +156,23 @@ func (p *Partition) AdvanceStart(offset int64) {
 		return
 	}
 	if offset >= p.end {
-		p.Reset(offset)
+		p.emptyAt(offset)
 		return
 	}
 	p.dropFront(int(offset - p.start))
 }
 
-// Reset sets the window to start empty at offset (AlterShareGroupOffsets).
+// Reset sets the window to start empty at offset under a new state epoch
+// (AlterShareGroupOffsets): what was stored is replaced, not added to.
 func (p *Partition) Reset(offset int64) {
+	p.emptyAt(offset)
+	p.stateEpoch++
+	p.reset = true
+}
+
+// emptyAt empties the window and starts it at offset.
+func (p *Partition) emptyAt(offset int64) {
+	p.journal.detached = true
 	p.recs = nil
 	p.start, p.end, p.availFrom = offset, offset, offset
 	p.dirty, p.freed = true, true
@@ -176,6 +215,7 @@ func (p *Partition) Acquire(member string, batches [][2]int64, highWatermark int
 			if r.state != Available {
 				continue
 			}
+			p.touch(o)
 			if r.deliveries >= p.cfg.DeliveryLimit {
 				r.state = Archived
 				p.dirty = true
@@ -226,6 +266,7 @@ func (p *Partition) Acknowledge(member string, first, last int64, types []int8, 
 			t = types[o-first]
 		}
 		r := &p.recs[o-p.start]
+		p.touch(o)
 		switch t {
 		case AckAccept:
 			r.state = Acknowledged
@@ -247,6 +288,7 @@ func (p *Partition) Acknowledge(member string, first, last int64, types []int8, 
 // release makes an acquired record available again, or archives it at the delivery
 // limit.
 func (p *Partition) release(o int64, r *record) {
+	p.touch(o)
 	r.state = Available
 	if r.deliveries >= p.cfg.DeliveryLimit {
 		r.state = Archived

@@ -1,20 +1,27 @@
 package share
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // Snapshot is the persisted state of a share partition: its window and, for each run
 // of offsets in it that is not plainly available and never delivered, the state and
 // delivery count. Acquired records are persisted as Available with their delivery
 // count, as Kafka does: after a restart they are delivered again, and only they and
-// the records never delivered.
+// the records never delivered. Every offset in [Start, End) is in a run (End is one
+// past the last run, or Start), so the window travels in Kafka's form too: a start
+// offset and state batches.
 type Snapshot struct {
-	StateEpoch int32      `json:"state_epoch"`
-	Start      int64      `json:"start_offset"`
-	End        int64      `json:"end_offset"`
-	Runs       []StateRun `json:"runs,omitempty"`
+	StateEpoch int32 `json:"state_epoch"`
+	// LeaderEpoch is the leader epoch of the topic partition whose leader last read
+	// or wrote the state (the share coordinator refuses older ones).
+	LeaderEpoch int32      `json:"leader_epoch,omitempty"`
+	Start       int64      `json:"start_offset"`
+	End         int64      `json:"end_offset"`
+	Runs        []StateRun `json:"runs,omitempty"`
 }
 
 // StateRun is a run of offsets [First, Last] with one state and delivery count.
@@ -27,7 +34,7 @@ type StateRun struct {
 
 // Snapshot returns the partition's persisted form.
 func (p *Partition) Snapshot() Snapshot {
-	s := Snapshot{Start: p.start, End: p.end}
+	s := Snapshot{StateEpoch: p.stateEpoch, Start: p.start, End: p.end}
 	for i, r := range p.recs {
 		state := r.state
 		if state == Acquired {
@@ -51,7 +58,7 @@ func FromSnapshot(cfg PartitionConfig, s Snapshot) (*Partition, error) {
 	if s.End < s.Start {
 		return nil, fmt.Errorf("share: snapshot end %d before start %d", s.End, s.Start)
 	}
-	p := &Partition{cfg: cfg, start: s.Start, end: s.End, availFrom: s.Start, recs: make([]record, s.End-s.Start)}
+	p := &Partition{cfg: cfg, stateEpoch: s.StateEpoch, start: s.Start, end: s.End, availFrom: s.Start, recs: make([]record, s.End-s.Start)}
 	for _, run := range s.Runs {
 		if run.First < s.Start || run.Last >= s.End || run.Last < run.First {
 			return nil, fmt.Errorf("share: snapshot run [%d, %d] outside [%d, %d)", run.First, run.Last, s.Start, s.End)
@@ -78,4 +85,92 @@ func DecodeSnapshot(b []byte) (Snapshot, error) {
 		return s, fmt.Errorf("share: corrupt snapshot: %w", err)
 	}
 	return s, nil
+}
+
+// Merge returns the snapshot with the runs of a WriteShareGroupState laid over it, as
+// Kafka's share coordinator combines state batches: offsets below start are dropped,
+// a new run replaces what it overlaps, runs of equal state and delivery count that
+// touch are joined. start -1 keeps the snapshot's start. It takes time linear in the
+// number of runs.
+func (s Snapshot) Merge(start int64, runs []StateRun) Snapshot {
+	if start < 0 {
+		start = s.Start
+	}
+	old, add := disjoint(s.Runs), disjoint(runs)
+	// The parts of the old runs that no new run covers.
+	var rest []StateRun
+	j := 0
+	for _, e := range old {
+		for j < len(add) && add[j].Last < e.First {
+			j++
+		}
+		from := e.First
+		for k := j; k < len(add) && add[k].First <= e.Last; k++ {
+			if add[k].First > from {
+				rest = append(rest, StateRun{First: from, Last: add[k].First - 1, State: e.State, Deliveries: e.Deliveries})
+			}
+			from = max(from, add[k].Last+1)
+		}
+		if from <= e.Last {
+			rest = append(rest, StateRun{First: from, Last: e.Last, State: e.State, Deliveries: e.Deliveries})
+		}
+	}
+	out := Snapshot{StateEpoch: s.StateEpoch, LeaderEpoch: s.LeaderEpoch, Start: start}
+	emit := func(r StateRun) {
+		if r.Last < start {
+			return
+		}
+		r.First = max(r.First, start)
+		if n := len(out.Runs); n > 0 && out.Runs[n-1].Last+1 == r.First && out.Runs[n-1].State == r.State && out.Runs[n-1].Deliveries == r.Deliveries {
+			out.Runs[n-1].Last = r.Last
+			return
+		}
+		out.Runs = append(out.Runs, r)
+	}
+	for a, b := 0, 0; a < len(rest) || b < len(add); {
+		if b == len(add) || a < len(rest) && rest[a].First < add[b].First {
+			emit(rest[a])
+			a++
+		} else {
+			emit(add[b])
+			b++
+		}
+	}
+	out.End = out.Start
+	if n := len(out.Runs); n > 0 {
+		out.End = max(out.End, out.Runs[n-1].Last+1)
+	}
+	return out
+}
+
+// disjoint returns runs sorted by offset with overlaps removed (an earlier run keeps
+// what it covers) and empty runs dropped.
+func disjoint(runs []StateRun) []StateRun {
+	sorted := slices.IsSortedFunc(runs, func(a, b StateRun) int { return cmp.Compare(a.First, b.First) })
+	if !sorted {
+		runs = slices.Clone(runs)
+		slices.SortStableFunc(runs, func(a, b StateRun) int { return cmp.Compare(a.First, b.First) })
+	}
+	out := runs[:0:0]
+	for _, r := range runs {
+		if n := len(out); n > 0 && r.First <= out[n-1].Last {
+			r.First = out[n-1].Last + 1
+		}
+		if r.Last >= r.First {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// DeliveryComplete counts the offsets from the start on whose delivery is complete
+// (acknowledged or archived): KIP-1226's DeliveryCompleteCount.
+func (s Snapshot) DeliveryComplete() int64 {
+	var n int64
+	for _, r := range s.Runs {
+		if r.Last >= s.Start && (r.State == Acknowledged || r.State == Archived) {
+			n += r.Last - max(r.First, s.Start) + 1
+		}
+	}
+	return n
 }

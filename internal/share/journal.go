@@ -1,0 +1,83 @@
+package share
+
+import "time"
+
+// journal lets a Partition undo what changed since Begin: Manager applies a change,
+// writes the snapshot, and rolls the change back when the write failed, so that what
+// the members hold stays as it was (an acknowledgement that was refused can be sent
+// again, and its records are still acquired by the member).
+//
+// The window's scalars and the records slice are saved at Begin. The records are
+// changed in three ways: in place (touch saves the old value first), by appending
+// (which never writes inside the saved slice: appends go past its end or into a new
+// array), by dropping from the front (dropFront touches what it clears), and by
+// emptying the window (emptyAt, after which every record is new). So
+// restoring the saved slice and then the touched values, newest first, gives back
+// the partition as it was at Begin.
+type journal struct {
+	active     bool
+	stateEpoch int32
+	reset      bool
+	start, end int64
+	availFrom  int64
+	earliest   time.Time
+	dirty      bool
+	freed      bool
+	recs       []record
+	touched    []touchedRecord
+	// detached: the window was emptied (emptyAt) since Begin; the records from then
+	// on live in a new array and may reuse saved offsets, so they are not touched.
+	detached bool
+}
+
+type touchedRecord struct {
+	offset int64
+	old    record
+}
+
+// Begin starts recording changes; Commit or Rollback ends it.
+func (p *Partition) Begin() {
+	j := &p.journal
+	j.active = true
+	j.stateEpoch, j.reset = p.stateEpoch, p.reset
+	j.start, j.end, j.availFrom, j.earliest = p.start, p.end, p.availFrom, p.earliest
+	j.dirty, j.freed = p.dirty, p.freed
+	j.recs = p.recs
+	j.touched = j.touched[:0]
+	j.detached = false
+}
+
+// Commit keeps the changes made since Begin.
+func (p *Partition) Commit() {
+	j := &p.journal
+	j.active = false
+	j.recs = nil
+	clear(j.touched) // member strings
+	j.touched = j.touched[:0]
+}
+
+// Rollback undoes every change made since Begin.
+func (p *Partition) Rollback() {
+	j := &p.journal
+	if !j.active {
+		return
+	}
+	p.stateEpoch, p.reset = j.stateEpoch, j.reset
+	p.start, p.end, p.availFrom, p.earliest = j.start, j.end, j.availFrom, j.earliest
+	p.dirty, p.freed = j.dirty, j.freed
+	p.recs = j.recs
+	for i := len(j.touched) - 1; i >= 0; i-- {
+		t := j.touched[i]
+		if idx := t.offset - p.start; idx >= 0 && idx < int64(len(p.recs)) {
+			p.recs[idx] = t.old
+		}
+	}
+	p.Commit()
+}
+
+// touch saves the record at offset o (inside the window) before it changes.
+func (p *Partition) touch(o int64) {
+	if p.journal.active && !p.journal.detached {
+		p.journal.touched = append(p.journal.touched, touchedRecord{offset: o, old: p.recs[o-p.start]})
+	}
+}

@@ -1,0 +1,126 @@
+package share
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// clonePartition is a deep copy of what Rollback must restore.
+func clonePartition(p *Partition) Partition {
+	c := *p
+	c.recs = append([]record(nil), p.recs...)
+	c.journal = journal{}
+	return c
+}
+
+func samePartition(t *testing.T, step int, got *Partition, want Partition) {
+	t.Helper()
+	g := clonePartition(got)
+	if len(g.recs) == 0 && len(want.recs) == 0 {
+		g.recs, want.recs = nil, nil
+	}
+	if !reflect.DeepEqual(g, want) {
+		t.Fatalf("step %d: after Rollback\n got  %+v\n want %+v", step, g, want)
+	}
+}
+
+// TestPartitionRollback applies random operations, each between Begin and Rollback
+// or Commit, and checks that a rollback gives back exactly the partition as it was.
+func TestPartitionRollback(t *testing.T) {
+	for seed := range uint64(8) {
+		partitionRollback(t, seed)
+	}
+}
+
+func partitionRollback(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 2))
+	cfg := PartitionConfig{LockDuration: 10 * time.Second, DeliveryLimit: 3, MaxInFlight: 40}
+	p := NewPartition(cfg, 0)
+	now := t0
+	members := []string{"a", "b", "c"}
+	hw := int64(0)
+	for step := range 5000 {
+		now = now.Add(time.Duration(rng.IntN(3000)) * time.Millisecond)
+		hw += int64(rng.IntN(4))
+		before := clonePartition(p)
+		p.Begin()
+		for range 1 + rng.IntN(3) {
+			m := members[rng.IntN(len(members))]
+			switch rng.IntN(7) {
+			case 0, 1:
+				first := p.Start() + int64(rng.IntN(5))
+				p.Acquire(m, [][2]int64{{first, first + int64(rng.IntN(8))}}, hw, 1+rng.IntN(10), rng.IntN(2) == 0, now)
+			case 2, 3:
+				o := p.Start() + int64(rng.IntN(int(p.End()-p.Start()+1)))
+				_ = p.Acknowledge(m, o, o+int64(rng.IntN(3)), []int8{int8(1 + rng.IntN(4))}, now)
+			case 4:
+				p.ExpireLocks(now)
+			case 5:
+				p.ReleaseMember(m)
+			case 6:
+				if rng.IntN(10) == 0 {
+					p.Reset(p.Start() + int64(rng.IntN(5)))
+				} else {
+					p.AdvanceStart(p.Start() + int64(rng.IntN(3)))
+				}
+			}
+			p.NextFetchOffset()
+		}
+		if rng.IntN(2) == 0 {
+			p.Rollback()
+			samePartition(t, step, p, before)
+		} else {
+			p.Commit()
+			p.ClearDirty()
+			p.TakeFreed()
+			p.TakeReset()
+		}
+	}
+}
+
+func TestSnapshotMerge(t *testing.T) {
+	run := func(first, last int64, state uint8, deliveries int16) StateRun {
+		return StateRun{First: first, Last: last, State: state, Deliveries: deliveries}
+	}
+	stored := Snapshot{StateEpoch: 2, LeaderEpoch: 4, Start: 10, End: 30, Runs: []StateRun{
+		run(10, 14, Acknowledged, 1), run(15, 19, Available, 1), run(20, 29, Archived, 3),
+	}}
+	for _, tc := range []struct {
+		name  string
+		start int64
+		runs  []StateRun
+		want  Snapshot
+	}{
+		{"nothing new", -1, nil, stored},
+		{"start moves past runs", 16, nil, Snapshot{StateEpoch: 2, LeaderEpoch: 4, Start: 16, End: 30, Runs: []StateRun{
+			run(16, 19, Available, 1), run(20, 29, Archived, 3)}}},
+		{"new run splits an old one", -1, []StateRun{run(16, 17, Acknowledged, 1)}, Snapshot{StateEpoch: 2, LeaderEpoch: 4, Start: 10, End: 30, Runs: []StateRun{
+			run(10, 14, Acknowledged, 1), run(15, 15, Available, 1), run(16, 17, Acknowledged, 1), run(18, 19, Available, 1), run(20, 29, Archived, 3)}}},
+		{"new runs join and extend", -1, []StateRun{run(15, 19, Acknowledged, 1), run(30, 34, Available, 1)}, Snapshot{StateEpoch: 2, LeaderEpoch: 4, Start: 10, End: 35, Runs: []StateRun{
+			run(10, 19, Acknowledged, 1), run(20, 29, Archived, 3), run(30, 34, Available, 1)}}},
+		{"out of order and overlapping new runs", 12, []StateRun{run(25, 40, Available, 2), run(11, 26, Acknowledged, 1)}, Snapshot{StateEpoch: 2, LeaderEpoch: 4, Start: 12, End: 41, Runs: []StateRun{
+			run(12, 26, Acknowledged, 1), run(27, 40, Available, 2)}}},
+		{"start beyond everything", 50, nil, Snapshot{StateEpoch: 2, LeaderEpoch: 4, Start: 50, End: 50}},
+	} {
+		got := stored.Merge(tc.start, tc.runs)
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s:\n got  %+v\n want %+v", tc.name, got, tc.want)
+		}
+	}
+	if n := stored.DeliveryComplete(); n != 15 {
+		t.Errorf("DeliveryComplete %d, want 15", n)
+	}
+	// A partition's full snapshot laid over the stored one gives the partition's.
+	p := NewPartition(testCfg(), 0)
+	p.Acquire("m", [][2]int64{{0, 9}}, 10, 10, false, t0)
+	_ = p.Acknowledge("m", 2, 3, []int8{AckAccept}, t0)
+	first := p.Snapshot()
+	_ = p.Acknowledge("m", 0, 1, []int8{AckAccept}, t0)
+	_ = p.Acknowledge("m", 4, 4, []int8{AckRelease}, t0)
+	second := p.Snapshot()
+	if got := first.Merge(second.Start, second.Runs); !reflect.DeepEqual(got, second) {
+		t.Errorf("full snapshot over the previous one:\n got  %+v\n want %+v", got, second)
+	}
+}

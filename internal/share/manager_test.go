@@ -1,0 +1,118 @@
+package share
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/samsa-streaming/samsa/internal/clock"
+)
+
+// memStore is a Store in memory whose writes can be made to fail.
+type memStore struct {
+	mu     sync.Mutex
+	snaps  map[Key]Snapshot
+	fail   error // returned by the next writes while set
+	epochs map[Key]int32
+	writes int
+}
+
+func (s *memStore) Read(_ context.Context, k Key, leaderEpoch int32) (Snapshot, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.epochs[k] = max(s.epochs[k], leaderEpoch)
+	snap, ok := s.snaps[k]
+	return snap, ok, nil
+}
+
+func (s *memStore) Write(_ context.Context, k Key, leaderEpoch int32, snap Snapshot) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	if leaderEpoch < s.epochs[k] {
+		return ErrFencedLeaderEpoch
+	}
+	s.writes++
+	s.snaps[k] = s.snaps[k].Merge(snap.Start, snap.Runs)
+	return nil
+}
+
+func (s *memStore) Initialize(_ context.Context, k Key, stateEpoch int32, start int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.snaps[k] = Snapshot{StateEpoch: stateEpoch, Start: start, End: start}
+	return nil
+}
+
+// TestManagerWriteFailures: an acknowledgement whose write fails is undone (its
+// records stay acquired, so it can be sent again), and a fenced write drops the
+// partition, which is read again from the store at its next use.
+func TestManagerWriteFailures(t *testing.T) {
+	store := &memStore{snaps: map[Key]Snapshot{}, epochs: map[Key]int32{}}
+	clk := clock.NewFake(t0)
+	leaderEpoch := int32(1)
+	m := NewManager(Options{
+		Store: store, Clock: clk,
+		Config:        func(string) PartitionConfig { return testCfg() },
+		InitialOffset: func(Key) (int64, error) { return 0, nil },
+		LeaderEpoch:   func(Key) (int32, error) { return leaderEpoch, nil },
+	})
+	defer m.Close()
+	k := Key{Group: "g", Partition: 0}
+	ctx := context.Background()
+	if err := m.Do(ctx, k, func(p *Partition) error {
+		p.Acquire("a", [][2]int64{{0, 9}}, 10, 10, false, clk.Now())
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ack := func(first, last int64) error {
+		return m.Do(ctx, k, func(p *Partition) error {
+			return p.Acknowledge("a", first, last, []int8{AckAccept}, clk.Now())
+		})
+	}
+
+	unavailable := errors.New("coordinator unavailable")
+	store.fail = unavailable
+	if err := ack(0, 4); !errors.Is(err, unavailable) {
+		t.Fatalf("acknowledging while writes fail: %v", err)
+	}
+	store.fail = nil
+	if err := ack(0, 4); err != nil {
+		t.Fatalf("the same acknowledgement again: %v", err)
+	}
+	if snap := store.snaps[k]; snap.Start != 5 {
+		t.Fatalf("stored start %d, want 5", snap.Start)
+	}
+
+	// A newer leader read the state: this one's next write is fenced, and the
+	// partition is read again from the store, where the records acquired here are
+	// available, delivered once.
+	store.epochs[k] = 2
+	if err := ack(5, 5); !errors.Is(err, ErrFencedLeaderEpoch) {
+		t.Fatalf("write of a deposed leader: %v", err)
+	}
+	leaderEpoch = 2
+	var st uint8
+	var n int16
+	if err := m.Do(ctx, k, func(p *Partition) error {
+		st, n = p.StateOf(5)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if st != Available || n != 1 {
+		t.Fatalf("offset 5 after the reload: state %d deliveries %d, want available once delivered (as the last write stored it)", st, n)
+	}
+
+	// A reset initializes the stored state under the next state epoch.
+	if err := m.Do(ctx, k, func(p *Partition) error { p.Reset(100); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if snap := store.snaps[k]; snap.Start != 100 || snap.StateEpoch != 1 || len(snap.Runs) != 0 {
+		t.Fatalf("after the reset: %+v", snap)
+	}
+}

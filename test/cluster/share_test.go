@@ -1,0 +1,736 @@
+package cluster
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/testutil"
+)
+
+// TestClusterShareGroupStateFailover: KIP-932 share consumers on a three-node cluster
+// whose topic partitions are led by other nodes than the __share_group_state
+// partitions keeping their state, so the leaders read and write it with the share
+// coordinator's requests. Three consumers accept every record while a producer
+// writes; then the share coordinator of a partition led elsewhere is killed with
+// kill -9 while they run; its state partition moves to another replica.
+//
+// What the test holds the cluster to, from the consumers' ledger of every delivery
+// and every acknowledgement the broker confirmed (a ShareAckCallback result without
+// error after FlushAcks):
+//   - before the kill nothing fails: every record is delivered once and its ACCEPT
+//     confirmed;
+//   - no record's ACCEPT is confirmed twice — a confirmed acknowledgement is durable,
+//     across the failover of the state's coordinator (which must read it back from
+//     the replicated log) and of the topic partitions the killed node led: a record
+//     delivered again after it would be acquired by that consumer and its ACCEPT
+//     confirmed once more;
+//   - in the end every record produced is done: each partition's share-partition
+//     start offset reaches its high watermark with no lag, and as the consumers only
+//     ever accept and no record comes near the delivery count limit, done means
+//     accepted; every record acknowledged by the producer was delivered.
+//
+// What it allows, as KIP-932 does (at-least-once delivery): a record whose ACCEPT was
+// not confirmed — the broker refused it while the coordinator was unreachable (the
+// change is undone and the consumer sends it again, possibly after its acquisition
+// lock expired), or its answer was lost with the killed node — may be delivered again
+// and accepted again; such a record may also end up accepted without any ACCEPT
+// confirmed (the write was durable but its answer lost). A consumer may be handed a
+// record after another consumer's ACCEPT of it was confirmed, when it acquired it
+// before from the killed leader (franz-go buffers what it fetched ahead of a poll):
+// its ACCEPT is then refused, which the first rule checks.
+func TestClusterShareGroupStateFailover(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: []string{
+		"offsets.topic.num.partitions=6",
+		"share.coordinator.state.topic.num.partitions=6",
+		"group.share.heartbeat.interval.ms=500",
+		"group.share.session.timeout.ms=10000",
+		"group.share.record.lock.duration.ms=10000",
+		"group.share.delivery.count.limit=10",
+		"min.insync.replicas=2",
+	}})
+	inv := watchInvariants(t, c)
+	const topic, partitions = "shared", 6
+	admin := newNodeClient(t, c.Node(1).Addr)
+	createTopic(t, admin, topic, partitions, 3)
+
+	groupID, layout := pickShareGroup(t, admin, topic, partitions)
+	victim, statePartition := layout.victim()
+	t.Logf("group %s: topic leaders %v, share coordinators %v; killing node %d, share coordinator of %s-%d (led by %d)",
+		groupID, layout.leaders, layout.coordinators, victim, topic, statePartition, layout.leaders[statePartition])
+	checkShareStateReplicas(t, admin)
+	checkNotCoordinator(t, c, groupID, layout, statePartition)
+	// Records produced before a share partition is first used count too.
+	setShareGroupConfig(t, c, admin, groupID, "share.auto.offset.reset", "earliest")
+
+	led := newShareLedger()
+	gate := &holdGate{}
+	var consumers []*shareConsumer
+	addrs := c.BrokerAddrs()
+	for i := range 3 {
+		// Each bootstraps through another node first.
+		seeds := append(slices.Clone(addrs[i:]), addrs[:i]...)
+		consumers = append(consumers, startShareConsumer(t, fmt.Sprintf("m%d", i), seeds, groupID, topic, led, gate))
+	}
+	p := startShareProducer(t, addrs, topic, led)
+
+	led.waitConfirmed(t, 1500, 90*time.Second, "1500 records accepted before the kill")
+	if redelivered, unconfirmed := led.faults(); redelivered > 0 || unconfirmed > 0 {
+		t.Fatalf("before any fault: %d records delivered more than once, %d accepts not confirmed", redelivered, unconfirmed)
+	}
+	// The kill comes while every consumer holds records it has not acknowledged yet:
+	// their acknowledgements go out after it, to the killed node or through it.
+	gate.arm()
+	testutil.WaitFor(t, 30*time.Second, func() bool { return gate.holding() == len(consumers) }, "every consumer holding records")
+	before := led.confirmedCount()
+	t.Logf("%d records accepted before the kill; kill -9 node %d", before, victim)
+	killed := led.mark()
+	c.Node(victim).Kill()
+	gate.release()
+	survivor := clientExcept(t, c, victim)
+	key := shareKey(groupID, layout.topicID, statePartition)
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		node, err := findShareCoordinator(ctxT(t, 5*time.Second), survivor, key)
+		return err == nil && node != victim
+	}, "another node to become the share coordinator of "+key)
+	led.waitConfirmed(t, before+1500, 120*time.Second, "1500 more records accepted after the kill")
+	testutil.WaitFor(t, 60*time.Second, func() bool { return led.confirmedSince(killed, statePartition) > 0 },
+		fmt.Sprintf("records of %s-%d accepted through its new share coordinator", topic, statePartition))
+
+	h := p.stop(t)
+	var survivors []string
+	for _, n := range c.Nodes() {
+		if n.ID != victim {
+			survivors = append(survivors, n.Addr)
+		}
+	}
+	waitShareDone(t, survivors, groupID, topic, partitions)
+	for _, sc := range consumers {
+		sc.stop()
+	}
+	led.check(t, h)
+	h.check(t, c, topic)
+	inv.check()
+}
+
+// shareLayout is who leads a topic's partitions and their share state.
+type shareLayout struct {
+	topicID      [16]byte
+	leaders      map[int32]int32 // partition → leader
+	coordinators map[int32]int32 // partition → share coordinator (state partition leader)
+	controller   int32
+}
+
+// victim picks a share coordinator of a partition led by another node, preferring one
+// that is not the active controller, and that partition.
+func (l shareLayout) victim() (node, partition int32) {
+	node, partition = -1, -1
+	for p := range int32(len(l.leaders)) {
+		if l.leaders[p] == l.coordinators[p] {
+			continue
+		}
+		if node < 0 || node == l.controller && l.coordinators[p] != l.controller {
+			node, partition = l.coordinators[p], p
+		}
+	}
+	return node, partition
+}
+
+func (l shareLayout) remote() int {
+	n := 0
+	for p, leader := range l.leaders {
+		if l.coordinators[p] != leader {
+			n++
+		}
+	}
+	return n
+}
+
+// pickShareGroup finds a group id whose share state lies mostly on other nodes than
+// the topic partitions (FindCoordinator v6 with share keys, which also creates
+// __share_group_state).
+func pickShareGroup(t *testing.T, cl *nodeClient, topic string, partitions int32) (string, shareLayout) {
+	t.Helper()
+	var md *kmsg.MetadataResponse
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		var err error
+		md, err = cl.metadata(ctxT(t, 5*time.Second))
+		return err == nil && len(partitionsOf(md, topic)) == int(partitions)
+	}, "the metadata of "+topic)
+	l := shareLayout{leaders: map[int32]int32{}, controller: activeController(t, cl)}
+	for _, mt := range md.Topics {
+		if mt.Topic != nil && *mt.Topic == topic {
+			l.topicID = mt.TopicID
+		}
+	}
+	for _, p := range partitionsOf(md, topic) {
+		l.leaders[p.Partition] = p.Leader
+	}
+	for i := range 20 {
+		groupID := fmt.Sprintf("share-%d", i)
+		l.coordinators = map[int32]int32{}
+		for p := range partitions {
+			key := shareKey(groupID, l.topicID, p)
+			testutil.WaitFor(t, 60*time.Second, func() bool {
+				node, err := findShareCoordinator(ctxT(t, 10*time.Second), cl, key)
+				l.coordinators[p] = node
+				return err == nil
+			}, "the share coordinator of "+key)
+		}
+		if l.remote() >= 3 {
+			return groupID, l
+		}
+	}
+	t.Fatalf("no group id of 20 has its share state mostly away from the topic's leaders %v", l.leaders)
+	return "", l
+}
+
+// setShareGroupConfig sets a group config (IncrementalAlterConfigs, forwarded to the
+// active controller) and waits until every node describes it.
+func setShareGroupConfig(t *testing.T, c *testutil.Cluster, cl *nodeClient, groupID, name, value string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, groupID
+	cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	cfg.Name, cfg.Value = name, kmsg.StringPtr(value)
+	res.Configs = append(res.Configs, cfg)
+	req.Resources = append(req.Resources, res)
+	r, err := cl.request(ctxT(t, 20*time.Second), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kerr.ErrorForCode(r.(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode); err != nil {
+		t.Fatalf("IncrementalAlterConfigs %s=%s: %v", name, value, err)
+	}
+	for _, n := range c.Nodes() {
+		nc := newNodeClient(t, n.Addr)
+		testutil.WaitFor(t, 20*time.Second, func() bool {
+			d := kmsg.NewPtrDescribeConfigsRequest()
+			dr := kmsg.NewDescribeConfigsRequestResource()
+			dr.ResourceType, dr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, groupID
+			d.Resources = append(d.Resources, dr)
+			r, err := nc.request(ctxT(t, 5*time.Second), d)
+			if err != nil {
+				return false
+			}
+			for _, res := range r.(*kmsg.DescribeConfigsResponse).Resources {
+				for _, c := range res.Configs {
+					if c.Name == name && c.Value != nil && *c.Value == value {
+						return true
+					}
+				}
+			}
+			return false
+		}, fmt.Sprintf("node %d to describe %s=%s", n.ID, name, value))
+	}
+}
+
+// shareKey is Kafka's share-coordinator key.
+func shareKey(groupID string, topicID [16]byte, partition int32) string {
+	return fmt.Sprintf("%s:%s:%d", groupID, base64.RawURLEncoding.EncodeToString(topicID[:]), partition)
+}
+
+// findShareCoordinator asks FindCoordinator v6 for a share key's coordinator.
+func findShareCoordinator(ctx context.Context, cl *nodeClient, key string) (int32, error) {
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.SetVersion(6)
+	req.CoordinatorType = 2
+	req.CoordinatorKeys = []string{key}
+	r, err := cl.request(ctx, req)
+	if err != nil {
+		return -1, err
+	}
+	resp := r.(*kmsg.FindCoordinatorResponse)
+	if len(resp.Coordinators) != 1 {
+		return -1, fmt.Errorf("FindCoordinator answered %d coordinators", len(resp.Coordinators))
+	}
+	co := resp.Coordinators[0]
+	return co.NodeID, kerr.ErrorForCode(co.ErrorCode)
+}
+
+// checkNotCoordinator sends ReadShareGroupState for a share partition to every node:
+// its coordinator answers (no state yet), the others NOT_COORDINATOR.
+func checkNotCoordinator(t *testing.T, c *testutil.Cluster, groupID string, l shareLayout, partition int32) {
+	t.Helper()
+	read := func(n *testutil.Node) (kmsg.ReadShareGroupStateResponseTopicPartition, error) {
+		req := kmsg.NewPtrReadShareGroupStateRequest()
+		req.GroupID = groupID
+		rt := kmsg.NewReadShareGroupStateRequestTopic()
+		rt.TopicID = l.topicID
+		rp := kmsg.NewReadShareGroupStateRequestTopicPartition()
+		rp.Partition, rp.LeaderEpoch = partition, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		r, err := newNodeClient(t, n.Addr).request(ctxT(t, 10*time.Second), req)
+		if err != nil {
+			return kmsg.ReadShareGroupStateResponseTopicPartition{}, err
+		}
+		return r.(*kmsg.ReadShareGroupStateResponse).Topics[0].Partitions[0], nil
+	}
+	for _, n := range c.Nodes() {
+		if n.ID == l.coordinators[partition] {
+			// Its own metadata may make it the leader a moment after FindCoordinator
+			// (answered from another node's) named it.
+			var got kmsg.ReadShareGroupStateResponseTopicPartition
+			testutil.WaitFor(t, 20*time.Second, func() bool {
+				var err error
+				got, err = read(n)
+				return err == nil && got.ErrorCode == 0
+			}, fmt.Sprintf("node %d to serve ReadShareGroupState as the share coordinator", n.ID))
+			if got.StartOffset != -1 {
+				t.Fatalf("ReadShareGroupState on the coordinator, node %d: %v start %d", n.ID, kerr.ErrorForCode(got.ErrorCode), got.StartOffset)
+			}
+			continue
+		}
+		got, err := read(n)
+		if err != nil || got.ErrorCode != kerr.NotCoordinator.Code {
+			t.Fatalf("ReadShareGroupState on node %d (coordinator %d): %v %v", n.ID, l.coordinators[partition], err, kerr.ErrorForCode(got.ErrorCode))
+		}
+	}
+}
+
+// checkShareStateReplicas checks that __share_group_state has three replicas per
+// partition (share.coordinator.state.topic.replication.factor), so its state
+// survives the loss of a node.
+func checkShareStateReplicas(t *testing.T, cl *nodeClient) {
+	t.Helper()
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr("__share_group_state")
+	req.Topics = append(req.Topics, rt)
+	r, err := cl.request(ctxT(t, 10*time.Second), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := partitionsOf(r.(*kmsg.MetadataResponse), "__share_group_state")
+	if len(parts) != 6 {
+		t.Fatalf("__share_group_state has %d partitions, want 6", len(parts))
+	}
+	for _, p := range parts {
+		if len(p.Replicas) != 3 {
+			t.Fatalf("__share_group_state-%d has replicas %v, want 3 (share.coordinator.state.topic.replication.factor)", p.Partition, p.Replicas)
+		}
+	}
+}
+
+// waitShareDone waits until every partition's share-partition start offset reached
+// its high watermark with no lag (DescribeShareGroupOffsets v1, ListOffsets).
+func waitShareDone(t *testing.T, addrs []string, groupID, topic string, partitions int32) {
+	t.Helper()
+	kc, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.MetadataMinAge(250*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	var last string
+	testutil.WaitFor(t, 120*time.Second, func() bool {
+		ends, err := listEnds(ctxT(t, 10*time.Second), kc, topic, partitions)
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+		rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+		rg.GroupID = groupID
+		rtp := kmsg.NewDescribeShareGroupOffsetsRequestGroupTopic()
+		rtp.Topic = topic
+		for p := range partitions {
+			rtp.Partitions = append(rtp.Partitions, p)
+		}
+		rg.Topics = append(rg.Topics, rtp)
+		req.Groups = append(req.Groups, rg)
+		resp, err := req.RequestWith(ctxT(t, 10*time.Second), kc)
+		if err != nil || len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 || len(resp.Groups[0].Topics) != 1 {
+			last = fmt.Sprintf("DescribeShareGroupOffsets: %v %+v", err, resp)
+			return false
+		}
+		var state []string
+		done := true
+		for _, p := range resp.Groups[0].Topics[0].Partitions {
+			state = append(state, fmt.Sprintf("%d: start %d hw %d lag %d err %d", p.Partition, p.StartOffset, ends[p.Partition], p.Lag, p.ErrorCode))
+			if p.ErrorCode != 0 || p.StartOffset != ends[p.Partition] || p.Lag != 0 {
+				done = false
+			}
+		}
+		last = strings.Join(state, "; ")
+		return done && len(state) == int(partitions)
+	}, "every record of the topic done by the share group")
+	t.Logf("share group %s done: %s", groupID, last)
+}
+
+func listEnds(ctx context.Context, cl *kgo.Client, topic string, partitions int32) (map[int32]int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	for p := range partitions {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int32]int64{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return nil, err
+			}
+			out[p.Partition] = p.Offset
+		}
+	}
+	return out, nil
+}
+
+// shareLedger records what the share consumers were given and what the broker
+// confirmed, each event numbered in the order this process saw it.
+type shareLedger struct {
+	mu         sync.Mutex
+	seq        int64
+	deliveries map[string][]shareDelivery
+	confirmed  map[string][]int64 // value → when its ACCEPT was confirmed
+	attempts   map[string]int     // value → ACCEPTs sent
+	progress   chan struct{}      // a non-blocking nudge per confirmation round
+}
+
+type shareDelivery struct {
+	member    string
+	partition int32
+	offset    int64
+	count     int32
+	at        int64
+}
+
+func newShareLedger() *shareLedger {
+	return &shareLedger{deliveries: map[string][]shareDelivery{}, confirmed: map[string][]int64{},
+		attempts: map[string]int{}, progress: make(chan struct{}, 1)}
+}
+
+func (l *shareLedger) delivered(member string, recs []*kgo.Record) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seq++
+	for _, r := range recs {
+		v := string(r.Value)
+		l.deliveries[v] = append(l.deliveries[v], shareDelivery{member, r.Partition, r.Offset, r.DeliveryCount(), l.seq})
+	}
+}
+
+// accepted notes the ACCEPTs of recs: confirmed unless their partition failed.
+func (l *shareLedger) accepted(recs []*kgo.Record, confirmed func(partition int32) bool) {
+	l.mu.Lock()
+	l.seq++
+	for _, r := range recs {
+		v := string(r.Value)
+		l.attempts[v]++
+		if confirmed(r.Partition) {
+			l.confirmed[v] = append(l.confirmed[v], l.seq)
+		}
+	}
+	l.mu.Unlock()
+	select {
+	case l.progress <- struct{}{}:
+	default:
+	}
+}
+
+// mark returns the ledger's clock now.
+func (l *shareLedger) mark() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seq++
+	return l.seq
+}
+
+// confirmedSince counts the records of partition whose ACCEPT was confirmed after at.
+func (l *shareLedger) confirmedSince(at int64, partition int32) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for v, conf := range l.confirmed {
+		if ds := l.deliveries[v]; len(ds) > 0 && ds[0].partition == partition && conf[len(conf)-1] > at {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *shareLedger) confirmedCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.confirmed)
+}
+
+// faults counts records delivered more than once and ACCEPTs not confirmed.
+func (l *shareLedger) faults() (redelivered, unconfirmed int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for v, ds := range l.deliveries {
+		if len(ds) > 1 {
+			redelivered++
+		}
+		unconfirmed += l.attempts[v] - len(l.confirmed[v])
+	}
+	return redelivered, unconfirmed
+}
+
+func (l *shareLedger) waitConfirmed(t *testing.T, n int, d time.Duration, what string) {
+	t.Helper()
+	testutil.WaitFor(t, d, func() bool { return l.confirmedCount() >= n }, what)
+}
+
+// check holds the ledger to what the test promises (see its comment).
+func (l *shareLedger) check(t *testing.T, h *history) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var problems []string
+	maxCount := int32(0)
+	late := 0
+	for v, ds := range l.deliveries {
+		conf := l.confirmed[v]
+		if len(conf) > 1 {
+			problems = append(problems, fmt.Sprintf("%s: ACCEPT confirmed %d times (deliveries %+v)", v, len(conf), ds))
+		}
+		for _, d := range ds {
+			maxCount = max(maxCount, d.count)
+			if len(conf) > 0 && d.at > conf[0] {
+				late++ // acquired before, handed out of the client's buffer after
+			}
+		}
+	}
+	noConfirm := 0
+	for v := range h.acked {
+		if len(l.deliveries[v]) == 0 {
+			problems = append(problems, fmt.Sprintf("%s acknowledged by the producer was never delivered", v))
+		}
+		if len(l.confirmed[v]) == 0 {
+			noConfirm++
+		}
+	}
+	if maxCount >= 8 {
+		problems = append(problems, fmt.Sprintf("a record was delivered %d times: near the delivery count limit (10), so done may not mean accepted", maxCount))
+	}
+	slices.Sort(problems)
+	if len(problems) > 20 {
+		problems = append(problems[:20], fmt.Sprintf("… and %d more", len(problems)-20))
+	}
+	redelivered, unconfirmed := 0, 0
+	for v, ds := range l.deliveries {
+		if len(ds) > 1 {
+			redelivered++
+		}
+		unconfirmed += l.attempts[v] - len(l.confirmed[v])
+	}
+	if len(problems) > 0 {
+		t.Fatalf("share ledger check failed:\n%s", strings.Join(problems, "\n"))
+	}
+	t.Logf("share ledger: %d records delivered, %d of them more than once (most deliveries of one record: %d), %d times polled after another delivery's ACCEPT was confirmed; %d ACCEPTs not confirmed; %d records accepted without a confirmed ACCEPT",
+		len(l.deliveries), redelivered, maxCount, late, unconfirmed, noConfirm)
+}
+
+// holdGate holds the consumers, once armed, between getting records and acknowledging
+// them, until released.
+type holdGate struct {
+	mu struct {
+		sync.Mutex
+		open    chan struct{} // nil unless armed
+		holding int
+	}
+}
+
+func (g *holdGate) arm() {
+	g.mu.Lock()
+	g.mu.open = make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *holdGate) holding() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.mu.holding
+}
+
+func (g *holdGate) release() {
+	g.mu.Lock()
+	close(g.mu.open)
+	g.mu.open, g.mu.holding = nil, 0
+	g.mu.Unlock()
+}
+
+// wait blocks while the gate is armed (or until ctx ends).
+func (g *holdGate) wait(ctx context.Context) {
+	g.mu.Lock()
+	open := g.mu.open
+	if open != nil {
+		g.mu.holding++
+	}
+	g.mu.Unlock()
+	if open != nil {
+		select {
+		case <-open:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// shareConsumer is a franz-go share consumer that accepts every record it gets and
+// flushes its acknowledgements after each poll.
+type shareConsumer struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	cl     *kgo.Client
+	once   sync.Once
+}
+
+func startShareConsumer(t *testing.T, name string, seeds []string, groupID, topic string, led *shareLedger, gate *holdGate) *shareConsumer {
+	t.Helper()
+	var mu sync.Mutex
+	var results kgo.ShareAckResults
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(seeds...), kgo.ShareGroup(groupID), kgo.ConsumeTopics(topic),
+		kgo.FetchMaxWait(200*time.Millisecond), kgo.ShareMaxRecords(50),
+		kgo.MetadataMinAge(250*time.Millisecond),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
+		kgo.ShareAckCallback(func(_ *kgo.Client, rs kgo.ShareAckResults) {
+			mu.Lock()
+			results = append(results, rs...)
+			mu.Unlock()
+		}),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sc := &shareConsumer{cancel: cancel, done: make(chan struct{}), cl: cl}
+	go func() {
+		defer close(sc.done)
+		logged := 0
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			if fs.IsClientClosed() || ctx.Err() != nil {
+				return
+			}
+			recs := fs.Records()
+			if len(recs) == 0 {
+				continue
+			}
+			led.delivered(name, recs)
+			gate.wait(ctx)
+			mu.Lock()
+			results = nil
+			mu.Unlock()
+			cl.MarkAcks(kgo.AckAccept, recs...)
+			fctx, fcancel := context.WithTimeout(ctx, 90*time.Second)
+			flushErr := cl.FlushAcks(fctx)
+			fcancel()
+			mu.Lock()
+			failed := map[int32]error{}
+			for _, r := range results {
+				if r.Err != nil {
+					failed[r.Partition] = r.Err
+				}
+			}
+			mu.Unlock()
+			if (flushErr != nil || len(failed) > 0) && logged < 20 {
+				logged++
+				t.Logf("%s: acknowledgements not confirmed: flush %v, partitions %v", name, flushErr, failed)
+			}
+			led.accepted(recs, func(p int32) bool { return flushErr == nil && failed[p] == nil })
+		}
+	}()
+	t.Cleanup(sc.stop)
+	return sc
+}
+
+func (sc *shareConsumer) stop() {
+	sc.once.Do(func() {
+		sc.cancel()
+		<-sc.done
+		sc.cl.Close()
+	})
+}
+
+// shareProducer writes records "v-<n>" with acks=all into a history, 50 at a time,
+// no more than 2000 ahead of what the consumers confirmed: enough that the consumers
+// always have records in hand, so the kill finds acquisitions and acknowledgements in
+// flight.
+type shareProducer struct {
+	h      *history
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startShareProducer(t *testing.T, addrs []string, topic string, led *shareLedger) *shareProducer {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordDeliveryTimeout(45*time.Second),
+		kgo.MetadataMinAge(250*time.Millisecond), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &shareProducer{h: &history{acked: map[string]ackedRecord{}, order: map[int32][]string{}, failed: map[string]error{}},
+		cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		for n := 0; ctx.Err() == nil; {
+			for p.h.ackedCount()-led.confirmedCount() > 2000 && ctx.Err() == nil {
+				select {
+				case <-led.progress:
+				case <-ctx.Done():
+				case <-time.After(time.Second): // progress may have been taken by an earlier wait
+				}
+			}
+			var wg sync.WaitGroup
+			for range 50 {
+				value := fmt.Sprintf("v-%07d", n)
+				n++
+				wg.Add(1)
+				cl.Produce(context.Background(), &kgo.Record{Value: []byte(value)}, func(r *kgo.Record, err error) {
+					defer wg.Done()
+					p.h.record(value, r, err)
+				})
+			}
+			wg.Wait()
+		}
+	}()
+	return p
+}
+
+func (h *history) ackedCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.acked)
+}
+
+func (p *shareProducer) stop(t *testing.T) *history {
+	t.Helper()
+	p.cancel()
+	select {
+	case <-p.done:
+	case <-time.After(90 * time.Second):
+		t.Fatal("records still in flight 90 s after the producer stopped")
+	}
+	if errors.Is(p.h.lastErr, context.Canceled) {
+		p.h.lastErr = nil
+	}
+	return p.h
+}
