@@ -31,6 +31,12 @@ type history struct {
 	lastErr error
 }
 
+// newHistory returns an empty history.
+func newHistory() *history {
+	return &history{acked: map[string]ackedRecord{}, order: map[int32][]string{}, ackedAt: map[int32][]time.Time{},
+		failed: map[string]error{}}
+}
+
 type ackedRecord struct {
 	partition int32
 	offset    int64
@@ -77,9 +83,7 @@ func startLoad(t *testing.T, c *testutil.Cluster, topic string, opts ...kgo.Opt)
 		return err == nil && partitions > 0
 	}, "the partitions of "+topic)
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &load{h: &history{acked: map[string]ackedRecord{}, order: map[int32][]string{}, ackedAt: map[int32][]time.Time{},
-		failed: map[string]error{}},
-		cl: cl, cancel: cancel, done: make(chan struct{})}
+	l := &load{h: newHistory(), cl: cl, cancel: cancel, done: make(chan struct{})}
 	var wg sync.WaitGroup
 	for p := range int32(partitions) {
 		wg.Go(func() { l.produceTo(ctx, p) })
