@@ -65,7 +65,7 @@ func (b *Broker) handleDescribeTopicPartitions(req *protocol.Request) <-chan pro
 			resp.Topics = append(resp.Topics, rt)
 			continue
 		}
-		mt := b.topicMetadata(t)
+		mt := b.topicMetadata(img, t)
 		rt.TopicID, rt.IsInternal = mt.TopicID, mt.IsInternal
 		first := int32(0)
 		if ti == 0 {

@@ -71,6 +71,7 @@ var errorTable = []struct {
 	{replica.ErrNotEnoughReplicasAfterAppend, kerr.NotEnoughReplicasAfterAppend},
 	{replica.ErrFetchOffsetOutOfRange, kerr.OffsetOutOfRange},
 	{replica.ErrNotAssigned, kerr.ReplicaNotAvailable},
+	{replica.ErrOffsetNotAvailable, kerr.OffsetNotAvailable},
 }
 
 // errorMessage returns a message for the response's ErrorMessage field, or nil.

@@ -2,9 +2,10 @@ package broker
 
 // Fetch (key 1), versions 4–18 (v17 and v18 add only follower fields).
 //
-// Reads whole batches from each partition's log up to the high watermark — up to the
-// last stable offset for read_committed, with the aborted transactions overlapping
-// what is returned, so that the consumer drops their records —, within partition max
+// Reads whole batches from each partition's log — for a consumer up to the high
+// watermark (up to the last stable offset for read_committed, with the aborted
+// transactions overlapping what is returned, so that the consumer drops their
+// records), for a follower (replica id ≥ 0) up to the log end — within partition max
 // bytes and the response's max bytes; the first batch of the first non-empty partition
 // is returned whole even when larger (KIP-74). Topics are named by ID from v13. Record
 // bytes are not copied: the response carries file ranges that the server writes with
@@ -15,9 +16,14 @@ package broker
 // moves (the last stable offset moves only with it), until enough data arrives below
 // the fetch's bound (high watermark or last stable offset) or max.wait.ms passes.
 //
+// From v11 a consumer's fetch may be served by a follower, and a leader configured
+// with the rack-aware replica selector names the replica a consumer should read from
+// (KIP-392; fetch_consumer.go).
+//
 // Incremental fetch sessions (KIP-227) are resolved in fetch_session.go: an
 // incremental request is turned into the session's full partition list before
-// anything is read, and the response keeps only partitions with something new.
+// anything is read, and the response keeps only partitions with something new. A
+// session lives on the broker it was made with, leader or follower alike.
 
 import (
 	"sync"
@@ -50,8 +56,8 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 	st := fetchStates.Get().(*fetchState)
 	st.replicaID, st.session, st.req = replicaID, session, req
 	b.authorizeFetch(req, r, st)
-	total, failed := b.readFetch(r, st)
-	if failed || total >= int64(r.MinBytes) || r.MaxWaitMillis <= 0 || len(st.parts) == 0 {
+	total, answerNow := b.readFetch(r, st)
+	if answerNow || total >= int64(r.MinBytes) || r.MaxWaitMillis <= 0 || len(st.parts) == 0 {
 		return protocol.Ready(b.fetchResponse(r, st))
 	}
 	out := make(chan protocol.Response, 1)
@@ -67,8 +73,8 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 					p.Wait(wake)
 				}
 			}
-			total, failed = b.readFetch(r, st)
-			if failed || total >= int64(r.MinBytes) {
+			total, answerNow = b.readFetch(r, st)
+			if answerNow || total >= int64(r.MinBytes) {
 				break
 			}
 			select {
@@ -141,18 +147,19 @@ func (b *Broker) fetchResponse(r *kmsg.FetchRequest, st *fetchState) protocol.Re
 }
 
 // readFetch reads every requested partition once into st. It returns the number of
-// record bytes found and whether any partition failed (an error answers at once); the
-// partitions read (for waiting) are in st.parts.
+// record bytes found and whether the fetch is to be answered at once (a partition
+// failed or has a preferred read replica); the partitions read (for waiting) are in
+// st.parts. Followers' partitions are served by serveFollower, consumers' by
+// serveConsumer (fetch_consumer.go).
 func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 	img := b.image()
-	readCommitted := r.IsolationLevel == 1
 	remaining := int64(r.MaxBytes)
 	if r.MaxBytes <= 0 {
 		remaining = 1<<31 - 1
 	}
 	var (
-		total  int64
-		failed bool
+		total     int64
+		answerNow bool
 	)
 	st.parts, st.ranges, st.aborted = st.parts[:0], st.ranges[:0], st.aborted[:0]
 	topics := st.topics[:0]
@@ -177,59 +184,34 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 			topicErr = kerr.TopicAuthorizationFailed.Code
 		}
 		for _, rp := range rt.Partitions {
-			pr := fetchPartitionResult{partition: rp.Partition, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1}
+			pr := fetchPartitionResult{partition: rp.Partition, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1,
+				preferredReadReplica: -1}
 			if topicErr != 0 {
 				pr.errorCode = topicErr
-				failed = true
+				answerNow = true
 				tr.partitions = append(tr.partitions, pr)
 				continue
 			}
 			p := b.replicas.Get(tr.name, rp.Partition)
-			if st.replicaID >= 0 {
-				n := b.serveFollower(st, p, &rp, &pr, max(min(int64(rp.PartitionMaxBytes), remaining), 0), total == 0)
-				failed = failed || pr.errorCode != 0
-				total += n
-				remaining -= n
-				tr.partitions = append(tr.partitions, pr)
-				continue
-			}
-			if err := fetchablePartition(p, rp.CurrentLeaderEpoch); err != nil {
-				pr.errorCode = errorCode(err)
-				failed = true
-				tr.partitions = append(tr.partitions, pr)
-				continue
-			}
-			st.parts = append(st.parts, p)
-			pr.highWatermark = p.HighWatermark()
-			pr.lastStableOffset = p.LastStableOffset()
-			pr.logStartOffset = p.Log.LogStartOffset()
-			limit := pr.highWatermark
-			if readCommitted {
-				limit = pr.lastStableOffset
-			}
 			maxBytes := max(min(int64(rp.PartitionMaxBytes), remaining), 0)
-			res, ranges, err := p.Log.ReadAppend(st.ranges, rp.FetchOffset, int(maxBytes), limit, total == 0)
-			st.ranges = ranges
-			if err != nil {
-				b.storageFailed(p, err)
-				pr.errorCode = errorCode(err)
-				failed = true
-				tr.partitions = append(tr.partitions, pr)
-				continue
+			var (
+				n   int64
+				now bool
+			)
+			if st.replicaID >= 0 {
+				n = b.serveFollower(st, p, &rp, &pr, maxBytes, total == 0)
+				now = pr.errorCode != 0
+			} else {
+				n, now = b.serveConsumer(st, r, img, p, &rp, &pr, maxBytes, total == 0)
 			}
-			pr.ranges, pr.size = res.Ranges, res.Size
-			if readCommitted && res.Size > 0 {
-				n := len(st.aborted)
-				st.aborted = p.Log.AbortedTransactions(rp.FetchOffset, res.NextOffset, st.aborted)
-				pr.aborted = st.aborted[n:]
-			}
-			total += res.Size
-			remaining -= res.Size
+			answerNow = answerNow || now
+			total += n
+			remaining -= n
 			tr.partitions = append(tr.partitions, pr)
 		}
 	}
 	st.topics = topics
-	return total, failed
+	return total, answerNow
 }
 
 // serveFollower reads one partition of a follower's fetch into pr and returns the
@@ -266,6 +248,13 @@ func (b *Broker) serveFollower(st *fetchState, p *replica.Partition, rp *kmsg.Fe
 // fetchablePartition checks that a partition exists here, is led by this node and that
 // the client's leader epoch matches.
 func fetchablePartition(p *replica.Partition, currentLeaderEpoch int32) error {
+	return readablePartition(p, currentLeaderEpoch, true)
+}
+
+// readablePartition checks that a partition exists here, its log directory is online,
+// the client's leader epoch is this replica's and, when leaderOnly, that this node
+// leads it.
+func readablePartition(p *replica.Partition, currentLeaderEpoch int32, leaderOnly bool) error {
 	if p == nil {
 		return kerr.UnknownTopicOrPartition
 	}
@@ -275,7 +264,7 @@ func fetchablePartition(p *replica.Partition, currentLeaderEpoch int32) error {
 	if err := p.CheckLeaderEpoch(currentLeaderEpoch); err != nil {
 		return err
 	}
-	if !p.IsLeader() {
+	if leaderOnly && !p.IsLeader() {
 		return kerr.NotLeaderForPartition
 	}
 	return nil

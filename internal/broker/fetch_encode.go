@@ -25,6 +25,9 @@ type fetchPartitionResult struct {
 	// aborted are the aborted transactions overlapping the records returned
 	// (read_committed only).
 	aborted []storage.AbortedTxn
+	// preferredReadReplica (v11+) is the replica a consumer should fetch from instead
+	// (KIP-392), -1 for none.
+	preferredReadReplica int32
 	// diverging (v12+, a follower's fetch): the follower's last fetched epoch diverged;
 	// divergingEpoch and divergingEnd say where it ends here (tagged field 0).
 	diverging      bool
@@ -167,7 +170,7 @@ func (w *chunkWriter) fetchResponse(version int16, errorCode int16, sessionID in
 				w.nullArray(flexible)
 			}
 			if version >= 11 {
-				w.int32(-1) // preferred_read_replica
+				w.int32(p.preferredReadReplica)
 			}
 			w.records(p.ranges, p.size, flexible)
 			if flexible && p.diverging && version >= 12 {

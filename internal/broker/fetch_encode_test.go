@@ -29,13 +29,13 @@ func TestEncodeFetchResponseMatchesKmsg(t *testing.T) {
 
 	topics := []fetchTopicResult{
 		{name: "alpha", id: [16]byte{1, 2, 3}, partitions: []fetchPartitionResult{
-			{partition: 0, highWatermark: 10, lastStableOffset: 8, logStartOffset: 2,
+			{partition: 0, highWatermark: 10, lastStableOffset: 8, logStartOffset: 2, preferredReadReplica: -1,
 				ranges: []storage.FileRange{{File: f, Pos: 16, Len: 100}, {File: f, Pos: 500, Len: 7}}, size: 107,
 				aborted: []storage.AbortedTxn{{ProducerID: 7, FirstOffset: 3, LastOffset: 5}, {ProducerID: 9, FirstOffset: 4, LastOffset: 6}}},
-			{partition: 3, errorCode: 1, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1},
+			{partition: 3, errorCode: 1, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1, preferredReadReplica: -1},
 		}},
 		{name: "beta", id: [16]byte{9}, partitions: []fetchPartitionResult{
-			{partition: 1, highWatermark: 5, lastStableOffset: 5, logStartOffset: 0},
+			{partition: 1, highWatermark: 5, lastStableOffset: 5, logStartOffset: 0, preferredReadReplica: 3},
 		}},
 	}
 	for version := int16(4); version <= 16; version++ {
@@ -59,6 +59,9 @@ func TestEncodeFetchResponseMatchesKmsg(t *testing.T) {
 						}
 					}
 					rp.PreferredReadReplica = -1
+					if version >= 11 {
+						rp.PreferredReadReplica = pr.preferredReadReplica
+					}
 					var recs []byte
 					for _, r := range pr.ranges {
 						recs = append(recs, content[r.Pos:r.Pos+r.Len]...)

@@ -7,9 +7,10 @@ package broker
 // id. Later fetches name the session and its next epoch (1, 2, …, wrapping to 1 after
 // the largest int32) and carry only what changed: partitions added or whose fetch
 // offset moved, and ForgottenTopics to drop. The response of an incremental fetch
-// holds only partitions with something new: records, an error, or a high watermark,
-// last stable offset or log start offset that changed since the session last reported
-// it. Epoch -1 closes the session (and fetches without one).
+// holds only partitions with something new: records, an error, a preferred read
+// replica, or a high watermark, last stable offset or log start offset that changed
+// since the session last reported it. Epoch -1 closes the session (and fetches
+// without one).
 //
 // Errors (the top-level error code of an empty response): FETCH_SESSION_ID_NOT_FOUND
 // for a session that is unknown or was evicted, INVALID_FETCH_SESSION_EPOCH for an
@@ -304,7 +305,9 @@ func (u fetchSessionUse) finish(topics []fetchTopicResult) ([]fetchTopicResult, 
 				k = fetchSessionKey{id: t.id, part: p.partition}
 			}
 			sp := s.partitions[k]
-			changed := u.full || sp == nil || p.errorCode != 0 || p.size > 0 ||
+			// A preferred read replica (KIP-392) or a diverging epoch is news too,
+			// though it comes without records.
+			changed := u.full || sp == nil || p.errorCode != 0 || p.size > 0 || p.preferredReadReplica >= 0 || p.diverging ||
 				p.highWatermark != sp.highWatermark || p.lastStableOffset != sp.lastStableOffset || p.logStartOffset != sp.logStartOffset
 			if sp != nil && p.errorCode == 0 {
 				sp.highWatermark, sp.lastStableOffset, sp.logStartOffset = p.highWatermark, p.lastStableOffset, p.logStartOffset

@@ -4,17 +4,21 @@ package broker
 //
 // Timestamp -2 (earliest) and -4 (earliest local; there is no tiered storage, so the
 // same) answer the log start offset; -5 (latest tiered, v9+, KIP-1005) and -6
-// (earliest pending upload, v11+, KIP-1023) answer -1: nothing is tiered; -1 (latest) the high watermark, or the last stable
-// offset for read_committed; -3 (max timestamp, KIP-734) the record with the largest
-// timestamp; any other timestamp the earliest offset whose record timestamp is at least
-// that, looked up through the time index, or -1 when there is none below the high
-// watermark. A special timestamp in a version that does not know it is
-// UNSUPPORTED_VERSION, as on Kafka. CurrentLeaderEpoch is validated (v4+). v10's
-// TimeoutMillis bounds remote-storage lookups, which Samsa never makes.
+// (earliest pending upload, v11+, KIP-1023) answer -1: nothing is tiered; -1 (latest)
+// the high watermark, or the last stable offset for read_committed; -3 (max
+// timestamp, KIP-734) the record with the largest timestamp; any other timestamp the
+// earliest offset whose record timestamp is at least that, looked up through the time
+// index, or -1 when there is none below the high watermark. A special timestamp in a
+// version that does not know it is UNSUPPORTED_VERSION, as on Kafka.
+// CurrentLeaderEpoch is validated (v4+). v10's TimeoutMillis bounds remote-storage
+// lookups, which Samsa never makes.
+//
+// A leader just elected whose high watermark has not reached the start of its epoch
+// answers OFFSET_NOT_AVAILABLE for the latest offset, and for a timestamp found at or
+// past its high watermark, as Kafka does (KIP-207): the client retries once the high
+// watermark caught up.
 
 import (
-	"cmp"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -53,12 +57,19 @@ func (b *Broker) handleListOffsets(req *protocol.Request) <-chan protocol.Respon
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			p := b.replicas.Get(rt.Topic, rp.Partition)
-			if min, known := listMinVersion[rp.Timestamp]; authErr == nil && rp.Timestamp < 0 && (!known || req.Version < min) {
-				sp.ErrorCode = kerr.UnsupportedVersion.Code
-			} else if err := cmp.Or(authErr, fetchablePartition(p, rp.CurrentLeaderEpoch)); err != nil {
+			err := authErr
+			if err == nil {
+				err = timestampKnown(rp.Timestamp, req.Version)
+			}
+			if err == nil {
+				err = fetchablePartition(p, rp.CurrentLeaderEpoch)
+			}
+			if err == nil {
+				sp.Timestamp, sp.Offset, sp.LeaderEpoch, err = listOffset(p, rp.Timestamp, r.IsolationLevel == 1)
+			}
+			if err != nil {
+				sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 				sp.ErrorCode = errorCode(err)
-			} else {
-				sp.Timestamp, sp.Offset, sp.LeaderEpoch = listOffset(p, rp.Timestamp, r.IsolationLevel == 1)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -67,29 +78,40 @@ func (b *Broker) handleListOffsets(req *protocol.Request) <-chan protocol.Respon
 	return reply(resp)
 }
 
-// listOffset answers one partition's query: (timestamp, offset, leader epoch).
-func listOffset(p *replica.Partition, ts int64, readCommitted bool) (int64, int64, int32) {
+// timestampKnown returns UNSUPPORTED_VERSION for a special (negative) timestamp that
+// the request's version does not know.
+func timestampKnown(ts int64, version int16) error {
+	if first, known := listMinVersion[ts]; ts < 0 && (!known || version < first) {
+		return kerr.UnsupportedVersion
+	}
+	return nil
+}
+
+// listOffset answers one partition's query: (timestamp, offset, leader epoch), or
+// replica.ErrOffsetNotAvailable from a leader whose high watermark lags its epoch.
+func listOffset(p *replica.Partition, ts int64, readCommitted bool) (int64, int64, int32, error) {
 	limit := p.HighWatermark()
 	if readCommitted {
 		limit = p.LastStableOffset()
 	}
+	lagging := p.CheckHighWatermarkCaughtUp()
 	switch ts {
 	case listEarliest, listEarliestLocal:
-		return -1, p.Log.LogStartOffset(), -1
+		return -1, p.Log.LogStartOffset(), -1, nil
 	case listLatestTiered, listEarliestToUpload:
-		return -1, -1, -1
+		return -1, -1, -1, nil
 	case listLatest:
-		return -1, limit, p.LeaderEpoch()
+		return -1, limit, p.LeaderEpoch(), lagging
 	case listMaxTimestamp:
 		maxTS, off := p.Log.MaxTimestamp()
 		if off < 0 || off >= limit {
-			return -1, -1, -1
+			return -1, -1, -1, lagging
 		}
-		return maxTS, off, -1
+		return maxTS, off, -1, nil
 	}
 	off, found, ok := p.Log.OffsetForTimestamp(ts)
 	if !ok || off >= limit {
-		return -1, -1, -1
+		return -1, -1, -1, lagging
 	}
-	return found, off, -1
+	return found, off, -1, nil
 }

@@ -77,7 +77,7 @@ func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response 
 	if r.Topics == nil {
 		for _, t := range img.Topics() {
 			if b.allowed(req, auth.OpDescribe, auth.ResourceTopic, t.Name) {
-				resp.Topics = append(resp.Topics, withOps(b.topicMetadata(t)))
+				resp.Topics = append(resp.Topics, withOps(b.topicMetadata(img, t)))
 			}
 		}
 		return reply(resp)
@@ -116,7 +116,7 @@ func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response 
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, withOps(b.topicMetadata(t)))
+		resp.Topics = append(resp.Topics, withOps(b.topicMetadata(img, t)))
 	}
 	return reply(resp)
 }
@@ -174,10 +174,11 @@ func (b *Broker) autoCreate(img *metadata.Image, topics []kmsg.MetadataRequestTo
 	return b.image()
 }
 
-// topicMetadata describes a topic as the image has it, with the replicas whose log
-// directory failed on this node reported offline (and a partition without a live
-// leader as LEADER_NOT_AVAILABLE).
-func (b *Broker) topicMetadata(t *metadata.Topic) kmsg.MetadataResponseTopic {
+// topicMetadata describes a topic as the image has it, with the replicas on brokers
+// that are fenced or unregistered, and those whose log directory failed on this
+// node, reported offline, as Kafka does (and a partition without a live leader as
+// LEADER_NOT_AVAILABLE).
+func (b *Broker) topicMetadata(img *metadata.Image, t *metadata.Topic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic = &name
@@ -192,6 +193,11 @@ func (b *Broker) topicMetadata(t *metadata.Topic) kmsg.MetadataResponseTopic {
 		mp.Replicas = append([]int32(nil), p.Replicas...)
 		mp.ISR = append([]int32(nil), p.ISR...)
 		mp.OfflineReplicas = []int32{}
+		for _, r := range p.Replicas {
+			if br, ok := img.Broker(metadata.NodeID(r)); !ok || br.Fenced {
+				mp.OfflineReplicas = append(mp.OfflineReplicas, r)
+			}
+		}
 		if local := b.replicas.Get(t.Name, p.Partition); local != nil && local.Offline() {
 			mp.OfflineReplicas = append(mp.OfflineReplicas, b.nodeID)
 			if mp.Leader == b.nodeID {

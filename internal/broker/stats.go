@@ -27,7 +27,9 @@ func (b *Broker) Partitions() []metrics.PartitionStats {
 			LastStableOffset: p.LastStableOffset(),
 			Replicas:         len(replicas),
 			ISR:              len(isr),
+			MinISR:           p.Settings().MinInsyncReplicas,
 			Leader:           p.IsLeader(),
+			FollowerLag:      p.FollowerLag(),
 			Offline:          p.Offline() || leaderless(p.Topic, p.Index),
 		})
 	}

@@ -47,13 +47,23 @@ func (g *globals) newClient(opts ...kgo.Opt) (*kgo.Client, error) {
 
 // newAdmin builds an admin client; close it with the returned function.
 func (g *globals) newAdmin() (*kadm.Client, func(), error) {
+	cl, adm, err := g.newAdminClient()
+	if err != nil {
+		return nil, nil, err
+	}
+	return adm, cl.Close, nil
+}
+
+// newAdminClient builds an admin client and returns the franz-go client under it too,
+// for requests kadm does not wrap; close the latter.
+func (g *globals) newAdminClient() (*kgo.Client, *kadm.Client, error) {
 	cl, err := g.newClient()
 	if err != nil {
 		return nil, nil, err
 	}
 	adm := kadm.NewClient(cl)
 	adm.SetTimeoutMillis(int32(min(g.timeout, time.Hour).Milliseconds()))
-	return adm, cl.Close, nil
+	return cl, adm, nil
 }
 
 // admin builds an admin client and a context that ends after --timeout; done closes

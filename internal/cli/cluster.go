@@ -16,8 +16,9 @@ import (
 )
 
 func newClusterCmd(g *globals) *cobra.Command {
-	cmd := newGroupingCmd("cluster", "Inspect the cluster", "Inspect the brokers and the metadata quorum of the cluster.")
-	cmd.AddCommand(newClusterInfoCmd(g))
+	cmd := newGroupingCmd("cluster", "Inspect the cluster, elect leaders, move partitions",
+		"Inspect the brokers and the metadata quorum of the cluster, run preferred leader elections and move partitions between brokers.")
+	cmd.AddCommand(newClusterInfoCmd(g), newClusterElectLeadersCmd(g), newClusterReassignCmd(g), newClusterReassignmentsCmd(g))
 	return cmd
 }
 

@@ -12,12 +12,19 @@ import (
 // Diagnose reads nothing else, so it is tested with hand-made snapshots.
 type Snapshot struct {
 	Window  time.Duration    // how long the group samples span
+	Brokers []BrokerSnapshot // the live brokers
 	Topics  []TopicSnapshot  // topics to check (internal topics excluded)
 	Groups  []GroupSnapshot  // consumer groups to check
-	Brokers []BrokerSnapshot // brokers' configurations, for the security checks
 	// Unstable are the partitions of Topics whose last stable offset trails the high
 	// watermark (doctor_txn.go).
 	Unstable []UnstablePartition
+}
+
+// BrokerSnapshot is one live broker; Rack is "" when it has none (broker.rack).
+type BrokerSnapshot struct {
+	ID      int32
+	Rack    string
+	Configs map[string]string // for the security checks; nil when not read or unreadable
 }
 
 // TopicSnapshot is one topic's partitions and effective configs.
@@ -74,6 +81,9 @@ type Finding struct {
 const (
 	CodeOfflinePartitions     = "offline_partitions"
 	CodeUnderReplicated       = "under_replicated"
+	CodeUnderMinISR           = "under_min_isr"
+	CodeReplicationFactorOne  = "replication_factor_one"
+	CodeReplicasInOneRack     = "replicas_in_one_rack"
 	CodeMinISRAboveRF         = "min_isr_above_replication_factor"
 	CodeMinISREqualsRF        = "min_isr_equals_replication_factor"
 	CodeMinISROne             = "min_isr_one"
@@ -97,6 +107,7 @@ func Diagnose(s Snapshot) []Finding {
 	var out []Finding
 	for _, t := range s.Topics {
 		out = append(out, diagnoseTopic(t)...)
+		out = append(out, diagnosePlacement(t, s.Brokers)...)
 	}
 	out = append(out, diagnoseUnstable(s)...)
 	for _, g := range s.Groups {
@@ -164,6 +175,9 @@ func diagnoseTopicConfigs(t TopicSnapshot) []Finding {
 	if err == nil && rf > 0 {
 		numbers := map[string]int64{"min_insync_replicas": minISR, "replication_factor": rf}
 		alter := fmt.Sprintf("samsa topic alter-config %s --set min.insync.replicas=", t.Name)
+		if f, ok := underMinISR(t, minISR, rf); ok {
+			out = append(out, f)
+		}
 		switch {
 		case minISR > rf:
 			out = append(out, Finding{
@@ -190,6 +204,85 @@ func diagnoseTopicConfigs(t TopicSnapshot) []Finding {
 			Code: CodeUncleanLeaderElection, Severity: severityWarning, Topic: t.Name, Numbers: map[string]int64{},
 			Message: "unclean.leader.election.enable=true: an out-of-sync replica may become leader, silently dropping acknowledged records",
 			Fix:     fmt.Sprintf("prefer consistency over availability: `samsa topic alter-config %s --delete unclean.leader.election.enable` (or --set it to false)", t.Name),
+		})
+	}
+	return out
+}
+
+// underMinISR reports the partitions whose ISR is below min.insync.replicas (when
+// that is not above the replication factor, which min_isr_above_replication_factor
+// reports for the whole topic).
+func underMinISR(t TopicSnapshot, minISR, rf int64) (Finding, bool) {
+	if minISR > rf {
+		return Finding{}, false
+	}
+	var under []int32
+	for _, p := range t.Partitions {
+		if p.Leader >= 0 && int64(len(p.ISR)) < minISR {
+			under = append(under, p.ID)
+		}
+	}
+	if len(under) == 0 {
+		return Finding{}, false
+	}
+	total := int64(len(t.Partitions))
+	return Finding{
+		Code: CodeUnderMinISR, Severity: severityError, Topic: t.Name, Partitions: under,
+		Message: fmt.Sprintf("%d of %d partitions have fewer in-sync replicas than min.insync.replicas=%d: acks=all writes to them are refused (NOT_ENOUGH_REPLICAS)",
+			len(under), total, minISR),
+		Numbers: map[string]int64{"under_min_isr_partitions": int64(len(under)), "partitions": total, "min_insync_replicas": minISR},
+		Fix: "bring the out-of-sync replicas back: `samsa topic describe " + t.Name + "` shows which brokers are out of the ISR; " +
+			"lowering min.insync.replicas restores writes at the cost of durability",
+	}, true
+}
+
+// diagnosePlacement reports where a topic's replicas are: a single copy of each
+// partition in a cluster of several brokers, or all the copies of a partition in
+// one rack of a cluster with several racks.
+func diagnosePlacement(t TopicSnapshot, brokers []BrokerSnapshot) []Finding {
+	var out []Finding
+	total := int64(len(t.Partitions))
+	if rf := replicationFactor(t); rf == 1 && len(brokers) > 1 {
+		out = append(out, Finding{
+			Code: CodeReplicationFactorOne, Severity: severityWarning, Topic: t.Name,
+			Message: fmt.Sprintf("replication factor 1 in a cluster of %d brokers: each partition has a single copy, so losing its broker makes it unavailable, and losing its disk loses its records",
+				len(brokers)),
+			Numbers: map[string]int64{"replication_factor": 1, "brokers": int64(len(brokers)), "partitions": total},
+			Fix:     "give every partition more replicas (3, with min.insync.replicas=2, survives a broker): `samsa cluster reassign --topic " + t.Name + " --partition N --replicas A,B,C`",
+		})
+	}
+	rackOf := map[int32]string{}
+	racks := map[string]bool{}
+	for _, b := range brokers {
+		rackOf[b.ID] = b.Rack
+		if b.Rack != "" {
+			racks[b.Rack] = true
+		}
+	}
+	if len(racks) < 2 {
+		return out
+	}
+	var oneRack []int32
+	for _, p := range t.Partitions {
+		if len(p.Replicas) < 2 {
+			continue
+		}
+		first, same := rackOf[p.Replicas[0]], true
+		for _, r := range p.Replicas {
+			rack, known := rackOf[r]
+			same = same && known && rack != "" && rack == first
+		}
+		if same {
+			oneRack = append(oneRack, p.ID)
+		}
+	}
+	if len(oneRack) > 0 {
+		out = append(out, Finding{
+			Code: CodeReplicasInOneRack, Severity: severityWarning, Topic: t.Name, Partitions: oneRack,
+			Message: fmt.Sprintf("%d of %d partitions have every replica in one rack although the cluster spans %d racks: losing that rack loses them",
+				len(oneRack), total, len(racks)),
+			Numbers: map[string]int64{"partitions_in_one_rack": int64(len(oneRack)), "partitions": total, "racks": int64(len(racks))},
+			Fix:     "spread their replicas over racks (`samsa cluster info` lists the brokers' racks): `samsa cluster reassign --topic " + t.Name + " --partition N --replicas A,B,C`",
 		})
 	}
 	return out

@@ -35,6 +35,9 @@ func newDoctorCmd(g *globals) *cobra.Command {
 each problem with the numbers behind it and how to fix it:
 
   offline_partitions, under_replicated       partitions without a leader or a full ISR
+  under_min_isr                              ISR below min.insync.replicas: acks=all refused
+  replication_factor_one                     a single copy in a cluster of several brokers
+  replicas_in_one_rack                       every copy of a partition in one rack
   min_isr_above_replication_factor           acks=all writes are always refused
   min_isr_equals_replication_factor          one lost replica refuses acks=all writes
   min_isr_one                                RF >= 3 but acks=all may mean just the leader
@@ -173,9 +176,7 @@ func (c *collector) collect(ctx context.Context, window time.Duration) (Snapshot
 	}
 	snap.Groups = gs
 	snap.Topics = c.topics(ctx, md, gs)
-	if c.scope.topic == "" && c.scope.group == "" {
-		snap.Brokers = c.brokers(ctx, md)
-	}
+	snap.Brokers = c.brokers(ctx, md, c.scope.topic == "" && c.scope.group == "")
 	names := make([]string, 0, len(snap.Topics))
 	for _, t := range snap.Topics {
 		names = append(names, t.Name)

@@ -11,12 +11,6 @@ import (
 	"github.com/samsa-streaming/samsa/internal/config"
 )
 
-// BrokerSnapshot is one broker's configuration, as DescribeConfigs reports it.
-type BrokerSnapshot struct {
-	ID      int32
-	Configs map[string]string // nil when it could not be read
-}
-
 // Security finding codes.
 const (
 	CodePlaintextWithAuthorizer = "plaintext_listener_with_authorizer"
@@ -84,11 +78,19 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// brokers reads each broker's configuration for the security checks.
-func (c *collector) brokers(ctx context.Context, md kadm.Metadata) []BrokerSnapshot {
+// brokers lists the live brokers with their racks and, withConfigs, their
+// configurations for the security checks.
+func (c *collector) brokers(ctx context.Context, md kadm.Metadata, withConfigs bool) []BrokerSnapshot {
 	var out []BrokerSnapshot
 	for _, b := range md.Brokers {
 		bs := BrokerSnapshot{ID: b.NodeID}
+		if b.Rack != nil {
+			bs.Rack = *b.Rack
+		}
+		if !withConfigs {
+			out = append(out, bs)
+			continue
+		}
 		rcs, err := c.adm.DescribeBrokerConfigs(ctx, b.NodeID)
 		switch {
 		case err != nil && len(rcs) == 0:

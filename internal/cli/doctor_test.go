@@ -75,7 +75,44 @@ func TestDiagnose(t *testing.T) {
 				{ID: 1, Leader: 2, Replicas: []int32{1, 2, 3}, ISR: []int32{2}},
 				{ID: 2, Leader: 3, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}},
 			}}}},
-			want: []string{CodeOfflinePartitions, CodeUnderReplicated},
+			want: []string{CodeOfflinePartitions, CodeUnderMinISR, CodeUnderReplicated},
+		},
+		{
+			name: "in-sync replicas below min.insync.replicas",
+			snap: Snapshot{Topics: []TopicSnapshot{{Name: "t", Configs: defaults("2"), Partitions: []PartitionSnapshot{
+				{ID: 0, Leader: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1}},
+				{ID: 1, Leader: 2, Replicas: []int32{1, 2, 3}, ISR: []int32{2, 3}},
+			}}}},
+			want: []string{CodeUnderMinISR, CodeUnderReplicated},
+		},
+		{
+			name: "replication factor one in a cluster of three brokers",
+			snap: Snapshot{Brokers: []BrokerSnapshot{{ID: 1}, {ID: 2}, {ID: 3}}, Topics: []TopicSnapshot{healthyTopic("t", 2, 1, defaults("1"))}},
+			want: []string{CodeReplicationFactorOne},
+		},
+		{
+			name: "replication factor one on a single broker is fine",
+			snap: Snapshot{Brokers: []BrokerSnapshot{{ID: 1}}, Topics: []TopicSnapshot{healthyTopic("t", 2, 1, defaults("1"))}},
+			want: nil,
+		},
+		{
+			name: "every replica of a partition in one rack",
+			snap: Snapshot{Brokers: []BrokerSnapshot{{ID: 1, Rack: "a"}, {ID: 2, Rack: "a"}, {ID: 3, Rack: "b"}}, Topics: []TopicSnapshot{{Name: "t", Configs: defaults("1"),
+				Partitions: []PartitionSnapshot{
+					{ID: 0, Leader: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}},
+					{ID: 1, Leader: 1, Replicas: []int32{1, 3}, ISR: []int32{1, 3}},
+				}}}},
+			want: []string{CodeReplicasInOneRack},
+		},
+		{
+			name: "one rack in the whole cluster is not reported",
+			snap: Snapshot{Brokers: []BrokerSnapshot{{ID: 1, Rack: "a"}, {ID: 2, Rack: "a"}, {ID: 3, Rack: "a"}}, Topics: []TopicSnapshot{healthyTopic("t", 1, 2, defaults("1"))}},
+			want: nil,
+		},
+		{
+			name: "replicas on brokers without a rack are not judged",
+			snap: Snapshot{Brokers: []BrokerSnapshot{{ID: 1, Rack: ""}, {ID: 2, Rack: ""}, {ID: 3, Rack: "b"}}, Topics: []TopicSnapshot{healthyTopic("t", 1, 2, defaults("1"))}},
+			want: nil,
 		},
 		{
 			name: "min.insync.replicas above replication factor",
@@ -311,5 +348,23 @@ func TestDiagnoseTransactions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestDiagnosePlacementNumbers(t *testing.T) {
+	fs := Diagnose(Snapshot{Brokers: []BrokerSnapshot{{ID: 1, Rack: "a"}, {ID: 2, Rack: "a"}, {ID: 3, Rack: "b"}, {ID: 4, Rack: "c"}}, Topics: []TopicSnapshot{{Name: "t", Configs: defaults("2"),
+		Partitions: []PartitionSnapshot{
+			{ID: 0, Leader: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1}},
+			{ID: 1, Leader: 2, Replicas: []int32{2, 1}, ISR: []int32{2, 1}},
+		}}}})
+	byCode := map[string]Finding{}
+	for _, f := range fs {
+		byCode[f.Code] = f
+	}
+	if f := byCode[CodeUnderMinISR]; !slices.Equal(f.Partitions, []int32{0}) || f.Numbers["min_insync_replicas"] != 2 || f.Severity != severityError {
+		t.Errorf("under_min_isr finding %+v", f)
+	}
+	if f := byCode[CodeReplicasInOneRack]; !slices.Equal(f.Partitions, []int32{1}) || f.Numbers["racks"] != 3 || f.Numbers["partitions_in_one_rack"] != 1 {
+		t.Errorf("replicas_in_one_rack finding %+v", f)
 	}
 }

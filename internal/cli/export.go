@@ -32,12 +32,8 @@ func (f Finding) About() string {
 	if f.Topic != "" {
 		about = append(about, fmt.Sprintf("topic %q", f.Topic))
 	}
-	switch len(f.Partitions) {
-	case 0:
-	case 1:
-		about = append(about, "partition "+int32List(f.Partitions))
-	default:
-		about = append(about, "partitions "+int32List(f.Partitions))
+	if len(f.Partitions) > 0 {
+		about = append(about, partitionList(f.Partitions))
 	}
 	return strings.Join(about, ", ")
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -439,14 +440,20 @@ that differ from the defaults unless --all-configs is given; JSON lists them all
 // topicDescription is the JSON result of `topic describe`. Optional numbers are null
 // when the broker could not say.
 type topicDescription struct {
-	Topic             string                 `json:"topic"`
-	ID                string                 `json:"id,omitempty"`
-	Internal          bool                   `json:"internal"`
-	ReplicationFactor int                    `json:"replication_factor"`
-	SizeBytes         *int64                 `json:"size_bytes"`
-	Partitions        []partitionDescription `json:"partitions"`
-	Configs           []configEntry          `json:"configs"`
-	ConfigsError      string                 `json:"configs_error,omitempty"`
+	Topic             string `json:"topic"`
+	ID                string `json:"id,omitempty"`
+	Internal          bool   `json:"internal"`
+	ReplicationFactor int    `json:"replication_factor"`
+	SizeBytes         *int64 `json:"size_bytes"`
+	// The partitions in trouble: without a leader (neither readable nor writable),
+	// with replicas out of the ISR, and with fewer in-sync replicas than
+	// min.insync.replicas (acks=all writes refused).
+	OfflinePartitions         []int32                `json:"offline_partitions"`
+	UnderReplicatedPartitions []int32                `json:"under_replicated_partitions"`
+	UnderMinISRPartitions     []int32                `json:"under_min_isr_partitions"`
+	Partitions                []partitionDescription `json:"partitions"`
+	Configs                   []configEntry          `json:"configs"`
+	ConfigsError              string                 `json:"configs_error,omitempty"`
 }
 
 type partitionDescription struct {
@@ -480,6 +487,10 @@ func describeTopic(ctx context.Context, g *globals, adm *kadm.Client, name strin
 		ReplicationFactor: d.Partitions.NumReplicas(),
 		Partitions:        []partitionDescription{},
 		Configs:           []configEntry{},
+
+		OfflinePartitions:         []int32{},
+		UnderReplicatedPartitions: []int32{},
+		UnderMinISRPartitions:     []int32{},
 	}
 	if d.ID != (kadm.TopicID{}) {
 		desc.ID = d.ID.String()
@@ -512,6 +523,26 @@ func describeTopic(ctx context.Context, g *globals, adm *kadm.Client, name strin
 	desc.Configs, err = topicConfigs(ctx, adm, name)
 	if err != nil {
 		desc.ConfigsError = err.Error()
+	}
+	minISR := -1
+	for _, c := range desc.Configs {
+		if c.Name == "min.insync.replicas" && c.Value != nil {
+			if n, err := strconv.Atoi(*c.Value); err == nil {
+				minISR = n
+			}
+		}
+	}
+	for _, p := range desc.Partitions {
+		switch {
+		case p.Leader < 0:
+			desc.OfflinePartitions = append(desc.OfflinePartitions, p.Partition)
+			continue
+		case len(p.ISR) < len(p.Replicas):
+			desc.UnderReplicatedPartitions = append(desc.UnderReplicatedPartitions, p.Partition)
+		}
+		if len(p.ISR) < minISR {
+			desc.UnderMinISRPartitions = append(desc.UnderMinISRPartitions, p.Partition)
+		}
 	}
 	return desc, nil
 }
@@ -608,8 +639,21 @@ func renderTopicDescription(o *output, d topicDescription, allConfigs bool) erro
 		}
 		fmt.Fprintf(w, "Partitions:          %d\n", len(d.Partitions))
 		fmt.Fprintf(w, "Replication factor:  %d\n", d.ReplicationFactor)
-		fmt.Fprintf(w, "Size:                %s\n\n", size)
-		t := newTable(w, "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "LOG-START", "LOG-END", "SIZE")
+		fmt.Fprintf(w, "Size:                %s\n", size)
+		for _, trouble := range []struct {
+			label, what string
+			ids         []int32
+		}{
+			{"Offline:", "no leader: neither readable nor writable", d.OfflinePartitions},
+			{"Under-replicated:", "replicas out of the ISR", d.UnderReplicatedPartitions},
+			{"Under min ISR:", "fewer in-sync replicas than min.insync.replicas: acks=all writes refused", d.UnderMinISRPartitions},
+		} {
+			if len(trouble.ids) > 0 {
+				fmt.Fprintf(w, "%-20s %s (%s)\n", trouble.label, partitionList(trouble.ids), trouble.what)
+			}
+		}
+		fmt.Fprintln(w)
+		t := newTable(w, "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "OFFLINE", "LOG-START", "LOG-END", "SIZE")
 		for _, p := range d.Partitions {
 			leader, psize := fmt.Sprint(p.Leader), "n/a"
 			if p.Leader < 0 {
@@ -618,7 +662,7 @@ func renderTopicDescription(o *output, d topicDescription, allConfigs bool) erro
 			if p.SizeBytes != nil {
 				psize = humanBytes(*p.SizeBytes)
 			}
-			t.row(p.Partition, leader, p.LeaderEpoch, int32List(p.Replicas), int32List(p.ISR),
+			t.row(p.Partition, leader, p.LeaderEpoch, int32List(p.Replicas), int32List(p.ISR), orDash(int32List(p.OfflineReplicas)),
 				optInt(p.LogStartOffset), optInt(p.LogEndOffset), psize)
 		}
 		t.flush()
@@ -676,4 +720,12 @@ func valueOr(v *int64, def int64) int64 {
 		return def
 	}
 	return *v
+}
+
+// partitionList renders "partition 3" or "partitions 0,2".
+func partitionList(ids []int32) string {
+	if len(ids) == 1 {
+		return "partition " + int32List(ids)
+	}
+	return "partitions " + int32List(ids)
 }

@@ -26,6 +26,15 @@ var (
 // that carries the metadata quorum, never advertised to clients.
 const ControllerListenerName = "CONTROLLER"
 
+// The values replica.selector.class accepts: Kafka's built-in replica selectors.
+const (
+	// LeaderSelector keeps every consumer on the leader (Kafka's behaviour without a
+	// selector).
+	LeaderSelector = "org.apache.kafka.common.replica.LeaderSelector"
+	// RackAwareReplicaSelector sends a consumer with a rack to a replica in it.
+	RackAwareReplicaSelector = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+)
+
 // Listener is one entry of listeners / advertised.listeners: NAME://host:port.
 // An empty Host means every interface (when binding).
 type Listener struct {
@@ -212,8 +221,12 @@ type Broker struct {
 	ReplicaFetchResponseMaxBytes int32 // replica.fetch.response.max.bytes
 	ReplicaFetchBackoffMs        int32 // replica.fetch.backoff.ms
 	ReplicaSocketTimeoutMs       int32 // replica.socket.timeout.ms
-	TransactionalIDExpirationMs  int32 // transactional.id.expiration.ms
-	TransactionMaxTimeoutMs      int32 // transaction.max.timeout.ms
+	// ReplicaSelectorClass (replica.selector.class): "" or LeaderSelector keeps
+	// consumers on the leader; RackAwareReplicaSelector points a consumer with a rack
+	// at an in-sync replica in its rack (KIP-392).
+	ReplicaSelectorClass        string
+	TransactionalIDExpirationMs int32 // transactional.id.expiration.ms
+	TransactionMaxTimeoutMs     int32 // transaction.max.timeout.ms
 	// transaction.state.log.{num.partitions,replication.factor,min.isr}: the shape
 	// of __transaction_state; see TransactionStateRF and TransactionStateMinISR.
 	TransactionStateLogNumPartitions     int32

@@ -87,6 +87,7 @@ func TestDefaultsMatchKafka(t *testing.T) {
 		"ReplicaFetchResponseMaxBytes":                int32(10485760),
 		"ReplicaFetchBackoffMs":                       int32(1000),
 		"ReplicaSocketTimeoutMs":                      int32(30000),
+		"ReplicaSelectorClass":                        "",
 		"TransactionalIDExpirationMs":                 int32(604800000),
 		"TransactionMaxTimeoutMs":                     int32(900000),
 		"LogCleanerEnable":                            true,
@@ -606,5 +607,18 @@ func TestInternalTopicsFitASingleNode(t *testing.T) {
 	}
 	if b.InterBrokerListenerName != "PLAINTEXT" || len(b.ClientListeners()) != 1 {
 		t.Fatalf("listeners: %q %v", b.InterBrokerListenerName, b.ClientListeners())
+	}
+}
+
+func TestReplicaSelectorClass(t *testing.T) {
+	for _, v := range []string{LeaderSelector, RackAwareReplicaSelector} {
+		b, err := Load("", []string{"replica.selector.class=" + v})
+		if err != nil || b.ReplicaSelectorClass != v {
+			t.Fatalf("replica.selector.class=%s: %v, field %q", v, err, b.ReplicaSelectorClass)
+		}
+	}
+	_, err := Load("", []string{"replica.selector.class=com.example.MySelector"})
+	if err == nil || !strings.Contains(err.Error(), "replica.selector.class") || !strings.Contains(err.Error(), RackAwareReplicaSelector) {
+		t.Fatalf("a custom selector class: %v, want a refusal naming the property and the supported classes", err)
 	}
 }

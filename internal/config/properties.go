@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -156,6 +157,14 @@ var (
 		return nil
 	}}
 	roles = list{values: []string{"broker", "controller"}, nonEmpty: true}
+	// replicaSelectors are the replica.selector.class values: unset, or one of Kafka's
+	// built-in selectors.
+	replicaSelectors = text{valid: LeaderSelector + ", " + RackAwareReplicaSelector, fn: func(s string) error {
+		if s == "" || s == LeaderSelector || s == RackAwareReplicaSelector {
+			return nil
+		}
+		return fmt.Errorf("must be %s or %s (other selector classes are not supported)", LeaderSelector, RackAwareReplicaSelector)
+	}}
 	// consumerAssignors are the server-side assignors of KIP-848, by name or Kafka class name.
 	consumerAssignors = list{nonEmpty: true, valid: "uniform,range", item: func(s string) error {
 		if AssignorName(s) == "" {
@@ -409,6 +418,11 @@ var coreProperties = []property{
 	property{name: "replica.socket.timeout.ms", spec: anyOf(TypeInt), def: "30000",
 		doc: "A follower's fetch with no answer for this long (beyond replica.fetch.wait.max.ms) breaks its connection."}.
 		bind(i32(func(b *Broker) *int32 { return &b.ReplicaSocketTimeoutMs })),
+	property{name: "replica.selector.class", spec: replicaSelectors, null: true,
+		doc: "How a leader picks the replica a consumer should fetch from (KIP-392): unset or " + LeaderSelector + " keeps consumers on the leader; " +
+			RackAwareReplicaSelector + " sends a consumer that names its rack (client.rack) to an in-sync replica in that rack.",
+		note: "Only Kafka's two built-in selectors; a consumer's fetch (v11+) is served by any replica up to its high watermark, whatever this says, as in Kafka."}.
+		bind(str(func(b *Broker) *string { return &b.ReplicaSelectorClass })),
 
 	// Consumer groups and offsets.
 	property{name: "offsets.topic.num.partitions", spec: atLeast(TypeInt, 1), def: "50",

@@ -55,8 +55,13 @@ type PartitionStats struct {
 	LastStableOffset int64
 	// Replicas and ISR are the sizes of the assigned replica set and the in-sync set.
 	Replicas, ISR int
+	// MinISR is the topic's min.insync.replicas.
+	MinISR int
 	// Leader is true when this broker leads the partition.
 	Leader bool
+	// FollowerLag is, on the leader, the largest number of offsets a follower is
+	// behind its log end (replica.Partition.FollowerLag); 0 elsewhere.
+	FollowerLag int64
 	// Offline is true when the partition has no live leader (Kafka's leader -1).
 	Offline bool
 }
@@ -86,7 +91,7 @@ var groupStates = []string{"Empty", "PreparingRebalance", "CompletingRebalance",
 type stateCollector struct {
 	source Source
 
-	partitions, leaderPartitions, underReplicated, offline *prometheus.Desc
+	partitions, leaderPartitions, underReplicated, underMinISR, atMinISR, offline, maxLag *prometheus.Desc
 
 	logSize, logStart, logEnd, highWatermark, replicas, isr *prometheus.Desc
 
@@ -109,7 +114,13 @@ func newStateCollector(source Source) *stateCollector {
 		leaderPartitions: desc("leader_partitions", "Partitions this broker leads."),
 		underReplicated: desc("under_replicated_partitions",
 			"Partitions led by this broker whose in-sync replica set is smaller than their replica set."),
-		offline:       desc("offline_partitions", "Partitions hosted by this broker that have no live leader."),
+		underMinISR: desc("under_min_isr_partitions",
+			"Partitions led by this broker whose in-sync replica set is smaller than min.insync.replicas: acks=all writes are refused."),
+		atMinISR: desc("at_min_isr_partitions",
+			"Partitions led by this broker whose in-sync replica set is exactly min.insync.replicas: one more lost replica refuses acks=all writes."),
+		offline: desc("offline_partitions", "Partitions hosted by this broker that have no live leader."),
+		maxLag: desc("replica_max_lag",
+			"Largest number of offsets a follower of a partition led by this broker is behind the leader's log end."),
 		logSize:       desc("log_size_bytes", "Size of the partition replica's log segments on disk.", tp...),
 		logStart:      desc("log_start_offset", "First offset still in the partition replica's log.", tp...),
 		logEnd:        desc("log_end_offset", "Offset the next record appended to the partition replica will get.", tp...),
@@ -138,7 +149,7 @@ func newStateCollector(source Source) *stateCollector {
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		c.partitions, c.leaderPartitions, c.underReplicated, c.offline,
+		c.partitions, c.leaderPartitions, c.underReplicated, c.underMinISR, c.atMinISR, c.offline, c.maxLag,
 		c.logSize, c.logStart, c.logEnd, c.highWatermark, c.replicas, c.isr,
 		c.groups, c.groupMembers, c.groupGeneration, c.committed, c.lag,
 	} {
@@ -199,7 +210,8 @@ func (c *stateCollector) collectPartitions(ch chan<- prometheus.Metric) map[topi
 	parts := c.source.Partitions()
 	highWatermarks := make(map[topicPartition]int64, len(parts))
 	seen := make(map[topicPartition]bool, len(parts))
-	var hosted, led, underReplicated, offline int
+	var hosted, led, underReplicated, underMinISR, atMinISR, offline int
+	var maxLag int64
 	for _, p := range parts {
 		tp := topicPartition{labelValue(p.Topic), p.Partition}
 		if seen[tp] {
@@ -212,6 +224,13 @@ func (c *stateCollector) collectPartitions(ch chan<- prometheus.Metric) map[topi
 			if p.ISR < p.Replicas {
 				underReplicated++
 			}
+			switch {
+			case p.ISR < p.MinISR:
+				underMinISR++
+			case p.ISR == p.MinISR:
+				atMinISR++
+			}
+			maxLag = max(maxLag, p.FollowerLag)
 		}
 		if p.Offline {
 			offline++
@@ -229,7 +248,10 @@ func (c *stateCollector) collectPartitions(ch chan<- prometheus.Metric) map[topi
 	gauge(ch, c.partitions, float64(hosted))
 	gauge(ch, c.leaderPartitions, float64(led))
 	gauge(ch, c.underReplicated, float64(underReplicated))
+	gauge(ch, c.underMinISR, float64(underMinISR))
+	gauge(ch, c.atMinISR, float64(atMinISR))
 	gauge(ch, c.offline, float64(offline))
+	gauge(ch, c.maxLag, float64(maxLag))
 	return highWatermarks
 }
 

@@ -24,10 +24,12 @@ var _ server.Observer = (*Metrics)(nil)
 func TestScrapeOverHTTP(t *testing.T) {
 	source := &fakeSource{
 		partitions: []PartitionStats{
-			{Topic: "orders", Partition: 0, LogSizeBytes: 4096, LogStartOffset: 10, LogEndOffset: 120, HighWatermark: 100, Replicas: 3, ISR: 3, Leader: true},
-			{Topic: "orders", Partition: 1, LogSizeBytes: 2048, LogStartOffset: 0, LogEndOffset: 50, HighWatermark: 50, Replicas: 3, ISR: 2, Leader: true},
+			{Topic: "orders", Partition: 0, LogSizeBytes: 4096, LogStartOffset: 10, LogEndOffset: 120, HighWatermark: 100, Replicas: 3, ISR: 3,
+				MinISR: 3, Leader: true, FollowerLag: 20},
+			{Topic: "orders", Partition: 1, LogSizeBytes: 2048, LogStartOffset: 0, LogEndOffset: 50, HighWatermark: 50, Replicas: 3, ISR: 2,
+				MinISR: 3, Leader: true, FollowerLag: 35},
 			// A follower replica with a shrunken ISR: its leader reports it, not us.
-			{Topic: "orders", Partition: 2, LogSizeBytes: 1024, LogEndOffset: 7, HighWatermark: 7, Replicas: 3, ISR: 1},
+			{Topic: "orders", Partition: 2, LogSizeBytes: 1024, LogEndOffset: 7, HighWatermark: 7, Replicas: 3, ISR: 1, MinISR: 2},
 			{Topic: "audit", Partition: 0, Replicas: 1, Offline: true},
 		},
 		groups: []GroupStats{
@@ -100,6 +102,9 @@ func TestScrapeOverHTTP(t *testing.T) {
 		{"samsa_partitions", "", 4},
 		{"samsa_leader_partitions", "", 2},
 		{"samsa_under_replicated_partitions", "", 1},
+		{"samsa_under_min_isr_partitions", "", 1},
+		{"samsa_at_min_isr_partitions", "", 1},
+		{"samsa_replica_max_lag", "", 35},
 		{"samsa_offline_partitions", "", 1},
 		{"samsa_log_size_bytes", "partition=0,topic=orders", 4096},
 		{"samsa_log_size_bytes", "partition=2,topic=orders", 1024},

@@ -14,7 +14,8 @@
 // # Files
 //
 //	partition.go  state, Apply, appends as leader, the high watermark, waiters
-//	leader.go     followers' positions (FollowerFetch, ServeFollower), ProposeISR
+//	leader.go     followers' positions (FollowerFetch, ServeFollower), ProposeISR,
+//	              the followers a consumer may read from (ReadReplicas, KIP-392)
 //	follower.go   AppendAsFollower, truncation, the follower's high watermark
 //	fetcher.go    FetcherManager: one fetcher goroutine per leader
 //

@@ -10,7 +10,8 @@ import (
 
 // follower is what a leader knows of one of its followers, from its fetches.
 type follower struct {
-	logEnd int64 // the follower's log end offset (its last fetch offset); -1 unknown
+	logEnd   int64 // the follower's log end offset (its last fetch offset); -1 unknown
+	logStart int64 // the follower's log start offset, from its last fetch; -1 unknown
 	// lastCaughtUp is the last time the follower was known to hold everything the
 	// leader held at some earlier time (Kafka's lastCaughtUpTimeMs): its fetch offset
 	// reached the leader's log end offset of its previous fetch.
@@ -20,11 +21,11 @@ type follower struct {
 	lastFetchLeaderEnd int64
 }
 
-// FollowerFetch records a follower's fetch at fetchOffset (its log end offset): its
-// position, whether it is caught up, and the high watermark that follows. It returns
-// ErrNotLeader when this node does not lead (or not in leaderEpoch, unless -1) and
+// FollowerFetch records a follower's fetch at fetchOffset (its log end offset) with
+// its log start offset: its position, whether it is caught up, and the high watermark
+// that follows. It returns ErrNotLeader when this node does not lead and
 // ErrNotAssigned when replicaID holds no replica of the partition.
-func (p *Partition) FollowerFetch(replicaID int32, fetchOffset int64, now time.Time) error {
+func (p *Partition) FollowerFetch(replicaID int32, fetchOffset, logStartOffset int64, now time.Time) error {
 	leaderEnd := p.Log.LogEndOffset()
 	p.mu.Lock()
 	if p.mu.state.Leader != p.localNode {
@@ -44,7 +45,7 @@ func (p *Partition) FollowerFetch(replicaID int32, fetchOffset int64, now time.T
 	}
 	f.lastFetchLeaderEnd, f.lastFetch = leaderEnd, now
 	moved := fetchOffset != f.logEnd
-	f.logEnd = fetchOffset
+	f.logEnd, f.logStart = fetchOffset, logStartOffset
 	p.mu.Unlock()
 	if moved {
 		p.maybeAdvanceHighWatermark()
@@ -117,8 +118,9 @@ func (p *Partition) CancelISR() {
 	p.maybeAdvanceHighWatermark()
 }
 
-// FollowerLag returns, for the leader, the largest number of offsets a follower in the
-// ISR is behind the log end (0 when none, or when not leader): Kafka's MaxLag.
+// FollowerLag returns, for the leader, the largest number of offsets a follower is
+// behind the log end (0 when none, or when not leader), in or out of the ISR; a
+// follower whose position is not known yet is not counted.
 func (p *Partition) FollowerLag() int64 {
 	end := p.Log.LogEndOffset()
 	p.mu.Lock()
@@ -133,6 +135,35 @@ func (p *Partition) FollowerLag() int64 {
 		}
 	}
 	return lag
+}
+
+// ReadReplica is a follower a leader may send a consumer to (KIP-392), as the leader
+// knows it from the follower's fetches.
+type ReadReplica struct {
+	ID           int32
+	LogEnd       int64
+	LastCaughtUp time.Time
+}
+
+// ReadReplicas returns, on the leader, the followers that can serve a consumer's
+// fetch at fetchOffset: in the committed ISR (one out of it may stay behind for
+// good) and holding that offset — their log start at or below it, their log end at
+// or above it. Nil when this node does not lead.
+func (p *Partition) ReadReplicas(fetchOffset int64) []ReadReplica {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.state.Leader != p.localNode {
+		return nil
+	}
+	var out []ReadReplica
+	for _, r := range p.mu.state.ISR {
+		f := p.mu.followers[r]
+		if r == p.localNode || f == nil || f.logEnd < fetchOffset || f.logStart < 0 || f.logStart > fetchOffset {
+			continue
+		}
+		out = append(out, ReadReplica{ID: r, LogEnd: f.logEnd, LastCaughtUp: f.lastCaughtUp})
+	}
+	return out
 }
 
 // FollowerRead is a leader's answer to one partition of a follower's fetch.
@@ -174,7 +205,7 @@ func (p *Partition) ServeFollower(replicaID int32, fp FetchPartition, maxBytes i
 	if fp.FetchOffset < res.LogStartOffset || fp.FetchOffset > p.Log.LogEndOffset() {
 		return res, ranges, ErrFetchOffsetOutOfRange
 	}
-	if err := p.FollowerFetch(replicaID, fp.FetchOffset, now); err != nil {
+	if err := p.FollowerFetch(replicaID, fp.FetchOffset, fp.LogStartOffset, now); err != nil {
 		return res, ranges, err
 	}
 	res.HighWatermark = p.HighWatermark()

@@ -25,6 +25,10 @@ var (
 	// ErrNotAssigned: a replica fetch from a broker that holds no replica of the
 	// partition.
 	ErrNotAssigned = errors.New("replica: the fetching broker is not a replica of this partition")
+	// ErrOffsetNotAvailable: a leader just elected has not yet raised its high
+	// watermark to where its leader epoch starts, so it cannot tell the latest
+	// committed offset (KIP-207); the client retries.
+	ErrOffsetNotAvailable = errors.New("replica: the new leader's high watermark has not caught up with the start of its epoch")
 )
 
 // State is a partition's replication state as the metadata image has it.
@@ -165,7 +169,7 @@ func (p *Partition) Apply(s State, now time.Time) (Change, error) {
 			if r == p.localNode {
 				continue
 			}
-			f := &follower{logEnd: -1}
+			f := &follower{logEnd: -1, logStart: -1}
 			if slices.Contains(s.ISR, r) {
 				// An in-sync follower counts as caught up from the start of the epoch
 				// (Kafka does the same), so it is not dropped before it fetches.
@@ -178,7 +182,7 @@ func (p *Partition) Apply(s State, now time.Time) (Change, error) {
 		// Same epoch, new partition epoch: an ISR change (or a reassignment) committed.
 		for _, r := range s.Replicas {
 			if _, ok := p.mu.followers[r]; !ok && r != p.localNode {
-				p.mu.followers[r] = &follower{logEnd: -1}
+				p.mu.followers[r] = &follower{logEnd: -1, logStart: -1}
 			}
 		}
 		for r := range p.mu.followers {
@@ -266,6 +270,20 @@ func (p *Partition) CheckLeaderEpoch(requested int32) error {
 		return ErrFencedLeaderEpoch
 	case requested > current:
 		return ErrUnknownLeaderEpoch
+	}
+	return nil
+}
+
+// CheckHighWatermarkCaughtUp returns ErrOffsetNotAvailable while this node leads with
+// a high watermark below the offset its leader epoch started at: a new leader raises
+// it only once its followers' positions are known (and after a restart it starts at
+// the log start), so until then it would understate the latest offset that was
+// committed (Kafka answers ListOffsets so, KIP-207).
+func (p *Partition) CheckHighWatermarkCaughtUp() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.state.Leader == p.localNode && p.highWatermark.Load() < p.mu.epochStart {
+		return ErrOffsetNotAvailable
 	}
 	return nil
 }

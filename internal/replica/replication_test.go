@@ -339,3 +339,75 @@ func TestFollowerBehindLogStartStartsOver(t *testing.T) {
 		return b.Log.LogStartOffset() == 8 && b.Log.LogEndOffset() == 12
 	})
 }
+
+// TestReadReplicas: a leader sends a consumer only to a follower in the ISR that holds
+// the consumer's fetch offset (KIP-392), as its fetches report it.
+func TestReadReplicas(t *testing.T) {
+	n := newNode(t, 1)
+	now := time.Now()
+	n.apply(t, State{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2, 3, 4}, ISR: []int32{1, 2, 3}}, now)
+	if _, err := n.p.AppendAsLeader(batch(t, 10), false, now); err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(id int32, offset, logStart int64) {
+		t.Helper()
+		fp := FetchPartition{CurrentLeaderEpoch: 1, FetchOffset: offset, LastFetchedEpoch: -1, LogStartOffset: logStart}
+		if _, _, err := n.p.ServeFollower(id, fp, 1<<20, true, nil, now); err != nil {
+			t.Fatalf("fetch of node %d: %v", id, err)
+		}
+	}
+	ids := func(rs []ReadReplica) []int32 {
+		var out []int32
+		for _, r := range rs {
+			out = append(out, r.ID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := n.p.ReadReplicas(0); len(got) != 0 {
+		t.Fatalf("read replicas before any follower fetched: %v", got)
+	}
+	fetch(2, 10, 0)
+	fetch(3, 4, 0)
+	fetch(4, 10, 0) // caught up, but not in the ISR
+	if got := ids(n.p.ReadReplicas(5)); !slices.Equal(got, []int32{2}) {
+		t.Fatalf("read replicas for offset 5: %v, want [2] (3 ends at 4, 4 is out of the ISR)", got)
+	}
+	if got := ids(n.p.ReadReplicas(4)); !slices.Equal(got, []int32{2, 3}) {
+		t.Fatalf("read replicas for offset 4: %v, want [2 3]", got)
+	}
+	fetch(2, 10, 6) // node 2 deleted its records below 6
+	if got := ids(n.p.ReadReplicas(4)); !slices.Equal(got, []int32{3}) {
+		t.Fatalf("read replicas for offset 4 after node 2's log start moved to 6: %v, want [3]", got)
+	}
+	n.apply(t, State{Leader: 2, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2, 3, 4}, ISR: []int32{1, 2, 3}}, now)
+	if got := n.p.ReadReplicas(4); got != nil {
+		t.Fatalf("a follower answered read replicas %v", got)
+	}
+}
+
+// TestHighWatermarkBehindNewEpoch: a leader just elected whose high watermark has not
+// reached the start of its epoch says so (KIP-207's OFFSET_NOT_AVAILABLE) until its
+// followers' positions raise it.
+func TestHighWatermarkBehindNewEpoch(t *testing.T) {
+	n := newNode(t, 1)
+	now := time.Now()
+	n.apply(t, State{Leader: 2, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, now)
+	if _, err := n.p.AppendAsFollower(batch(t, 5)); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.p.CheckHighWatermarkCaughtUp(); err != nil {
+		t.Fatalf("a follower: %v", err)
+	}
+	n.apply(t, State{Leader: 1, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, now)
+	if err := n.p.CheckHighWatermarkCaughtUp(); !errors.Is(err, ErrOffsetNotAvailable) {
+		t.Fatalf("a new leader with high watermark %d below its epoch start 5: %v", n.p.HighWatermark(), err)
+	}
+	fp := FetchPartition{CurrentLeaderEpoch: 2, FetchOffset: 5, LastFetchedEpoch: -1, LogStartOffset: 0}
+	if _, _, err := n.p.ServeFollower(2, fp, 1<<20, true, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.p.CheckHighWatermarkCaughtUp(); err != nil || n.p.HighWatermark() != 5 {
+		t.Fatalf("after the follower's fetch at 5: high watermark %d, %v", n.p.HighWatermark(), err)
+	}
+}

@@ -3,9 +3,10 @@
 // compressible test data. StartBroker starts one node; StartCluster (cluster.go)
 // starts several as one cluster, each node controllable (kill -9, SIGSTOP/SIGCONT,
 // SIGTERM, restart), and Proxy (proxy.go) is a fault-injecting TCP proxy a Cluster
-// puts on the links to its controllers so that tests can cut them. EOSPipeline
-// (eos.go) runs the exactly-once consume-transform-produce workers
-// (internal/testutil/eosworker) as processes the transaction tests kill.
+// puts on the links to its controllers and in front of its brokers' replication
+// listeners so that tests can cut them. EOSPipeline (eos.go) runs the exactly-once
+// consume-transform-produce workers (internal/testutil/eosworker) as processes the
+// transaction tests kill.
 //
 // The samsa binary is built once per test process (go build ./cmd/samsa) into a
 // temporary directory.

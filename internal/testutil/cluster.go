@@ -25,6 +25,17 @@ type ClusterOptions struct {
 	// they win). The cluster sets broker.session.timeout.ms=4000 and
 	// broker.heartbeat.interval.ms=500 so that fencing tests run in seconds.
 	Overrides []string
+	// NodeOverrides are extra properties for one node (by id), after Overrides:
+	// broker.rack, for example.
+	NodeOverrides map[int32][]string
+	// Metrics gives every node a metrics.listener on a fixed free port
+	// (Node.MetricsAddr).
+	Metrics bool
+	// ProxyReplication gives every broker a REPLICATION listener, the one followers
+	// fetch from (inter.broker.listener.name), advertised through a Proxy in front
+	// of it (Node.ReplicationProxy): cutting it stops every follower fetching from
+	// that broker while the broker stays in the quorum and in the clients' reach.
+	ProxyReplication bool
 	// ProxyControllerLinks puts a Proxy on every directed link between a node and a
 	// controller: node i reaches controller j at Link(i, j).Addr (its
 	// controller.quorum.voters says so), so a test can cut any link of the
@@ -52,6 +63,11 @@ type Node struct {
 	Roles string
 	// ControllerAddr is its controller listener ("" unless it is a controller).
 	ControllerAddr string
+	// MetricsAddr is its metrics.listener ("" unless ClusterOptions.Metrics).
+	MetricsAddr string
+	// ReplicationProxy is the proxy in front of its REPLICATION listener (nil unless
+	// ClusterOptions.ProxyReplication and the node is a broker).
+	ReplicationProxy *Proxy
 }
 
 // IsController reports whether the node votes in the metadata quorum.
@@ -81,6 +97,9 @@ func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
 		if n.IsController() {
 			n.ControllerAddr = fmt.Sprintf("127.0.0.1:%d", clusterPort(t, used))
 		}
+		if o.Metrics {
+			n.MetricsAddr = fmt.Sprintf("127.0.0.1:%d", clusterPort(t, used))
+		}
 		c.nodes[id] = n
 	}
 	for _, n := range c.sortedNodes() {
@@ -102,8 +121,18 @@ func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
 			}
 			voters = append(voters, fmt.Sprintf("%d@%s", ctrl.ID, addr))
 		}
+		var replication []string
 		if n.IsBroker() {
 			listeners = append(listeners, "PLAINTEXT://"+n.Addr)
+			if o.ProxyReplication {
+				addr := fmt.Sprintf("127.0.0.1:%d", clusterPort(t, used))
+				n.ReplicationProxy = StartProxy(t, addr)
+				listeners = append(listeners, "REPLICATION://"+addr)
+				replication = []string{
+					"advertised.listeners=PLAINTEXT://" + n.Addr + ",REPLICATION://" + n.ReplicationProxy.Addr,
+					"inter.broker.listener.name=REPLICATION",
+				}
+			}
 		}
 		if n.IsController() {
 			listeners = append(listeners, "CONTROLLER://"+n.ControllerAddr)
@@ -116,7 +145,12 @@ func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
 			"controller.listener.names=CONTROLLER",
 			"broker.session.timeout.ms=4000",
 			"broker.heartbeat.interval.ms=500",
-		}, o.Overrides...)
+		}, replication...)
+		n.Overrides = append(n.Overrides, o.Overrides...)
+		if n.MetricsAddr != "" {
+			n.Overrides = append(n.Overrides, "metrics.listener="+n.MetricsAddr)
+		}
+		n.Overrides = append(n.Overrides, o.NodeOverrides[n.ID]...)
 	}
 	t.Cleanup(c.cleanup)
 	if err := c.startAll(c.sortedNodes()); err != nil {

@@ -326,7 +326,8 @@ func TestClusterControllerIsolated(t *testing.T) {
 // controller over the network.
 func TestClusterDedicatedRoles(t *testing.T) {
 	t.Parallel()
-	c := testutil.StartCluster(t, testutil.ClusterOptions{Roles: map[int32]string{1: "controller", 2: "broker", 3: "broker"}})
+	c := testutil.StartCluster(t, testutil.ClusterOptions{Roles: map[int32]string{1: "controller", 2: "broker", 3: "broker"},
+		ProxyReplication: true})
 	inv := watchInvariants(t, c)
 	b2, b3 := newNodeClient(t, c.Node(2).Addr), newNodeClient(t, c.Node(3).Addr)
 	var md *kmsg.MetadataResponse
@@ -362,8 +363,9 @@ func TestClusterDedicatedRoles(t *testing.T) {
 
 	// Reassignments and preferred elections through kadm, forwarded by a broker: a
 	// reordering completes at once and a preferred election then moves the
-	// leadership; a move to another broker stays in progress (the new replica is not
-	// in sync: followers do not copy data yet) until it is cancelled.
+	// leadership; a move to another broker stays in progress while the new replica
+	// cannot fetch from the old one (its replication listener is blackholed), until
+	// it is cancelled.
 	adm := kadm.NewClient(b2.cl)
 	md, _ = b2.metadata(ctxT(t, 5*time.Second))
 	p0 := partitionsOf(md, "observed")[0]
@@ -386,6 +388,7 @@ func TestClusterDedicatedRoles(t *testing.T) {
 	md, _ = b2.metadata(ctxT(t, 5*time.Second))
 	from := partitionsOf(md, "moving")[0].Replicas[0]
 	to := int32(5) - from // the other of brokers 2 and 3
+	c.Node(from).ReplicationProxy.Blackhole()
 	req = nil
 	req.Assign("moving", 0, []int32{to})
 	if res, err := adm.AlterPartitionAssignments(ctxT(t, 10*time.Second), req); err != nil || res["moving"][0].Err != nil {
@@ -404,5 +407,6 @@ func TestClusterDedicatedRoles(t *testing.T) {
 		md, err := b3.metadata(ctxT(t, 2*time.Second))
 		return err == nil && slices.Equal(partitionsOf(md, "moving")[0].Replicas, []int32{from})
 	}, "the cancelled move reverted")
+	c.Node(from).ReplicationProxy.Pass()
 	inv.check()
 }

@@ -9,10 +9,14 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -134,7 +138,9 @@ func controllerQuorum(ctx context.Context, addr string) (kmsg.DescribeQuorumResp
 }
 
 // createTopic sends CreateTopics to one node (which forwards it to the active
-// controller) and fails the test unless the topic was created.
+// controller) and fails the test unless the topic was created. REQUEST_TIMED_OUT is
+// retried, as clients do (a slow quorum answers it); TOPIC_ALREADY_EXISTS after it
+// means the timed-out attempt went through.
 func createTopic(t testing.TB, c *nodeClient, name string, partitions int32, rf int16) {
 	t.Helper()
 	req := kmsg.NewPtrCreateTopicsRequest()
@@ -143,11 +149,20 @@ func createTopic(t testing.TB, c *nodeClient, name string, partitions int32, rf 
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, rf
 	req.Topics = append(req.Topics, rt)
-	r, err := c.request(ctxT(t, 20*time.Second), req)
-	if err != nil {
-		t.Fatalf("CreateTopics %s: %v", name, err)
-	}
-	if st := r.(*kmsg.CreateTopicsResponse).Topics[0]; st.ErrorCode != 0 {
+	ctx := ctxT(t, 60*time.Second)
+	for attempt := 0; ; attempt++ {
+		r, err := c.request(ctx, req)
+		if err != nil {
+			t.Fatalf("CreateTopics %s: %v", name, err)
+		}
+		st := r.(*kmsg.CreateTopicsResponse).Topics[0]
+		switch {
+		case st.ErrorCode == 0, attempt > 0 && st.ErrorCode == kerr.TopicAlreadyExists.Code:
+			return
+		case st.ErrorCode == kerr.RequestTimedOut.Code && ctx.Err() == nil:
+			t.Logf("CreateTopics %s: %v %v (retrying)", name, kerr.ErrorForCode(st.ErrorCode), deref(st.ErrorMessage))
+			continue
+		}
 		t.Fatalf("CreateTopics %s: %v %v", name, kerr.ErrorForCode(st.ErrorCode), deref(st.ErrorMessage))
 	}
 }
@@ -296,4 +311,49 @@ func (inv *invariants) check() {
 		inv.t.Error("invariant violated: " + b)
 	}
 	inv.t.Logf("invariants: %d metadata answers checked, %d partition epochs seen", inv.polls, len(inv.seen))
+}
+
+// metric scrapes a node's metrics.listener and returns the value of an unlabelled
+// counter or gauge (-1 when it is not exported, or the scrape failed).
+func metric(t *testing.T, n *testutil.Node, name string) float64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.MetricsAddr+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("node %d metrics do not parse: %v", n.ID, err)
+	}
+	f := families[name]
+	if f == nil || len(f.Metric) == 0 {
+		return -1
+	}
+	m := f.Metric[0]
+	switch {
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	}
+	return -1
+}
+
+// waitMetric waits until a node's metric satisfies cond and returns its value.
+func waitMetric(t *testing.T, n *testutil.Node, name string, what string, cond func(float64) bool) float64 {
+	t.Helper()
+	var v float64
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		v = metric(t, n, name)
+		return cond(v)
+	}, fmt.Sprintf("node %d: %s %s", n.ID, name, what))
+	return v
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -25,8 +26,15 @@ type history struct {
 	mu      sync.Mutex
 	acked   map[string]ackedRecord // value → where it went
 	order   map[int32][]string     // partition → acknowledged values in produce order
+	ackedAt map[int32][]time.Time  // partition → when each acknowledgement came
 	failed  map[string]error       // value → why its produce failed
 	lastErr error
+}
+
+// newHistory returns an empty history.
+func newHistory() *history {
+	return &history{acked: map[string]ackedRecord{}, order: map[int32][]string{}, ackedAt: map[int32][]time.Time{},
+		failed: map[string]error{}}
 }
 
 type ackedRecord struct {
@@ -34,23 +42,29 @@ type ackedRecord struct {
 	offset    int64
 }
 
-// load is a producer writing to a topic until stopped, one record at a time in flight
-// per partition plus the client's own pipelining.
+// load is a producer writing to every partition of a topic until stopped, each
+// partition with records in flight of its own, so that a partition that stops
+// acknowledging does not hold up the others.
 type load struct {
 	h      *history
 	cl     *kgo.Client
 	cancel context.CancelFunc
 	done   chan struct{}
-	sent   int
 }
 
-// startLoad produces records "v-<n>" to topic with acks=all and an idempotent franz-go
-// producer (its defaults), through every broker of the cluster.
+// inFlightPerPartition bounds the records a load has in flight in one partition:
+// enough to keep the brokers busy, few enough that a stop waits for little.
+const inFlightPerPartition = 32
+
+// startLoad produces records "v-<partition>-<n>" to every partition of topic with
+// acks=all and an idempotent franz-go producer (its defaults), through every broker
+// of the cluster.
 func startLoad(t *testing.T, c *testutil.Cluster, topic string, opts ...kgo.Opt) *load {
 	t.Helper()
 	opts = append([]kgo.Opt{
 		kgo.SeedBrokers(c.BrokerAddrs()...),
 		kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordDeliveryTimeout(45 * time.Second),
 		kgo.ProducerLinger(2 * time.Millisecond),
@@ -62,33 +76,45 @@ func startLoad(t *testing.T, c *testutil.Cluster, topic string, opts ...kgo.Opt)
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
+	var partitions int
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		topics, err := kadm.NewClient(cl).ListTopics(ctxT(t, 5*time.Second), topic)
+		partitions = len(topics[topic].Partitions)
+		return err == nil && partitions > 0
+	}, "the partitions of "+topic)
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &load{h: &history{acked: map[string]ackedRecord{}, order: map[int32][]string{}, failed: map[string]error{}},
-		cl: cl, cancel: cancel, done: make(chan struct{})}
+	l := &load{h: newHistory(), cl: cl, cancel: cancel, done: make(chan struct{})}
+	var wg sync.WaitGroup
+	for p := range int32(partitions) {
+		wg.Go(func() { l.produceTo(ctx, p) })
+	}
 	go func() {
-		defer close(l.done)
-		// At most 200 records in flight: enough to keep the brokers busy, few enough
-		// that a stop waits for little.
-		sem := make(chan struct{}, 200)
-		var wg sync.WaitGroup
-		for n := 0; ctx.Err() == nil; n++ {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				continue
-			}
-			value := fmt.Sprintf("v-%07d", n)
-			l.sent++
-			wg.Add(1)
-			cl.Produce(context.Background(), &kgo.Record{Value: []byte(value)}, func(r *kgo.Record, err error) {
-				defer wg.Done()
-				defer func() { <-sem }()
-				l.h.record(value, r, err)
-			})
-		}
 		wg.Wait()
+		close(l.done)
 	}()
 	return l
+}
+
+// produceTo writes to one partition until ctx ends, then waits for its records in
+// flight.
+func (l *load) produceTo(ctx context.Context, partition int32) {
+	sem := make(chan struct{}, inFlightPerPartition)
+	var wg sync.WaitGroup
+	for n := 0; ctx.Err() == nil; n++ {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			continue
+		}
+		value := fmt.Sprintf("v-%d-%07d", partition, n)
+		wg.Add(1)
+		l.cl.Produce(context.Background(), &kgo.Record{Partition: partition, Value: []byte(value)}, func(r *kgo.Record, err error) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			l.h.record(value, r, err)
+		})
+	}
+	wg.Wait()
 }
 
 func (h *history) record(value string, r *kgo.Record, err error) {
@@ -101,6 +127,51 @@ func (h *history) record(value string, r *kgo.Record, err error) {
 	}
 	h.acked[value] = ackedRecord{r.Partition, r.Offset}
 	h.order[r.Partition] = append(h.order[r.Partition], value)
+	h.ackedAt[r.Partition] = append(h.ackedAt[r.Partition], time.Now())
+}
+
+// unavailability returns, per partition, the longest time acknowledgements stopped
+// since fault: the largest gap between two consecutive acknowledgements the later of
+// which came after fault. It is what a producer saw of the fault, its retries and
+// backoffs included.
+func (l *load) unavailability(fault time.Time) map[int32]time.Duration {
+	l.h.mu.Lock()
+	defer l.h.mu.Unlock()
+	out := map[int32]time.Duration{}
+	for p, times := range l.h.ackedAt {
+		times = slices.Clone(times)
+		slices.SortFunc(times, time.Time.Compare)
+		for i := 1; i < len(times); i++ {
+			if times[i].After(fault) {
+				out[p] = max(out[p], times[i].Sub(times[i-1]))
+			}
+		}
+	}
+	return out
+}
+
+// everyPartitionAckedAfter reports whether every partition had a record acknowledged
+// after t.
+func (l *load) everyPartitionAckedAfter(t time.Time) bool {
+	l.h.mu.Lock()
+	defer l.h.mu.Unlock()
+	for _, times := range l.h.ackedAt {
+		if len(times) == 0 || !times[len(times)-1].After(t) {
+			return false
+		}
+	}
+	return len(l.h.ackedAt) > 0
+}
+
+// longest returns the largest of the durations and its partition.
+func longest(d map[int32]time.Duration) (int32, time.Duration) {
+	p, most := int32(-1), time.Duration(0)
+	for part, v := range d {
+		if v > most || v == most && (p < 0 || part < p) {
+			p, most = part, v
+		}
+	}
+	return p, most
 }
 
 // acks returns how many records were acknowledged so far.
@@ -130,10 +201,11 @@ func (l *load) stop(t *testing.T) *history {
 }
 
 // check reads every partition of topic from its start to its high watermark through
-// the cluster and verifies the history against it.
-func (h *history) check(t *testing.T, c *testutil.Cluster, topic string) {
+// the cluster and verifies the history against it. opts are extra options of the
+// client that reads (a rack, to read from followers).
+func (h *history) check(t *testing.T, c *testutil.Cluster, topic string, opts ...kgo.Opt) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.BrokerAddrs()...), kgo.MetadataMinAge(250*time.Millisecond))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.BrokerAddrs()...), kgo.MetadataMinAge(250 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

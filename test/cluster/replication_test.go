@@ -110,7 +110,8 @@ func TestReplicationKillLeadersUnderLoad(t *testing.T) {
 				victim = p.Leader
 			}
 		}
-		t.Logf("round %d: kill -9 node %d (active controller %d)", round, victim, ctrl)
+		led := ledBy(t, cl, topic, victim)
+		t.Logf("round %d: kill -9 node %d (active controller %d, leading partitions %v)", round, victim, ctrl, led)
 		killed := time.Now()
 		c.Node(victim).Kill()
 		survivor := clientExcept(t, c, victim)
@@ -120,6 +121,7 @@ func TestReplicationKillLeadersUnderLoad(t *testing.T) {
 		}
 		l.waitAcks(t, 2000, "writes going on with the node down")
 		t.Logf("round %d: writes continued %.1f s after the kill", round, time.Since(killed).Seconds())
+		logUnavailability(t, l, fmt.Sprintf("round %d: kill -9 of node %d", round, victim), killed, led)
 		c.StartAgain(t, victim)
 		waitFullISR(t, survivor, topic, partitions, 60*time.Second)
 		l.waitAcks(t, 1000, "writes after the node came back")
@@ -259,6 +261,12 @@ func hasLine(log, substr string) bool { return strings.Contains(log, substr) }
 // node (no client-side retries), and returns the partition's error.
 func produceRaw(t *testing.T, cl *nodeClient, topic, value string) error {
 	t.Helper()
+	return produceRawTo(t, cl, topic, 0, value, 5*time.Second)
+}
+
+// produceRawTo is produceRaw to any partition, with the request's timeout.
+func produceRawTo(t *testing.T, cl *nodeClient, topic string, partition int32, value string, timeout time.Duration) error {
+	t.Helper()
 	batch, err := record.Build(record.DefaultBuildOptions(), []record.Record{{Value: []byte(value)}})
 	if err != nil {
 		t.Fatal(err)
@@ -268,7 +276,7 @@ func produceRaw(t *testing.T, cl *nodeClient, topic, value string) error {
 		return err
 	}
 	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 5000
+	req.Acks, req.TimeoutMillis = -1, int32(timeout/time.Millisecond)
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic // up to v12; v13 (what kgo sends) names it by id
 	for _, mt := range md.Topics {
@@ -277,10 +285,11 @@ func produceRaw(t *testing.T, cl *nodeClient, topic, value string) error {
 		}
 	}
 	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition = partition
 	rp.Records = batch
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	resp, err := cl.request(ctxT(t, 15*time.Second), req)
+	resp, err := cl.request(ctxT(t, timeout+10*time.Second), req)
 	if err != nil {
 		return err
 	}

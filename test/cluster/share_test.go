@@ -687,8 +687,7 @@ func startShareProducer(t *testing.T, addrs []string, topic string, led *shareLe
 	}
 	t.Cleanup(cl.Close)
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &shareProducer{h: &history{acked: map[string]ackedRecord{}, order: map[int32][]string{}, failed: map[string]error{}},
-		cancel: cancel, done: make(chan struct{})}
+	p := &shareProducer{h: newHistory(), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
 		for n := 0; ctx.Err() == nil; {

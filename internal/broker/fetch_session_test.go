@@ -1,0 +1,80 @@
+package broker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestFetchSessionKeepsNews: an incremental response leaves out a partition with
+// nothing new, but keeps one whose answer is a preferred read replica (KIP-392) or a
+// diverging epoch, though neither brings records or moves an offset.
+func TestFetchSessionKeepsNews(t *testing.T) {
+	var fs fetchSessions
+	fs.init(10)
+	now := time.Now()
+	request := func(sessionID, epoch int32) *kmsg.FetchRequest {
+		r := kmsg.NewPtrFetchRequest()
+		r.Version, r.SessionID, r.SessionEpoch = 12, sessionID, epoch
+		if epoch == 0 {
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic = "t"
+			for _, p := range []int32{0, 1} {
+				rp := kmsg.NewFetchRequestTopicPartition()
+				rp.Partition = p
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			r.Topics = append(r.Topics, rt)
+		}
+		return r
+	}
+	answer := func(mod func(*fetchPartitionResult)) []fetchTopicResult {
+		t := fetchTopicResult{name: "t"}
+		for _, p := range []int32{0, 1} {
+			pr := fetchPartitionResult{partition: p, highWatermark: 5, lastStableOffset: 5, logStartOffset: 0, preferredReadReplica: -1}
+			if p == 1 && mod != nil {
+				mod(&pr)
+			}
+			t.partitions = append(t.partitions, pr)
+		}
+		return []fetchTopicResult{t}
+	}
+	answered := func(topics []fetchTopicResult) []int32 {
+		var out []int32
+		for _, t := range topics {
+			for _, p := range t.partitions {
+				out = append(out, p.partition)
+			}
+		}
+		return out
+	}
+
+	_, use, code := fs.begin(request(0, 0), now)
+	if code != 0 || use.session == nil {
+		t.Fatalf("full fetch: code %d, session %v", code, use.session)
+	}
+	sessionID := use.session.id
+	if got, _ := use.finish(answer(nil)); len(answered(got)) != 2 {
+		t.Fatalf("full fetch answered %v, want both partitions", answered(got))
+	}
+	for i, c := range []struct {
+		name string
+		mod  func(*fetchPartitionResult)
+		want int
+	}{
+		{"nothing new", nil, 0},
+		{"a preferred read replica", func(p *fetchPartitionResult) { p.preferredReadReplica = 2 }, 1},
+		{"a diverging epoch", func(p *fetchPartitionResult) { p.diverging = true }, 1},
+		{"nothing new again", nil, 0},
+	} {
+		_, use, code := fs.begin(request(sessionID, int32(i+1)), now)
+		if code != 0 {
+			t.Fatalf("%s: incremental fetch: code %d", c.name, code)
+		}
+		got, id := use.finish(answer(c.mod))
+		if parts := answered(got); len(parts) != c.want || id != sessionID || c.want == 1 && parts[0] != 1 {
+			t.Errorf("%s: answered partitions %v in session %d, want %d of them (partition 1) in %d", c.name, parts, id, c.want, sessionID)
+		}
+	}
+}

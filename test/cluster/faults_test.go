@@ -1,0 +1,246 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/testutil"
+)
+
+// ledBy returns the partitions of topic a node leads, as a broker serves the metadata.
+func ledBy(t *testing.T, cl *nodeClient, topic string, node int32) []int32 {
+	t.Helper()
+	md, err := cl.metadata(ctxT(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int32
+	for _, p := range partitionsOf(md, topic) {
+		if p.Leader == node {
+			out = append(out, p.Partition)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// waitLeadersOtherThan waits until every partition of topic has a leader other than
+// node.
+func waitLeadersOtherThan(t *testing.T, cl *nodeClient, topic string, partitions, node int32) {
+	t.Helper()
+	for p := range partitions {
+		waitPartition(t, cl, topic, p, 30*time.Second, fmt.Sprintf("a leader other than %d", node),
+			func(m kmsg.MetadataResponseTopicPartition) bool { return m.Leader >= 0 && m.Leader != node })
+	}
+}
+
+// logUnavailability waits until every partition has acknowledged a record again,
+// then logs how long acknowledgements stopped, after fault, in the partitions the
+// fault hit (the longest of them) and in the others.
+func logUnavailability(t *testing.T, l *load, what string, fault time.Time, hit []int32) {
+	t.Helper()
+	now := time.Now()
+	testutil.WaitFor(t, 60*time.Second, func() bool { return l.everyPartitionAckedAfter(now) },
+		"every partition acknowledging records again")
+	gaps := l.unavailability(fault)
+	var hitGaps, otherGaps = map[int32]time.Duration{}, map[int32]time.Duration{}
+	for p, d := range gaps {
+		if slices.Contains(hit, p) {
+			hitGaps[p] = d
+		} else {
+			otherGaps[p] = d
+		}
+	}
+	p, d := longest(hitGaps)
+	op, od := longest(otherGaps)
+	t.Logf("%s: acknowledgements stopped for %v in partition %d (the longest of the %d it hit), %v at most elsewhere (partition %d)",
+		what, d.Round(time.Millisecond), p, len(hitGaps), od.Round(time.Millisecond), op)
+}
+
+// TestReplicationLinkCut cuts the links of a partition leader, two ways. First its
+// followers cannot fetch from it (its replication listener is blackholed) while it
+// stays in the quorum: it takes them out of the ISR itself and, with
+// min.insync.replicas=2, refuses acks=all writes; when the link passes again they
+// catch up and rejoin. Then it is cut off from the metadata quorum: the majority
+// fences it and elects other leaders, writes go on there, and the cut-off leader —
+// which still believes it leads — acknowledges none of the acks=all writes sent
+// straight to it. Healed, it truncates the tail it wrote alone and rejoins the ISR.
+// Its ISR metrics count what happened; every acknowledged record is there.
+func TestReplicationLinkCut(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartCluster(t, testutil.ClusterOptions{ProxyControllerLinks: true, ProxyReplication: true, Metrics: true,
+		Overrides: append([]string{"min.insync.replicas=2"}, replicationOverrides...)})
+	inv := watchInvariants(t, c)
+	const topic, partitions = "cut-off", 3
+	admin := newNodeClient(t, c.Node(1).Addr)
+	createTopic(t, admin, topic, partitions, 3)
+	waitFullISR(t, admin, topic, partitions, 30*time.Second)
+	ctrl := activeController(t, admin)
+	victim, led := int32(-1), int32(-1)
+	for p := range int32(partitions) {
+		if m, ok := partitionState(t, admin, topic, p); ok && m.Leader >= 0 && m.Leader != ctrl {
+			victim, led = m.Leader, p
+			break
+		}
+	}
+	if victim < 0 {
+		t.Fatalf("every partition of %s is led by the active controller %d", topic, ctrl)
+	}
+	node := c.Node(victim)
+	direct := newNodeClient(t, node.Addr)
+	survivor := clientExcept(t, c, victim)
+	l := startLoad(t, c, topic)
+	l.waitAcks(t, 1000, "acknowledged records before the cuts")
+
+	// 1. Its followers cannot fetch from it: it shrinks the ISR and refuses writes.
+	shrinks := metric(t, node, "samsa_isr_shrinks_total")
+	node.ReplicationProxy.Blackhole()
+	waitPartition(t, direct, topic, led, 30*time.Second, fmt.Sprintf("the ISR down to its leader %d", victim),
+		func(m kmsg.MetadataResponseTopicPartition) bool { return m.Leader == victim && len(m.ISR) == 1 })
+	if err := produceRawTo(t, direct, topic, led, "refused", 5*time.Second); !errors.Is(err, kerr.NotEnoughReplicas) {
+		t.Fatalf("acks=all write to %s-%d with its ISR down to the leader: %v, want NOT_ENOUGH_REPLICAS", topic, led, err)
+	}
+	waitMetric(t, node, "samsa_isr_shrinks_total", fmt.Sprintf("≥ %v + 2", shrinks), func(v float64) bool { return v >= shrinks+2 })
+	waitMetric(t, node, "samsa_under_min_isr_partitions", "≥ 1", func(v float64) bool { return v >= 1 })
+	waitMetric(t, node, "samsa_under_replicated_partitions", "≥ 1", func(v float64) bool { return v >= 1 })
+	expands := metric(t, node, "samsa_isr_expands_total")
+	node.ReplicationProxy.Pass()
+	waitFullISR(t, survivor, topic, partitions, 60*time.Second)
+	waitMetric(t, node, "samsa_isr_expands_total", fmt.Sprintf("≥ %v + 2", expands), func(v float64) bool { return v >= expands+2 })
+	waitMetric(t, node, "samsa_under_replicated_partitions", "back to 0", func(v float64) bool { return v == 0 })
+	l.waitAcks(t, 500, "writes with the ISR whole again")
+
+	// 2. It is cut off from the quorum: replaced, it acknowledges nothing.
+	cut := time.Now()
+	c.Isolate(victim)
+	waitLeadersOtherThan(t, survivor, topic, partitions, victim)
+	t.Logf("leader %d cut off from the quorum: its partitions had other leaders %v later", victim, time.Since(cut).Round(time.Millisecond))
+	for i := range 3 {
+		err := produceRawTo(t, direct, topic, led, fmt.Sprintf("cut-%d", i), 2*time.Second)
+		if err == nil {
+			t.Fatalf("the cut-off leader %d acknowledged an acks=all write to %s-%d after it was replaced", victim, topic, led)
+		}
+		t.Logf("acks=all write straight to the cut-off leader: %v", err)
+	}
+	l.waitAcks(t, 1000, "writes going on on the majority's side")
+	// A producer may keep waiting on the cut-off leader (its metadata refreshes can
+	// land there, and it still says it leads): what it saw is logged once healed.
+	healed := time.Now()
+	c.Heal(victim)
+	testutil.WaitFor(t, 60*time.Second, func() bool { return hasLine(node.Log(), "follower truncated a divergent tail") },
+		"the healed leader to truncate the tail it wrote alone")
+	waitFullISR(t, survivor, topic, partitions, 60*time.Second)
+	logUnavailability(t, l, fmt.Sprintf("leader %d cut off from the quorum for %v", victim, healed.Sub(cut).Round(time.Millisecond)),
+		cut, []int32{led})
+	l.waitAcks(t, 500, "writes after the heal")
+	h := l.stop(t)
+	h.check(t, c, topic)
+	inv.check()
+}
+
+// TestReplicationControlledShutdown: under an acks=all load, SIGTERM a broker that
+// leads partitions — once one that is not the active controller, once the active
+// controller: its leaderships move before it exits 0, writes go on (the time they
+// stopped is logged), and when it starts again its replicas rejoin the ISR. Every
+// acknowledged record is there.
+func TestReplicationControlledShutdown(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: append([]string{"min.insync.replicas=2"}, replicationOverrides...)})
+	inv := watchInvariants(t, c)
+	const topic, partitions = "draining", 6
+	createTopic(t, newNodeClient(t, c.Node(1).Addr), topic, partitions, 3)
+	l := startLoad(t, c, topic)
+	l.waitAcks(t, 1000, "acknowledged records before the first shutdown")
+	for round := range 2 {
+		cl := newNodeClient(t, c.Node(1).Addr)
+		ctrl := activeController(t, cl)
+		victim := ctrl
+		if round == 0 {
+			for _, n := range c.Nodes() {
+				if n.ID != ctrl && len(ledBy(t, cl, topic, n.ID)) > 0 {
+					victim = n.ID
+					break
+				}
+			}
+		}
+		survivor := clientExcept(t, c, victim)
+		led := ledBy(t, survivor, topic, victim)
+		stopping := time.Now()
+		if err := c.Node(victim).Stop(); err != nil {
+			t.Fatalf("SIGTERM of node %d: %v", victim, err)
+		}
+		t.Logf("round %d: controlled shutdown of node %d (active controller %d, leading partitions %v) took %v",
+			round, victim, ctrl, led, time.Since(stopping).Round(time.Millisecond))
+		if !hasLine(c.Node(victim).Log(), "controlled shutdown: the active controller moved every leadership away") {
+			t.Fatalf("node %d exited before its leaderships moved", victim)
+		}
+		md, err := survivor.metadata(ctxT(t, 5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range partitionsOf(md, topic) {
+			if p.Leader == victim || slices.Contains(p.ISR, victim) {
+				t.Fatalf("%s-%d still led by or in sync on the stopped node %d: leader %d isr %v", topic, p.Partition, victim, p.Leader, p.ISR)
+			}
+		}
+		l.waitAcks(t, 1000, "writes going on with the node stopped")
+		logUnavailability(t, l, fmt.Sprintf("round %d: controlled shutdown of node %d", round, victim), stopping, led)
+		c.StartAgain(t, victim)
+		waitFullISR(t, survivor, topic, partitions, 60*time.Second)
+		l.waitAcks(t, 500, "writes after the node came back")
+	}
+	h := l.stop(t)
+	h.check(t, c, topic)
+	inv.check()
+}
+
+// TestReplicationControllerFailoverAndFullRestart: under an acks=all load, the active
+// controller is cut off from the other voters (a failover of the controller by the
+// network, where TestReplicationKillLeadersUnderLoad crashes it): the majority elects
+// another, writes go on, and healed it rejoins the ISRs. Then every node is stopped
+// and started again at once with the load going on: writes resume, and every
+// acknowledged record is there, once, in order.
+func TestReplicationControllerFailoverAndFullRestart(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartCluster(t, testutil.ClusterOptions{ProxyControllerLinks: true,
+		Overrides: append([]string{"min.insync.replicas=2"}, replicationOverrides...)})
+	inv := watchInvariants(t, c)
+	const topic, partitions = "through-it-all", 3
+	createTopic(t, newNodeClient(t, c.Node(1).Addr), topic, partitions, 3)
+	l := startLoad(t, c, topic)
+	l.waitAcks(t, 1000, "acknowledged records before the controller failover")
+
+	old := activeController(t, newNodeClient(t, c.Node(1).Addr))
+	survivor := clientExcept(t, c, old)
+	led := ledBy(t, survivor, topic, old)
+	cut := time.Now()
+	c.Isolate(old)
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		p, err := survivor.quorum(ctxT(t, 2*time.Second))
+		return err == nil && p.LeaderID >= 0 && p.LeaderID != old
+	}, "the majority electing another controller")
+	t.Logf("active controller %d cut off: another was elected %v later", old, time.Since(cut).Round(time.Millisecond))
+	waitLeadersOtherThan(t, survivor, topic, partitions, old)
+	l.waitAcks(t, 1000, "writes going on without the old controller")
+	healed := time.Now()
+	c.Heal(old)
+	waitFullISR(t, survivor, topic, partitions, 60*time.Second)
+	logUnavailability(t, l, fmt.Sprintf("active controller %d cut off for %v", old, healed.Sub(cut).Round(time.Millisecond)), cut, led)
+	l.waitAcks(t, 500, "writes after the heal")
+
+	restarting := time.Now()
+	c.RestartAll(t)
+	t.Logf("full restart of the three nodes took %v", time.Since(restarting).Round(time.Millisecond))
+	l.waitAcks(t, 1000, "writes after the full restart")
+	logUnavailability(t, l, "full restart", restarting, []int32{0, 1, 2})
+	waitFullISR(t, newNodeClient(t, c.Node(1).Addr), topic, partitions, 60*time.Second)
+	h := l.stop(t)
+	h.check(t, c, topic)
+	inv.check()
+}
