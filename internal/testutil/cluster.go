@@ -131,6 +131,7 @@ func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
 				replication = []string{
 					"advertised.listeners=PLAINTEXT://" + n.Addr + ",REPLICATION://" + n.ReplicationProxy.Addr,
 					"inter.broker.listener.name=REPLICATION",
+					"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT,CONTROLLER:PLAINTEXT",
 				}
 			}
 		}
