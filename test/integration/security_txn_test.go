@@ -42,6 +42,8 @@ func TestTransactionAuthorization(t *testing.T) {
 		kadm.NewACLs().Allow("User:alice").TransactionalIDs("tx-describe").Operations(kadm.OpDescribe),
 		kadm.NewACLs().Allow("User:alice").Topics("txn-data").Operations(kadm.OpRead, kadm.OpWrite),
 		kadm.NewACLs().Allow("User:alice").Topics("txn-shown").Operations(kadm.OpRead),
+		// Allowed, yet no client adds an internal topic to a transaction itself.
+		kadm.NewACLs().Allow("User:alice").Topics("__consumer_offsets").Operations(kadm.OpWrite),
 		kadm.NewACLs().Allow("User:alice").Groups("g-ok").Operations(kadm.OpRead),
 		kadm.NewACLs().Allow("User:alice").Groups("g-describe").Operations(kadm.OpDescribe),
 		kadm.NewACLs().Allow("User:bob").Clusters().Operations(kadm.OpAlter),
@@ -158,7 +160,7 @@ func TestTransactionAuthorization(t *testing.T) {
 		add := addPartitionsV3("tx-raw", pid.ProducerID, pid.ProducerEpoch, "txn-secret", "txn-data", "__consumer_offsets")
 		want := map[string]int16{
 			"txn-secret":         kerr.TopicAuthorizationFailed.Code,
-			"__consumer_offsets": kerr.TopicAuthorizationFailed.Code, // internal: never a client's to add
+			"__consumer_offsets": kerr.TopicAuthorizationFailed.Code, // internal, whatever the ACLs say
 			"txn-data":           kerr.OperationNotAttempted.Code,
 		}
 		if got := addPartitionCodes(send(aliceV3, add)); !equalCodes(got, want) {
