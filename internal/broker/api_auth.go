@@ -22,6 +22,9 @@ package broker
 //	DescribeCluster     nothing for the broker list, fenced brokers (v2) included, as on
 //	                    Kafka's brokers; the cluster's authorized operations, when
 //	                    asked, need DESCRIBE on the cluster (0 otherwise)
+//
+// The other transaction APIs check in their handlers (txn_apis.go,
+// write_txn_markers.go, describe_producers.go), as Produce and Fetch do.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"

@@ -15,6 +15,23 @@ package broker
 // PRODUCER_FENCED is answered INVALID_PRODUCER_EPOCH to the versions before it existed
 // (KIP-588), as Kafka does. InitProducerId is in init_producer_id.go, WriteTxnMarkers
 // in write_txn_markers.go.
+//
+// Authorization (authorize.go), what Kafka's KafkaApis checks:
+//
+//	AddPartitionsToTxn v0–3  WRITE on the transactional id (every partition
+//	                         TRANSACTIONAL_ID_AUTHORIZATION_FAILED), WRITE on each topic
+//	                         (TOPIC_AUTHORIZATION_FAILED; an internal topic always is);
+//	                         any refusal fails the whole transaction, the other
+//	                         partitions OPERATION_NOT_ATTEMPTED
+//	AddPartitionsToTxn v4+   CLUSTER_ACTION on the cluster (only brokers send it), a
+//	                         single transaction included (CLUSTER_AUTHORIZATION_FAILED)
+//	AddOffsetsToTxn          WRITE on the transactional id, then READ on the group
+//	EndTxn                   WRITE on the transactional id
+//	TxnOffsetCommit          WRITE on the transactional id, then READ on the group
+//	                         (every partition refused), then READ on each topic
+//	DescribeTransactions     DESCRIBE on each transactional id; the partitions of topics
+//	                         the principal may not DESCRIBE are left out
+//	ListTransactions         only the transactional ids the principal may DESCRIBE
 
 import (
 	"regexp"
@@ -23,6 +40,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/txn"
 )
@@ -71,9 +89,11 @@ func (b *Broker) txnPartitions(topics map[string][]int32, order []string) (parts
 }
 
 // addResults answers one transaction's partitions: codes in the order of parts, or,
-// when some partition is unknown, UNKNOWN_TOPIC_OR_PARTITION for those and
+// when the transaction was refused before the coordinator saw it, refused.code for
+// every partition when it is set, else TOPIC_AUTHORIZATION_FAILED for the partitions
+// of refused.topics, UNKNOWN_TOPIC_OR_PARTITION for the unknown ones and
 // OPERATION_NOT_ATTEMPTED for the others.
-func (b *Broker) addResults(parts []txn.TopicPartition, codes []int16) map[string][]kmsg.AddPartitionsToTxnResponseTopicPartition {
+func (b *Broker) addResults(parts []txn.TopicPartition, codes []int16, refused txnRefusal) map[string][]kmsg.AddPartitionsToTxnResponseTopicPartition {
 	img := b.image()
 	out := map[string][]kmsg.AddPartitionsToTxnResponseTopicPartition{}
 	for i, tp := range parts {
@@ -81,6 +101,10 @@ func (b *Broker) addResults(parts []txn.TopicPartition, codes []int16) map[strin
 		rp.Partition = tp.Partition
 		if codes != nil {
 			rp.ErrorCode = codes[i]
+		} else if refused.code != 0 {
+			rp.ErrorCode = refused.code
+		} else if refused.topics[tp.Topic] {
+			rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 		} else if t, ok := img.Topic(tp.Topic); !ok || tp.Partition < 0 || int(tp.Partition) >= len(t.Partitions) {
 			rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		} else {
@@ -91,14 +115,44 @@ func (b *Broker) addResults(parts []txn.TopicPartition, codes []int16) map[strin
 	return out
 }
 
+// txnRefusal is why a client's AddPartitionsToTxn was refused before the coordinator
+// saw it: code for every partition (the transactional id), or the topics it may not
+// write.
+type txnRefusal struct {
+	code   int16
+	topics map[string]bool
+}
+
+func (r txnRefusal) refused() bool { return r.code != 0 || len(r.topics) > 0 }
+
+// authorizeAddPartitions checks a client's AddPartitionsToTxn (v0–3): WRITE on the
+// transactional id, then WRITE on each topic. An internal topic is refused whatever
+// the ACLs say, as Kafka does: no client adds it to a transaction this way.
+func (b *Broker) authorizeAddPartitions(req *protocol.Request, id string, order []string) txnRefusal {
+	if !b.authorize(req, auth.OpWrite, auth.ResourceTransactionalID, id) {
+		return txnRefusal{code: kerr.TransactionalIDAuthorizationFailed.Code}
+	}
+	var r txnRefusal
+	for _, topic := range order {
+		if isInternalTopic(topic) || !b.authorize(req, auth.OpWrite, auth.ResourceTopic, topic) {
+			if r.topics == nil {
+				r.topics = map[string]bool{}
+			}
+			r.topics[topic] = true
+		}
+	}
+	return r
+}
+
 func (b *Broker) handleAddPartitionsToTxn(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.AddPartitionsToTxnRequest)
 	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	type one struct {
-		id    string
-		order []string
-		parts []txn.TopicPartition
-		codes <-chan []int16
+		id      string
+		order   []string
+		parts   []txn.TopicPartition
+		codes   <-chan []int16
+		refused txnRefusal
 	}
 	var txns []one
 	if req.Version < 4 {
@@ -107,11 +161,16 @@ func (b *Broker) handleAddPartitionsToTxn(req *protocol.Request) <-chan protocol
 			topics[t.Topic], order = append(topics[t.Topic], t.Partitions...), append(order, t.Topic)
 		}
 		parts, known := b.txnPartitions(topics, order)
-		o := one{id: r.TransactionalID, order: order, parts: parts}
-		if known {
+		o := one{id: r.TransactionalID, order: order, parts: parts, refused: b.authorizeAddPartitions(req, r.TransactionalID, order)}
+		if known && !o.refused.refused() {
 			o.codes = b.txns.AddPartitions(r.TransactionalID, r.ProducerID, r.ProducerEpoch, parts, false)
 		}
 		txns = append(txns, o)
+	} else if !b.authorizeCluster(req, auth.OpClusterAction) {
+		// The batched versions are the brokers' own (a partition leader asking the
+		// coordinator), whatever they carry: Kafka refuses the whole request.
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return reply(resp)
 	} else {
 		for _, rt := range r.Transactions {
 			topics, order := map[string][]int32{}, []string(nil)
@@ -136,7 +195,7 @@ func (b *Broker) handleAddPartitionsToTxn(req *protocol.Request) <-chan protocol
 					codes[i] = fencedCode(codes[i], req.Version >= 2)
 				}
 			}
-			results := b.addResults(o.parts, codes)
+			results := b.addResults(o.parts, codes, o.refused)
 			var topics []kmsg.AddPartitionsToTxnResponseTransactionTopic
 			seen := map[string]bool{}
 			for _, name := range o.order {
@@ -174,7 +233,14 @@ func (b *Broker) handleAddPartitionsToTxn(req *protocol.Request) <-chan protocol
 func (b *Broker) handleAddOffsetsToTxn(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.AddOffsetsToTxnRequest)
 	resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
-	if r.Group == "" {
+	switch {
+	case !b.authorize(req, auth.OpWrite, auth.ResourceTransactionalID, r.TransactionalID):
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return reply(resp)
+	case !b.authorize(req, auth.OpRead, auth.ResourceGroup, r.Group):
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return reply(resp)
+	case r.Group == "":
 		resp.ErrorCode = kerr.InvalidGroupID.Code
 		return reply(resp)
 	}
@@ -187,6 +253,10 @@ func (b *Broker) handleAddOffsetsToTxn(req *protocol.Request) <-chan protocol.Re
 func (b *Broker) handleEndTxn(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.EndTxnRequest)
 	resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+	if !b.authorize(req, auth.OpWrite, auth.ResourceTransactionalID, r.TransactionalID) {
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return reply(resp)
+	}
 	ch := b.txns.EndTxn(r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.Commit, req.Version >= 5)
 	return relayTxn(ch, func(res txn.ProducerResult) kmsg.Response {
 		resp.ErrorCode = fencedCode(res.Code, req.Version >= 2)
@@ -201,21 +271,33 @@ func (b *Broker) handleEndTxn(req *protocol.Request) <-chan protocol.Response {
 func (b *Broker) handleTxnOffsetCommit(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.TxnOffsetCommitRequest)
 	fail := func(code int16) <-chan protocol.Response {
-		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewTxnOffsetCommitResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return reply(resp)
+		return reply(txnOffsetCommitErrors(r, r.Topics, code))
 	}
+	switch {
+	case !b.authorize(req, auth.OpWrite, auth.ResourceTransactionalID, r.TransactionalID):
+		return fail(kerr.TransactionalIDAuthorizationFailed.Code)
+	case !b.authorize(req, auth.OpRead, auth.ResourceGroup, r.Group):
+		return fail(kerr.GroupAuthorizationFailed.Code)
+	}
+	var denied []kmsg.TxnOffsetCommitRequestTopic
+	if b.authz != nil {
+		keep := *r
+		keep.Topics = nil
+		for _, t := range r.Topics {
+			if b.authorize(req, auth.OpRead, auth.ResourceTopic, t.Topic) {
+				keep.Topics = append(keep.Topics, t)
+			} else {
+				denied = append(denied, t)
+			}
+		}
+		if len(denied) > 0 && len(keep.Topics) == 0 {
+			return fail(kerr.TopicAuthorizationFailed.Code)
+		}
+		r = &keep
+	}
+	refused := txnOffsetCommitErrors(r, denied, kerr.TopicAuthorizationFailed.Code).Topics
 	if code := b.groups.IsCoordinator(r.Group); code != 0 {
-		return fail(code)
+		return withTopics(fail(code), refused)
 	}
 	add := req.Version >= 5
 	if add || b.cfg.TransactionPartitionVerificationEnable {
@@ -226,12 +308,47 @@ func (b *Broker) handleTxnOffsetCommit(req *protocol.Request) <-chan protocol.Re
 		switch code {
 		case 0:
 		case kerr.InvalidTxnState.Code, kerr.ProducerFenced.Code, kerr.InvalidProducerIDMapping.Code, kerr.ConcurrentTransactions.Code:
-			return fail(fencedCode(code, req.Version >= 3))
+			return withTopics(fail(fencedCode(code, req.Version >= 3)), refused)
 		default:
-			return fail(kerr.CoordinatorNotAvailable.Code)
+			return withTopics(fail(kerr.CoordinatorNotAvailable.Code), refused)
 		}
 	}
-	return relayGroupResponse(b.groups.TxnOffsetCommit(r))
+	return withTopics(relayGroupResponse(b.groups.TxnOffsetCommit(r)), refused)
+}
+
+// txnOffsetCommitErrors answers code for every partition of topics.
+func txnOffsetCommitErrors(r *kmsg.TxnOffsetCommitRequest, topics []kmsg.TxnOffsetCommitRequestTopic, code int16) *kmsg.TxnOffsetCommitResponse {
+	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	for _, t := range topics {
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// withTopics adds the topics refused before the handler ran to its TxnOffsetCommit
+// answer.
+func withTopics(ch <-chan protocol.Response, refused []kmsg.TxnOffsetCommitResponseTopic) <-chan protocol.Response {
+	if len(refused) == 0 {
+		return ch
+	}
+	out := make(chan protocol.Response, 1)
+	go func() {
+		resp, ok := <-ch
+		if ok {
+			if body, isCommit := resp.Body.(*kmsg.TxnOffsetCommitResponse); isCommit {
+				body.Topics = append(body.Topics, refused...)
+			}
+		}
+		out <- resp
+	}()
+	return out
 }
 
 func (b *Broker) handleDescribeTransactions(req *protocol.Request) <-chan protocol.Response {
@@ -240,6 +357,11 @@ func (b *Broker) handleDescribeTransactions(req *protocol.Request) <-chan protoc
 	for _, id := range r.TransactionalIDs {
 		st := kmsg.NewDescribeTransactionsResponseTransactionState()
 		st.TransactionalID = id
+		if !b.authorize(req, auth.OpDescribe, auth.ResourceTransactionalID, id) {
+			st.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+			resp.TransactionStates = append(resp.TransactionStates, st)
+			continue
+		}
 		m, code := b.txns.Describe(id)
 		st.ErrorCode = code
 		if code == 0 {
@@ -251,6 +373,9 @@ func (b *Broker) handleDescribeTransactions(req *protocol.Request) <-chan protoc
 			}
 			st.ProducerID, st.ProducerEpoch = m.ProducerID, m.Epoch
 			for _, p := range m.Partitions {
+				if !b.allowed(req, auth.OpDescribe, auth.ResourceTopic, p.Topic) {
+					continue // Kafka leaves out what the principal may not describe
+				}
 				if n := len(st.Topics); n == 0 || st.Topics[n-1].Topic != p.Topic {
 					t := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
 					t.Topic = p.Topic
@@ -293,6 +418,9 @@ func (b *Broker) handleListTransactions(req *protocol.Request) <-chan protocol.R
 	list, code := b.txns.List(f)
 	resp.ErrorCode = code
 	for _, m := range list {
+		if !b.allowed(req, auth.OpDescribe, auth.ResourceTransactionalID, m.TransactionalID) {
+			continue
+		}
 		ts := kmsg.NewListTransactionsResponseTransactionState()
 		ts.TransactionalID, ts.ProducerID, ts.TransactionState = m.TransactionalID, m.ProducerID, m.State.String()
 		resp.TransactionStates = append(resp.TransactionStates, ts)

@@ -121,6 +121,10 @@ func (w markerWriter) send(ctx context.Context, leader int32, m txn.Marker, tps 
 			return codes
 		}
 		resp = r.(*kmsg.WriteTxnMarkersResponse)
+		if refusedByPeer(resp) {
+			b.logger.Warn("a broker refused this node's transaction markers (CLUSTER_AUTHORIZATION_FAILED): make the nodes' principal on the inter-broker listener a super user",
+				"broker", leader, "listener", b.cfg.InterBrokerListenerName)
+		}
 	}
 	for _, rm := range resp.Markers {
 		for _, t := range rm.Topics {
@@ -132,4 +136,18 @@ func (w markerWriter) send(ctx context.Context, leader int32, m txn.Marker, tps 
 		}
 	}
 	return codes
+}
+
+// refusedByPeer reports whether a leader refused markers for want of CLUSTER_ACTION.
+func refusedByPeer(resp *kmsg.WriteTxnMarkersResponse) bool {
+	for _, rm := range resp.Markers {
+		for _, t := range rm.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode == kerr.ClusterAuthorizationFailed.Code {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

@@ -81,6 +81,10 @@ func (b *Broker) askTxnCoordinator(ctx context.Context, id string, producerID in
 		return kerr.CoordinatorNotAvailable.Code
 	}
 	resp := r.(*kmsg.AddPartitionsToTxnResponse)
+	if resp.ErrorCode == kerr.ClusterAuthorizationFailed.Code {
+		b.logger.Warn("a transaction coordinator refused this node's verification (CLUSTER_AUTHORIZATION_FAILED): make the nodes' principal on the inter-broker listener a super user",
+			"broker", node, "listener", b.cfg.InterBrokerListenerName)
+	}
 	if resp.ErrorCode != 0 {
 		return resp.ErrorCode
 	}

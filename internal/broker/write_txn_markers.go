@@ -12,14 +12,21 @@ package broker
 // applies or drops the offsets the transaction committed there. `samsa transactions
 // abort` sends it too, for a hanging transaction, as Kafka's kafka-transactions.sh
 // does.
+//
+// Authorization: ALTER on the cluster (what an administrator aborting a hanging
+// transaction has) or CLUSTER_ACTION on the cluster (the brokers: their principal must
+// be a super user), as Kafka checks; otherwise every partition answers
+// CLUSTER_AUTHORIZATION_FAILED.
 
 import (
 	"context"
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/record"
 	"github.com/samsa-streaming/samsa/internal/replica"
@@ -34,9 +41,34 @@ const markerWriteTimeout = 30 * time.Second
 
 func (b *Broker) handleWriteTxnMarkers(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.WriteTxnMarkersRequest)
+	if !b.allowed(req, auth.OpAlter, auth.ResourceCluster, auth.ClusterName) &&
+		!b.authorizeCluster(req, auth.OpClusterAction) {
+		return reply(writeTxnMarkersErrors(r, kerr.ClusterAuthorizationFailed.Code))
+	}
 	out := make(chan protocol.Response, 1)
 	go func() { out <- protocol.Response{Body: b.writeTxnMarkers(r)} }()
 	return out
+}
+
+// writeTxnMarkersErrors answers code for every partition of every marker of r.
+func writeTxnMarkersErrors(r *kmsg.WriteTxnMarkersRequest, code int16) *kmsg.WriteTxnMarkersResponse {
+	resp := r.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	for _, m := range r.Markers {
+		rm := kmsg.NewWriteTxnMarkersResponseMarker()
+		rm.ProducerID = m.ProducerID
+		for _, t := range m.Topics {
+			rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+				rp.Partition, rp.ErrorCode = p, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			rm.Topics = append(rm.Topics, rt)
+		}
+		resp.Markers = append(resp.Markers, rm)
+	}
+	return resp
 }
 
 // writeTxnMarkers appends every marker of r to its partitions and answers once each
