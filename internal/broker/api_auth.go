@@ -14,7 +14,8 @@ package broker
 //	DescribeGroups      DESCRIBE on each group (authorized operations when asked)
 //	ListGroups          DESCRIBE on the cluster, else only the groups it may DESCRIBE
 //	DeleteGroups        DELETE on each group
-//	FindCoordinator     DESCRIBE on the group, or on the transactional id
+//	FindCoordinator     DESCRIBE on the group, or on the transactional id; CLUSTER_ACTION
+//	                    on the cluster for share-partition keys
 //	InitProducerId      WRITE on the transactional id; without one, IDEMPOTENT_WRITE
 //	                    on the cluster or WRITE on some topic
 //	DescribeConfigs     DESCRIBE_CONFIGS on each topic; on the cluster for brokers
@@ -315,12 +316,23 @@ func (b *Broker) authorizeDeleteGroups(req *protocol.Request) (kmsg.Response, *p
 
 func (b *Broker) authorizeFindCoordinator(req *protocol.Request) (kmsg.Response, *protocol.Request, func(kmsg.Response)) {
 	r := req.Body.(*kmsg.FindCoordinatorRequest)
-	rt, code := auth.ResourceGroup, kerr.GroupAuthorizationFailed.Code
-	if r.CoordinatorType == 1 {
+	// Group keys need DESCRIBE on the group, transactional ids DESCRIBE on the id,
+	// share-partition keys (only brokers look them up) CLUSTER_ACTION on the cluster.
+	op, rt, code := auth.OpDescribe, auth.ResourceGroup, kerr.GroupAuthorizationFailed.Code
+	switch r.CoordinatorType {
+	case 1:
 		rt, code = auth.ResourceTransactionalID, kerr.TransactionalIDAuthorizationFailed.Code
+	case 2:
+		op, rt, code = auth.OpClusterAction, auth.ResourceCluster, kerr.ClusterAuthorizationFailed.Code
+	}
+	allowed := func(key string) bool {
+		if rt == auth.ResourceCluster {
+			return b.authorize(req, op, rt, auth.ClusterName)
+		}
+		return b.authorize(req, op, rt, key)
 	}
 	if req.Version < 4 {
-		if b.authorize(req, auth.OpDescribe, rt, r.CoordinatorKey) {
+		if allowed(r.CoordinatorKey) {
 			return nil, req, nil
 		}
 		resp := kmsg.NewPtrFindCoordinatorResponse()
@@ -329,7 +341,7 @@ func (b *Broker) authorizeFindCoordinator(req *protocol.Request) (kmsg.Response,
 	}
 	denied := map[string]bool{}
 	for _, k := range r.CoordinatorKeys {
-		if !b.authorize(req, auth.OpDescribe, rt, k) {
+		if !allowed(k) {
 			denied[k] = true
 		}
 	}

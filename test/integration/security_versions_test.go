@@ -228,5 +228,17 @@ func TestAuthorizationOfNewestVersions(t *testing.T) {
 		if code := read(adminLogin); code == kerr.ClusterAuthorizationFailed.Code {
 			t.Errorf("admin (a super user, as brokers are): %v", kerr.ErrorForCode(code))
 		}
+		find := func(l login) int16 { // a share-partition key, "group:topicId:partition"
+			req := kmsg.NewPtrFindCoordinatorRequest()
+			req.CoordinatorType, req.CoordinatorKeys = 2, []string{"g:AAAAAAAAAAAAAAAAAAAAAA:0"}
+			resp := send(broker(l, kmsg.FindCoordinator, 6), req, 6).(*kmsg.FindCoordinatorResponse)
+			return resp.Coordinators[0].ErrorCode
+		}
+		if code := find(alice); code != kerr.ClusterAuthorizationFailed.Code {
+			t.Errorf("FindCoordinator for a share key by alice: %v, want CLUSTER_AUTHORIZATION_FAILED", kerr.ErrorForCode(code))
+		}
+		if code := find(adminLogin); code == kerr.ClusterAuthorizationFailed.Code {
+			t.Errorf("FindCoordinator for a share key by admin: %v", kerr.ErrorForCode(code))
+		}
 	})
 }
