@@ -8,6 +8,8 @@ package broker
 // here so that ApiVersions advertises them.
 
 import (
+	"context"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -18,6 +20,19 @@ import (
 func init() {
 	register(kmsg.SASLHandshake, 0, 1, (*Broker).handleSASLHandshake)
 	register(kmsg.SASLAuthenticate, 0, 2, (*Broker).handleSASLAuthenticate)
+	// The controller listener advertises them too: nodes dialling a SASL controller
+	// listener check its ApiVersions before authenticating.
+	registerController(kmsg.SASLHandshake, 0, 1, func(*Broker, context.Context, kmsg.Request) kmsg.Response {
+		resp := kmsg.NewPtrSASLHandshakeResponse()
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		return resp
+	})
+	registerController(kmsg.SASLAuthenticate, 0, 2, func(*Broker, context.Context, kmsg.Request) kmsg.Response {
+		resp := kmsg.NewPtrSASLAuthenticateResponse()
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		resp.ErrorMessage = kmsg.StringPtr("the controller listener does not use SASL")
+		return resp
+	})
 }
 
 func (b *Broker) handleSASLHandshake(req *protocol.Request) <-chan protocol.Response {

@@ -21,18 +21,20 @@ import (
 // markers to the leaders (WriteTxnMarkers) — go over the inter-broker listener as the
 // nodes' principal, a super user, so a producer allowed only its transactional id
 // and topic commits transactions across partitions led by every node. The controller
-// listener stays PLAINTEXT (Samsa's quorum does not log in with SASL): its callers,
-// User:ANONYMOUS, are super users there, and only the nodes dial it.
+// listener wants SASL too: the quorum and the brokers' registrations and heartbeats
+// log in as the nodes' principal.
 func TestSecuredClusterTransactions(t *testing.T) {
 	jaas := `org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret"` +
 		` user_broker="broker-secret" user_admin="admin-secret" user_alice="alice-secret";`
 	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: []string{
-		"listener.security.protocol.map=PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"listener.security.protocol.map=PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
 		"sasl.enabled.mechanisms=PLAIN",
 		"sasl.mechanism.inter.broker.protocol=PLAIN",
+		"sasl.mechanism.controller.protocol=PLAIN",
 		"listener.name.plaintext.plain.sasl.jaas.config=" + jaas,
+		"listener.name.controller.plain.sasl.jaas.config=" + jaas,
 		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-		"super.users=User:broker;User:admin;User:ANONYMOUS",
+		"super.users=User:broker;User:admin",
 		"offsets.topic.num.partitions=3",
 		"transaction.state.log.num.partitions=3",
 	}})
