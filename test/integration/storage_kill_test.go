@@ -35,7 +35,10 @@ func TestKill9DuringRollsRetentionAndCompaction(t *testing.T) {
 		acked[tp.name] = []*ackedLog{newAckedLog(), newAckedLog()}
 	}
 	for round := range 3 {
+		// Batches stay below segment.bytes: a larger one is refused (RECORD_BATCH_TOO_LARGE,
+		// as in Kafka), and on a loaded machine the client's batches grow past 4 KiB.
 		c := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()),
+			kgo.ProducerBatchMaxBytes(2048),
 			kgo.RecordRetries(2), kgo.ProduceRequestTimeout(5*time.Second), kgo.RecordDeliveryTimeout(10*time.Second))
 		var (
 			mu   sync.Mutex
