@@ -15,7 +15,10 @@ import (
 // partitions, which — unlike a consumer group's — several members may share; records
 // are handed out and acknowledged one by one by the partition leaders (internal/share),
 // not here. There is no revocation: a member gets its new assignment at its next
-// heartbeat, at the group epoch.
+// heartbeat, at the group epoch. The assignment is computed whenever the group epoch
+// moves — a member joins or changes its subscription, the subscribed topics change,
+// a member leaves or its session expires — so that no partition is left without a
+// member.
 //
 // The simple assignor: with at least as many partitions as members, partition i of
 // the sorted subscribed partitions goes to member i mod M (members sorted by id,
@@ -295,11 +298,8 @@ func (c *Coordinator) shareHeartbeatLocked(req *kmsg.ShareGroupHeartbeatRequest,
 			return fail(kerrUnknownMemberID, "")
 		}
 		resp.MemberEpoch = leaveEpoch
-		next := &shareGroup{epoch: sg.epoch + 1, members: maps.Clone(sg.members)}
-		delete(next.members, id)
-		next.subscriptionHash = next.subscriptionHashOf(next.members, c.currentTopics())
 		c.logger.Info("share group member left", "group", req.GroupID, "member", id)
-		return part, []Record{{Key: shareKey(shareMemberKeyVersion, req.GroupID, id)}, shareGroupRecord(req.GroupID, next)}, nil, kerrNone, ""
+		return part, c.shareMemberGoneRecords(req.GroupID, sg, id), nil, kerrNone, ""
 	}
 	if sg == nil {
 		if req.MemberEpoch != 0 {
@@ -352,17 +352,9 @@ func (c *Coordinator) shareHeartbeatLocked(req *kmsg.ShareGroupHeartbeatRequest,
 	var records []Record
 	if next.epoch != sg.epoch || g == nil {
 		records = append(records, shareGroupRecord(req.GroupID, next))
-		for mid, a := range assignShare(members, topics) {
-			if mid == id {
-				m.target = a
-				continue
-			}
-			if !members[mid].target.equal(a) {
-				u := *members[mid]
-				u.target = a
-				records = append(records, shareMemberRecord(req.GroupID, &u))
-			}
-		}
+		var others []Record
+		m.target, others = shareTargetRecords(req.GroupID, members, topics, id)
+		records = append(records, others...)
 		c.logger.Info("share group assignment computed", "group", req.GroupID, "epoch", next.epoch, "members", len(members))
 	}
 	m.epoch = next.epoch
@@ -390,6 +382,37 @@ func (c *Coordinator) shareHeartbeatLocked(req *kmsg.ShareGroupHeartbeatRequest,
 		}
 	}
 	return part, records, after, kerrNone, ""
+}
+
+// shareTargetRecords runs the assignor over members: it returns self's new target
+// and the records of the other members whose target changed (they take it at their
+// next heartbeat).
+func shareTargetRecords(groupID string, members map[string]*shareMember, topics *Topics, self string) (Assignment, []Record) {
+	targets := assignShare(members, topics)
+	var records []Record
+	for _, mid := range slices.Sorted(maps.Keys(targets)) {
+		if mid == self || members[mid].target.equal(targets[mid]) {
+			continue
+		}
+		u := *members[mid]
+		u.target = targets[mid]
+		records = append(records, shareMemberRecord(groupID, &u))
+	}
+	return targets[self], records
+}
+
+// shareMemberGoneRecords are the records of a member leaving the group (or its
+// session expiring): its tombstone, the next group epoch, and the new targets of the
+// members that stay, so that the partitions it had go to them.
+func (c *Coordinator) shareMemberGoneRecords(groupID string, sg *shareGroup, id string) []Record {
+	topics := c.currentTopics()
+	next := &shareGroup{epoch: sg.epoch + 1, members: maps.Clone(sg.members)}
+	delete(next.members, id)
+	next.subscriptionHash = next.subscriptionHashOf(next.members, topics)
+	records := []Record{{Key: shareKey(shareMemberKeyVersion, groupID, id)}, shareGroupRecord(groupID, next)}
+	_, others := shareTargetRecords(groupID, next.members, topics, "")
+	c.logger.Info("share group assignment computed", "group", groupID, "epoch", next.epoch, "members", len(next.members))
+	return append(records, others...)
 }
 
 func shareMemberEqual(a, b *shareMember) bool {
@@ -451,10 +474,7 @@ func (c *Coordinator) expireShareMembersLocked(part *partition, g *group, now ti
 		}
 		m.sessionDeadline = time.Time{}
 		c.logger.Info("share group member expired", "group", g.id, "member", id)
-		next := &shareGroup{epoch: g.share.epoch + 1, members: maps.Clone(g.share.members)}
-		delete(next.members, id)
-		next.subscriptionHash = next.subscriptionHashOf(next.members, c.currentTopics())
-		c.writeConsumerLocked(part, g.id, []Record{{Key: shareKey(shareMemberKeyVersion, g.id, id)}, shareGroupRecord(g.id, next)}, func(error) {})
+		c.writeConsumerLocked(part, g.id, c.shareMemberGoneRecords(g.id, g.share, id), func(error) {})
 		if part.groups[g.id] == nil || part.groups[g.id].share == nil {
 			return
 		}

@@ -11,7 +11,9 @@
 // member the available offsets of the batches a fetch read, Acknowledge applies
 // ACCEPT (done), RELEASE (available again), REJECT (archived, never delivered again)
 // and RENEW (the lock restarts); a record released or whose lock expired at the
-// delivery count limit (share.delivery.count.limit) is archived. The start moves past
+// delivery count limit (share.delivery.count.limit) is archived. ReleaseMember gives
+// back what a member that left still holds with its delivery count lowered by one, as
+// Kafka does (it was most likely never processed). The start moves past
 // done records; the window holds at most group.share.partition.max.record.locks
 // records in flight.
 //

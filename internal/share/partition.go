@@ -324,10 +324,18 @@ func (p *Partition) release(o int64, r *record) {
 }
 
 // ReleaseMember releases every record member holds (it left, or closed its session).
+// As Kafka does, they go back with their delivery count lowered by one — acquired, but
+// most likely never processed (a client closing releases what it fetched and did not
+// hand out) — so that none is archived for the delivery limit here.
 func (p *Partition) ReleaseMember(member string) {
 	for i := range p.recs {
 		if r := &p.recs[i]; r.state == Acquired && r.member == member {
-			p.release(p.start+int64(i), r)
+			o := p.start + int64(i)
+			p.touch(o)
+			r.state, r.member, r.deadline = Available, "", time.Time{}
+			r.deliveries = max(r.deliveries-1, 0)
+			p.madeAvailable(o)
+			p.dirty, p.freed = true, true
 		}
 	}
 	p.advance()

@@ -128,3 +128,41 @@ func TestPartitionArchiveUndelivered(t *testing.T) {
 		t.Fatalf("start %d, next fetch %d (%v), want 4", p.Start(), next, ok)
 	}
 }
+
+// TestPartitionReleaseMemberLowersDeliveryCount: what a member still holds when it
+// leaves or closes its session goes back with its delivery count lowered by one, as
+// Kafka does (the records were acquired, most likely never processed), so that a
+// record at the limit is delivered again instead of archived; a RELEASE and a lock
+// expiry keep the count.
+func TestPartitionReleaseMemberLowersDeliveryCount(t *testing.T) {
+	p := NewPartition(testCfg(), 0) // delivery limit 3
+	for round := int16(1); round <= 2; round++ {
+		if a := p.Acquire("m", [][2]int64{{0, 1}}, 2, 10, false, t0); len(a) != 1 || a[0] != (AcquiredRun{0, 1, round}) {
+			t.Fatalf("delivery %d: %v", round, a)
+		}
+		if err := p.Acknowledge("m", 0, 1, []int8{AckRelease}, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a := p.Acquire("m", [][2]int64{{0, 1}}, 2, 10, false, t0); len(a) != 1 || a[0] != (AcquiredRun{0, 1, 3}) {
+		t.Fatalf("third delivery: %v", a)
+	}
+	if err := p.Acknowledge("m", 1, 1, []int8{AckAccept}, t0); err != nil {
+		t.Fatal(err)
+	}
+	p.Begin()
+	p.ReleaseMember("m")
+	p.Commit()
+	if st, n := p.StateOf(0); st != Available || n != 2 {
+		t.Fatalf("offset 0 after its member left at the limit: state %d deliveries %d, want available with 2", st, n)
+	}
+	if !p.Dirty() || !p.TakeFreed() {
+		t.Fatal("releasing a member's records did not mark the partition dirty and freed")
+	}
+	if next, ok := p.NextFetchOffset(); next != 0 || !ok {
+		t.Fatalf("next fetch offset %d (%v), want 0", next, ok)
+	}
+	if a := p.Acquire("n", [][2]int64{{0, 1}}, 2, 10, false, t0); len(a) != 1 || a[0] != (AcquiredRun{0, 0, 3}) {
+		t.Fatalf("after the member left: %v, want offset 0 at delivery 3", a)
+	}
+}
