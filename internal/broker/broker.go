@@ -78,7 +78,7 @@ type Broker struct {
 	isrWake        chan struct{} // nudges the ISR loop
 	groups         *group.Coordinator
 	txns           *txn.Coordinator
-	peers          brokerPeers // connections to other brokers, for transactions
+	peers          brokerPeers // connections to other brokers (transactions, share state)
 	producers      producerIDs
 	lifecycle      lifecycle
 	imageWatch     imageWatch
@@ -329,9 +329,8 @@ func (b *Broker) Close() error {
 	b.fetchers.Close()
 	b.txns.Close()
 	b.groups.Close()
-	b.peers.close()
 	b.shares.Close()
-	b.shareStore.close()
+	b.peers.close() // after the share manager's last writes to other brokers' share state
 	b.channel.Close()
 	var errs []error
 	if b.controller != nil {

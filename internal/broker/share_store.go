@@ -5,8 +5,8 @@ package broker
 // share group offset APIs use. Each operation goes to the share coordinator of its
 // key, found as FindCoordinator finds it (shareCoordinatorOf): this node's
 // shareStateLog when it leads the state's __share_group_state partition, else that
-// leader's inter-broker listener, with the share coordinator's requests over a
-// peer.Conn per broker (the connection code the replica fetchers use).
+// leader's inter-broker listener, with the share coordinator's requests over the
+// broker's peer connections (brokerPeers, which the transaction requests use too).
 //
 // A coordinator that moved or cannot serve now (NOT_COORDINATOR,
 // COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, a broken connection, a
@@ -20,8 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"sync"
 	"time"
 
@@ -37,61 +35,21 @@ import (
 // coordinator up again.
 var errShareCoordinatorUnavailable = errors.New("share coordinator not available")
 
-// shareStore is safe for concurrent use; mu guards the connections.
-type shareStore struct {
-	b  *Broker
-	mu struct {
-		sync.Mutex
-		conns  map[metadata.NodeID]*peer.Conn
-		closed bool
-	}
-}
+// shareStore is safe for concurrent use: it reaches other brokers through the
+// broker's peer connections (brokerPeers).
+type shareStore struct{ b *Broker }
 
 var _ share.Store = (*shareStore)(nil)
 
-func newShareStore(b *Broker) *shareStore {
-	s := &shareStore{b: b}
-	s.mu.conns = map[metadata.NodeID]*peer.Conn{}
-	return s
-}
-
-// close closes the connections to other brokers.
-func (s *shareStore) close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.mu.closed = true
-	for id, c := range s.mu.conns {
-		c.Close()
-		delete(s.mu.conns, id)
-	}
-}
+func newShareStore(b *Broker) *shareStore { return &shareStore{b: b} }
 
 // conn returns the connection to a broker's inter-broker listener.
 func (s *shareStore) conn(br metadata.Broker) (*peer.Conn, error) {
-	ep, ok := br.Endpoint(s.b.cfg.InterBrokerListenerName)
-	if !ok {
-		return nil, fmt.Errorf("broker %d has no %s listener (inter.broker.listener.name): %w", br.NodeID, s.b.cfg.InterBrokerListenerName, errShareCoordinatorUnavailable)
+	c, err := s.b.peers.conn(int32(br.NodeID))
+	if err != nil && !errors.Is(err, peer.ErrClosed) {
+		return nil, fmt.Errorf("%w: %v", errShareCoordinatorUnavailable, err)
 	}
-	addr := net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port)))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.mu.closed {
-		return nil, peer.ErrClosed
-	}
-	c := s.mu.conns[br.NodeID]
-	if c != nil && c.Addr() == addr {
-		return c, nil
-	}
-	if c != nil {
-		c.Close()
-	}
-	c = peer.New(addr, peer.Options{
-		ClientID:   fmt.Sprintf("samsa-share-%d", s.b.nodeID),
-		BackoffMin: 50 * time.Millisecond, BackoffMax: 500 * time.Millisecond,
-		Security: s.b.interBroker,
-	})
-	s.mu.conns[br.NodeID] = c
-	return c, nil
+	return c, err
 }
 
 // call runs one operation on key's share coordinator: local when this node is it,

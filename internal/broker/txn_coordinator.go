@@ -125,8 +125,9 @@ func (b *Broker) txnCoordinatorNode(id string) int32 {
 }
 
 // brokerPeers holds one connection per broker to its inter-broker listener, for the
-// requests between brokers that transactions make: WriteTxnMarkers to partition
-// leaders, AddPartitionsToTxn from partition leaders to coordinators. A connection is
+// requests between brokers that transactions make (WriteTxnMarkers to partition
+// leaders, AddPartitionsToTxn from partition leaders to coordinators) and the share
+// coordinator's requests (share_store.go). A connection is
 // replaced when the broker's address changes in the metadata.
 type brokerPeers struct {
 	b  *Broker
@@ -139,6 +140,16 @@ type brokerPeers struct {
 
 // request sends req to broker node and returns its response.
 func (ps *brokerPeers) request(ctx context.Context, node int32, req kmsg.Request) (kmsg.Response, error) {
+	conn, err := ps.conn(node)
+	if err != nil {
+		return nil, err
+	}
+	return conn.Request(ctx, req)
+}
+
+// conn returns the connection to broker node's inter-broker listener, as the image
+// has it (a new one when its address changed).
+func (ps *brokerPeers) conn(node int32) (*peer.Conn, error) {
 	b := ps.b
 	br, ok := b.image().Broker(metadata.NodeID(node))
 	if !ok {
@@ -150,8 +161,8 @@ func (ps *brokerPeers) request(ctx context.Context, node int32, req kmsg.Request
 	}
 	addr := net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port)))
 	ps.mu.Lock()
+	defer ps.mu.Unlock()
 	if ps.mu.closed {
-		ps.mu.Unlock()
 		return nil, peer.ErrClosed
 	}
 	if ps.mu.conns == nil {
@@ -165,8 +176,7 @@ func (ps *brokerPeers) request(ctx context.Context, node int32, req kmsg.Request
 		conn = peer.New(addr, peer.Options{ClientID: fmt.Sprintf("samsa-broker-%d", b.nodeID), Security: b.interBroker})
 		ps.mu.conns[node] = conn
 	}
-	ps.mu.Unlock()
-	return conn.Request(ctx, req)
+	return conn, nil
 }
 
 func (ps *brokerPeers) close() {
