@@ -45,17 +45,26 @@ func (b *Broker) newFetchers() *replica.FetcherManager {
 	})
 }
 
-// dialLeader returns a client to a leader's inter-broker listener, as the image has it.
-func (b *Broker) dialLeader(leader int32) (replica.LeaderClient, error) {
-	br, ok := b.image().Broker(metadata.NodeID(leader))
+// interBrokerAddr is the address of broker node's inter-broker listener, as the image
+// has it.
+func (b *Broker) interBrokerAddr(node int32) (string, error) {
+	br, ok := b.image().Broker(metadata.NodeID(node))
 	if !ok {
-		return nil, fmt.Errorf("broker %d is not registered", leader)
+		return "", fmt.Errorf("broker %d is not registered", node)
 	}
 	ep, ok := br.Endpoint(b.cfg.InterBrokerListenerName)
 	if !ok {
-		return nil, fmt.Errorf("broker %d has no %s listener (inter.broker.listener.name)", leader, b.cfg.InterBrokerListenerName)
+		return "", fmt.Errorf("broker %d has no %s listener (inter.broker.listener.name)", node, b.cfg.InterBrokerListenerName)
 	}
-	addr := net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port)))
+	return net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port))), nil
+}
+
+// dialLeader returns a client to a leader's inter-broker listener, as the image has it.
+func (b *Broker) dialLeader(leader int32) (replica.LeaderClient, error) {
+	addr, err := b.interBrokerAddr(leader)
+	if err != nil {
+		return nil, err
+	}
 	conn := peer.New(addr, peer.Options{
 		ClientID:        fmt.Sprintf("samsa-replica-fetcher-%d", b.nodeID),
 		MaxResponseSize: max(b.cfg.ReplicaFetchResponseMaxBytes, 0) + 64<<20,

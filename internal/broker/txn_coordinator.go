@@ -10,7 +10,6 @@ package broker
 import (
 	"context"
 	"fmt"
-	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -151,15 +150,10 @@ func (ps *brokerPeers) request(ctx context.Context, node int32, req kmsg.Request
 // has it (a new one when its address changed).
 func (ps *brokerPeers) conn(node int32) (*peer.Conn, error) {
 	b := ps.b
-	br, ok := b.image().Broker(metadata.NodeID(node))
-	if !ok {
-		return nil, fmt.Errorf("broker %d is not registered", node)
+	addr, err := b.interBrokerAddr(node)
+	if err != nil {
+		return nil, err
 	}
-	ep, ok := br.Endpoint(b.cfg.InterBrokerListenerName)
-	if !ok {
-		return nil, fmt.Errorf("broker %d has no %s listener (inter.broker.listener.name)", node, b.cfg.InterBrokerListenerName)
-	}
-	addr := net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port)))
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if ps.mu.closed {
