@@ -160,7 +160,7 @@ func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) <-chan *kmsg.D
 }
 
 func (c *Coordinator) deleteGroupLocked(part *partition, g *group, now time.Time, done func(code int16)) {
-	tps := make([]TopicPartition, 0, len(g.offsets))
+	tps := g.txnPartitions() // deleted with the group, as in Kafka
 	for tp := range g.offsets {
 		tps = append(tps, tp)
 	}

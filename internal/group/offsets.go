@@ -476,13 +476,23 @@ func (c *Coordinator) removeOffsetsLocked(part *partition, g *group, tps []Topic
 	var records []Record
 	seen := map[TopicPartition]bool{}
 	for _, tp := range tps {
-		if _, ok := g.offsets[tp]; ok && !seen[tp] {
+		if _, ok := g.offsets[tp]; (ok || g.unstable(tp)) && !seen[tp] {
 			seen[tp] = true
 			removed = append(removed, tp)
 			records = append(records, offsetTombstone(g.id, tp))
 		}
 	}
-	dead := g.state == StateEmpty && len(g.pending) == 0 && len(removed) == len(g.offsets) &&
+	// A tombstone also deletes the offsets a transaction committed for the partition
+	// and has not ended (replayOffset), as in Kafka; the group dies only when nothing
+	// is left, pending or committed.
+	left := false
+	for tp := range g.offsets {
+		left = left || !seen[tp]
+	}
+	for _, tp := range g.txnPartitions() {
+		left = left || !seen[tp]
+	}
+	dead := g.state == StateEmpty && len(g.pending) == 0 && !left &&
 		(g.consumer == nil || len(g.consumer.members) == 0) && (g.share == nil || len(g.share.members) == 0)
 	if dead {
 		records = append(records, groupTombstone(g.id))
@@ -536,7 +546,7 @@ func (c *Coordinator) expireOffsetsLocked(part *partition, now time.Time) {
 		}
 		expired := expiredOffsets(g, now, c.cfg.OffsetsRetention)
 		dead := g.state == StateEmpty && len(g.pending) == 0 && len(expired) == len(g.offsets) &&
-			(g.consumer == nil || len(g.consumer.members) == 0) && g.share == nil
+			len(g.txnPartitions()) == 0 && (g.consumer == nil || len(g.consumer.members) == 0) && g.share == nil
 		if len(expired) == 0 && !dead {
 			continue
 		}
@@ -568,8 +578,8 @@ func expiredOffsets(g *group, now time.Time, retention time.Duration) []TopicPar
 	}
 	var out []TopicPartition
 	for tp, o := range g.offsets {
-		if subscribed != nil && subscribed[tp.Topic] {
-			continue
+		if subscribed != nil && subscribed[tp.Topic] || g.unstable(tp) {
+			continue // Kafka keeps an offset while a transaction's commit of it is pending
 		}
 		if !o.ExpireTime.IsZero() {
 			if !now.Before(o.ExpireTime) {

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -47,12 +48,15 @@ func (g *group) addTxnOffset(producerID int64, tp TopicPartition, o CommittedOff
 // overtakeTxnOffsets notes a plain commit (or, deleted, a tombstone) of tp written
 // after the pending transactional ones.
 func (g *group) overtakeTxnOffsets(tp TopicPartition, deleted bool) {
-	for _, offsets := range g.txnOffsets {
+	for producerID, offsets := range g.txnOffsets {
 		if p := offsets[tp]; p != nil {
-			if deleted {
-				delete(offsets, tp)
-			} else {
+			if !deleted {
 				p.overtaken = true
+				continue
+			}
+			delete(offsets, tp)
+			if len(offsets) == 0 {
+				delete(g.txnOffsets, producerID)
 			}
 		}
 	}
@@ -74,6 +78,20 @@ func (g *group) completeTxn(producerID int64, commit bool) {
 			g.offsets[tp] = p.offset
 		}
 	}
+}
+
+// txnPartitions returns the partitions with an offset committed in a transaction not
+// decided yet.
+func (g *group) txnPartitions() []TopicPartition {
+	var out []TopicPartition
+	for _, offsets := range g.txnOffsets {
+		for tp := range offsets {
+			if !slices.Contains(out, tp) {
+				out = append(out, tp)
+			}
+		}
+	}
+	return out
 }
 
 // unstable reports whether tp has an offset committed in a transaction not decided

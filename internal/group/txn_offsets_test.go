@@ -2,6 +2,7 @@ package group
 
 import (
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -195,6 +196,83 @@ func TestCoalesce(t *testing.T) {
 	} {
 		if got := coalesce(tc.jobs); got != tc.want {
 			t.Errorf("%s: coalesce = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestTxnOffsetsOutliveExpiry: as in Kafka, an offset with a transactional commit
+// pending does not expire, and a group with a transaction open is not deleted by
+// expiry, so the commit marker still finds the group and applies the offsets.
+func TestTxnOffsetsOutliveExpiry(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.OffsetsRetention = time.Hour
+		c.OffsetsRetentionCheckInterval = time.Minute
+	})
+	tp0, tp1 := TopicPartition{"in", 0}, TopicPartition{"in", 1}
+	h.commit("g", "", -1, map[TopicPartition]int64{tp0: 5})
+	for _, group := range []string{"g", "only-txn"} {
+		if r := h.txnCommit(group, 7, "", -1, map[TopicPartition]int64{tp0: 10, tp1: 20}); r.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("TxnOffsetCommit to %s: %+v", group, r)
+		}
+	}
+	for range 61 {
+		h.clock.Advance(time.Minute)
+	}
+	// An expiry pass has run after the retention: wait for it through a group that
+	// has nothing pending.
+	h.commit("plain", "", -1, map[TopicPartition]int64{tp0: 1})
+	for range 61 {
+		h.clock.Advance(time.Minute)
+	}
+	waitFor(t, "the plain group's offsets expired", func() bool { return h.c.CommittedOffsets("plain") == nil })
+	if got := h.c.CommittedOffsets("g"); got[tp0].Offset != 5 {
+		t.Fatalf("g's offset with a pending transactional commit: %v; want it kept at 5", got)
+	}
+	h.marker(7, true)
+	for _, group := range []string{"g", "only-txn"} {
+		if got := h.fetch(group); got[tp0] != 10 || got[tp1] != 20 {
+			t.Fatalf("%s after the commit marker: %v; want in-0 at 10 and in-1 at 20", group, got)
+		}
+	}
+	h.start()
+	for _, group := range []string{"g", "only-txn"} {
+		if got := h.fetch(group); got[tp0] != 10 || got[tp1] != 20 {
+			t.Fatalf("%s after a reload: %v; want in-0 at 10 and in-1 at 20", group, got)
+		}
+	}
+}
+
+// TestDeleteGroupDropsPendingTxnOffsets: deleting an empty group also deletes the
+// offsets a transaction committed for it and has not ended (Kafka writes tombstones
+// for them too), so the transaction's later commit marker does not bring the group
+// back — neither in memory nor when the log is loaded again.
+func TestDeleteGroupDropsPendingTxnOffsets(t *testing.T) {
+	h := newHarness(t, nil)
+	tp0 := TopicPartition{"in", 0}
+	h.commit("g", "", -1, map[TopicPartition]int64{{"other", 0}: 3})
+	for _, group := range []string{"g", "only-txn"} {
+		if r := h.txnCommit(group, 7, "", -1, map[TopicPartition]int64{tp0: 10}); r.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("TxnOffsetCommit to %s: %+v", group, r)
+		}
+	}
+	req := kmsg.NewPtrDeleteGroupsRequest()
+	req.Version = 2
+	req.Groups = []string{"g", "only-txn"}
+	for _, g := range recv(t, h.c.DeleteGroups(req)).Groups {
+		if g.ErrorCode != 0 {
+			t.Fatalf("deleting %s: %v", g.Group, kerr.ErrorForCode(g.ErrorCode))
+		}
+	}
+	h.marker(7, true)
+	for _, group := range []string{"g", "only-txn"} {
+		if got := h.c.CommittedOffsets(group); got != nil {
+			t.Fatalf("%s, deleted, has offsets after the commit marker: %v", group, got)
+		}
+	}
+	h.start()
+	for _, group := range []string{"g", "only-txn"} {
+		if got := h.c.CommittedOffsets(group); got != nil {
+			t.Fatalf("%s, deleted, has offsets after a reload: %v", group, got)
 		}
 	}
 }
