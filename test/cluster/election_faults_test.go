@@ -1,15 +1,10 @@
 package cluster
 
 import (
-	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/samsa-streaming/samsa/internal/testutil"
 )
@@ -18,19 +13,7 @@ import (
 // (samsa_metadata_quorum_state: leader, follower, candidate, pre-candidate,
 // observer), "" when they cannot be read.
 func quorumState(n *testutil.Node) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.MetricsAddr+"/metrics", nil)
-	if err != nil {
-		return ""
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return ""
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	families, err := scrape(n)
 	if err != nil {
 		return ""
 	}

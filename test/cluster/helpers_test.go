@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -313,25 +314,34 @@ func (inv *invariants) check() {
 	inv.t.Logf("invariants: %d metadata answers checked, %d partition epochs seen", inv.polls, len(inv.seen))
 }
 
-// metric scrapes a node's metrics.listener and returns the value of an unlabelled
-// counter or gauge (-1 when it is not exported, or the scrape failed).
-func metric(t *testing.T, n *testutil.Node, name string) float64 {
-	t.Helper()
+// scrape reads a node's metrics.listener.
+func scrape(n *testutil.Node) (map[string]*dto.MetricFamily, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.MetricsAddr+"/metrics", nil)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return -1
+		return nil, err
 	}
 	defer resp.Body.Close()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		t.Fatalf("node %d metrics do not parse: %v", n.ID, err)
+		return nil, fmt.Errorf("node %d metrics do not parse: %w", n.ID, err)
+	}
+	return families, nil
+}
+
+// metric scrapes a node's metrics.listener and returns the value of an unlabelled
+// counter or gauge (-1 when it is not exported, or the scrape failed).
+func metric(t *testing.T, n *testutil.Node, name string) float64 {
+	t.Helper()
+	families, err := scrape(n)
+	if err != nil {
+		return -1
 	}
 	f := families[name]
 	if f == nil || len(f.Metric) == 0 {
