@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf16"
 
+	"github.com/samsa-streaming/samsa/internal/appendq"
 	"github.com/samsa-streaming/samsa/internal/clock"
 )
 
@@ -77,7 +78,7 @@ type partition struct {
 	epoch   uint64
 	loading bool
 	groups  map[string]*group
-	writer  *writer
+	writer  *appendq.Queue[writeJob]
 }
 
 // New returns a coordinator that coordinates no partition until LoadPartition.
@@ -236,7 +237,7 @@ func (c *Coordinator) unloadLocked(p int32) {
 		}
 	}
 	if part.writer != nil {
-		part.writer.stopWriter()
+		part.writer.Stop()
 	}
 	c.logger.Debug("unloaded group coordinator partition", "partition", p, "groups", len(part.groups))
 }
@@ -267,71 +268,16 @@ type writeJob struct {
 	replay func(err error)
 }
 
-// writer appends one partition's records in order, one job at a time.
-type writer struct {
-	c    *Coordinator
-	part *partition
-	mu   sync.Mutex
-	jobs []writeJob
-	wake chan struct{}
-	stop chan struct{}
-}
-
-func (c *Coordinator) startWriter(part *partition) *writer {
-	w := &writer{c: c, part: part, wake: make(chan struct{}, 1), stop: make(chan struct{})}
-	c.wg.Add(1)
-	go w.run()
-	return w
-}
-
-func (w *writer) stopWriter() { close(w.stop) }
-
-func (w *writer) enqueue(j writeJob) {
-	w.mu.Lock()
-	w.jobs = append(w.jobs, j)
-	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (w *writer) take() []writeJob {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	jobs := w.jobs
-	w.jobs = nil
-	return jobs
-}
-
-func (w *writer) run() {
-	defer w.c.wg.Done()
-	for {
-		select {
-		case <-w.wake:
-		case <-w.stop:
+// startWriter starts the goroutine that appends part's records in order; jobs queued
+// while an append is in flight are appended together (coalesce).
+func (c *Coordinator) startWriter(part *partition) *appendq.Queue[writeJob] {
+	return appendq.Start(&c.wg, func(jobs []writeJob) {
+		for len(jobs) > 0 {
+			n := coalesce(jobs)
+			c.write(part, jobs[:n])
+			jobs = jobs[n:]
 		}
-		stopped := false
-		select {
-		case <-w.stop:
-			stopped = true
-		default:
-		}
-		for {
-			jobs := w.take()
-			if len(jobs) == 0 {
-				break
-			}
-			for len(jobs) > 0 {
-				n := coalesce(jobs)
-				w.do(jobs[:n])
-				jobs = jobs[n:]
-			}
-		}
-		if stopped {
-			return
-		}
-	}
+	})
 }
 
 // maxCoalescedBytes bounds the records of several jobs appended as one batch (well
@@ -373,9 +319,8 @@ func sameProducer(a, b *TxnInfo) bool {
 	return a.ProducerID == b.ProducerID && a.ProducerEpoch == b.ProducerEpoch
 }
 
-// do appends the jobs' records as one write and replays each job in order.
-func (w *writer) do(jobs []writeJob) {
-	c := w.c
+// write appends the jobs' records to part as one write and replays each job in order.
+func (c *Coordinator) write(part *partition, jobs []writeJob) {
 	records := jobs[0].records
 	if len(jobs) > 1 {
 		records = nil
@@ -389,21 +334,21 @@ func (w *writer) do(jobs []writeJob) {
 	var err error
 	if len(records) > 0 { // a job without records only waits for the ones before it
 		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.OffsetCommitTimeout)
-		err = c.log.Append(ctx, w.part.id, records)
+		err = c.log.Append(ctx, part.id, records)
 		cancel()
 	}
 	if err != nil {
-		c.logger.Warn("append to __consumer_offsets failed", "partition", w.part.id, "records", len(records), "err", err)
+		c.logger.Warn("append to __consumer_offsets failed", "partition", part.id, "records", len(records), "err", err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err == nil && c.mu.partitions[w.part.id] != w.part {
+	if err == nil && c.mu.partitions[part.id] != part {
 		err = ErrNotCoordinator
 	}
 	for _, j := range jobs {
 		j.replay(err)
 		if j.group != nil {
-			c.settleGroupLocked(w.part, j.group)
+			c.settleGroupLocked(part, j.group)
 		}
 	}
 }
@@ -415,7 +360,7 @@ func (c *Coordinator) appendLocked(part *partition, g *group, records []Record, 
 		replay(ErrNotCoordinator)
 		return
 	}
-	part.writer.enqueue(writeJob{group: g, records: records, replay: replay})
+	part.writer.Enqueue(writeJob{group: g, records: records, replay: replay})
 }
 
 // --- timers -----------------------------------------------------------------------

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf16"
 
+	"github.com/samsa-streaming/samsa/internal/appendq"
 	"github.com/samsa-streaming/samsa/internal/clock"
 )
 
@@ -97,7 +98,7 @@ type partition struct {
 	coordinatorEpoch int32
 	loading          bool
 	txns             map[string]*entry
-	writer           *writer
+	writer           *appendq.Queue[writeJob]
 	// ctx ends when the partition is unloaded: marker writes stop.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -279,7 +280,7 @@ func (c *Coordinator) unloadLocked(p int32) {
 	delete(c.mu.partitions, p)
 	part.cancel()
 	if part.writer != nil {
-		part.writer.stopWriter()
+		part.writer.Stop()
 	}
 	c.logger.Debug("unloaded transaction coordinator partition", "partition", p, "transactional_ids", len(part.txns))
 }
@@ -315,79 +316,29 @@ type writeJob struct {
 	replay func(err error)
 }
 
-// writer appends one partition's records in order; jobs queued while an append is in
-// flight share the next one.
-type writer struct {
-	c    *Coordinator
-	part *partition
-	mu   sync.Mutex
-	jobs []writeJob
-	wake chan struct{}
-	stop chan struct{}
+// startWriter starts the goroutine that appends part's records in order; jobs queued
+// while an append is in flight share the next one.
+func (c *Coordinator) startWriter(part *partition) *appendq.Queue[writeJob] {
+	return appendq.Start(&c.wg, func(jobs []writeJob) { c.write(part, jobs) })
 }
 
-func (c *Coordinator) startWriter(part *partition) *writer {
-	w := &writer{c: c, part: part, wake: make(chan struct{}, 1), stop: make(chan struct{})}
-	c.wg.Add(1)
-	go w.run()
-	return w
-}
-
-func (w *writer) stopWriter() { close(w.stop) }
-
-func (w *writer) enqueue(j writeJob) {
-	w.mu.Lock()
-	w.jobs = append(w.jobs, j)
-	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (w *writer) run() {
-	defer w.c.wg.Done()
-	for {
-		stopped := false
-		select {
-		case <-w.wake:
-		case <-w.stop:
-			stopped = true
-		}
-		for {
-			w.mu.Lock()
-			jobs := w.jobs
-			w.jobs = nil
-			w.mu.Unlock()
-			if len(jobs) == 0 {
-				break
-			}
-			w.do(jobs)
-		}
-		if stopped {
-			return
-		}
-	}
-}
-
-// do appends the jobs' records as one write and replays each job in order. Jobs
+// write appends the jobs' records to part as one write and replays each job in order. Jobs
 // queued before an unload are still appended (a clean shutdown keeps what was
 // decided); their replay then answers NOT_COORDINATOR.
-func (w *writer) do(jobs []writeJob) {
-	c := w.c
+func (c *Coordinator) write(part *partition, jobs []writeJob) {
 	var records []Record
 	for _, j := range jobs {
 		records = append(records, j.records...)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.WriteTimeout)
-	err := c.log.Append(ctx, w.part.id, records)
+	err := c.log.Append(ctx, part.id, records)
 	cancel()
 	if err != nil {
-		c.logger.Warn("append to __transaction_state failed", "partition", w.part.id, "records", len(records), "err", err)
+		c.logger.Warn("append to __transaction_state failed", "partition", part.id, "records", len(records), "err", err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err == nil && !c.owns(w.part) {
+	if err == nil && !c.owns(part) {
 		err = ErrNotCoordinator
 	}
 	for _, j := range jobs {
@@ -405,7 +356,7 @@ func (c *Coordinator) transitLocked(part *partition, e *entry, next Metadata, do
 	}
 	e.pending = &next
 	e.inflight++
-	part.writer.enqueue(writeJob{records: []Record{encodeRecord(&next)}, replay: func(err error) {
+	part.writer.Enqueue(writeJob{records: []Record{encodeRecord(&next)}, replay: func(err error) {
 		if e.inflight--; e.inflight == 0 {
 			e.pending = nil
 		}
