@@ -545,12 +545,24 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 	go func() {
 		defer cancel()
 		wake := make(chan struct{}, 1)
+		var waitedOn []*replica.Partition
+		defer func() { // once answered, nothing keeps wake registered
+			for _, p := range waitedOn {
+				p.StopWaiting(wake)
+			}
+			for _, k := range parts {
+				b.shares.StopWaiting(k, wake)
+			}
+		}()
 		expired, stop := b.after(time.Duration(r.MaxWaitMillis) * time.Millisecond)
 		defer stop()
 		for {
 			for _, k := range parts {
 				if p, err := b.sharePartition(k); err == nil {
 					p.Wait(wake)
+					if !slices.Contains(waitedOn, p) {
+						waitedOn = append(waitedOn, p)
+					}
 				}
 				b.shares.Wait(k, wake)
 			}

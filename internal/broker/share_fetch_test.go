@@ -136,3 +136,25 @@ func shareFetchEpoch(b *Broker, conn uint64, k share.Key, member string, epoch i
 	r := <-shareFetch(b, conn, k, member, epoch, 0)
 	return r.Body.(*kmsg.ShareFetchResponse).ErrorCode
 }
+
+// TestShareFetchWaitersDoNotPileUp: fetches that wait for records and time out leave
+// nothing registered on the share partition or the topic partition, however many
+// there are.
+func TestShareFetchWaitersDoNotPileUp(t *testing.T) {
+	b := startTestBroker(t)
+	k := shareTestTopic(t, b, "idle")
+	part, err := b.sharePartition(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch := int32(0)
+	for range 200 {
+		if recs := acquired(t, shareFetch(b, 1, k, "m", epoch, 2)); len(recs) != 0 {
+			t.Fatalf("acquired %v from an empty partition", recs)
+		}
+		epoch = nextSessionEpoch(epoch)
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		return b.shares.Waiting(k) == 0 && part.Waiting() == 0
+	}, "no waiter left on the partitions")
+}
