@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -157,4 +158,56 @@ func TestShareFetchWaitersDoNotPileUp(t *testing.T) {
 	testutil.WaitFor(t, 5*time.Second, func() bool {
 		return b.shares.Waiting(k) == 0 && part.Waiting() == 0
 	}, "no waiter left on the partitions")
+}
+
+// TestShareStateDeleteFencesHolder: a leader that still holds a share partition in
+// memory when its state is deleted on the share coordinator (DeleteShareGroupState
+// from another broker: DeleteShareGroupOffsets, DeleteGroups) does not write the
+// deleted state back; its write is fenced, and it reads the state again, finding
+// none.
+func TestShareStateDeleteFencesHolder(t *testing.T) {
+	b := startTestBroker(t)
+	k := shareTestTopic(t, b, "deleted")
+	ctx := context.Background()
+	if recs := acquired(t, shareFetch(b, 1, k, "m", 0, 0)); len(recs) != 0 {
+		t.Fatalf("acquired %v from an empty partition", recs)
+	}
+	for range 3 {
+		if code := produceTo(t, b, "deleted"); code != 0 {
+			t.Fatalf("produce: %v", kerr.ErrorForCode(code))
+		}
+	}
+	if recs := acquired(t, shareFetch(b, 1, k, "m", 1, 0)); len(recs) != 1 || recs[0].FirstOffset != 0 || recs[0].LastOffset != 2 {
+		t.Fatalf("acquired %v, want offsets 0-2", recs)
+	}
+	accept := func(offset int64) error {
+		return b.shares.Do(ctx, k, func(p *share.Partition) error {
+			return p.Acknowledge("m", offset, offset, []int8{share.AckAccept}, b.clock.Now())
+		})
+	}
+	if err := accept(0); err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := b.shareStore.Summary(ctx, k); err != nil || !sum.found || sum.start != 1 {
+		t.Fatalf("stored state %+v (%v), want start 1", sum, err)
+	}
+
+	// The coordinator deletes the state; this broker's share manager is not told.
+	if err := b.shareState.deleteState(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if err := accept(1); !errors.Is(err, share.ErrFencedStateEpoch) {
+		t.Fatalf("the holder's write after the delete: %v, want it fenced", err)
+	}
+	if sum, err := b.shareStore.Summary(ctx, k); err != nil || sum.found {
+		t.Fatalf("stored state after the holder's write %+v (%v), want none", sum, err)
+	}
+	// Read again: the partition starts afresh (share.auto.offset.reset=latest).
+	var start int64
+	if err := b.shares.Do(ctx, k, func(p *share.Partition) error { start = p.Start(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := b.shareStore.Summary(ctx, k); err != nil || start != 3 || !sum.found || sum.start != 3 {
+		t.Fatalf("after reading again: start %d, stored %+v (%v), want 3", start, sum, err)
+	}
 }
