@@ -573,7 +573,7 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 			case <-wake:
 				continue
 			case <-expired:
-			case <-sess.done: // its connection closed: nobody waits for the answer
+			case <-sess.done: // ended (its connection closed, most likely): stop waiting
 			}
 			break
 		}
