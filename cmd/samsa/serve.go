@@ -199,6 +199,7 @@ func serve(configFile string, overrides []string, logLevel string, addScram []st
 			APIKeys:        broker.APIKeys,
 			ReusableFrames: broker.ReusableFrames,
 			Produce:        brk,
+			ConnClosed:     brk.ConnClosed,
 			Logger:         logger.With("component", "server"),
 			Observer:       m,
 			IdleTimeout:    time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,

@@ -379,6 +379,10 @@ func (b *Broker) Handle(req *protocol.Request) <-chan protocol.Response {
 	return b.serve(e.fn, req)
 }
 
+// ConnClosed drops what the broker keeps for a client connection that closed
+// (server.Config.ConnClosed): the share sessions it opened.
+func (b *Broker) ConnClosed(connID uint64) { b.endShareSessions(connID) }
+
 // serve runs a request's handler, behind its authorization hook when there is an
 // authorizer (api_auth.go).
 func (b *Broker) serve(fn handlerFunc, req *protocol.Request) <-chan protocol.Response {

@@ -34,7 +34,7 @@ func (b *Broker) handleShareAcknowledge(req *protocol.Request) <-chan protocol.R
 			named = append(named, share.Key{Group: groupID, TopicID: t.TopicID, Partition: p.Partition})
 		}
 	}
-	parts, closing, code := b.shareSessionCache.use(groupID, member, r.ShareSessionEpoch, nil, nil, false)
+	_, parts, closing, code := b.shareSessionCache.use(groupID, member, req.ConnID, r.ShareSessionEpoch, nil, nil, false)
 	if code != 0 {
 		resp.ErrorCode = code
 		return reply(resp)
@@ -62,9 +62,7 @@ func (b *Broker) handleShareAcknowledge(req *protocol.Request) <-chan protocol.R
 		resp.Topics = append(resp.Topics, rt)
 	}
 	if closing {
-		for _, k := range append(parts, named...) {
-			_ = b.shares.Do(ctx, k, func(p *share.Partition) error { p.ReleaseMember(member); return nil })
-		}
+		b.releaseShareSession(ctx, member, append(parts, named...))
 	}
 	return reply(resp)
 }

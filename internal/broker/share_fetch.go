@@ -10,7 +10,10 @@ package broker
 // earlier one), with the partitions named; later requests carry the next epoch (1, 2,
 // …), add partitions in Topics and drop them in ForgottenTopicsData; epoch -1 closes
 // the session after its acknowledgements, releasing every record the member still
-// holds here, and fetches nothing. SHARE_SESSION_NOT_FOUND and
+// holds here, and fetches nothing. A session also ends when the connection that
+// opened it closes, as in Kafka since KAFKA-19015: a fetch of it waiting for records
+// stops, and the member's records here are released as by epoch -1 (a consumer that
+// reconnects opens a new session with epoch 0). SHARE_SESSION_NOT_FOUND and
 // INVALID_SHARE_SESSION_EPOCH answer a session that is unknown or out of step.
 //
 // Each partition reads from its first available offset (a released record, or one
@@ -26,6 +29,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,41 +49,66 @@ func init() {
 	register(kmsg.ShareFetch, 1, 2, (*Broker).handleShareFetch)
 }
 
-// shareSessions are the share sessions of this broker, by (group, member).
+// shareSessions are the share sessions of this broker, by (group, member), and by the
+// connection that opened them.
 type shareSessions struct {
 	mu       sync.Mutex
 	sessions map[[2]string]*shareSession
+	byConn   map[uint64][]*shareSession
 }
 
 type shareSession struct {
-	epoch int32 // the epoch the next request must carry
+	key   [2]string // group, member
+	conn  uint64    // the connection that opened it (protocol.Request.ConnID; 0: none)
+	epoch int32     // the epoch the next request must carry
 	parts []share.Key
+	// done is closed when the session ends (closed, opened again, or its connection
+	// closed): a fetch of it stops waiting and acquires nothing more.
+	done chan struct{}
 }
 
-// use checks a request's session epoch and returns the session's partitions after
-// adding and forgetting; closing reports epoch -1 (the session is gone on return).
-func (s *shareSessions) use(group, member string, epoch int32, add []share.Key, forget []share.Key, fetch bool) (parts []share.Key, closing bool, code int16) {
+// ended reports whether the session ended.
+func (s *shareSession) ended() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// use checks a request's session epoch and returns the session and its partitions
+// after adding and forgetting; closing reports epoch -1 (the session has ended on
+// return). Epoch 0 opens the session on connection conn, ending an earlier one.
+func (s *shareSessions) use(group, member string, conn uint64, epoch int32, add []share.Key, forget []share.Key, fetch bool) (sess *shareSession, parts []share.Key, closing bool, code int16) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sessions == nil {
 		s.sessions = map[[2]string]*shareSession{}
+		s.byConn = map[uint64][]*shareSession{}
 	}
 	key := [2]string{group, member}
-	sess := s.sessions[key]
+	sess = s.sessions[key]
 	switch {
 	case epoch == 0:
 		if !fetch {
-			return nil, false, kerr.InvalidShareSessionEpoch.Code
+			return nil, nil, false, kerr.InvalidShareSessionEpoch.Code
 		}
-		sess = &shareSession{epoch: 0}
+		if sess != nil {
+			s.endLocked(sess)
+		}
+		sess = &shareSession{key: key, conn: conn, done: make(chan struct{})}
 		s.sessions[key] = sess
+		if conn != 0 {
+			s.byConn[conn] = append(s.byConn[conn], sess)
+		}
 	case sess == nil:
-		return nil, false, kerr.ShareSessionNotFound.Code
+		return nil, nil, false, kerr.ShareSessionNotFound.Code
 	case epoch == -1:
-		delete(s.sessions, key)
-		return append(sess.parts, add...), true, 0
+		s.endLocked(sess)
+		return sess, append(sess.parts, add...), true, 0
 	case epoch != sess.epoch:
-		return nil, false, kerr.InvalidShareSessionEpoch.Code
+		return nil, nil, false, kerr.InvalidShareSessionEpoch.Code
 	}
 	for _, k := range add {
 		if !containsKey(sess.parts, k) {
@@ -95,7 +124,58 @@ func (s *shareSessions) use(group, member string, epoch int32, add []share.Key, 
 		}
 	}
 	sess.epoch = nextSessionEpoch(epoch)
-	return append([]share.Key(nil), sess.parts...), false, 0
+	return sess, append([]share.Key(nil), sess.parts...), false, 0
+}
+
+// endLocked ends a session of the map.
+func (s *shareSessions) endLocked(sess *shareSession) {
+	delete(s.sessions, sess.key)
+	if sess.conn != 0 {
+		left := slices.DeleteFunc(s.byConn[sess.conn], func(x *shareSession) bool { return x == sess })
+		if len(left) == 0 {
+			delete(s.byConn, sess.conn)
+		} else {
+			s.byConn[sess.conn] = left
+		}
+	}
+	close(sess.done)
+}
+
+// closeConn ends the sessions connection conn opened and returns them.
+func (s *shareSessions) closeConn(conn uint64) []*shareSession {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ended := slices.Clone(s.byConn[conn])
+	for _, sess := range ended {
+		s.endLocked(sess)
+	}
+	return ended
+}
+
+// endShareSessions ends the share sessions a closed connection opened, as Kafka does
+// when a share consumer's connection drops (KAFKA-19015): their waiting fetches stop,
+// and what their members acquired in them is released as on a session close.
+func (b *Broker) endShareSessions(conn uint64) {
+	ended := b.shareSessionCache.closeConn(conn)
+	if len(ended) == 0 {
+		return
+	}
+	go func() {
+		ctx, cancel := b.requestContext(0)
+		defer cancel()
+		for _, sess := range ended {
+			b.releaseShareSession(ctx, sess.key[1], sess.parts)
+		}
+	}()
+}
+
+// releaseShareSession releases what member acquired in the share partitions of its
+// ended session: they go back with their delivery count lowered (share.Partition's
+// ReleaseMember), as Kafka releases them on a session close.
+func (b *Broker) releaseShareSession(ctx context.Context, member string, parts []share.Key) {
+	for _, k := range parts {
+		_ = b.shares.Do(ctx, k, func(p *share.Partition) error { p.ReleaseMember(member); return nil })
+	}
 }
 
 func containsKey(keys []share.Key, k share.Key) bool {
@@ -197,8 +277,10 @@ type shareAcquired struct {
 	heldBySelf bool
 }
 
-// shareAcquire acquires records of one partition for member.
-func (b *Broker) shareAcquire(ctx context.Context, k share.Key, member string, maxRecords int, strict bool, maxBytes int) shareAcquired {
+// shareAcquire acquires records of one partition for the member of sess, while sess
+// lasts.
+func (b *Broker) shareAcquire(ctx context.Context, k share.Key, sess *shareSession, maxRecords int, strict bool, maxBytes int) shareAcquired {
+	member := sess.key[1]
 	out := shareAcquired{key: k}
 	p, err := b.sharePartition(k)
 	if err != nil {
@@ -211,6 +293,11 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, member string, m
 	defer func() { b.shareReads.Put(buf) }()
 	var aborted []storage.AbortedTxn
 	err = b.shares.Do(ctx, k, func(sp *share.Partition) error {
+		// Checked under the partition's lock: a session's end is followed by the
+		// release of what its member holds, so nothing is acquired after it.
+		if sess.ended() {
+			return nil
+		}
 		sp.AdvanceStart(p.Log.LogStartOffset())
 		// hw bounds what is acquired: the high watermark, or for read_committed the
 		// last stable offset.
@@ -381,7 +468,7 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 			forget = append(forget, share.Key{Group: groupID, TopicID: t.TopicID, Partition: p})
 		}
 	}
-	parts, closing, code := b.shareSessionCache.use(groupID, member, r.ShareSessionEpoch, add, forget, true)
+	sess, parts, closing, code := b.shareSessionCache.use(groupID, member, req.ConnID, r.ShareSessionEpoch, add, forget, true)
 	if code != 0 {
 		resp.ErrorCode = code
 		return reply(resp)
@@ -405,9 +492,7 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 		result(k).AcknowledgeErrorCode = b.shareAcknowledge(ctx, k, member, acks[k])
 	}
 	if closing {
-		for _, k := range parts {
-			_ = b.shares.Do(ctx, k, func(p *share.Partition) error { p.ReleaseMember(member); return nil })
-		}
+		b.releaseShareSession(ctx, member, parts)
 		cancel()
 		fillShareFetchResponse(resp, order, results)
 		return reply(resp)
@@ -428,7 +513,7 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 			if acquired >= maxRecords || remaining <= 0 {
 				break
 			}
-			a := b.shareAcquire(ctx, k, member, maxRecords-acquired, strict, remaining)
+			a := b.shareAcquire(ctx, k, sess, maxRecords-acquired, strict, remaining)
 			heldBySelf = heldBySelf || a.heldBySelf
 			if a.code == 0 && len(a.runs) == 0 {
 				continue
@@ -460,12 +545,24 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 	go func() {
 		defer cancel()
 		wake := make(chan struct{}, 1)
+		var waitedOn []*replica.Partition
+		defer func() { // once answered, nothing keeps wake registered
+			for _, p := range waitedOn {
+				p.StopWaiting(wake)
+			}
+			for _, k := range parts {
+				b.shares.StopWaiting(k, wake)
+			}
+		}()
 		expired, stop := b.after(time.Duration(r.MaxWaitMillis) * time.Millisecond)
 		defer stop()
 		for {
 			for _, k := range parts {
 				if p, err := b.sharePartition(k); err == nil {
 					p.Wait(wake)
+					if !slices.Contains(waitedOn, p) {
+						waitedOn = append(waitedOn, p)
+					}
 				}
 				b.shares.Wait(k, wake)
 			}
@@ -476,6 +573,7 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 			case <-wake:
 				continue
 			case <-expired:
+			case <-sess.done: // ended (its connection closed, most likely): stop waiting
 			}
 			break
 		}

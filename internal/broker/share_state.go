@@ -22,12 +22,13 @@ package broker
 // epoch older than the one stored is refused (FENCED_LEADER_EPOCH) and a newer one is
 // recorded (a read that brings one writes it first), so a deposed leader cannot
 // overwrite what its successor does; a write or initialization of an older state
-// epoch is refused (FENCED_STATE_EPOCH).
+// epoch is refused (FENCED_STATE_EPOCH). A deleted state keeps its epoch, moved on,
+// so that a leader that still holds the deleted state in memory is fenced too.
 //
 // Record format (Samsa's; Kafka's ShareSnapshot records have no kmsg definition): the
 // key is the int16 version 0x5321, the group id as an int16-length string, the topic id
-// (16 bytes) and the partition (int32); the value is the JSON snapshot, nil when the
-// state was deleted.
+// (16 bytes) and the partition (int32); the value is the JSON snapshot — start offset
+// -1 when the state was deleted (a nil value, a tombstone, reads as no state).
 
 import (
 	"context"
@@ -236,28 +237,18 @@ func (s *shareStateLog) lock(ctx context.Context, k share.Key) (*shareStateOp, e
 
 func (op *shareStateOp) unlock() { op.s.keyLock(op.key).Unlock() }
 
-// store appends the snapshot (nil: deleted), waits until it is committed, and applies
-// it to memory.
-func (op *shareStateOp) store(ctx context.Context, snap *share.Snapshot) error {
-	var value []byte
-	if snap != nil {
-		value = snap.Encode()
-	}
+// store appends the snapshot, waits until it is committed, and applies it to memory.
+func (op *shareStateOp) store(ctx context.Context, snap share.Snapshot) error {
 	if op.part.LeaderEpoch() != op.sp.leaderEpoch {
 		return fmt.Errorf("%s-%d: leadership moved: %w", shareStateTopic, op.part.Index, errShareStateNotLocal)
 	}
-	if err := op.s.log().append(ctx, op.part.Index, []record.Record{{Key: shareStateKey(op.key), Value: value}}, nil); err != nil {
+	if err := op.s.log().append(ctx, op.part.Index, []record.Record{{Key: shareStateKey(op.key), Value: snap.Encode()}}, nil); err != nil {
 		return err
 	}
 	op.s.mu.Lock()
 	defer op.s.mu.Unlock()
-	if snap == nil {
-		delete(op.sp.snaps, op.key)
-		op.found = false
-	} else {
-		op.sp.snaps[op.key] = *snap
-		op.snap, op.found = *snap, true
-	}
+	op.sp.snaps[op.key] = snap
+	op.snap, op.found = snap, true
 	return nil
 }
 
@@ -281,7 +272,7 @@ func (s *shareStateLog) readState(ctx context.Context, k share.Key, leaderEpoch 
 	if op.found && leaderEpoch > op.snap.LeaderEpoch {
 		next := op.snap
 		next.LeaderEpoch = leaderEpoch
-		if err := op.store(ctx, &next); err != nil {
+		if err := op.store(ctx, next); err != nil {
 			return share.Snapshot{}, false, err
 		}
 	}
@@ -317,7 +308,7 @@ func (s *shareStateLog) writeState(ctx context.Context, k share.Key, stateEpoch,
 	if leaderEpoch >= 0 {
 		next.LeaderEpoch = max(next.LeaderEpoch, leaderEpoch)
 	}
-	return op.store(ctx, &next)
+	return op.store(ctx, next)
 }
 
 // initializeState answers InitializeShareGroupState: the stored state is replaced by
@@ -332,11 +323,14 @@ func (s *shareStateLog) initializeState(ctx context.Context, k share.Key, stateE
 	if op.found && op.snap.StateEpoch > stateEpoch {
 		return share.ErrFencedStateEpoch
 	}
-	next := share.Snapshot{StateEpoch: stateEpoch, LeaderEpoch: op.snap.LeaderEpoch, Start: start, End: max(start, 0)}
-	return op.store(ctx, &next)
+	return op.store(ctx, share.Snapshot{StateEpoch: stateEpoch, LeaderEpoch: op.snap.LeaderEpoch, Start: start, End: max(start, 0)})
 }
 
-// deleteState answers DeleteShareGroupState: a tombstone for a stored state.
+// deleteState answers DeleteShareGroupState. A stored state is replaced by none under
+// the next state epoch (start -1, as InitializeShareGroupState without a start
+// offset), not by a tombstone, which would forget the epoch: a leader still holding
+// the share partition in memory has its next write fenced (FENCED_STATE_EPOCH) and
+// reads the state again, instead of writing back what was deleted.
 func (s *shareStateLog) deleteState(ctx context.Context, k share.Key) error {
 	op, err := s.lock(ctx, k)
 	if err != nil {
@@ -346,7 +340,7 @@ func (s *shareStateLog) deleteState(ctx context.Context, k share.Key) error {
 	if !op.found {
 		return nil
 	}
-	return op.store(ctx, nil)
+	return op.store(ctx, share.Snapshot{StateEpoch: op.snap.StateEpoch + 1, LeaderEpoch: op.snap.LeaderEpoch, Start: -1})
 }
 
 // summary answers ReadShareGroupStateSummary: the stored state, found false when

@@ -10,7 +10,8 @@ package broker
 //	                                      batches; records a newer LeaderEpoch
 //	WriteShareGroupState       (85) v0–1  lays the state batches over the stored ones
 //	                                      and moves the start offset
-//	DeleteShareGroupState      (86) v0    removes the state
+//	DeleteShareGroupState      (86) v0    removes the state, keeping the next state
+//	                                      epoch (start offset -1)
 //	ReadShareGroupStateSummary (87) v0–1  start offset, state and leader epochs, and
 //	                                      from v1 the delivery-complete count
 //
@@ -22,7 +23,8 @@ package broker
 // of an older state epoch, UNKNOWN_TOPIC_OR_PARTITION for a partition the metadata
 // does not have, and INVALID_REQUEST without a group id or for a negative partition.
 // A share partition without state reads as start offset -1 and state epoch 0, as in
-// Kafka; its summary reads the same. WriteShareGroupState v1's
+// Kafka, and once its state was deleted as start offset -1 and the next state epoch
+// (Kafka forgets it); its summary reads the same. WriteShareGroupState v1's
 // DeliveryCompleteCount is not needed: the coordinator counts from the batches.
 
 import (

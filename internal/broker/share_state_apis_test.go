@@ -161,8 +161,8 @@ func TestShareCoordinatorAPIs(t *testing.T) {
 	other.group = "h"
 	expect("write another group", other.write(0, 0, 0, 7), 0)
 
-	// The state is read back from the log as it was answered: merged snapshots,
-	// initializations and tombstones replayed.
+	// The state is read back from the log as it was answered: merged snapshots and
+	// initializations replayed.
 	want := map[string]string{}
 	for _, k := range []struct {
 		c shareStateClient
@@ -179,11 +179,21 @@ func TestShareCoordinatorAPIs(t *testing.T) {
 	}
 	expect("a reloaded leader epoch still fences", c.write(0, 1, 4, 101), kerr.FencedLeaderEpoch.Code)
 
+	// A deleted state has no start offset and the next state epoch, so that a leader
+	// still holding it is fenced; its leader epoch still fences deposed leaders.
 	expect("delete", c.delete(0), 0)
+	expectState("deleted", c.read(0, 5), "-1/2:")
+	expect("write of the deleted state's epoch", c.write(0, 1, 5, 101, batch(101, 101, acked, 1)), kerr.FencedStateEpoch.Code)
+	expect("read of an older leader epoch after the delete", c.read(0, 4).ErrorCode, kerr.FencedLeaderEpoch.Code)
+	if s := c.summary(0, -1); s.ErrorCode != 0 || s.StartOffset != -1 || s.StateEpoch != 2 {
+		t.Fatalf("summary of a deleted state: %+v", s)
+	}
 	expect("delete again", c.delete(0), 0)
-	expectState("deleted", c.read(0, 0), "-1/0:")
+	expectState("deleted again", c.read(0, 5), "-1/3:")
 	forgetShareState(b)
-	expectState("deleted, after reloading", c.read(0, 0), "-1/0:")
+	expectState("deleted, after reloading", c.read(0, 5), "-1/3:")
+	expect("write of the new state epoch after the delete", c.write(0, 3, 5, 200, batch(200, 200, acked, 1)), 0)
+	expectState("written afresh", c.read(0, 5), "200/3: [200-200 2×1]")
 	expectState("the other group's state is kept", other.read(0, -1), "7/0:")
 
 	// Requests the coordinator refuses.

@@ -33,6 +33,10 @@ type Request struct {
 	// Size is the request frame's size in bytes (its size prefix included), what
 	// producer_byte_rate quotas count.
 	Size int
+	// ConnID identifies the connection the request arrived on, unique in the process
+	// (0: not from a connection). The server reports it again when the connection
+	// has closed (server.Config.ConnClosed), so that state tied to a connection can go.
+	ConnID uint64
 }
 
 // Response is what a handler produces for one request.

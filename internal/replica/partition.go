@@ -427,6 +427,21 @@ func (p *Partition) Wait(ch chan struct{}) {
 	p.mu.Unlock()
 }
 
+// StopWaiting ends ch's registrations (Wait): the fetch that waited on it was
+// answered, and a partition whose high watermark does not move keeps no trace of it.
+func (p *Partition) StopWaiting(ch chan struct{}) {
+	p.mu.Lock()
+	p.mu.waiters = slices.DeleteFunc(p.mu.waiters, func(w chan struct{}) bool { return w == ch })
+	p.mu.Unlock()
+}
+
+// Waiting reports how many channels wait on the partition (Wait).
+func (p *Partition) Waiting() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.mu.waiters)
+}
+
 // WaitLogEnd registers ch to receive a signal the next time the log end offset moves
 // (or the leadership): what a follower's fetch waiting for new records waits on.
 func (p *Partition) WaitLogEnd(ch chan struct{}) {

@@ -82,6 +82,12 @@ type Config struct {
 	// beyond it is closed at once.
 	MaxConnectionsPerIP int
 	PerIPOverrides      map[string]int
+	// ConnClosed, if set, is called once for each connection, when it has closed and
+	// the handler has been given its last request, with the id its requests carried
+	// (protocol.Request.ConnID): the handler can drop what it keeps for the
+	// connection (Kafka's connection-disconnect listeners). It runs on a connection
+	// goroutine and must not block.
+	ConnClosed func(connID uint64)
 	// SetupTimeout (connections.max.setup.ms, default 10 s) bounds how long a new
 	// connection may take to complete its TLS handshake and send its first request,
 	// or on a SASL listener to authenticate.

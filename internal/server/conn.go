@@ -72,6 +72,7 @@ type pending struct {
 // request order, as they become ready.
 type conn struct {
 	srv      *Server
+	id       uint64   // protocol.Request.ConnID
 	nc       net.Conn // a *tls.Conn on a TLS listener
 	remote   string
 	ip       string
@@ -81,6 +82,8 @@ type conn struct {
 	queue     chan pending  // reader -> writer, capacity MaxInflightPerConn
 	done      chan struct{} // closed by close
 	closeOnce sync.Once
+	// ended counts close and the reader's exit; the second tells Config.ConnClosed.
+	ended atomic.Int32
 
 	// queued counts the responses handed to the writer and not yet written: the reader
 	// writes a response itself only when it is zero, so responses keep request order.
@@ -128,6 +131,7 @@ func newConn(s *Server, nc net.Conn, l *Listener, ip string) *conn {
 	}
 	c := &conn{
 		srv:       s,
+		id:        s.connIDs.Add(1),
 		nc:        nc,
 		remote:    nc.RemoteAddr().String(),
 		ip:        ip,
@@ -152,9 +156,20 @@ func (c *conn) close() {
 	c.closeOnce.Do(func() {
 		close(c.done)
 		c.nc.Close()
+		c.end()
 		c.srv.forget(c)
 		c.log.Debug("connection closed", "remote", c.remote)
 	})
+}
+
+// end is called once when the connection closes and once when its reader stops
+// handing requests to the handler; the second call tells the handler
+// (Config.ConnClosed) that the connection is gone, so that no request of it reaches
+// the handler after that.
+func (c *conn) end() {
+	if c.ended.Add(1) == 2 && c.srv.cfg.ConnClosed != nil {
+		c.srv.cfg.ConnClosed(c.id)
+	}
 }
 
 // closeAfterPending queues a marker that makes the writer close the connection once
@@ -203,6 +218,7 @@ type inbound struct {
 // request only after answering the previous one.
 func (c *conn) readLoop() {
 	defer c.srv.wg.Done()
+	defer c.end()
 	if !c.handshake() {
 		c.close()
 		return
@@ -476,6 +492,7 @@ func (c *conn) dispatch(parsed parsedRequest, size int) (p pending, err error) {
 		Principal:     c.principal,
 		Listener:      c.listener.Name,
 		Size:          size,
+		ConnID:        c.id,
 	}
 	// A response is flexible exactly when its request is (Kafka defines one range of
 	// flexible versions per API), except ApiVersions' header, which never is (KIP-511).

@@ -53,7 +53,9 @@
 //
 // A Handler must deliver its Response on a channel that does not block the sender
 // after the connection is gone (a channel with capacity 1, as protocol.Ready makes):
-// once a connection closes nobody receives from its pending channels.
+// once a connection closes nobody receives from its pending channels. Each request
+// carries its connection's id (protocol.Request.ConnID); Config.ConnClosed hears it
+// again once the connection has closed and its reader has stopped calling Handle.
 //
 // The reader reads through a small buffer (several small requests arrive in one
 // system call; a large frame is read past it, straight into its own buffer). Request

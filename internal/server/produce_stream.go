@@ -390,7 +390,7 @@ func (c *conn) readProduce(r *frameReader, version int16) (protocol.ProduceStrea
 // tags) into the connection's request for streamed Produce requests.
 func (c *conn) readStreamHeader(r *frameReader, version int16) (*protocol.Request, error) {
 	req := &c.produceReq
-	*req = protocol.Request{Key: produceKey, Version: version, ClientAddr: c.remote, Principal: c.principal, Listener: c.listener.Name, Size: 4 + r.left}
+	*req = protocol.Request{Key: produceKey, Version: version, ClientAddr: c.remote, Principal: c.principal, Listener: c.listener.Name, Size: 4 + r.left, ConnID: c.id}
 	if err := r.skip(4); err != nil { // key and version, peeked already
 		return req, err
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/samsa-streaming/samsa/internal/bufpool"
@@ -24,6 +25,8 @@ type Server struct {
 	wg sync.WaitGroup // accept loops, connection goroutines and the frame trimmer
 
 	frames bufpool.Pool // pooled request frames (frames.go)
+
+	connIDs atomic.Uint64 // the last connection id given out
 
 	mu struct {
 		sync.Mutex

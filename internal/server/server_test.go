@@ -728,3 +728,86 @@ func TestRefusedRequestAfterAnsweredOne(t *testing.T) {
 		expectClosed(t, c)
 	}
 }
+
+// TestConnClosedAfterLastRequest: every request carries its connection's id, and
+// Config.ConnClosed hears each id once, when that connection has closed — never while
+// the handler is still being given one of its requests.
+func TestConnClosedAfterLastRequest(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[uint64]int{}   // requests by connection id
+	closed := map[uint64]int{} // ConnClosed calls by connection id
+	inHandle := make(chan struct{})
+	unblock := make(chan struct{})
+	h := apiVersionsHandler(func(req *protocol.Request) <-chan protocol.Response {
+		mu.Lock()
+		seen[req.ConnID]++
+		mu.Unlock()
+		if req.CorrelationID == 99 { // held in Handle until the test lets it go
+			inHandle <- struct{}{}
+			<-unblock
+		}
+		return protocol.Ready(protocol.Response{Body: &kmsg.HeartbeatResponse{}})
+	})
+	s, addr := startServer(t, h, func(c *Config) {
+		c.ConnClosed = func(id uint64) {
+			mu.Lock()
+			closed[id]++
+			mu.Unlock()
+		}
+	})
+	calls := func(id uint64) (requests, closes int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen[id], closed[id]
+	}
+	idOf := func(c net.Conn, corr int32) uint64 {
+		t.Helper()
+		send(t, c, encodeRequest(&kmsg.HeartbeatRequest{Group: "g"}, 0, corr, ""))
+		readResponse(t, c, kmsg.NewPtrHeartbeatResponse(), 0, false)
+		mu.Lock()
+		defer mu.Unlock()
+		for id := range seen {
+			if _, old := closed[id]; !old && id != 0 {
+				closed[id] = 0 // known from now on
+				return id
+			}
+		}
+		t.Fatal("the request carried no new connection id")
+		return 0
+	}
+
+	// A client closing its connection.
+	c1, c2 := dial(t, addr), dial(t, addr)
+	id1, id2 := idOf(c1, 1), idOf(c2, 2)
+	if id1 == id2 {
+		t.Fatalf("two connections with id %d", id1)
+	}
+	c1.Close()
+	waitFor(t, "ConnClosed for the closed connection", func() bool { _, n := calls(id1); return n == 1 })
+	if _, n := calls(id2); n != 0 {
+		t.Fatalf("ConnClosed called %d times for an open connection", n)
+	}
+
+	// The server closing a connection whose request is still in Handle: ConnClosed
+	// waits for Handle to return.
+	send(t, c2, encodeRequest(&kmsg.HeartbeatRequest{Group: "g"}, 0, 99, ""))
+	<-inHandle
+	closing := make(chan error, 1)
+	go func() { closing <- s.Close() }()
+	expectClosed(t, c2)
+	// Once the server forgot the connection, its close has been counted.
+	waitFor(t, "the connection forgotten", func() bool { return s.Connections() == 0 })
+	if _, n := calls(id2); n != 0 {
+		t.Fatal("ConnClosed called while a request of the connection was in Handle")
+	}
+	close(unblock)
+	if err := <-closing; err != nil {
+		t.Fatal(err)
+	}
+	if requests, n := calls(id2); n != 1 || requests != 2 {
+		t.Fatalf("connection 2: %d requests, ConnClosed called %d times", requests, n)
+	}
+	if _, n := calls(id1); n != 1 {
+		t.Fatalf("ConnClosed called %d times for connection 1", n)
+	}
+}

@@ -48,7 +48,7 @@ func partitionRollback(t *testing.T, seed uint64) {
 		p.Begin()
 		for range 1 + rng.IntN(3) {
 			m := members[rng.IntN(len(members))]
-			switch rng.IntN(7) {
+			switch rng.IntN(8) {
 			case 0, 1:
 				first := p.Start() + int64(rng.IntN(5))
 				p.Acquire(m, [][2]int64{{first, first + int64(rng.IntN(8))}}, hw, 1+rng.IntN(10), rng.IntN(2) == 0, now)
@@ -65,6 +65,9 @@ func partitionRollback(t *testing.T, seed uint64) {
 				} else {
 					p.AdvanceStart(p.Start() + int64(rng.IntN(3)))
 				}
+			case 7:
+				first := p.Start() + int64(rng.IntN(int(p.End()-p.Start()+2)))
+				p.ArchiveUndelivered(first, first+int64(rng.IntN(4)), hw)
 			}
 			p.NextFetchOffset()
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -224,12 +225,42 @@ func (m *Manager) loadLocked(ctx context.Context, e *entry, leaderEpoch int32) e
 }
 
 // Wait registers ch to be woken (non-blocking send) when records of key become
-// available again; the registration ends with the first wake.
+// available again; the registration ends with the first wake, or with StopWaiting.
+// Registering ch again before then changes nothing.
 func (m *Manager) Wait(key Key, ch chan struct{}) {
 	e := m.entry(key)
 	e.mu.Lock()
-	e.waiters = append(e.waiters, ch)
+	if !slices.Contains(e.waiters, ch) {
+		e.waiters = append(e.waiters, ch)
+	}
 	e.mu.Unlock()
+}
+
+// StopWaiting ends ch's registration with key: the fetch that waited on it was
+// answered, and a partition where nothing becomes available keeps no trace of it.
+func (m *Manager) StopWaiting(key Key, ch chan struct{}) {
+	m.mu.Lock()
+	e := m.mu.parts[key]
+	m.mu.Unlock()
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	e.waiters = slices.DeleteFunc(e.waiters, func(w chan struct{}) bool { return w == ch })
+	e.mu.Unlock()
+}
+
+// Waiting reports how many channels wait on key (Wait).
+func (m *Manager) Waiting(key Key) int {
+	m.mu.Lock()
+	e := m.mu.parts[key]
+	m.mu.Unlock()
+	if e == nil {
+		return 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.waiters)
 }
 
 func (m *Manager) wakeLocked(e *entry) {

@@ -116,3 +116,56 @@ func TestManagerWriteFailures(t *testing.T) {
 		t.Fatalf("after the reset: %+v", snap)
 	}
 }
+
+// TestManagerArchiveRolledBack: records a read_committed fetch archives (an aborted
+// transaction's) are archived again only once the write that stores it succeeds: a
+// failed write leaves them as they were, in memory as in the store.
+func TestManagerArchiveRolledBack(t *testing.T) {
+	store := &memStore{snaps: map[Key]Snapshot{}, epochs: map[Key]int32{}}
+	clk := clock.NewFake(t0)
+	m := NewManager(Options{
+		Store: store, Clock: clk,
+		Config:        func(string) PartitionConfig { return testCfg() },
+		InitialOffset: func(Key) (int64, error) { return 0, nil },
+		LeaderEpoch:   func(Key) (int32, error) { return 1, nil },
+	})
+	defer m.Close()
+	k := Key{Group: "g", Partition: 0}
+	ctx := context.Background()
+	// Offsets 0-9 delivered once and released: available, inside the window.
+	if err := m.Do(ctx, k, func(p *Partition) error {
+		p.Acquire("a", [][2]int64{{0, 9}}, 10, 10, false, clk.Now())
+		return p.Acknowledge("a", 0, 9, []int8{AckRelease}, clk.Now())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	states := func() (out []uint8) {
+		if err := m.Do(ctx, k, func(p *Partition) error {
+			for o := range int64(10) {
+				st, _ := p.StateOf(o)
+				out = append(out, st)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	unavailable := errors.New("coordinator unavailable")
+	store.fail = unavailable
+	if err := m.Do(ctx, k, func(p *Partition) error {
+		p.ArchiveUndelivered(3, 5, 10)
+		return nil
+	}); !errors.Is(err, unavailable) {
+		t.Fatalf("archiving while writes fail: %v", err)
+	}
+	store.fail = nil
+	for o, st := range states() {
+		if st != Available {
+			t.Fatalf("offset %d in state %d after a failed archive, want available", o, st)
+		}
+	}
+	if snap := store.snaps[k]; snap.Start != 0 || len(snap.Runs) != 1 || snap.Runs[0].State != Available {
+		t.Fatalf("stored %+v, want offsets 0-9 available", snap)
+	}
+}

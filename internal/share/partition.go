@@ -255,6 +255,7 @@ func (p *Partition) ArchiveUndelivered(first, last, highWatermark int64) {
 			continue
 		}
 		if r := &p.recs[o-p.start]; r.state == Available {
+			p.touch(o)
 			r.state = Archived
 			p.dirty = true
 		}

@@ -87,6 +87,17 @@ func (k *killSwitch) Kill() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.dead = true
+	k.cutLocked()
+}
+
+// Cut closes every connection; the client may dial again.
+func (k *killSwitch) Cut() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.cutLocked()
+}
+
+func (k *killSwitch) cutLocked() {
 	for _, c := range k.conns {
 		c.Close()
 	}

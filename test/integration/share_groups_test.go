@@ -1,14 +1,16 @@
 package integration
 
 // Share groups (KIP-932) with franz-go's share consumer (kgo.ShareGroup): several
-// consumers split one partition, each record accepted once; a killed consumer's
-// records come back once their acquisition locks expire; rejected records are
-// archived; a record released too often is archived at the delivery count limit; the
-// share-partition state survives a broker restart.
+// consumers split one partition, each record accepted once; a hung consumer's records
+// come back once their acquisition locks expire, a killed consumer's (its connections
+// closed) at once; rejected records are archived; a record released too often is
+// archived at the delivery count limit; the share-partition state survives a broker
+// restart.
 
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -256,10 +258,11 @@ func TestShareGroupsSplitOnePartition(t *testing.T) {
 }
 
 // TestShareGroupsRedeliveryRejectLimitRestart runs, on one partition: a consumer that
-// is killed holding records (they come back after the lock expires, delivery count
-// 2); rejected records (never delivered again); a record released at every delivery
-// (archived at the delivery count limit); and a broker restart (what was accepted
-// before it is not delivered again, everything else is).
+// hangs holding records, its connections open (they come back after the lock expires,
+// delivery count 2; TestShareGroupsConnectionClose kills one); rejected records (never
+// delivered again); a record released at every delivery (archived at the delivery
+// count limit); and a broker restart (what was accepted before it is not delivered
+// again, everything else is).
 func TestShareGroupsRedeliveryRejectLimitRestart(t *testing.T) {
 	t.Parallel()
 	b := startGroupBroker(t, "group.share.heartbeat.interval.ms=1000")
@@ -273,13 +276,19 @@ func TestShareGroupsRedeliveryRejectLimitRestart(t *testing.T) {
 		"share.delivery.count.limit":    "2",
 	})
 
-	// A consumer takes records and dies without acknowledging them.
+	// A consumer takes records and hangs without acknowledging them, as a stopped
+	// process: its link to the broker passes nothing from then on, its connections
+	// stay open.
 	first := produceValues(t, b, topic, "a", 100)
 	led := &shareLedger{}
 	held := &shareLedger{}
-	_, ks, _ := shareMember(t, b, "doomed", group, topic, held, holdRecords)
+	link := testutil.StartProxy(t, b.Addr)
+	shareMember(t, b, "doomed", group, topic, held, holdRecords, kgo.Dialer(func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, link.Addr)
+	}))
 	testutil.WaitFor(t, 30*time.Second, func() bool { return len(held.all()) > 0 }, "the doomed consumer to acquire records")
-	ks.Kill()
+	link.Blackhole()
 	heldVals := map[string]bool{}
 	for _, s := range held.all() {
 		heldVals[s.value] = true
@@ -303,6 +312,7 @@ func TestShareGroupsRedeliveryRejectLimitRestart(t *testing.T) {
 		return start == int64(len(first)) && lag == 0
 	}, "the first 100 records to be done")
 	stopSurvivor()
+	link.Cut() // the doomed consumer dies: its client closes at once when the test ends
 
 	deliveries := map[string][]int32{}
 	for _, s := range led.all() {
@@ -366,6 +376,61 @@ func TestShareGroupsRedeliveryRejectLimitRestart(t *testing.T) {
 	for _, v := range first {
 		if got[v] > 0 {
 			t.Fatalf("%s, done before the restart, delivered again", v)
+		}
+	}
+}
+
+// TestShareGroupsConnectionClose: a share consumer whose connections close while it
+// holds records (its process died) gives them back at once, as Kafka does since
+// KAFKA-19015 — long before their acquisition locks would expire — with their delivery
+// count lowered, so another consumer gets them as first deliveries. A consumer whose
+// connections are cut dials again, opens a new share session and goes on.
+func TestShareGroupsConnectionClose(t *testing.T) {
+	t.Parallel()
+	b := startGroupBroker(t, "group.share.heartbeat.interval.ms=1000")
+	adm := newAdmin(t, b)
+	const topic, group = "share-close", "share-close-g"
+	createTopic(t, adm, topic, 1, nil)
+	raw := newClient(t, b)
+	setShareConfigs(t, b, group, map[string]string{
+		"share.auto.offset.reset":       "earliest",
+		"share.record.lock.duration.ms": "60000", // the most group.share.max.record.lock.duration.ms allows
+	})
+	first := produceValues(t, b, topic, "c", 50)
+
+	held := &shareLedger{}
+	_, doomed, _ := shareMember(t, b, "doomed", group, topic, held, holdRecords)
+	testutil.WaitFor(t, 30*time.Second, func() bool { return len(held.all()) > 0 }, "the doomed consumer to acquire records")
+	doomed.Kill()
+
+	led := &shareLedger{}
+	accept := func(*kgo.Record) kgo.AckStatus { return kgo.AckAccept }
+	_, survivor, _ := shareMember(t, b, "survivor", group, topic, led, accept)
+	done := func(n int) func() bool {
+		return func() bool {
+			start, lag := shareStartOffset(t, raw, group, topic)
+			return start == int64(n) && lag == 0
+		}
+	}
+	testutil.WaitFor(t, 20*time.Second, done(len(first)), "the records the killed consumer held, and the rest, to be accepted well before their locks expire")
+	deliveries := map[string][]int32{}
+	for _, s := range led.all() {
+		deliveries[s.value] = append(deliveries[s.value], s.deliveries)
+	}
+	for _, s := range held.all() {
+		if d := deliveries[s.value]; len(d) != 1 || d[0] != 1 {
+			t.Fatalf("%s, held by the killed consumer, came back with deliveries %v (want one, count 1)", s.value, d)
+		}
+	}
+
+	// The survivor's connections are cut while it waits for records: it dials again.
+	survivor.Cut()
+	second := produceValues(t, b, topic, "d", 50)
+	testutil.WaitFor(t, 30*time.Second, done(len(first)+len(second)), "the records produced after the cut to be accepted")
+	accepted := led.accepted()
+	for _, v := range append(first, second...) {
+		if accepted[v] != 1 {
+			t.Fatalf("%s accepted %d times", v, accepted[v])
 		}
 	}
 }

@@ -1,0 +1,213 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/protocol"
+	"github.com/samsa-streaming/samsa/internal/share"
+	"github.com/samsa-streaming/samsa/internal/testutil"
+)
+
+// shareTestTopic creates a topic of one partition and returns its share partition
+// of group g.
+func shareTestTopic(t *testing.T, b *Broker, topic string) share.Key {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 1
+	req.Topics = append(req.Topics, rt)
+	if code := call[*kmsg.CreateTopicsResponse](t, b, req).Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("create: %v", kerr.ErrorForCode(code))
+	}
+	tp, _ := b.image().Topic(topic)
+	return share.Key{Group: "g", TopicID: tp.ID, Partition: 0}
+}
+
+// shareFetch sends a ShareFetch of k's partition for member on connection conn and
+// returns the channel its answer comes on.
+func shareFetch(b *Broker, conn uint64, k share.Key, member string, epoch, maxWaitMs int32) <-chan protocol.Response {
+	req := kmsg.NewPtrShareFetchRequest()
+	req.SetVersion(1)
+	req.GroupID, req.MemberID = kmsg.StringPtr(k.Group), kmsg.StringPtr(member)
+	req.ShareSessionEpoch, req.MaxWaitMillis, req.MaxRecords, req.MaxBytes = epoch, maxWaitMs, 100, 1<<20
+	rt := kmsg.NewShareFetchRequestTopic()
+	rt.TopicID = k.TopicID
+	rt.Partitions = append(rt.Partitions, kmsg.NewShareFetchRequestTopicPartition())
+	req.Topics = append(req.Topics, rt)
+	return b.Handle(&protocol.Request{Key: req.Key(), Version: req.GetVersion(), Body: req, ConnID: conn})
+}
+
+// acquired returns the acquired records of a ShareFetch answer (within 5 s).
+func acquired(t *testing.T, ch <-chan protocol.Response) []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord {
+	t.Helper()
+	select {
+	case r := <-ch:
+		resp := r.Body.(*kmsg.ShareFetchResponse)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("ShareFetch: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		var out []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				if rp.ErrorCode != 0 {
+					t.Fatalf("ShareFetch partition: %v", kerr.ErrorForCode(rp.ErrorCode))
+				}
+				out = append(out, rp.AcquiredRecords...)
+			}
+		}
+		return out
+	case <-time.After(5 * time.Second):
+		t.Fatal("no ShareFetch answer within 5 s")
+		return nil
+	}
+}
+
+// stateOf is an offset's state and delivery count in the share partition.
+func stateOf(t *testing.T, b *Broker, k share.Key, offset int64) (state uint8, deliveries int16) {
+	t.Helper()
+	if err := b.shares.Do(context.Background(), k, func(p *share.Partition) error {
+		state, deliveries = p.StateOf(offset)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return state, deliveries
+}
+
+// TestShareSessionEndsWithItsConnection: when the connection that opened a share
+// session closes, a fetch of the session waiting for records is answered at once and
+// acquires nothing after, and what the member acquired in the session is released
+// with its delivery count lowered, for another member to get as a first delivery.
+func TestShareSessionEndsWithItsConnection(t *testing.T) {
+	b := startTestBroker(t)
+	k := shareTestTopic(t, b, "close")
+
+	// A fetch waits on connection 1 (the partition is empty); the connection closes.
+	waiting := shareFetch(b, 1, k, "m1", 0, 30_000)
+	b.ConnClosed(1)
+	if recs := acquired(t, waiting); len(recs) != 0 {
+		t.Fatalf("the fetch of a closed connection acquired %v", recs)
+	}
+	if code := produceTo(t, b, "close"); code != 0 {
+		t.Fatalf("produce: %v", kerr.ErrorForCode(code))
+	}
+	if state, _ := stateOf(t, b, k, 0); state != share.Available {
+		t.Fatalf("offset 0 is in state %d after the fetch's connection closed, want available", state)
+	}
+
+	// m1 acquires it on connection 2, which closes: it is released, count lowered.
+	if recs := acquired(t, shareFetch(b, 2, k, "m1", 0, 0)); len(recs) != 1 || recs[0].DeliveryCount != 1 {
+		t.Fatalf("m1 acquired %v", recs)
+	}
+	b.ConnClosed(2)
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		state, deliveries := stateOf(t, b, k, 0)
+		return state == share.Available && deliveries == 0
+	}, "the record m1 held to be released with its delivery count lowered")
+	if code := shareFetchEpoch(b, 2, k, "m1", 1); code != kerr.ShareSessionNotFound.Code {
+		t.Fatalf("m1's session after its connection closed: %v, want SHARE_SESSION_NOT_FOUND", kerr.ErrorForCode(code))
+	}
+	if recs := acquired(t, shareFetch(b, 3, k, "m2", 0, 0)); len(recs) != 1 || recs[0].DeliveryCount != 1 {
+		t.Fatalf("m2 acquired %v", recs)
+	}
+
+	// A member that opened its session again on another connection keeps it when
+	// the old connection closes.
+	if recs := acquired(t, shareFetch(b, 4, k, "m3", 0, 0)); len(recs) != 0 {
+		t.Fatalf("m3 acquired %v", recs)
+	}
+	if recs := acquired(t, shareFetch(b, 5, k, "m3", 0, 0)); len(recs) != 0 {
+		t.Fatalf("m3 acquired %v", recs)
+	}
+	b.ConnClosed(4)
+	if code := shareFetchEpoch(b, 5, k, "m3", 1); code != 0 {
+		t.Fatalf("m3's session opened on connection 5 after connection 4 closed: %v", kerr.ErrorForCode(code))
+	}
+}
+
+// shareFetchEpoch sends a ShareFetch at epoch without waiting and returns its
+// top-level error code.
+func shareFetchEpoch(b *Broker, conn uint64, k share.Key, member string, epoch int32) int16 {
+	r := <-shareFetch(b, conn, k, member, epoch, 0)
+	return r.Body.(*kmsg.ShareFetchResponse).ErrorCode
+}
+
+// TestShareFetchWaitersDoNotPileUp: fetches that wait for records and time out leave
+// nothing registered on the share partition or the topic partition, however many
+// there are.
+func TestShareFetchWaitersDoNotPileUp(t *testing.T) {
+	b := startTestBroker(t)
+	k := shareTestTopic(t, b, "idle")
+	part, err := b.sharePartition(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch := int32(0)
+	for range 200 {
+		if recs := acquired(t, shareFetch(b, 1, k, "m", epoch, 2)); len(recs) != 0 {
+			t.Fatalf("acquired %v from an empty partition", recs)
+		}
+		epoch = nextSessionEpoch(epoch)
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		return b.shares.Waiting(k) == 0 && part.Waiting() == 0
+	}, "no waiter left on the partitions")
+}
+
+// TestShareStateDeleteFencesHolder: a leader that still holds a share partition in
+// memory when its state is deleted on the share coordinator (DeleteShareGroupState
+// from another broker: DeleteShareGroupOffsets, DeleteGroups) does not write the
+// deleted state back; its write is fenced, and it reads the state again, finding
+// none.
+func TestShareStateDeleteFencesHolder(t *testing.T) {
+	b := startTestBroker(t)
+	k := shareTestTopic(t, b, "deleted")
+	ctx := context.Background()
+	if recs := acquired(t, shareFetch(b, 1, k, "m", 0, 0)); len(recs) != 0 {
+		t.Fatalf("acquired %v from an empty partition", recs)
+	}
+	for range 3 {
+		if code := produceTo(t, b, "deleted"); code != 0 {
+			t.Fatalf("produce: %v", kerr.ErrorForCode(code))
+		}
+	}
+	if recs := acquired(t, shareFetch(b, 1, k, "m", 1, 0)); len(recs) != 1 || recs[0].FirstOffset != 0 || recs[0].LastOffset != 2 {
+		t.Fatalf("acquired %v, want offsets 0-2", recs)
+	}
+	accept := func(offset int64) error {
+		return b.shares.Do(ctx, k, func(p *share.Partition) error {
+			return p.Acknowledge("m", offset, offset, []int8{share.AckAccept}, b.clock.Now())
+		})
+	}
+	if err := accept(0); err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := b.shareStore.Summary(ctx, k); err != nil || !sum.found || sum.start != 1 {
+		t.Fatalf("stored state %+v (%v), want start 1", sum, err)
+	}
+
+	// The coordinator deletes the state; this broker's share manager is not told.
+	if err := b.shareState.deleteState(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if err := accept(1); !errors.Is(err, share.ErrFencedStateEpoch) {
+		t.Fatalf("the holder's write after the delete: %v, want it fenced", err)
+	}
+	if sum, err := b.shareStore.Summary(ctx, k); err != nil || sum.found {
+		t.Fatalf("stored state after the holder's write %+v (%v), want none", sum, err)
+	}
+	// Read again: the partition starts afresh (share.auto.offset.reset=latest).
+	var start int64
+	if err := b.shares.Do(ctx, k, func(p *share.Partition) error { start = p.Start(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := b.shareStore.Summary(ctx, k); err != nil || start != 3 || !sum.found || sum.start != 3 {
+		t.Fatalf("after reading again: start %d, stored %+v (%v), want 3", start, sum, err)
+	}
+}
