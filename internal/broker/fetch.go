@@ -85,6 +85,15 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 			b.readFetch(r, st)
 			break
 		}
+		// Answered: an idle partition keeps no trace of this fetch. (Before the answer
+		// is handed over: once written, st goes back to the pool.)
+		for _, p := range st.parts {
+			if replicaID >= 0 {
+				p.StopWaitingLogEnd(wake)
+			} else {
+				p.StopWaiting(wake)
+			}
+		}
 		out <- b.fetchResponse(r, st)
 	}()
 	return out

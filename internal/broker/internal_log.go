@@ -77,6 +77,7 @@ func (l internalLog) waitCommitted(ctx context.Context, p *replica.Partition, ta
 // led here in epoch.
 func waitHighWatermark(ctx context.Context, p *replica.Partition, target int64, epoch int32) error {
 	wake := make(chan struct{}, 1)
+	defer p.StopWaiting(wake)
 	for {
 		p.Wait(wake)
 		err := p.AckState(epoch)

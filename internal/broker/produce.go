@@ -389,7 +389,9 @@ func (b *Broker) waitForAcks(pr *produceRequest) <-chan protocol.Response {
 			for _, pa := range pending {
 				// Register before checking so that an advance in between is not missed.
 				pa.partition.Wait(wake)
-				if !pr.acked(pa) {
+				if pr.acked(pa) {
+					pa.partition.StopWaiting(wake)
+				} else {
 					remaining = append(remaining, pa)
 				}
 			}
@@ -402,6 +404,7 @@ func (b *Broker) waitForAcks(pr *produceRequest) <-chan protocol.Response {
 			case <-wake:
 			case <-expired:
 				for _, pa := range pending {
+					pa.partition.StopWaiting(wake)
 					pr.resp.Topics[pa.topic].Partitions[pa.index].ErrorCode = kerr.RequestTimedOut.Code
 				}
 				out <- protocol.Response{Body: &pr.resp, Written: pr.written, Throttle: pr.throttle}

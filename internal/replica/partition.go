@@ -70,8 +70,8 @@ type Partition struct {
 		followers     map[int32]*follower
 		pendingISR    []int32
 		epochStart    int64
-		waiters       []chan struct{} // woken when the high watermark or leadership moves
-		endWaiters    []chan struct{} // woken when the log end moves (follower fetches wait)
+		waiters       waiterList // woken when the high watermark or leadership moves
+		endWaiters    waiterList // woken when the log end moves (follower fetches wait)
 		appliedOnce   bool
 		followerFetch bool // this node fetches the partition from a leader
 	}
@@ -420,33 +420,42 @@ func (p *Partition) ResetHighWatermark() {
 
 // Wait registers ch to receive a signal (non-blocking send) the next time the high
 // watermark or the leadership moves. The caller re-checks its condition after
-// registering.
+// registering, and calls StopWaiting once it no longer waits: a signal ends the
+// registration, but on a partition where nothing moves only StopWaiting does.
+// Registering a channel already registered does nothing.
 func (p *Partition) Wait(ch chan struct{}) {
 	p.mu.Lock()
-	p.mu.waiters = append(p.mu.waiters, ch)
+	p.mu.waiters.add(ch)
 	p.mu.Unlock()
 }
 
-// StopWaiting ends ch's registrations (Wait): the fetch that waited on it was
-// answered, and a partition whose high watermark does not move keeps no trace of it.
+// StopWaiting ends ch's registration (Wait), if any.
 func (p *Partition) StopWaiting(ch chan struct{}) {
 	p.mu.Lock()
-	p.mu.waiters = slices.DeleteFunc(p.mu.waiters, func(w chan struct{}) bool { return w == ch })
+	p.mu.waiters.remove(ch)
 	p.mu.Unlock()
 }
 
-// Waiting reports how many channels wait on the partition (Wait).
+// Waiting reports how many channels wait on the partition (Wait and WaitLogEnd).
 func (p *Partition) Waiting() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.mu.waiters)
+	return len(p.mu.waiters) + len(p.mu.endWaiters)
 }
 
 // WaitLogEnd registers ch to receive a signal the next time the log end offset moves
-// (or the leadership): what a follower's fetch waiting for new records waits on.
+// (or the leadership): what a follower's fetch waiting for new records waits on. As
+// with Wait, StopWaitingLogEnd ends the registration.
 func (p *Partition) WaitLogEnd(ch chan struct{}) {
 	p.mu.Lock()
-	p.mu.endWaiters = append(p.mu.endWaiters, ch)
+	p.mu.endWaiters.add(ch)
+	p.mu.Unlock()
+}
+
+// StopWaitingLogEnd ends ch's registration (WaitLogEnd), if any.
+func (p *Partition) StopWaitingLogEnd(ch chan struct{}) {
+	p.mu.Lock()
+	p.mu.endWaiters.remove(ch)
 	p.mu.Unlock()
 }
 
@@ -479,7 +488,22 @@ func (p *Partition) wakeAll() {
 	signal(waiters)
 }
 
-func signal(waiters []chan struct{}) {
+// waiterList is the channels registered to hear of a change, each once.
+type waiterList []chan struct{}
+
+func (l *waiterList) add(ch chan struct{}) {
+	if !slices.Contains(*l, ch) {
+		*l = append(*l, ch)
+	}
+}
+
+func (l *waiterList) remove(ch chan struct{}) {
+	if i := slices.Index(*l, ch); i >= 0 {
+		*l = slices.Delete(*l, i, i+1)
+	}
+}
+
+func signal(waiters waiterList) {
 	for _, ch := range waiters {
 		select {
 		case ch <- struct{}{}:
