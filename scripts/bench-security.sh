@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Round-robin: PLAINTEXT, SASL_PLAINTEXT (SCRAM-SHA-256), SSL and SASL_SSL listeners of one
 # samsa serve, and two null brokers in processes of their own (plain and TLS, the same
-# certificate): produce then consume RECORDS (default 1,000,000) records of 1 KiB, five rounds,
-# the page cache primed before every produce run.
+# certificate): produce then consume RECORDS (default 1,000,000) records of 1 KiB, ROUNDS (default 5)
+# rounds, the page cache primed before every produce run.
 set -u
 # Needs ca.pem and server.pem (key + certificate for IP 127.0.0.1) in DIR (default: the current
 # directory) and a built samsa binary as $SAMSA (default: samsa on PATH).
@@ -43,13 +43,18 @@ prime() {
   dd if=/dev/zero of=data/.prime bs=1M count=$((N * 11 / 10 / 1000)) status=none
   rm -f data/.prime
 }
-for round in 1 2 3 4 5; do
+ROUNDS=${ROUNDS:-5}
+for round in $(seq $ROUNDS); do
   echo "round $round load $(cut -d' ' -f1 /proc/loadavg)"
-  for t in plaintext sasl_plaintext ssl sasl_ssl null-process null-process-tls; do
+  # Every other round runs the targets in the reverse order, so that no target always
+  # follows the same one.
+  targets="plaintext sasl_plaintext ssl sasl_ssl null-process null-process-tls"
+  if [ $((round % 2)) = 0 ]; then targets=$(echo $targets | tr ' ' '\n' | tac | tr '\n' ' '); fi
+  for t in $targets; do
     prime
     echo "produce $t $round $($S bench produce ${ARGS[$t]} --topic b-$t-$round --records $N --record-size 1024 -o json 2>/dev/null | mb)"
   done
-  for t in plaintext sasl_plaintext ssl sasl_ssl null-process null-process-tls; do
+  for t in $targets; do
     extra=""; case $t in null*) extra="--records $N";; esac
     echo "consume $t $round $($S bench consume ${ARGS[$t]} --topic b-$t-$round $extra -o json 2>/dev/null | mb)"
   done
