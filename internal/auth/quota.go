@@ -35,10 +35,17 @@ type Quotas struct {
 
 	mu struct {
 		sync.Mutex
-		configs map[string]metadata.Quota // by metadata.QuotaKey
-		rates   map[string]*rate          // by kind + "|" + entity key
+		configs   map[string]metadata.Quota // by metadata.QuotaKey
+		rates     map[string]*rate          // by kind + "|" + entity key
+		lastSweep time.Time                 // of rates idle for rateExpiry
 	}
 }
+
+// rateExpiry is how long a client's usage is kept after its last request, as Kafka
+// expires an idle quota sensor after an hour: a client id seen once (every
+// short-lived tool or application instance that names itself anew) is not measured
+// forever. Idle usage is dropped by a sweep at most once per rateExpiry/60.
+const rateExpiry = time.Hour
 
 // NewQuotas returns quotas measured over samples windows of window each.
 func NewQuotas(samples int, window time.Duration) *Quotas {
@@ -135,7 +142,21 @@ func (q *Quotas) throttle(kind, user, clientID string, value float64, record boo
 	if record {
 		r.record(value, now)
 	}
+	q.sweepLocked(now)
 	return r.throttle(limit, now)
+}
+
+// sweepLocked drops the usage of entities idle for rateExpiry. q.mu held.
+func (q *Quotas) sweepLocked(now time.Time) {
+	if now.Sub(q.mu.lastSweep) < rateExpiry/60 {
+		return
+	}
+	q.mu.lastSweep = now
+	for key, r := range q.mu.rates {
+		if now.Sub(r.last) >= rateExpiry {
+			delete(q.mu.rates, key)
+		}
+	}
 }
 
 // rate is a sampled rate, Kafka's Rate over a SampledStat: samples windows; the
@@ -145,6 +166,7 @@ type rate struct {
 	window  time.Duration
 	samples []sample
 	current int
+	last    time.Time // of the last record
 }
 
 type sample struct {
@@ -159,6 +181,7 @@ func newRate(n int, window time.Duration, now time.Time) *rate {
 }
 
 func (r *rate) record(v float64, now time.Time) {
+	r.last = now
 	s := &r.samples[r.current]
 	if now.Sub(s.start) >= r.window {
 		r.current = (r.current + 1) % len(r.samples)

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -57,5 +58,37 @@ func TestQuotaPrecedenceAndThrottle(t *testing.T) {
 	}
 	if (&Quotas{}).Enabled() {
 		t.Fatal("no quotas, enabled")
+	}
+}
+
+// TestIdleQuotaUsageExpires: the usage of a client that stopped sending is dropped
+// after an hour, as Kafka expires idle quota sensors, so that client ids seen once do
+// not accumulate; a client still sending keeps its usage and its throttle.
+func TestIdleQuotaUsageExpires(t *testing.T) {
+	q := quotasWith(t,
+		metadata.ClientQuotaRecord{Entity: []metadata.QuotaEntity{{Type: "client-id"}}, Key: ProducerByteRate, Value: 500},
+	)
+	now := time.Unix(1000, 0)
+	for i := range 1000 {
+		q.Record(ProducerByteRate, "", fmt.Sprintf("tool-%d", i), 100, now)
+	}
+	measured := func() int {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.mu.rates)
+	}
+	if n := measured(); n != 1000 {
+		t.Fatalf("%d client ids measured, want 1000", n)
+	}
+	// "busy" keeps sending through the hour and is over its quota at the end.
+	for m := range 61 {
+		q.Record(ProducerByteRate, "", "busy", 100, now.Add(time.Duration(m)*time.Minute))
+	}
+	end := now.Add(61 * time.Minute)
+	if d := q.Record(ProducerByteRate, "", "busy", 20_000, end); d == 0 {
+		t.Fatal("a client over its quota after an hour of sending is not throttled")
+	}
+	if n := measured(); n != 1 {
+		t.Fatalf("%d client ids measured after the others were idle for an hour, want 1 (busy)", n)
 	}
 }
