@@ -44,7 +44,7 @@ func exchange(t *testing.T, client sasl.Mechanism, server Mechanism) (Principal,
 	return Principal{}, nil
 }
 
-func scramAuthenticator(t *testing.T, users map[string]string) *Authenticator {
+func scramAuthenticator(t testing.TB, users map[string]string) *Authenticator {
 	creds := map[string]ScramCredential{}
 	for _, m := range []ScramMechanism{ScramSHA256, ScramSHA512} {
 		for u, p := range users {
