@@ -235,7 +235,14 @@ func serve(configFile string, overrides []string, logLevel string, addScram []st
 	logger.Info("samsa ready", "addr", bound, "node", cfg.NodeID, "roles", strings.Join(cfg.ProcessRoles, ","),
 		"cluster", brk.ClusterID(), "controller", brk.Metadata().Leader(), "log.dirs", cfg.LogDirs)
 
-	sig := <-sigs
+	var sig os.Signal
+	select {
+	case sig = <-sigs:
+	case err := <-brk.Failed():
+		// As Kafka halts: no clean shutdown, nothing more written to the failed disks;
+		// the exit closes every connection, and in a cluster the node's session expires.
+		return fmt.Errorf("stopping at once: %w", err)
+	}
 	logger.Info("shutting down", "signal", sig.String())
 	if web != nil {
 		web.Close()

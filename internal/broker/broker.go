@@ -76,6 +76,8 @@ type Broker struct {
 	bootstrapScram []controller.BootstrapScram
 	shareReads     bufpool.Pool  // share-group acquisitions read the log through these
 	isrWake        chan struct{} // nudges the ISR loop
+	failed         chan error    // the error the node cannot go on after (Failed)
+	failOnce       sync.Once
 	groups         *group.Coordinator
 	txns           *txn.Coordinator
 	peers          brokerPeers // connections to other brokers (transactions, share state)
@@ -156,6 +158,7 @@ func New(o Options) (*Broker, error) {
 	b.lifecycle.init()
 	b.fetchers = b.newFetchers()
 	b.isrWake = make(chan struct{}, 1)
+	b.failed = make(chan error, 1)
 	b.groups = group.New(group.Options{
 		Log:    offsetsLog{b},
 		Clock:  o.Clock,
@@ -377,6 +380,19 @@ func (b *Broker) Handle(req *protocol.Request) <-chan protocol.Response {
 		return b.handleMetered(e.fn, req)
 	}
 	return b.serve(e.fn, req)
+}
+
+// Failed receives the error the node cannot go on after — every log directory has
+// failed — once. The process should then stop at once, without a clean shutdown
+// (nothing more is written to the failed disks), as Kafka halts: in a cluster the
+// node's session expires and its leaderships move to in-sync followers.
+func (b *Broker) Failed() <-chan error { return b.failed }
+
+func (b *Broker) fail(err error) {
+	b.failOnce.Do(func() {
+		b.logger.Error("the node cannot go on", "err", err)
+		b.failed <- err
+	})
 }
 
 // ConnClosed drops what the broker keeps for a client connection that closed

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -143,6 +144,55 @@ func TestLogDirOffline(t *testing.T) {
 	}
 	if bb.Leader != 1 || len(bb.OfflineReplicas) != 0 {
 		t.Fatalf("metadata of the healthy partition: %+v", bb)
+	}
+	select {
+	case err := <-b.Failed():
+		t.Fatalf("the node gave up with a healthy directory left: %v", err)
+	default:
+	}
+}
+
+// TestEveryLogDirFailedStopsTheNode: when the last log directory fails the node
+// cannot serve anything any more, and says so (Failed) for samsa serve to stop at
+// once, as Kafka halts — in a cluster its leaderships then move to its followers.
+func TestEveryLogDirFailedStopsTheNode(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "only")
+	cfg, err := config.Load("", []string{"log.dirs=" + dir, "listeners=PLAINTEXT://127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing := &failingFS{under: dir}
+	b, err := New(Options{Config: cfg, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler), FS: failing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "doomed", 1, 1
+	req.Topics = append(req.Topics, rt)
+	if code := call[*kmsg.CreateTopicsResponse](t, b, req).Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("create: %d", code)
+	}
+	select {
+	case err := <-b.Failed():
+		t.Fatalf("failed before any fault: %v", err)
+	default:
+	}
+	failing.armed.Store(true)
+	if code := produceTo(t, b, "doomed"); code != kerr.KafkaStorageError.Code {
+		t.Fatalf("produce hitting the I/O error: %d, want KAFKA_STORAGE_ERROR", code)
+	}
+	select {
+	case err := <-b.Failed():
+		if !strings.Contains(err.Error(), dir) || !errors.Is(err, syscall.EIO) {
+			t.Fatalf("failure %q does not name the directory %s and the I/O error", err, dir)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the node did not give up with its only log directory offline")
 	}
 }
 

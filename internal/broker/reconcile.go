@@ -3,8 +3,10 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -124,6 +126,10 @@ func (b *Broker) storageFailed(p *replica.Partition, err error) {
 		}
 	}
 	p.SetOffline()
+	if b.logs.AllOffline() {
+		b.fail(fmt.Errorf("every log directory has failed (log.dirs=%s), the last %s: %w; repair or replace the disk and restart",
+			strings.Join(b.cfg.LogDirs, ","), dir, err))
+	}
 }
 
 // parallel runs fn(0..n-1) on at most workers goroutines and waits for all of them.

@@ -42,6 +42,7 @@ func (b *Broker) newFetchers() *replica.FetcherManager {
 		Backoff:           ms(b.cfg.ReplicaFetchBackoffMs),
 		Clock:             b.clock,
 		Logger:            b.logger.With("component", "replica-fetcher"),
+		OnFailure:         b.storageFailed, // an I/O error takes the directory offline, as on the leader
 	})
 }
 

@@ -87,6 +87,9 @@ type FetcherConfig struct {
 	// OnTruncate, if set, is told how many offsets a follower dropped from a divergent
 	// tail (unclean elections, a leader that failed before replicating).
 	OnTruncate func(p *Partition, from, to int64)
+	// OnFailure, if set, hears an error of a follower's own (an append or truncation
+	// that failed on its disk), before the partition backs off.
+	OnFailure func(p *Partition, err error)
 }
 
 // FetcherManager runs one fetcher per leader this node follows. It is safe for
@@ -351,6 +354,9 @@ func (f *fetcher) apply(parts map[fetchKey]*Partition, results []FetchResult) {
 				!errors.Is(err, ErrUnknownLeaderEpoch) {
 				f.cfg.Logger.Warn("replicating from the leader failed", "topic", p.Topic, "partition", p.Index,
 					"leader", f.leader, "err", err)
+				if f.cfg.OnFailure != nil {
+					f.cfg.OnFailure(p, err)
+				}
 			}
 			f.backoff(map[fetchKey]*Partition{{p.Topic, p.Index}: p})
 		}

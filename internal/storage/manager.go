@@ -109,6 +109,18 @@ func (m *Manager) MarkOffline(dir string, cause error) []PartitionKey {
 	return keys
 }
 
+// AllOffline reports whether every log directory was taken offline.
+func (m *Manager) AllOffline() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, d := range m.opts.Dirs {
+		if _, off := m.mu.offline[filepath.Clean(d)]; !off {
+			return false
+		}
+	}
+	return true
+}
+
 // Offline reports whether a log directory was taken offline.
 func (m *Manager) Offline(dir string) bool {
 	m.mu.RLock()
