@@ -235,6 +235,23 @@ func (b *Broker) Pid() int {
 	return b.cmd.Process.Pid
 }
 
+// Exited reports whether the process has ended by itself or been stopped, and how
+// (nil for exit code 0).
+func (b *Broker) Exited() (bool, error) {
+	b.mu.Lock()
+	cmd, done := b.cmd, b.done
+	b.mu.Unlock()
+	if cmd == nil {
+		return false, nil
+	}
+	select {
+	case <-done:
+		return true, exitErr(cmd)
+	default:
+		return false, nil
+	}
+}
+
 // Log returns everything the broker has written to stderr so far.
 func (b *Broker) Log() string {
 	b.mu.Lock()
