@@ -247,14 +247,15 @@ func TestReplicationControllerFailoverAndFullRestart(t *testing.T) {
 	inv.check()
 }
 
-// TestLeaderDiskFailure: the only log directory of a partition leader fails under an
-// acks=all load — its active segment is made immutable (chattr +i), so that every
-// write to it fails as a dying disk's writes do. The node stops at once (exit code 1,
-// naming the directory) instead of answering KAFKA_STORAGE_ERROR until someone
-// restarts it; its session expires, an in-sync follower leads and writes go on.
-// Repaired and started again, the node catches up and rejoins the ISR, and every
-// acknowledged record is there once, in order, at its offset.
-func TestLeaderDiskFailure(t *testing.T) {
+// TestDiskFailure: the only log directory of a node fails under an acks=all load —
+// an active segment is made immutable (chattr +i), so that every write to it fails as
+// a dying disk's writes do — first on a partition's leader, then on a follower. The
+// node stops at once (exit code 1, naming the directory) instead of answering
+// KAFKA_STORAGE_ERROR until someone restarts it; its session expires, in-sync
+// replicas lead and writes go on. Repaired and started again, the node catches up and
+// rejoins the ISR, and every acknowledged record is there once, in order, at its
+// offset.
+func TestDiskFailure(t *testing.T) {
 	t.Parallel()
 	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: append([]string{"min.insync.replicas=2"}, replicationOverrides...)})
 	inv := watchInvariants(t, c)
@@ -262,45 +263,53 @@ func TestLeaderDiskFailure(t *testing.T) {
 	admin := newNodeClient(t, c.Node(1).Addr)
 	createTopic(t, admin, topic, partitions, 3)
 	l := startLoad(t, c, topic)
-	l.waitAcks(t, 1000, "acknowledged records before the disk fault")
+	l.waitAcks(t, 1000, "acknowledged records before the first disk fault")
 
-	p, _ := partitionState(t, admin, topic, 0)
-	victim := p.Leader
-	led := ledBy(t, admin, topic, victim)
-	segment := filepath.Join(c.Node(victim).Dir, topic+"-0", "00000000000000000000.log")
-	if out, err := exec.Command("chattr", "+i", segment).CombinedOutput(); err != nil {
-		t.Skipf("cannot make %s immutable to fail its writes (chattr needs root and a file system with the flag, e.g. ext4): %v %s", segment, err, out)
-	}
-	repaired := false
-	repair := func() {
-		if !repaired {
-			repaired = true
-			if out, err := exec.Command("chattr", "-i", segment).CombinedOutput(); err != nil {
-				t.Errorf("chattr -i %s: %v %s", segment, err, out)
+	for partition, role := range []string{"leader", "follower"} {
+		p, _ := partitionState(t, admin, topic, int32(partition))
+		victim := p.Leader
+		if role == "follower" {
+			victim = p.Replicas[0]
+			if victim == p.Leader {
+				victim = p.Replicas[1]
 			}
 		}
-	}
-	t.Cleanup(repair)
-	fault := time.Now()
-	var exitErr error
-	testutil.WaitFor(t, 30*time.Second, func() bool {
-		var exited bool
-		exited, exitErr = c.Node(victim).Exited()
-		return exited
-	}, fmt.Sprintf("node %d stopping after the writes to its only log directory failed", victim))
-	if exitErr == nil || !hasLine(c.Node(victim).Log(), "every log directory has failed") {
-		t.Fatalf("node %d exited (%v) without saying its log directories failed:\n%s", victim, exitErr, c.Node(victim).Log())
-	}
-	t.Logf("node %d stopped %v after the disk fault: %v", victim, time.Since(fault).Round(time.Millisecond), exitErr)
-	survivor := clientExcept(t, c, victim)
-	waitLeadersOtherThan(t, survivor, topic, partitions, victim)
-	l.waitAcks(t, 1000, "writes going on after the failover")
-	logUnavailability(t, l, fmt.Sprintf("disk fault on leader %d", victim), fault, led)
+		led := ledBy(t, admin, topic, victim)
+		segment := filepath.Join(c.Node(victim).Dir, fmt.Sprintf("%s-%d", topic, partition), "00000000000000000000.log")
+		if out, err := exec.Command("chattr", "+i", segment).CombinedOutput(); err != nil {
+			t.Skipf("cannot make %s immutable to fail its writes (chattr needs root and a file system with the flag, e.g. ext4): %v %s", segment, err, out)
+		}
+		repaired := false
+		repair := func() {
+			if !repaired {
+				repaired = true
+				if out, err := exec.Command("chattr", "-i", segment).CombinedOutput(); err != nil {
+					t.Errorf("chattr -i %s: %v %s", segment, err, out)
+				}
+			}
+		}
+		t.Cleanup(repair)
+		fault := time.Now()
+		var exitErr error
+		testutil.WaitFor(t, 30*time.Second, func() bool {
+			var exited bool
+			exited, exitErr = c.Node(victim).Exited()
+			return exited
+		}, fmt.Sprintf("node %d (%s of %s-%d) stopping after the writes to its only log directory failed", victim, role, topic, partition))
+		if exitErr == nil || !hasLine(c.Node(victim).Log(), "every log directory has failed") {
+			t.Fatalf("node %d exited (%v) without saying its log directories failed:\n%s", victim, exitErr, c.Node(victim).Log())
+		}
+		t.Logf("%s %d of %s-%d stopped %v after its disk fault: %v", role, victim, topic, partition, time.Since(fault).Round(time.Millisecond), exitErr)
+		admin = clientExcept(t, c, victim)
+		waitLeadersOtherThan(t, admin, topic, partitions, victim)
+		l.waitAcks(t, 1000, "writes going on without node "+fmt.Sprint(victim))
+		logUnavailability(t, l, fmt.Sprintf("disk fault on %s %d", role, victim), fault, led)
 
-	repair()
-	c.StartAgain(t, victim)
-	waitFullISR(t, survivor, topic, partitions, 60*time.Second)
-	l.waitAcks(t, 500, "writes with the repaired node back")
+		repair()
+		c.StartAgain(t, victim)
+		waitFullISR(t, admin, topic, partitions, 60*time.Second)
+		l.waitAcks(t, 500, "writes with the repaired node back")
+	}
 	h := l.stop(t)
 	h.check(t, c, topic)
 	inv.check()
