@@ -280,6 +280,9 @@ func (b *Broker) Start(ctx context.Context) error {
 	b.meta.Subscribe(func(_, next *metadata.Image) { b.quotas.Update(next) })
 	runCtx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
+	if voters, _ := b.cfg.QuorumVoters(); b.controller != nil && len(voters) > 1 {
+		b.wg.Go(func() { b.watchMetadataLog(runCtx) })
+	}
 	if !b.isBroker {
 		return nil
 	}
@@ -383,7 +386,7 @@ func (b *Broker) Handle(req *protocol.Request) <-chan protocol.Response {
 }
 
 // Failed receives the error the node cannot go on after — every log directory has
-// failed — once. The process should then stop at once, without a clean shutdown
+// failed, or in a cluster its metadata log stopped on an error — once. The process should then stop at once, without a clean shutdown
 // (nothing more is written to the failed disks), as Kafka halts: in a cluster the
 // node's session expires and its leaderships move to in-sync followers.
 func (b *Broker) Failed() <-chan error { return b.failed }
@@ -393,6 +396,21 @@ func (b *Broker) fail(err error) {
 		b.logger.Error("the node cannot go on", "err", err)
 		b.failed <- err
 	})
+}
+
+// watchMetadataLog gives up (fail) when this voter's metadata log stops on an error —
+// a write to log.dirs[0] failed — as Kafka halts: a node of a cluster whose metadata
+// stopped would go on serving a view of the cluster that no longer holds. A single
+// node keeps serving its partitions instead (it has no other view to be behind of;
+// docs/operations.md, a full disk under the metadata log).
+func (b *Broker) watchMetadataLog(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-b.controller.Stopped():
+		if err := b.controller.StopErr(); err != nil {
+			b.fail(fmt.Errorf("the metadata log in %s stopped: %w; free space or repair the disk and restart", b.cfg.LogDirs[0], err))
+		}
+	}
 }
 
 // ConnClosed drops what the broker keeps for a client connection that closed

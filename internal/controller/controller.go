@@ -322,6 +322,19 @@ func (c *Controller) Close() error {
 	return nil
 }
 
+// Stopped is closed when the metadata log stops: after Close, or on an error
+// (StopErr).
+func (c *Controller) Stopped() <-chan struct{} { return c.loopDone }
+
+// StopErr is why the metadata log stopped when it failed (a write to its directory
+// failed, for one); nil while it runs and after Close.
+func (c *Controller) StopErr() error {
+	if errp := c.loopErr.Load(); errp != nil && !errors.Is(*errp, ErrClosed) {
+		return *errp
+	}
+	return nil
+}
+
 // handOverLeadership makes the most up-to-date other voter the leader when this node,
 // the active controller, closes, so that the quorum has a leader again within a
 // round trip instead of an election timeout. It waits at most one election timeout.

@@ -314,3 +314,70 @@ func TestDiskFailure(t *testing.T) {
 	h.check(t, c, topic)
 	inv.check()
 }
+
+// TestMetadataDiskFailure: a voter's metadata log stops on a failed write (its
+// segments under log.dirs[0]/__cluster_metadata-0 made immutable, then a topic created
+// so that it has entries to append). The node stops at once, as Kafka halts, rather
+// than serve partitions with a view of the cluster that no longer moves; the other
+// two voters go on, its leaderships move, writes go on. Repaired and started again, it
+// catches up and every acknowledged record is there.
+func TestMetadataDiskFailure(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: append([]string{"min.insync.replicas=2"}, replicationOverrides...)})
+	inv := watchInvariants(t, c)
+	const topic, partitions = "meta-disk", 3
+	admin := newNodeClient(t, c.Node(1).Addr)
+	createTopic(t, admin, topic, partitions, 3)
+	l := startLoad(t, c, topic)
+	l.waitAcks(t, 1000, "acknowledged records before the metadata disk fault")
+
+	ctrl := activeController(t, admin)
+	victim := others(c, ctrl)[0]
+	segments, err := filepath.Glob(filepath.Join(c.Node(victim).Dir, "__cluster_metadata-0", "*.log"))
+	if err != nil || len(segments) == 0 {
+		t.Fatalf("node %d's metadata log segments: %v %v", victim, segments, err)
+	}
+	for _, seg := range segments {
+		if out, err := exec.Command("chattr", "+i", seg).CombinedOutput(); err != nil {
+			t.Skipf("cannot make %s immutable to fail its writes (chattr needs root and a file system with the flag, e.g. ext4): %v %s", seg, err, out)
+		}
+	}
+	repaired := false
+	repair := func() {
+		if repaired {
+			return
+		}
+		repaired = true
+		for _, seg := range segments {
+			if out, err := exec.Command("chattr", "-i", seg).CombinedOutput(); err != nil {
+				t.Errorf("chattr -i %s: %v %s", seg, err, out)
+			}
+		}
+	}
+	t.Cleanup(repair)
+	survivor := newNodeClient(t, c.Node(ctrl).Addr)
+	fault := time.Now()
+	createTopic(t, survivor, "poke", 1, 2) // entries every voter must append
+	led := ledBy(t, survivor, topic, victim)
+	var exitErr error
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		var exited bool
+		exited, exitErr = c.Node(victim).Exited()
+		return exited
+	}, fmt.Sprintf("node %d stopping after its metadata log failed", victim))
+	if exitErr == nil || !hasLine(c.Node(victim).Log(), "the metadata log in") {
+		t.Fatalf("node %d exited (%v) without saying its metadata log stopped:\n%s", victim, exitErr, c.Node(victim).Log())
+	}
+	t.Logf("node %d stopped %v after its metadata log failed: %v", victim, time.Since(fault).Round(time.Millisecond), exitErr)
+	waitLeadersOtherThan(t, survivor, topic, partitions, victim)
+	l.waitAcks(t, 1000, "writes going on without node "+fmt.Sprint(victim))
+	logUnavailability(t, l, fmt.Sprintf("metadata disk fault on node %d", victim), fault, led)
+
+	repair()
+	c.StartAgain(t, victim)
+	waitFullISR(t, survivor, topic, partitions, 60*time.Second)
+	l.waitAcks(t, 500, "writes with the repaired node back")
+	h := l.stop(t)
+	h.check(t, c, topic)
+	inv.check()
+}
