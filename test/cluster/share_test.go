@@ -261,7 +261,8 @@ func findShareCoordinator(ctx context.Context, cl *nodeClient, key string) (int3
 }
 
 // checkNotCoordinator sends ReadShareGroupState for a share partition to every node:
-// its coordinator answers (no state yet), the others NOT_COORDINATOR.
+// its coordinator answers (no state yet), the others NOT_COORDINATOR once their
+// metadata holds the state topic.
 func checkNotCoordinator(t *testing.T, c *testutil.Cluster, groupID string, l shareLayout, partition int32) {
 	t.Helper()
 	read := func(n *testutil.Node) (kmsg.ReadShareGroupStateResponseTopicPartition, error) {
@@ -294,7 +295,15 @@ func checkNotCoordinator(t *testing.T, c *testutil.Cluster, groupID string, l sh
 			}
 			continue
 		}
-		got, err := read(n)
+		// A node whose metadata does not hold __share_group_state yet (FindCoordinator
+		// created it through another node) answers COORDINATOR_NOT_AVAILABLE, which
+		// clients retry; it must never serve.
+		var got kmsg.ReadShareGroupStateResponseTopicPartition
+		var err error
+		testutil.WaitFor(t, 20*time.Second, func() bool {
+			got, err = read(n)
+			return err != nil || got.ErrorCode != kerr.CoordinatorNotAvailable.Code
+		}, fmt.Sprintf("node %d to know the share coordinator's partitions", n.ID))
 		if err != nil || got.ErrorCode != kerr.NotCoordinator.Code {
 			t.Fatalf("ReadShareGroupState on node %d (coordinator %d): %v %v", n.ID, l.coordinators[partition], err, kerr.ErrorForCode(got.ErrorCode))
 		}
