@@ -176,7 +176,7 @@ func New(o Options) (*Broker, error) {
 	b.shares = share.NewManager(share.Options{
 		Store: b.shareStore, Clock: o.Clock, Logger: o.Logger.With("component", "share"),
 		Config: b.shareConfig, InitialOffset: b.shareInitialOffset, LeaderEpoch: b.shareLeaderEpoch,
-		WriteTimeout: time.Duration(cfg.OffsetsCommitTimeoutMs) * time.Millisecond,
+		WriteTimeout: shareStoreTimeout,
 	})
 	b.peers.b = b
 	b.txns = b.newTxnCoordinator()

@@ -6,7 +6,10 @@ package broker
 // Epoch -1 closes the session after the acknowledgements, releasing every record the
 // member still holds here; epoch 0 is refused (INVALID_SHARE_SESSION_EPOCH): a session
 // is opened by ShareFetch. Each partition answers INVALID_RECORD_STATE if a batch names
-// an offset the member does not hold (not acquired by it, or its lock expired).
+// an offset the member does not hold (not acquired by it, or its lock expired). The
+// answer waits until the changes are durable on the share coordinator, for up to
+// shareStoreTimeout while the coordinator moves (share_store.go); a partition whose
+// write still failed answers COORDINATOR_NOT_AVAILABLE, its change undone.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"

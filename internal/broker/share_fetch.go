@@ -489,7 +489,9 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 		return &rp
 	}
 	for _, k := range order {
-		result(k).AcknowledgeErrorCode = b.shareAcknowledge(ctx, k, member, acks[k])
+		actx, acancel := b.shareFetchStateContext(ctx)
+		result(k).AcknowledgeErrorCode = b.shareAcknowledge(actx, k, member, acks[k])
+		acancel()
 	}
 	if closing {
 		b.releaseShareSession(ctx, member, parts)
@@ -513,7 +515,9 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 			if acquired >= maxRecords || remaining <= 0 {
 				break
 			}
-			a := b.shareAcquire(ctx, k, sess, maxRecords-acquired, strict, remaining)
+			actx, acancel := b.shareFetchStateContext(ctx)
+			a := b.shareAcquire(actx, k, sess, maxRecords-acquired, strict, remaining)
+			acancel()
 			heldBySelf = heldBySelf || a.heldBySelf
 			if a.code == 0 && len(a.runs) == 0 {
 				continue
@@ -581,6 +585,16 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 		out <- protocol.Response{Body: resp}
 	}()
 	return out
+}
+
+// shareFetchStateContext bounds the share-state operations a ShareFetch makes for
+// one partition (its piggy-backed acknowledgements; loading the share partition) by
+// offsets.commit.timeout.ms rather than shareStoreTimeout: its client gives up soon
+// after MaxWaitMillis (franz-go 5 s later), one partition waiting for a coordinator
+// would hold up the records of the others, and an acknowledgement refused here
+// (COORDINATOR_NOT_AVAILABLE) is sent again with the next fetch.
+func (b *Broker) shareFetchStateContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, time.Duration(b.cfg.OffsetsCommitTimeoutMs)*time.Millisecond)
 }
 
 // fillShareFetchResponse groups the partition results by topic, in request order.

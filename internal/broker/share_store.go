@@ -12,9 +12,23 @@ package broker
 // COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, a broken connection, a
 // partition without a leader) is looked up again and retried, with a backoff, until
 // the operation's context ends; FENCED_LEADER_EPOCH and FENCED_STATE_EPOCH come back
-// as share's sentinel errors. A write whose outcome is unknown (the context ended, or
-// REQUEST_TIMED_OUT) fails: share.Manager then undoes the change it was persisting,
-// and the client is told so and sends its acknowledgement again.
+// as share's sentinel errors. So is a write the coordinator could not commit in time
+// (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS: its state partition waits for a replica
+// that died to leave the ISR): sending it again is safe, as every operation but
+// Delete is idempotent (a snapshot laid over the stored state twice gives the same
+// state) and the operations on one share partition are serialised by its lock in
+// share.Manager. share.Manager gives an operation shareStoreTimeout, as Kafka's
+// persister keeps looking for the coordinator for about 30 s: long enough to outlast
+// the failover of a coordinator that died (its fencing after
+// broker.session.timeout.ms, a new leader, the state partition loaded there). Only
+// when that ends does the operation fail: share.Manager then undoes the change it was
+// persisting, and the client is told so (COORDINATOR_NOT_AVAILABLE) and sends its
+// acknowledgement again. A shorter wait (offsets.commit.timeout.ms, 5 s) refused the
+// acknowledgements sent during a failover whenever it took longer, and franz-go
+// (v1.22.3) sends an acknowledgement refused with a retriable error again only with
+// its next fetch from that broker or its next FlushAcks: a consumer in FlushAcks
+// whose next fetch from that broker was already buffered waited for FlushAcks'
+// deadline.
 
 import (
 	"context"
@@ -35,6 +49,15 @@ import (
 // coordinator up again.
 var errShareCoordinatorUnavailable = errors.New("share coordinator not available")
 
+// errShareWriteNotCommitted wraps a write the coordinator appended but could not
+// commit in time, or refused for want of in-sync replicas: an idempotent operation is
+// sent again.
+var errShareWriteNotCommitted = errors.New("share state write not committed")
+
+// shareStoreTimeout bounds one share-state operation of share.Manager, retries
+// included (see the file comment).
+const shareStoreTimeout = 30 * time.Second
+
 // shareStore is safe for concurrent use: it reaches other brokers through the
 // broker's peer connections (brokerPeers).
 type shareStore struct{ b *Broker }
@@ -54,12 +77,15 @@ func (s *shareStore) conn(br metadata.Broker) (*peer.Conn, error) {
 
 // call runs one operation on key's share coordinator: local when this node is it,
 // else remote, which sends the request on conn and returns the partition's error
-// code. Retriable failures are retried until ctx ends.
-func (s *shareStore) call(ctx context.Context, k share.Key, local func() error, remote func(ctx context.Context, conn *peer.Conn) (int16, error)) error {
+// code. Retriable failures are retried until ctx ends; a write not committed in time
+// too when idempotent.
+func (s *shareStore) call(ctx context.Context, k share.Key, idempotent bool, local func() error, remote func(ctx context.Context, conn *peer.Conn) (int16, error)) error {
 	backoff := 25 * time.Millisecond
 	for {
 		err := s.try(ctx, k, local, remote)
-		if err == nil || !errors.Is(err, errShareCoordinatorUnavailable) {
+		retry := errors.Is(err, errShareCoordinatorUnavailable) ||
+			idempotent && errors.Is(err, errShareWriteNotCommitted) && ctx.Err() == nil
+		if err == nil || !retry {
 			return err
 		}
 		wait, stop := s.b.after(backoff)
@@ -83,6 +109,8 @@ func (s *shareStore) try(ctx context.Context, k share.Key, local func() error, r
 		switch shareCoordinatorErrorCode(err) {
 		case kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code, kerr.CoordinatorLoadInProgress.Code:
 			return fmt.Errorf("%w: %w", errShareCoordinatorUnavailable, err)
+		case kerr.RequestTimedOut.Code, kerr.NotEnoughReplicas.Code, kerr.NotEnoughReplicasAfterAppend.Code:
+			return fmt.Errorf("%w: %w", errShareWriteNotCommitted, err)
 		}
 		return err
 	}
@@ -111,6 +139,8 @@ func shareCoordinatorError(code int16) error {
 		return share.ErrFencedStateEpoch
 	case kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code, kerr.CoordinatorLoadInProgress.Code:
 		return fmt.Errorf("%w: %w", errShareCoordinatorUnavailable, kerr.ErrorForCode(code))
+	case kerr.RequestTimedOut.Code, kerr.NotEnoughReplicas.Code, kerr.NotEnoughReplicasAfterAppend.Code:
+		return fmt.Errorf("%w: %w", errShareWriteNotCommitted, kerr.ErrorForCode(code))
 	}
 	return kerr.ErrorForCode(code)
 }
@@ -128,7 +158,7 @@ func normalized(stateEpoch, leaderEpoch int32, start int64, runs []share.StateRu
 func (s *shareStore) Read(ctx context.Context, k share.Key, leaderEpoch int32) (share.Snapshot, bool, error) {
 	var snap share.Snapshot
 	var found bool
-	err := s.call(ctx, k, func() error {
+	err := s.call(ctx, k, true, func() error {
 		stored, ok, err := s.b.shareState.readState(ctx, k, leaderEpoch)
 		snap, found = normalized(stored.StateEpoch, stored.LeaderEpoch, stored.Start, stored.Runs), ok
 		return err
@@ -168,7 +198,7 @@ func (s *shareStore) Read(ctx context.Context, k share.Key, leaderEpoch int32) (
 
 // Write lays snap's window and runs over key's stored state.
 func (s *shareStore) Write(ctx context.Context, k share.Key, leaderEpoch int32, snap share.Snapshot) error {
-	return s.call(ctx, k, func() error {
+	return s.call(ctx, k, true, func() error {
 		return s.b.shareState.writeState(ctx, k, snap.StateEpoch, leaderEpoch, snap.Start, snap.Runs)
 	}, func(ctx context.Context, conn *peer.Conn) (int16, error) {
 		req := kmsg.NewPtrWriteShareGroupStateRequest()
@@ -198,7 +228,7 @@ func (s *shareStore) Write(ctx context.Context, k share.Key, leaderEpoch int32, 
 
 // Initialize replaces key's stored state with an empty window at start.
 func (s *shareStore) Initialize(ctx context.Context, k share.Key, stateEpoch int32, start int64) error {
-	return s.call(ctx, k, func() error {
+	return s.call(ctx, k, true, func() error {
 		return s.b.shareState.initializeState(ctx, k, stateEpoch, start)
 	}, func(ctx context.Context, conn *peer.Conn) (int16, error) {
 		req := kmsg.NewPtrInitializeShareGroupStateRequest()
@@ -223,7 +253,7 @@ func (s *shareStore) Initialize(ctx context.Context, k share.Key, stateEpoch int
 
 // Delete removes key's stored state.
 func (s *shareStore) Delete(ctx context.Context, k share.Key) error {
-	return s.call(ctx, k, func() error {
+	return s.call(ctx, k, false, func() error {
 		return s.b.shareState.deleteState(ctx, k)
 	}, func(ctx context.Context, conn *peer.Conn) (int16, error) {
 		req := kmsg.NewPtrDeleteShareGroupStateRequest()
@@ -257,7 +287,7 @@ type shareSummary struct {
 // Summary returns key's stored state in short (ReadShareGroupStateSummary).
 func (s *shareStore) Summary(ctx context.Context, k share.Key) (shareSummary, error) {
 	var out shareSummary
-	err := s.call(ctx, k, func() error {
+	err := s.call(ctx, k, true, func() error {
 		snap, found, err := s.b.shareState.summary(ctx, k, -1)
 		out = shareSummary{found: found && snap.Start >= 0, stateEpoch: snap.StateEpoch, start: snap.Start, deliveryComplete: snap.DeliveryComplete()}
 		return err

@@ -316,10 +316,43 @@ func (c *Cluster) cleanup() {
 		if log := n.Log(); strings.Contains(log, "WARNING: DATA RACE") {
 			c.t.Errorf("node %d reported a data race:\n%s", n.ID, log)
 		}
+		if c.t.Failed() || KeepAlways {
+			if path := KeepLog(c.t, fmt.Sprintf("node%d.log", n.ID), n.Log()); path != "" && c.t.Failed() {
+				c.t.Logf("log of node %d kept in %s", n.ID, path)
+			}
+		}
 		if c.t.Failed() {
 			c.t.Logf("log of node %d (tail):\n%s", n.ID, tail(n.Log(), 60))
 		}
 	}
+}
+
+// LogDir, when set (SAMSA_TEST_LOG_DIR), is where a failed test keeps whole logs:
+// its nodes' (a cluster keeps only their tails in the test output) and whatever
+// else it writes with KeepLog. With SAMSA_TEST_LOG_ALWAYS set too, a cluster keeps
+// its nodes' logs when the test passes as well (a slow pass can tell as much as a
+// failure); tests that keep logs of their own should follow it (KeepAlways).
+var LogDir = os.Getenv("SAMSA_TEST_LOG_DIR")
+
+// KeepAlways reports whether logs are kept when a test passes too
+// (SAMSA_TEST_LOG_ALWAYS, with LogDir).
+var KeepAlways = LogDir != "" && os.Getenv("SAMSA_TEST_LOG_ALWAYS") != ""
+
+// KeepLog writes content to LogDir/<test name>/name and returns the file's path, or
+// "" when LogDir is not set or the file cannot be written.
+func KeepLog(t testing.TB, name, content string) string {
+	if LogDir == "" {
+		return ""
+	}
+	dir := filepath.Join(LogDir, strings.ReplaceAll(t.Name(), "/", "_"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return ""
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		return ""
+	}
+	return path
 }
 
 func tail(s string, lines int) string {

@@ -261,7 +261,8 @@ func findShareCoordinator(ctx context.Context, cl *nodeClient, key string) (int3
 }
 
 // checkNotCoordinator sends ReadShareGroupState for a share partition to every node:
-// its coordinator answers (no state yet), the others NOT_COORDINATOR.
+// its coordinator answers (no state yet), the others NOT_COORDINATOR once their
+// metadata holds the state topic.
 func checkNotCoordinator(t *testing.T, c *testutil.Cluster, groupID string, l shareLayout, partition int32) {
 	t.Helper()
 	read := func(n *testutil.Node) (kmsg.ReadShareGroupStateResponseTopicPartition, error) {
@@ -294,7 +295,15 @@ func checkNotCoordinator(t *testing.T, c *testutil.Cluster, groupID string, l sh
 			}
 			continue
 		}
-		got, err := read(n)
+		// A node whose metadata does not hold __share_group_state yet (FindCoordinator
+		// created it through another node) answers COORDINATOR_NOT_AVAILABLE, which
+		// clients retry; it must never serve.
+		var got kmsg.ReadShareGroupStateResponseTopicPartition
+		var err error
+		testutil.WaitFor(t, 20*time.Second, func() bool {
+			got, err = read(n)
+			return err != nil || got.ErrorCode != kerr.CoordinatorNotAvailable.Code
+		}, fmt.Sprintf("node %d to know the share coordinator's partitions", n.ID))
 		if err != nil || got.ErrorCode != kerr.NotCoordinator.Code {
 			t.Fatalf("ReadShareGroupState on node %d (coordinator %d): %v %v", n.ID, l.coordinators[partition], err, kerr.ErrorForCode(got.ErrorCode))
 		}
@@ -602,17 +611,39 @@ func startShareConsumer(t *testing.T, name string, seeds []string, groupID, topi
 	t.Helper()
 	var mu sync.Mutex
 	var results kgo.ShareAckResults
-	cl, err := kgo.NewClient(
+	var clientLog *syncBuffer // the client's debug log (testutil.LogDir set), kept if the test fails
+	if testutil.LogDir != "" {
+		clientLog = &syncBuffer{}
+	}
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(seeds...), kgo.ShareGroup(groupID), kgo.ConsumeTopics(topic),
-		kgo.FetchMaxWait(200*time.Millisecond), kgo.ShareMaxRecords(50),
-		kgo.MetadataMinAge(250*time.Millisecond),
+		kgo.FetchMaxWait(200 * time.Millisecond), kgo.ShareMaxRecords(50),
+		kgo.MetadataMinAge(250 * time.Millisecond),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
 		kgo.ShareAckCallback(func(_ *kgo.Client, rs kgo.ShareAckResults) {
 			mu.Lock()
 			results = append(results, rs...)
 			mu.Unlock()
+			if clientLog != nil {
+				for _, r := range rs {
+					fmt.Fprintf(clientLog, "%s [TEST] ack result: partition %d: %v\n", time.Now().Format("15:04:05.000"), r.Partition, r.Err)
+				}
+			}
 		}),
-	)
+	}
+	if clientLog != nil {
+		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(clientLog, kgo.LogLevelDebug, func() string {
+			return time.Now().Format("15:04:05.000 ")
+		})))
+		t.Cleanup(func() {
+			if t.Failed() || testutil.KeepAlways {
+				if path := testutil.KeepLog(t, name+".log", clientLog.String()); path != "" && t.Failed() {
+					t.Logf("client log of %s kept in %s", name, path)
+				}
+			}
+		})
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -637,8 +668,14 @@ func startShareConsumer(t *testing.T, name string, seeds []string, groupID, topi
 			mu.Unlock()
 			cl.MarkAcks(kgo.AckAccept, recs...)
 			fctx, fcancel := context.WithTimeout(ctx, 90*time.Second)
+			if clientLog != nil {
+				fmt.Fprintf(clientLog, "%s [TEST] FlushAcks of %d records\n", time.Now().Format("15:04:05.000"), len(recs))
+			}
 			flushErr := cl.FlushAcks(fctx)
 			fcancel()
+			if clientLog != nil {
+				fmt.Fprintf(clientLog, "%s [TEST] FlushAcks returned %v\n", time.Now().Format("15:04:05.000"), flushErr)
+			}
 			mu.Lock()
 			failed := map[int32]error{}
 			for _, r := range results {
@@ -656,6 +693,24 @@ func startShareConsumer(t *testing.T, name string, seeds []string, groupID, topi
 	}()
 	t.Cleanup(sc.stop)
 	return sc
+}
+
+// syncBuffer is a strings.Builder safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func (sc *shareConsumer) stop() {
