@@ -405,7 +405,7 @@ func TestShareGroupsConnectionClose(t *testing.T) {
 
 	led := &shareLedger{}
 	accept := func(*kgo.Record) kgo.AckStatus { return kgo.AckAccept }
-	_, survivor, _ := shareMember(t, b, "survivor", group, topic, led, accept)
+	_, survivor, stopSurvivor := shareMember(t, b, "survivor", group, topic, led, accept)
 	done := func(n int) func() bool {
 		return func() bool {
 			start, lag := shareStartOffset(t, raw, group, topic)
@@ -413,6 +413,17 @@ func TestShareGroupsConnectionClose(t *testing.T) {
 		}
 	}
 	testutil.WaitFor(t, 20*time.Second, done(len(first)), "the records the killed consumer held, and the rest, to be accepted well before their locks expire")
+	// The broker applies an acknowledgement before its answer reaches the survivor,
+	// which records it in its ledger once FlushAcks returns.
+	testutil.WaitFor(t, 20*time.Second, func() bool {
+		accepted := led.accepted()
+		for _, v := range first {
+			if accepted[v] == 0 {
+				return false
+			}
+		}
+		return true
+	}, "the survivor's ledger to hold the accepts the broker applied")
 	deliveries := map[string][]int32{}
 	for _, s := range led.all() {
 		deliveries[s.value] = append(deliveries[s.value], s.deliveries)
@@ -427,6 +438,7 @@ func TestShareGroupsConnectionClose(t *testing.T) {
 	survivor.Cut()
 	second := produceValues(t, b, topic, "d", 50)
 	testutil.WaitFor(t, 30*time.Second, done(len(first)+len(second)), "the records produced after the cut to be accepted")
+	stopSurvivor() // its last acks may be applied before their answer is in its ledger
 	accepted := led.accepted()
 	for _, v := range append(first, second...) {
 		if accepted[v] != 1 {
