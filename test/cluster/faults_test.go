@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -247,6 +248,46 @@ func TestReplicationControllerFailoverAndFullRestart(t *testing.T) {
 	inv.check()
 }
 
+// failWrites makes files immutable (chattr +i), so that every write to them fails
+// with EPERM as a dying disk's writes fail, and returns what undoes it (also run when
+// the test ends). The test is skipped where the flag cannot be set.
+func failWrites(t *testing.T, files ...string) (repair func()) {
+	t.Helper()
+	for _, f := range files {
+		if out, err := exec.Command("chattr", "+i", f).CombinedOutput(); err != nil {
+			t.Skipf("cannot make %s immutable to fail its writes (chattr needs root and a file system with the flag, e.g. ext4): %v %s", f, err, out)
+		}
+	}
+	var once sync.Once
+	repair = func() {
+		once.Do(func() {
+			for _, f := range files {
+				if out, err := exec.Command("chattr", "-i", f).CombinedOutput(); err != nil {
+					t.Errorf("chattr -i %s: %v %s", f, err, out)
+				}
+			}
+		})
+	}
+	t.Cleanup(repair)
+	return repair
+}
+
+// waitStopped waits until node's process has exited with an error after a fault,
+// its log saying why (says), and returns how it exited.
+func waitStopped(t *testing.T, c *testutil.Cluster, node int32, what, says string) error {
+	t.Helper()
+	var exitErr error
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		var exited bool
+		exited, exitErr = c.Node(node).Exited()
+		return exited
+	}, fmt.Sprintf("node %d stopping after %s", node, what))
+	if exitErr == nil || !hasLine(c.Node(node).Log(), says) {
+		t.Fatalf("node %d exited (%v) without saying %q:\n%s", node, exitErr, says, c.Node(node).Log())
+	}
+	return exitErr
+}
+
 // TestDiskFailure: the only log directory of a node fails under an acks=all load —
 // an active segment is made immutable (chattr +i), so that every write to it fails as
 // a dying disk's writes do — first on a partition's leader, then on a follower. The
@@ -275,30 +316,10 @@ func TestDiskFailure(t *testing.T) {
 			}
 		}
 		led := ledBy(t, admin, topic, victim)
-		segment := filepath.Join(c.Node(victim).Dir, fmt.Sprintf("%s-%d", topic, partition), "00000000000000000000.log")
-		if out, err := exec.Command("chattr", "+i", segment).CombinedOutput(); err != nil {
-			t.Skipf("cannot make %s immutable to fail its writes (chattr needs root and a file system with the flag, e.g. ext4): %v %s", segment, err, out)
-		}
-		repaired := false
-		repair := func() {
-			if !repaired {
-				repaired = true
-				if out, err := exec.Command("chattr", "-i", segment).CombinedOutput(); err != nil {
-					t.Errorf("chattr -i %s: %v %s", segment, err, out)
-				}
-			}
-		}
-		t.Cleanup(repair)
+		repair := failWrites(t, filepath.Join(c.Node(victim).Dir, fmt.Sprintf("%s-%d", topic, partition), "00000000000000000000.log"))
 		fault := time.Now()
-		var exitErr error
-		testutil.WaitFor(t, 30*time.Second, func() bool {
-			var exited bool
-			exited, exitErr = c.Node(victim).Exited()
-			return exited
-		}, fmt.Sprintf("node %d (%s of %s-%d) stopping after the writes to its only log directory failed", victim, role, topic, partition))
-		if exitErr == nil || !hasLine(c.Node(victim).Log(), "every log directory has failed") {
-			t.Fatalf("node %d exited (%v) without saying its log directories failed:\n%s", victim, exitErr, c.Node(victim).Log())
-		}
+		exitErr := waitStopped(t, c, victim, fmt.Sprintf("the writes of the %s of %s-%d to its only log directory failed", role, topic, partition),
+			"every log directory has failed")
 		t.Logf("%s %d of %s-%d stopped %v after its disk fault: %v", role, victim, topic, partition, time.Since(fault).Round(time.Millisecond), exitErr)
 		admin = clientExcept(t, c, victim)
 		waitLeadersOtherThan(t, admin, topic, partitions, victim)
@@ -337,37 +358,12 @@ func TestMetadataDiskFailure(t *testing.T) {
 	if err != nil || len(segments) == 0 {
 		t.Fatalf("node %d's metadata log segments: %v %v", victim, segments, err)
 	}
-	for _, seg := range segments {
-		if out, err := exec.Command("chattr", "+i", seg).CombinedOutput(); err != nil {
-			t.Skipf("cannot make %s immutable to fail its writes (chattr needs root and a file system with the flag, e.g. ext4): %v %s", seg, err, out)
-		}
-	}
-	repaired := false
-	repair := func() {
-		if repaired {
-			return
-		}
-		repaired = true
-		for _, seg := range segments {
-			if out, err := exec.Command("chattr", "-i", seg).CombinedOutput(); err != nil {
-				t.Errorf("chattr -i %s: %v %s", seg, err, out)
-			}
-		}
-	}
-	t.Cleanup(repair)
+	repair := failWrites(t, segments...)
 	survivor := newNodeClient(t, c.Node(ctrl).Addr)
 	fault := time.Now()
 	createTopic(t, survivor, "poke", 1, 2) // entries every voter must append
 	led := ledBy(t, survivor, topic, victim)
-	var exitErr error
-	testutil.WaitFor(t, 30*time.Second, func() bool {
-		var exited bool
-		exited, exitErr = c.Node(victim).Exited()
-		return exited
-	}, fmt.Sprintf("node %d stopping after its metadata log failed", victim))
-	if exitErr == nil || !hasLine(c.Node(victim).Log(), "the metadata log in") {
-		t.Fatalf("node %d exited (%v) without saying its metadata log stopped:\n%s", victim, exitErr, c.Node(victim).Log())
-	}
+	exitErr := waitStopped(t, c, victim, "its metadata log failed", "the metadata log in")
 	t.Logf("node %d stopped %v after its metadata log failed: %v", victim, time.Since(fault).Round(time.Millisecond), exitErr)
 	waitLeadersOtherThan(t, survivor, topic, partitions, victim)
 	l.waitAcks(t, 1000, "writes going on without node "+fmt.Sprint(victim))
