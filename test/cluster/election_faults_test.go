@@ -122,7 +122,9 @@ func TestFaultsMidElection(t *testing.T) {
 		l.waitAcks(t, 1000, cell+": writes going on with the new controller")
 
 		c.StartAgain(t, ctrl)
-		waitFullISR(t, newNodeClient(t, c.Node(next).Addr), topic, partitions, 60*time.Second)
+		// Once, under the whole suite on two cores, the replicas (race-built processes)
+		// were not all back in the ISR after a minute of this load; the cause is not known.
+		waitFullISR(t, newNodeClient(t, c.Node(next).Addr), topic, partitions, 120*time.Second)
 		logUnavailability(t, l, cell+" mid-election", fault, []int32{0, 1, 2})
 		l.waitAcks(t, 500, cell+": writes with every node back")
 	}
