@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,15 +14,23 @@ import (
 	"github.com/samsa-streaming/samsa/internal/clock"
 	"github.com/samsa-streaming/samsa/internal/config"
 	"github.com/samsa-streaming/samsa/internal/controller"
+	"github.com/samsa-streaming/samsa/internal/storage"
 )
 
 func startTestBroker(t *testing.T) *Broker {
 	t.Helper()
-	cfg, err := config.Load("", []string{"log.dirs=" + t.TempDir(), "listeners=PLAINTEXT://127.0.0.1:0"})
+	return startTestBrokerOn(t, nil, t.TempDir())
+}
+
+// startTestBrokerOn starts a one-node broker on log directories dirs whose segment
+// files are opened through fsys (nil: the real file system).
+func startTestBrokerOn(t *testing.T, fsys storage.FS, dirs ...string) *Broker {
+	t.Helper()
+	cfg, err := config.Load("", []string{"log.dirs=" + strings.Join(dirs, ","), "listeners=PLAINTEXT://127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(Options{Config: cfg, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler)})
+	b, err := New(Options{Config: cfg, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler), FS: fsys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,19 +41,25 @@ func startTestBroker(t *testing.T) *Broker {
 	return b
 }
 
+// createTestTopic creates a topic of replication factor 1 through CreateTopics.
+func createTestTopic(t *testing.T, b *Broker, name string, partitions int32) {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, 1
+	req.Topics = append(req.Topics, rt)
+	if code := call[*kmsg.CreateTopicsResponse](t, b, req).Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("create %s: %v", name, kerr.ErrorForCode(code))
+	}
+}
+
 // TestAlterPartitionThroughTheChannel drives AlterPartition the way the data plane
 // will: through the broker's Channel (in process here: the node is the active
 // controller) and the controller listener's handler, with Kafka's error codes
 // coming back as the controller's errors.
 func TestAlterPartitionThroughTheChannel(t *testing.T) {
 	b := startTestBroker(t)
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "isr", 1, 1
-	req.Topics = append(req.Topics, rt)
-	if code := call[*kmsg.CreateTopicsResponse](t, b, req).Topics[0].ErrorCode; code != 0 {
-		t.Fatalf("create: %d", code)
-	}
+	createTestTopic(t, b, "isr", 1)
 	tp, _ := b.image().Topic("isr")
 	p := tp.Partitions[0]
 	item := controller.AlterPartitionItem{

@@ -1,10 +1,8 @@
 package broker
 
 import (
-	"context"
 	"errors"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,8 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/samsa-streaming/samsa/internal/clock"
-	"github.com/samsa-streaming/samsa/internal/config"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/record"
 	"github.com/samsa-streaming/samsa/internal/storage"
@@ -96,28 +92,10 @@ func produceTo(t *testing.T, b *Broker, topic string) int16 {
 // partitions in the other directory keep working and nothing panics.
 func TestLogDirOffline(t *testing.T) {
 	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
-	cfg, err := config.Load("", []string{"log.dirs=" + dirA + "," + dirB, "listeners=PLAINTEXT://127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	failing := &failingFS{under: dirA}
-	b, err := New(Options{Config: cfg, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler), FS: failing})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if err := b.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"on-a", "on-b"} { // one at a time: the first goes to a, the second to b
-		req := kmsg.NewPtrCreateTopicsRequest()
-		rt := kmsg.NewCreateTopicsRequestTopic()
-		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 1, 1
-		req.Topics = append(req.Topics, rt)
-		if code := call[*kmsg.CreateTopicsResponse](t, b, req).Topics[0].ErrorCode; code != 0 {
-			t.Fatalf("create %s: %d", name, code)
-		}
-	}
+	b := startTestBrokerOn(t, failing, dirA, dirB)
+	createTestTopic(t, b, "on-a", 1) // one at a time: the first goes to a, the second to b
+	createTestTopic(t, b, "on-b", 1)
 	if _, err := os.Stat(filepath.Join(dirA, "on-a-0")); err != nil {
 		t.Fatalf("on-a-0 not placed in the first directory: %v", err)
 	}
@@ -157,26 +135,9 @@ func TestLogDirOffline(t *testing.T) {
 // once, as Kafka halts — in a cluster its leaderships then move to its followers.
 func TestEveryLogDirFailedStopsTheNode(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "only")
-	cfg, err := config.Load("", []string{"log.dirs=" + dir, "listeners=PLAINTEXT://127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	failing := &failingFS{under: dir}
-	b, err := New(Options{Config: cfg, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler), FS: failing})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if err := b.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "doomed", 1, 1
-	req.Topics = append(req.Topics, rt)
-	if code := call[*kmsg.CreateTopicsResponse](t, b, req).Topics[0].ErrorCode; code != 0 {
-		t.Fatalf("create: %d", code)
-	}
+	b := startTestBrokerOn(t, failing, dir)
+	createTestTopic(t, b, "doomed", 1)
 	select {
 	case err := <-b.Failed():
 		t.Fatalf("failed before any fault: %v", err)
@@ -202,26 +163,9 @@ func TestEveryLogDirFailedStopsTheNode(t *testing.T) {
 // at the next offset, without a restart.
 func TestDiskFullKeepsDirectoryOnline(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "a")
-	cfg, err := config.Load("", []string{"log.dirs=" + dir, "listeners=PLAINTEXT://127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	full := &failingFS{under: dir, errno: syscall.ENOSPC}
-	b, err := New(Options{Config: cfg, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler), FS: full})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if err := b.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "full", 1, 1
-	req.Topics = append(req.Topics, rt)
-	if code := call[*kmsg.CreateTopicsResponse](t, b, req).Topics[0].ErrorCode; code != 0 {
-		t.Fatalf("create: %d", code)
-	}
+	b := startTestBrokerOn(t, full, dir)
+	createTestTopic(t, b, "full", 1)
 	if code := produceTo(t, b, "full"); code != 0 {
 		t.Fatalf("produce before the disk filled: %d", code)
 	}

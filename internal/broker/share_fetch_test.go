@@ -18,13 +18,7 @@ import (
 // of group g.
 func shareTestTopic(t *testing.T, b *Broker, topic string) share.Key {
 	t.Helper()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 1
-	req.Topics = append(req.Topics, rt)
-	if code := call[*kmsg.CreateTopicsResponse](t, b, req).Topics[0].ErrorCode; code != 0 {
-		t.Fatalf("create: %v", kerr.ErrorForCode(code))
-	}
+	createTestTopic(t, b, topic, 1)
 	tp, _ := b.image().Topic(topic)
 	return share.Key{Group: "g", TopicID: tp.ID, Partition: 0}
 }

@@ -105,13 +105,7 @@ func state(p kmsg.ReadShareGroupStateResponseTopicPartition) string {
 // coordinator's memory is gone.
 func TestShareCoordinatorAPIs(t *testing.T) {
 	b := startTestBroker(t)
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "shared", 2, 1
-	req.Topics = append(req.Topics, rt)
-	if code := call[*kmsg.CreateTopicsResponse](t, b, req).Topics[0].ErrorCode; code != 0 {
-		t.Fatalf("create: %d", code)
-	}
+	createTestTopic(t, b, "shared", 2)
 	tp, _ := b.image().Topic("shared")
 	c := shareStateClient{t: t, b: b, group: "g", topicID: tp.ID}
 	const avail, acked, archived = 0, 2, 4

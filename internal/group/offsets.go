@@ -546,7 +546,7 @@ func (c *Coordinator) expireOffsetsLocked(part *partition, now time.Time) {
 		}
 		expired := expiredOffsets(g, now, c.cfg.OffsetsRetention)
 		dead := g.state == StateEmpty && len(g.pending) == 0 && len(expired) == len(g.offsets) &&
-			len(g.txnPartitions()) == 0 && (g.consumer == nil || len(g.consumer.members) == 0) && g.share == nil
+			len(g.txnOffsets) == 0 && (g.consumer == nil || len(g.consumer.members) == 0) && g.share == nil
 		if len(expired) == 0 && !dead {
 			continue
 		}
