@@ -200,12 +200,8 @@ func (w *committedWatch) stop() []string {
 // the committed offsets. Every acknowledged record of the load is there.
 func TestReplicationCoordinatorFailover(t *testing.T) {
 	t.Parallel()
-	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: append([]string{"min.insync.replicas=2"}, replicationOverrides...)})
-	inv := watchInvariants(t, c)
 	const topic, group, partitions = "clicks", "click-counter", 3
-	createTopic(t, newNodeClient(t, c.Node(1).Addr), topic, partitions, 3)
-	l := startLoad(t, c, topic)
-	l.waitAcks(t, 1000, "acknowledged records before the consumer starts")
+	c, inv, l := clusterUnderLoad(t, testutil.ClusterOptions{}, topic, partitions, 1000, "acknowledged records before the consumer starts")
 	consumer := startGroupConsumer(t, c, group, topic)
 	watch := watchCommitted(t, c, group, topic)
 	testutil.WaitFor(t, 60*time.Second, func() bool {

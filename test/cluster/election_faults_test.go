@@ -84,13 +84,8 @@ func others(c *testutil.Cluster, except int32) []int32 {
 // ISR).
 func TestFaultsMidElection(t *testing.T) {
 	t.Parallel()
-	c := testutil.StartCluster(t, testutil.ClusterOptions{Metrics: true, ProxyControllerLinks: true,
-		Overrides: append([]string{"min.insync.replicas=2"}, replicationOverrides...)})
-	inv := watchInvariants(t, c)
 	const topic, partitions = "elections", 3
-	createTopic(t, newNodeClient(t, c.Node(1).Addr), topic, partitions, 3)
-	l := startLoad(t, c, topic)
-	l.waitAcks(t, 1000, "acknowledged records before the first fault")
+	c, inv, l := clusterUnderLoad(t, testutil.ClusterOptions{Metrics: true, ProxyControllerLinks: true}, topic, partitions, 1000, "acknowledged records before the first fault")
 
 	for _, cell := range []string{"crash", "cut-off"} {
 		ctrl := activeController(t, newNodeClient(t, c.Node(1).Addr))

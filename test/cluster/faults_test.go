@@ -154,12 +154,8 @@ func TestReplicationLinkCut(t *testing.T) {
 // acknowledged record is there.
 func TestReplicationControlledShutdown(t *testing.T) {
 	t.Parallel()
-	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: append([]string{"min.insync.replicas=2"}, replicationOverrides...)})
-	inv := watchInvariants(t, c)
 	const topic, partitions = "draining", 6
-	createTopic(t, newNodeClient(t, c.Node(1).Addr), topic, partitions, 3)
-	l := startLoad(t, c, topic)
-	l.waitAcks(t, 1000, "acknowledged records before the first shutdown")
+	c, inv, l := clusterUnderLoad(t, testutil.ClusterOptions{}, topic, partitions, 1000, "acknowledged records before the first shutdown")
 	for round := range 2 {
 		cl := newNodeClient(t, c.Node(1).Addr)
 		ctrl := activeController(t, cl)
@@ -211,13 +207,8 @@ func TestReplicationControlledShutdown(t *testing.T) {
 // acknowledged record is there, once, in order.
 func TestReplicationControllerFailoverAndFullRestart(t *testing.T) {
 	t.Parallel()
-	c := testutil.StartCluster(t, testutil.ClusterOptions{ProxyControllerLinks: true,
-		Overrides: append([]string{"min.insync.replicas=2"}, replicationOverrides...)})
-	inv := watchInvariants(t, c)
 	const topic, partitions = "through-it-all", 3
-	createTopic(t, newNodeClient(t, c.Node(1).Addr), topic, partitions, 3)
-	l := startLoad(t, c, topic)
-	l.waitAcks(t, 1000, "acknowledged records before the controller failover")
+	c, inv, l := clusterUnderLoad(t, testutil.ClusterOptions{ProxyControllerLinks: true}, topic, partitions, 1000, "acknowledged records before the controller failover")
 
 	old := activeController(t, newNodeClient(t, c.Node(1).Addr))
 	survivor := clientExcept(t, c, old)
@@ -298,13 +289,9 @@ func waitStopped(t *testing.T, c *testutil.Cluster, node int32, what, says strin
 // offset.
 func TestDiskFailure(t *testing.T) {
 	t.Parallel()
-	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: append([]string{"min.insync.replicas=2"}, replicationOverrides...)})
-	inv := watchInvariants(t, c)
 	const topic, partitions = "disk", 3
+	c, inv, l := clusterUnderLoad(t, testutil.ClusterOptions{}, topic, partitions, 1000, "acknowledged records before the first disk fault")
 	admin := newNodeClient(t, c.Node(1).Addr)
-	createTopic(t, admin, topic, partitions, 3)
-	l := startLoad(t, c, topic)
-	l.waitAcks(t, 1000, "acknowledged records before the first disk fault")
 
 	for partition, role := range []string{"leader", "follower"} {
 		p, _ := partitionState(t, admin, topic, int32(partition))
@@ -344,13 +331,9 @@ func TestDiskFailure(t *testing.T) {
 // catches up and every acknowledged record is there.
 func TestMetadataDiskFailure(t *testing.T) {
 	t.Parallel()
-	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: append([]string{"min.insync.replicas=2"}, replicationOverrides...)})
-	inv := watchInvariants(t, c)
 	const topic, partitions = "meta-disk", 3
+	c, inv, l := clusterUnderLoad(t, testutil.ClusterOptions{}, topic, partitions, 1000, "acknowledged records before the metadata disk fault")
 	admin := newNodeClient(t, c.Node(1).Addr)
-	createTopic(t, admin, topic, partitions, 3)
-	l := startLoad(t, c, topic)
-	l.waitAcks(t, 1000, "acknowledged records before the metadata disk fault")
 
 	ctrl := activeController(t, admin)
 	victim := others(c, ctrl)[0]

@@ -56,6 +56,21 @@ type load struct {
 // enough to keep the brokers busy, few enough that a stop waits for little.
 const inFlightPerPartition = 32
 
+// clusterUnderLoad starts a cluster (opts, with min.insync.replicas=2 and the fast ISR
+// overrides), creates topic with partitions replicated three times, starts an acks=all
+// load on it (startLoad) and waits for acks acknowledged records; the cluster's
+// metadata invariants are watched from the start.
+func clusterUnderLoad(t *testing.T, opts testutil.ClusterOptions, topic string, partitions int32, acks int, what string) (*testutil.Cluster, *invariants, *load) {
+	t.Helper()
+	opts.Overrides = append(append([]string{"min.insync.replicas=2"}, replicationOverrides...), opts.Overrides...)
+	c := testutil.StartCluster(t, opts)
+	inv := watchInvariants(t, c)
+	createTopic(t, newNodeClient(t, c.Node(1).Addr), topic, partitions, 3)
+	l := startLoad(t, c, topic)
+	l.waitAcks(t, acks, what)
+	return c, inv, l
+}
+
 // startLoad produces records "v-<partition>-<n>" to every partition of topic with
 // acks=all and an idempotent franz-go producer (its defaults), through every broker
 // of the cluster.

@@ -91,12 +91,8 @@ func alterTopicConfig(t *testing.T, cl *nodeClient, topic, key, value string) {
 // is there once, in order, at its offset.
 func TestReplicationKillLeadersUnderLoad(t *testing.T) {
 	t.Parallel()
-	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: append([]string{"min.insync.replicas=2"}, replicationOverrides...)})
-	inv := watchInvariants(t, c)
 	const topic, partitions = "orders", 3
-	createTopic(t, newNodeClient(t, c.Node(1).Addr), topic, partitions, 3)
-	l := startLoad(t, c, topic)
-	l.waitAcks(t, 3000, "acknowledged records before the first kill")
+	c, inv, l := clusterUnderLoad(t, testutil.ClusterOptions{}, topic, partitions, 3000, "acknowledged records before the first kill")
 
 	for round := range 2 {
 		cl := newNodeClient(t, c.Node(1).Addr)
