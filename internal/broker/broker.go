@@ -281,7 +281,17 @@ func (b *Broker) Start(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
 	if voters, _ := b.cfg.QuorumVoters(); b.controller != nil && len(voters) > 1 {
-		b.wg.Go(func() { b.watchMetadataLog(runCtx) })
+		b.wg.Go(func() {
+			b.watchMetadataLog(runCtx, b.controller, func(err error) error {
+				return fmt.Errorf("the metadata log in %s stopped: %w; free space or repair the disk and restart", b.cfg.LogDirs[0], err)
+			})
+		})
+	} else if b.observer != nil {
+		b.wg.Go(func() {
+			b.watchMetadataLog(runCtx, b.observer, func(err error) error {
+				return fmt.Errorf("stopped following the metadata log: %w", err)
+			})
+		})
 	}
 	if !b.isBroker {
 		return nil
@@ -398,17 +408,25 @@ func (b *Broker) fail(err error) {
 	})
 }
 
-// watchMetadataLog gives up (fail) when this voter's metadata log stops on an error —
-// a write to log.dirs[0] failed — as Kafka halts: a node of a cluster whose metadata
-// stopped would go on serving a view of the cluster that no longer holds. A single
-// node keeps serving its partitions instead (it has no other view to be behind of;
+// metadataFollower is the part of a Controller or an Observer that tells whether it
+// still follows the metadata log.
+type metadataFollower interface {
+	Stopped() <-chan struct{}
+	StopErr() error
+}
+
+// watchMetadataLog gives up (fail) when this node stops following the metadata log
+// on an error — a voter's write to log.dirs[0] failed, or an observer met a quorum
+// of another cluster — as Kafka halts: a node of a cluster whose metadata stopped
+// would go on serving a view of the cluster that no longer holds. A single node
+// keeps serving its partitions instead (it has no other view to be behind of;
 // docs/operations.md, a full disk under the metadata log).
-func (b *Broker) watchMetadataLog(ctx context.Context) {
+func (b *Broker) watchMetadataLog(ctx context.Context, m metadataFollower, describe func(error) error) {
 	select {
 	case <-ctx.Done():
-	case <-b.controller.Stopped():
-		if err := b.controller.StopErr(); err != nil {
-			b.fail(fmt.Errorf("the metadata log in %s stopped: %w; free space or repair the disk and restart", b.cfg.LogDirs[0], err))
+	case <-m.Stopped():
+		if err := m.StopErr(); err != nil {
+			b.fail(describe(err))
 		}
 	}
 }

@@ -166,6 +166,20 @@ func (o *Observer) Subscribe(fn func(prev, next *metadata.Image)) { o.notify.sub
 // Leader implements Metadata.
 func (o *Observer) Leader() int32 { return o.leader.Load() }
 
+// Stopped is closed when the observer stops following the metadata log: after
+// Close, or on an error it cannot get past (StopErr).
+func (o *Observer) Stopped() <-chan struct{} { return o.done }
+
+// StopErr is why the observer stopped following the metadata log when it failed (a
+// quorum of another cluster, an image that does not apply); nil while it follows
+// and after Close.
+func (o *Observer) StopErr() error {
+	if e := o.err.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
 func (o *Observer) stoppedErr() error {
 	if e := o.err.Load(); e != nil {
 		return *e

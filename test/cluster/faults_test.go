@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -359,4 +360,37 @@ func TestMetadataDiskFailure(t *testing.T) {
 	h := l.stop(t)
 	h.check(t, c, topic)
 	inv.check()
+}
+
+// TestObserverOfAnotherCluster: the only controller of a cluster loses its data and
+// starts again empty, so it forms a new cluster with a new id. The broker-only node
+// that followed its metadata log (an observer) is answered INCONSISTENT_CLUSTER_ID;
+// it stops with a message naming both cluster ids instead of serving, forever, the
+// last view of a cluster that no longer exists.
+func TestObserverOfAnotherCluster(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartCluster(t, testutil.ClusterOptions{Nodes: 2, Roles: map[int32]string{1: "controller", 2: "broker"}})
+	b2 := newNodeClient(t, c.Node(2).Addr)
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		md, err := b2.metadata(ctxT(t, 5*time.Second))
+		return err == nil && slices.Equal(liveBrokers(md), []int32{2})
+	}, "broker 2 registered and unfenced")
+	before, err := c.MetaClusterID(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c.Node(1).Kill()
+	if err := os.RemoveAll(c.Node(1).Dir); err != nil {
+		t.Fatal(err)
+	}
+	c.StartAgain(t, 1)
+	after, err := c.MetaClusterID(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after == before {
+		t.Fatalf("the emptied controller kept cluster id %s; the test needs it to form another cluster", before)
+	}
+	waitStopped(t, c, 2, "its controller came back as another cluster", "belongs to cluster "+after)
 }
