@@ -289,6 +289,43 @@ func TestDivergentTailIsTruncated(t *testing.T) {
 	}
 }
 
+// TestFollowerDropsAnEpochItLedWithoutAppending: a replica made leader in an epoch
+// it appended nothing in (a broker restarting reads, before the record that moves
+// the leadership on, that it leads: the controller elected it while it was down)
+// has that epoch as its latest; following the next leader, which never had it, it
+// drops the epoch when told its fetches diverge, and then copies the leader's log.
+func TestFollowerDropsAnEpochItLedWithoutAppending(t *testing.T) {
+	c, managers := newCluster(t, 1, 2)
+	a, b := c.nodes[1].p, c.nodes[2].p
+	s := State{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
+	c.applyAll(t, managers, s)
+	if _, err := a.AppendAsLeader(batch(t, 3), true, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "node 2 to copy the first batch", func() bool { return b.Log.LogEndOffset() == 3 })
+	managers[2].Unfollow(b) // node 2 is down; node 1 writes on
+	if _, err := a.AppendAsLeader(batch(t, 5), false, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// Node 2, back, leads epoch 2 for a moment (node 1 never saw it), then follows
+	// node 1 in epoch 3.
+	if ch := c.nodes[2].apply(t, State{Leader: 2, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, c.clock.Now()); !ch.BecameLeader {
+		t.Fatalf("node 2: change %+v, want leader", ch)
+	}
+	if e := b.Log.LatestEpoch(); e != 2 {
+		t.Fatalf("node 2's latest epoch %d, want 2, assigned at its log end", e)
+	}
+	c.applyAll(t, managers, State{Leader: 1, LeaderEpoch: 3, PartitionEpoch: 3, Replicas: []int32{1, 2}, ISR: []int32{1}})
+	if _, err := a.AppendAsLeader(batch(t, 2), false, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "node 2 to converge on node 1's log", func() bool { return bytes.Equal(logBytes(t, a), logBytes(t, b)) })
+	want := []storage.EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 3, StartOffset: 8}}
+	if got := b.Log.EpochEntries(); !slices.Equal(got, want) {
+		t.Fatalf("node 2's epochs %v, want %v", got, want)
+	}
+}
+
 // TestAckStateAndLeadership: an acks=all produce that reached the high watermark fails
 // when the ISR fell below min.insync.replicas meanwhile, or when the leadership moved.
 func TestAckStateAndLeadership(t *testing.T) {

@@ -179,14 +179,22 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 // TruncateTo removes every batch at or after offset (a follower taking back a divergent
 // tail). The log end becomes the base offset of the first removed batch. An offset
 // below the log start empties the log and starts it at offset.
+//
+// An offset at or beyond the log end removes no batch, but it still removes the leader
+// epochs that start at the log end: epochs this replica assigned as leader
+// (AssignLeaderEpoch) without appending in them, which no other replica has. Kafka's
+// UnifiedLog.truncateTo does the same. Kept, such an epoch would stay this log's
+// latest, the one a follower's fetches name as their last fetched epoch; the leader,
+// which never had it, would answer each fetch with a divergence ending where the
+// follower's log already ends, and the follower would never fetch a record again.
 func (l *Log) TruncateTo(offset int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
 		return ErrLogClosed
 	}
-	if offset >= l.logEnd.Load() {
-		return nil
+	if end := l.logEnd.Load(); offset >= end {
+		return l.epochs.truncateFromEnd(end)
 	}
 	l.mu.truncations++
 	cfg := l.config()

@@ -178,6 +178,36 @@ func TestTruncateTo(t *testing.T) {
 	}
 }
 
+// TestTruncateToLogEndDropsEmptyEpochs: a truncation at or past the log end removes no
+// batch but forgets the epochs assigned at the log end without a batch in them (a
+// replica that was leader for a moment and appended nothing), as Kafka's does, and
+// the file says so after a reopen.
+func TestTruncateToLogEndDropsEmptyEpochs(t *testing.T) {
+	l := openTest(t, Config{})
+	if _, err := l.Append(simple(t, 2, 0), AppendOptions{LeaderEpoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.AssignLeaderEpoch(2); err != nil {
+		t.Fatal(err)
+	}
+	if e, end := l.EndOffsetForEpoch(1); l.LatestEpoch() != 2 || e != 1 || end != 2 {
+		t.Fatalf("latest epoch %d, epoch 1 ends at (%d, %d); want 2 and (1, 2)", l.LatestEpoch(), e, end)
+	}
+	for _, offset := range []int64{5, 2} {
+		if err := l.TruncateTo(offset); err != nil {
+			t.Fatal(err)
+		}
+		if got := l.EpochEntries(); len(got) != 1 || got[0] != (EpochEntry{Epoch: 1, StartOffset: 0}) || l.LogEndOffset() != 2 {
+			t.Fatalf("after TruncateTo(%d): epochs %v, log end %d; want only epoch 1 from 0 and the batch kept", offset, got, l.LogEndOffset())
+		}
+	}
+	l.Close()
+	l.reopen(true)
+	if got := l.EpochEntries(); len(got) != 1 || l.LatestEpoch() != 1 {
+		t.Fatalf("reopened: epochs %v", got)
+	}
+}
+
 func TestFollowerAppendKeepsOffsets(t *testing.T) {
 	l := openTest(t, Config{})
 	b := simple(t, 3, 0)

@@ -72,6 +72,8 @@ func others(c *testutil.Cluster, except int32) []int32 {
 // the survivors have elected another, a second voter is stalled (SIGSTOP) so that
 // the third stands for election alone and cannot win. Then, in that state:
 //
+//   - crash: the standing candidate is killed with kill -9, the stalled voter
+//     resumes and the killed one starts again; the two elect a controller.
 //   - cut-off: the standing candidate's links are cut (it keeps running, in an
 //     election of its own), the stalled voter resumes and stands alone too; the
 //     links heal and the two elect a controller.
@@ -80,16 +82,22 @@ func others(c *testutil.Cluster, except int32) []int32 {
 // test ends with every acknowledged record present once, in order, at its offset,
 // and no metadata invariant broken (one leader per partition epoch, leaders in the
 // ISR).
+//
+// The crash cell is how a follower that never fetched again was found: the new
+// controller, not yet counting a dead broker's session out, moves leaderships to it;
+// restarted, that broker leads in its first metadata for a moment (assigning the
+// epoch at its log end, appending nothing), then follows. Its fetches named that
+// epoch, which the leader never had; the leader answered each with a divergence
+// ending at the follower's log end, a truncation there was a no-op that kept the
+// epoch, and the partition's ISR stayed short for good. The follower now drops the
+// epoch (storage.Log.TruncateTo, as Kafka's; see
+// replica.TestFollowerDropsAnEpochItLedWithoutAppending).
 func TestFaultsMidElection(t *testing.T) {
 	t.Parallel()
 	const topic, partitions = "elections", 3
 	c, inv, l := clusterUnderLoad(t, testutil.ClusterOptions{Metrics: true, ProxyControllerLinks: true}, topic, partitions, 1000, "acknowledged records before the first fault")
 
-	// The "crash" cell — the standing candidate killed with kill -9, the stalled voter
-	// resumed, the killed one started again — is not run: under the whole suite a
-	// partition's ISR did not fill again within two minutes after it, twice (the
-	// cause is not known yet; see the closing note of the session that found it).
-	for _, cell := range []string{"cut-off"} {
+	for _, cell := range []string{"crash", "cut-off"} {
 		ctrl := activeController(t, newNodeClient(t, c.Node(1).Addr))
 		rest := others(c, ctrl)
 		stalled, candidate := rest[0], rest[1]
@@ -100,6 +108,11 @@ func TestFaultsMidElection(t *testing.T) {
 		waitElecting(t, c, candidate)
 
 		switch cell {
+		case "crash":
+			c.Node(candidate).Kill()
+			c.Node(stalled).Resume()
+			waitElecting(t, c, stalled)
+			c.StartAgain(t, candidate)
 		case "cut-off":
 			c.Isolate(candidate)
 			c.Node(stalled).Resume()
@@ -114,9 +127,7 @@ func TestFaultsMidElection(t *testing.T) {
 		l.waitAcks(t, 1000, cell+": writes going on with the new controller")
 
 		c.StartAgain(t, ctrl)
-		// Once, under the whole suite on two cores, the replicas (race-built processes)
-		// were not all back in the ISR after a minute of this load; the cause is not known.
-		waitFullISR(t, newNodeClient(t, c.Node(next).Addr), topic, partitions, 120*time.Second)
+		waitFullISR(t, newNodeClient(t, c.Node(next).Addr), topic, partitions, 60*time.Second)
 		logUnavailability(t, l, cell+" mid-election", fault, []int32{0, 1, 2})
 		l.waitAcks(t, 500, cell+": writes with every node back")
 	}
