@@ -301,6 +301,17 @@ func (b *Broker) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Act on no partition before this node's image holds its own registration, as
+	// Kafka's broker waits for its initial catch-up: the same commit moves away the
+	// leaderships a controller gave this broker while it was down, and an older image
+	// would make it lead them for a moment and assign a leader epoch nobody else has.
+	b.awaitImage(ctx, func(img *metadata.Image) bool {
+		r, ok := img.Broker(metadata.NodeID(b.nodeID))
+		return ok && r.Epoch >= epoch
+	})
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	img := b.meta.Image()
 	b.removeOrphanLogs(img)
 	// Open the logs already on disk in parallel before reconciling, so that a node with
