@@ -99,6 +99,8 @@ type Broker struct {
 	cmd    *exec.Cmd
 	done   chan struct{}
 	logBuf *lockedBuffer
+	// earlier holds the logs of the process's earlier runs (before restarts).
+	earlier []*lockedBuffer
 }
 
 // FreePort returns a port on 127.0.0.1 that was free a moment ago.
@@ -156,7 +158,7 @@ func (b *Broker) startOnFreePort(t testing.TB, prepare func()) {
 	}
 	t.Cleanup(func() {
 		b.Stop()
-		if log := b.Log(); strings.Contains(log, "WARNING: DATA RACE") {
+		if log := b.FullLog(); strings.Contains(log, "WARNING: DATA RACE") {
 			t.Errorf("the broker reported a data race:\n%s", log)
 		}
 	})
@@ -210,6 +212,9 @@ func (b *Broker) tryStart() error {
 		close(done)
 	}()
 	b.mu.Lock()
+	if b.logBuf != nil {
+		b.earlier = append(b.earlier, b.logBuf)
+	}
 	b.cmd, b.done, b.logBuf = cmd, done, buf
 	b.mu.Unlock()
 	select {
@@ -260,6 +265,21 @@ func (b *Broker) Log() string {
 		return ""
 	}
 	return b.logBuf.String()
+}
+
+// FullLog returns what every run of the process wrote to stderr, the earlier runs
+// (before restarts) first, each run after a line naming it.
+func (b *Broker) FullLog() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var sb strings.Builder
+	for i, l := range append(append([]*lockedBuffer(nil), b.earlier...), b.logBuf) {
+		if l == nil {
+			continue
+		}
+		fmt.Fprintf(&sb, "=== run %d of the process\n%s", i+1, l.String())
+	}
+	return sb.String()
 }
 
 // Stop sends SIGTERM and waits for the process to exit (it is killed after 15 s).

@@ -313,11 +313,12 @@ func (c *Cluster) cleanup() {
 	}
 	wg.Wait()
 	for _, n := range c.sortedNodes() {
-		if log := n.Log(); strings.Contains(log, "WARNING: DATA RACE") {
-			c.t.Errorf("node %d reported a data race:\n%s", n.ID, log)
+		full := n.FullLog() // a node started again has had several processes
+		if strings.Contains(full, "WARNING: DATA RACE") {
+			c.t.Errorf("node %d reported a data race:\n%s", n.ID, full)
 		}
 		if c.t.Failed() || KeepAlways {
-			if path := KeepLog(c.t, fmt.Sprintf("node%d.log", n.ID), n.Log()); path != "" && c.t.Failed() {
+			if path := KeepLog(c.t, fmt.Sprintf("node%d.log", n.ID), full); path != "" && c.t.Failed() {
 				c.t.Logf("log of node %d kept in %s", n.ID, path)
 			}
 		}
