@@ -246,7 +246,9 @@ type AcquiredRun struct {
 // [first, last] as read from the log, below highWatermark), up to maxRecords offsets
 // (at least the rest of a batch once started, as Kafka's batch-optimized mode; strict
 // stops at maxRecords exactly). Records whose delivery count would pass the limit are
-// archived instead.
+// archived instead. The window grows by whole batches as well: MaxInFlight is checked
+// where a batch starts, so the last batch taken may pass it (as Kafka acquires to the
+// end of the batch that holds its limit); strict stops at MaxInFlight exactly.
 func (p *Partition) Acquire(member string, batches [][2]int64, highWatermark int64, maxRecords int, strict bool, now time.Time) []AcquiredRun {
 	var out []AcquiredRun
 	taken := 0
@@ -257,12 +259,13 @@ func (p *Partition) Acquire(member string, batches [][2]int64, highWatermark int
 		if taken >= maxRecords {
 			break
 		}
-		for o := max(b[0], p.start); o <= b[1] && o < highWatermark; o++ {
+		first := max(b[0], p.start)
+		for o := first; o <= b[1] && o < highWatermark; o++ {
 			if strict && taken >= maxRecords {
 				break
 			}
 			if o >= p.end {
-				if len(p.recs) >= p.cfg.MaxInFlight {
+				if len(p.recs) >= p.cfg.MaxInFlight && (strict || o == first) {
 					break
 				}
 				for p.end < o { // offsets the log no longer has (compaction): done
