@@ -196,6 +196,19 @@ func (p *Partition) NextFetchOffset() (offset int64, ok bool) {
 	return p.end, len(p.recs) < p.cfg.MaxInFlight
 }
 
+// appendRecord extends the window by one record. A full array is replaced by one of
+// twice the window (at least MaxInFlight): the window slides through it, dropping
+// done records from the front, for as many appends as it holds before it is copied
+// again. Like append, it never writes inside the slice Begin saved.
+func (p *Partition) appendRecord(r record) {
+	if len(p.recs) == cap(p.recs) {
+		grown := make([]record, len(p.recs), max(2*len(p.recs), p.cfg.MaxInFlight, 16))
+		copy(grown, p.recs)
+		p.recs = grown
+	}
+	p.recs = append(p.recs, r)
+}
+
 // madeAvailable notes that offset o became Available.
 func (p *Partition) madeAvailable(o int64) { p.availFrom = min(p.availFrom, o) }
 
@@ -269,10 +282,10 @@ func (p *Partition) Acquire(member string, batches [][2]int64, highWatermark int
 					break
 				}
 				for p.end < o { // offsets the log no longer has (compaction): done
-					p.recs = append(p.recs, record{state: Archived})
+					p.appendRecord(record{state: Archived})
 					p.end++
 				}
-				p.recs = append(p.recs, record{})
+				p.appendRecord(record{})
 				p.end++
 			}
 			r := &p.recs[o-p.start]
@@ -316,7 +329,7 @@ func (p *Partition) ArchiveUndelivered(first, last, highWatermark int64) {
 			if o > p.end || len(p.recs) >= p.cfg.MaxInFlight {
 				break
 			}
-			p.recs = append(p.recs, record{state: Archived})
+			p.appendRecord(record{state: Archived})
 			p.end++
 			p.dirty = true
 			continue
