@@ -317,7 +317,11 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, sess *shareSessi
 	}
 	now := b.clock.Now()
 	readCommitted := config.GroupValue(b.cfg, b.image().GroupConfigs(k.Group), "share.isolation.level") == "read_committed"
-	buf := b.shareReads.Get(shareFirstRead)
+	chunk := shareFirstRead
+	if size, ok := b.shareRecordSizes.Load(k); ok {
+		chunk = shareReadSize(maxRecords, size.(int))
+	}
+	buf := b.shareReads.Get(chunk)
 	defer func() { b.shareReads.Put(buf) }()
 	var aborted []storage.AbortedTxn
 	acquire := func(sp *share.Partition) error {
@@ -334,9 +338,9 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, sess *shareSessi
 			hw = p.LastStableOffset()
 		}
 		// Read about as much as the records still wanted take (from the size of the
-		// records read so far), so that acquiring a few hundred records reads neither
-		// everything up to the high watermark nor a fixed large chunk.
-		chunk := shareFirstRead
+		// records read so far, or at the partition's last acquisition), so that
+		// acquiring a few hundred records reads neither everything up to the high
+		// watermark nor a fixed large chunk.
 		var ranges [][2]int64
 		lastFrom := int64(-1)
 		for taken := 0; taken < maxRecords && maxBytes > 0; {
@@ -399,8 +403,9 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, sess *shareSessi
 				taken += int(r.Last - r.First + 1)
 			}
 			out.runs = append(out.runs, runs...)
-			perRecord := len(data) / max(int(ranges[len(ranges)-1][1]-ranges[0][0]+1), 1)
-			chunk = min(max((maxRecords-taken)*perRecord, shareMinRead), shareMaxRead)
+			perRecord := max(len(data)/max(int(ranges[len(ranges)-1][1]-ranges[0][0]+1), 1), 1)
+			b.shareRecordSizes.Store(k, perRecord)
+			chunk = shareReadSize(maxRecords-taken, perRecord)
 		}
 		return nil
 	}
@@ -471,14 +476,26 @@ func abortedBatch(aborted []storage.AbortedTxn, producerID, baseOffset int64) bo
 	return false
 }
 
-// How much of a partition's log one acquisition step reads: the first step
-// shareFirstRead, later ones what the records still wanted take, within
-// [shareMinRead, shareMaxRead]. The reads go through a pooled buffer.
+// How much of a partition's log one acquisition step reads: what the records still
+// wanted take at the size records had in the last step (of this acquisition or the
+// partition's last one), within [shareMinRead, shareMaxRead]; shareFirstRead when
+// that size is not known yet. The reads go through a pooled buffer.
 const (
 	shareFirstRead = 64 << 10
 	shareMinRead   = 16 << 10
 	shareMaxRead   = 256 << 10
 )
+
+// shareReadSize is the read of an acquisition step for records of perRecord bytes.
+func shareReadSize(records, perRecord int) int {
+	return min(max(records*perRecord, shareMinRead), shareMaxRead)
+}
+
+// forgetShare drops a share partition from memory (its state was reset or deleted).
+func (b *Broker) forgetShare(k share.Key) {
+	b.shares.Forget(k)
+	b.shareRecordSizes.Delete(k)
+}
 
 func overlaps(r [2]int64, runs []share.AcquiredRun) bool {
 	for _, a := range runs {
