@@ -360,18 +360,18 @@ func shareRate(b *testing.B, br *testutil.Broker, raw *kgo.Client, topic, group 
 		cl.Close()
 	}
 	reqs := hook.requests.Load()
-	b.Logf("share: %d ShareFetch requests (%.0f records each, %d without records, %.2f ms round trip, %d over 10 ms), client CPU %.2f µs/record, broker CPU %.2f µs/record, load %s",
-		reqs, float64(n)/float64(max(reqs, 1)), hook.empty.Load(), float64(hook.nanos.Load())/1e6/float64(max(reqs, 1)), hook.slow.Load(),
+	b.Logf("share: %d ShareFetch requests (%.0f records, %.0f bytes each, %d without records, %.2f ms round trip, %d over 10 ms), client CPU %.2f µs/record, broker CPU %.2f µs/record, load %s",
+		reqs, float64(n)/float64(max(reqs, 1)), float64(hook.bytes.Load())/float64(max(reqs, 1)), hook.empty.Load(), float64(hook.nanos.Load())/1e6/float64(max(reqs, 1)), hook.slow.Load(),
 		1e6*clientCPU/float64(n), 1e6*brokerCPU/float64(n), loadavg())
 	return float64(n) / elapsed.Seconds()
 }
 
 // shareFetchHook counts the ShareFetch round trips, those whose response carried no
-// records (under 256 bytes), and their time from the request's write to the end of
-// the response's read.
+// records (under 256 bytes), their response bytes and their time from the request's
+// write to the end of the response's read.
 type shareFetchHook struct {
 	requests, empty atomic.Int64
-	nanos           atomic.Int64
+	bytes, nanos    atomic.Int64
 	slow            atomic.Int64 // round trips over 10 ms
 }
 
@@ -380,6 +380,7 @@ func (h *shareFetchHook) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.Br
 		return
 	}
 	h.requests.Add(1)
+	h.bytes.Add(int64(e2e.BytesRead))
 	if e2e.BytesRead < 256 {
 		h.empty.Add(1)
 	}
