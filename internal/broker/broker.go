@@ -74,16 +74,20 @@ type Broker struct {
 	quotas *auth.Quotas
 	// bootstrapScram goes to the controller (Options.BootstrapScram).
 	bootstrapScram []controller.BootstrapScram
-	shareReads     bufpool.Pool  // share-group acquisitions read the log through these
-	isrWake        chan struct{} // nudges the ISR loop
-	failed         chan error    // the error the node cannot go on after (Failed)
-	failOnce       sync.Once
-	groups         *group.Coordinator
-	txns           *txn.Coordinator
-	peers          brokerPeers // connections to other brokers (transactions, share state)
-	producers      producerIDs
-	lifecycle      lifecycle
-	imageWatch     imageWatch
+	shareReads     bufpool.Pool // share-group acquisitions read the log through these
+	// shareRecordSizes is, per share partition, the bytes a record of its log took at
+	// its last acquisition (share_fetch.go): the next one's first read is sized from
+	// it. Entries live as long as the share manager's (share.Manager.Forget).
+	shareRecordSizes sync.Map      // share.Key → int
+	isrWake          chan struct{} // nudges the ISR loop
+	failed           chan error    // the error the node cannot go on after (Failed)
+	failOnce         sync.Once
+	groups           *group.Coordinator
+	txns             *txn.Coordinator
+	peers            brokerPeers // connections to other brokers (transactions, share state)
+	producers        producerIDs
+	lifecycle        lifecycle
+	imageWatch       imageWatch
 
 	// Issue 14: the topics the group coordinator assigns, incremental fetch sessions,
 	// share groups' partition state and share sessions.

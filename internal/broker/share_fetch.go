@@ -19,8 +19,12 @@ package broker
 // Each partition reads from its first available offset (a released record, or one
 // whose lock expired) or its end, acquires up to MaxRecords records in total, and
 // answers the record batches that hold them with the acquired offset ranges and their
-// delivery counts. When nothing is acquired the request waits up to MaxWaitMillis,
-// woken by new records or by records becoming available again. A group whose
+// delivery counts. The acknowledgements a request carries for a partition it fetches
+// are applied with that partition's acquisition, under one hold of the share
+// partition and one write of its state (the write keeps both or, failing, neither;
+// the records are then acquired without them). When nothing is acquired the request
+// waits up to MaxWaitMillis, woken by new records or by records becoming available
+// again. A group whose
 // share.isolation.level is read_committed acquires only below the last stable offset,
 // and the records of aborted transactions are archived instead of delivered (Kafka
 // does the same). Transaction markers are acquired like records, and clients
@@ -248,13 +252,27 @@ func (b *Broker) shareAcknowledge(ctx context.Context, k share.Key, member strin
 	now := b.clock.Now()
 	var ackErr error
 	err := b.shares.Do(ctx, k, func(p *share.Partition) error {
-		for _, bt := range batches {
-			if err := p.Acknowledge(member, bt.first, bt.last, bt.types, now); err != nil && ackErr == nil {
-				ackErr = err
-			}
-		}
+		ackErr = applyShareAcks(p, member, batches, now)
 		return nil
 	})
+	return shareAckCode(err, ackErr)
+}
+
+// applyShareAcks applies acknowledgement batches to a share partition; the error is
+// the first batch's that failed (the others are applied).
+func applyShareAcks(p *share.Partition, member string, batches []shareAck, now time.Time) error {
+	var ackErr error
+	for _, bt := range batches {
+		if err := p.Acknowledge(member, bt.first, bt.last, bt.types, now); err != nil && ackErr == nil {
+			ackErr = err
+		}
+	}
+	return ackErr
+}
+
+// shareAckCode is a partition's AcknowledgeErrorCode: err is the share-state
+// operation's (its write failed: nothing was applied), ackErr applyShareAcks'.
+func shareAckCode(err, ackErr error) int16 {
 	switch {
 	case err != nil:
 		return shareErrorCode(err)
@@ -272,27 +290,41 @@ type shareAcquired struct {
 	code    int16
 	records []byte
 	runs    []share.AcquiredRun
+	// acked: acknowledgements were given (shareAcquire's acks), ackCode their
+	// AcknowledgeErrorCode.
+	acked   bool
+	ackCode int16
 	// heldBySelf: nothing could be acquired because the window is full and this
 	// member holds records in it — waiting would only delay its acknowledgements.
 	heldBySelf bool
 }
 
 // shareAcquire acquires records of one partition for the member of sess, while sess
-// lasts.
-func (b *Broker) shareAcquire(ctx context.Context, k share.Key, sess *shareSession, maxRecords int, strict bool, maxBytes int) shareAcquired {
+// lasts, after applying the member's acknowledgements of the partition (acks): both
+// under one hold of the share partition and one write of its state. Should that
+// write fail, nothing of it is kept: the acknowledgements are answered with the
+// error and the records are acquired again without them.
+func (b *Broker) shareAcquire(ctx context.Context, k share.Key, sess *shareSession, maxRecords int, strict bool, maxBytes int, acks []shareAck) shareAcquired {
 	member := sess.key[1]
 	out := shareAcquired{key: k}
 	p, err := b.sharePartition(k)
 	if err != nil {
 		out.code = errorCode(err)
+		if len(acks) > 0 {
+			out.acked, out.ackCode = true, out.code
+		}
 		return out
 	}
 	now := b.clock.Now()
 	readCommitted := config.GroupValue(b.cfg, b.image().GroupConfigs(k.Group), "share.isolation.level") == "read_committed"
-	buf := b.shareReads.Get(shareFirstRead)
+	chunk := shareFirstRead
+	if size, ok := b.shareRecordSizes.Load(k); ok {
+		chunk = shareReadSize(maxRecords, size.(int))
+	}
+	buf := b.shareReads.Get(chunk)
 	defer func() { b.shareReads.Put(buf) }()
 	var aborted []storage.AbortedTxn
-	err = b.shares.Do(ctx, k, func(sp *share.Partition) error {
+	acquire := func(sp *share.Partition) error {
 		// Checked under the partition's lock: a session's end is followed by the
 		// release of what its member holds, so nothing is acquired after it.
 		if sess.ended() {
@@ -306,9 +338,9 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, sess *shareSessi
 			hw = p.LastStableOffset()
 		}
 		// Read about as much as the records still wanted take (from the size of the
-		// records read so far), so that acquiring a few hundred records reads neither
-		// everything up to the high watermark nor a fixed large chunk.
-		chunk := shareFirstRead
+		// records read so far, or at the partition's last acquisition), so that
+		// acquiring a few hundred records reads neither everything up to the high
+		// watermark nor a fixed large chunk.
 		var ranges [][2]int64
 		lastFrom := int64(-1)
 		for taken := 0; taken < maxRecords && maxBytes > 0; {
@@ -371,13 +403,38 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, sess *shareSessi
 				taken += int(r.Last - r.First + 1)
 			}
 			out.runs = append(out.runs, runs...)
-			perRecord := len(data) / max(int(ranges[len(ranges)-1][1]-ranges[0][0]+1), 1)
-			chunk = min(max((maxRecords-taken)*perRecord, shareMinRead), shareMaxRead)
+			perRecord := max(len(data)/max(int(ranges[len(ranges)-1][1]-ranges[0][0]+1), 1), 1)
+			b.shareRecordSizes.Store(k, perRecord)
+			chunk = shareReadSize(maxRecords-taken, perRecord)
 		}
 		return nil
+	}
+	// ackErr and readErr are the acknowledgements' and the acquisition's own
+	// failures; err the share state's (loading it, or writing the change).
+	var ackErr, readErr error
+	err = b.shares.Do(ctx, k, func(sp *share.Partition) error {
+		if len(acks) > 0 {
+			ackErr = applyShareAcks(sp, member, acks, now)
+		}
+		readErr = acquire(sp)
+		return nil
 	})
-	if err != nil {
+	if len(acks) > 0 {
+		out.acked, out.ackCode = true, shareAckCode(err, ackErr)
+		if err != nil && !errors.Is(err, share.ErrFencedLeaderEpoch) && !errors.Is(err, share.ErrFencedStateEpoch) {
+			// The write failed and was undone, acquisition included: acquire
+			// without the acknowledgements, as when they were applied apart.
+			retry := b.shareAcquire(ctx, k, sess, maxRecords, strict, maxBytes, nil)
+			retry.acked, retry.ackCode = out.acked, out.ackCode
+			return retry
+		}
+	}
+	switch {
+	case err != nil: // nothing acquired is kept
 		out.code = shareErrorCode(err)
+		out.records, out.runs = nil, nil
+	case readErr != nil:
+		out.code = shareErrorCode(readErr)
 	}
 	return out
 }
@@ -419,14 +476,26 @@ func abortedBatch(aborted []storage.AbortedTxn, producerID, baseOffset int64) bo
 	return false
 }
 
-// How much of a partition's log one acquisition step reads: the first step
-// shareFirstRead, later ones what the records still wanted take, within
-// [shareMinRead, shareMaxRead]. The reads go through a pooled buffer.
+// How much of a partition's log one acquisition step reads: what the records still
+// wanted take at the size records had in the last step (of this acquisition or the
+// partition's last one), within [shareMinRead, shareMaxRead]; shareFirstRead when
+// that size is not known yet. The reads go through a pooled buffer.
 const (
 	shareFirstRead = 64 << 10
 	shareMinRead   = 16 << 10
 	shareMaxRead   = 256 << 10
 )
+
+// shareReadSize is the read of an acquisition step for records of perRecord bytes.
+func shareReadSize(records, perRecord int) int {
+	return min(max(records*perRecord, shareMinRead), shareMaxRead)
+}
+
+// forgetShare drops a share partition from memory (its state was reset or deleted).
+func (b *Broker) forgetShare(k share.Key) {
+	b.shares.Forget(k)
+	b.shareRecordSizes.Delete(k)
+}
 
 func overlaps(r [2]int64, runs []share.AcquiredRun) bool {
 	for _, a := range runs {
@@ -488,10 +557,21 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 		results[k] = &rp
 		return &rp
 	}
-	for _, k := range order {
+	// The acknowledgements of a partition this request fetches from are applied with
+	// its first acquisition (one hold of the share partition, one write of its
+	// state); the others, and all of them when the session closes, on their own.
+	pendingAcks := map[share.Key][]shareAck{}
+	acknowledge := func(k share.Key) {
 		actx, acancel := b.shareFetchStateContext(ctx)
 		result(k).AcknowledgeErrorCode = b.shareAcknowledge(actx, k, member, acks[k])
 		acancel()
+	}
+	for _, k := range order {
+		if !closing && containsKey(parts, k) {
+			pendingAcks[k] = acks[k]
+		} else {
+			acknowledge(k)
+		}
 	}
 	if closing {
 		b.releaseShareSession(ctx, member, parts)
@@ -516,8 +596,12 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 				break
 			}
 			actx, acancel := b.shareFetchStateContext(ctx)
-			a := b.shareAcquire(actx, k, sess, maxRecords-acquired, strict, remaining)
+			a := b.shareAcquire(actx, k, sess, maxRecords-acquired, strict, remaining, pendingAcks[k])
 			acancel()
+			if a.acked {
+				result(k).AcknowledgeErrorCode = a.ackCode
+				delete(pendingAcks, k)
+			}
 			heldBySelf = heldBySelf || a.heldBySelf
 			if a.code == 0 && len(a.runs) == 0 {
 				continue
@@ -538,9 +622,17 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 		}
 		return acquired
 	}
+	acquired := fetchAll()
+	// Acknowledgements of partitions the fetch did not come to (it had its records).
+	for _, k := range order {
+		if _, ok := pendingAcks[k]; ok {
+			acknowledge(k)
+			delete(pendingAcks, k)
+		}
+	}
 	// A member whose own records fill a window is answered at once: its
 	// acknowledgements (sent with its next request) are what frees the window.
-	if fetchAll() > 0 || r.MaxWaitMillis <= 0 || len(parts) == 0 || heldBySelf {
+	if acquired > 0 || r.MaxWaitMillis <= 0 || len(parts) == 0 || heldBySelf {
 		cancel()
 		fillShareFetchResponse(resp, order, results)
 		return reply(resp)

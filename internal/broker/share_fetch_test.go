@@ -205,3 +205,75 @@ func TestShareStateDeleteFencesHolder(t *testing.T) {
 		t.Fatalf("after reading again: start %d, stored %+v (%v), want 3", start, sum, err)
 	}
 }
+
+// shareFetchAcking is shareFetch (no wait) with acknowledgement batches of k's
+// partition; it returns the answer's partition (empty when the answer has none).
+func shareFetchAcking(t *testing.T, b *Broker, k share.Key, member string, epoch int32,
+	acks ...kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) kmsg.ShareFetchResponseTopicPartition {
+	t.Helper()
+	req := kmsg.NewPtrShareFetchRequest()
+	req.SetVersion(1)
+	req.GroupID, req.MemberID = kmsg.StringPtr(k.Group), kmsg.StringPtr(member)
+	req.ShareSessionEpoch, req.MaxRecords, req.MaxBytes = epoch, 100, 1<<20
+	rt := kmsg.NewShareFetchRequestTopic()
+	rt.TopicID = k.TopicID
+	rp := kmsg.NewShareFetchRequestTopicPartition()
+	rp.AcknowledgementBatches = acks
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := call[*kmsg.ShareFetchResponse](t, b, req)
+	switch {
+	case resp.ErrorCode == 0 && len(resp.Topics) == 0: // nothing acquired or acknowledged
+		return kmsg.NewShareFetchResponseTopicPartition()
+	case resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1:
+		t.Fatalf("ShareFetch answered %+v", resp)
+	}
+	return resp.Topics[0].Partitions[0]
+}
+
+func ackBatch(first, last int64, t int8) kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch {
+	return kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{FirstOffset: first, LastOffset: last, AcknowledgeTypes: []int8{t}}
+}
+
+// TestShareFetchAcknowledgesWithAcquisition: the acknowledgements a ShareFetch
+// carries for the partition it fetches are applied before its acquisition (a
+// released record is delivered again at once) and written with it; a refused one is
+// answered in AcknowledgeErrorCode and does not stop the acquisition.
+func TestShareFetchAcknowledgesWithAcquisition(t *testing.T) {
+	b := startTestBroker(t)
+	k := shareTestTopic(t, b, "acking")
+	if rp := shareFetchAcking(t, b, k, "m", 0); len(rp.AcquiredRecords) != 0 {
+		t.Fatalf("acquired %v from an empty partition", rp.AcquiredRecords)
+	}
+	for range 3 {
+		if code := produceTo(t, b, "acking"); code != 0 {
+			t.Fatalf("produce: %v", kerr.ErrorForCode(code))
+		}
+	}
+	rp := shareFetchAcking(t, b, k, "m", 1)
+	if len(rp.AcquiredRecords) != 1 || rp.AcquiredRecords[0].FirstOffset != 0 || rp.AcquiredRecords[0].LastOffset != 2 {
+		t.Fatalf("acquired %v, want offsets 0-2", rp.AcquiredRecords)
+	}
+	rp = shareFetchAcking(t, b, k, "m", 2, ackBatch(0, 1, share.AckAccept), ackBatch(2, 2, share.AckRelease))
+	if rp.AcknowledgeErrorCode != 0 || rp.ErrorCode != 0 {
+		t.Fatalf("acknowledging: %v, partition %v", kerr.ErrorForCode(rp.AcknowledgeErrorCode), kerr.ErrorForCode(rp.ErrorCode))
+	}
+	if a := rp.AcquiredRecords; len(a) != 1 || a[0].FirstOffset != 2 || a[0].LastOffset != 2 || a[0].DeliveryCount != 2 {
+		t.Fatalf("acquired %v after releasing offset 2, want it again (delivery 2)", rp.AcquiredRecords)
+	}
+	if sum, err := b.shareStore.Summary(context.Background(), k); err != nil || !sum.found || sum.start != 2 {
+		t.Fatalf("stored state %+v (%v), want start 2", sum, err)
+	}
+	if code := produceTo(t, b, "acking"); code != 0 {
+		t.Fatalf("produce: %v", kerr.ErrorForCode(code))
+	}
+	// Offset 0 is done: acknowledging it again is refused; offset 3 is acquired.
+	rp = shareFetchAcking(t, b, k, "m", 3, ackBatch(0, 0, share.AckAccept))
+	if rp.AcknowledgeErrorCode != kerr.InvalidRecordState.Code || rp.ErrorCode != 0 {
+		t.Fatalf("acknowledging a done offset: %v, partition %v; want INVALID_RECORD_STATE",
+			kerr.ErrorForCode(rp.AcknowledgeErrorCode), kerr.ErrorForCode(rp.ErrorCode))
+	}
+	if len(rp.AcquiredRecords) != 1 || rp.AcquiredRecords[0].FirstOffset != 3 || rp.AcquiredRecords[0].LastOffset != 3 {
+		t.Fatalf("acquired %v, want offset 3", rp.AcquiredRecords)
+	}
+}

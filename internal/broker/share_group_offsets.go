@@ -240,7 +240,7 @@ func (b *Broker) resetShareState(ctx context.Context, k share.Key, offset int64)
 	if err != nil {
 		return err
 	}
-	b.shares.Forget(k)
+	b.forgetShare(k)
 	return b.shareStore.Initialize(ctx, k, sum.stateEpoch+1, offset)
 }
 
@@ -250,7 +250,7 @@ func (b *Broker) deleteShareStates(ctx context.Context, keys []share.Key) error 
 	var mu sync.Mutex
 	var first error
 	forEachShareKey(keys, func(k share.Key) {
-		b.shares.Forget(k)
+		b.forgetShare(k)
 		if err := b.shareStore.Delete(ctx, k); err != nil {
 			mu.Lock()
 			if first == nil {

@@ -475,7 +475,7 @@ var coreProperties = []property{
 		doc: "How many times a record is delivered to share consumers before it is archived (the default of the group config share.delivery.count.limit)."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupShareDeliveryCountLimit })),
 	property{name: "group.share.partition.max.record.locks", spec: atLeast(TypeInt, 100), def: "2000",
-		doc: "Most records of one share partition in flight (acquired or waiting for redelivery) at once."}.
+		doc: "Most records of one share partition in flight (acquired or waiting for redelivery) at once; as in Kafka, the batch that reaches the limit is acquired whole."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupSharePartitionMaxRecordLocks })),
 	property{name: "share.coordinator.state.topic.num.partitions", spec: atLeast(TypeInt, 1), def: "50",
 		doc: "Partitions of __share_group_state, where share-partition state is kept."}.

@@ -14,8 +14,14 @@
 // delivery count limit (share.delivery.count.limit) is archived. ReleaseMember gives
 // back what a member that left still holds with its delivery count lowered by one, as
 // Kafka does (it was most likely never processed). The start moves past
-// done records; the window holds at most group.share.partition.max.record.locks
-// records in flight.
+// done records; no batch is started once the window holds
+// group.share.partition.max.record.locks records, and the batch that reaches the
+// limit is acquired to its end, as Kafka does (the window exceeds it by less than a
+// batch; a strict, record-limit acquisition stops at it).
+//
+// A record of the window holds no pointer (its member is an index into the
+// partition's member ids), so that a window of thousands is neither scanned by the
+// garbage collector nor written with write barriers.
 //
 // Manager drives the partitions: it loads a partition from its last Snapshot (or at
 // the offset share.auto.offset.reset gives), writes a snapshot through Store after

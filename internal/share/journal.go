@@ -10,10 +10,12 @@ import "time"
 // The window's scalars and the records slice are saved at Begin. The records are
 // changed in three ways: in place (touch saves the old value first), by appending
 // (which never writes inside the saved slice: appends go past its end or into a new
-// array), by dropping from the front (dropFront touches what it clears), and by
-// emptying the window (emptyAt, after which every record is new). So
-// restoring the saved slice and then the touched values, newest first, gives back
-// the partition as it was at Begin.
+// array), by dropping from the front (dropFront only reslices: the dropped records
+// stay as they were in the saved slice), and by emptying the window (emptyAt, after
+// which every record is new). So restoring the saved slice and then the touched
+// values, newest first, gives back the partition as it was at Begin. The member ids
+// records refer to are only added to while a change is recorded
+// (Partition.compactMembers waits for Commit), so restored records keep theirs.
 type journal struct {
 	active     bool
 	stateEpoch int32
@@ -51,8 +53,8 @@ func (p *Partition) Begin() {
 func (p *Partition) Commit() {
 	j := &p.journal
 	j.active = false
+	p.compactMembers()
 	j.recs = nil
-	clear(j.touched) // member strings
 	j.touched = j.touched[:0]
 }
 

@@ -45,11 +45,14 @@ type PartitionConfig struct {
 	MaxInFlight   int           // group.share.partition.max.record.locks
 }
 
+// record is one offset of the window. It holds no pointer (the member is an index
+// into Partition.members), so that a window of thousands of records is neither
+// scanned by the garbage collector nor written with write barriers.
 type record struct {
 	state      uint8
 	deliveries int16
-	member     string    // while Acquired
-	deadline   time.Time // while Acquired: the lock expires then
+	member     int32 // while Acquired: its index in Partition.members
+	deadline   int64 // while Acquired: the lock expires then (Unix nanoseconds)
 }
 
 // Partition is the state of one share partition: the window [start, end) of offsets
@@ -81,6 +84,64 @@ type Partition struct {
 	// journal records what changes between Begin and Commit so that Rollback can
 	// undo it (a snapshot write that failed).
 	journal journal
+	// members are the member ids records refer to (index 0: none), memberIndex
+	// their indexes. Ids are added as members acquire records and dropped
+	// (compactMembers) only outside a Begin–Commit span, so that what Rollback
+	// restores still refers to the right ids.
+	members     []string
+	memberIndex map[string]int32
+}
+
+// memberOf returns member's index, adding it when add is set (0: not known).
+func (p *Partition) memberOf(member string, add bool) int32 {
+	if i, ok := p.memberIndex[member]; ok || !add {
+		return i
+	}
+	if p.memberIndex == nil {
+		p.memberIndex = map[string]int32{}
+		p.members = []string{""}
+	}
+	p.compactMembers()
+	i := int32(len(p.members))
+	p.members = append(p.members, member)
+	p.memberIndex[member] = i
+	return i
+}
+
+// compactMembers drops the member ids no record refers to once there are many of
+// them (members that left), unless a change is being recorded (Begin).
+func (p *Partition) compactMembers() {
+	if len(p.members) < 64 || p.journal.active {
+		return
+	}
+	used := make([]int32, len(p.members))
+	for _, r := range p.recs {
+		if r.state == Acquired {
+			used[r.member] = 1
+		}
+	}
+	live := 0
+	for _, u := range used {
+		live += int(u)
+	}
+	if 2*(live+1) > len(p.members) {
+		return
+	}
+	members := []string{""}
+	clear(p.memberIndex)
+	for i, u := range used {
+		if u != 0 {
+			used[i] = int32(len(members))
+			p.memberIndex[p.members[i]] = used[i]
+			members = append(members, p.members[i])
+		}
+	}
+	for i := range p.recs {
+		if r := &p.recs[i]; r.state == Acquired {
+			r.member = used[r.member]
+		}
+	}
+	p.members = members
 }
 
 // NewPartition returns a partition whose window starts (and ends) at start.
@@ -135,15 +196,25 @@ func (p *Partition) NextFetchOffset() (offset int64, ok bool) {
 	return p.end, len(p.recs) < p.cfg.MaxInFlight
 }
 
+// appendRecord extends the window by one record. A full array is replaced by one of
+// twice the window (at least MaxInFlight): the window slides through it, dropping
+// done records from the front, for as many appends as it holds before it is copied
+// again. Like append, it never writes inside the slice Begin saved.
+func (p *Partition) appendRecord(r record) {
+	if len(p.recs) == cap(p.recs) {
+		grown := make([]record, len(p.recs), max(2*len(p.recs), p.cfg.MaxInFlight, 16))
+		copy(grown, p.recs)
+		p.recs = grown
+	}
+	p.recs = append(p.recs, r)
+}
+
 // madeAvailable notes that offset o became Available.
 func (p *Partition) madeAvailable(o int64) { p.availFrom = min(p.availFrom, o) }
 
-// dropFront removes the first n records of the window.
+// dropFront removes the first n records of the window. Their memory is left as it
+// is (they hold no pointer), so Rollback gets them back by restoring the slice.
 func (p *Partition) dropFront(n int) {
-	for i := range n {
-		p.touch(p.start + int64(i))
-	}
-	clear(p.recs[:n]) // their member strings
 	p.recs = p.recs[n:]
 	p.start += int64(n)
 	p.dirty, p.freed = true, true
@@ -188,27 +259,33 @@ type AcquiredRun struct {
 // [first, last] as read from the log, below highWatermark), up to maxRecords offsets
 // (at least the rest of a batch once started, as Kafka's batch-optimized mode; strict
 // stops at maxRecords exactly). Records whose delivery count would pass the limit are
-// archived instead.
+// archived instead. The window grows by whole batches as well: MaxInFlight is checked
+// where a batch starts, so the last batch taken may pass it (as Kafka acquires to the
+// end of the batch that holds its limit); strict stops at MaxInFlight exactly.
 func (p *Partition) Acquire(member string, batches [][2]int64, highWatermark int64, maxRecords int, strict bool, now time.Time) []AcquiredRun {
 	var out []AcquiredRun
 	taken := 0
+	deadline := now.Add(p.cfg.LockDuration)
+	deadlineNanos := deadline.UnixNano()
+	var m int32
 	for _, b := range batches {
 		if taken >= maxRecords {
 			break
 		}
-		for o := max(b[0], p.start); o <= b[1] && o < highWatermark; o++ {
+		first := max(b[0], p.start)
+		for o := first; o <= b[1] && o < highWatermark; o++ {
 			if strict && taken >= maxRecords {
 				break
 			}
 			if o >= p.end {
-				if len(p.recs) >= p.cfg.MaxInFlight {
+				if len(p.recs) >= p.cfg.MaxInFlight && (strict || o == first) {
 					break
 				}
 				for p.end < o { // offsets the log no longer has (compaction): done
-					p.recs = append(p.recs, record{state: Archived})
+					p.appendRecord(record{state: Archived})
 					p.end++
 				}
-				p.recs = append(p.recs, record{})
+				p.appendRecord(record{})
 				p.end++
 			}
 			r := &p.recs[o-p.start]
@@ -221,10 +298,13 @@ func (p *Partition) Acquire(member string, batches [][2]int64, highWatermark int
 				p.dirty = true
 				continue
 			}
-			r.state, r.member, r.deadline = Acquired, member, now.Add(p.cfg.LockDuration)
+			if m == 0 {
+				m = p.memberOf(member, true)
+			}
+			r.state, r.member, r.deadline = Acquired, m, deadlineNanos
 			r.deliveries++
-			if p.earliest.IsZero() || r.deadline.Before(p.earliest) {
-				p.earliest = r.deadline
+			if p.earliest.IsZero() || deadline.Before(p.earliest) {
+				p.earliest = deadline
 			}
 			taken++
 			if n := len(out); n > 0 && out[n-1].Last == o-1 && out[n-1].DeliveryCount == r.deliveries {
@@ -249,7 +329,7 @@ func (p *Partition) ArchiveUndelivered(first, last, highWatermark int64) {
 			if o > p.end || len(p.recs) >= p.cfg.MaxInFlight {
 				break
 			}
-			p.recs = append(p.recs, record{state: Archived})
+			p.appendRecord(record{state: Archived})
 			p.end++
 			p.dirty = true
 			continue
@@ -270,6 +350,7 @@ func (p *Partition) Acknowledge(member string, first, last int64, types []int8, 
 	if last < first || len(types) != 1 && int64(len(types)) != last-first+1 {
 		return ErrInvalidAck
 	}
+	m, nowNanos := p.memberOf(member, false), now.UnixNano()
 	for o := first; o <= last; o++ {
 		t := types[0]
 		if len(types) > 1 {
@@ -281,7 +362,7 @@ func (p *Partition) Acknowledge(member string, first, last int64, types []int8, 
 		if o < p.start || o >= p.end {
 			return ErrInvalidRecordState
 		}
-		if r := p.recs[o-p.start]; r.state != Acquired || r.member != member || !now.Before(r.deadline) {
+		if r := p.recs[o-p.start]; r.state != Acquired || m == 0 || r.member != m || nowNanos >= r.deadline {
 			return ErrInvalidRecordState
 		}
 	}
@@ -300,10 +381,10 @@ func (p *Partition) Acknowledge(member string, first, last int64, types []int8, 
 		case AckRelease:
 			p.release(o, r)
 		case AckRenew:
-			r.deadline = now.Add(p.cfg.LockDuration)
+			r.deadline = now.Add(p.cfg.LockDuration).UnixNano()
 			continue
 		}
-		r.member, r.deadline = "", time.Time{}
+		r.member, r.deadline = 0, 0
 		p.dirty, p.freed = true, true
 	}
 	p.advance()
@@ -320,7 +401,7 @@ func (p *Partition) release(o int64, r *record) {
 	} else {
 		p.madeAvailable(o)
 	}
-	r.member, r.deadline = "", time.Time{}
+	r.member, r.deadline = 0, 0
 	p.dirty, p.freed = true, true
 }
 
@@ -329,11 +410,12 @@ func (p *Partition) release(o int64, r *record) {
 // most likely never processed (a client closing releases what it fetched and did not
 // hand out) — so that none is archived for the delivery limit here.
 func (p *Partition) ReleaseMember(member string) {
+	m := p.memberOf(member, false)
 	for i := range p.recs {
-		if r := &p.recs[i]; r.state == Acquired && r.member == member {
+		if r := &p.recs[i]; m != 0 && r.state == Acquired && r.member == m {
 			o := p.start + int64(i)
 			p.touch(o)
-			r.state, r.member, r.deadline = Available, "", time.Time{}
+			r.state, r.member, r.deadline = Available, 0, 0
 			r.deliveries = max(r.deliveries-1, 0)
 			p.madeAvailable(o)
 			p.dirty, p.freed = true, true
@@ -346,28 +428,36 @@ func (p *Partition) ReleaseMember(member string) {
 // whether any did.
 func (p *Partition) ExpireLocks(now time.Time) bool {
 	any := false
-	var earliest time.Time
+	nowNanos := now.UnixNano()
+	earliest := int64(0)
 	for i := range p.recs {
 		r := &p.recs[i]
 		if r.state != Acquired {
 			continue
 		}
-		if !now.Before(r.deadline) {
+		if nowNanos >= r.deadline {
 			p.release(p.start+int64(i), r)
 			any = true
-		} else if earliest.IsZero() || r.deadline.Before(earliest) {
+		} else if earliest == 0 || r.deadline < earliest {
 			earliest = r.deadline
 		}
 	}
-	p.earliest = earliest
+	p.earliest = time.Time{}
+	if earliest != 0 {
+		p.earliest = time.Unix(0, earliest)
+	}
 	p.advance()
 	return any
 }
 
 // Holds reports whether member has acquired records in the window.
 func (p *Partition) Holds(member string) bool {
+	m := p.memberOf(member, false)
+	if m == 0 {
+		return false
+	}
 	for _, r := range p.recs {
-		if r.state == Acquired && r.member == member {
+		if r.state == Acquired && r.member == m {
 			return true
 		}
 	}

@@ -166,3 +166,28 @@ func TestPartitionReleaseMemberLowersDeliveryCount(t *testing.T) {
 		t.Fatalf("after the member left: %v, want offset 0 at delivery 3", a)
 	}
 }
+
+// TestPartitionInFlightLimitWholeBatches: the window grows by whole batches — the
+// batch that reaches MaxInFlight is taken to its end, as Kafka does — and no batch is
+// started once the window is full; strict mode stops at MaxInFlight exactly.
+func TestPartitionInFlightLimitWholeBatches(t *testing.T) {
+	var batches [][2]int64
+	for o := int64(0); o < 300; o += 30 {
+		batches = append(batches, [2]int64{o, o + 29})
+	}
+	p := NewPartition(testCfg(), 0) // MaxInFlight 100
+	a := p.Acquire("a", batches, 300, 1000, false, t0)
+	if len(a) != 1 || a[0] != (AcquiredRun{0, 119, 1}) {
+		t.Fatalf("a acquired %v, want [0, 119]: four whole batches", a)
+	}
+	if _, ok := p.NextFetchOffset(); ok {
+		t.Fatal("the window is full, yet NextFetchOffset offers an offset")
+	}
+	if b := p.Acquire("b", batches[4:], 300, 1000, false, t0); len(b) != 0 {
+		t.Fatalf("b acquired %v from a full window", b)
+	}
+	strict := NewPartition(testCfg(), 0)
+	if s := strict.Acquire("a", batches, 300, 1000, true, t0); len(s) != 1 || s[0] != (AcquiredRun{0, 99, 1}) {
+		t.Fatalf("strict acquired %v, want [0, 99]", s)
+	}
+}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,7 +25,12 @@ const heartbeat = 250 * time.Millisecond
 
 func startBroker(b *testing.B, extra ...string) *testutil.Broker {
 	b.Helper()
-	return testutil.StartBroker(b, append([]string{
+	return testutil.StartBroker(b, append(brokerOverrides(), extra...)...)
+}
+
+// brokerOverrides are the properties every benchmark's broker runs with.
+func brokerOverrides() []string {
+	return []string{
 		"group.initial.rebalance.delay.ms=0",
 		"offsets.topic.num.partitions=4",
 		"group.consumer.min.heartbeat.interval.ms=50",
@@ -32,7 +39,7 @@ func startBroker(b *testing.B, extra ...string) *testutil.Broker {
 		"group.consumer.session.timeout.ms=10000",
 		"group.share.heartbeat.interval.ms=1000",
 		"log.flush.interval.messages=9223372036854775807",
-	}, extra...)...)
+	}
 }
 
 func admin(b *testing.B, br *testutil.Broker) (*kgo.Client, *kadm.Client) {
@@ -278,6 +285,7 @@ func classicRate(b *testing.B, br *testutil.Broker, topic, group string, n int) 
 		b.Fatal(err)
 	}
 	defer cl.Close()
+	client0, broker0 := processCPU(b), cpuTicks(b, br.Pid())
 	var start time.Time
 	got := 0
 	for got < n {
@@ -287,7 +295,10 @@ func classicRate(b *testing.B, br *testutil.Broker, topic, group string, n int) 
 		}
 		got += fs.NumRecords()
 	}
-	return float64(n) / time.Since(start).Seconds()
+	elapsed := time.Since(start)
+	b.Logf("classic: client CPU %.2f µs/record, broker CPU %.2f µs/record, load %s",
+		1e6*(processCPU(b)-client0)/float64(n), 1e4*float64(cpuTicks(b, br.Pid())-broker0)/float64(n), loadavg())
+	return float64(n) / elapsed.Seconds()
 }
 
 // shareRate reads n records of partition 0 with four share consumers, each record
@@ -304,9 +315,18 @@ func shareRate(b *testing.B, br *testutil.Broker, raw *kgo.Client, topic, group 
 	var got atomic.Int64
 	var first atomic.Int64
 	done := make(chan struct{})
+	client0, broker0 := processCPU(b), cpuTicks(b, br.Pid())
 	var clients []*kgo.Client
+	hook := &shareFetchHook{}
 	for range 4 {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(br.Addr), kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.ShareMaxRecords(int32(maxRecords)))
+		var cl *kgo.Client
+		var err error
+		// The share consumers' goroutines carry the label phase=share (for
+		// `go tool pprof -tagfocus phase=share` of a -cpuprofile).
+		pprof.Do(context.Background(), pprof.Labels("phase", "share"), func(context.Context) {
+			cl, err = kgo.NewClient(kgo.SeedBrokers(br.Addr), kgo.ShareGroup(group), kgo.ConsumeTopics(topic),
+				kgo.ShareMaxRecords(int32(maxRecords)), kgo.WithHooks(hook))
+		})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -335,10 +355,54 @@ func shareRate(b *testing.B, br *testutil.Broker, raw *kgo.Client, topic, group 
 		b.Fatalf("share consumers read %d of %d records in 5 minutes", got.Load(), n)
 	}
 	elapsed := time.Since(time.Unix(0, first.Load()))
+	clientCPU, brokerCPU := processCPU(b)-client0, float64(cpuTicks(b, br.Pid())-broker0)/100
 	for _, cl := range clients {
 		cl.Close()
 	}
+	reqs := hook.requests.Load()
+	b.Logf("share: %d ShareFetch requests (%.0f records, %.0f bytes each, %d without records, %.2f ms round trip, %d over 10 ms), client CPU %.2f µs/record, broker CPU %.2f µs/record, load %s",
+		reqs, float64(n)/float64(max(reqs, 1)), float64(hook.bytes.Load())/float64(max(reqs, 1)), hook.empty.Load(), float64(hook.nanos.Load())/1e6/float64(max(reqs, 1)), hook.slow.Load(),
+		1e6*clientCPU/float64(n), 1e6*brokerCPU/float64(n), loadavg())
 	return float64(n) / elapsed.Seconds()
+}
+
+// shareFetchHook counts the ShareFetch round trips, those whose response carried no
+// records (under 256 bytes), their response bytes and their time from the request's
+// write to the end of the response's read.
+type shareFetchHook struct {
+	requests, empty atomic.Int64
+	bytes, nanos    atomic.Int64
+	slow            atomic.Int64 // round trips over 10 ms
+}
+
+func (h *shareFetchHook) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
+	if key != int16(kmsg.ShareFetch) || e2e.Err() != nil {
+		return
+	}
+	h.requests.Add(1)
+	h.bytes.Add(int64(e2e.BytesRead))
+	if e2e.BytesRead < 256 {
+		h.empty.Add(1)
+	}
+	h.nanos.Add(int64(e2e.DurationE2E()))
+	if e2e.DurationE2E() > 10*time.Millisecond {
+		h.slow.Add(1)
+	}
+}
+
+// processCPU is this process's user+system CPU time in seconds.
+func processCPU(b *testing.B) float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// loadavg is the machine's 1-minute load average.
+func loadavg() string {
+	data, _ := os.ReadFile("/proc/loadavg")
+	return strings.Fields(string(data) + " ?")[0]
 }
 
 // envInt reads a positive integer from the environment, def when unset.
@@ -353,11 +417,21 @@ func envInt(name string, def int) int {
 // partition of 100-byte records. PERF_SHARE_RECORDS records (default 300,000); each
 // share consumer asks for PERF_SHARE_MAX_RECORDS records a fetch (default 500, the
 // Java client's max.poll.records); the broker allows PERF_SHARE_LOCKS records in
-// flight (group.share.partition.max.record.locks, default 2000).
+// flight (group.share.partition.max.record.locks, default 2000). Each phase logs the
+// CPU per record of this process (the clients) and of the broker, and the share
+// phase its ShareFetch round trips; with PERF_BROKER_CPUPROFILE=FILE the broker
+// writes a CPU profile of its whole run to FILE.N (N: b.N of that run), and the
+// share consumers' goroutines carry the pprof label phase=share.
 func BenchmarkShareConsume(b *testing.B) {
 	n := envInt("PERF_SHARE_RECORDS", 300_000)
 	maxRecords := envInt("PERF_SHARE_MAX_RECORDS", 500)
-	br := startBroker(b, "group.share.partition.max.record.locks="+strconv.Itoa(envInt("PERF_SHARE_LOCKS", 2000)))
+	var args []string
+	if path := os.Getenv("PERF_BROKER_CPUPROFILE"); path != "" {
+		// Written when the broker stops; one file per run of the function.
+		args = append(args, "--cpuprofile", fmt.Sprintf("%s.%d", path, b.N))
+	}
+	br := testutil.StartBrokerArgs(b, args, append(brokerOverrides(),
+		"group.share.partition.max.record.locks="+strconv.Itoa(envInt("PERF_SHARE_LOCKS", 2000)))...)
 	raw, adm := admin(b, br)
 	createTopic(b, adm, "share-rate", 1)
 	produce100(b, br, "share-rate", n)
