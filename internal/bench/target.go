@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Names --against accepts besides an address.
@@ -124,25 +125,45 @@ func createTopic(ctx context.Context, brokers []string, topic string, partitions
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("bench: create topic %q: %w", topic, err)
 	}
-	return waitTopicReady(ctx, adm, topic, partitions)
+	return waitTopicReady(ctx, cl, topic, partitions)
 }
 
-// waitTopicReady waits until metadata shows topic with partitions partitions, each
-// with a leader.
-func waitTopicReady(ctx context.Context, adm *kadm.Client, topic string, partitions int32) error {
+// waitTopicReady waits until every broker's metadata shows topic with partitions
+// partitions, each with a leader and every replica in sync: a leader that has not
+// yet learned it leads would refuse the first records, and the client's retries
+// would make the start of the run (and its latencies) about that, not the broker.
+func waitTopicReady(ctx context.Context, cl *kgo.Client, topic string, partitions int32) error {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	ready := func(resp *kmsg.MetadataResponse) bool {
+		for _, t := range resp.Topics {
+			if t.Topic == nil || *t.Topic != topic || t.ErrorCode != 0 || int32(len(t.Partitions)) < partitions {
+				continue
+			}
+			for _, p := range t.Partitions {
+				if p.Leader < 0 || p.ErrorCode != 0 || len(p.ISR) < len(p.Replicas) {
+					return false
+				}
+			}
+			return true
+		}
+		return false
+	}
 	for {
-		md, err := adm.Metadata(ctx, topic)
-		if err == nil {
-			if td, ok := md.Topics[topic]; ok && td.Err == nil && int32(len(td.Partitions)) >= partitions {
-				ready := true
-				for _, p := range td.Partitions {
-					if p.Leader < 0 || p.Err != nil {
-						ready = false
-					}
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil && ready(resp) {
+			all := true
+			for _, b := range resp.Brokers {
+				r, err := cl.Broker(int(b.NodeID)).Request(ctx, req)
+				if err != nil || !ready(r.(*kmsg.MetadataResponse)) {
+					all = false
+					break
 				}
-				if ready {
-					return nil
-				}
+			}
+			if all {
+				return nil
 			}
 		}
 		select {
