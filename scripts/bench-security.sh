@@ -42,6 +42,7 @@ prime() {
   sync
   dd if=/dev/zero of=data/.prime bs=1M count=$((N * 11 / 10 / 1000)) status=none
   rm -f data/.prime
+  sync # the scratch file's writeback and freed blocks, or they stall the run that follows
 }
 ROUNDS=${ROUNDS:-5}
 for round in $(seq $ROUNDS); do

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -135,6 +136,8 @@ type suiteRun struct {
 	res      *SuiteResult
 	samsa    []string
 	runID    string
+	// deferredDeletes: the broker was seen keeping deleted topics' files (noted once).
+	deferredDeletes bool
 }
 
 func (s *suiteRun) note(format string, args ...any) {
@@ -154,7 +157,8 @@ func (s *suiteRun) flush() {
 }
 
 // prepare readies the machine for a measured run that moves about n bytes: dirty
-// pages are written back (flush), then the page cache is primed unless --no-prime.
+// pages are written back (flush), then the page cache is primed unless --no-prime,
+// and what the priming left to the file system is written back too.
 //
 // Priming writes a scratch file of n bytes (plus a tenth) into --dir and deletes it.
 // This VM hands freed memory back to its host (virtio-balloon free page reporting),
@@ -171,6 +175,11 @@ func (s *suiteRun) prepare(n int64) {
 	if err := primePageCache(s.cfg.dir, n+n/10); err != nil {
 		s.note("priming the page cache: %v", err)
 	}
+	// Once more after the scratch file is gone: its writeback, started while it was
+	// written, and the release of its blocks are the file system's work too, and left
+	// to run they stalled every broker's writes for 0.3–1 s a second or two into the
+	// run that followed.
+	s.flush()
 }
 
 // primePageCache writes n bytes to a scratch file in dir and removes it.
@@ -272,11 +281,49 @@ func lastLine(text string) string {
 // pages back. Every measured run also starts with flushDirtyPages: on this machine
 // page-cache writes slow down long before the ~2 GB dirty limit throttles them, so
 // each run, the limits included, starts from a page cache without dirty pages.
+//
+// The broker removes a deleted topic's files after log.segment.delete.delay.ms; left
+// to happen in a later run, that removal (with ext4's discard, seconds of block
+// freeing) stalled the later run's writes for hundreds of milliseconds. So, when
+// --dir is the broker's log directory, dropTopic waits for the files to be gone, and
+// says once that the broker should run with log.segment.delete.delay.ms=0 when they
+// are still there after a few seconds.
 func (s *suiteRun) dropTopic(topic string) {
 	if err := deleteTopic(s.ctx, s.samsa, topic); err != nil {
 		s.note("deleting %s on Samsa (to free page cache): %v", topic, err)
 	}
+	if left := waitTopicFilesGone(s.cfg.dir, topic, 5*time.Second); left != "" && !s.deferredDeletes {
+		s.deferredDeletes = true
+		s.note("the files of deleted topics stay in %s for a while (%s): their removal will fall into later runs; "+
+			"start the broker with --override log.segment.delete.delay.ms=0", s.cfg.dir, left)
+	}
 	s.flush()
+}
+
+// waitTopicFilesGone waits up to d until dir holds no partition directory of topic
+// (<topic>-<n>, or renamed for removal: <topic>-<n>.<id>-delete), and returns one
+// still there ("" when none).
+func waitTopicFilesGone(dir, topic string, d time.Duration) string {
+	deadline := time.Now().Add(d)
+	for {
+		left := ""
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			rest, ok := strings.CutPrefix(e.Name(), topic+"-")
+			if !ok {
+				continue
+			}
+			n, _, _ := strings.Cut(rest, ".")
+			if _, err := strconv.Atoi(n); err == nil {
+				left = e.Name()
+				break
+			}
+		}
+		if left == "" || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func (s *suiteRun) baseProduce(topic string, recordSize int, records int64) produceConfig {
@@ -659,7 +706,9 @@ against a null broker of the same shape, with the broker's CPU per MB, GC share 
 peak memory when --broker-metrics names its metrics.listener. It writes a markdown
 report with every ratio next to its target.
 One repetition writes about 2.3 GB (and primes the page cache with as much again);
---quick is a smoke run of a few seconds.`,
+--quick is a smoke run of a few seconds. Give --dir the broker's log directory and
+start the broker with log.segment.delete.delay.ms=0: the suite then waits for each
+deleted topic's files to go, instead of letting their removal stall a later run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := signalContext(cmd)
