@@ -413,7 +413,7 @@ var coreProperties = []property{
 		doc: "Bytes a follower asks for in one fetch over all its partitions."}.
 		bind(i32(func(b *Broker) *int32 { return &b.ReplicaFetchResponseMaxBytes })),
 	property{name: "replica.fetch.backoff.ms", spec: atLeast(TypeInt, 0), def: "1000",
-		doc: "How long a follower waits after a failed fetch before fetching from that leader again."}.
+		doc: "The longest a follower waits after failed fetches of a partition before fetching it again: 25 ms after a first failure, doubling with each failure in a row up to this."}.
 		bind(i32(func(b *Broker) *int32 { return &b.ReplicaFetchBackoffMs })),
 	property{name: "replica.socket.timeout.ms", spec: anyOf(TypeInt), def: "30000",
 		doc: "A follower's fetch with no answer for this long (beyond replica.fetch.wait.max.ms) breaks its connection."}.

@@ -187,11 +187,19 @@ type fetcher struct {
 }
 
 // fetchState is a followed partition: the leader epoch it is fetched in, and when it
-// may be fetched again after an error.
+// may be fetched again after errors (failures in a row).
 type fetchState struct {
 	epoch      int32
 	retryAfter time.Time
+	failures   int
 }
+
+// firstFetchBackoff is the wait after a partition's first failed fetch; it doubles
+// with each failure in a row up to replica.fetch.backoff.ms. Most failures last
+// milliseconds — a leader that has not applied the metadata making it leader yet
+// answers its followers' first fetches NOT_LEADER_OR_FOLLOWER — and a full second
+// of backoff then held the high watermark, and every acks=all produce, for a second.
+const firstFetchBackoff = 25 * time.Millisecond
 
 func newFetcher(cfg FetcherConfig, leader int32) *fetcher {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -328,14 +336,29 @@ type fetchKey struct {
 	partition int32
 }
 
-// backoff delays the next fetch of parts.
+// backoff delays the next fetch of parts: firstFetchBackoff after a first failure,
+// doubling with each failure in a row, at most replica.fetch.backoff.ms.
 func (f *fetcher) backoff(parts map[fetchKey]*Partition) {
-	until := f.cfg.Clock.Now().Add(f.cfg.Backoff)
+	now := f.cfg.Clock.Now()
 	f.mu.Lock()
 	for _, p := range parts {
 		if st := f.mu.parts[p]; st != nil {
-			st.retryAfter = until
+			st.failures++
+			d := f.cfg.Backoff
+			if shift := st.failures - 1; shift < 16 {
+				d = min(d, firstFetchBackoff<<shift)
+			}
+			st.retryAfter = now.Add(d)
 		}
+	}
+	f.mu.Unlock()
+}
+
+// succeeded ends p's run of failures.
+func (f *fetcher) succeeded(p *Partition) {
+	f.mu.Lock()
+	if st := f.mu.parts[p]; st != nil {
+		st.failures = 0
 	}
 	f.mu.Unlock()
 }
@@ -359,7 +382,9 @@ func (f *fetcher) apply(parts map[fetchKey]*Partition, results []FetchResult) {
 				}
 			}
 			f.backoff(map[fetchKey]*Partition{{p.Topic, p.Index}: p})
+			continue
 		}
+		f.succeeded(p)
 	}
 }
 

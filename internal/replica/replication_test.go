@@ -448,3 +448,24 @@ func TestHighWatermarkBehindNewEpoch(t *testing.T) {
 		t.Fatalf("after the follower's fetch at 5: high watermark %d, %v", n.p.HighWatermark(), err)
 	}
 }
+
+// TestFollowerRetriesQuicklyWhileTheLeaderCatchesUp: a follower that learns of a new
+// leadership before the leader does has its first fetches refused (the leader does
+// not lead yet). It fetches again within milliseconds — the backoff starts small and
+// doubles — not after replica.fetch.backoff.ms, which would hold the high watermark,
+// and every acks=all produce, for that long.
+func TestFollowerRetriesQuicklyWhileTheLeaderCatchesUp(t *testing.T) {
+	c := &cluster{nodes: map[int32]*node{1: newNode(t, 1), 2: newNode(t, 2)}, clock: clock.NewFake(time.Unix(1_700_000_000, 0))}
+	follower := NewFetcherManager(FetcherConfig{LocalNode: 2, Dial: c.Dial, MaxWait: 50 * time.Millisecond, MinBytes: 1,
+		MaxBytes: 10 << 20, PartitionMaxBytes: 1 << 20, Backoff: time.Minute})
+	t.Cleanup(follower.Close)
+	s := State{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
+	ch := c.nodes[2].apply(t, s, c.clock.Now())
+	follower.Follow(c.nodes[2].p, ch.Leader, ch.Epoch)
+	time.Sleep(100 * time.Millisecond) // fetches refused meanwhile: node 1 does not lead yet
+	c.nodes[1].apply(t, s, c.clock.Now())
+	if _, err := c.nodes[1].p.AppendAsLeader(batch(t, 3), true, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the follower to copy the leader's first batch", func() bool { return c.nodes[2].p.Log.LogEndOffset() == 3 })
+}
