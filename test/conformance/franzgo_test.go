@@ -83,7 +83,7 @@ func runFranzGoTests(t *testing.T, tests []string, records int, overrides ...str
 	)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("franz-go's tests failed: %v\n%s", err, tail(string(out), 80))
+		t.Fatalf("franz-go's tests failed: %v\n%s\nlast lines:\n%s", err, failureLines(string(out)), tail(string(out), 40))
 	}
 	for _, name := range tests {
 		if !regexp.MustCompile(`(?m)^--- PASS: ` + name + ` `).Match(out) {
@@ -94,4 +94,23 @@ func runFranzGoTests(t *testing.T, tests []string, records int, overrides ...str
 		t.Errorf("franz-go's tests skipped: %s", skipped)
 	}
 	t.Logf("franz-go's tests:\n%s", strings.Join(regexp.MustCompile(`(?m)^\s*--- (PASS|FAIL).*$`).FindAllString(string(out), -1), "\n"))
+}
+
+// testMessage is a line a test logged (t.Log, t.Error): "name_test.go:123: …".
+var testMessage = regexp.MustCompile(`^\w+_test\.go:\d+: `)
+
+// failureLines picks what says why franz-go's tests failed out of their whole output:
+// the FAIL lines and the tests' own messages (file:line), without the clean-up logs.
+func failureLines(out string) string {
+	var keep []string
+	for _, line := range strings.Split(out, "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case strings.Contains(trimmed, ": deleting "):
+		case strings.HasPrefix(trimmed, "--- FAIL"), strings.HasPrefix(trimmed, "panic:"),
+			testMessage.MatchString(trimmed):
+			keep = append(keep, line)
+		}
+	}
+	return strings.Join(keep, "\n")
 }
