@@ -181,8 +181,8 @@ func (o *Observer) StopErr() error {
 }
 
 func (o *Observer) stoppedErr() error {
-	if e := o.err.Load(); e != nil {
-		return *e
+	if err := o.StopErr(); err != nil {
+		return err
 	}
 	return ErrClosed
 }

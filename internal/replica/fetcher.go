@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/samsa-streaming/samsa/internal/clock"
@@ -191,7 +192,9 @@ type fetcher struct {
 type fetchState struct {
 	epoch      int32
 	retryAfter time.Time
-	failures   int
+	// failures is written under fetcher.mu (backoff) and reset after a success
+	// without it (apply), so that a fetch that went well takes no lock for it.
+	failures atomic.Int32
 }
 
 // firstFetchBackoff is the wait after a partition's first failed fetch; it doubles
@@ -227,14 +230,11 @@ func (f *fetcher) remove(p *Partition) {
 	f.mu.Unlock()
 }
 
-// epochOf returns the leader epoch p is fetched in, -1 when not followed here.
-func (f *fetcher) epochOf(p *Partition) int32 {
+// stateOf returns p's fetch state, nil when p is not followed here.
+func (f *fetcher) stateOf(p *Partition) *fetchState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if st := f.mu.parts[p]; st != nil {
-		return st.epoch
-	}
-	return -1
+	return f.mu.parts[p]
 }
 
 func (f *fetcher) has(p *Partition) bool {
@@ -343,22 +343,12 @@ func (f *fetcher) backoff(parts map[fetchKey]*Partition) {
 	f.mu.Lock()
 	for _, p := range parts {
 		if st := f.mu.parts[p]; st != nil {
-			st.failures++
 			d := f.cfg.Backoff
-			if shift := st.failures - 1; shift < 16 {
+			if shift := st.failures.Add(1) - 1; shift < 16 {
 				d = min(d, firstFetchBackoff<<shift)
 			}
 			st.retryAfter = now.Add(d)
 		}
-	}
-	f.mu.Unlock()
-}
-
-// succeeded ends p's run of failures.
-func (f *fetcher) succeeded(p *Partition) {
-	f.mu.Lock()
-	if st := f.mu.parts[p]; st != nil {
-		st.failures = 0
 	}
 	f.mu.Unlock()
 }
@@ -369,7 +359,11 @@ func (f *fetcher) apply(parts map[fetchKey]*Partition, results []FetchResult) {
 	for i := range results {
 		r := &results[i]
 		p := parts[fetchKey{r.Topic, r.Partition}]
-		if p == nil || f.epochOf(p) != p.LeaderEpoch() || p.IsLeader() {
+		var st *fetchState
+		if p != nil {
+			st = f.stateOf(p)
+		}
+		if st == nil || st.epoch != p.LeaderEpoch() || p.IsLeader() {
 			continue // no longer followed from here, or in another epoch since the request
 		}
 		if err := f.applyOne(p, r); err != nil {
@@ -384,7 +378,9 @@ func (f *fetcher) apply(parts map[fetchKey]*Partition, results []FetchResult) {
 			f.backoff(map[fetchKey]*Partition{{p.Topic, p.Index}: p})
 			continue
 		}
-		f.succeeded(p)
+		if st.failures.Load() != 0 {
+			st.failures.Store(0)
+		}
 	}
 }
 
