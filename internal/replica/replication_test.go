@@ -255,10 +255,10 @@ func TestISRShrinksAndExpands(t *testing.T) {
 	}
 }
 
-// TestDivergentTailIsTruncated: a former leader holding records the new leader never
-// got (written in its epoch, never replicated) cuts them off before it follows, then
-// copies the new leader's log: both end up identical.
-func TestDivergentTailIsTruncated(t *testing.T) {
+// replicatedThenCut starts nodes 1 (leader in epoch 1) and 2 (follower), waits for
+// node 2 to copy a first batch of 3 records, then stops node 2 fetching.
+func replicatedThenCut(t *testing.T) (*cluster, map[int32]*FetcherManager, *Partition, *Partition) {
+	t.Helper()
 	c, managers := newCluster(t, 1, 2)
 	a, b := c.nodes[1].p, c.nodes[2].p
 	s := State{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
@@ -267,14 +267,22 @@ func TestDivergentTailIsTruncated(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "node 2 to copy the first batch", func() bool { return b.Log.LogEndOffset() == 3 })
-	managers[2].Unfollow(b) // cut off: what node 1 writes now stays its own
+	managers[2].Unfollow(b)
+	return c, managers, a, b
+}
+
+// TestDivergentTailIsTruncated: a former leader holding records the new leader never
+// got (written in its epoch, never replicated) cuts them off before it follows, then
+// copies the new leader's log: both end up identical.
+func TestDivergentTailIsTruncated(t *testing.T) {
+	c, managers, a, b := replicatedThenCut(t) // what node 1 writes now stays its own
 	for range 2 {
 		if _, err := a.AppendAsLeader(batch(t, 5), false, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Node 2 becomes leader in epoch 2 and writes other records; node 1 follows it.
-	s = State{Leader: 2, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{2}}
+	s := State{Leader: 2, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{2}}
 	c.applyAll(t, managers, s)
 	if _, err := b.AppendAsLeader(batch(t, 7), false, time.Now()); err != nil {
 		t.Fatal(err)
@@ -295,15 +303,7 @@ func TestDivergentTailIsTruncated(t *testing.T) {
 // has that epoch as its latest; following the next leader, which never had it, it
 // drops the epoch when told its fetches diverge, and then copies the leader's log.
 func TestFollowerDropsAnEpochItLedWithoutAppending(t *testing.T) {
-	c, managers := newCluster(t, 1, 2)
-	a, b := c.nodes[1].p, c.nodes[2].p
-	s := State{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
-	c.applyAll(t, managers, s)
-	if _, err := a.AppendAsLeader(batch(t, 3), true, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "node 2 to copy the first batch", func() bool { return b.Log.LogEndOffset() == 3 })
-	managers[2].Unfollow(b) // node 2 is down; node 1 writes on
+	c, managers, a, b := replicatedThenCut(t) // node 2 is down; node 1 writes on
 	if _, err := a.AppendAsLeader(batch(t, 5), false, time.Now()); err != nil {
 		t.Fatal(err)
 	}

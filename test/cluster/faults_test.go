@@ -44,6 +44,26 @@ func waitLeadersOtherThan(t *testing.T, cl *nodeClient, topic string, partitions
 	}
 }
 
+// outlastLostNode follows a cluster through the loss of node victim at fault (it
+// stopped on a fault, or was killed): every partition of topic gets another leader
+// and gone more records are acknowledged, the unavailability is logged; then the
+// fault is repaired (repair, when set), the node starts again, every replica is
+// back in sync and back more records are acknowledged.
+func outlastLostNode(t *testing.T, c *testutil.Cluster, l *load, cl *nodeClient, topic string, partitions, victim int32,
+	what string, fault time.Time, led []int32, gone, back int, repair func()) {
+	t.Helper()
+	waitLeadersOtherThan(t, cl, topic, partitions, victim)
+	l.waitAcks(t, gone, "writes going on without node "+fmt.Sprint(victim))
+	t.Logf("%s: writes went on %.1f s after it", what, time.Since(fault).Seconds())
+	logUnavailability(t, l, what, fault, led)
+	if repair != nil {
+		repair()
+	}
+	c.StartAgain(t, victim)
+	waitFullISR(t, cl, topic, partitions, 60*time.Second)
+	l.waitAcks(t, back, "writes with node "+fmt.Sprint(victim)+" back")
+}
+
 // logUnavailability waits until every partition has acknowledged a record again,
 // then logs how long acknowledgements stopped, after fault, in the partitions the
 // fault hit (the longest of them) and in the others.
@@ -310,14 +330,7 @@ func TestDiskFailure(t *testing.T) {
 			"every log directory has failed")
 		t.Logf("%s %d of %s-%d stopped %v after its disk fault: %v", role, victim, topic, partition, time.Since(fault).Round(time.Millisecond), exitErr)
 		admin = clientExcept(t, c, victim)
-		waitLeadersOtherThan(t, admin, topic, partitions, victim)
-		l.waitAcks(t, 1000, "writes going on without node "+fmt.Sprint(victim))
-		logUnavailability(t, l, fmt.Sprintf("disk fault on %s %d", role, victim), fault, led)
-
-		repair()
-		c.StartAgain(t, victim)
-		waitFullISR(t, admin, topic, partitions, 60*time.Second)
-		l.waitAcks(t, 500, "writes with the repaired node back")
+		outlastLostNode(t, c, l, admin, topic, partitions, victim, fmt.Sprintf("disk fault on %s %d", role, victim), fault, led, 1000, 500, repair)
 	}
 	h := l.stop(t)
 	h.check(t, c, topic)
@@ -349,14 +362,7 @@ func TestMetadataDiskFailure(t *testing.T) {
 	led := ledBy(t, survivor, topic, victim)
 	exitErr := waitStopped(t, c, victim, "its metadata log failed", "the metadata log in")
 	t.Logf("node %d stopped %v after its metadata log failed: %v", victim, time.Since(fault).Round(time.Millisecond), exitErr)
-	waitLeadersOtherThan(t, survivor, topic, partitions, victim)
-	l.waitAcks(t, 1000, "writes going on without node "+fmt.Sprint(victim))
-	logUnavailability(t, l, fmt.Sprintf("metadata disk fault on node %d", victim), fault, led)
-
-	repair()
-	c.StartAgain(t, victim)
-	waitFullISR(t, survivor, topic, partitions, 60*time.Second)
-	l.waitAcks(t, 500, "writes with the repaired node back")
+	outlastLostNode(t, c, l, survivor, topic, partitions, victim, fmt.Sprintf("metadata disk fault on node %d", victim), fault, led, 1000, 500, repair)
 	h := l.stop(t)
 	h.check(t, c, topic)
 	inv.check()

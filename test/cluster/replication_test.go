@@ -111,16 +111,7 @@ func TestReplicationKillLeadersUnderLoad(t *testing.T) {
 		killed := time.Now()
 		c.Node(victim).Kill()
 		survivor := clientExcept(t, c, victim)
-		for p := range int32(partitions) {
-			waitPartition(t, survivor, topic, p, 30*time.Second, fmt.Sprintf("a leader other than %d", victim),
-				func(m kmsg.MetadataResponseTopicPartition) bool { return m.Leader >= 0 && m.Leader != victim })
-		}
-		l.waitAcks(t, 2000, "writes going on with the node down")
-		t.Logf("round %d: writes continued %.1f s after the kill", round, time.Since(killed).Seconds())
-		logUnavailability(t, l, fmt.Sprintf("round %d: kill -9 of node %d", round, victim), killed, led)
-		c.StartAgain(t, victim)
-		waitFullISR(t, survivor, topic, partitions, 60*time.Second)
-		l.waitAcks(t, 1000, "writes after the node came back")
+		outlastLostNode(t, c, l, survivor, topic, partitions, victim, fmt.Sprintf("round %d: kill -9 of node %d", round, victim), killed, led, 2000, 1000, nil)
 	}
 	h := l.stop(t)
 	h.check(t, c, topic)
