@@ -175,6 +175,11 @@ func serve(configFile string, overrides []string, logLevel string, addScram []st
 	go func() { started <- brk.Start(startCtx) }()
 	select {
 	case err = <-started:
+	case err := <-brk.Failed():
+		// A disk or the metadata log failed while the node started (its start would
+		// wait for ever for what it cannot get): it stops at once, as below.
+		cancelStart()
+		return fmt.Errorf("stopping at once: %w", err)
 	case sig := <-sigs:
 		logger.Info("shutting down before the node was ready", "signal", sig.String())
 		cancelStart()

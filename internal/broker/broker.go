@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -271,6 +272,9 @@ func (b *Broker) Start(ctx context.Context) error {
 		err = b.controller.Start(ctx)
 	} else {
 		err = b.observer.Start(ctx)
+	}
+	if pathErr := (*fs.PathError)(nil); errors.As(err, &pathErr) {
+		return fmt.Errorf("start metadata quorum: %w; repair or free the disk of %s and restart", err, b.cfg.LogDirs[0])
 	}
 	if err != nil {
 		return fmt.Errorf("start metadata quorum: %w", err)

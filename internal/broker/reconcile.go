@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -71,6 +73,7 @@ func (b *Broker) reconcile(img *metadata.Image) {
 		log, err := b.logs.GetOrCreate(l.topic.Name, l.part.Partition, [16]byte(l.topic.ID), l.logCfg)
 		if err != nil {
 			b.logger.Error("cannot open partition log", "topic", l.topic.Name, "partition", l.part.Partition, "err", err)
+			b.openFailed(err)
 			return
 		}
 		b.replicas.Put(replica.NewPartition(l.topic.Name, l.part.Partition, [16]byte(l.topic.ID), log, b.nodeID))
@@ -119,13 +122,35 @@ func (b *Broker) storageFailed(p *replica.Partition, err error) {
 	if errorCode(err) != kerr.KafkaStorageError.Code || errors.Is(err, replica.ErrOffline) || errors.Is(err, storage.ErrNoSpace) {
 		return
 	}
-	dir := filepath.Dir(p.Log.Dir())
+	p.SetOffline()
+	b.dirFailed(filepath.Dir(p.Log.Dir()), err)
+}
+
+// openFailed takes offline the log directory in which a partition's log could not be
+// opened or created on an I/O error (at start-up: the disk failed while the node was
+// down), as Kafka takes offline a directory whose logs fail to load; a full disk
+// (ENOSPC) leaves it online, as for appends.
+func (b *Broker) openFailed(err error) {
+	var pathErr *fs.PathError
+	if !errors.As(err, &pathErr) || errors.Is(err, syscall.ENOSPC) {
+		return
+	}
+	for _, dir := range b.cfg.LogDirs {
+		if rel, rerr := filepath.Rel(dir, pathErr.Path); rerr == nil && filepath.IsLocal(rel) {
+			b.dirFailed(dir, err)
+			return
+		}
+	}
+}
+
+// dirFailed takes log directory dir offline after err: its partitions answer
+// KAFKA_STORAGE_ERROR; when it was the last one online the node stops (fail).
+func (b *Broker) dirFailed(dir string, err error) {
 	for _, k := range b.logs.MarkOffline(dir, err) {
 		if rp := b.replicas.Get(k.Topic, k.Partition); rp != nil {
 			rp.SetOffline()
 		}
 	}
-	p.SetOffline()
 	if b.logs.AllOffline() {
 		b.fail(fmt.Errorf("every log directory has failed (log.dirs=%s), the last %s: %w; repair or replace the disk and restart",
 			strings.Join(b.cfg.LogDirs, ","), dir, err))

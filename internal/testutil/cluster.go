@@ -244,6 +244,11 @@ func (c *Cluster) StartAgain(t testing.TB, id int32) {
 	}
 }
 
+// TryStartAgain starts node id again and returns why it did not become ready: the
+// process exited first (the error holds its log) or took longer than 30 s (it is
+// killed). Nil once it is ready.
+func (c *Cluster) TryStartAgain(id int32) error { return c.nodes[id].tryStart() }
+
 // StopAll stops every node concurrently with SIGTERM and returns their exit
 // errors joined.
 func (c *Cluster) StopAll() error {

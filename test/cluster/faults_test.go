@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -306,8 +307,11 @@ func waitStopped(t *testing.T, c *testutil.Cluster, node int32, what, says strin
 // node stops at once (exit code 1, naming the directory) instead of answering
 // KAFKA_STORAGE_ERROR until someone restarts it; its session expires, in-sync
 // replicas lead and writes go on. Repaired and started again, the node catches up and
-// rejoins the ISR, and every acknowledged record is there once, in order, at its
-// offset.
+// rejoins the ISR. Then at start-up: a leader is killed and a segment of its made
+// immutable while it is down; started again, it cannot open that partition's log and
+// stops before it is ready, saying every log directory failed (it used to start and
+// serve, that partition's replica missing for good). Every acknowledged record is
+// there once, in order, at its offset.
 func TestDiskFailure(t *testing.T) {
 	t.Parallel()
 	const topic, partitions = "disk", 3
@@ -332,6 +336,20 @@ func TestDiskFailure(t *testing.T) {
 		admin = clientExcept(t, c, victim)
 		outlastLostNode(t, c, l, admin, topic, partitions, victim, fmt.Sprintf("disk fault on %s %d", role, victim), fault, led, 1000, 500, repair)
 	}
+
+	p, _ := partitionState(t, admin, topic, 2)
+	victim := p.Leader
+	led := ledBy(t, admin, topic, victim)
+	c.Node(victim).Kill()
+	fault := time.Now()
+	repair := failWrites(t, filepath.Join(c.Node(victim).Dir, fmt.Sprintf("%s-%d", topic, 2), "00000000000000000000.log"))
+	admin = clientExcept(t, c, victim)
+	err := c.TryStartAgain(victim)
+	if says := "every log directory has failed"; err == nil || !strings.Contains(err.Error(), "exited before it was ready") || !hasLine(c.Node(victim).Log(), says) {
+		t.Fatalf("node %d started on a failed disk: want it to exit saying %q, got %v", victim, says, err)
+	}
+	t.Logf("node %d gave up its start %v after it was killed", victim, time.Since(fault).Round(time.Millisecond))
+	outlastLostNode(t, c, l, admin, topic, partitions, victim, fmt.Sprintf("disk fault on %d at start-up", victim), fault, led, 1000, 500, repair)
 	h := l.stop(t)
 	h.check(t, c, topic)
 	inv.check()
@@ -339,10 +357,16 @@ func TestDiskFailure(t *testing.T) {
 
 // TestMetadataDiskFailure: a voter's metadata log stops on a failed write (its
 // segments under log.dirs[0]/__cluster_metadata-0 made immutable, then a topic created
-// so that it has entries to append). The node stops at once, as Kafka halts, rather
-// than serve partitions with a view of the cluster that no longer moves; the other
-// two voters go on, its leaderships move, writes go on. Repaired and started again, it
-// catches up and every acknowledged record is there.
+// so that it has entries to append), in two states of the node:
+//
+//   - running: the node stops at once, as Kafka halts, rather than serve partitions
+//     with a view of the cluster that no longer moves;
+//   - starting after a crash (kill -9, the disk failed while it was down): the node
+//     gives up its start with the same message instead of waiting, forever, for a
+//     metadata image that cannot move to hold its registration.
+//
+// In both the other two voters go on, its leaderships move, writes go on; repaired
+// and started again, it catches up, and every acknowledged record is there.
 func TestMetadataDiskFailure(t *testing.T) {
 	t.Parallel()
 	const topic, partitions = "meta-disk", 3
@@ -351,11 +375,7 @@ func TestMetadataDiskFailure(t *testing.T) {
 
 	ctrl := activeController(t, admin)
 	victim := others(c, ctrl)[0]
-	segments, err := filepath.Glob(filepath.Join(c.Node(victim).Dir, "__cluster_metadata-0", "*.log"))
-	if err != nil || len(segments) == 0 {
-		t.Fatalf("node %d's metadata log segments: %v %v", victim, segments, err)
-	}
-	repair := failWrites(t, segments...)
+	repair := failMetadataWrites(t, c, victim)
 	survivor := newNodeClient(t, c.Node(ctrl).Addr)
 	fault := time.Now()
 	createTopic(t, survivor, "poke", 1, 2) // entries every voter must append
@@ -363,9 +383,34 @@ func TestMetadataDiskFailure(t *testing.T) {
 	exitErr := waitStopped(t, c, victim, "its metadata log failed", "the metadata log in")
 	t.Logf("node %d stopped %v after its metadata log failed: %v", victim, time.Since(fault).Round(time.Millisecond), exitErr)
 	outlastLostNode(t, c, l, survivor, topic, partitions, victim, fmt.Sprintf("metadata disk fault on node %d", victim), fault, led, 1000, 500, repair)
+
+	ctrl = activeController(t, survivor)
+	victim = others(c, ctrl)[0]
+	survivor = newNodeClient(t, c.Node(ctrl).Addr)
+	led = ledBy(t, survivor, topic, victim)
+	c.Node(victim).Kill()
+	fault = time.Now()
+	repair = failMetadataWrites(t, c, victim)
+	createTopic(t, survivor, "poke-again", 1, 2)
+	err := c.TryStartAgain(victim)
+	if says := "repair or free the disk of " + c.Node(victim).Dir; err == nil || !strings.Contains(err.Error(), "exited before it was ready") || !hasLine(c.Node(victim).Log(), says) {
+		t.Fatalf("node %d started on a failed metadata disk: want it to exit saying %q, got %v", victim, says, err)
+	}
+	t.Logf("node %d gave up its start %v after it was killed", victim, time.Since(fault).Round(time.Millisecond))
+	outlastLostNode(t, c, l, survivor, topic, partitions, victim, fmt.Sprintf("metadata disk fault on node %d at start-up", victim), fault, led, 1000, 500, repair)
 	h := l.stop(t)
 	h.check(t, c, topic)
 	inv.check()
+}
+
+// failMetadataWrites makes node's metadata log segments immutable (failWrites).
+func failMetadataWrites(t *testing.T, c *testutil.Cluster, node int32) (repair func()) {
+	t.Helper()
+	segments, err := filepath.Glob(filepath.Join(c.Node(node).Dir, "__cluster_metadata-0", "*.log"))
+	if err != nil || len(segments) == 0 {
+		t.Fatalf("node %d's metadata log segments: %v %v", node, segments, err)
+	}
+	return failWrites(t, segments...)
 }
 
 // TestObserverOfAnotherCluster: the only controller of a cluster loses its data and
