@@ -43,6 +43,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/coordkey"
 	"github.com/samsa-streaming/samsa/internal/group"
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/record"
@@ -116,7 +117,7 @@ func shareCoordinatorKey(k share.Key) string {
 
 // statePartition is the __share_group_state partition of a share partition.
 func (b *Broker) statePartition(k share.Key) int32 {
-	return group.PartitionOf(shareCoordinatorKey(k), b.cfg.ShareCoordinatorStateTopicNumPartitions)
+	return coordkey.Partition(shareCoordinatorKey(k), b.cfg.ShareCoordinatorStateTopicNumPartitions)
 }
 
 // metadataTopicID formats a topic id as Kafka's Uuid.toString does (base64 URL, no

@@ -8,10 +8,10 @@ import (
 	"slices"
 	"sync"
 	"time"
-	"unicode/utf16"
 
 	"github.com/samsa-streaming/samsa/internal/appendq"
 	"github.com/samsa-streaming/samsa/internal/clock"
+	"github.com/samsa-streaming/samsa/internal/coordkey"
 )
 
 // Record is one record of __consumer_offsets. A nil Value is a tombstone. Txn is set
@@ -115,24 +115,7 @@ func randomUUID() string {
 // PartitionFor returns the __consumer_offsets partition of a group, as Kafka computes
 // it: Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions.
 func (c *Coordinator) PartitionFor(group string) int32 {
-	return partitionFor(group, c.cfg.NumPartitions)
-}
-
-// PartitionOf hashes any coordinator key to one of n partitions as Kafka does
-// (Utils.abs(key.hashCode()) % n): __share_group_state keys use it too.
-func PartitionOf(key string, n int32) int32 { return partitionFor(key, n) }
-
-func partitionFor(group string, n int32) int32 {
-	var h int32
-	for _, u := range utf16.Encode([]rune(group)) {
-		h = 31*h + int32(u)
-	}
-	if h == -1<<31 {
-		h = 0
-	} else if h < 0 {
-		h = -h
-	}
-	return h % n
+	return coordkey.Partition(group, c.cfg.NumPartitions)
 }
 
 // IsCoordinator reports whether this node serves the group: 0, NOT_COORDINATOR or

@@ -6,10 +6,10 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-	"unicode/utf16"
 
 	"github.com/samsa-streaming/samsa/internal/appendq"
 	"github.com/samsa-streaming/samsa/internal/clock"
+	"github.com/samsa-streaming/samsa/internal/coordkey"
 )
 
 // Log is the coordinator's view of the __transaction_state partitions it leads.
@@ -142,21 +142,8 @@ func New(o Options) *Coordinator {
 // PartitionFor returns the __transaction_state partition of a transactional id, as
 // Kafka computes it: Utils.abs(transactionalId.hashCode()) %
 // transaction.state.log.num.partitions.
-func (c *Coordinator) PartitionFor(id string) int32 { return PartitionFor(id, c.cfg.NumPartitions) }
-
-// PartitionFor is Kafka's partition of a key among n: the absolute value of Java's
-// String.hashCode, modulo n.
-func PartitionFor(id string, n int32) int32 {
-	var h int32
-	for _, u := range utf16.Encode([]rune(id)) {
-		h = 31*h + int32(u)
-	}
-	if h == -1<<31 {
-		h = 0
-	} else if h < 0 {
-		h = -h
-	}
-	return h % n
+func (c *Coordinator) PartitionFor(id string) int32 {
+	return coordkey.Partition(id, c.cfg.NumPartitions)
 }
 
 // IsCoordinator reports whether this node serves the transactional id: 0,

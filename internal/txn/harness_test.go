@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/samsa-streaming/samsa/internal/clock"
+	"github.com/samsa-streaming/samsa/internal/coordkey"
 )
 
 // memLog is an in-memory __transaction_state.
@@ -198,7 +199,7 @@ func (h *harness) start(epoch int32) {
 			h.nextPID++
 			return h.nextPID, nil
 		},
-		OffsetsPartition: func(group string) int32 { return PartitionFor(group, 50) },
+		OffsetsPartition: func(group string) int32 { return coordkey.Partition(group, 50) },
 	})
 	h.t.Cleanup(h.c.Close)
 	if err := h.c.LoadPartition(context.Background(), 0, epoch); err != nil {

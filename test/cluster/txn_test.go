@@ -8,8 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/samsa-streaming/samsa/internal/coordkey"
 	"github.com/samsa-streaming/samsa/internal/testutil"
-	"github.com/samsa-streaming/samsa/internal/txn"
 )
 
 // txnOverrides: ISR changes in seconds, and the pipeline's 2 s group session timeout.
@@ -87,7 +87,7 @@ func txnStateLeader(t *testing.T, cl *nodeClient, id string) int32 {
 			return false
 		}
 		parts := partitionsOf(md, "__transaction_state")
-		p := txn.PartitionFor(id, int32(len(parts)))
+		p := coordkey.Partition(id, int32(len(parts)))
 		for _, mp := range parts {
 			if mp.Partition == p && mp.Leader >= 0 {
 				leader = mp.Leader
