@@ -3,10 +3,14 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -529,5 +533,49 @@ func TestQuorumGauges(t *testing.T) {
 	plain := newMetrics(t, Options{Source: &fakeSource{}})
 	if _, ok := scrapeHandler(t, plain)["samsa_active_controller_count"]; ok {
 		t.Error("controller gauges without a QuorumSource")
+	}
+}
+
+// countingSource counts the scrapes that walked the partitions.
+type countingSource struct {
+	fakeSource
+	walks atomic.Int32
+}
+
+func (s *countingSource) Partitions() []PartitionStats {
+	s.walks.Add(1)
+	return s.fakeSource.Partitions()
+}
+
+// TestRuntimeOnlyScrape: a scrape that names only Go runtime and process metrics
+// (promhttp's name[] filter, as samsa bench samples the broker's CPU and memory) gets
+// them without walking the partitions; a whole scrape serves both sets.
+func TestRuntimeOnlyScrape(t *testing.T) {
+	source := &countingSource{fakeSource: fakeSource{partitions: []PartitionStats{{Topic: "t", Replicas: 1, ISR: 1, Leader: true}}}}
+	m := newMetrics(t, Options{Source: source})
+	scrape := func(target string) map[string]*dto.MetricFamily {
+		rec := httptest.NewRecorder()
+		m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, target, nil))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET %s: status %d: %s", target, rec.Code, rec.Body.String())
+		}
+		return parseText(t, rec.Body.String())
+	}
+
+	got := scrape(Path + "?name[]=process_cpu_seconds_total&name[]=go_cpu_classes_gc_total_cpu_seconds_total")
+	if len(got) != 2 || got["process_cpu_seconds_total"] == nil || got["go_cpu_classes_gc_total_cpu_seconds_total"] == nil {
+		t.Fatalf("runtime-only scrape served %d families, want the two named: %v", len(got), slices.Collect(maps.Keys(got)))
+	}
+	if n := source.walks.Load(); n != 0 {
+		t.Fatalf("runtime-only scrape walked the partitions %d times", n)
+	}
+
+	all := scrape(Path)
+	if all["process_cpu_seconds_total"] == nil || all["samsa_partition_replicas"] == nil {
+		t.Fatalf("whole scrape lacks process_cpu_seconds_total or samsa_partition_replicas: %v", slices.Collect(maps.Keys(all)))
+	}
+	mixed := scrape(Path + "?name[]=process_cpu_seconds_total&name[]=samsa_partition_replicas")
+	if len(mixed) != 2 || source.walks.Load() != 2 {
+		t.Fatalf("a filter naming a partition metric served %d families after %d walks, want 2 and 2", len(mixed), source.walks.Load())
 	}
 }
