@@ -25,7 +25,12 @@ const heartbeat = 250 * time.Millisecond
 
 func startBroker(b *testing.B, extra ...string) *testutil.Broker {
 	b.Helper()
-	return testutil.StartBroker(b, append(brokerOverrides(), extra...)...)
+	var args []string
+	if path := os.Getenv("PERF_BROKER_CPUPROFILE"); path != "" {
+		// Written when the broker stops; one file per run of the function.
+		args = append(args, "--cpuprofile", fmt.Sprintf("%s.%d", path, b.N))
+	}
+	return testutil.StartBrokerArgs(b, args, append(brokerOverrides(), extra...)...)
 }
 
 // brokerOverrides are the properties every benchmark's broker runs with.
@@ -425,13 +430,7 @@ func envInt(name string, def int) int {
 func BenchmarkShareConsume(b *testing.B) {
 	n := envInt("PERF_SHARE_RECORDS", 300_000)
 	maxRecords := envInt("PERF_SHARE_MAX_RECORDS", 500)
-	var args []string
-	if path := os.Getenv("PERF_BROKER_CPUPROFILE"); path != "" {
-		// Written when the broker stops; one file per run of the function.
-		args = append(args, "--cpuprofile", fmt.Sprintf("%s.%d", path, b.N))
-	}
-	br := testutil.StartBrokerArgs(b, args, append(brokerOverrides(),
-		"group.share.partition.max.record.locks="+strconv.Itoa(envInt("PERF_SHARE_LOCKS", 2000)))...)
+	br := startBroker(b, "group.share.partition.max.record.locks="+strconv.Itoa(envInt("PERF_SHARE_LOCKS", 2000)))
 	raw, adm := admin(b, br)
 	createTopic(b, adm, "share-rate", 1)
 	produce100(b, br, "share-rate", n)
