@@ -65,20 +65,36 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 		wake := make(chan struct{}, 1)
 		expired, stop := b.after(time.Duration(r.MaxWaitMillis) * time.Millisecond)
 		defer stop()
-		for {
-			for _, p := range st.parts {
-				if replicaID >= 0 {
-					p.WaitLogEnd(wake) // a follower waits for new records, not for the high watermark
-				} else {
-					p.Wait(wake)
-				}
+		register := func(i int) {
+			if p := st.parts[i]; replicaID >= 0 {
+				st.marks[i] = p.WaitLogEnd(wake) // a follower waits for new records, not for the high watermark
+			} else {
+				st.marks[i] = p.Wait(wake)
 			}
-			total, answerNow = b.readFetch(r, st)
-			if answerNow || total >= int64(r.MinBytes) {
-				break
+		}
+		// A partition is read again only once its change count moved past the one it
+		// was registered at (which also says the wake-up spent the registration), and
+		// registered again before it is read, so a change while it is read wakes this
+		// fetch. A fetch of 10,000 idle partitions is not read whole on every wake-up.
+		var changed []int
+		for i, read := range st.marks {
+			if register(i); st.marks[i] != read {
+				changed = append(changed, i) // it moved between its read and the registration
+			}
+		}
+		for {
+			if len(changed) > 0 {
+				total, answerNow = b.readAgain(r, st, changed)
+				if answerNow || total >= int64(r.MinBytes) {
+					break
+				}
 			}
 			select {
 			case <-wake:
+				changed = st.changed(changed[:0])
+				for _, i := range changed {
+					register(i)
+				}
 				continue
 			case <-expired:
 			}
@@ -108,12 +124,20 @@ type fetchState struct {
 	denied    []bool // by topic of the request: TOPIC_AUTHORIZATION_FAILED; empty without an authorizer
 	req       *protocol.Request
 	topics    []fetchTopicResult
-	parts     []*replica.Partition
-	ranges    []storage.FileRange
-	aborted   []storage.AbortedTxn // of every read_committed partition
-	w         chunkWriter
-	written   func() // release, made once per pooled state (a method value allocates)
-	session   fetchSessionUse
+	// parts are the partitions read (to wait on), with a change count each
+	// (replica.Partition.Changes: loaded before it was read, then the one its
+	// registration to wait returned) and where its request and result are (slots:
+	// topic and partition index, the same in both).
+	parts   []*replica.Partition
+	marks   []uint64
+	slots   []fetchSlot
+	total   int64 // record bytes in the results
+	again   bool  // readAgain is reading parts already watched
+	ranges  []storage.FileRange
+	aborted []storage.AbortedTxn // of every read_committed partition
+	w       chunkWriter
+	written func() // release, made once per pooled state (a method value allocates)
+	session fetchSessionUse
 }
 
 // fetchStates holds idle fetchStates (New is set in init: release puts back).
@@ -123,6 +147,31 @@ func newFetchState() any {
 	st := new(fetchState)
 	st.written = st.release
 	return st
+}
+
+// fetchSlot locates a partition in the request and in the results.
+type fetchSlot struct{ topic, partition int32 }
+
+// watch records that p is being read, its change count loaded just before: a fetch
+// that waits waits on it. Reading it again (readAgain) changes nothing: it is read
+// after its registration, whose count is the mark then.
+func (st *fetchState) watch(p *replica.Partition, mark uint64) {
+	if st.again {
+		return
+	}
+	st.parts = append(st.parts, p)
+	st.marks = append(st.marks, mark)
+}
+
+// changed appends to dst the indexes of the parts whose change count moved past
+// their mark.
+func (st *fetchState) changed(dst []int) []int {
+	for i, p := range st.parts {
+		if p.Changes() != st.marks[i] {
+			dst = append(dst, i)
+		}
+	}
+	return dst
 }
 
 // release returns the state to the pool.
@@ -170,7 +219,8 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 		total     int64
 		answerNow bool
 	)
-	st.parts, st.ranges, st.aborted = st.parts[:0], st.ranges[:0], st.aborted[:0]
+	st.parts, st.marks, st.slots = st.parts[:0], st.marks[:0], st.slots[:0]
+	st.ranges, st.aborted = st.ranges[:0], st.aborted[:0]
 	topics := st.topics[:0]
 	for i, rt := range r.Topics {
 		n := len(topics)
@@ -203,15 +253,10 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 			}
 			p := b.replicas.Get(tr.name, rp.Partition)
 			maxBytes := max(min(int64(rp.PartitionMaxBytes), remaining), 0)
-			var (
-				n   int64
-				now bool
-			)
-			if st.replicaID >= 0 {
-				n = b.serveFollower(st, p, &rp, &pr, maxBytes, total == 0)
-				now = pr.errorCode != 0
-			} else {
-				n, now = b.serveConsumer(st, r, img, p, &rp, &pr, maxBytes, total == 0)
+			read := len(st.parts)
+			n, now := b.servePartition(st, r, img, p, &rp, &pr, maxBytes, total == 0)
+			if len(st.parts) > read {
+				st.slots = append(st.slots, fetchSlot{int32(i), int32(len(tr.partitions))})
 			}
 			answerNow = answerNow || now
 			total += n
@@ -219,8 +264,46 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 			tr.partitions = append(tr.partitions, pr)
 		}
 	}
-	st.topics = topics
+	st.topics, st.total = topics, total
 	return total, answerNow
+}
+
+// servePartition reads one partition of the fetch into pr, a follower's or a
+// consumer's.
+func (b *Broker) servePartition(st *fetchState, r *kmsg.FetchRequest, img *metadata.Image, p *replica.Partition,
+	rp *kmsg.FetchRequestTopicPartition, pr *fetchPartitionResult, maxBytes int64, minOneBatch bool) (int64, bool) {
+	if st.replicaID >= 0 {
+		n := b.serveFollower(st, p, rp, pr, maxBytes, minOneBatch)
+		return n, pr.errorCode != 0
+	}
+	return b.serveConsumer(st, r, img, p, rp, pr, maxBytes, minOneBatch)
+}
+
+// readAgain reads the parts at indexes again into their results, with what the
+// fetch's byte limit leaves them, and returns readFetch's figures for the whole
+// fetch.
+func (b *Broker) readAgain(r *kmsg.FetchRequest, st *fetchState, indexes []int) (int64, bool) {
+	img := b.image()
+	limit := int64(r.MaxBytes)
+	if r.MaxBytes <= 0 {
+		limit = 1<<31 - 1
+	}
+	answerNow := false
+	for _, i := range indexes {
+		slot := st.slots[i]
+		rp := &r.Topics[slot.topic].Partitions[slot.partition]
+		pr := &st.topics[slot.topic].partitions[slot.partition]
+		st.total -= pr.size
+		*pr = fetchPartitionResult{partition: rp.Partition, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1,
+			preferredReadReplica: -1}
+		maxBytes := max(min(int64(rp.PartitionMaxBytes), limit-st.total), 0)
+		st.again = true
+		n, now := b.servePartition(st, r, img, st.parts[i], rp, pr, maxBytes, st.total == 0)
+		st.again = false
+		st.total += n
+		answerNow = answerNow || now
+	}
+	return st.total, answerNow
 }
 
 // serveFollower reads one partition of a follower's fetch into pr and returns the
@@ -234,6 +317,7 @@ func (b *Broker) serveFollower(st *fetchState, p *replica.Partition, rp *kmsg.Fe
 	}
 	fp := replica.FetchPartition{CurrentLeaderEpoch: rp.CurrentLeaderEpoch, FetchOffset: rp.FetchOffset,
 		LastFetchedEpoch: rp.LastFetchedEpoch, LogStartOffset: rp.LogStartOffset}
+	mark := p.Changes() // before p is read: a change while it is read moves it
 	res, ranges, err := p.ServeFollower(st.replicaID, fp, int(maxBytes), minOneBatch, st.ranges, b.clock.Now())
 	st.ranges = ranges
 	pr.highWatermark, pr.lastStableOffset, pr.logStartOffset = res.HighWatermark, res.HighWatermark, res.LogStartOffset
@@ -242,7 +326,7 @@ func (b *Broker) serveFollower(st *fetchState, p *replica.Partition, rp *kmsg.Fe
 		pr.errorCode = errorCode(err)
 		return 0
 	}
-	st.parts = append(st.parts, p)
+	st.watch(p, mark)
 	if res.Diverging {
 		pr.diverging, pr.divergingEpoch, pr.divergingEnd = true, res.DivergingEpoch, res.DivergingEndOffset
 		return 0

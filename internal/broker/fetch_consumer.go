@@ -41,7 +41,7 @@ func (b *Broker) serveConsumer(st *fetchState, r *kmsg.FetchRequest, img *metada
 		pr.errorCode = errorCode(err)
 		return 0, true
 	}
-	st.parts = append(st.parts, p)
+	st.watch(p, p.Changes()) // the count first: a change while p is read moves it
 	pr.highWatermark = p.HighWatermark()
 	pr.lastStableOffset = p.LastStableOffset()
 	pr.logStartOffset = p.Log.LogStartOffset()

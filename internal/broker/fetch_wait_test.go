@@ -7,7 +7,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
+	"github.com/samsa-streaming/samsa/internal/record"
 	"github.com/samsa-streaming/samsa/internal/testutil"
 )
 
@@ -23,33 +25,7 @@ func TestLongPollsLeaveNoWaiters(t *testing.T) {
 	if part == nil {
 		t.Fatal("no replica of idle-0")
 	}
-	fetch := func(maxWait int32) <-chan *kmsg.FetchResponse {
-		req := kmsg.NewPtrFetchRequest()
-		req.SetVersion(13)
-		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, maxWait, 1, 1<<20
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic, rt.TopicID = "idle", tp.ID
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 0, 0, 1<<20, -1
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		out := make(chan *kmsg.FetchResponse, 1)
-		answer := b.Handle(&protocol.Request{Key: req.Key(), Version: req.GetVersion(), Body: req})
-		go func() {
-			r := <-answer
-			resp := kmsg.NewPtrFetchResponse()
-			resp.SetVersion(req.GetVersion())
-			err := resp.ReadFrom(flatten(t, r.Chunks))
-			if r.Written != nil {
-				r.Written()
-			}
-			if err != nil {
-				t.Error(err)
-			}
-			out <- resp
-		}()
-		return out
-	}
+	fetch := func(maxWait int32) <-chan *kmsg.FetchResponse { return longPoll(t, b, maxWait, 1, tp) }
 	for range 100 {
 		if r := <-fetch(1); len(r.Topics[0].Partitions[0].RecordBatches) != 0 {
 			t.Fatal("records from an empty partition")
@@ -73,5 +49,82 @@ func TestLongPollsLeaveNoWaiters(t *testing.T) {
 	}
 	if n := part.Waiting(); n != 0 {
 		t.Fatalf("%d channels still registered after the answer", n)
+	}
+}
+
+// longPoll sends a consumer's Fetch (v13) of partition 0 of each topic from offset 0
+// and returns the channel its decoded answer comes on.
+func longPoll(t *testing.T, b *Broker, maxWait, minBytes int32, topics ...*metadata.Topic) <-chan *kmsg.FetchResponse {
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(13)
+	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, maxWait, minBytes, 1<<20
+	for _, tp := range topics {
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = tp.Name, tp.ID
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 0, 0, 1<<20, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+	}
+	out := make(chan *kmsg.FetchResponse, 1)
+	answer := b.Handle(&protocol.Request{Key: req.Key(), Version: req.GetVersion(), Body: req})
+	go func() {
+		r := <-answer
+		resp := kmsg.NewPtrFetchResponse()
+		resp.SetVersion(req.GetVersion())
+		err := resp.ReadFrom(flatten(t, r.Chunks))
+		if r.Written != nil {
+			r.Written()
+		}
+		if err != nil {
+			t.Error(err)
+		}
+		out <- resp
+	}()
+	return out
+}
+
+// TestLongPollWokenTwiceByOnePartition: a long poll of two partitions that needs two
+// writes (MinBytes) gets both from the same partition — the first wake-up spends the
+// fetch's registration there, and the fetch registers again before it reads the
+// partition again (only the partition that changed is read again) — and leaves
+// nothing registered on either partition once answered.
+func TestLongPollWokenTwiceByOnePartition(t *testing.T) {
+	b := startTestBroker(t)
+	createTestTopic(t, b, "wa", 1)
+	createTestTopic(t, b, "wb", 1)
+	ta, _ := b.image().Topic("wa")
+	tb, _ := b.image().Topic("wb")
+	pa, pb := b.replicas.Get("wa", 0), b.replicas.Get("wb", 0)
+	one, err := record.Build(record.DefaultBuildOptions(), []record.Record{{Value: []byte("v")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := longPoll(t, b, 10_000, int32(len(one))+1, ta, tb)
+	testutil.WaitFor(t, 5*time.Second, func() bool { return pa.Waiting() == 1 && pb.Waiting() == 1 }, "the long poll waiting on both")
+	for i := range 2 {
+		if code := produceTo(t, b, "wa"); code != 0 {
+			t.Fatalf("produce: %v", kerr.ErrorForCode(code))
+		}
+		if i == 0 {
+			// Woken, one batch short of MinBytes: it registers on wa again.
+			testutil.WaitFor(t, 5*time.Second, func() bool { return pa.Changes() > 0 && pa.Waiting() == 1 }, "the long poll waiting on wa again")
+			select {
+			case <-answer:
+				t.Fatal("answered with one batch, below MinBytes")
+			default:
+			}
+		}
+	}
+	select {
+	case r := <-answer:
+		if n := len(r.Topics[0].Partitions[0].RecordBatches); n == 0 || r.Topics[0].Partitions[0].HighWatermark != 2 {
+			t.Fatalf("wa answered %d bytes of batches, high watermark %d; want both records", n, r.Topics[0].Partitions[0].HighWatermark)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second write to wa did not wake the long poll")
+	}
+	if na, nb := pa.Waiting(), pb.Waiting(); na != 0 || nb != 0 {
+		t.Fatalf("%d and %d channels still registered on wa and wb after the answer", na, nb)
 	}
 }

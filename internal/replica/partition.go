@@ -61,6 +61,8 @@ type Partition struct {
 	lsoMu      sync.Mutex
 	settings   atomic.Pointer[Settings]
 	offline    atomic.Bool
+	// changes counts the wake-ups of waiters (wake, wakeEnd); see Changes.
+	changes atomic.Uint64
 
 	mu struct {
 		sync.Mutex
@@ -127,6 +129,12 @@ func (p *Partition) SetOffline() { p.offline.Store(true) }
 
 // Offline reports whether the replica's log directory failed.
 func (p *Partition) Offline() bool { return p.offline.Load() }
+
+// Changes counts the times the partition's waiters were woken (Wait, WaitLogEnd): its
+// high watermark, log end or state moved. A fetch that registered to wait (Wait
+// returned n) and read the partition after has missed nothing while the count is
+// still n; once it moved, the registration may be spent and what was read stale.
+func (p *Partition) Changes() uint64 { return p.changes.Load() }
 
 // Change is what applying a metadata state changed for this replica.
 type Change struct {
@@ -422,11 +430,14 @@ func (p *Partition) ResetHighWatermark() {
 // watermark or the leadership moves. The caller re-checks its condition after
 // registering, and calls StopWaiting once it no longer waits: a signal ends the
 // registration, but on a partition where nothing moves only StopWaiting does.
-// Registering a channel already registered does nothing.
-func (p *Partition) Wait(ch chan struct{}) {
+// Registering a channel already registered does nothing. Wait returns the change
+// count (Changes) as of the registration: while Changes still returns it, the
+// registration is live.
+func (p *Partition) Wait(ch chan struct{}) uint64 {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.mu.waiters.add(ch)
-	p.mu.Unlock()
+	return p.changes.Load()
 }
 
 // StopWaiting ends ch's registration (Wait), if any.
@@ -445,11 +456,13 @@ func (p *Partition) Waiting() int {
 
 // WaitLogEnd registers ch to receive a signal the next time the log end offset moves
 // (or the leadership): what a follower's fetch waiting for new records waits on. As
-// with Wait, StopWaitingLogEnd ends the registration.
-func (p *Partition) WaitLogEnd(ch chan struct{}) {
+// with Wait, StopWaitingLogEnd ends the registration, and the count returned is live
+// while Changes returns it.
+func (p *Partition) WaitLogEnd(ch chan struct{}) uint64 {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.mu.endWaiters.add(ch)
-	p.mu.Unlock()
+	return p.changes.Load()
 }
 
 // StopWaitingLogEnd ends ch's registration (WaitLogEnd), if any.
@@ -459,8 +472,12 @@ func (p *Partition) StopWaitingLogEnd(ch chan struct{}) {
 	p.mu.Unlock()
 }
 
+// The wake-ups count each change (Changes) under the lock that takes the waiters, so
+// a registration is spent exactly when the count has moved past what Wait returned.
+
 func (p *Partition) wake() {
 	p.mu.Lock()
+	p.changes.Add(1)
 	waiters := p.mu.waiters
 	p.mu.waiters = nil
 	p.mu.Unlock()
@@ -469,10 +486,7 @@ func (p *Partition) wake() {
 
 func (p *Partition) wakeEnd() {
 	p.mu.Lock()
-	if len(p.mu.endWaiters) == 0 {
-		p.mu.Unlock()
-		return
-	}
+	p.changes.Add(1)
 	waiters := p.mu.endWaiters
 	p.mu.endWaiters = nil
 	p.mu.Unlock()
@@ -480,12 +494,13 @@ func (p *Partition) wakeEnd() {
 }
 
 func (p *Partition) wakeAll() {
-	p.wake()
 	p.mu.Lock()
-	waiters := p.mu.endWaiters
-	p.mu.endWaiters = nil
+	p.changes.Add(1)
+	waiters, endWaiters := p.mu.waiters, p.mu.endWaiters
+	p.mu.waiters, p.mu.endWaiters = nil, nil
 	p.mu.Unlock()
 	signal(waiters)
+	signal(endWaiters)
 }
 
 // waiterList is the channels registered to hear of a change, each once.
