@@ -136,19 +136,16 @@ func (s *usageSampler) finish(ctx context.Context, megabytes float64) (*BrokerUs
 func (s *usageSampler) scrape(ctx context.Context) (brokerSample, error) {
 	var smp brokerSample
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
-	if err == nil {
-		// Only the metrics read below (promhttp's name[] filter): a whole scrape of a
-		// broker with thousands of partitions, every second, costs it CPU the run
-		// measures.
-		q := req.URL.Query()
-		for name := range smp.fields() {
-			q.Add("name[]", name)
-		}
-		req.URL.RawQuery = q.Encode()
-	}
 	if err != nil {
 		return smp, err
 	}
+	// Only the metrics read below (promhttp's name[] filter): a whole scrape of a
+	// broker with thousands of partitions, every second, costs it CPU the run measures.
+	q := req.URL.Query()
+	for name := range smp.fields() {
+		q.Add("name[]", name)
+	}
+	req.URL.RawQuery = q.Encode()
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return smp, err
