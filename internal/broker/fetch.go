@@ -251,7 +251,12 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 				tr.partitions = append(tr.partitions, pr)
 				continue
 			}
-			p := b.replicas.Get(tr.name, rp.Partition)
+			var p *replica.Partition
+			if s := st.session.session; s != nil {
+				p = s.replica(b.replicas, i, len(tr.partitions), tr.name, rp.Partition)
+			} else {
+				p = b.replicas.Get(tr.name, rp.Partition)
+			}
 			maxBytes := max(min(int64(rp.PartitionMaxBytes), remaining), 0)
 			read := len(st.parts)
 			n, now := b.servePartition(st, r, img, p, &rp, &pr, maxBytes, total == 0)

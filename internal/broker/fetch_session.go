@@ -39,6 +39,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-streaming/samsa/internal/protocol"
+	"github.com/samsa-streaming/samsa/internal/replica"
 )
 
 // fetchSessionEvictionIdle is how long a session must be unused before any new
@@ -60,6 +61,11 @@ type sessionPartition struct {
 	highWatermark         int64
 	lastStableOffset      int64
 	logStartOffset        int64
+	// replica is the partition as looked up at replica generation replicaGen: a
+	// fetch of many partitions does not look each up again while no partition was
+	// added or removed.
+	replica    *replica.Partition
+	replicaGen uint64
 }
 
 type fetchSession struct {
@@ -70,6 +76,7 @@ type fetchSession struct {
 	lastUsed   time.Time
 	partitions map[fetchSessionKey]*sessionPartition
 	topics     []kmsg.FetchRequestTopic // the effective request's topics
+	byIndex    [][]*sessionPartition    // the partitions of topics, by index
 	topicIndex map[fetchSessionKey]int  // key with part -1 -> index in topics
 	compactDue bool                     // partitions were removed: rebuild topics
 }
@@ -241,11 +248,14 @@ func (s *fetchSession) update(r *kmsg.FetchRequest) {
 				ti = len(s.topics)
 				s.topicIndex[tk] = ti
 				s.topics = append(s.topics, kmsg.FetchRequestTopic{Topic: rt.Topic, TopicID: rt.TopicID})
+				s.byIndex = append(s.byIndex, nil)
 			}
 			t := &s.topics[ti]
 			t.Partitions = append(t.Partitions, rp)
-			s.partitions[k] = &sessionPartition{topicIndex: ti, partIndex: len(t.Partitions) - 1,
+			sp := &sessionPartition{topicIndex: ti, partIndex: len(t.Partitions) - 1,
 				highWatermark: -1, lastStableOffset: -1, logStartOffset: -1}
+			s.partitions[k] = sp
+			s.byIndex[ti] = append(s.byIndex[ti], sp)
 		}
 	}
 }
@@ -253,7 +263,7 @@ func (s *fetchSession) update(r *kmsg.FetchRequest) {
 // compact drops removed partitions (and empty topics) from the effective request.
 func (s *fetchSession) compact() {
 	s.compactDue = false
-	topics := s.topics[:0]
+	topics, byIndex := s.topics[:0], s.byIndex[:0]
 	clear(s.topicIndex)
 	for _, t := range s.topics {
 		parts := t.Partitions[:0]
@@ -270,12 +280,26 @@ func (s *fetchSession) compact() {
 		topics = append(topics, t)
 		tk := s.key(&topics[ti], -1)
 		s.topicIndex[tk] = ti
+		sps := make([]*sessionPartition, len(parts))
 		for pi, p := range parts {
 			sp := s.partitions[s.key(&topics[ti], p.Partition)]
 			sp.topicIndex, sp.partIndex = ti, pi
+			sps[pi] = sp
 		}
+		byIndex = append(byIndex, sps)
 	}
-	s.topics = topics
+	s.topics, s.byIndex = topics, byIndex
+}
+
+// replica returns the partition of the effective request at topic ti, partition pi
+// (named topic, partition), looked up again only when a partition was added or
+// removed since.
+func (s *fetchSession) replica(replicas *replica.Manager, ti, pi int, topic string, partition int32) *replica.Partition {
+	sp := s.byIndex[ti][pi]
+	if gen := replicas.Generation(); sp.replica == nil || sp.replicaGen != gen {
+		sp.replica, sp.replicaGen = replicas.Get(topic, partition), gen
+	}
+	return sp.replica
 }
 
 // request returns the request to serve: r's settings with the session's partitions.
@@ -299,12 +323,10 @@ func (u fetchSessionUse) finish(topics []fetchTopicResult) ([]fetchTopicResult, 
 	for ti := range topics {
 		t := &topics[ti]
 		parts := t.partitions[:0]
-		for _, p := range t.partitions {
-			k := fetchSessionKey{topic: t.name, part: p.partition}
-			if s.usesIDs {
-				k = fetchSessionKey{id: t.id, part: p.partition}
-			}
-			sp := s.partitions[k]
+		for pi, p := range t.partitions {
+			// The results are in the order of the effective request (ti is still this
+			// topic's place: the swap below only moves topics already seen).
+			sp := s.byIndex[ti][pi]
 			// A preferred read replica (KIP-392) or a diverging epoch is news too,
 			// though it comes without records.
 			changed := u.full || sp == nil || p.errorCode != 0 || p.size > 0 || p.preferredReadReplica >= 0 || p.diverging ||

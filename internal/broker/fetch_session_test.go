@@ -4,7 +4,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/testutil"
 )
 
 // TestFetchSessionKeepsNews: an incremental response leaves out a partition with
@@ -76,5 +79,63 @@ func TestFetchSessionKeepsNews(t *testing.T) {
 		if parts := answered(got); len(parts) != c.want || id != sessionID || c.want == 1 && parts[0] != 1 {
 			t.Errorf("%s: answered partitions %v in session %d, want %d of them (partition 1) in %d", c.name, parts, id, c.want, sessionID)
 		}
+	}
+}
+
+// TestFetchSessionFollowsARecreatedTopic: a session keeps the partitions it looked up
+// while none is added or removed; a topic deleted and created again under the same
+// name (a session by names, Fetch v12) is read from its new partition, with its new
+// record, not from the closed one.
+func TestFetchSessionFollowsARecreatedTopic(t *testing.T) {
+	b := startTestBroker(t)
+	createTestTopic(t, b, "again", 1)
+	fetch := func(sessionID, epoch int32) *kmsg.FetchResponse {
+		t.Helper()
+		r := kmsg.NewPtrFetchRequest()
+		r.Version, r.ReplicaID, r.MaxBytes, r.SessionID, r.SessionEpoch = 12, -1, 1<<20, sessionID, epoch
+		if epoch == 0 {
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic = "again"
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 0, 1<<20, -1
+			rt.Partitions = append(rt.Partitions, rp)
+			r.Topics = append(r.Topics, rt)
+		}
+		select {
+		case resp := <-sendFetch(t, b, r):
+			return resp
+		case <-time.After(10 * time.Second):
+			t.Fatal("no fetch response")
+			return nil
+		}
+	}
+	first := fetch(0, 0)
+	if first.SessionID == 0 || first.ErrorCode != 0 {
+		t.Fatalf("full fetch: session %d, error %v", first.SessionID, kerr.ErrorForCode(first.ErrorCode))
+	}
+	if resp := fetch(first.SessionID, 1); len(resp.Topics) != 0 {
+		t.Fatalf("incremental fetch with nothing new answered %d topics", len(resp.Topics))
+	}
+
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.TopicNames = []string{"again"}
+	dt := kmsg.NewDeleteTopicsRequestTopic()
+	dt.Topic = kmsg.StringPtr("again")
+	del.Topics = append(del.Topics, dt)
+	if code := call[*kmsg.DeleteTopicsResponse](t, b, del).Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("delete: %v", kerr.ErrorForCode(code))
+	}
+	testutil.WaitFor(t, 10*time.Second, func() bool { return b.replicas.Get("again", 0) == nil }, "the deleted partition gone")
+	createTestTopic(t, b, "again", 1)
+	if code := produceTo(t, b, "again"); code != 0 {
+		t.Fatalf("produce: %v", kerr.ErrorForCode(code))
+	}
+	resp := fetch(first.SessionID, 2)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("incremental fetch after the topic came back answered %+v, want its partition", resp.Topics)
+	}
+	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.HighWatermark != 1 || len(p.RecordBatches) == 0 {
+		t.Fatalf("the recreated partition answered error %v, high watermark %d, %d bytes; want its record",
+			kerr.ErrorForCode(p.ErrorCode), p.HighWatermark, len(p.RecordBatches))
 	}
 }

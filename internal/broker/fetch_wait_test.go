@@ -66,6 +66,12 @@ func longPoll(t *testing.T, b *Broker, maxWait, minBytes int32, topics ...*metad
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 	}
+	return sendFetch(t, b, req)
+}
+
+// sendFetch hands req to the broker and returns the channel its decoded answer comes
+// on.
+func sendFetch(t *testing.T, b *Broker, req *kmsg.FetchRequest) <-chan *kmsg.FetchResponse {
 	out := make(chan *kmsg.FetchResponse, 1)
 	answer := b.Handle(&protocol.Request{Key: req.Key(), Version: req.GetVersion(), Body: req})
 	go func() {

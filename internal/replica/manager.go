@@ -2,6 +2,7 @@ package replica
 
 import (
 	"sync"
+	"sync/atomic"
 )
 
 // Key names a partition.
@@ -13,7 +14,10 @@ type Key struct {
 // Manager holds this node's partitions.
 type Manager struct {
 	localNode int32
-	mu        struct {
+	// generation moves with every Put and Remove: a partition looked up at a
+	// generation is still the one Get returns while the generation is unchanged.
+	generation atomic.Uint64
+	mu         struct {
 		sync.RWMutex
 		partitions map[Key]*Partition
 	}
@@ -41,7 +45,12 @@ func (m *Manager) Put(p *Partition) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.mu.partitions[Key{p.Topic, p.Index}] = p
+	m.generation.Add(1)
 }
+
+// Generation counts the Puts and Removes: while it is unchanged, Get returns what it
+// returned before, so callers may keep what they looked up (a fetch session does).
+func (m *Manager) Generation() uint64 { return m.generation.Load() }
 
 // Remove drops a partition and returns it (nil if absent).
 func (m *Manager) Remove(topic string, partition int32) *Partition {
@@ -50,6 +59,7 @@ func (m *Manager) Remove(topic string, partition int32) *Partition {
 	k := Key{topic, partition}
 	p := m.mu.partitions[k]
 	delete(m.mu.partitions, k)
+	m.generation.Add(1)
 	return p
 }
 
