@@ -329,9 +329,9 @@ func (u fetchSessionUse) finish(topics []fetchTopicResult) ([]fetchTopicResult, 
 			sp := s.byIndex[ti][pi]
 			// A preferred read replica (KIP-392) or a diverging epoch is news too,
 			// though it comes without records.
-			changed := u.full || sp == nil || p.errorCode != 0 || p.size > 0 || p.preferredReadReplica >= 0 || p.diverging ||
+			changed := u.full || p.errorCode != 0 || p.size > 0 || p.preferredReadReplica >= 0 || p.diverging ||
 				p.highWatermark != sp.highWatermark || p.lastStableOffset != sp.lastStableOffset || p.logStartOffset != sp.logStartOffset
-			if sp != nil && p.errorCode == 0 {
+			if p.errorCode == 0 {
 				sp.highWatermark, sp.lastStableOffset, sp.logStartOffset = p.highWatermark, p.lastStableOffset, p.logStartOffset
 			}
 			if changed {
