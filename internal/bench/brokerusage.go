@@ -135,6 +135,7 @@ func (s *usageSampler) finish(ctx context.Context, megabytes float64) (*BrokerUs
 // scrape reads the counters from the Prometheus text exposition.
 func (s *usageSampler) scrape(ctx context.Context) (brokerSample, error) {
 	var smp brokerSample
+	fields := smp.fields()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
 		return smp, err
@@ -142,7 +143,7 @@ func (s *usageSampler) scrape(ctx context.Context) (brokerSample, error) {
 	// Only the metrics read below (promhttp's name[] filter): a whole scrape of a
 	// broker with thousands of partitions, every second, costs it CPU the run measures.
 	q := req.URL.Query()
-	for name := range smp.fields() {
+	for name := range fields {
 		q.Add("name[]", name)
 	}
 	req.URL.RawQuery = q.Encode()
@@ -154,7 +155,6 @@ func (s *usageSampler) scrape(ctx context.Context) (brokerSample, error) {
 	if resp.StatusCode != http.StatusOK {
 		return smp, fmt.Errorf("HTTP %s", resp.Status)
 	}
-	fields := smp.fields()
 	found := 0
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)

@@ -273,10 +273,10 @@ func (b *Broker) Start(ctx context.Context) error {
 	} else {
 		err = b.observer.Start(ctx)
 	}
-	if pathErr := (*fs.PathError)(nil); errors.As(err, &pathErr) {
-		return fmt.Errorf("start metadata quorum: %w; repair or free the disk of %s and restart", err, b.cfg.LogDirs[0])
-	}
 	if err != nil {
+		if pathErr := (*fs.PathError)(nil); errors.As(err, &pathErr) {
+			return fmt.Errorf("start metadata quorum: %w; repair or free the disk of %s and restart", err, b.cfg.LogDirs[0])
+		}
 		return fmt.Errorf("start metadata quorum: %w", err)
 	}
 	b.clusterID = b.meta.Image().ClusterID()

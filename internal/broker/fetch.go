@@ -211,10 +211,7 @@ func (b *Broker) fetchResponse(r *kmsg.FetchRequest, st *fetchState) protocol.Re
 // serveConsumer (fetch_consumer.go).
 func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 	img := b.image()
-	remaining := int64(r.MaxBytes)
-	if r.MaxBytes <= 0 {
-		remaining = 1<<31 - 1
-	}
+	remaining := fetchByteLimit(r.MaxBytes)
 	var (
 		total     int64
 		answerNow bool
@@ -243,8 +240,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 			topicErr = kerr.TopicAuthorizationFailed.Code
 		}
 		for _, rp := range rt.Partitions {
-			pr := fetchPartitionResult{partition: rp.Partition, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1,
-				preferredReadReplica: -1}
+			pr := newFetchPartitionResult(rp.Partition)
 			if topicErr != 0 {
 				pr.errorCode = topicErr
 				answerNow = true
@@ -273,6 +269,21 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 	return total, answerNow
 }
 
+// fetchByteLimit is a fetch's MaxBytes, none (the largest int32) when not positive.
+func fetchByteLimit(maxBytes int32) int64 {
+	if maxBytes <= 0 {
+		return 1<<31 - 1
+	}
+	return int64(maxBytes)
+}
+
+// newFetchPartitionResult is partition's result before it is read: no offsets known,
+// no preferred read replica.
+func newFetchPartitionResult(partition int32) fetchPartitionResult {
+	return fetchPartitionResult{partition: partition, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1,
+		preferredReadReplica: -1}
+}
+
 // servePartition reads one partition of the fetch into pr, a follower's or a
 // consumer's.
 func (b *Broker) servePartition(st *fetchState, r *kmsg.FetchRequest, img *metadata.Image, p *replica.Partition,
@@ -289,18 +300,14 @@ func (b *Broker) servePartition(st *fetchState, r *kmsg.FetchRequest, img *metad
 // fetch.
 func (b *Broker) readAgain(r *kmsg.FetchRequest, st *fetchState, indexes []int) (int64, bool) {
 	img := b.image()
-	limit := int64(r.MaxBytes)
-	if r.MaxBytes <= 0 {
-		limit = 1<<31 - 1
-	}
+	limit := fetchByteLimit(r.MaxBytes)
 	answerNow := false
 	for _, i := range indexes {
 		slot := st.slots[i]
 		rp := &r.Topics[slot.topic].Partitions[slot.partition]
 		pr := &st.topics[slot.topic].partitions[slot.partition]
 		st.total -= pr.size
-		*pr = fetchPartitionResult{partition: rp.Partition, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1,
-			preferredReadReplica: -1}
+		*pr = newFetchPartitionResult(rp.Partition)
 		maxBytes := max(min(int64(rp.PartitionMaxBytes), limit-st.total), 0)
 		st.again = true
 		n, now := b.servePartition(st, r, img, st.parts[i], rp, pr, maxBytes, st.total == 0)

@@ -587,10 +587,7 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 	heldBySelf := false
 	fetchAll := func() int {
 		acquired := 0
-		remaining := int(r.MaxBytes)
-		if remaining <= 0 {
-			remaining = 1<<31 - 1
-		}
+		remaining := int(fetchByteLimit(r.MaxBytes))
 		for _, k := range parts {
 			if acquired >= maxRecords || remaining <= 0 {
 				break
