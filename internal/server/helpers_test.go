@@ -186,6 +186,32 @@ func expectClosed(t *testing.T, c net.Conn) {
 	// EOF, a reset or any other read error: the connection is gone.
 }
 
+// expectTLSClosed is expectClosed for a TLS listener, whose TLS stack may answer
+// garbage with one alert record (content type 21, two bytes of alert) before it closes.
+func expectTLSClosed(t *testing.T, c net.Conn) {
+	t.Helper()
+	if err := c.SetReadDeadline(time.Now().Add(testDeadline)); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	buf := make([]byte, 1024)
+	for {
+		n, err := c.Read(buf)
+		got = append(got, buf[:n]...)
+		if err == nil {
+			continue
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("connection still open after %s (read %x)", testDeadline, got)
+		}
+		break
+	}
+	if len(got) != 0 && (len(got) != 7 || got[0] != 21) {
+		t.Fatalf("expected the server to close the connection, at most after a TLS alert; read %d bytes: %x", len(got), got)
+	}
+}
+
 // waitFor polls cond until it holds or the test deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()

@@ -139,7 +139,7 @@ func TestTLSClientCertificatePrincipal(t *testing.T) {
 	junk := make([]byte, 4096)
 	_, _ = rand.Read(junk)
 	_, _ = c.Write(junk)
-	expectClosed(t, c)
+	expectTLSClosed(t, c)
 	if got, err := whoAmIOver(t, addr, peer.Security{TLS: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}); err != nil || got != "User:alice@SSL" {
 		t.Fatalf("after junk: %q, %v", got, err)
 	}
