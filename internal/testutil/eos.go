@@ -3,6 +3,7 @@ package testutil
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -293,6 +294,44 @@ func (p *EOSPipeline) WaitCaughtUp(adm *kadm.Client, timeout time.Duration) {
 		select {
 		case <-ctx.Done():
 			p.Fatalf("the group did not commit the whole input within %v", timeout)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// WaitSettled waits until no transaction is open in the output topic: every
+// partition's last stable offset has reached its high watermark. A worker killed or
+// stopped in the middle of a transaction leaves it open until its coordinator aborts
+// it at the transaction timeout (10 s, noticed every
+// transaction.abort.timed.out.transaction.cleanup.interval.ms), and until then
+// read_committed consumers see nothing in that partition from its first record on —
+// the other workers' committed records after it included.
+func (p *EOSPipeline) WaitSettled(adm *kadm.Client, timeout time.Duration) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	start := time.Now()
+	var open []string
+	for {
+		stable, err1 := adm.ListCommittedOffsets(ctx, p.Out)
+		ends, err2 := adm.ListEndOffsets(ctx, p.Out)
+		if err := errors.Join(err1, err2); err == nil {
+			open = open[:0]
+			ends.Each(func(end kadm.ListedOffset) {
+				if s, ok := stable.Lookup(p.Out, end.Partition); !ok || s.Offset < end.Offset {
+					open = append(open, fmt.Sprintf("%s-%d (last stable offset %d, high watermark %d)", p.Out, end.Partition, s.Offset, end.Offset))
+				}
+			})
+			if len(open) == 0 && len(ends[p.Out]) > 0 {
+				if d := time.Since(start); d > time.Second {
+					p.t.Logf("the output settled after %v (a transaction was left open)", d.Round(time.Millisecond))
+				}
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			p.Fatalf("transactions still open in the output after %v: %v", timeout, open)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -13,8 +13,10 @@ import (
 	"github.com/samsa-streaming/samsa/internal/testutil"
 )
 
-// txnOverrides: ISR changes in seconds, and the pipeline's 2 s group session timeout.
-var txnOverrides = append([]string{"min.insync.replicas=2", "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000"},
+// txnOverrides: ISR changes in seconds, the pipeline's 2 s group session timeout, and
+// a transaction a killed worker left open aborted within a second of its timeout.
+var txnOverrides = append([]string{"min.insync.replicas=2", "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000",
+	"transaction.abort.timed.out.transaction.cleanup.interval.ms=1000"},
 	replicationOverrides...)
 
 // TestExactlyOnceAcrossFailover: the consume-transform-produce pipeline (three
@@ -73,6 +75,7 @@ func TestExactlyOnceAcrossFailover(t *testing.T) {
 	p.WaitCaughtUp(kadm.NewClient(in), 120*time.Second)
 	phase("caught up")
 	p.StopAll()
+	p.WaitSettled(kadm.NewClient(in), 60*time.Second)
 	out := testutil.ReadAll(t, c.BrokerAddrs(), p.Out, true, 60*time.Second)
 	if len(out) != n {
 		logTxnState(t, kadm.NewClient(in), p.Out, "eos-a", "eos-b", "eos-c")

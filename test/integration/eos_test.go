@@ -8,8 +8,10 @@ import (
 )
 
 // eosBrokerOverrides let the pipeline's members use a 2 s session timeout, so that a
-// killed member's partitions move on quickly.
-var eosBrokerOverrides = []string{"group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000"}
+// killed member's partitions move on quickly, and abort a transaction a killed member
+// left open within a second of its timeout.
+var eosBrokerOverrides = []string{"group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000",
+	"transaction.abort.timed.out.transaction.cleanup.interval.ms=1000"}
 
 // TestExactlyOncePipelineSurvivesKills: a consume-transform-produce pipeline of three
 // processes (franz-go's GroupTransactSession), its members killed with kill -9 in the
@@ -35,5 +37,6 @@ func TestExactlyOncePipelineSurvivesKills(t *testing.T) {
 	}
 	p.WaitCaughtUp(adm, 90*time.Second)
 	p.StopAll()
+	p.WaitSettled(adm, 60*time.Second)
 	testutil.CheckExactlyOnce(t, testutil.ReadAll(t, []string{b.Addr}, p.Out, true, 30*time.Second), n)
 }
