@@ -10,6 +10,11 @@ func fuzzSeeds(f *testing.F) {
 	for _, c := range allCodecs {
 		f.Add(mustBuild(f, producerOpts(c), sampleRecords(5)))
 	}
+	plain := make([]Record, 5) // as producers write them: no headers
+	for i := range plain {
+		plain[i] = Record{OffsetDelta: int32(i), TimestampDelta: int64(i), Value: []byte("value")}
+	}
+	f.Add(mustBuild(f, producerOpts(CompressionNone), plain))
 	o := producerOpts(CompressionNone)
 	o.Control, o.Transactional = true, true
 	f.Add(mustBuild(f, o, []Record{ControlRecord{Type: ControlCommit, CoordinatorEpoch: 3}.Record()}))

@@ -93,10 +93,15 @@ func checkClientHeader(h *Header) error {
 }
 
 // walkUncompressed checks that payload holds exactly count well-formed records whose
-// offset deltas are 0, 1, …, count-1.
+// offset deltas are 0, 1, …, count-1. Records as producers write them take
+// plainRecordSize's short path; any other, and any error, scanRecord's.
 func walkUncompressed(payload []byte, count int32) error {
 	pos := 0
 	for i := int32(0); i < count; i++ {
+		if n := plainRecordSize(payload, pos, i); n > 0 {
+			pos += n
+			continue
+		}
 		if pos == len(payload) {
 			return fmt.Errorf("%w: %d records present, header says %d", ErrInvalid, i, count)
 		}
@@ -113,6 +118,58 @@ func walkUncompressed(payload []byte, count int32) error {
 		return fmt.Errorf("%w: %d bytes after the last of %d records", ErrInvalid, len(payload)-pos, count)
 	}
 	return nil
+}
+
+// plainRecordSize returns the size of the record at b[pos:] when it is well formed,
+// has offset delta delta and no headers, and each of its varints takes one or two
+// bytes — what producers write, records under 8 KiB —, and 0 for any other record,
+// which scanRecord then checks. It decodes only what the walk needs, with no call
+// and no loop: at 100-byte records the walk is a third of the broker's produce CPU.
+func plainRecordSize(b []byte, pos int, delta int32) int {
+	length, p := varint12(b, pos)
+	if p == pos || length < 6 || int(length) > len(b)-p {
+		return 0
+	}
+	end := p + int(length)
+	b = b[:end]
+	// The attributes and the timestamp delta may be anything.
+	_, q := varint12(b, p+1)
+	if q == p+1 {
+		return 0
+	}
+	d, p := varint12(b, q)
+	if p == q || d != delta {
+		return 0
+	}
+	for range 2 { // key and value: null or within the record
+		l, q := varint12(b, p)
+		if q == p || l < -1 || int(l) > end-q {
+			return 0
+		}
+		p = q + max(int(l), 0)
+	}
+	if p != end-1 || b[p] != 0 { // the last byte: no headers
+		return 0
+	}
+	return end - pos
+}
+
+// varint12 decodes the zig-zag varint at b[p:] when it takes one or two bytes and is
+// not b's last byte: its value and the position after it, else p.
+func varint12(b []byte, p int) (int32, int) {
+	if p+1 >= len(b) {
+		return 0, p
+	}
+	c := uint32(b[p])
+	if c < 0x80 {
+		return int32(c>>1) ^ -int32(c&1), p + 1
+	}
+	d := uint32(b[p+1])
+	if d >= 0x80 {
+		return 0, p
+	}
+	u := c&0x7f | d<<7
+	return int32(u>>1) ^ -int32(u&1), p + 2
 }
 
 // minBatchLength is the smallest legal batchLength: a header with no records.
