@@ -307,11 +307,11 @@ func waitStopped(t *testing.T, c *testutil.Cluster, node int32, what, says strin
 // node stops at once (exit code 1, naming the directory) instead of answering
 // KAFKA_STORAGE_ERROR until someone restarts it; its session expires, in-sync
 // replicas lead and writes go on. Repaired and started again, the node catches up and
-// rejoins the ISR. Then at start-up: a leader is killed and a segment of its made
-// immutable while it is down; started again, it cannot open that partition's log and
-// stops before it is ready, saying every log directory failed (it used to start and
-// serve, that partition's replica missing for good). Every acknowledged record is
-// there once, in order, at its offset.
+// rejoins the ISR. Then at start-up: a leader is killed — and then another stopped
+// cleanly — and a segment of its made immutable while it is down; started again, it
+// cannot open that partition's log and stops before it is ready, saying every log
+// directory failed (it used to start and serve, that partition's replica missing for
+// good). Every acknowledged record is there once, in order, at its offset.
 func TestDiskFailure(t *testing.T) {
 	t.Parallel()
 	const topic, partitions = "disk", 3
@@ -337,19 +337,34 @@ func TestDiskFailure(t *testing.T) {
 		outlastLostNode(t, c, l, admin, topic, partitions, victim, fmt.Sprintf("disk fault on %s %d", role, victim), fault, led, 1000, 500, repair)
 	}
 
-	p, _ := partitionState(t, admin, topic, 2)
-	victim := p.Leader
-	led := ledBy(t, admin, topic, victim)
-	c.Node(victim).Kill()
-	fault := time.Now()
-	repair := failWrites(t, filepath.Join(c.Node(victim).Dir, fmt.Sprintf("%s-%d", topic, 2), "00000000000000000000.log"))
-	admin = clientExcept(t, c, victim)
-	err := c.TryStartAgain(victim)
-	if says := "every log directory has failed"; err == nil || !strings.Contains(err.Error(), "exited before it was ready") || !hasLine(c.Node(victim).Log(), says) {
-		t.Fatalf("node %d started on a failed disk: want it to exit saying %q, got %v", victim, says, err)
+	// At start-up, after a crash (the partition's log is recovered) and after a clean
+	// stop (it is opened from its saved state): either way its segment must be opened
+	// for writing.
+	for partition, down := range []struct {
+		how  string
+		stop func(n *testutil.Node)
+	}{
+		{"killed", func(n *testutil.Node) { n.Kill() }},
+		{"stopped cleanly", func(n *testutil.Node) {
+			if err := n.Stop(); err != nil {
+				t.Fatalf("clean stop: %v", err)
+			}
+		}},
+	} {
+		p, _ := partitionState(t, admin, topic, int32(partition))
+		victim := p.Leader
+		led := ledBy(t, admin, topic, victim)
+		down.stop(c.Node(victim))
+		fault := time.Now()
+		repair := failWrites(t, filepath.Join(c.Node(victim).Dir, fmt.Sprintf("%s-%d", topic, partition), "00000000000000000000.log"))
+		admin = clientExcept(t, c, victim)
+		err := c.TryStartAgain(victim)
+		if says := "every log directory has failed"; err == nil || !strings.Contains(err.Error(), "exited before it was ready") || !hasLine(c.Node(victim).Log(), says) {
+			t.Fatalf("node %d, %s, started on a failed disk: want it to exit saying %q, got %v", victim, down.how, says, err)
+		}
+		t.Logf("node %d gave up its start %v after it was %s", victim, time.Since(fault).Round(time.Millisecond), down.how)
+		outlastLostNode(t, c, l, admin, topic, partitions, victim, fmt.Sprintf("disk fault on %d at start-up after it was %s", victim, down.how), fault, led, 1000, 500, repair)
 	}
-	t.Logf("node %d gave up its start %v after it was killed", victim, time.Since(fault).Round(time.Millisecond))
-	outlastLostNode(t, c, l, admin, topic, partitions, victim, fmt.Sprintf("disk fault on %d at start-up", victim), fault, led, 1000, 500, repair)
 	h := l.stop(t)
 	h.check(t, c, topic)
 	inv.check()
