@@ -376,9 +376,10 @@ func TestDiskFailure(t *testing.T) {
 //
 //   - running: the node stops at once, as Kafka halts, rather than serve partitions
 //     with a view of the cluster that no longer moves;
-//   - starting after a crash (kill -9, the disk failed while it was down): the node
-//     gives up its start with the same message instead of waiting, forever, for a
-//     metadata image that cannot move to hold its registration.
+//   - starting after a crash (kill -9, the disk failed while it was down), and after a
+//     clean stop: the node gives up its start with the same message instead of
+//     waiting, forever, for a metadata image that cannot move to hold its
+//     registration.
 //
 // In both the other two voters go on, its leaderships move, writes go on; repaired
 // and started again, it catches up, and every acknowledged record is there.
@@ -399,20 +400,32 @@ func TestMetadataDiskFailure(t *testing.T) {
 	t.Logf("node %d stopped %v after its metadata log failed: %v", victim, time.Since(fault).Round(time.Millisecond), exitErr)
 	outlastLostNode(t, c, l, survivor, topic, partitions, victim, fmt.Sprintf("metadata disk fault on node %d", victim), fault, led, 1000, 500, repair)
 
-	ctrl = activeController(t, survivor)
-	victim = others(c, ctrl)[0]
-	survivor = newNodeClient(t, c.Node(ctrl).Addr)
-	led = ledBy(t, survivor, topic, victim)
-	c.Node(victim).Kill()
-	fault = time.Now()
-	repair = failMetadataWrites(t, c, victim)
-	createTopic(t, survivor, "poke-again", 1, 2)
-	err := c.TryStartAgain(victim)
-	if says := "repair or free the disk of " + c.Node(victim).Dir; err == nil || !strings.Contains(err.Error(), "exited before it was ready") || !hasLine(c.Node(victim).Log(), says) {
-		t.Fatalf("node %d started on a failed metadata disk: want it to exit saying %q, got %v", victim, says, err)
+	for i, down := range []struct {
+		how  string
+		stop func(n *testutil.Node)
+	}{
+		{"killed", func(n *testutil.Node) { n.Kill() }},
+		{"stopped cleanly", func(n *testutil.Node) {
+			if err := n.Stop(); err != nil {
+				t.Fatalf("clean stop: %v", err)
+			}
+		}},
+	} {
+		ctrl = activeController(t, survivor)
+		victim = others(c, ctrl)[0]
+		survivor = newNodeClient(t, c.Node(ctrl).Addr)
+		led = ledBy(t, survivor, topic, victim)
+		down.stop(c.Node(victim))
+		fault = time.Now()
+		repair = failMetadataWrites(t, c, victim)
+		createTopic(t, survivor, fmt.Sprintf("poke-%d", i), 1, 2)
+		err := c.TryStartAgain(victim)
+		if says := "repair or free the disk of " + c.Node(victim).Dir; err == nil || !strings.Contains(err.Error(), "exited before it was ready") || !hasLine(c.Node(victim).Log(), says) {
+			t.Fatalf("node %d, %s, started on a failed metadata disk: want it to exit saying %q, got %v", victim, down.how, says, err)
+		}
+		t.Logf("node %d gave up its start %v after it was %s", victim, time.Since(fault).Round(time.Millisecond), down.how)
+		outlastLostNode(t, c, l, survivor, topic, partitions, victim, fmt.Sprintf("metadata disk fault on node %d at start-up after it was %s", victim, down.how), fault, led, 1000, 500, repair)
 	}
-	t.Logf("node %d gave up its start %v after it was killed", victim, time.Since(fault).Round(time.Millisecond))
-	outlastLostNode(t, c, l, survivor, topic, partitions, victim, fmt.Sprintf("metadata disk fault on node %d at start-up", victim), fault, led, 1000, 500, repair)
 	h := l.stop(t)
 	h.check(t, c, topic)
 	inv.check()
