@@ -301,6 +301,25 @@ func waitStopped(t *testing.T, c *testutil.Cluster, node int32, what, says strin
 	return exitErr
 }
 
+// downWay is a way a node goes down before a fault meets it at start-up.
+type downWay struct {
+	how  string
+	stop func(n *testutil.Node)
+}
+
+// downWays: a crash (kill -9: the node recovers its logs at start) and a clean stop
+// (it opens them from their saved state), the two states a node starts from.
+func downWays(t *testing.T) []downWay {
+	return []downWay{
+		{"killed", func(n *testutil.Node) { n.Kill() }},
+		{"stopped cleanly", func(n *testutil.Node) {
+			if err := n.Stop(); err != nil {
+				t.Fatalf("clean stop of node %d: %v", n.ID, err)
+			}
+		}},
+	}
+}
+
 // TestDiskFailure: the only log directory of a node fails under an acks=all load —
 // an active segment is made immutable (chattr +i), so that every write to it fails as
 // a dying disk's writes do — first on a partition's leader, then on a follower. The
@@ -337,20 +356,7 @@ func TestDiskFailure(t *testing.T) {
 		outlastLostNode(t, c, l, admin, topic, partitions, victim, fmt.Sprintf("disk fault on %s %d", role, victim), fault, led, 1000, 500, repair)
 	}
 
-	// At start-up, after a crash (the partition's log is recovered) and after a clean
-	// stop (it is opened from its saved state): either way its segment must be opened
-	// for writing.
-	for partition, down := range []struct {
-		how  string
-		stop func(n *testutil.Node)
-	}{
-		{"killed", func(n *testutil.Node) { n.Kill() }},
-		{"stopped cleanly", func(n *testutil.Node) {
-			if err := n.Stop(); err != nil {
-				t.Fatalf("clean stop: %v", err)
-			}
-		}},
-	} {
+	for partition, down := range downWays(t) {
 		p, _ := partitionState(t, admin, topic, int32(partition))
 		victim := p.Leader
 		led := ledBy(t, admin, topic, victim)
@@ -400,17 +406,7 @@ func TestMetadataDiskFailure(t *testing.T) {
 	t.Logf("node %d stopped %v after its metadata log failed: %v", victim, time.Since(fault).Round(time.Millisecond), exitErr)
 	outlastLostNode(t, c, l, survivor, topic, partitions, victim, fmt.Sprintf("metadata disk fault on node %d", victim), fault, led, 1000, 500, repair)
 
-	for i, down := range []struct {
-		how  string
-		stop func(n *testutil.Node)
-	}{
-		{"killed", func(n *testutil.Node) { n.Kill() }},
-		{"stopped cleanly", func(n *testutil.Node) {
-			if err := n.Stop(); err != nil {
-				t.Fatalf("clean stop: %v", err)
-			}
-		}},
-	} {
+	for i, down := range downWays(t) {
 		ctrl = activeController(t, survivor)
 		victim = others(c, ctrl)[0]
 		survivor = newNodeClient(t, c.Node(ctrl).Addr)
