@@ -567,6 +567,23 @@ func verdict(ok bool) string {
 	return "**not met**"
 }
 
+// unsteadyWrites is the ratio between the fastest and the slowest repetition of the
+// TCP → file limit past which the report warns that the machine's writes changed
+// speed during the run (a VM handing page-cache memory back to its host does that).
+const unsteadyWrites = 1.5
+
+// limitsRange returns the lowest and highest of f over the repetitions of the limits.
+func (r *SuiteResult) limitsRange(f func(LimitsResult) float64) (lo, hi float64) {
+	for i, l := range r.LimitsRuns {
+		if v := f(l); i == 0 {
+			lo, hi = v, v
+		} else {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+	}
+	return lo, hi
+}
+
 // markdown renders r as the tables docs/performance.md quotes.
 func (r *SuiteResult) markdown() string {
 	var b strings.Builder
@@ -588,21 +605,24 @@ func (r *SuiteResult) markdown() string {
 	}
 	b.WriteString("\n\n")
 
+	sink := func(l LimitsResult) float64 { return l.SinkMBPerSec }
 	spread := func(f func(LimitsResult) float64) string {
 		if len(r.LimitsRuns) < 2 {
 			return ""
 		}
-		lo, hi := f(r.LimitsRuns[0]), f(r.LimitsRuns[0])
-		for _, l := range r.LimitsRuns[1:] {
-			lo, hi = min(lo, f(l)), max(hi, f(l))
-		}
+		lo, hi := r.limitsRange(f)
 		return fmt.Sprintf(" (%.0f–%.0f)", lo, hi)
 	}
 	b.WriteString("| machine limit (same run) | MB/s |\n|---|---:|\n")
 	fmt.Fprintf(&b, "| loopback TCP → file (read/write sink), %s | %.0f%s |\n", formatBytes(r.Limits.Bytes), r.Limits.SinkMBPerSec,
-		spread(func(l LimitsResult) float64 { return l.SinkMBPerSec }))
+		spread(sink))
 	fmt.Fprintf(&b, "| file → loopback TCP (sendfile), %s | %.0f%s |\n\n", formatBytes(r.Limits.Bytes), r.Limits.SendfileMBPerSec,
 		spread(func(l LimitsResult) float64 { return l.SendfileMBPerSec }))
+	if lo, hi := r.limitsRange(sink); len(r.LimitsRuns) > 1 && lo > 0 && hi > unsteadyWrites*lo {
+		fmt.Fprintf(&b, "**The machine's writes changed speed during this run**: TCP → file %.0f–%.0f MB/s between repetitions. "+
+			"Every figure that writes to the page cache (Samsa's, not the null broker's) depends on which state a run met; "+
+			"compare builds in alternating runs rather than across suite runs.\n\n", lo, hi)
+	}
 
 	b.WriteString("| scenario | Samsa | null broker, own process (client ceiling) | Samsa / null | target | | null broker in the bench process | Samsa / in-process null | kfake | Samsa / kfake |\n")
 	b.WriteString("|---|---:|---:|---:|---|---|---:|---:|---:|---:|\n")

@@ -3,6 +3,7 @@ package bench
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -25,5 +26,33 @@ func TestWaitTopicFilesGone(t *testing.T) {
 	}()
 	if left := waitTopicFilesGone(dir, "bench-a-1", 10*time.Second); left != "" {
 		t.Fatalf("left %q after its removal; other topics' directories must not count", left)
+	}
+}
+
+// TestReportWarnsOfUnsteadyWrites: a report whose TCP → file limit differs by more
+// than unsteadyWrites between repetitions says so, with the range; a steady one does
+// not.
+func TestReportWarnsOfUnsteadyWrites(t *testing.T) {
+	const warning = "The machine's writes changed speed during this run"
+	for _, tc := range []struct {
+		sinks []float64
+		warn  bool
+	}{
+		{[]float64{1855, 1948, 465}, true},
+		{[]float64{1855, 1948, 1389}, false},
+		{[]float64{465}, false},
+	} {
+		r := &SuiteResult{Repeat: len(tc.sinks)}
+		for _, v := range tc.sinks {
+			r.LimitsRuns = append(r.LimitsRuns, LimitsResult{SinkMBPerSec: v, SendfileMBPerSec: 2000})
+		}
+		r.Limits = r.LimitsRuns[0]
+		md := r.markdown()
+		if got := strings.Contains(md, warning); got != tc.warn {
+			t.Errorf("sinks %v: warning %v, want %v:\n%s", tc.sinks, got, tc.warn, md)
+		}
+		if tc.warn && !strings.Contains(md, "TCP → file 465–1948 MB/s") {
+			t.Errorf("sinks %v: the warning does not give the range:\n%s", tc.sinks, md)
+		}
 	}
 }
