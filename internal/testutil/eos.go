@@ -252,13 +252,10 @@ func (p *EOSPipeline) Feed(in *kgo.Client, n int, every, stall time.Duration) <-
 // WaitProgress waits until the pipeline committed at least n input records.
 func (p *EOSPipeline) WaitProgress(n int64, timeout time.Duration) {
 	p.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for p.Progress() < n {
-		if time.Now().After(deadline) {
-			p.Fatalf("the pipeline committed %d records, not %d, within %v", p.Progress(), n, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	p.waitUntil(timeout, func(context.Context) bool { return p.Progress() >= n },
+		func() string {
+			return fmt.Sprintf("the pipeline committed %d records, not %d, within %v", p.Progress(), n, timeout)
+		})
 }
 
 // Fatalf fails the test with the workers' standard error.
@@ -269,34 +266,45 @@ func (p *EOSPipeline) Fatalf(format string, args ...any) {
 	p.t.Fatalf(format+"\nworkers' standard error:\n%s", append(args, p.stderr.String())...)
 }
 
-// WaitCaughtUp waits until the group's committed offsets reach the input's end.
-func (p *EOSPipeline) WaitCaughtUp(adm *kadm.Client, timeout time.Duration) {
+// waitUntil polls cond, with a context that ends at the deadline, until it holds;
+// after timeout it fails the test with failure() and the workers' standard error.
+func (p *EOSPipeline) waitUntil(timeout time.Duration, cond func(ctx context.Context) bool, failure func() string) {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	ends, err := adm.ListEndOffsets(ctx, p.In)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	for {
-		committed, err := adm.FetchOffsets(ctx, p.Group)
-		if err == nil {
-			behind := false
-			ends.Each(func(lo kadm.ListedOffset) {
-				if c, ok := committed.Lookup(p.In, lo.Partition); !ok || c.At < lo.Offset {
-					behind = true
-				}
-			})
-			if !behind {
-				return
-			}
-		}
+	for !cond(ctx) {
 		select {
 		case <-ctx.Done():
-			p.Fatalf("the group did not commit the whole input within %v", timeout)
-		case <-time.After(100 * time.Millisecond):
+			p.Fatalf("%s", failure())
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// WaitCaughtUp waits until the group's committed offsets reach the input's end.
+func (p *EOSPipeline) WaitCaughtUp(adm *kadm.Client, timeout time.Duration) {
+	p.t.Helper()
+	var ends kadm.ListedOffsets
+	p.waitUntil(timeout, func(ctx context.Context) bool {
+		if ends == nil {
+			e, err := adm.ListEndOffsets(ctx, p.In)
+			if err != nil {
+				return false
+			}
+			ends = e
+		}
+		committed, err := adm.FetchOffsets(ctx, p.Group)
+		if err != nil {
+			return false
+		}
+		caughtUp := true
+		ends.Each(func(lo kadm.ListedOffset) {
+			if c, ok := committed.Lookup(p.In, lo.Partition); !ok || c.At < lo.Offset {
+				caughtUp = false
+			}
+		})
+		return caughtUp
+	}, func() string { return fmt.Sprintf("the group did not commit the whole input within %v", timeout) })
 }
 
 // WaitSettled waits until no transaction is open in the output topic: every
@@ -308,32 +316,24 @@ func (p *EOSPipeline) WaitCaughtUp(adm *kadm.Client, timeout time.Duration) {
 // the other workers' committed records after it included.
 func (p *EOSPipeline) WaitSettled(adm *kadm.Client, timeout time.Duration) {
 	p.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
 	start := time.Now()
 	var open []string
-	for {
+	p.waitUntil(timeout, func(ctx context.Context) bool {
 		stable, err1 := adm.ListCommittedOffsets(ctx, p.Out)
 		ends, err2 := adm.ListEndOffsets(ctx, p.Out)
-		if err := errors.Join(err1, err2); err == nil {
-			open = open[:0]
-			ends.Each(func(end kadm.ListedOffset) {
-				if s, ok := stable.Lookup(p.Out, end.Partition); !ok || s.Offset < end.Offset {
-					open = append(open, fmt.Sprintf("%s-%d (last stable offset %d, high watermark %d)", p.Out, end.Partition, s.Offset, end.Offset))
-				}
-			})
-			if len(open) == 0 && len(ends[p.Out]) > 0 {
-				if d := time.Since(start); d > time.Second {
-					p.t.Logf("the output settled after %v (a transaction was left open)", d.Round(time.Millisecond))
-				}
-				return
+		if errors.Join(err1, err2) != nil || len(ends[p.Out]) == 0 {
+			return false
+		}
+		open = open[:0]
+		ends.Each(func(end kadm.ListedOffset) {
+			if s, ok := stable.Lookup(p.Out, end.Partition); !ok || s.Offset < end.Offset {
+				open = append(open, fmt.Sprintf("%s-%d (last stable offset %d, high watermark %d)", p.Out, end.Partition, s.Offset, end.Offset))
 			}
-		}
-		select {
-		case <-ctx.Done():
-			p.Fatalf("transactions still open in the output after %v: %v", timeout, open)
-		case <-time.After(100 * time.Millisecond):
-		}
+		})
+		return len(open) == 0
+	}, func() string { return fmt.Sprintf("transactions still open in the output after %v: %v", timeout, open) })
+	if d := time.Since(start); d > time.Second {
+		p.t.Logf("the output settled after %v (a transaction was left open)", d.Round(time.Millisecond))
 	}
 }
 
