@@ -42,7 +42,7 @@ func TestPreallocatedSegmentKeepsLengthAndTrims(t *testing.T) {
 		t.Skip("the file system of the test directory cannot preallocate")
 	}
 	ts := t0.UnixMilli()
-	big := func() []byte { return mkBatch(t, batchSpec{n: 100, valueSize: 1000, ts: ts}) } // ~100 KiB
+	big := func() []byte { return mkBatch(t, batchSpec{n: 1100, valueSize: 1000, ts: ts}) } // ~1.1 MB
 	path := l.active().path(logSuffix)
 	length := func(path string) int64 {
 		st, err := os.Stat(path)
@@ -67,8 +67,8 @@ func TestPreallocatedSegmentKeepsLengthAndTrims(t *testing.T) {
 	// A crash leaves the reserve in place; recovery reads exactly what was written.
 	l.crash()
 	l.reopen(false)
-	if got := l.LogEndOffset(); got != 300 {
-		t.Fatalf("log end %d after crash recovery, want 300", got)
+	if got := l.LogEndOffset(); got != 3300 {
+		t.Fatalf("log end %d after crash recovery, want 3300", got)
 	}
 	if got := len(l.readAll(0)); got != 3 {
 		t.Fatalf("read %d batches after recovery, want 3", got)
