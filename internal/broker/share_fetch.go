@@ -393,6 +393,9 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, sess *shareSessi
 				return nil
 			}
 			// Answer only the batches that hold acquired records.
+			if out.records == nil {
+				out.records = make([]byte, 0, len(data))
+			}
 			for i, bt := range raw {
 				if overlaps(ranges[i], runs) {
 					out.records = append(out.records, bt...)
@@ -608,7 +611,11 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 				order = append(order, k)
 			}
 			rp.ErrorCode = a.code
-			rp.Records = append(rp.Records, a.records...)
+			if rp.Records == nil {
+				rp.Records = a.records
+			} else {
+				rp.Records = append(rp.Records, a.records...)
+			}
 			for _, run := range a.runs {
 				rp.AcquiredRecords = append(rp.AcquiredRecords, kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{
 					FirstOffset: run.First, LastOffset: run.Last, DeliveryCount: run.DeliveryCount,

@@ -25,7 +25,7 @@ type journal struct {
 	earliest   time.Time
 	dirty      bool
 	freed      bool
-	recs       []record
+	recs, arr  []record
 	touched    []touchedRecord
 	// detached: the window was emptied (emptyAt) since Begin; the records from then
 	// on live in a new array and may reuse saved offsets, so they are not touched.
@@ -44,7 +44,7 @@ func (p *Partition) Begin() {
 	j.stateEpoch, j.reset = p.stateEpoch, p.reset
 	j.start, j.end, j.availFrom, j.earliest = p.start, p.end, p.availFrom, p.earliest
 	j.dirty, j.freed = p.dirty, p.freed
-	j.recs = p.recs
+	j.recs, j.arr = p.recs, p.arr
 	j.touched = j.touched[:0]
 	j.detached = false
 }
@@ -54,7 +54,8 @@ func (p *Partition) Commit() {
 	j := &p.journal
 	j.active = false
 	p.compactMembers()
-	j.recs = nil
+	p.compactWindow()
+	j.recs, j.arr = nil, nil
 	j.touched = j.touched[:0]
 }
 
@@ -67,7 +68,7 @@ func (p *Partition) Rollback() {
 	p.stateEpoch, p.reset = j.stateEpoch, j.reset
 	p.start, p.end, p.availFrom, p.earliest = j.start, j.end, j.availFrom, j.earliest
 	p.dirty, p.freed = j.dirty, j.freed
-	p.recs = j.recs
+	p.recs, p.arr = j.recs, j.arr
 	for i := len(j.touched) - 1; i >= 0; i-- {
 		t := j.touched[i]
 		if idx := t.offset - p.start; idx >= 0 && idx < int64(len(p.recs)) {

@@ -71,8 +71,12 @@ type Partition struct {
 	end   int64
 	// recs[i] is offset start+i. Dropping done records from the front reslices it
 	// (append copies only the live part when it grows), so a window of thousands of
-	// records is never moved as a whole.
+	// records is never moved as a whole. arr is the array recs lies in: once the
+	// records dropped from its front outnumber the window, Commit moves the window
+	// back to its start (compactWindow), so that the array is reused rather than a
+	// new one allocated as the window's front moves on.
 	recs []record
+	arr  []record
 	// availFrom: no record below it is Available (where NextFetchOffset looks from).
 	availFrom int64
 	// earliest is at or before the earliest lock deadline (zero: nothing acquired
@@ -198,15 +202,28 @@ func (p *Partition) NextFetchOffset() (offset int64, ok bool) {
 
 // appendRecord extends the window by one record. A full array is replaced by one of
 // twice the window (at least MaxInFlight): the window slides through it, dropping
-// done records from the front, for as many appends as it holds before it is copied
-// again. Like append, it never writes inside the slice Begin saved.
+// done records from the front, and Commit moves it back to the array's start
+// (compactWindow), so a window that stays within the array keeps it. Like append, it
+// never writes inside the slice Begin saved.
 func (p *Partition) appendRecord(r record) {
 	if len(p.recs) == cap(p.recs) {
-		grown := make([]record, len(p.recs), max(2*len(p.recs), p.cfg.MaxInFlight, 16))
-		copy(grown, p.recs)
-		p.recs = grown
+		p.arr = make([]record, max(2*len(p.recs), p.cfg.MaxInFlight, 16))
+		p.recs = p.arr[:copy(p.arr, p.recs)]
 	}
 	p.recs = append(p.recs, r)
+}
+
+// compactWindow moves the window to the start of its array once the records dropped
+// from the array's front outnumber the window (each record is so moved at most once
+// for every record dropped). Outside Begin–Commit only: Rollback restores a saved
+// slice of the array, whose records must stay where they are.
+func (p *Partition) compactWindow() {
+	if p.journal.active {
+		return
+	}
+	if dropped := cap(p.arr) - cap(p.recs); dropped > 0 && dropped >= len(p.recs) {
+		p.recs = p.arr[:copy(p.arr, p.recs)]
+	}
 }
 
 // madeAvailable notes that offset o became Available.
@@ -244,7 +261,7 @@ func (p *Partition) Reset(offset int64) {
 // emptyAt empties the window and starts it at offset.
 func (p *Partition) emptyAt(offset int64) {
 	p.journal.detached = true
-	p.recs = nil
+	p.recs, p.arr = nil, nil
 	p.start, p.end, p.availFrom = offset, offset, offset
 	p.dirty, p.freed = true, true
 }

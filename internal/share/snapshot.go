@@ -58,7 +58,8 @@ func FromSnapshot(cfg PartitionConfig, s Snapshot) (*Partition, error) {
 	if s.End < s.Start {
 		return nil, fmt.Errorf("share: snapshot end %d before start %d", s.End, s.Start)
 	}
-	p := &Partition{cfg: cfg, stateEpoch: s.StateEpoch, start: s.Start, end: s.End, availFrom: s.Start, recs: make([]record, s.End-s.Start)}
+	p := &Partition{cfg: cfg, stateEpoch: s.StateEpoch, start: s.Start, end: s.End, availFrom: s.Start, arr: make([]record, s.End-s.Start)}
+	p.recs = p.arr
 	for _, run := range s.Runs {
 		if run.First < s.Start || run.Last >= s.End || run.Last < run.First {
 			return nil, fmt.Errorf("share: snapshot run [%d, %d] outside [%d, %d)", run.First, run.Last, s.Start, s.End)
