@@ -578,7 +578,7 @@ var coreProperties = []property{
 		doc: "Kafka 4's dynamic quorum bootstrap list.", note: "Use controller.quorum.voters."},
 	{name: "log.preallocate", spec: boolean{}, def: "false", ignored: true,
 		doc:  "Kafka's segment file preallocation. Topic: preallocate.",
-		note: "Always on in its own form: the active segment reserves disk blocks ahead of its end (at most 16 MiB, file length unchanged) and gives them back on roll."},
+		note: "Always on in its own form: once it holds 4 MiB, the active segment reserves disk blocks ahead of its end (at most 16 MiB, file length unchanged) and gives them back on roll."},
 }
 
 var brokerIndex = func() map[string]*property {
