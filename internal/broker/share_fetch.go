@@ -393,15 +393,19 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, sess *shareSessi
 				return nil
 			}
 			// Answer only the batches that hold acquired records.
-			if out.records == nil {
-				out.records = make([]byte, 0, len(data))
+			answered := 0
+			for i, bt := range raw {
+				if overlaps(ranges[i], runs) {
+					answered += len(bt)
+				}
 			}
+			out.records = slices.Grow(out.records, answered)
 			for i, bt := range raw {
 				if overlaps(ranges[i], runs) {
 					out.records = append(out.records, bt...)
-					maxBytes -= len(bt)
 				}
 			}
+			maxBytes -= answered
 			for _, r := range runs {
 				taken += int(r.Last - r.First + 1)
 			}
