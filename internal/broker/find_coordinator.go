@@ -117,10 +117,12 @@ func (b *Broker) coordinatorOf(topic, numProperty string, p int32, ensure func()
 // are registered the controller refuses and FindCoordinator answers
 // COORDINATOR_NOT_AVAILABLE), and returns the image that has it.
 func (b *Broker) ensureOffsetsTopic() (*metadata.Image, error) {
-	return b.ensureInternalTopic(offsetsTopic, b.cfg.OffsetsTopicNumPartitions, b.cfg.OffsetsTopicRF(), "offsets.topic.replication.factor", map[string]string{
-		"cleanup.policy":   "compact",
-		"segment.bytes":    strconv.FormatInt(b.cfg.OffsetsTopicSegmentBytes, 10),
-		"compression.type": "producer",
+	return b.ensureInternalTopic(offsetsTopic, func() internalTopic {
+		return internalTopic{b.cfg.OffsetsTopicNumPartitions, b.cfg.OffsetsTopicRF(), "offsets.topic.replication.factor", map[string]string{
+			"cleanup.policy":   "compact",
+			"segment.bytes":    strconv.FormatInt(b.cfg.OffsetsTopicSegmentBytes, 10),
+			"compression.type": "producer",
+		}}
 	})
 }
 

@@ -400,23 +400,36 @@ func shareErrorCode(err error) int16 {
 
 // ensureShareStateTopic creates __share_group_state on first use.
 func (b *Broker) ensureShareStateTopic() (*metadata.Image, error) {
-	return b.ensureInternalTopic(shareStateTopic, b.cfg.ShareCoordinatorStateTopicNumPartitions, b.cfg.ShareStateRF(), "share.coordinator.state.topic.replication.factor", map[string]string{
-		"cleanup.policy":      "compact",
-		"min.insync.replicas": strconv.Itoa(int(b.cfg.ShareStateMinISR())),
+	return b.ensureInternalTopic(shareStateTopic, func() internalTopic {
+		return internalTopic{b.cfg.ShareCoordinatorStateTopicNumPartitions, b.cfg.ShareStateRF(), "share.coordinator.state.topic.replication.factor", map[string]string{
+			"cleanup.policy":      "compact",
+			"min.insync.replicas": strconv.Itoa(int(b.cfg.ShareStateMinISR())),
+		}}
 	})
 }
 
-// ensureInternalTopic creates an internal topic on first use, with rf replicas (never
-// fewer: until that many brokers are registered the controller refuses and the callers
-// answer COORDINATOR_NOT_AVAILABLE), and returns the image that has it.
-func (b *Broker) ensureInternalTopic(name string, partitions int32, rf int16, rfProperty string, configs map[string]string) (*metadata.Image, error) {
+// internalTopic is how an internal topic is created: its partitions, its replication
+// factor and the property that sets it, and its configs.
+type internalTopic struct {
+	partitions int32
+	rf         int16
+	rfProperty string
+	configs    map[string]string
+}
+
+// ensureInternalTopic creates an internal topic on first use, as spec says, with rf
+// replicas (never fewer: until that many brokers are registered the controller
+// refuses and the callers answer COORDINATOR_NOT_AVAILABLE), and returns the image
+// that has it. Every coordinator lookup calls it: spec is called only to create.
+func (b *Broker) ensureInternalTopic(name string, spec func() internalTopic) (*metadata.Image, error) {
 	img := b.image()
 	if _, ok := img.Topic(name); ok {
 		return img, nil
 	}
+	s := spec()
 	ctx, cancel := b.requestContext(0)
 	defer cancel()
-	results, err := b.createTopics(ctx, []kmsg.CreateTopicsRequestTopic{newTopic(name, partitions, rf, configs)})
+	results, err := b.createTopics(ctx, []kmsg.CreateTopicsRequestTopic{newTopic(name, s.partitions, s.rf, s.configs)})
 	if err != nil {
 		return nil, err
 	}
@@ -425,7 +438,7 @@ func (b *Broker) ensureInternalTopic(name string, partitions int32, rf int16, rf
 		if res.ErrorMessage != nil {
 			msg = *res.ErrorMessage
 		}
-		return nil, fmt.Errorf("cannot create %s with replication factor %d (%s): %s", name, rf, rfProperty, msg)
+		return nil, fmt.Errorf("cannot create %s with replication factor %d (%s): %s", name, s.rf, s.rfProperty, msg)
 	}
 	if _, ok := b.image().Topic(name); !ok {
 		return nil, fmt.Errorf("%s is not in this broker's metadata yet", name)

@@ -103,12 +103,14 @@ func (b *Broker) updateTxnPartition(p int32, leader bool, epoch int32) {
 // brokers are registered FindCoordinator answers COORDINATOR_NOT_AVAILABLE), and
 // returns the image that has it.
 func (b *Broker) ensureTransactionStateTopic() (*metadata.Image, error) {
-	return b.ensureInternalTopic(transactionStateTopic, b.cfg.TransactionStateLogNumPartitions, b.cfg.TransactionStateRF(), "transaction.state.log.replication.factor", map[string]string{
-		"cleanup.policy":                 "compact",
-		"segment.bytes":                  strconv.FormatInt(b.cfg.TransactionStateLogSegmentBytes, 10),
-		"min.insync.replicas":            strconv.Itoa(int(b.cfg.TransactionStateMinISR())),
-		"unclean.leader.election.enable": "false",
-		"compression.type":               "producer",
+	return b.ensureInternalTopic(transactionStateTopic, func() internalTopic {
+		return internalTopic{b.cfg.TransactionStateLogNumPartitions, b.cfg.TransactionStateRF(), "transaction.state.log.replication.factor", map[string]string{
+			"cleanup.policy":                 "compact",
+			"segment.bytes":                  strconv.FormatInt(b.cfg.TransactionStateLogSegmentBytes, 10),
+			"min.insync.replicas":            strconv.Itoa(int(b.cfg.TransactionStateMinISR())),
+			"unclean.leader.election.enable": "false",
+			"compression.type":               "producer",
+		}}
 	})
 }
 
