@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -274,7 +273,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		err = b.observer.Start(ctx)
 	}
 	if err != nil {
-		if pathErr := (*fs.PathError)(nil); errors.As(err, &pathErr) {
+		if _, ok := failedFile(err); ok {
 			return fmt.Errorf("start metadata quorum: %w; repair or free the disk of %s and restart", err, b.cfg.LogDirs[0])
 		}
 		return fmt.Errorf("start metadata quorum: %w", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -131,16 +132,30 @@ func (b *Broker) storageFailed(p *replica.Partition, err error) {
 // down), as Kafka takes offline a directory whose logs fail to load; a full disk
 // (ENOSPC) leaves it online, as for appends.
 func (b *Broker) openFailed(err error) {
-	var pathErr *fs.PathError
-	if !errors.As(err, &pathErr) || errors.Is(err, syscall.ENOSPC) {
+	path, ok := failedFile(err)
+	if !ok || errors.Is(err, syscall.ENOSPC) {
 		return
 	}
 	for _, dir := range b.cfg.LogDirs {
-		if rel, rerr := filepath.Rel(dir, pathErr.Path); rerr == nil && filepath.IsLocal(rel) {
+		if rel, rerr := filepath.Rel(dir, path); rerr == nil && filepath.IsLocal(rel) {
 			b.dirFailed(dir, err)
 			return
 		}
 	}
+}
+
+// failedFile returns the file of a failed file operation in err: the path of an
+// *fs.PathError (open, write, remove, …), the old name of an *os.LinkError (rename).
+func failedFile(err error) (string, bool) {
+	var pathErr *fs.PathError
+	if errors.As(err, &pathErr) {
+		return pathErr.Path, true
+	}
+	var linkErr *os.LinkError
+	if errors.As(err, &linkErr) {
+		return linkErr.Old, true
+	}
+	return "", false
 }
 
 // dirFailed takes log directory dir offline after err: its partitions answer

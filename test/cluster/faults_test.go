@@ -9,11 +9,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sys/unix"
 
 	"github.com/samsa-streaming/samsa/internal/testutil"
 )
@@ -468,4 +471,164 @@ func TestObserverOfAnotherCluster(t *testing.T) {
 		t.Fatalf("the emptied controller kept cluster id %s; the test needs it to form another cluster", before)
 	}
 	waitStopped(t, c, 2, "its controller came back as another cluster", "belongs to cluster "+after)
+}
+
+// killAt kills node (kill -9) the moment a file whose name ends in suffix appears in
+// its replica's directory dir (events: unix.IN_CREATE, unix.IN_MOVED_TO for a rename),
+// and returns the file's name and whether the operation that made it was still under
+// way when the kill landed (unfinished reports it, given the directory after the kill).
+func killAt(t *testing.T, n *testutil.Node, dir, suffix string, events uint32, unfinished func(name string) bool) (string, bool) {
+	t.Helper()
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		t.Fatalf("inotify: %v", err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.InotifyAddWatch(fd, dir, events); err != nil {
+		t.Fatalf("watching %s: %v", dir, err)
+	}
+	buf := make([]byte, 64<<10)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			t.Fatalf("no file ending in %s appeared in %s within a minute", suffix, dir)
+		}
+		if _, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(wait.Milliseconds())+1); err != nil && !errors.Is(err, unix.EINTR) {
+			t.Fatalf("waiting for the inotify events of %s: %v", dir, err)
+		}
+		k, err := unix.Read(fd, buf)
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("reading the inotify events of %s: %v", dir, err)
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= k; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			name := strings.TrimRight(string(buf[off+unix.SizeofInotifyEvent:off+unix.SizeofInotifyEvent+int(ev.Len)]), "\x00")
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+			if strings.HasSuffix(name, suffix) {
+				_ = syscall.Kill(n.Pid(), syscall.SIGKILL)
+				n.Kill()
+				return name, unfinished(name)
+			}
+		}
+	}
+}
+
+// TestDiskFailureAtStartAfterCrashMidOperation: a partition's leader is killed in the
+// middle of a multi-file operation under an acks=all load, and its disk fails while
+// it is down. The topic is compacted, with unique keys (nothing is removed, so the
+// history check holds) and 16 KiB segments, so rolls come every second or so and the
+// cleaner rewrites segments every 100 ms. The kill lands the moment a file appears
+// (inotify):
+//   - a roll, at the new segment's creation: the old segment's index files and the
+//     producer snapshot at the new base are not written yet;
+//   - a compaction writing its cleaned segment (.log.cleaned: recovery deletes it),
+//     one that had just committed it (renamed .log.swap: recovery finishes the swap,
+//     removing the old segments and taking the .swap suffix off), and one that had
+//     also set the old segments aside (.deleted: recovery renames the .swap files).
+//
+// Then the partition's directory stops taking new files, renames and removals (the
+// restart's recovery has files to create, rename or delete in every one of these
+// states), or the roll's new segment refuses writes. Started on the failed disk, the
+// node must stop before it is ready, saying every log directory failed, instead of
+// serving a log whose operation it could not settle; repaired, it recovers, catches up
+// and rejoins the ISR. Every acknowledged record is there once, in order, at its
+// offset.
+func TestDiskFailureAtStartAfterCrashMidOperation(t *testing.T) {
+	t.Parallel()
+	const topic, partitions = "mid-op", 3
+	c, inv, l := clusterUnderLoad(t, testutil.ClusterOptions{Overrides: []string{"log.segment.bytes=16384",
+		"log.cleanup.policy=compact", "log.cleaner.backoff.ms=100", "log.cleaner.min.cleanable.ratio=0.01"}},
+		topic, partitions, 1000, "acknowledged records before the first crash")
+	admin := newNodeClient(t, c.Node(1).Addr)
+	rollUnfinished := func(dir string) func(string) bool {
+		return func(name string) bool {
+			_, err := os.Stat(filepath.Join(dir, strings.TrimSuffix(name, ".log")+".snapshot"))
+			return errors.Is(err, os.ErrNotExist)
+		}
+	}
+	swapUnfinished := func(dir string) func(string) bool {
+		return func(name string) bool {
+			_, err := os.Stat(filepath.Join(dir, name))
+			return err == nil
+		}
+	}
+	swappedAside := func(dir string) func(string) bool {
+		return func(string) bool {
+			swaps, _ := filepath.Glob(filepath.Join(dir, "*.log.swap"))
+			return len(swaps) > 0
+		}
+	}
+	for i, cut := range []struct {
+		op, suffix string
+		events     uint32
+		unfinished func(dir string) func(string) bool
+		fault      string
+	}{
+		// A roll creates its segment; the cleaner renames its files into place.
+		{"a roll", ".log", unix.IN_CREATE, rollUnfinished, "directory"},
+		{"a roll", ".log", unix.IN_CREATE, rollUnfinished, "new segment"},
+		{"a compaction writing its cleaned segment", ".log.cleaned", unix.IN_CREATE, swapUnfinished, "directory"},
+		{"a compaction that had committed its cleaned segment", ".log.swap", unix.IN_MOVED_TO, swapUnfinished, "directory"},
+		{"a compaction that had set the old segments aside", ".log.deleted", unix.IN_MOVED_TO, swappedAside, "directory"},
+	} {
+		partition := int32(i % partitions)
+		var victim int32
+		var dir, name string
+		var led []int32
+		for attempt := 0; ; attempt++ {
+			if attempt == 5 {
+				t.Fatalf("five kills at %s of %s-%d all landed after it had finished", cut.op, topic, partition)
+			}
+			p, _ := partitionState(t, admin, topic, partition)
+			victim = p.Leader
+			admin = clientExcept(t, c, victim)
+			led = ledBy(t, admin, topic, victim)
+			dir = filepath.Join(c.Node(victim).Dir, fmt.Sprintf("%s-%d", topic, partition))
+			var unfinished bool
+			if name, unfinished = killAt(t, c.Node(victim), dir, cut.suffix, cut.events, cut.unfinished(dir)); unfinished {
+				break
+			}
+			t.Logf("node %d was killed after %s (%s) had finished; again", victim, cut.op, name)
+			c.StartAgain(t, victim)
+			waitFullISR(t, admin, topic, partitions, 60*time.Second)
+		}
+		crash := time.Now()
+		entries, _ := os.ReadDir(dir)
+		var files []string
+		for i, e := range entries {
+			if i >= len(entries)-8 || strings.Contains(e.Name(), ".cleaned") || strings.Contains(e.Name(), ".swap") {
+				files = append(files, e.Name())
+			}
+		}
+		what := fmt.Sprintf("node %d killed in %s of %s-%d (%s), then its %s failed", victim, cut.op, topic, partition, name, cut.fault)
+		t.Logf("%s; its files there (cleaner files and the last 8): %v", what, files)
+		failed := dir
+		if cut.fault == "new segment" {
+			failed = filepath.Join(dir, name)
+		}
+		repair := failWrites(t, failed)
+		err := c.TryStartAgain(victim)
+		if says := "every log directory has failed"; err == nil || !strings.Contains(err.Error(), "exited before it was ready") || !hasLine(c.Node(victim).Log(), says) {
+			t.Fatalf("%s: want its start to stop saying %q, got %v\n%s", what, says, err, c.Node(victim).Log())
+		}
+		t.Logf("%s: its start stopped %v after the crash: %s", what, time.Since(crash).Round(time.Millisecond), logLine(c.Node(victim).Log(), "ERROR"))
+		outlastLostNode(t, c, l, admin, topic, partitions, victim, what, crash, led, 1000, 500, repair)
+	}
+	h := l.stop(t)
+	h.check(t, c, topic)
+	inv.check()
+}
+
+// logLine returns the first line of log containing substr, "" when none does.
+func logLine(log, substr string) string {
+	for line := range strings.Lines(log) {
+		if strings.Contains(line, substr) {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
 }

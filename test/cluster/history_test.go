@@ -71,7 +71,8 @@ func clusterUnderLoad(t *testing.T, opts testutil.ClusterOptions, topic string, 
 	return c, inv, l
 }
 
-// startLoad produces records "v-<partition>-<n>" to every partition of topic with
+// startLoad produces records "v-<partition>-<n>" (that string as key and value: unique
+// keys keep every record of a compacted topic) to every partition of topic with
 // acks=all and an idempotent franz-go producer (its defaults), through every broker
 // of the cluster.
 func startLoad(t *testing.T, c *testutil.Cluster, topic string, opts ...kgo.Opt) *load {
@@ -123,7 +124,7 @@ func (l *load) produceTo(ctx context.Context, partition int32) {
 		}
 		value := fmt.Sprintf("v-%d-%07d", partition, n)
 		wg.Add(1)
-		l.cl.Produce(context.Background(), &kgo.Record{Partition: partition, Value: []byte(value)}, func(r *kgo.Record, err error) {
+		l.cl.Produce(context.Background(), &kgo.Record{Partition: partition, Key: []byte(value), Value: []byte(value)}, func(r *kgo.Record, err error) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			l.h.record(value, r, err)
