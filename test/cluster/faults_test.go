@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -509,7 +508,6 @@ func killAt(t *testing.T, n *testutil.Node, dir, suffix string, events uint32, u
 			name := strings.TrimRight(string(buf[off+unix.SizeofInotifyEvent:off+unix.SizeofInotifyEvent+int(ev.Len)]), "\x00")
 			off += unix.SizeofInotifyEvent + int(ev.Len)
 			if strings.HasSuffix(name, suffix) {
-				_ = syscall.Kill(n.Pid(), syscall.SIGKILL)
 				n.Kill()
 				return name, unfinished(name)
 			}
@@ -544,28 +542,25 @@ func TestDiskFailureAtStartAfterCrashMidOperation(t *testing.T) {
 		"log.cleanup.policy=compact", "log.cleaner.backoff.ms=100", "log.cleaner.min.cleanable.ratio=0.01"}},
 		topic, partitions, 1000, "acknowledged records before the first crash")
 	admin := newNodeClient(t, c.Node(1).Addr)
-	rollUnfinished := func(dir string) func(string) bool {
-		return func(name string) bool {
-			_, err := os.Stat(filepath.Join(dir, strings.TrimSuffix(name, ".log")+".snapshot"))
-			return errors.Is(err, os.ErrNotExist)
-		}
+	// Whether the operation that made file name in dir was still under way: a roll
+	// writes the producer snapshot at the new base last; a swap's files keep their
+	// .swap suffix until it is done.
+	rollUnfinished := func(dir, name string) bool {
+		_, err := os.Stat(filepath.Join(dir, strings.TrimSuffix(name, ".log")+".snapshot"))
+		return errors.Is(err, os.ErrNotExist)
 	}
-	swapUnfinished := func(dir string) func(string) bool {
-		return func(name string) bool {
-			_, err := os.Stat(filepath.Join(dir, name))
-			return err == nil
-		}
+	swapUnfinished := func(dir, name string) bool {
+		_, err := os.Stat(filepath.Join(dir, name))
+		return err == nil
 	}
-	swappedAside := func(dir string) func(string) bool {
-		return func(string) bool {
-			swaps, _ := filepath.Glob(filepath.Join(dir, "*.log.swap"))
-			return len(swaps) > 0
-		}
+	swappedAside := func(dir, _ string) bool {
+		swaps, _ := filepath.Glob(filepath.Join(dir, "*.log.swap"))
+		return len(swaps) > 0
 	}
 	for i, cut := range []struct {
 		op, suffix string
 		events     uint32
-		unfinished func(dir string) func(string) bool
+		unfinished func(dir, name string) bool
 		fault      string
 	}{
 		// A roll creates its segment; the cleaner renames its files into place.
@@ -589,7 +584,8 @@ func TestDiskFailureAtStartAfterCrashMidOperation(t *testing.T) {
 			led = ledBy(t, admin, topic, victim)
 			dir = filepath.Join(c.Node(victim).Dir, fmt.Sprintf("%s-%d", topic, partition))
 			var unfinished bool
-			if name, unfinished = killAt(t, c.Node(victim), dir, cut.suffix, cut.events, cut.unfinished(dir)); unfinished {
+			if name, unfinished = killAt(t, c.Node(victim), dir, cut.suffix, cut.events,
+				func(name string) bool { return cut.unfinished(dir, name) }); unfinished {
 				break
 			}
 			t.Logf("node %d was killed after %s (%s) had finished; again", victim, cut.op, name)
