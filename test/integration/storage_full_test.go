@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,39 +14,6 @@ import (
 	"github.com/samsa-streaming/samsa/internal/testutil"
 )
 
-// smallDisk mounts a tmpfs of the given size on a fresh directory and unmounts it when
-// the test ends (after the broker stopped: register it before starting the broker).
-// The test is skipped when mounting is not allowed (not root).
-func smallDisk(t *testing.T, size string) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
-		t.Skipf("a real full disk needs a small tmpfs, and mounting one needs root: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
-		}
-	})
-	return dir
-}
-
-// fillDisk writes a ballast file leaving about leave bytes free on dir's file system,
-// and returns its path.
-func fillDisk(t *testing.T, dir string, leave int64) string {
-	t.Helper()
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	free := int64(st.Bavail) * st.Bsize
-	p := filepath.Join(dir, "ballast.test")
-	if err := os.WriteFile(p, make([]byte, max(free-leave, 0)), 0o644); err != nil && !strings.Contains(err.Error(), "no space") {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // TestFullDisk fills a real (tmpfs) log directory while a producer writes to a
 // partition in it: the producer gets KAFKA_STORAGE_ERROR and no acknowledgement for
 // what is not in the log; the process stays up; the partition in the other log
@@ -56,7 +22,7 @@ func fillDisk(t *testing.T, dir string, leave int64) string {
 // acknowledged is there. The metadata log lives in log.dirs[0], the healthy disk.
 func TestFullDisk(t *testing.T) {
 	t.Parallel()
-	full := smallDisk(t, "4m")
+	full := testutil.SmallDisk(t, "4m")
 	healthy := t.TempDir()
 	b := testutil.StartBroker(t, "log.dirs="+healthy+","+full)
 	createTopicOrFail(t, newAdmin(t, b), "disk", 2, map[string]string{"segment.bytes": "1048576"})
@@ -77,7 +43,7 @@ func TestFullDisk(t *testing.T) {
 		produceTracked(t, c, "disk", p, fmt.Sprintf("before-%d", p), 100, time.Now(), acked[p])
 	}
 
-	ballast := fillDisk(t, full, 64<<10)
+	ballast := testutil.FillDisk(t, full, 64<<10)
 	big := strings.Repeat("x", 8<<10)
 	refused := 0
 	for i := 0; i < 200 && refused < 3; i++ {
@@ -133,7 +99,7 @@ func TestFullDisk(t *testing.T) {
 // record is there and metadata changes work again.
 func TestFullDiskUnderTheMetadataLog(t *testing.T) {
 	t.Parallel()
-	full := smallDisk(t, "8m")
+	full := testutil.SmallDisk(t, "8m")
 	healthy := t.TempDir()
 	b := testutil.StartBroker(t, "log.dirs="+full+","+healthy)
 	adm := newAdmin(t, b)
@@ -151,7 +117,7 @@ func TestFullDiskUnderTheMetadataLog(t *testing.T) {
 	c := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	produceTracked(t, c, "keep", onHealthy, "before", 100, time.Now(), acked)
 
-	ballast := fillDisk(t, full, 0)
+	ballast := testutil.FillDisk(t, full, 0)
 	var alterErr error
 	for i := 0; i < 2000 && alterErr == nil; i++ { // until a metadata write meets the full disk
 		v := fmt.Sprint(1000000 + i)
