@@ -13,6 +13,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
@@ -627,4 +628,83 @@ func logLine(log, substr string) string {
 		}
 	}
 	return ""
+}
+
+// TestFullDiskInACluster: one node's second log directory is a small real disk (a
+// tmpfs) holding a partition it leads and one it follows, and it fills up under an
+// acks=all load. As on a single node, a full disk does not take the directory
+// offline (docs/operations.md, "Disk full"): the follower cannot append what it
+// fetches, so its leader takes it out of the ISR and writes go on with the other
+// two; the leader refuses the partition's writes with KAFKA_STORAGE_ERROR and
+// acknowledges nothing it could not write. The node stays up. Once space is freed,
+// without a restart, the leader takes writes again and the follower catches up and
+// rejoins the ISR. Every acknowledged record is there once, in order, at its offset.
+func TestFullDiskInACluster(t *testing.T) {
+	t.Parallel()
+	const topic, partitions = "full", 4
+	const victim = int32(3)
+	// The metadata log stays in log.dirs[0]; only partitions go to the small disk.
+	small := testutil.SmallDisk(t, "64m")
+	c, inv, l := clusterUnderLoad(t, testutil.ClusterOptions{NodeOverrides: map[int32][]string{victim: {"log.dirs=" + t.TempDir() + "," + small}}},
+		topic, partitions, 1000, "acknowledged records before the disk fills")
+	admin := newNodeClient(t, c.Node(1).Addr)
+	var onSmall []int32
+	for p := range int32(partitions) {
+		if _, err := os.Stat(filepath.Join(small, fmt.Sprintf("%s-%d", topic, p))); err == nil {
+			onSmall = append(onSmall, p)
+		}
+	}
+	if len(onSmall) < 2 {
+		t.Fatalf("node %d placed %v of %s's %d partitions on its second log directory, want two (the one with fewer partitions takes the next)", victim, onSmall, topic, partitions)
+	}
+	// The node leads the first of them and follows the second.
+	led, followed := onSmall[0], onSmall[1]
+	adm := kadm.NewClient(admin.cl)
+	var req kadm.AlterPartitionAssignmentsReq
+	others := []int32{1, 2}
+	req.Assign(topic, led, []int32{victim, others[0], others[1]})
+	req.Assign(topic, followed, []int32{others[0], victim, others[1]})
+	if res, err := adm.AlterPartitionAssignments(ctxT(t, 10*time.Second), req); err != nil || res[topic][led].Err != nil || res[topic][followed].Err != nil {
+		t.Fatalf("reordering the replicas of %s-%d and %s-%d: %v %+v", topic, led, topic, followed, err, res)
+	}
+	if res, err := adm.ElectLeaders(ctxT(t, 10*time.Second), kadm.ElectPreferredReplica, kadm.TopicsSet{topic: {led: {}, followed: {}}}); err != nil {
+		t.Fatalf("preferred elections: %v %+v", err, res)
+	}
+	for p, leader := range map[int32]int32{led: victim, followed: others[0]} {
+		waitPartition(t, admin, topic, p, 30*time.Second, fmt.Sprintf("led by %d", leader),
+			func(m kmsg.MetadataResponseTopicPartition) bool { return m.Leader == leader })
+	}
+
+	ballast := testutil.FillDisk(t, small, 0)
+	full := time.Now()
+	t.Logf("node %d's disk holding %s-%d (it leads) and %s-%d (it follows) is full; it leads %v", victim, topic, led, topic, followed, ledBy(t, admin, topic, victim))
+	waitPartition(t, admin, topic, followed, 30*time.Second, fmt.Sprintf("node %d out of the ISR", victim),
+		func(m kmsg.MetadataResponseTopicPartition) bool {
+			return m.Leader >= 0 && !slices.Contains(m.ISR, victim)
+		})
+	shrunk := time.Now()
+	t.Logf("%s-%d: node %d left the ISR %v after its disk filled", topic, followed, victim, shrunk.Sub(full).Round(time.Millisecond))
+	testutil.WaitFor(t, 30*time.Second, func() bool { return l.lastAck(followed).After(shrunk) },
+		fmt.Sprintf("%s-%d acknowledging writes without node %d", topic, followed, victim))
+	// A small write may still fit in the last page the segment has; 64 KiB needs more.
+	if err := produceRawTo(t, newNodeClient(t, c.Node(victim).Addr), topic, led, strings.Repeat("x", 64<<10), 5*time.Second); !errors.Is(err, kerr.KafkaStorageError) {
+		t.Fatalf("a 64 KiB write to %s-%d on its leader's full disk: got %v, want KAFKA_STORAGE_ERROR", topic, led, err)
+	}
+	if exited, err := c.Node(victim).Exited(); exited {
+		t.Fatalf("node %d exited on a full disk: %v\n%s", victim, err, c.Node(victim).Log())
+	}
+
+	if err := os.Remove(ballast); err != nil {
+		t.Fatal(err)
+	}
+	freed := time.Now()
+	testutil.WaitFor(t, 30*time.Second, func() bool { return l.lastAck(led).After(freed) },
+		fmt.Sprintf("%s-%d acknowledging writes again once space was freed", topic, led))
+	waitFullISR(t, admin, topic, partitions, 60*time.Second)
+	t.Logf("space freed: %s-%d took writes again and node %d was back in the ISR of %s-%d %v later", topic, led, victim, topic, followed, time.Since(freed).Round(time.Millisecond))
+	logUnavailability(t, l, fmt.Sprintf("node %d's full disk", victim), full, []int32{led})
+	l.waitAcks(t, 500, "writes after the disk was freed")
+	h := l.stop(t)
+	h.check(t, c, topic)
+	inv.check()
 }

@@ -179,6 +179,19 @@ func (l *load) everyPartitionAckedAfter(t time.Time) bool {
 	return len(l.h.ackedAt) > 0
 }
 
+// lastAck returns when a record of partition was last acknowledged (zero: never).
+func (l *load) lastAck(partition int32) time.Time {
+	l.h.mu.Lock()
+	defer l.h.mu.Unlock()
+	var last time.Time
+	for _, at := range l.h.ackedAt[partition] {
+		if at.After(last) {
+			last = at
+		}
+	}
+	return last
+}
+
 // longest returns the largest of the durations and its partition.
 func longest(d map[int32]time.Duration) (int32, time.Duration) {
 	p, most := int32(-1), time.Duration(0)
