@@ -72,7 +72,12 @@ func (b *Broker) reconcile(img *metadata.Image) {
 	parallel(len(missing), 16, func(i int) {
 		l := missing[i]
 		log, err := b.logs.GetOrCreate(l.topic.Name, l.part.Partition, [16]byte(l.topic.ID), l.logCfg)
-		if err != nil {
+		switch {
+		case errors.Is(err, storage.ErrLogDirOffline):
+			// Said once, when the directory failed; every reconcile comes here again.
+			b.logger.Debug("partition log not opened", "topic", l.topic.Name, "partition", l.part.Partition, "err", err)
+			return
+		case err != nil:
 			b.logger.Error("cannot open partition log", "topic", l.topic.Name, "partition", l.part.Partition, "err", err)
 			b.openFailed(err)
 			return
