@@ -289,6 +289,7 @@ func storageConfig(t config.Topic) storage.Config {
 		FlushIntervalMs:        t.FlushMs,
 		LogAppendTime:          t.LogAppendTime(),
 		FileDeleteDelayMs:      t.FileDeleteDelayMs,
+		Preallocate:            t.Preallocate,
 	}
 }
 

@@ -157,6 +157,7 @@ type Broker struct {
 	LogFlushIntervalMessages    int64 // log.flush.interval.messages
 	LogFlushIntervalMs          int64 // log.flush.interval.ms; -1 = not set (then log.flush.scheduler.interval.ms applies)
 	LogFlushSchedulerIntervalMs int64 // log.flush.scheduler.interval.ms
+	LogPreallocate              bool  // log.preallocate
 
 	LogCleanupPolicy        []string // log.cleanup.policy: delete, compact
 	LogMessageTimestampType string   // log.message.timestamp.type: CreateTime | LogAppendTime

@@ -36,6 +36,7 @@ func TestDefaultsMatchKafka(t *testing.T) {
 		"LogFlushIntervalMessages":                    int64(math.MaxInt64),
 		"LogFlushIntervalMs":                          int64(-1),
 		"LogFlushSchedulerIntervalMs":                 int64(math.MaxInt64),
+		"LogPreallocate":                              false,
 		"LogCleanupPolicy":                            []string{"delete"},
 		"CompressionGzipLevel":                        int32(-1),
 		"CompressionLz4Level":                         int32(9),

@@ -360,6 +360,10 @@ var coreProperties = []property{
 		doc:  "fsync the log when its oldest unflushed data is this old. Topic: flush.ms.",
 		note: "Unset (reported as -1) means log.flush.scheduler.interval.ms applies, as in Kafka."}.
 		bind(i64(func(b *Broker) *int64 { return &b.LogFlushIntervalMs })),
+	property{name: "log.preallocate", spec: boolean{}, def: "false",
+		doc:  "Reserve disk blocks ahead of the active segment's end. Topic: preallocate.",
+		note: "Not Kafka's whole-file preallocation: once the active segment holds 4 MiB it reserves a quarter of its size ahead (at most 16 MiB, the file's length unchanged) and gives it back on roll; see docs/operations.md."}.
+		bind(boolField(func(b *Broker) *bool { return &b.LogPreallocate })),
 	property{name: "log.flush.scheduler.interval.ms", spec: atLeast(TypeLong, 0), def: maxLong,
 		doc: "How often the flusher checks whether a log needs an fsync; also the flush interval when log.flush.interval.ms is unset."}.
 		bind(i64(func(b *Broker) *int64 { return &b.LogFlushSchedulerIntervalMs })),
@@ -576,9 +580,6 @@ var coreProperties = []property{
 		doc: "Kafka's SO_RCVBUF.", note: "The operating system's default is used."},
 	{name: "controller.quorum.bootstrap.servers", spec: text{typ: TypeList}, def: "", ignored: true,
 		doc: "Kafka 4's dynamic quorum bootstrap list.", note: "Use controller.quorum.voters."},
-	{name: "log.preallocate", spec: boolean{}, def: "false", ignored: true,
-		doc:  "Kafka's segment file preallocation. Topic: preallocate.",
-		note: "Always on in its own form: once it holds 4 MiB, the active segment reserves disk blocks ahead of its end (at most 16 MiB, file length unchanged) and gives them back on roll."},
 }
 
 var brokerIndex = func() map[string]*property {

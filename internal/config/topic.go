@@ -34,6 +34,7 @@ type Topic struct {
 	MaxCompactionLagMs              int64   // max.compaction.lag.ms
 	MinCleanableDirtyRatio          float64 // min.cleanable.dirty.ratio
 	UncleanLeaderElectionEnable     bool    // unclean.leader.election.enable
+	Preallocate                     bool    // preallocate
 	FileDeleteDelayMs               int64   // file.delete.delay.ms
 	// CompressionType is producer (keep the producer's codec), none, gzip, snappy,
 	// lz4 or zstd. Kafka's spelling "uncompressed" is normalised to "none".
@@ -199,13 +200,14 @@ var topicProperties = []topicProperty{
 	{name: "segment.ms", spec: atLeast(TypeLong, 1), broker: []string{"log.roll.ms", "log.roll.hours"},
 		set: topicInt64(func(t *Topic) *int64 { return &t.SegmentMs }),
 		doc: "Age at which the active segment is rolled even if not full."},
+	{name: "preallocate", spec: boolean{}, broker: []string{"log.preallocate"},
+		set: func(t *Topic, v string) { t.Preallocate = mustBool(v) },
+		doc: "Reserve disk blocks ahead of the active segment's end (a bounded stretch, not Kafka's whole segment file)."},
 	{name: "unclean.leader.election.enable", spec: boolean{}, broker: []string{"unclean.leader.election.enable"},
 		set: func(t *Topic, v string) { t.UncleanLeaderElectionEnable = mustBool(v) },
 		doc: "Allow an out-of-sync replica to become leader (may lose acknowledged data)."},
 
 	// Accepted, no effect.
-	{name: "preallocate", spec: boolean{}, broker: []string{"log.preallocate"}, ignored: true,
-		doc: "Kafka preallocates whole segment files; Samsa always reserves a bounded stretch ahead of the active segment's end instead."},
 	{name: "leader.replication.throttled.replicas", spec: text{typ: TypeList}, fromBroker: constant(""), ignored: true,
 		doc: "Kafka's replication throttling; not implemented."},
 	{name: "follower.replication.throttled.replicas", spec: text{typ: TypeList}, fromBroker: constant(""), ignored: true,

@@ -23,6 +23,9 @@ type Config struct {
 	FlushIntervalMs       int64 // flush.ms: fsync when the oldest unflushed data is older
 	LogAppendTime         bool  // message.timestamp.type=LogAppendTime
 	FileDeleteDelayMs     int64 // file.delete.delay.ms, default 60000
+	// Preallocate is preallocate: the active segment reserves disk blocks ahead of
+	// its end once it is large enough (see segment.reserve).
+	Preallocate bool
 	// ProducerIDExpirationMs is producer.id.expiration.ms (broker-wide in Kafka, default
 	// one day): idempotent producers silent for longer are forgotten.
 	ProducerIDExpirationMs int64

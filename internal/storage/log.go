@@ -330,7 +330,7 @@ func (l *Log) Append(batch []byte, opts AppendOptions) (AppendInfo, error) {
 		return AppendInfo{}, appendError(l.active(), err)
 	}
 	seg := l.active()
-	if err := seg.appendBatch(batch, &h, cfg.IndexIntervalBytes, cfg.SegmentBytes); err != nil {
+	if err := seg.appendBatch(batch, &h, &cfg); err != nil {
 		return AppendInfo{}, appendError(seg, err)
 	}
 	l.size.Add(int64(len(batch)))

@@ -37,7 +37,7 @@ const reserveSlack = 8 << 10
 // end; the file's length stays the data's length, so reads and crash recovery never
 // see the reserve, and rolling or closing the segment gives the reserve back.
 func TestPreallocatedSegmentKeepsLengthAndTrims(t *testing.T) {
-	l := openTest(t, Config{SegmentBytes: 64 << 20, SegmentMs: 1000})
+	l := openTest(t, Config{SegmentBytes: 64 << 20, SegmentMs: 1000, Preallocate: true})
 	if !canPreallocate(t, l.Dir()) {
 		t.Skip("the file system of the test directory cannot preallocate")
 	}
@@ -98,5 +98,25 @@ func TestPreallocatedSegmentKeepsLengthAndTrims(t *testing.T) {
 	}
 	if r := reserved(active); r > reserveSlack {
 		t.Fatalf("closed segment still holds %d bytes of disk past its end", r)
+	}
+}
+
+// With preallocate off the segment grows as written: no blocks past its end.
+func TestSegmentWithoutPreallocateReservesNothing(t *testing.T) {
+	l := openTest(t, Config{SegmentBytes: 64 << 20})
+	if !canPreallocate(t, l.Dir()) {
+		t.Skip("the file system of the test directory cannot preallocate")
+	}
+	b := mkBatch(t, batchSpec{n: 1100, valueSize: 1000, ts: t0.UnixMilli()})
+	for range 5 {
+		l.mustAppend(b)
+	}
+	path := l.active().path(logSuffix)
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := diskBytes(t, path) - roundUp4K(st.Size()); r > reserveSlack {
+		t.Fatalf("%d bytes of disk held past the end of a %d-byte segment with preallocate off", r, st.Size())
 	}
 }

@@ -411,11 +411,11 @@ func (s *segment) deactivate(sync bool) error {
 }
 
 // appendBatch writes b at the end of the active segment and indexes it in memory.
-// limit is the size the segment rolls at. Log.mu held. On error nothing was appended.
-func (s *segment) appendBatch(b []byte, h *record.Header, interval int, limit int64) error {
+// Log.mu held. On error nothing was appended.
+func (s *segment) appendBatch(b []byte, h *record.Header, cfg *Config) error {
 	pos := s.size.Load()
-	if end := pos + int64(len(b)); end > s.reserved {
-		s.reserve(end, int64(len(b)), limit)
+	if end := pos + int64(len(b)); end > s.reserved && cfg.Preallocate {
+		s.reserve(end, int64(len(b)), cfg.SegmentBytes)
 	}
 	if _, err := s.file.WriteAt(b, pos); err != nil {
 		// Cut anything partially written so the file matches what readers see.
@@ -424,7 +424,7 @@ func (s *segment) appendBatch(b []byte, h *record.Header, interval int, limit in
 		return err
 	}
 	s.idx.Lock()
-	s.indexBatchLocked(h, pos, &s.bytesSinceIndex, interval)
+	s.indexBatchLocked(h, pos, &s.bytesSinceIndex, cfg.IndexIntervalBytes)
 	s.idx.Unlock()
 	s.indexDirty = true
 	if s.rollTimestamp < 0 && h.MaxTimestamp >= 0 && pos == 0 {
@@ -434,15 +434,17 @@ func (s *segment) appendBatch(b []byte, h *record.Header, interval int, limit in
 	return nil
 }
 
-// Preallocation bounds: an append past the reserve reserves a quarter of the
-// segment's size or the append's own size ahead, whichever is larger, at most
-// maxReserve and never past the roll size; nothing when that is below minReserve,
-// that is before the segment holds 4 MiB (or an append brings 1 MiB). A reservation
-// is a block allocation on the produce path and saves the delayed allocation of what
-// it covers: worth it for a segment that grows by megabytes, not for the small writes
-// of many partitions (on 1,000 partitions growing from empty, reserving from 256 KiB
-// cost more broker CPU than it saved), and a slow partition keeps no blocks past its
-// end.
+// Preallocation bounds (Config.Preallocate): an append past the reserve reserves a
+// quarter of the segment's size or the append's own size ahead, whichever is larger,
+// at most maxReserve and never past the roll size; nothing when that is below
+// minReserve, that is before the segment holds 4 MiB (or an append brings 1 MiB). A
+// reservation is a block allocation on the produce path and saves the delayed
+// allocation of what it covers: worth it for a segment that grows by megabytes, not
+// for the small writes of many partitions (on 1,000 partitions growing from empty,
+// reserving from 256 KiB cost more broker CPU than it saved), and a slow partition
+// keeps no blocks past its end. It is off by default, as Kafka's preallocation is:
+// where the file system must first read block bitmaps back from the disk, the append
+// waits for it (docs/performance.md, "Preallocation on and off").
 const (
 	minReserve = 1 << 20
 	maxReserve = 16 << 20
@@ -454,8 +456,7 @@ var errPreallocateUnsupported = errors.New("preallocation not supported")
 
 // reserve preallocates disk blocks past end, so that appends write into blocks the
 // file system has already allocated instead of reserving (ext4: delayed-allocating)
-// every 4 KiB block as it is written; on ext4 that halves the CPU cost of a buffered
-// write. The file's length does not change, so readers and crash recovery are
+// every 4 KiB block as it is written, which on ext4 costs the writer CPU. The file's length does not change, so readers and crash recovery are
 // unaffected; the reserve is trimmed when the segment stops being active. Failures
 // only cost speed: the write that follows reports any real problem (ENOSPC).
 // Log.mu held.
