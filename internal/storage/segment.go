@@ -456,9 +456,10 @@ var errPreallocateUnsupported = errors.New("preallocation not supported")
 
 // reserve preallocates disk blocks past end, so that appends write into blocks the
 // file system has already allocated instead of reserving (ext4: delayed-allocating)
-// every 4 KiB block as it is written, which on ext4 costs the writer CPU. The file's length does not change, so readers and crash recovery are
-// unaffected; the reserve is trimmed when the segment stops being active. Failures
-// only cost speed: the write that follows reports any real problem (ENOSPC).
+// every 4 KiB block as it is written, which costs the writer CPU. The file's length
+// does not change, so readers and crash recovery are unaffected; the reserve is
+// trimmed when the segment stops being active. Failures only cost speed: the write
+// that follows reports any real problem (ENOSPC).
 // Log.mu held.
 func (s *segment) reserve(end, n, limit int64) {
 	ahead := min(max(end/4, n), maxReserve)
