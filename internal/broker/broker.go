@@ -329,13 +329,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		b.logger.Error("some partition logs could not be opened", "err", err)
 		// A log that failed on a file error takes its directory offline now, so that
 		// reconcile does not open (and recover) it a second time on the same disk.
-		errs := []error{err}
-		if joined, ok := err.(interface{ Unwrap() []error }); ok {
-			errs = joined.Unwrap()
-		}
-		for _, e := range errs {
-			b.openFailed(e)
-		}
+		b.openFailed(err)
 	}
 	b.reconcile(img)
 	// From now on every metadata change is applied as it commits (a controller calls

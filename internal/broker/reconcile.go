@@ -135,8 +135,16 @@ func (b *Broker) storageFailed(p *replica.Partition, err error) {
 // openFailed takes offline the log directory in which a partition's log could not be
 // opened or created on an I/O error (at start-up: the disk failed while the node was
 // down), as Kafka takes offline a directory whose logs fail to load; a full disk
-// (ENOSPC) leaves it online, as for appends.
+// (ENOSPC) leaves it online, as for appends. Each error joined in err (errors.Join:
+// the start-up load of many logs) counts on its own, so that failures in several
+// directories take each of them offline.
 func (b *Broker) openFailed(err error) {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			b.openFailed(e)
+		}
+		return
+	}
 	path, ok := failedFile(err)
 	if !ok || errors.Is(err, syscall.ENOSPC) {
 		return
