@@ -230,9 +230,9 @@ func (l *load) stop(t *testing.T) *history {
 }
 
 // check reads every partition of topic from its start to its high watermark through
-// the cluster and verifies the history against it. opts are extra options of the
-// client that reads (a rack, to read from followers).
-func (h *history) check(t *testing.T, c *testutil.Cluster, topic string, opts ...kgo.Opt) {
+// the cluster and verifies the history against it; it returns the high watermarks.
+// opts are extra options of the client that reads (a rack, to read from followers).
+func (h *history) check(t *testing.T, c *testutil.Cluster, topic string, opts ...kgo.Opt) map[int32]int64 {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.BrokerAddrs()...), kgo.MetadataMinAge(250 * time.Millisecond)}, opts...)...)
 	if err != nil {
@@ -313,6 +313,7 @@ func (h *history) check(t *testing.T, c *testutil.Cluster, topic string, opts ..
 	}
 	t.Logf("history check of %s: %d acknowledged records, each once at its offset and in order; %d failed produces (last error: %v), %d of them written",
 		topic, len(h.acked), len(h.failed), h.lastErr, countPresent(h.failed, seen))
+	return want
 }
 
 func counts(got map[int32][]*kgo.Record) map[int32]int {

@@ -1,0 +1,246 @@
+package cluster
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/samsa-streaming/samsa/internal/testutil"
+)
+
+var (
+	faultsDuration = flag.Duration("faults.duration", 40*time.Second,
+		"how long TestRandomFaults injects faults (minutes for a soak)")
+	faultsSeed = flag.Uint64("faults.seed", 0,
+		"the seed of TestRandomFaults' schedule (0: from the clock; a failed run logs its seed)")
+)
+
+// faultKind is one way a node can fail in TestRandomFaults.
+type faultKind int
+
+const (
+	faultKill        faultKind = iota // kill -9, started again on repair
+	faultStop                         // SIGTERM (controlled shutdown), started again on repair
+	faultPause                        // SIGSTOP, SIGCONT on repair
+	faultReplication                  // its replication listener blackholed: followers cannot fetch from it
+	faultResetLinks                   // its replication connections reset and refused
+	faultQuorum                       // cut off from the metadata quorum both ways
+	faultSlowLinks                    // 20–80 ms on every chunk its followers and the quorum send it
+	faultKinds
+)
+
+func (k faultKind) String() string {
+	return [...]string{"kill -9", "SIGTERM", "SIGSTOP", "replication blackholed", "replication reset",
+		"cut off from the quorum", "slow links"}[k]
+}
+
+// fault is a fault in force on one node.
+type fault struct {
+	node  int32
+	kind  faultKind
+	since time.Time
+	delay time.Duration // faultSlowLinks
+}
+
+// TestRandomFaults hits a three-node cluster under an acks=all load and a consumer
+// group committing synchronously with a seeded random sequence of faults, one or two
+// nodes at a time, for -faults.duration: kill -9, controlled shutdown, SIGSTOP, its
+// followers' fetches blackholed or reset, cut off from the metadata quorum, slow
+// links. Each lasts from a fraction of a second to a few seconds and can overlap
+// another node's, so nodes fail while others catch up, elect, truncate, roll
+// segments or compact (the topic has small segments and is compacted eagerly).
+// Then every fault is repaired, every replica rejoins the ISR, writes go on, and
+// the history check holds (every acknowledged record present once, in order, at its
+// offset), as do the metadata invariants watched throughout; the group read every
+// offset, never lost an acknowledged commit, and commits the ends. The seed is
+// logged; -faults.seed replays a schedule (the timing of the processes still varies).
+func TestRandomFaults(t *testing.T) {
+	t.Parallel()
+	seed := *faultsSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("fault schedule seed %d (replay: go test ./test/cluster -run TestRandomFaults -args -faults.seed=%d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, seed>>1|1))
+
+	const topic, partitions = "battered", 6
+	c := testutil.StartCluster(t, testutil.ClusterOptions{ProxyControllerLinks: true, ProxyReplication: true,
+		Overrides: append([]string{"min.insync.replicas=2", "log.cleaner.backoff.ms=500"}, replicationOverrides...)})
+	inv := watchInvariants(t, c)
+	admin := newNodeClient(t, c.Node(1).Addr)
+	createTopic(t, admin, topic, partitions, 3)
+	// Small segments and eager compaction, so that faults strike nodes mid-roll and
+	// mid-compaction; the load's keys are unique, so compaction keeps every record.
+	for _, kv := range [][2]string{{"segment.bytes", "262144"}, {"cleanup.policy", "compact"}, {"min.cleanable.dirty.ratio", "0.01"}} {
+		alterTopicConfig(t, admin, topic, kv[0], kv[1])
+	}
+	l := startLoad(t, c, topic)
+	l.waitAcks(t, 1000, "acknowledged records before the first fault")
+	const group = "battered-readers"
+	consumer := startGroupConsumer(t, c, group, topic)
+	watch := watchCommitted(t, c, group, topic)
+
+	var active []fault
+	var schedule []string
+	free := func() []int32 {
+		var ids []int32
+		for _, n := range c.Nodes() {
+			if !slices.ContainsFunc(active, func(f fault) bool { return f.node == n.ID }) {
+				ids = append(ids, n.ID)
+			}
+		}
+		return ids
+	}
+	start := time.Now()
+	note := func(format string, args ...any) {
+		line := fmt.Sprintf("%6.2fs ", time.Since(start).Seconds()) + fmt.Sprintf(format, args...)
+		schedule = append(schedule, line)
+		t.Log(line)
+	}
+	injected := map[faultKind]int{}
+	for time.Since(start) < *faultsDuration {
+		// Inject while fewer than two nodes are faulted, more often than repair; repair
+		// the oldest fault otherwise.
+		if len(active) < 2 && (len(active) == 0 || rng.IntN(3) > 0) {
+			ids := free()
+			f := fault{node: ids[rng.IntN(len(ids))], kind: faultKind(rng.IntN(int(faultKinds))), since: time.Now()}
+			if f.kind == faultSlowLinks {
+				f.delay = time.Duration(20+rng.IntN(61)) * time.Millisecond
+			}
+			note("node %d: %v%s (faulted nodes now %d)", f.node, f.kind, delayNote(f), len(active)+1)
+			inject(t, c, f)
+			injected[f.kind]++
+			active = append(active, f)
+		} else {
+			f := active[0]
+			active = active[1:]
+			note("node %d: repair %v after %v", f.node, f.kind, time.Since(f.since).Round(time.Millisecond))
+			repair(t, c, f)
+		}
+		time.Sleep(time.Duration(200+rng.IntN(2800)) * time.Millisecond)
+	}
+	for _, f := range active {
+		note("node %d: repair %v after %v (end of the schedule)", f.node, f.kind, time.Since(f.since).Round(time.Millisecond))
+		repair(t, c, f)
+	}
+	t.Logf("faults injected: %v", injected)
+	testutil.KeepLog(t, "fault-schedule", strings.Join(schedule, "\n"))
+
+	cl := newNodeClient(t, c.Node(1).Addr)
+	waitFullISR(t, cl, topic, partitions, 90*time.Second)
+	l.waitAcks(t, 1000, "writes after every fault was repaired")
+	h := l.stop(t)
+	ends := h.check(t, c, topic)
+	inv.check()
+
+	// The group read every offset of every partition at least once and committed the
+	// ends; no acknowledged commit was lost on the way (committedWatch, and the
+	// consumer's own check that it never went back below one).
+	testutil.WaitFor(t, 90*time.Second, func() bool {
+		acked, _ := consumer.ackedCommits()
+		for p, end := range ends {
+			if acked[p] < end {
+				return false
+			}
+		}
+		return true
+	}, "the group committing the end of every partition")
+	problems := append(consumer.stop(t), watch.stop()...)
+	for p, end := range ends {
+		for o := range end {
+			if !consumer.processed[p][o] {
+				problems = append(problems, fmt.Sprintf("the group never read %s-%d offset %d (end %d)", topic, p, o, end))
+				break
+			}
+		}
+	}
+	resp, err := kadm.NewClient(newNodeClient(t, c.Node(1).Addr).cl).FetchOffsets(ctxT(t, 10*time.Second), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, end := range ends {
+		if o, ok := resp.Lookup(topic, p); !ok || o.Err != nil || o.At != end {
+			problems = append(problems, fmt.Sprintf("%s-%d committed offset %+v, want the end %d", topic, p, o, end))
+		}
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+	read := 0
+	for _, offsets := range consumer.processed {
+		read += len(offsets)
+	}
+	t.Logf("group %s read %d offsets, each at least once, and committed the ends %v", group, read, ends)
+	for _, n := range c.Nodes() {
+		cleaned := strings.Count(n.FullLog(), `msg="cleaned log"`)
+		if cleaned == 0 {
+			t.Errorf("node %d never compacted a log: the faults never met a compaction", n.ID)
+		}
+		t.Logf("node %d compacted logs %d times", n.ID, cleaned)
+	}
+}
+
+func delayNote(f fault) string {
+	if f.kind != faultSlowLinks {
+		return ""
+	}
+	return fmt.Sprintf(" (%v)", f.delay)
+}
+
+// inject puts fault f in force.
+func inject(t *testing.T, c *testutil.Cluster, f fault) {
+	t.Helper()
+	n := c.Node(f.node)
+	switch f.kind {
+	case faultKill:
+		n.Kill()
+	case faultStop:
+		if err := n.Stop(); err != nil { // with the quorum cut it may take its 15 s and be killed
+			t.Logf("node %d: %v", f.node, err)
+		}
+	case faultPause:
+		n.Pause()
+	case faultReplication:
+		n.ReplicationProxy.Blackhole()
+	case faultResetLinks:
+		n.ReplicationProxy.Cut()
+	case faultQuorum:
+		c.Isolate(f.node)
+	case faultSlowLinks:
+		n.ReplicationProxy.Delay(f.delay)
+		for _, o := range c.Nodes() {
+			if p := c.Link(o.ID, f.node); p != nil {
+				p.Delay(f.delay)
+			}
+		}
+	}
+}
+
+// repair ends fault f.
+func repair(t *testing.T, c *testutil.Cluster, f fault) {
+	t.Helper()
+	n := c.Node(f.node)
+	switch f.kind {
+	case faultKill, faultStop:
+		c.StartAgain(t, f.node)
+	case faultPause:
+		n.Resume()
+	case faultReplication, faultResetLinks:
+		n.ReplicationProxy.Pass()
+	case faultQuorum:
+		c.Heal(f.node)
+	case faultSlowLinks:
+		n.ReplicationProxy.Delay(0)
+		for _, o := range c.Nodes() {
+			if p := c.Link(o.ID, f.node); p != nil {
+				p.Delay(0)
+			}
+		}
+	}
+}
