@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/samsa-streaming/samsa/internal/testutil"
 )
@@ -62,13 +63,6 @@ type fault struct {
 // logged; -faults.seed replays a schedule (the timing of the processes still varies).
 func TestRandomFaults(t *testing.T) {
 	t.Parallel()
-	seed := *faultsSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("fault schedule seed %d (replay: go test ./test/cluster -run TestRandomFaults -args -faults.seed=%d)", seed, seed)
-	rng := rand.New(rand.NewPCG(seed, seed>>1|1))
-
 	const topic, partitions = "battered", 6
 	c := testutil.StartCluster(t, testutil.ClusterOptions{ProxyControllerLinks: true, ProxyReplication: true,
 		Overrides: append([]string{"min.insync.replicas=2", "log.cleaner.backoff.ms=500"}, replicationOverrides...)})
@@ -86,51 +80,7 @@ func TestRandomFaults(t *testing.T) {
 	consumer := startGroupConsumer(t, c, group, topic)
 	watch := watchCommitted(t, c, group, topic)
 
-	var active []fault
-	var schedule []string
-	free := func() []int32 {
-		var ids []int32
-		for _, n := range c.Nodes() {
-			if !slices.ContainsFunc(active, func(f fault) bool { return f.node == n.ID }) {
-				ids = append(ids, n.ID)
-			}
-		}
-		return ids
-	}
-	start := time.Now()
-	note := func(format string, args ...any) {
-		line := fmt.Sprintf("%6.2fs ", time.Since(start).Seconds()) + fmt.Sprintf(format, args...)
-		schedule = append(schedule, line)
-		t.Log(line)
-	}
-	injected := map[faultKind]int{}
-	for time.Since(start) < *faultsDuration {
-		// Inject while fewer than two nodes are faulted, more often than repair; repair
-		// the oldest fault otherwise.
-		if len(active) < 2 && (len(active) == 0 || rng.IntN(3) > 0) {
-			ids := free()
-			f := fault{node: ids[rng.IntN(len(ids))], kind: faultKind(rng.IntN(int(faultKinds))), since: time.Now()}
-			if f.kind == faultSlowLinks {
-				f.delay = time.Duration(20+rng.IntN(61)) * time.Millisecond
-			}
-			note("node %d: %v%s (faulted nodes now %d)", f.node, f.kind, delayNote(f), len(active)+1)
-			inject(t, c, f)
-			injected[f.kind]++
-			active = append(active, f)
-		} else {
-			f := active[0]
-			active = active[1:]
-			note("node %d: repair %v after %v", f.node, f.kind, time.Since(f.since).Round(time.Millisecond))
-			repair(t, c, f)
-		}
-		time.Sleep(time.Duration(200+rng.IntN(2800)) * time.Millisecond)
-	}
-	for _, f := range active {
-		note("node %d: repair %v after %v (end of the schedule)", f.node, f.kind, time.Since(f.since).Round(time.Millisecond))
-		repair(t, c, f)
-	}
-	t.Logf("faults injected: %v", injected)
-	testutil.KeepLog(t, "fault-schedule", strings.Join(schedule, "\n"))
+	runFaults(t, c, *faultsDuration, nil)
 
 	cl := newNodeClient(t, c.Node(1).Addr)
 	waitFullISR(t, cl, topic, partitions, 90*time.Second)
@@ -243,4 +193,117 @@ func repair(t *testing.T, c *testutil.Cluster, f fault) {
 			}
 		}
 	}
+}
+
+// TestRandomFaultsExactlyOnce runs the consume-transform-produce pipeline of
+// TestExactlyOnceAcrossFailover (three GroupTransactSession processes) through the
+// random schedule of TestRandomFaults, which here also kills a worker with kill -9
+// and starts it again now and then: the output read_committed holds every input
+// record exactly once.
+func TestRandomFaultsExactlyOnce(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartCluster(t, testutil.ClusterOptions{ProxyControllerLinks: true, ProxyReplication: true, Overrides: txnOverrides})
+	inv := watchInvariants(t, c)
+	cl := newNodeClient(t, c.Node(1).Addr)
+	p := testutil.NewEOSPipeline(t, c.BrokerAddrs(), "eos-random")
+	createTopic(t, cl, p.In, 3, 3)
+	createTopic(t, cl, p.Out, 3, 3)
+	workers := []string{"a", "b", "c"}
+	for _, w := range workers {
+		p.Start(w)
+	}
+	in, err := kgo.NewClient(kgo.SeedBrokers(c.BrokerAddrs()...), kgo.RecordDeliveryTimeout(60*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	n := max(int(faultsDuration.Seconds())*500, 1000) // fed in 20 chunks over the schedule
+	fed := p.Feed(in, n, *faultsDuration/20, 90*time.Second)
+	runFaults(t, c, *faultsDuration, func(rng *rand.Rand) string {
+		w := workers[rng.IntN(len(workers))]
+		p.Restart(w)
+		return "worker " + w + ": kill -9, started again"
+	})
+	waitFullISR(t, cl, p.In, 3, 90*time.Second)
+	if err := <-fed; err != nil {
+		p.Fatalf("producing the input: %v", err)
+	}
+	adm := kadm.NewClient(in)
+	p.WaitCaughtUp(adm, 120*time.Second)
+	p.StopAll()
+	p.WaitSettled(adm, 60*time.Second)
+	out := testutil.ReadAll(t, c.BrokerAddrs(), p.Out, true, 60*time.Second)
+	if len(out) != n {
+		logTxnState(t, adm, "eos-a", "eos-b", "eos-c")
+	}
+	testutil.CheckExactlyOnce(t, out, n)
+	t.Logf("output read_committed: each of the %d input records exactly once", n)
+	inv.check()
+}
+
+// runFaults injects a seeded random schedule of faults into c for d, one or two nodes
+// at a time: a step injects a fault on a node that has none while fewer than two do
+// (more often than it repairs), or repairs the oldest fault; steps are 0.2–3 s apart.
+// other, when set, is offered one step in six (with the schedule's random source) and
+// returns what it did, or "" to leave the step to the nodes. Every fault is repaired
+// before runFaults returns; the schedule is logged and kept with the test's logs.
+func runFaults(t *testing.T, c *testutil.Cluster, d time.Duration, other func(*rand.Rand) string) {
+	t.Helper()
+	seed := *faultsSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("fault schedule seed %d (replay: go test ./test/cluster -run '^%s$' -args -faults.seed=%d)", seed, t.Name(), seed)
+	rng := rand.New(rand.NewPCG(seed, seed>>1|1))
+	var active []fault
+	var schedule []string
+	free := func() []int32 {
+		var ids []int32
+		for _, n := range c.Nodes() {
+			if !slices.ContainsFunc(active, func(f fault) bool { return f.node == n.ID }) {
+				ids = append(ids, n.ID)
+			}
+		}
+		return ids
+	}
+	start := time.Now()
+	note := func(format string, args ...any) {
+		line := fmt.Sprintf("%6.2fs ", time.Since(start).Seconds()) + fmt.Sprintf(format, args...)
+		schedule = append(schedule, line)
+		t.Log(line)
+	}
+	injected := map[string]int{}
+	for time.Since(start) < d {
+		if other != nil && rng.IntN(6) == 0 {
+			if what := other(rng); what != "" {
+				note("%s", what)
+				injected[what]++
+				time.Sleep(time.Duration(200+rng.IntN(2800)) * time.Millisecond)
+				continue
+			}
+		}
+		if len(active) < 2 && (len(active) == 0 || rng.IntN(3) > 0) {
+			ids := free()
+			f := fault{node: ids[rng.IntN(len(ids))], kind: faultKind(rng.IntN(int(faultKinds))), since: time.Now()}
+			if f.kind == faultSlowLinks {
+				f.delay = time.Duration(20+rng.IntN(61)) * time.Millisecond
+			}
+			note("node %d: %v%s (faulted nodes now %d)", f.node, f.kind, delayNote(f), len(active)+1)
+			inject(t, c, f)
+			injected[f.kind.String()]++
+			active = append(active, f)
+		} else {
+			f := active[0]
+			active = active[1:]
+			note("node %d: repair %v after %v", f.node, f.kind, time.Since(f.since).Round(time.Millisecond))
+			repair(t, c, f)
+		}
+		time.Sleep(time.Duration(200+rng.IntN(2800)) * time.Millisecond)
+	}
+	for _, f := range active {
+		note("node %d: repair %v after %v (end of the schedule)", f.node, f.kind, time.Since(f.since).Round(time.Millisecond))
+		repair(t, c, f)
+	}
+	t.Logf("faults injected: %v", injected)
+	testutil.KeepLog(t, "fault-schedule", strings.Join(schedule, "\n"))
 }
