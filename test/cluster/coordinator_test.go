@@ -31,18 +31,20 @@ type groupConsumer struct {
 	problems  []string
 }
 
-func startGroupConsumer(t *testing.T, c *testutil.Cluster, group, topic string) *groupConsumer {
+// startGroupConsumer starts a member of group consuming topic from its start; opts are
+// extra client options (kgo.ServerSideBalancer() for the KIP-848 protocol).
+func startGroupConsumer(t *testing.T, c *testutil.Cluster, group, topic string, opts ...kgo.Opt) *groupConsumer {
 	t.Helper()
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(c.BrokerAddrs()...),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
-		kgo.FetchMaxWait(250*time.Millisecond),
-		kgo.MetadataMinAge(250*time.Millisecond),
+		kgo.FetchMaxWait(250 * time.Millisecond),
+		kgo.MetadataMinAge(250 * time.Millisecond),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
-	)
+	}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

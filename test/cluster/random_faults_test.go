@@ -49,18 +49,19 @@ type fault struct {
 	delay time.Duration // faultSlowLinks
 }
 
-// TestRandomFaults hits a three-node cluster under an acks=all load and a consumer
-// group committing synchronously with a seeded random sequence of faults, one or two
-// nodes at a time, for -faults.duration: kill -9, controlled shutdown, SIGSTOP, its
-// followers' fetches blackholed or reset, cut off from the metadata quorum, slow
-// links. Each lasts from a fraction of a second to a few seconds and can overlap
-// another node's, so nodes fail while others catch up, elect, truncate, roll
-// segments or compact (the topic has small segments and is compacted eagerly).
-// Then every fault is repaired, every replica rejoins the ISR, writes go on, and
-// the history check holds (every acknowledged record present once, in order, at its
-// offset), as do the metadata invariants watched throughout; the group read every
-// offset, never lost an acknowledged commit, and commits the ends. The seed is
-// logged; -faults.seed replays a schedule (the timing of the processes still varies).
+// TestRandomFaults hits a three-node cluster under an acks=all load and two consumer
+// groups committing synchronously (classic and KIP-848) with a seeded random sequence
+// of faults, one or two nodes at a time, for -faults.duration: kill -9, controlled
+// shutdown, SIGSTOP, its followers' fetches blackholed or reset, cut off from the
+// metadata quorum, slow links. Each lasts from a fraction of a second to a few
+// seconds and can overlap another node's, so nodes fail while others catch up,
+// elect, truncate, roll segments or compact (the topic has small segments and is
+// compacted eagerly). Then every fault is repaired, every replica rejoins the ISR,
+// writes go on, and the history check holds (every acknowledged record present
+// once, in order, at its offset), as do the metadata invariants watched throughout;
+// each group read every offset, never lost an acknowledged commit, and commits the
+// ends. The seed is logged; -faults.seed replays a schedule (the timing of the
+// processes still varies).
 func TestRandomFaults(t *testing.T) {
 	t.Parallel()
 	const topic, partitions = "battered", 6
@@ -76,9 +77,17 @@ func TestRandomFaults(t *testing.T) {
 	}
 	l := startLoad(t, c, topic)
 	l.waitAcks(t, 1000, "acknowledged records before the first fault")
-	const group = "battered-readers"
-	consumer := startGroupConsumer(t, c, group, topic)
-	watch := watchCommitted(t, c, group, topic)
+	// Two groups read it, committing synchronously: one on the classic protocol, one
+	// on KIP-848's (the broker assigns).
+	type reader struct {
+		group    string
+		consumer *groupConsumer
+		watch    *committedWatch
+	}
+	var readers []reader
+	for group, opts := range map[string][]kgo.Opt{"battered-classic": nil, "battered-kip848": {kgo.ServerSideBalancer()}} {
+		readers = append(readers, reader{group, startGroupConsumer(t, c, group, topic, opts...), watchCommitted(t, c, group, topic)})
+	}
 
 	runFaults(t, c, *faultsDuration, nil)
 
@@ -89,44 +98,45 @@ func TestRandomFaults(t *testing.T) {
 	ends := h.check(t, c, topic)
 	inv.check()
 
-	// The group read every offset of every partition at least once and committed the
+	// Each group read every offset of every partition at least once and committed the
 	// ends; no acknowledged commit was lost on the way (committedWatch, and the
 	// consumer's own check that it never went back below one).
-	testutil.WaitFor(t, 90*time.Second, func() bool {
-		acked, _ := consumer.ackedCommits()
+	adm := kadm.NewClient(cl.cl)
+	for _, r := range readers {
+		testutil.WaitFor(t, 90*time.Second, func() bool {
+			acked, _ := r.consumer.ackedCommits()
+			for p, end := range ends {
+				if acked[p] < end {
+					return false
+				}
+			}
+			return true
+		}, r.group+" committing the end of every partition")
+		problems := append(r.consumer.stop(t), r.watch.stop()...)
+		read := 0
 		for p, end := range ends {
-			if acked[p] < end {
-				return false
+			read += len(r.consumer.processed[p])
+			for o := range end {
+				if !r.consumer.processed[p][o] {
+					problems = append(problems, fmt.Sprintf("%s never read %s-%d offset %d (end %d)", r.group, topic, p, o, end))
+					break
+				}
 			}
 		}
-		return true
-	}, "the group committing the end of every partition")
-	problems := append(consumer.stop(t), watch.stop()...)
-	for p, end := range ends {
-		for o := range end {
-			if !consumer.processed[p][o] {
-				problems = append(problems, fmt.Sprintf("the group never read %s-%d offset %d (end %d)", topic, p, o, end))
-				break
+		resp, err := adm.FetchOffsets(ctxT(t, 10*time.Second), r.group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p, end := range ends {
+			if o, ok := resp.Lookup(topic, p); !ok || o.Err != nil || o.At != end {
+				problems = append(problems, fmt.Sprintf("%s: %s-%d committed offset %+v, want the end %d", r.group, topic, p, o, end))
 			}
 		}
-	}
-	resp, err := kadm.NewClient(newNodeClient(t, c.Node(1).Addr).cl).FetchOffsets(ctxT(t, 10*time.Second), group)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for p, end := range ends {
-		if o, ok := resp.Lookup(topic, p); !ok || o.Err != nil || o.At != end {
-			problems = append(problems, fmt.Sprintf("%s-%d committed offset %+v, want the end %d", topic, p, o, end))
+		for _, p := range problems {
+			t.Error(p)
 		}
+		t.Logf("group %s read %d offsets, each at least once, and committed the ends %v", r.group, read, ends)
 	}
-	for _, p := range problems {
-		t.Error(p)
-	}
-	read := 0
-	for _, offsets := range consumer.processed {
-		read += len(offsets)
-	}
-	t.Logf("group %s read %d offsets, each at least once, and committed the ends %v", group, read, ends)
 	for _, n := range c.Nodes() {
 		cleaned := strings.Count(n.FullLog(), `msg="cleaned log"`)
 		if cleaned == 0 {
