@@ -251,6 +251,54 @@ func TestRandomFaultsExactlyOnce(t *testing.T) {
 	inv.check()
 }
 
+// TestRandomFaultsShareGroup: three KIP-932 share consumers accept every record a
+// producer writes (acks=all) while the random schedule of TestRandomFaults runs. The
+// rules of TestClusterShareGroupStateFailover hold throughout (the share ledger's
+// check: no record's ACCEPT confirmed twice, every acknowledged record delivered),
+// every record is done in the end (each share-partition start offset at its high
+// watermark), and the history check holds.
+func TestRandomFaultsShareGroup(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartCluster(t, testutil.ClusterOptions{ProxyControllerLinks: true, ProxyReplication: true,
+		Overrides: append([]string{
+			"offsets.topic.num.partitions=6",
+			"share.coordinator.state.topic.num.partitions=6",
+			"group.share.heartbeat.interval.ms=500",
+			"group.share.session.timeout.ms=10000",
+			"group.share.record.lock.duration.ms=10000",
+			"group.share.delivery.count.limit=10",
+			"min.insync.replicas=2",
+		}, replicationOverrides...)})
+	inv := watchInvariants(t, c)
+	const topic, partitions, groupID = "shared-battered", 6, "battered-share"
+	admin := newNodeClient(t, c.Node(1).Addr)
+	createTopic(t, admin, topic, partitions, 3)
+	setShareGroupConfig(t, c, admin, groupID, "share.auto.offset.reset", "earliest")
+	led := newShareLedger()
+	gate := &holdGate{} // never armed: the consumers acknowledge as they go
+	var consumers []*shareConsumer
+	addrs := c.BrokerAddrs()
+	for i := range 3 {
+		seeds := append(slices.Clone(addrs[i:]), addrs[:i]...)
+		consumers = append(consumers, startShareConsumer(t, fmt.Sprintf("m%d", i), seeds, groupID, topic, led, gate))
+	}
+	p := startShareProducer(t, addrs, topic, led)
+	led.waitConfirmed(t, 1000, 90*time.Second, "1000 records accepted before the first fault")
+
+	runFaults(t, c, *faultsDuration, nil)
+
+	waitFullISR(t, admin, topic, partitions, 90*time.Second)
+	led.waitConfirmed(t, led.confirmedCount()+500, 120*time.Second, "records accepted after every fault was repaired")
+	h := p.stop(t)
+	waitShareDone(t, addrs, groupID, topic, partitions)
+	for _, sc := range consumers {
+		sc.stop()
+	}
+	led.check(t, h)
+	h.check(t, c, topic)
+	inv.check()
+}
+
 // runFaults injects a seeded random schedule of faults into c for d, one or two nodes
 // at a time: a step injects a fault on a node that has none while fewer than two do
 // (more often than it repairs), or repairs the oldest fault; steps are 0.2–3 s apart.
