@@ -17,12 +17,12 @@ import (
 
 var (
 	faultsDuration = flag.Duration("faults.duration", 40*time.Second,
-		"how long TestRandomFaults injects faults (minutes for a soak)")
+		"how long each TestRandomFaults* test injects faults (minutes for a soak)")
 	faultsSeed = flag.Uint64("faults.seed", 0,
-		"the seed of TestRandomFaults' schedule (0: from the clock; a failed run logs its seed)")
+		"the seed of the TestRandomFaults* schedules (0: from the clock; each run logs its seed)")
 )
 
-// faultKind is one way a node can fail in TestRandomFaults.
+// faultKind is one way a node fails in the random fault schedule (runFaults).
 type faultKind int
 
 const (
@@ -32,7 +32,7 @@ const (
 	faultReplication                  // its replication listener blackholed: followers cannot fetch from it
 	faultResetLinks                   // its replication connections reset and refused
 	faultQuorum                       // cut off from the metadata quorum both ways
-	faultSlowLinks                    // 20–80 ms on every chunk its followers and the quorum send it
+	faultSlowLinks                    // 20–80 ms added to its replication listener's traffic and to every link to it as a controller
 	faultKinds
 )
 
