@@ -364,7 +364,10 @@ func CheckExactlyOnce(t testing.TB, values []string, n int) {
 
 // ReadAll reads every record of topic with a fresh franz-go consumer over brokers, up
 // to its end offsets — its last stable offsets with committed (read_committed) — and
-// returns their values in partition and offset order.
+// returns their values in partition and offset order. How far it read is the offset of
+// the last batch it was handed, so control batches are kept (a transactional
+// partition ends with a marker), and not the high watermark a fetch reports, which is
+// where the partition ends, not where the fetch stopped.
 func ReadAll(t testing.TB, brokers []string, topic string, committed bool, timeout time.Duration) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -374,7 +377,7 @@ func ReadAll(t testing.TB, brokers []string, topic string, committed bool, timeo
 		level = kgo.ReadCommitted()
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(level))
+		kgo.FetchIsolationLevel(level), kgo.KeepControlRecords())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,13 +407,11 @@ func ReadAll(t testing.TB, brokers []string, topic string, committed bool, timeo
 			t.Fatalf("read %v of %s before the deadline (ends %v)", pos, topic, ends[topic])
 		}
 		fs.EachError(func(_ string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", topic, p, err) })
-		fs.EachRecord(func(r *kgo.Record) { got[r.Partition] = append(got[r.Partition], string(r.Value)) })
-		fs.EachPartition(func(p kgo.FetchTopicPartition) {
-			end := p.HighWatermark
-			if committed {
-				end = p.LastStableOffset
+		fs.EachRecord(func(r *kgo.Record) {
+			pos[r.Partition] = max(pos[r.Partition], r.Offset+1)
+			if !r.Attrs.IsControl() {
+				got[r.Partition] = append(got[r.Partition], string(r.Value))
 			}
-			pos[p.Partition] = max(pos[p.Partition], end)
 		})
 	}
 	var out []string
