@@ -13,16 +13,26 @@ import (
 // them). The test is skipped when mounting is not allowed (not root).
 func SmallDisk(t testing.TB, size string) string {
 	t.Helper()
+	dir, err := TrySmallDisk(t, size)
+	if err != nil {
+		t.Skipf("a real full disk needs a small tmpfs, and mounting one needs root: %v", err)
+	}
+	return dir
+}
+
+// TrySmallDisk is SmallDisk returning the mount's error instead of skipping the test.
+func TrySmallDisk(t testing.TB, size string) (string, error) {
+	t.Helper()
 	dir := t.TempDir()
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
-		t.Skipf("a real full disk needs a small tmpfs, and mounting one needs root: %v", err)
+		return "", err
 	}
 	t.Cleanup(func() {
 		if err := syscall.Unmount(dir, 0); err != nil {
 			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
 		}
 	})
-	return dir
+	return dir, nil
 }
 
 // FillDisk writes a ballast file leaving about leave bytes free on dir's file system,

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -33,39 +34,62 @@ const (
 	faultResetLinks                   // its replication connections reset and refused
 	faultQuorum                       // cut off from the metadata quorum both ways
 	faultSlowLinks                    // 20–80 ms added to its replication listener's traffic and to every link to it as a controller
+	faultDiskFull                     // the small disk holding some of its partitions filled (faultPlan.SmallDisks)
 	faultKinds
 )
 
 func (k faultKind) String() string {
 	return [...]string{"kill -9", "SIGTERM", "SIGSTOP", "replication blackholed", "replication reset",
-		"cut off from the quorum", "slow links"}[k]
+		"cut off from the quorum", "slow links", "disk full"}[k]
 }
 
 // fault is a fault in force on one node.
 type fault struct {
-	node  int32
-	kind  faultKind
-	since time.Time
-	delay time.Duration // faultSlowLinks
+	node    int32
+	kind    faultKind
+	since   time.Time
+	delay   time.Duration // faultSlowLinks
+	ballast string        // faultDiskFull: the file filling the disk
+}
+
+// faultPlan says what runFaults may do besides the faults every node can have.
+type faultPlan struct {
+	// SmallDisks are, by node, a small file system holding some of its partitions
+	// (its second log directory): faultDiskFull fills it.
+	SmallDisks map[int32]string
+	// Other, when set, is offered one step in six (with the schedule's random
+	// source) and returns what it did, or "" to leave the step to the nodes.
+	Other func(*rand.Rand) string
 }
 
 // TestRandomFaults hits a three-node cluster under an acks=all load and two consumer
 // groups committing synchronously (classic and KIP-848) with a seeded random sequence
 // of faults, one or two nodes at a time, for -faults.duration: kill -9, controlled
 // shutdown, SIGSTOP, its followers' fetches blackholed or reset, cut off from the
-// metadata quorum, slow links. Each lasts from a fraction of a second to a few
-// seconds and can overlap another node's, so nodes fail while others catch up,
-// elect, truncate, roll segments or compact (the topic has small segments and is
-// compacted eagerly). Then every fault is repaired, every replica rejoins the ISR,
-// writes go on, and the history check holds (every acknowledged record present
-// once, in order, at its offset), as do the metadata invariants watched throughout;
-// each group read every offset, never lost an acknowledged commit, and commits the
-// ends. The seed is logged; -faults.seed replays a schedule (the timing of the
-// processes still varies).
+// metadata quorum, slow links, the disk holding some of its partitions full. Each
+// lasts from a fraction of a second to a few seconds and can overlap another node's,
+// so nodes fail while others catch up, elect, truncate, roll segments or compact
+// (the topic has small segments and is compacted eagerly). Then every fault is
+// repaired, every replica rejoins the ISR, writes go on, and the history check holds
+// (every acknowledged record present once, in order, at its offset), as do the
+// metadata invariants watched throughout; each group read every offset, never lost
+// an acknowledged commit, and commits the ends. The seed is logged; -faults.seed
+// replays a schedule (the timing of the processes still varies).
 func TestRandomFaults(t *testing.T) {
 	t.Parallel()
 	const topic, partitions = "battered", 6
-	c := testutil.StartCluster(t, testutil.ClusterOptions{ProxyControllerLinks: true, ProxyReplication: true,
+	// Each node keeps some partitions on a small disk of their own, which the schedule
+	// fills now and then (the metadata log stays in the first directory).
+	disks, nodeDirs := map[int32]string{}, map[int32][]string{}
+	for id := int32(1); id <= 3; id++ {
+		small, err := testutil.TrySmallDisk(t, "256m")
+		if err != nil {
+			t.Logf("no full disks in this run: mounting a small tmpfs needs root: %v", err)
+			break
+		}
+		disks[id], nodeDirs[id] = small, []string{"log.dirs=" + t.TempDir() + "," + small}
+	}
+	c := testutil.StartCluster(t, testutil.ClusterOptions{ProxyControllerLinks: true, ProxyReplication: true, NodeOverrides: nodeDirs,
 		Overrides: append([]string{"min.insync.replicas=2", "log.cleaner.backoff.ms=500"}, replicationOverrides...)})
 	inv := watchInvariants(t, c)
 	admin := newNodeClient(t, c.Node(1).Addr)
@@ -89,7 +113,7 @@ func TestRandomFaults(t *testing.T) {
 		readers = append(readers, reader{group, startGroupConsumer(t, c, group, topic, opts...), watchCommitted(t, c, group, topic)})
 	}
 
-	runFaults(t, c, *faultsDuration, nil)
+	runFaults(t, c, *faultsDuration, faultPlan{SmallDisks: disks})
 
 	cl := newNodeClient(t, c.Node(1).Addr)
 	waitFullISR(t, cl, topic, partitions, 90*time.Second)
@@ -153,8 +177,8 @@ func delayNote(f fault) string {
 	return fmt.Sprintf(" (%v)", f.delay)
 }
 
-// inject puts fault f in force.
-func inject(t *testing.T, c *testutil.Cluster, f fault) {
+// inject puts fault f in force and returns it (with its ballast).
+func inject(t *testing.T, c *testutil.Cluster, plan faultPlan, f fault) fault {
 	t.Helper()
 	n := c.Node(f.node)
 	switch f.kind {
@@ -162,7 +186,8 @@ func inject(t *testing.T, c *testutil.Cluster, f fault) {
 		n.Kill()
 	case faultStop:
 		if err := n.Stop(); err != nil { // with the quorum cut it may take its 15 s and be killed
-			t.Logf("node %d: %v", f.node, err)
+			lines := strings.Split(strings.TrimSpace(n.Log()), "\n")
+			t.Logf("node %d: %v; its log ends:\n%s", f.node, err, strings.Join(lines[max(len(lines)-8, 0):], "\n"))
 		}
 	case faultPause:
 		n.Pause()
@@ -179,7 +204,10 @@ func inject(t *testing.T, c *testutil.Cluster, f fault) {
 				p.Delay(f.delay)
 			}
 		}
+	case faultDiskFull:
+		f.ballast = testutil.FillDisk(t, plan.SmallDisks[f.node], 0)
 	}
+	return f
 }
 
 // repair ends fault f.
@@ -201,6 +229,10 @@ func repair(t *testing.T, c *testutil.Cluster, f fault) {
 			if p := c.Link(o.ID, f.node); p != nil {
 				p.Delay(0)
 			}
+		}
+	case faultDiskFull:
+		if err := os.Remove(f.ballast); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
@@ -229,11 +261,11 @@ func TestRandomFaultsExactlyOnce(t *testing.T) {
 	defer in.Close()
 	n := max(int(faultsDuration.Seconds())*500, 1000) // fed in 20 chunks over the schedule
 	fed := p.Feed(in, n, *faultsDuration/20, 90*time.Second)
-	runFaults(t, c, *faultsDuration, func(rng *rand.Rand) string {
+	runFaults(t, c, *faultsDuration, faultPlan{Other: func(rng *rand.Rand) string {
 		w := workers[rng.IntN(len(workers))]
 		p.Restart(w)
 		return "worker " + w + ": kill -9, started again"
-	})
+	}})
 	waitFullISR(t, cl, p.In, 3, 90*time.Second)
 	if err := <-fed; err != nil {
 		p.Fatalf("producing the input: %v", err)
@@ -245,6 +277,9 @@ func TestRandomFaultsExactlyOnce(t *testing.T) {
 	out := testutil.ReadAll(t, c.BrokerAddrs(), p.Out, true, 60*time.Second)
 	if len(out) != n {
 		logTxnState(t, adm, "eos-a", "eos-b", "eos-c")
+		// Whether what is missing was written at all, or is hidden from read_committed.
+		all := testutil.ReadAll(t, c.BrokerAddrs(), p.Out, false, 60*time.Second)
+		t.Logf("output read_uncommitted: %d records", len(all))
 	}
 	testutil.CheckExactlyOnce(t, out, n)
 	t.Logf("output read_committed: each of the %d input records exactly once", n)
@@ -285,7 +320,7 @@ func TestRandomFaultsShareGroup(t *testing.T) {
 	p := startShareProducer(t, addrs, topic, led)
 	led.waitConfirmed(t, 1000, 90*time.Second, "1000 records accepted before the first fault")
 
-	runFaults(t, c, *faultsDuration, nil)
+	runFaults(t, c, *faultsDuration, faultPlan{})
 
 	waitFullISR(t, admin, topic, partitions, 90*time.Second)
 	led.waitConfirmed(t, led.confirmedCount()+500, 120*time.Second, "records accepted after every fault was repaired")
@@ -302,10 +337,9 @@ func TestRandomFaultsShareGroup(t *testing.T) {
 // runFaults injects a seeded random schedule of faults into c for d, one or two nodes
 // at a time: a step injects a fault on a node that has none while fewer than two do
 // (more often than it repairs), or repairs the oldest fault; steps are 0.2–3 s apart.
-// other, when set, is offered one step in six (with the schedule's random source) and
-// returns what it did, or "" to leave the step to the nodes. Every fault is repaired
-// before runFaults returns; the schedule is logged and kept with the test's logs.
-func runFaults(t *testing.T, c *testutil.Cluster, d time.Duration, other func(*rand.Rand) string) {
+// plan adds faults (see faultPlan). Every fault is repaired before runFaults returns;
+// the schedule is logged and kept with the test's logs.
+func runFaults(t *testing.T, c *testutil.Cluster, d time.Duration, plan faultPlan) {
 	t.Helper()
 	seed := *faultsSeed
 	if seed == 0 {
@@ -332,8 +366,8 @@ func runFaults(t *testing.T, c *testutil.Cluster, d time.Duration, other func(*r
 	}
 	injected := map[string]int{}
 	for time.Since(start) < d {
-		if other != nil && rng.IntN(6) == 0 {
-			if what := other(rng); what != "" {
+		if plan.Other != nil && rng.IntN(6) == 0 {
+			if what := plan.Other(rng); what != "" {
 				note("%s", what)
 				injected[what]++
 				time.Sleep(time.Duration(200+rng.IntN(2800)) * time.Millisecond)
@@ -342,12 +376,17 @@ func runFaults(t *testing.T, c *testutil.Cluster, d time.Duration, other func(*r
 		}
 		if len(active) < 2 && (len(active) == 0 || rng.IntN(3) > 0) {
 			ids := free()
-			f := fault{node: ids[rng.IntN(len(ids))], kind: faultKind(rng.IntN(int(faultKinds))), since: time.Now()}
+			f := fault{node: ids[rng.IntN(len(ids))], since: time.Now()}
+			kinds := faultKinds
+			if plan.SmallDisks[f.node] == "" {
+				kinds = faultDiskFull // the kinds before it
+			}
+			f.kind = faultKind(rng.IntN(int(kinds)))
 			if f.kind == faultSlowLinks {
 				f.delay = time.Duration(20+rng.IntN(61)) * time.Millisecond
 			}
 			note("node %d: %v%s (faulted nodes now %d)", f.node, f.kind, delayNote(f), len(active)+1)
-			inject(t, c, f)
+			f = inject(t, c, plan, f)
 			injected[f.kind.String()]++
 			active = append(active, f)
 		} else {
