@@ -109,8 +109,9 @@ func (b *Broker) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// heartbeatLoop heartbeats until ctx ends: every broker.heartbeat.interval.ms, or
-// every 100ms while fenced or shutting down so that those states end quickly.
+// heartbeatLoop heartbeats until ctx ends or the controller grants the controlled
+// shutdown: every broker.heartbeat.interval.ms, or every 100ms while fenced or
+// shutting down so that those states end quickly.
 func (b *Broker) heartbeatLoop(ctx context.Context, epoch int64) {
 	l := &b.lifecycle
 	interval := time.Duration(b.cfg.BrokerHeartbeatIntervalMs) * time.Millisecond
@@ -134,6 +135,9 @@ func (b *Broker) heartbeatLoop(ctx context.Context, epoch int64) {
 					failing = false
 				}
 				b.heartbeatAnswered(resp)
+				if resp.ShouldShutdown {
+					return // as Kafka's broker: the controller let it go; it only has to close
+				}
 			} else if errors.Is(err, controller.ErrStaleBrokerEpoch) {
 				b.logger.Warn("the active controller does not know this broker epoch; registering again", "broker_epoch", epoch)
 				if epoch, err = b.register(ctx); err != nil {

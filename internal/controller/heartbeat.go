@@ -295,6 +295,9 @@ func transitionUpdates(img *metadata.Image, b metadata.Broker, next brokerState,
 	switch next {
 	case stateFenced, stateShutdownNow:
 		recs, events := removeBrokerUpdates(img, id, unclean)
+		if b.Fenced { // a fenced broker that asks to shut down: nothing more to record
+			return recs, events
+		}
 		return append(recs, metadata.BrokerRegistrationChangeRecord{NodeID: b.NodeID, Epoch: b.Epoch, Fenced: &yes}), events
 	case stateUnfenced:
 		recs, events := unfenceUpdates(img, id, unclean)

@@ -61,8 +61,10 @@ func (c *Controller) BrokerHeartbeat(ctx context.Context, hb Heartbeat) (Heartbe
 		next := nextBrokerState(cur, hb, b.RegisteredOffset, hasLeaderships(img, hb.BrokerID), ss.shutdownOffset, c.sessions.lowestActiveOffset(img))
 		if next != cur {
 			recs, events := transitionUpdates(img, b, next, c.uncleanAllowed)
-			if err := c.propose(ctx, recs); err != nil {
-				return HeartbeatReply{}, err
+			if len(recs) > 0 {
+				if err := c.propose(ctx, recs); err != nil {
+					return HeartbeatReply{}, err
+				}
 			}
 			switch next {
 			case stateControlledShutdown:

@@ -98,6 +98,26 @@ func TestControlledShutdown(t *testing.T) {
 	}
 }
 
+// TestFencedBrokerShutsDown: a broker fenced before it asks to shut down (its session
+// expired, or it was cut off) may go at once, and its repeated heartbeats asking so
+// record nothing more in the metadata log.
+func TestFencedBrokerShutsDown(t *testing.T) {
+	c, clk, epochs := lifecycleController(t)
+	silenceBroker3(t, c, clk, epochs)
+	offset := c.Image().Offset()
+	for range 5 {
+		if r := heartbeat(t, c, 3, epochs[3], true); !r.ShouldShutdown || !r.IsFenced {
+			t.Fatalf("reply = %+v", r)
+		}
+	}
+	if got := c.Image().Offset(); got != offset {
+		t.Fatalf("heartbeats of a fenced broker shutting down moved the metadata log from offset %d to %d", offset, got)
+	}
+	if b, _ := c.Image().Broker(3); !b.Fenced {
+		t.Fatalf("broker 3 = %+v", b)
+	}
+}
+
 func TestDuplicateRegistrationWhileTheOtherHeartbeats(t *testing.T) {
 	c, clk, epochs := lifecycleController(t)
 	heartbeat(t, c, 2, epochs[2], false)
