@@ -50,6 +50,7 @@ type load struct {
 	cl     *kgo.Client
 	cancel context.CancelFunc
 	done   chan struct{}
+	rate   int // records a second per partition; 0: as fast as the cluster acknowledges
 }
 
 // inFlightPerPartition bounds the records a load has in flight in one partition:
@@ -77,6 +78,13 @@ func clusterUnderLoad(t *testing.T, opts testutil.ClusterOptions, topic string, 
 // of the cluster.
 func startLoad(t *testing.T, c *testutil.Cluster, topic string, opts ...kgo.Opt) *load {
 	t.Helper()
+	return startLoadAt(t, c, topic, 0, opts...)
+}
+
+// startLoadAt is startLoad writing at most rate records a second to each partition
+// (0: no limit).
+func startLoadAt(t *testing.T, c *testutil.Cluster, topic string, rate int, opts ...kgo.Opt) *load {
+	t.Helper()
 	opts = append([]kgo.Opt{
 		kgo.SeedBrokers(c.BrokerAddrs()...),
 		kgo.DefaultProduceTopic(topic),
@@ -99,7 +107,7 @@ func startLoad(t *testing.T, c *testutil.Cluster, topic string, opts ...kgo.Opt)
 		return err == nil && partitions > 0
 	}, "the partitions of "+topic)
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &load{h: newHistory(), cl: cl, cancel: cancel, done: make(chan struct{})}
+	l := &load{h: newHistory(), cl: cl, cancel: cancel, done: make(chan struct{}), rate: rate}
 	var wg sync.WaitGroup
 	for p := range int32(partitions) {
 		wg.Go(func() { l.produceTo(ctx, p) })
@@ -115,8 +123,21 @@ func startLoad(t *testing.T, c *testutil.Cluster, topic string, opts ...kgo.Opt)
 // flight.
 func (l *load) produceTo(ctx context.Context, partition int32) {
 	sem := make(chan struct{}, inFlightPerPartition)
+	var pace <-chan time.Time
+	if l.rate > 0 {
+		tick := time.NewTicker(time.Second / time.Duration(l.rate))
+		defer tick.Stop()
+		pace = tick.C
+	}
 	var wg sync.WaitGroup
 	for n := 0; ctx.Err() == nil; n++ {
+		if pace != nil {
+			select {
+			case <-pace:
+			case <-ctx.Done():
+				continue
+			}
+		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
