@@ -303,28 +303,16 @@ func TestRandomFaultsExactlyOnce(t *testing.T) {
 func TestRandomFaultsShareGroup(t *testing.T) {
 	t.Parallel()
 	c := testutil.StartCluster(t, testutil.ClusterOptions{ProxyControllerLinks: true, ProxyReplication: true,
-		Overrides: append([]string{
-			"offsets.topic.num.partitions=6",
-			"share.coordinator.state.topic.num.partitions=6",
-			"group.share.heartbeat.interval.ms=500",
-			"group.share.session.timeout.ms=10000",
-			"group.share.record.lock.duration.ms=10000",
-			"group.share.delivery.count.limit=10",
-			"min.insync.replicas=2",
-		}, replicationOverrides...)})
+		Overrides: append(slices.Clone(shareOverrides), replicationOverrides...)})
 	inv := watchInvariants(t, c)
 	const topic, partitions, groupID = "shared-battered", 6, "battered-share"
 	admin := newNodeClient(t, c.Node(1).Addr)
 	createTopic(t, admin, topic, partitions, 3)
 	setShareGroupConfig(t, c, admin, groupID, "share.auto.offset.reset", "earliest")
 	led := newShareLedger()
-	gate := &holdGate{} // never armed: the consumers acknowledge as they go
-	var consumers []*shareConsumer
 	addrs := c.BrokerAddrs()
-	for i := range 3 {
-		seeds := append(slices.Clone(addrs[i:]), addrs[:i]...)
-		consumers = append(consumers, startShareConsumer(t, fmt.Sprintf("m%d", i), seeds, groupID, topic, led, gate))
-	}
+	// The gate is never armed: the consumers acknowledge as they go.
+	consumers := startShareConsumers(t, addrs, groupID, topic, led, &holdGate{})
 	p := startShareProducer(t, addrs, topic, led)
 	led.waitConfirmed(t, 1000, 90*time.Second, "1000 records accepted before the first fault")
 

@@ -51,15 +51,7 @@ import (
 // its ACCEPT is then refused, which the first rule checks.
 func TestClusterShareGroupStateFailover(t *testing.T) {
 	t.Parallel()
-	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: []string{
-		"offsets.topic.num.partitions=6",
-		"share.coordinator.state.topic.num.partitions=6",
-		"group.share.heartbeat.interval.ms=500",
-		"group.share.session.timeout.ms=10000",
-		"group.share.record.lock.duration.ms=10000",
-		"group.share.delivery.count.limit=10",
-		"min.insync.replicas=2",
-	}})
+	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: shareOverrides})
 	inv := watchInvariants(t, c)
 	const topic, partitions = "shared", 6
 	admin := newNodeClient(t, c.Node(1).Addr)
@@ -76,13 +68,8 @@ func TestClusterShareGroupStateFailover(t *testing.T) {
 
 	led := newShareLedger()
 	gate := &holdGate{}
-	var consumers []*shareConsumer
 	addrs := c.BrokerAddrs()
-	for i := range 3 {
-		// Each bootstraps through another node first.
-		seeds := append(slices.Clone(addrs[i:]), addrs[:i]...)
-		consumers = append(consumers, startShareConsumer(t, fmt.Sprintf("m%d", i), seeds, groupID, topic, led, gate))
-	}
+	consumers := startShareConsumers(t, addrs, groupID, topic, led, gate)
 	p := startShareProducer(t, addrs, topic, led)
 
 	led.waitConfirmed(t, 1500, 90*time.Second, "1500 records accepted before the kill")
@@ -122,6 +109,30 @@ func TestClusterShareGroupStateFailover(t *testing.T) {
 	led.check(t, h)
 	h.check(t, c, topic)
 	inv.check()
+}
+
+// shareOverrides are the share group tests' cluster settings: few coordinator
+// partitions, and sessions, locks and delivery counts that outlast the faults.
+var shareOverrides = []string{
+	"offsets.topic.num.partitions=6",
+	"share.coordinator.state.topic.num.partitions=6",
+	"group.share.heartbeat.interval.ms=500",
+	"group.share.session.timeout.ms=10000",
+	"group.share.record.lock.duration.ms=10000",
+	"group.share.delivery.count.limit=10",
+	"min.insync.replicas=2",
+}
+
+// startShareConsumers starts three share consumers m0–m2 of groupID, each
+// bootstrapping through another node first.
+func startShareConsumers(t *testing.T, addrs []string, groupID, topic string, led *shareLedger, gate *holdGate) []*shareConsumer {
+	t.Helper()
+	var consumers []*shareConsumer
+	for i := range 3 {
+		seeds := append(slices.Clone(addrs[i:]), addrs[:i]...)
+		consumers = append(consumers, startShareConsumer(t, fmt.Sprintf("m%d", i), seeds, groupID, topic, led, gate))
+	}
+	return consumers
 }
 
 // shareLayout is who leads a topic's partitions and their share state.
