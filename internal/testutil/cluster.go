@@ -328,7 +328,7 @@ func (c *Cluster) cleanup() {
 			}
 		}
 		if c.t.Failed() {
-			c.t.Logf("log of node %d (tail):\n%s", n.ID, tail(n.Log(), 60))
+			c.t.Logf("log of node %d (tail):\n%s", n.ID, Tail(n.Log(), 60))
 		}
 	}
 }
@@ -361,7 +361,8 @@ func KeepLog(t testing.TB, name, content string) string {
 	return path
 }
 
-func tail(s string, lines int) string {
+// Tail returns the last lines of s.
+func Tail(s string, lines int) string {
 	all := strings.Split(s, "\n")
 	if len(all) > lines {
 		all = all[len(all)-lines:]

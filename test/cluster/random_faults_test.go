@@ -194,8 +194,7 @@ func inject(t *testing.T, c *testutil.Cluster, plan faultPlan, f fault) fault {
 		n.Kill()
 	case faultStop:
 		if err := n.Stop(); err != nil { // with the quorum cut it may take its 15 s and be killed
-			lines := strings.Split(strings.TrimSpace(n.Log()), "\n")
-			t.Logf("node %d: %v; its log ends:\n%s", f.node, err, strings.Join(lines[max(len(lines)-8, 0):], "\n"))
+			t.Logf("node %d: %v; its log ends:\n%s", f.node, err, testutil.Tail(strings.TrimSpace(n.Log()), 8))
 		}
 	case faultPause:
 		n.Pause()
@@ -206,16 +205,22 @@ func inject(t *testing.T, c *testutil.Cluster, plan faultPlan, f fault) fault {
 	case faultQuorum:
 		c.Isolate(f.node)
 	case faultSlowLinks:
-		n.ReplicationProxy.Delay(f.delay)
-		for _, o := range c.Nodes() {
-			if p := c.Link(o.ID, f.node); p != nil {
-				p.Delay(f.delay)
-			}
-		}
+		slowLinks(c, f.node, f.delay)
 	case faultDiskFull:
 		f.ballast = testutil.FillDisk(t, plan.SmallDisks[f.node], 0)
 	}
 	return f
+}
+
+// slowLinks adds d to every chunk through node's replication listener and to every
+// link to it as a controller (0 removes it).
+func slowLinks(c *testutil.Cluster, node int32, d time.Duration) {
+	c.Node(node).ReplicationProxy.Delay(d)
+	for _, o := range c.Nodes() {
+		if p := c.Link(o.ID, node); p != nil {
+			p.Delay(d)
+		}
+	}
 }
 
 // repair ends fault f.
@@ -232,12 +237,7 @@ func repair(t *testing.T, c *testutil.Cluster, f fault) {
 	case faultQuorum:
 		c.Heal(f.node)
 	case faultSlowLinks:
-		n.ReplicationProxy.Delay(0)
-		for _, o := range c.Nodes() {
-			if p := c.Link(o.ID, f.node); p != nil {
-				p.Delay(0)
-			}
-		}
+		slowLinks(c, f.node, 0)
 	case faultDiskFull:
 		if err := os.Remove(f.ballast); err != nil {
 			t.Fatal(err)
