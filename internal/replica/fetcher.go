@@ -426,10 +426,7 @@ func (f *fetcher) outOfRange(p *Partition, r *FetchResult) error {
 
 func (f *fetcher) truncate(p *Partition, to int64) error {
 	from := p.Log.LogEndOffset()
-	dropped, err := p.TruncateTo(to)
-	if err != nil {
-		return err
-	}
+	dropped, err := p.TruncateTo(to) // records may be gone even when it failed part way
 	if dropped > 0 {
 		f.cfg.Logger.Warn("follower truncated a divergent tail", "topic", p.Topic, "partition", p.Index,
 			"leader", f.leader, "from", from, "to", p.Log.LogEndOffset(), "offsets_dropped", dropped)
@@ -437,5 +434,5 @@ func (f *fetcher) truncate(p *Partition, to int64) error {
 			f.cfg.OnTruncate(p, from, p.Log.LogEndOffset())
 		}
 	}
-	return nil
+	return err
 }

@@ -49,15 +49,15 @@ func (p *Partition) SetFollowerHighWatermark(leaderHW int64) {
 
 // TruncateTo removes the follower's records at and after offset (a divergent tail,
 // or everything when offset is below the log start) and lowers the high watermark
-// with them. It returns the number of offsets dropped.
+// with them. It returns the number of offsets dropped. A truncation that failed part
+// way (a full disk) may have dropped records: the high watermark follows the log end
+// all the same.
 func (p *Partition) TruncateTo(offset int64) (int64, error) {
 	if p.IsLeader() {
 		return 0, ErrNotLeader
 	}
 	before := p.Log.LogEndOffset()
-	if err := p.Log.TruncateTo(offset); err != nil {
-		return 0, err
-	}
+	err := p.Log.TruncateTo(offset)
 	after := p.Log.LogEndOffset()
 	for {
 		cur := p.highWatermark.Load()
@@ -66,7 +66,7 @@ func (p *Partition) TruncateTo(offset int64) (int64, error) {
 		}
 	}
 	p.refreshLastStable()
-	return max(before-after, 0), nil
+	return max(before-after, 0), err
 }
 
 // MaybeIncrementLogStart moves a follower's log start up to the leader's (records the

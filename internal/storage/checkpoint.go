@@ -191,16 +191,19 @@ func readEpochCheckpoint(fsys FS, path string) ([]EpochEntry, error) {
 	return entries, nil
 }
 
-// writeLocked persists the entries (mu held).
-func (c *epochCache) writeLocked() error {
+// writeLocked persists entries and makes them the cache's (mu held). When the write
+// fails the cache keeps what it had, so that it never drops an epoch that the file
+// and the log still hold.
+func (c *epochCache) writeLocked(entries []EpochEntry) error {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "0\n%d\n", len(c.entries))
-	for _, e := range c.entries {
+	fmt.Fprintf(&sb, "0\n%d\n", len(entries))
+	for _, e := range entries {
 		fmt.Fprintf(&sb, "%d %d\n", e.Epoch, e.StartOffset)
 	}
 	if err := writeFileAtomic(c.fs, c.path, []byte(sb.String()), true); err != nil {
 		return err
 	}
+	c.entries = entries
 	c.dirty = false
 	return nil
 }
@@ -209,8 +212,7 @@ func (c *epochCache) writeLocked() error {
 func (c *epochCache) replace(entries []EpochEntry) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.entries = entries
-	return c.writeLocked()
+	return c.writeLocked(entries)
 }
 
 // assign records that epoch starts at offset when epoch is newer than the latest. The
@@ -242,7 +244,7 @@ func (c *epochCache) persist() error {
 	if !c.dirty {
 		return nil
 	}
-	return c.writeLocked()
+	return c.writeLocked(c.entries)
 }
 
 // epochAt returns the epoch of the entry covering offset (the latest one starting at
@@ -295,8 +297,7 @@ func (c *epochCache) truncateFromEnd(offset int64) error {
 	if i == len(c.entries) {
 		return nil
 	}
-	c.entries = c.entries[:i]
-	return c.writeLocked()
+	return c.writeLocked(c.entries[:i])
 }
 
 // truncateFromStart drops entries wholly below offset, moving the start of the latest
@@ -312,8 +313,7 @@ func (c *epochCache) truncateFromStart(offset int64) error {
 		return nil
 	}
 	kept := EpochEntry{c.entries[i-1].Epoch, offset}
-	c.entries = append([]EpochEntry{kept}, c.entries[i:]...)
-	return c.writeLocked()
+	return c.writeLocked(append([]EpochEntry{kept}, c.entries[i:]...))
 }
 
 func (c *epochCache) all() []EpochEntry {

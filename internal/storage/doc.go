@@ -206,7 +206,15 @@
 // on Close; the newest three are kept. A damaged partition.metadata is logged and
 // written again once the topic id is known (Log.AdoptTopicID); the partition opens.
 // DeleteRecords and retention write log-state before they truncate the epoch cache, so
-// a crash between the two never leaves the cache starting above the log start.
+// a crash between the two never leaves the cache starting above the log start. A
+// follower's truncation (TruncateTo) writes log-state with the recovery point lowered
+// to the truncation point, then the epoch cache without the epochs it removes, and
+// only then removes the later segments (the last first) and cuts the one holding the
+// point, whose index files it removes (an active segment's are written when it stops
+// being active): a crash part way leaves checkpoints that are conservative, and
+// recovery reads from the lowered recovery point. Nothing after the checkpoints needs
+// space, so on a full disk a truncation fails with ErrNoSpace before it removes
+// anything and is retried.
 //
 // Every file operation goes through the FS interface (OSFS in production); tests
 // substitute a file system that models durability (file data as of the last fsync,

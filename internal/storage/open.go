@@ -584,7 +584,10 @@ func (l *Log) recoverSegment(s *segment, cfg Config, expectNext int64, last bool
 	return res, s.finishIndexLocked(!last)
 }
 
-// truncateSegmentAt cuts s at pos and rebuilds its index.
+// truncateSegmentAt cuts s, which is to be the active segment, at pos and rebuilds
+// its index in memory. Its index files, which describe what was cut, are removed (an
+// active segment's are written when it stops being active): nothing here needs space
+// on the disk.
 func (l *Log) truncateSegmentAt(s *segment, pos int64, cfg Config) error {
 	old := s.size.Load()
 	if err := s.file.Truncate(pos); err != nil {
@@ -592,24 +595,31 @@ func (l *Log) truncateSegmentAt(s *segment, pos int64, cfg Config) error {
 	}
 	s.size.Store(pos)
 	l.size.Add(pos - old)
+	for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+		if err := l.fs.Remove(s.path(suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
 	s.idx.Lock()
 	defer s.idx.Unlock()
 	s.idx.loaded = false
-	return s.rebuildIndexLocked(cfg.IndexIntervalBytes)
+	return s.rebuildIndexLocked(cfg.IndexIntervalBytes, false)
 }
 
 // dropSegmentsFrom deletes segments i and later at once (recovery and truncation: no
-// reader can hold them yet, or they hold data that is being taken back).
+// reader can hold them yet, or they hold data that is being taken back), the last
+// first, so that a crash part way leaves the log shorter, not with a hole.
 func (l *Log) dropSegmentsFrom(i int) error {
 	segs := l.segs()
 	if i >= len(segs) {
 		return nil
 	}
 	var errs []error
-	for _, s := range segs[i:] {
+	for j := len(segs) - 1; j >= i; j-- {
+		s := segs[j]
 		l.size.Add(-s.size.Load())
 		l.forgetAborted(s)
-		errs = append(errs, s.close())
+		errs = append(errs, s.discard())
 		for _, suf := range segmentSuffixes {
 			if err := l.fs.Remove(s.path(suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, err)

@@ -1,8 +1,10 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
 	"sort"
+	"syscall"
 	"time"
 )
 
@@ -22,7 +24,7 @@ func (l *Log) DeleteRecordsBefore(offset int64) (int64, error) {
 		return l.logStart.Load(), nil
 	}
 	if err := l.advanceLogStartLocked(offset); err != nil {
-		return l.logStart.Load(), err
+		return l.logStart.Load(), l.noSpace("moving the log start", err)
 	}
 	segs := l.segs()
 	n := 0
@@ -42,6 +44,7 @@ func (l *Log) advanceLogStartLocked(offset int64) error {
 		return nil
 	}
 	l.logStart.Store(offset)
+	l.mu.stateDirty = true // written again by the next checkpoint when this write fails
 	if err := l.writeStateLocked(); err != nil {
 		return err
 	}
@@ -194,7 +197,7 @@ func (l *Log) TruncateTo(offset int64) error {
 		return ErrLogClosed
 	}
 	if end := l.logEnd.Load(); offset >= end {
-		return l.epochs.truncateFromEnd(end)
+		return l.noSpace("truncating the log", l.epochs.truncateFromEnd(end))
 	}
 	l.mu.truncations++
 	cfg := l.config()
@@ -204,36 +207,58 @@ func (l *Log) TruncateTo(offset int64) error {
 	segs := l.segs()
 	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > offset }) - 1
 	i = max(i, 0)
-	// Segments after the one holding offset go at once.
-	if err := l.dropSegmentsFrom(i + 1); err != nil {
-		return err
-	}
 	s := segs[i]
-	newEnd := offset
+	to := logPosition{offset: offset, segment: s.base, position: s.size.Load()}
 	pos, h, found, err := s.find(offset, cfg.IndexIntervalBytes)
 	if err != nil {
 		return err
 	}
 	if found {
-		newEnd = min(offset, h.BaseOffset)
-		if err := s.deactivate(false); err != nil {
-			return err
+		to.offset, to.position = min(offset, h.BaseOffset), pos
+	}
+	// The checkpoints are lowered before anything is removed. A full disk fails the
+	// truncation here with the log as it was; a crash from here on leaves a recovery
+	// point below records still there (recovery reads them) and no epoch for records
+	// about to go (loading rebuilds the epochs from the batch headers).
+	if l.mu.recoveryPoint > to.offset {
+		l.setRecoveryPointLocked(to)
+		if err := l.writeStateLocked(); err != nil {
+			return l.noSpace("truncating the log", err)
 		}
+	}
+	if err := l.epochs.truncateFromEnd(to.offset); err != nil {
+		return l.noSpace("truncating the log", err)
+	}
+	// Removals and cuts need no space: segments after the one holding offset go, and
+	// that one is cut at the batch holding offset. It becomes the active segment,
+	// whose index lives in memory.
+	if err := l.dropSegmentsFrom(i + 1); err != nil {
+		return err
+	}
+	if found {
+		s.active = false
 		if err := l.truncateSegmentAt(s, pos, cfg); err != nil {
 			return err
 		}
-		if err := s.activate(); err != nil {
-			return err
-		}
-	} else if !s.active {
-		if err := s.activate(); err != nil {
-			return err
-		}
+	}
+	if err := s.activate(); err != nil {
+		return err
 	}
 	if s.size.Load() == 0 {
 		s.rollTimestamp = -1
 	}
-	return l.afterTruncateLocked(newEnd)
+	return l.noSpace("truncating the log", l.afterTruncateLocked(to.offset))
+}
+
+// noSpace marks a full disk met by an operation (doing: what it was doing) that leaves
+// the log consistent when a write fails as ErrNoSpace: the directory stays online,
+// and the operation is retried (a follower fetches again and is told again to
+// truncate, or to move its log start).
+func (l *Log) noSpace(doing string, err error) error {
+	if err != nil && errors.Is(err, syscall.ENOSPC) && !errors.Is(err, ErrNoSpace) {
+		return fmt.Errorf("%w: %s in %s: %w", ErrNoSpace, doing, l.dir, err)
+	}
+	return err
 }
 
 // TruncateFullyAndStartAt deletes every segment and starts an empty log at offset (a
@@ -277,8 +302,10 @@ func (l *Log) afterTruncateLocked(newEnd int64) error {
 	if err := l.epochs.truncateFromEnd(newEnd); err != nil {
 		return err
 	}
-	if err := l.writeStateLocked(); err != nil {
-		return err
+	if l.currentStateLocked() != l.mu.writtenState {
+		if err := l.writeStateLocked(); err != nil {
+			return err
+		}
 	}
 	ents, err := l.fs.ReadDir(l.dir)
 	if err != nil {

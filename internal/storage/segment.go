@@ -117,7 +117,7 @@ func (s *segment) ensureIndexLocked(interval int) error {
 			return err // an I/O error: the files may be fine
 		}
 		s.owner.logIndexRebuild(s, err)
-		return s.rebuildIndexLocked(interval)
+		return s.rebuildIndexLocked(interval, true)
 	}
 	return nil
 }
@@ -255,7 +255,7 @@ func (s *segment) checkIndexLocked(x *segmentIndex, interval int) (segmentTail, 
 // rebuildIndexLocked recreates both indexes by walking every batch header. Damage
 // (a header that does not parse or a batch running past the end) cuts the segment
 // there: the batches before it are served, the bytes after it are not (see cutLocked).
-func (s *segment) rebuildIndexLocked(interval int) error {
+func (s *segment) rebuildIndexLocked(interval int, write bool) error {
 	s.idx.x = segmentIndex{}
 	s.idx.fromFiles = false
 	s.idx.maxTimestamp, s.idx.offsetOfMaxTimestamp = -1, -1
@@ -280,7 +280,7 @@ func (s *segment) rebuildIndexLocked(interval int) error {
 		s.indexBatchLocked(&h, pos, &since, interval)
 		next = h.LastOffset() + 1
 	}
-	return s.finishIndexLocked(true)
+	return s.finishIndexLocked(write)
 }
 
 // finishIndexLocked marks a rebuilt index loaded and, when write is set, writes its
@@ -519,7 +519,7 @@ func (s *segment) find(offset int64, interval int) (pos int64, h record.Header, 
 	}
 	s.idx.Lock()
 	s.owner.logIndexRebuild(s, err)
-	err = s.rebuildIndexLocked(interval)
+	err = s.rebuildIndexLocked(interval, true)
 	s.idx.Unlock()
 	if err != nil {
 		return 0, h, false, err
@@ -564,6 +564,13 @@ func (s *segment) close() error {
 	errs := []error{s.deactivate(true)}
 	errs = append(errs, s.file.Close())
 	return errors.Join(errs...)
+}
+
+// discard closes a segment whose files are being removed, writing nothing: a full
+// disk cannot fail it.
+func (s *segment) discard() error {
+	s.active = false
+	return s.file.Close()
 }
 
 // renameDeleted renames the segment's files with the .deleted suffix. The open file

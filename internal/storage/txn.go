@@ -180,8 +180,9 @@ func (l *Log) writeDirtyTxnIndexesLocked() error {
 	var errs []error
 	for _, s := range l.segs() {
 		if s.txnDirty && !s.active {
-			s.txnDirty = false
-			errs = append(errs, s.writeTxnIndex(false))
+			err := s.writeTxnIndex(false)
+			s.txnDirty = err != nil
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
