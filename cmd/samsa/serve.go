@@ -158,6 +158,7 @@ func serve(configFile string, overrides []string, logLevel string, addScram []st
 	}
 	closeAll := func(srv *server.Server) error {
 		var errs []error
+		brk.StopServing() // the server's close waits for the requests in progress
 		if srv != nil {
 			errs = append(errs, srv.Close())
 		}
@@ -271,6 +272,9 @@ func serve(configFile string, overrides []string, logLevel string, addScram []st
 		logger.Info("stopped cleanly")
 		return nil
 	case <-time.After(shutdownGrace):
+		// What is still running names the step that did not finish.
+		fmt.Fprintf(os.Stderr, "goroutines still running after %v:\n", shutdownGrace)
+		pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
 		return fmt.Errorf("shutdown did not finish within %v", shutdownGrace)
 	}
 }

@@ -101,6 +101,12 @@ type Broker struct {
 	// reconcileMu serialises applying metadata images to local partitions.
 	reconcileMu sync.Mutex
 
+	// serving ends when the broker stops serving requests (StopServing): the waits of
+	// requests still in progress (for replicas, coordinators, the controller) end
+	// with it.
+	serving     context.Context
+	stopServing context.CancelFunc
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -115,14 +121,17 @@ func New(o Options) (*Broker, error) {
 		o.Logger = slog.Default()
 	}
 	cfg := o.Config
+	serving, stopServing := context.WithCancel(context.Background())
 	b := &Broker{
-		cfg:      cfg,
-		clock:    o.Clock,
-		logger:   o.Logger,
-		metrics:  o.Metrics,
-		nodeID:   cfg.NodeID,
-		isBroker: cfg.HasRole("broker"),
-		replicas: replica.NewManager(cfg.NodeID),
+		serving:     serving,
+		stopServing: stopServing,
+		cfg:         cfg,
+		clock:       o.Clock,
+		logger:      o.Logger,
+		metrics:     o.Metrics,
+		nodeID:      cfg.NodeID,
+		isBroker:    cfg.HasRole("broker"),
+		replicas:    replica.NewManager(cfg.NodeID),
 	}
 	if o.AuthorizerLogger == nil {
 		o.AuthorizerLogger = o.Logger
@@ -180,7 +189,7 @@ func New(o Options) (*Broker, error) {
 	b.shares = share.NewManager(share.Options{
 		Store: b.shareStore, Clock: o.Clock, Logger: o.Logger.With("component", "share"),
 		Config: b.shareConfig, InitialOffset: b.shareInitialOffset, LeaderEpoch: b.shareLeaderEpoch,
-		WriteTimeout: shareStoreTimeout,
+		WriteTimeout: shareStoreTimeout, Context: serving,
 	})
 	b.peers.b = b
 	b.txns = b.newTxnCoordinator()
@@ -359,6 +368,7 @@ func (b *Broker) Start(ctx context.Context) error {
 // Close stops background work, the metadata quorum and flushes and closes every log.
 // For a controlled shutdown call Shutdown first.
 func (b *Broker) Close() error {
+	b.StopServing()
 	if b.cancel != nil {
 		b.cancel()
 	}
@@ -478,14 +488,22 @@ func (b *Broker) after(d time.Duration) (<-chan struct{}, func()) {
 // image returns the current metadata image.
 func (b *Broker) image() *metadata.Image { return b.meta.Image() }
 
-// requestContext bounds work done on behalf of one request.
+// requestContext bounds work done on behalf of one request; it ends at StopServing
+// too.
 func (b *Broker) requestContext(timeoutMs int32) (context.Context, context.CancelFunc) {
 	d := time.Duration(timeoutMs) * time.Millisecond
 	if d <= 0 || d > time.Minute {
 		d = 30 * time.Second
 	}
-	return context.WithTimeout(context.Background(), d)
+	return context.WithTimeout(b.serving, d)
 }
+
+// StopServing ends the requests still in progress: what they wait for (replicas,
+// share-state writes retried while a coordinator moves, the controller) ends at
+// once, so that closing the server, which waits for them, does not wait out their
+// timeouts (up to 30 s) while their responses would be dropped anyway. Close calls
+// it too.
+func (b *Broker) StopServing() { b.stopServing() }
 
 var (
 	_ protocol.Handler          = (*Broker)(nil)

@@ -101,13 +101,13 @@ func (h controllerHandler) Handle(req *protocol.Request) <-chan protocol.Respons
 	}
 	if req.Key == protocol.RaftKey {
 		// In order, at once: Step only queues the messages for the raft loop.
-		ctx, cancel := context.WithTimeout(context.Background(), controllerRequestTimeout)
+		ctx, cancel := context.WithTimeout(b.serving, controllerRequestTimeout)
 		defer cancel()
 		return reply(b.serveRaft(ctx, req.Body))
 	}
 	ch := make(chan protocol.Response, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), controllerRequestTimeout)
+		ctx, cancel := context.WithTimeout(b.serving, controllerRequestTimeout)
 		defer cancel()
 		resp, err := b.serveController(ctx, req.Body)
 		if err != nil {

@@ -7,8 +7,6 @@ package broker
 // back the records it holds on this broker.
 
 import (
-	"context"
-
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-streaming/samsa/internal/protocol"
@@ -26,7 +24,7 @@ func (b *Broker) handleShareGroupHeartbeat(req *protocol.Request) <-chan protoco
 	go func() {
 		resp := <-in
 		if r.MemberEpoch == -1 && resp.ErrorCode == 0 {
-			b.shares.ReleaseMember(context.Background(), r.GroupID, r.MemberID)
+			b.shares.ReleaseMember(b.serving, r.GroupID, r.MemberID)
 		}
 		out <- protocol.Response{Body: resp}
 	}()

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -74,5 +75,42 @@ func TestShareStoreRetriesUncommittedWrites(t *testing.T) {
 	}
 	if code := shareErrorCode(err); code != kerr.CoordinatorNotAvailable.Code {
 		t.Fatalf("answered %v, want COORDINATOR_NOT_AVAILABLE", kerr.ErrorForCode(code))
+	}
+}
+
+// TestStopServingEndsRequestWaits: a request's share-state write that the coordinator
+// keeps refusing is retried for up to 30 s; StopServing (a node shutting down, before
+// it closes its connections and waits for their requests) ends it at once. Before,
+// a SIGTERM while a share state partition moved waited out those 30 s, past the
+// shutdown's grace.
+func TestStopServingEndsRequestWaits(t *testing.T) {
+	b := startTestBroker(t)
+	k := shareTestTopic(t, b, "stopping")
+	ctx, cancel := b.requestContext(0)
+	defer cancel()
+	started := make(chan struct{})
+	var once bool
+	local := func() error {
+		if !once {
+			once = true
+			close(started)
+		}
+		return kerr.RequestTimedOut
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- b.shareStore.call(ctx, k, true, local, func(context.Context, *peer.Conn) (int16, error) {
+			return 0, errors.New("a single node is its own share coordinator")
+		})
+	}()
+	<-started
+	b.StopServing()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the write ended with %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write still retries 10 s after StopServing")
 	}
 }

@@ -75,7 +75,7 @@ func writeTxnMarkersErrors(r *kmsg.WriteTxnMarkersRequest, code int16) *kmsg.Wri
 // is committed or failed.
 func (b *Broker) writeTxnMarkers(r *kmsg.WriteTxnMarkersRequest) *kmsg.WriteTxnMarkersResponse {
 	resp := r.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
-	ctx, cancel := context.WithTimeout(context.Background(), markerWriteTimeout)
+	ctx, cancel := context.WithTimeout(b.serving, markerWriteTimeout)
 	defer cancel()
 	now := b.clock.Now()
 	var wg sync.WaitGroup

@@ -53,6 +53,10 @@ type Options struct {
 	// RetryBackoff is the least wait before a lock expiry whose write failed is
 	// tried again (default 500ms).
 	RetryBackoff time.Duration
+	// Context bounds the operations the manager starts itself (lock expiry): when it
+	// ends they fail at once instead of waiting out WriteTimeout. nil: they run to
+	// their end.
+	Context context.Context
 }
 
 // Manager holds the share partitions this broker serves (it leads their topic
@@ -94,6 +98,9 @@ func NewManager(o Options) *Manager {
 	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 5 * time.Second
+	}
+	if o.Context == nil {
+		o.Context = context.Background()
 	}
 	if o.RetryBackoff <= 0 {
 		o.RetryBackoff = 500 * time.Millisecond
@@ -313,7 +320,7 @@ func (m *Manager) onTimer(e *entry, seq uint64) {
 	}
 	e.timer = nil
 	e.mu.Unlock()
-	_ = m.Do(context.Background(), e.key, func(p *Partition) error {
+	_ = m.Do(m.o.Context, e.key, func(p *Partition) error {
 		p.ExpireLocks(m.o.Clock.Now())
 		return nil
 	})

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/samsa-streaming/samsa/internal/clock"
 )
@@ -167,5 +169,66 @@ func TestManagerArchiveRolledBack(t *testing.T) {
 	}
 	if snap := store.snaps[k]; snap.Start != 0 || len(snap.Runs) != 1 || snap.Runs[0].State != Available {
 		t.Fatalf("stored %+v, want offsets 0-9 available", snap)
+	}
+}
+
+// stuckStore is a store whose writes, once stuck is set, wait until their context
+// ends (a coordinator that cannot be reached), after signalling that one started.
+type stuckStore struct {
+	memStore
+	stuck   atomic.Bool
+	writing chan struct{}
+}
+
+func (s *stuckStore) Write(ctx context.Context, k Key, leaderEpoch int32, snap Snapshot) error {
+	if !s.stuck.Load() {
+		return s.memStore.Write(ctx, k, leaderEpoch, snap)
+	}
+	select {
+	case s.writing <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestManagerContextEndsLockExpiry: a lock expiry's write, which the manager starts
+// itself, ends when Options.Context ends instead of waiting out WriteTimeout, so
+// that Close, which waits for the partition, returns (a broker shutting down).
+func TestManagerContextEndsLockExpiry(t *testing.T) {
+	store := &stuckStore{memStore: memStore{snaps: map[Key]Snapshot{}, epochs: map[Key]int32{}}, writing: make(chan struct{}, 1)}
+	clk := clock.NewFake(t0)
+	ctx, cancel := context.WithCancel(context.Background())
+	m := NewManager(Options{
+		Store: store, Clock: clk, Context: ctx, WriteTimeout: time.Hour,
+		Config:        func(string) PartitionConfig { return testCfg() },
+		InitialOffset: func(Key) (int64, error) { return 0, nil },
+		LeaderEpoch:   func(Key) (int32, error) { return 1, nil },
+	})
+	k := Key{Group: "g", Partition: 0}
+	if err := m.Do(context.Background(), k, func(p *Partition) error {
+		p.Acquire("a", [][2]int64{{0, 9}}, 10, 10, false, clk.Now())
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	store.stuck.Store(true)
+	expired := make(chan struct{})
+	go func() {
+		defer close(expired)
+		clk.Advance(testCfg().LockDuration + time.Second) // runs the expiry, whose write waits
+	}()
+	<-store.writing
+	cancel()
+	closed := make(chan struct{})
+	go func() {
+		<-expired
+		m.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lock expiry's write still waits 10 s after the manager's context ended")
 	}
 }
