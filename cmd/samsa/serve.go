@@ -158,7 +158,6 @@ func serve(configFile string, overrides []string, logLevel string, addScram []st
 	}
 	closeAll := func(srv *server.Server) error {
 		var errs []error
-		brk.StopServing() // the server's close waits for the requests in progress
 		if srv != nil {
 			errs = append(errs, srv.Close())
 		}
@@ -206,6 +205,7 @@ func serve(configFile string, overrides []string, logLevel string, addScram []st
 			ReusableFrames: broker.ReusableFrames,
 			Produce:        brk,
 			ConnClosed:     brk.ConnClosed,
+			Closed:         brk.StopServing, // the close waits for the requests in progress
 			Logger:         logger.With("component", "server"),
 			Observer:       m,
 			IdleTimeout:    time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,

@@ -500,9 +500,9 @@ func (b *Broker) requestContext(timeoutMs int32) (context.Context, context.Cance
 
 // StopServing ends the requests still in progress: what they wait for (replicas,
 // share-state writes retried while a coordinator moves, the controller) ends at
-// once, so that closing the server, which waits for them, does not wait out their
-// timeouts (up to 30 s) while their responses would be dropped anyway. Close calls
-// it too.
+// once, so that closing the server, which waits for them once it closed their
+// connections (server.Config.Closed), does not wait out their timeouts (up to 30 s).
+// Close calls it too.
 func (b *Broker) StopServing() { b.stopServing() }
 
 var (

@@ -88,6 +88,10 @@ type Config struct {
 	// connection (Kafka's connection-disconnect listeners). It runs on a connection
 	// goroutine and must not block.
 	ConnClosed func(connID uint64)
+	// Closed, if set, is called by Close once every connection is closed, before it
+	// waits for the requests still in progress: the handler should end what they wait
+	// for (their responses can no longer be written).
+	Closed func()
 	// SetupTimeout (connections.max.setup.ms, default 10 s) bounds how long a new
 	// connection may take to complete its TLS handshake and send its first request,
 	// or on a SASL listener to authenticate.

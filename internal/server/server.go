@@ -148,6 +148,9 @@ func (s *Server) Close() error {
 	for _, c := range conns {
 		c.close()
 	}
+	if s.cfg.Closed != nil {
+		s.cfg.Closed()
+	}
 	s.wg.Wait()
 	return errors.Join(errs...)
 }

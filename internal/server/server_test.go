@@ -663,6 +663,35 @@ func TestCloseStopsEverything(t *testing.T) {
 	}
 }
 
+// TestCloseEndsWaitingRequests: Close closes the connections, then calls
+// Config.Closed so that a request still waiting (a broker's wait for replicas or a
+// coordinator, up to 30 s) ends instead of holding Close; its response is not
+// written, the connection being closed already.
+func TestCloseEndsWaitingRequests(t *testing.T) {
+	release := make(chan struct{})
+	handling := make(chan struct{})
+	h := apiVersionsHandler(func(req *protocol.Request) <-chan protocol.Response {
+		close(handling)
+		<-release // as long as its wait lasts
+		return protocol.Ready(protocol.Response{Body: &kmsg.HeartbeatResponse{}})
+	})
+	s, addr := startServer(t, h, func(cfg *Config) { cfg.Closed = func() { close(release) } })
+	c := dial(t, addr)
+	send(t, c, encodeRequest(&kmsg.HeartbeatRequest{Group: "g"}, 4, 1, ""))
+	<-handling
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(testDeadline):
+		t.Fatal("Close still waits for the request")
+	}
+	expectClosed(t, c) // the connection closed before the wait ended: no response
+}
+
 // TestLargeRequestFrame sends a request larger than the initial frame buffer, in
 // small writes, and expects it decoded whole.
 func TestLargeRequestFrame(t *testing.T) {
