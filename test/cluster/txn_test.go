@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -120,4 +121,69 @@ func txnStateLeader(t *testing.T, cl *nodeClient, id string) int32 {
 		return false
 	}, fmt.Sprintf("the coordinator of %s", id))
 	return leader
+}
+
+// logShortOutput says where the values missing from a read_committed output are: each
+// partition's last stable offset and high watermark, the producers with a
+// transaction open there, and, read_uncommitted, the partition, offset and producer
+// of the first missing values (absent: never written; present: hidden by an abort
+// or by a last stable offset held back).
+func logShortOutput(t *testing.T, adm *kadm.Client, brokers []string, topic string, committed []string, n int) {
+	t.Helper()
+	ctx := ctxT(t, 30*time.Second)
+	lso, err1 := adm.ListCommittedOffsets(ctx, topic)
+	hw, err2 := adm.ListEndOffsets(ctx, topic)
+	if err := errors.Join(err1, err2); err != nil {
+		t.Logf("listing the offsets of %s: %v", topic, err)
+		return
+	}
+	for p := range int32(len(hw[topic])) {
+		t.Logf("%s/%d: last stable offset %d, high watermark %d", topic, p, lso[topic][p].Offset, hw[topic][p].Offset)
+	}
+	if ps, err := adm.DescribeProducers(ctx, kadm.TopicsSet{topic: nil}); err == nil {
+		for _, p := range ps.SortedProducers() {
+			if p.CurrentTxnStartOffset >= 0 {
+				t.Logf("%s/%d: producer %d epoch %d has a transaction open since offset %d (coordinator epoch %d)",
+					topic, p.Partition, p.ProducerID, p.ProducerEpoch, p.CurrentTxnStartOffset, p.CoordinatorEpoch)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, v := range committed {
+		seen[v] = true
+	}
+	missing := map[string]bool{}
+	for i := range n {
+		if v := testutil.EOSValue(i); !seen[v] && len(missing) < 5 {
+			missing[v] = true
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.KeepControlRecords())
+	if err != nil {
+		t.Logf("locating the missing values: %v", err)
+		return
+	}
+	defer cl.Close()
+	pos := map[int32]int64{}
+	for {
+		done := true
+		for p, o := range hw[topic] {
+			done = done && pos[p] >= o.Offset
+		}
+		if done {
+			return
+		}
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Logf("stopped locating the missing values at %v", pos)
+			return
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			pos[r.Partition] = r.Offset + 1
+			if missing[string(r.Value)] && !r.Attrs.IsControl() {
+				t.Logf("missing value %s is at %s/%d offset %d, producer %d epoch %d", r.Value, topic, r.Partition, r.Offset, r.ProducerID, r.ProducerEpoch)
+			}
+		})
+	}
 }
