@@ -192,8 +192,8 @@ func readEpochCheckpoint(fsys FS, path string) ([]EpochEntry, error) {
 }
 
 // writeLocked persists entries and makes them the cache's (mu held). When the write
-// fails the cache keeps what it had, so that it never drops an epoch that the file
-// and the log still hold.
+// fails the cache keeps what it had, so that a truncation that fails there
+// (truncateFromEnd) leaves the epochs that the file and the log still hold.
 func (c *epochCache) writeLocked(entries []EpochEntry) error {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "0\n%d\n", len(entries))
@@ -300,8 +300,24 @@ func (c *epochCache) truncateFromEnd(offset int64) error {
 	return c.writeLocked(c.entries[:i])
 }
 
+// forgetFromEnd removes entries starting at or after offset at once — the log no
+// longer holds them — and writes the file; when that write fails the next persist
+// writes it (a file with epochs past the log end is cut to the log at load).
+func (c *epochCache) forgetFromEnd(offset int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := sort.Search(len(c.entries), func(i int) bool { return c.entries[i].StartOffset >= offset })
+	if i == len(c.entries) {
+		return nil
+	}
+	c.entries, c.dirty = c.entries[:i], true
+	return c.writeLocked(c.entries)
+}
+
 // truncateFromStart drops entries wholly below offset, moving the start of the latest
-// such entry up to offset.
+// such entry up to offset, at once (the log no longer holds them), and writes the
+// file; when that write fails the next persist writes it (epochs below the log start
+// are dropped at load).
 func (c *epochCache) truncateFromStart(offset int64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -313,7 +329,8 @@ func (c *epochCache) truncateFromStart(offset int64) error {
 		return nil
 	}
 	kept := EpochEntry{c.entries[i-1].Epoch, offset}
-	return c.writeLocked(append([]EpochEntry{kept}, c.entries[i:]...))
+	c.entries, c.dirty = append([]EpochEntry{kept}, c.entries[i:]...), true
+	return c.writeLocked(c.entries)
 }
 
 func (c *epochCache) all() []EpochEntry {

@@ -202,7 +202,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	l.mu.truncations++
 	cfg := l.config()
 	if offset < l.logStart.Load() {
-		return l.truncateFullyLocked(offset, cfg)
+		return l.truncateFullyLocked(offset)
 	}
 	segs := l.segs()
 	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > offset }) - 1
@@ -269,41 +269,75 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	if l.closed.Load() {
 		return ErrLogClosed
 	}
-	return l.truncateFullyLocked(offset, l.config())
+	return l.truncateFullyLocked(offset)
 }
 
-// truncateFullyLocked deletes every segment and starts an empty log at offset.
-func (l *Log) truncateFullyLocked(offset int64, cfg Config) error {
-	if err := l.dropSegmentsFrom(0); err != nil {
-		return err
+// truncateFullyLocked deletes every segment and starts an empty log at offset. The
+// log always keeps a segment: the new one is created before the old ones go (a full
+// disk refusing it leaves the log as it was), or, when the first segment already
+// starts at offset, that one is emptied and kept. Once the old segments are gone the
+// log is the new one in memory whatever fails next; a full disk failing a checkpoint
+// write then (unlikely, the removals freed space) is ErrNoSpace, and the next
+// checkpoint writes it.
+func (l *Log) truncateFullyLocked(offset int64) error {
+	var s *segment
+	if first := l.segs()[0]; first.base == offset {
+		if err := l.dropSegmentsFrom(1); err != nil {
+			return err
+		}
+		s = first
+		s.active = false
+		if err := l.truncateSegmentAt(s, 0, l.config()); err != nil {
+			return err
+		}
+	} else {
+		var err error
+		if s, err = l.createSegment(offset, l.clock.Now()); err != nil {
+			return l.noSpace("starting the log over", err)
+		}
+		s.idx.loaded = true
+		err = l.dropSegmentsFrom(0)
+		l.setSegments([]*segment{s})
+		if err != nil {
+			return err
+		}
 	}
-	s, err := l.createSegment(offset, l.clock.Now())
-	if err != nil {
-		return err
-	}
-	s.idx.loaded = true
 	if err := s.activate(); err != nil {
 		return err
 	}
-	l.setSegments([]*segment{s})
 	l.logStart.Store(offset)
-	if err := l.epochs.truncateFromStart(offset); err != nil {
-		return err
+	l.mu.stateDirty = true
+	epochErr := l.epochs.truncateFromStart(offset)
+	if epochErr != nil && !errors.Is(epochErr, syscall.ENOSPC) {
+		return epochErr
 	}
-	return l.afterTruncateLocked(offset)
+	if err := l.afterTruncateLocked(offset); err != nil {
+		return l.noSpace("starting the log over", err)
+	}
+	return l.noSpace("starting the log over", epochErr)
 }
 
-// afterTruncateLocked resets the state derived from the tail of the log.
+// afterTruncateLocked resets the state derived from the tail of the log. A write that
+// a full disk fails does not stop it: the log is right in memory, and the file is
+// written later (log-state by the next checkpoint, the epochs by the next flush).
 func (l *Log) afterTruncateLocked(newEnd int64) error {
 	l.logEnd.Store(newEnd)
 	if l.mu.recoveryPoint > newEnd {
 		l.setRecoveryPointLocked(l.endLocked())
 	}
-	if err := l.epochs.truncateFromEnd(newEnd); err != nil {
+	var full []error
+	later := func(err error) error {
+		if err != nil && errors.Is(err, syscall.ENOSPC) {
+			full = append(full, err)
+			return nil
+		}
+		return err
+	}
+	if err := later(l.epochs.forgetFromEnd(newEnd)); err != nil {
 		return err
 	}
 	if l.currentStateLocked() != l.mu.writtenState {
-		if err := l.writeStateLocked(); err != nil {
+		if err := later(l.writeStateLocked()); err != nil {
 			return err
 		}
 	}
@@ -311,5 +345,8 @@ func (l *Log) afterTruncateLocked(newEnd int64) error {
 	if err != nil {
 		return err
 	}
-	return l.loadProducerState(ents, newEnd)
+	if err := later(l.loadProducerState(ents, newEnd)); err != nil {
+		return err
+	}
+	return errors.Join(full...)
 }

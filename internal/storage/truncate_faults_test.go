@@ -193,3 +193,129 @@ func TestDeleteRecordsOnAFullDisk(t *testing.T) {
 	w.fs.image(t, dst, crashOS, rand.New(rand.NewSource(1)))
 	verifyLog(t, w.reopenLog(t, dst, scenarioKey, false), w.ref[scenarioKey], expect{minStart: to, maxStart: to, acked: w.ref[scenarioKey].end()})
 }
+
+// TestStartOverOnAFullDisk: a follower behind its leader's log start empties its log
+// and starts it at that offset (TruncateFullyAndStartAt) while the disk fills at each
+// write in turn. It fails with ErrNoSpace or completes: when the new segment cannot
+// be created nothing changed, and once it exists the log is the new, empty one
+// whatever fails after. Before, a failed creation left the log without a segment,
+// and the next flush panicked. Once space is freed the checkpoints are written,
+// appends continue at the new start, and a restart after a machine crash serves them.
+func TestStartOverOnAFullDisk(t *testing.T) {
+	t.Parallel()
+	for k := 1; ; k++ {
+		w := newWorld(t, crashConfig())
+		l := w.openLog(scenarioKey)
+		w.fillSegments(scenarioKey, 3, 5)
+		if err := l.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		start := l.LogEndOffset() + 100
+		writes := 0
+		w.fs.setInject(func(c fsCall) error {
+			if c.op == opWrite || c.op == opCreate {
+				if writes++; writes >= k {
+					return errNoSpace
+				}
+			}
+			return nil
+		})
+		err := l.TruncateFullyAndStartAt(start)
+		w.fs.setInject(nil)
+		if err == nil && writes < k {
+			t.Logf("%d writes", writes)
+			return
+		}
+		ok := t.Run(fmt.Sprintf("disk full from write %d", k), func(t *testing.T) {
+			if err != nil && !(errors.Is(err, ErrNoSpace) && errors.Is(err, syscall.ENOSPC)) {
+				t.Fatalf("starting over on a full disk: %v, want ErrNoSpace", err)
+			}
+			if l.LogEndOffset() != start {
+				// The new segment could not be created: nothing changed, and the
+				// follower starts over at its next fetch.
+				checkLogContent(t, l, w.ref[scenarioKey], expect{acked: w.ref[scenarioKey].end()})
+				if err := l.TruncateFullyAndStartAt(start); err != nil {
+					t.Fatalf("starting over once space is freed: %v", err)
+				}
+			}
+			if l.LogStartOffset() != start || l.LogEndOffset() != start {
+				t.Fatalf("log [%d, %d) after starting over at %d", l.LogStartOffset(), l.LogEndOffset(), start)
+			}
+			if n := len(l.EpochEntries()); n != 0 {
+				t.Fatalf("epochs %v left in an emptied log", l.EpochEntries())
+			}
+			ref := w.ref[scenarioKey]
+			ref.maybe, ref.recs = nil, nil
+			w.mustAppend(scenarioKey, 2, 5, 3)
+			if err := errors.Join(l.Flush(), l.CheckpointState()); err != nil {
+				t.Fatal(err)
+			}
+			w.abandon()
+			dst := filepath.Join(modelDir(t), "after")
+			w.fs.image(t, dst, crashOS, rand.New(rand.NewSource(int64(k))))
+			verifyLog(t, w.reopenLog(t, dst, scenarioKey, false), ref, expect{minStart: start, maxStart: start, acked: start + 2})
+		})
+		if !ok {
+			t.FailNow()
+		}
+	}
+}
+
+// TestCrashAtEveryStepOfStartOver: a follower starting its log over at its leader's
+// log start (the new segment, the old ones removed, the checkpoints), then the
+// leader's records appended there and flushed, with a crash after every step. The
+// restarted log is either a prefix of the old one or the new one, never the two with
+// a hole between them, and holds the new records once they were flushed.
+func TestCrashAtEveryStepOfStartOver(t *testing.T) {
+	t.Parallel()
+	runCrashSteps(t, crashConfig(), crashScenario{
+		name: "start over",
+		setup: func(w *world) {
+			l := w.openLog(scenarioKey)
+			w.fillSegments(scenarioKey, 3, 5)
+			if err := l.Flush(); err != nil {
+				w.t.Fatal(err)
+			}
+			w.offset = l.LogEndOffset() + 100
+		},
+		op: func(w *world) error {
+			if err := w.logs[scenarioKey].TruncateFullyAndStartAt(w.offset); err != nil {
+				return err
+			}
+			if err := w.append(scenarioKey, 2, 5, 3); err != nil {
+				return err
+			}
+			return w.logs[scenarioKey].Flush()
+		},
+		verify: func(t *testing.T, w *world, dir string, completed bool, mode crashMode) {
+			l := w.reopenLog(t, dir, scenarioKey, false)
+			// The old log (a prefix of it) or the new one, each checked against what
+			// was written to it.
+			old, fresh := &reference{maybe: map[int64]refRecord{}}, &reference{}
+			all := w.ref[scenarioKey]
+			for _, r := range all.maybe {
+				old.maybe[r.offset] = r
+			}
+			for _, r := range all.recs {
+				if r.offset < w.offset {
+					old.maybe[r.offset] = r
+				} else {
+					fresh.recs = append(fresh.recs, r)
+				}
+			}
+			if l.LogStartOffset() < w.offset {
+				verifyLog(t, l, old, expect{})
+				return
+			}
+			exp := expect{minStart: w.offset, maxStart: w.offset}
+			if completed {
+				exp.acked = fresh.end()
+			}
+			if len(fresh.recs) == 0 {
+				// Nothing appended yet: the empty log at the new start.
+				fresh.maybe = map[int64]refRecord{w.offset - 1: {offset: w.offset - 1}}
+			}
+			verifyLog(t, l, fresh, exp)
+		},
+	})
+}
