@@ -214,7 +214,9 @@
 // being active): a crash part way leaves checkpoints that are conservative, and
 // recovery reads from the lowered recovery point. Nothing after the checkpoints needs
 // space, so on a full disk a truncation fails with ErrNoSpace before it removes
-// anything and is retried.
+// anything and is retried. Starting a log over (TruncateFullyAndStartAt) creates the
+// new segment before it removes the old ones (the last first), so that the log always
+// has a segment and a crash leaves a prefix of the old log or the new one.
 //
 // Every file operation goes through the FS interface (OSFS in production); tests
 // substitute a file system that models durability (file data as of the last fsync,
