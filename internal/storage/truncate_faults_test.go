@@ -68,6 +68,19 @@ func truncateAndRefill(w *world) (truncated bool, err error) {
 	return true, l.Flush()
 }
 
+// fullFromWrite is an inject function under which the disk fills at the k-th write
+// (or file creation) and stays full; *writes counts them.
+func fullFromWrite(k int, writes *int) func(fsCall) error {
+	return func(c fsCall) error {
+		if c.op == opWrite || c.op == opCreate {
+			if *writes++; *writes >= k {
+				return errNoSpace
+			}
+		}
+		return nil
+	}
+}
+
 // TestCrashAtEveryStepOfTruncation: a follower's truncation (checkpoints lowered,
 // later segments removed, the segment holding the point cut, its index files removed)
 // followed by the new leader's records and a flush, with a crash after every step.
@@ -125,14 +138,7 @@ func TestTruncationOnAFullDisk(t *testing.T) {
 				w.mark()
 				l := w.logs[scenarioKey]
 				writes := 0
-				w.fs.setInject(func(c fsCall) error {
-					if c.op == opWrite || c.op == opCreate {
-						if writes++; writes >= k {
-							return errNoSpace
-						}
-					}
-					return nil
-				})
+				w.fs.setInject(fullFromWrite(k, &writes))
 				err := l.TruncateTo(w.offset)
 				w.fs.setInject(nil)
 				if err == nil && writes < k {
@@ -212,14 +218,7 @@ func TestStartOverOnAFullDisk(t *testing.T) {
 		}
 		start := l.LogEndOffset() + 100
 		writes := 0
-		w.fs.setInject(func(c fsCall) error {
-			if c.op == opWrite || c.op == opCreate {
-				if writes++; writes >= k {
-					return errNoSpace
-				}
-			}
-			return nil
-		})
+		w.fs.setInject(fullFromWrite(k, &writes))
 		err := l.TruncateFullyAndStartAt(start)
 		w.fs.setInject(nil)
 		if err == nil && writes < k {
