@@ -100,7 +100,10 @@ func TestRandomFaults(t *testing.T) {
 	createTopic(t, admin, topic, partitions, 3)
 	// Small segments and eager compaction, so that faults strike nodes mid-roll and
 	// mid-compaction; the load's keys are unique, so compaction keeps every record.
-	for _, kv := range [][2]string{{"segment.bytes", "262144"}, {"cleanup.policy", "compact"}, {"min.cleanable.dirty.ratio", "0.01"}} {
+	// Segments roll every 5 s too: when the faults keep two nodes down for much of a
+	// 40-second run, the acks=all load writes too little to fill one.
+	for _, kv := range [][2]string{{"segment.bytes", "262144"}, {"segment.ms", "5000"}, {"cleanup.policy", "compact"},
+		{"min.cleanable.dirty.ratio", "0.01"}} {
 		alterTopicConfig(t, admin, topic, kv[0], kv[1])
 	}
 	l := startLoadAt(t, c, topic, 500) // the faults matter here, not the rate
