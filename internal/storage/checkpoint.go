@@ -289,15 +289,20 @@ func (c *epochCache) endOffsetFor(epoch int32, logEnd int64) (int32, int64) {
 	return c.entries[hi-1].Epoch, c.entries[hi].StartOffset
 }
 
+// endCutLocked is the index of the first entry starting at or after offset
+// (len(entries) when none does).
+func (c *epochCache) endCutLocked(offset int64) int {
+	return sort.Search(len(c.entries), func(i int) bool { return c.entries[i].StartOffset >= offset })
+}
+
 // truncateFromEnd removes entries starting at or after offset.
 func (c *epochCache) truncateFromEnd(offset int64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	i := sort.Search(len(c.entries), func(i int) bool { return c.entries[i].StartOffset >= offset })
-	if i == len(c.entries) {
-		return nil
+	if i := c.endCutLocked(offset); i < len(c.entries) {
+		return c.writeLocked(c.entries[:i])
 	}
-	return c.writeLocked(c.entries[:i])
+	return nil
 }
 
 // forgetFromEnd removes entries starting at or after offset at once — the log no
@@ -306,12 +311,11 @@ func (c *epochCache) truncateFromEnd(offset int64) error {
 func (c *epochCache) forgetFromEnd(offset int64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	i := sort.Search(len(c.entries), func(i int) bool { return c.entries[i].StartOffset >= offset })
-	if i == len(c.entries) {
-		return nil
+	if i := c.endCutLocked(offset); i < len(c.entries) {
+		c.entries, c.dirty = c.entries[:i], true
+		return c.writeLocked(c.entries)
 	}
-	c.entries, c.dirty = c.entries[:i], true
-	return c.writeLocked(c.entries)
+	return nil
 }
 
 // truncateFromStart drops entries wholly below offset, moving the start of the latest
