@@ -77,6 +77,8 @@ type partition struct {
 	id      int32
 	epoch   uint64
 	loading bool
+	// txnEnds are the transaction markers written while loading (CompleteTxn).
+	txnEnds []txnEnd
 	groups  map[string]*group
 	writer  *appendq.Queue[writeJob]
 }
@@ -177,6 +179,10 @@ func (c *Coordinator) LoadPartition(ctx context.Context, p int32) error {
 	}
 	now := c.clock.Now()
 	part.groups = ld.finish(now)
+	for _, e := range part.txnEnds {
+		part.completeTxnLocked(e.producerID, e.commit)
+	}
+	part.txnEnds = nil
 	c.startConsumerSessionsLocked(part, now)
 	part.loading = false
 	part.writer = c.startWriter(part)

@@ -24,6 +24,9 @@ type memLog struct {
 	blocked    int
 	// loadGate, when set, blocks Load until closed.
 	loadGate chan struct{}
+	// loadHold, when set, blocks Load after it has read the log and before it replays
+	// it, until closed; Load closes loadRead (when set) once it has read.
+	loadHold, loadRead chan struct{}
 	// mixedBatches counts appended records whose producer differs from their batch's
 	// first record's (a batch has one producer).
 	mixedBatches int
@@ -77,7 +80,18 @@ func (l *memLog) Load(ctx context.Context, p int32, fn func(Record) error) error
 	}
 	l.mu.Lock()
 	records := append([]Record(nil), l.parts[p]...)
+	hold, read := l.loadHold, l.loadRead
 	l.mu.Unlock()
+	if read != nil {
+		close(read)
+	}
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	for _, r := range records {
 		if err := fn(r); err != nil {
 			return err

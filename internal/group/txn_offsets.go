@@ -105,16 +105,33 @@ func (g *group) unstable(tp TopicPartition) bool {
 	return false
 }
 
+// txnEnd is a transaction marker written to a partition while it loads.
+type txnEnd struct {
+	producerID int64
+	commit     bool
+}
+
 // CompleteTxn applies (commit) or drops the offsets producerID committed in its
 // transaction to the groups of __consumer_offsets partition p, once the
-// transaction's marker is written there.
+// transaction's marker is written there. A partition not loaded here replays the
+// marker when it loads. One loading may have read its log before the marker, so the
+// marker is applied once the load ends too: applying it a second time finds nothing
+// (the producer's next transaction cannot have written offsets yet, since this one has
+// not ended until its markers are written).
 func (c *Coordinator) CompleteTxn(p int32, producerID int64, commit bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	part := c.mu.partitions[p]
-	if part == nil || part.loading {
-		return // the load replays the marker
+	switch {
+	case part == nil:
+	case part.loading:
+		part.txnEnds = append(part.txnEnds, txnEnd{producerID, commit})
+	default:
+		part.completeTxnLocked(producerID, commit)
 	}
+}
+
+func (part *partition) completeTxnLocked(producerID int64, commit bool) {
 	for _, g := range part.groups {
 		g.completeTxn(producerID, commit)
 	}

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -89,6 +90,49 @@ func TestTxnOffsetsPendingUntilMarker(t *testing.T) {
 	}
 	if _, code := h.stableFetch("g", tp0); code != 0 {
 		t.Fatalf("stable fetch after the abort: %d", code)
+	}
+}
+
+// TestTxnMarkerWhileLoading: a transaction's marker written while the partition loads,
+// after the load read the log, still ends the transaction. Before, the coordinator
+// left it to the load, which never saw it: the aborted offsets stayed pending, and the
+// producer's next committed transaction made them the group's offsets, so the records
+// of the aborted transaction were skipped by the next consumer of their partitions.
+func TestTxnMarkerWhileLoading(t *testing.T) {
+	for _, commit := range []bool{false, true} {
+		h := newHarness(t, nil)
+		tp0, tp1 := TopicPartition{"in", 0}, TopicPartition{"in", 1}
+		h.txnCommit("g", 7, "", -1, map[TopicPartition]int64{tp0: 10, tp1: 20})
+		hold, read := make(chan struct{}), make(chan struct{})
+		h.log.mu.Lock()
+		h.log.loadHold, h.log.loadRead = hold, read
+		h.log.mu.Unlock()
+		h.c.UnloadPartition(0)
+		loaded := make(chan error, 1)
+		go func() { loaded <- h.c.LoadPartition(context.Background(), 0) }()
+		<-read
+		h.marker(7, commit)
+		close(hold)
+		if err := <-loaded; err != nil {
+			t.Fatal(err)
+		}
+		want0, want1 := int64(-1), int64(-1)
+		if commit {
+			want0, want1 = 10, 20
+		}
+		for tp, want := range map[TopicPartition]int64{tp0: want0, tp1: want1} {
+			if off, code := h.stableFetch("g", tp); code != 0 || off != want {
+				t.Fatalf("commit=%v: stable fetch of %v after the load: offset %d, error %d; want %d, no error", commit, tp, off, code, want)
+			}
+		}
+		// The producer's next transaction commits tp1 only.
+		h.txnCommit("g", 7, "", -1, map[TopicPartition]int64{tp1: 30})
+		h.marker(7, true)
+		got := h.fetch("g")
+		off0, has0 := got[tp0]
+		if got[tp1] != 30 || has0 != commit || (commit && off0 != 10) {
+			t.Fatalf("commit=%v: offsets after the next transaction: %v; want %v at 30 and %v committed only by the first transaction's commit", commit, got, tp1, tp0)
+		}
 	}
 }
 
