@@ -153,8 +153,11 @@ func (m *Manager) Do(ctx context.Context, key Key, fn func(p *Partition) error) 
 			m.dropLocked(e)
 			return err
 		}
-		m.o.Logger.Warn("writing share partition state failed; the change is undone", "group", key.Group, "partition", key.Partition, "err", err)
 		e.p.Rollback()
+		if m.o.Context.Err() != nil {
+			return err // shutting down: the lock expiries are not tried again
+		}
+		m.o.Logger.Warn("writing share partition state failed; the change is undone", "group", key.Group, "partition", key.Partition, "err", err)
 		e.retryAt = m.o.Clock.Now().Add(m.o.RetryBackoff)
 		m.armLocked(e)
 		return err

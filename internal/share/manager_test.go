@@ -194,7 +194,8 @@ func (s *stuckStore) Write(ctx context.Context, k Key, leaderEpoch int32, snap S
 
 // TestManagerContextEndsLockExpiry: a lock expiry's write, which the manager starts
 // itself, ends when Options.Context ends instead of waiting out WriteTimeout, so
-// that Close, which waits for the partition, returns (a broker shutting down).
+// that Close, which waits for the partition, returns (a broker shutting down); it is
+// not tried again.
 func TestManagerContextEndsLockExpiry(t *testing.T) {
 	store := &stuckStore{memStore: memStore{snaps: map[Key]Snapshot{}, epochs: map[Key]int32{}}, writing: make(chan struct{}, 1)}
 	clk := clock.NewFake(t0)
@@ -223,6 +224,7 @@ func TestManagerContextEndsLockExpiry(t *testing.T) {
 	closed := make(chan struct{})
 	go func() {
 		<-expired
+		clk.Advance(time.Second) // past RetryBackoff: a retry armed after the failure would run now
 		m.Close()
 		close(closed)
 	}()
@@ -230,5 +232,10 @@ func TestManagerContextEndsLockExpiry(t *testing.T) {
 	case <-closed:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the lock expiry's write still waits 10 s after the manager's context ended")
+	}
+	select {
+	case <-store.writing:
+		t.Fatal("the lock expiry was written again after the manager's context ended")
+	default:
 	}
 }
