@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -51,14 +52,26 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 	m.mu.logs = map[PartitionKey]*Log{}
 	m.mu.dirOf = map[PartitionKey]string{}
 	m.mu.creating = map[PartitionKey]*creation{}
+	m.lost = map[string]error{}
 	for _, d := range o.Dirs {
 		if err := m.lockDir(d); err != nil {
-			m.unlock()
-			return nil, err
+			if errors.Is(err, ErrDirLocked) || len(m.lost) == len(o.Dirs)-1 {
+				m.unlock()
+				return nil, err
+			}
+			// A disk that failed while the node was down: the node starts without it,
+			// as Kafka does, as long as another directory works.
+			m.lost[filepath.Clean(d)] = err
+			continue
 		}
 		if _, err := o.FS.Stat(filepath.Join(d, cleanShutdownFile)); err == nil {
 			m.clean[d] = true
 		}
+	}
+	m.mu.offline = maps.Clone(m.lost)
+	for d, err := range m.lost {
+		o.Logger.Error("log directory offline: it failed before start-up; the partitions it may hold are unavailable, and no new ones "+
+			"are created on this node until it is repaired or removed from log.dirs and the node restarted", "dir", d, "err", err)
 	}
 	return m, nil
 }
@@ -185,7 +198,7 @@ func (m *Manager) EnsureMetaProperties(nodeID int32) (string, error) {
 // message naming the file, the values and what to do.
 func (m *Manager) ReadMetaProperties(nodeID int32) (string, error) {
 	var clusterID, clusterFile string
-	for _, d := range m.opts.Dirs {
+	for _, d := range m.onlineDirs() {
 		mp, err := readMetaProperties(m.opts.FS, d)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
@@ -209,7 +222,7 @@ func (m *Manager) ReadMetaProperties(nodeID int32) (string, error) {
 // every check passed, and removes the clean-shutdown markers: from then on the
 // directories change.
 func (m *Manager) WriteMetaProperties(nodeID int32, clusterID string) error {
-	for _, d := range m.opts.Dirs {
+	for _, d := range m.onlineDirs() {
 		p := filepath.Join(d, metaPropertiesFile)
 		if _, err := m.opts.FS.Stat(p); err == nil {
 			continue
@@ -264,7 +277,7 @@ func isLogDirEntry(name string, dir bool) bool {
 // reportForeign logs, once at start-up, what a log directory holds that Samsa did not
 // put there. Such entries are left alone.
 func (m *Manager) reportForeign() {
-	for _, d := range m.opts.Dirs {
+	for _, d := range m.onlineDirs() {
 		ents, err := m.opts.FS.ReadDir(d)
 		if err != nil {
 			continue // reported when the partitions are listed

@@ -52,6 +52,9 @@ type Manager struct {
 	opts  ManagerOptions
 	locks []File
 	clean map[string]bool // dir → clean shutdown marker was present
+	// lost holds the directories that failed before start-up (they could not be
+	// locked), with the error: offline, and what they hold is unknown.
+	lost map[string]error
 
 	started  sync.Once   // start ran
 	startErr error       // what it returned
@@ -121,6 +124,17 @@ func (m *Manager) AllOffline() bool {
 	return true
 }
 
+// onlineDirs returns the log directories not offline.
+func (m *Manager) onlineDirs() []string {
+	var out []string
+	for _, d := range m.opts.Dirs {
+		if !m.Offline(d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // Offline reports whether a log directory was taken offline.
 func (m *Manager) Offline(dir string) bool {
 	m.mu.RLock()
@@ -150,7 +164,7 @@ func parsePartitionDir(name string) (PartitionKey, bool) {
 // existingIn lists partition directories per log directory.
 func (m *Manager) existingIn() map[PartitionKey]string {
 	out := map[PartitionKey]string{}
-	for _, d := range m.opts.Dirs {
+	for _, d := range m.onlineDirs() {
 		ents, err := m.opts.FS.ReadDir(d)
 		if err != nil {
 			m.opts.Logger.Warn("listing log directory", "dir", d, "err", err)
@@ -335,7 +349,17 @@ func (m *Manager) reserve(k PartitionKey) (c *creation, wait chan struct{}, err 
 		close(ch)
 		return nil, ch, nil // opened meanwhile
 	}
-	dir := onDisk
+	dir := m.mu.dirOf[k] // opened before, and abandoned with its directory
+	if dir == "" {
+		dir = onDisk
+	}
+	if dir == "" && len(m.lost) > 0 {
+		// Kafka does not create a log that may be in a failed directory either: a new
+		// empty one could be elected in place of the data.
+		for d, cause := range m.lost {
+			return nil, nil, fmt.Errorf("%w: %s-%d may be in %s, which failed before start-up (%v)", ErrLogDirOffline, k.Topic, k.Partition, d, cause)
+		}
+	}
 	if dir == "" {
 		count := map[string]int{}
 		for _, d := range m.mu.dirOf {
@@ -512,7 +536,7 @@ func (m *Manager) flushPass(now time.Time) {
 }
 
 func (m *Manager) removeDeletedDirs() {
-	for _, d := range m.opts.Dirs {
+	for _, d := range m.onlineDirs() {
 		ents, err := m.opts.FS.ReadDir(d)
 		if err != nil {
 			continue

@@ -41,6 +41,54 @@ func TestManagerLockRefusesSecondBroker(t *testing.T) {
 	m2.Close()
 }
 
+// TestDirFailedBeforeStart: a log directory that cannot be locked at start-up (its
+// disk failed while the node was down; here the path is a file) is offline and the
+// manager starts on the others, opening their partitions; a partition found in none
+// of them is not created (it may be on the failed disk: a new, empty log must not
+// stand in for it). When no directory can be locked, the start is refused.
+func TestDirFailedBeforeStart(t *testing.T) {
+	good := t.TempDir()
+	bad := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(bad, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := newTestManager(t, []string{good}, clock.NewFake(t0))
+	if _, err := m.GetOrCreate("t", 0, [16]byte{1}, Config{}); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+
+	m = newTestManager(t, []string{good, bad}, clock.NewFake(t0))
+	if !m.Offline(bad) || m.Offline(good) || m.AllOffline() {
+		t.Fatalf("offline: %s %v, %s %v", bad, m.Offline(bad), good, m.Offline(good))
+	}
+	if _, err := m.EnsureMetaProperties(1); err != nil {
+		t.Fatalf("meta.properties with a failed directory: %v", err)
+	}
+	if err := m.LoadExisting(func(PartitionKey) Config { return Config{} }); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := m.GetOrCreate("t", 0, [16]byte{1}, Config{}); err != nil || l == nil {
+		t.Fatalf("t-0, in the working directory: %v", err)
+	}
+	_, err := m.GetOrCreate("t", 1, [16]byte{1}, Config{})
+	if !errors.Is(err, ErrLogDirOffline) || !strings.Contains(err.Error(), bad) {
+		t.Fatalf("t-1, in no working directory: %v, want ErrLogDirOffline naming %s", err, bad)
+	}
+	if _, err := os.Stat(filepath.Join(good, "t-1")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("t-1 was created in the working directory: %v", err)
+	}
+
+	for _, dirs := range [][]string{{bad}, {bad, filepath.Join(bad, "x")}} {
+		if m, err := NewManager(ManagerOptions{Dirs: dirs}); err == nil || !strings.Contains(err.Error(), bad) {
+			if m != nil {
+				m.Close()
+			}
+			t.Fatalf("%v: a start with no working directory: %v, want an error naming %s", dirs, err, bad)
+		}
+	}
+}
+
 func TestMetaProperties(t *testing.T) {
 	dirs := []string{t.TempDir(), t.TempDir()}
 	m := newTestManager(t, dirs, clock.NewFake(t0))
