@@ -100,6 +100,12 @@ type Broker struct {
 
 	// reconcileMu serialises applying metadata images to local partitions.
 	reconcileMu sync.Mutex
+	// unopened holds the partitions the last reconcile could not open because their
+	// log directory is offline (replicas_offline.go).
+	unopened struct {
+		sync.Mutex
+		m map[replica.Key]bool
+	}
 
 	// serving ends when the broker stops serving requests (StopServing): the waits of
 	// requests still in progress (for replicas, coordinators, the controller) end

@@ -66,6 +66,8 @@ func apiName(key int16) string {
 		return "SamsaRaft"
 	case protocol.MetadataFetchKey:
 		return "SamsaMetadataFetch"
+	case protocol.ReplicasOfflineKey:
+		return "SamsaReplicasOffline"
 	}
 	return kmsg.NameForKey(key)
 }

@@ -138,6 +138,9 @@ func (b *Broker) heartbeatLoop(ctx context.Context, epoch int64) {
 				if resp.ShouldShutdown {
 					return // as Kafka's broker: the controller let it go; it only has to close
 				}
+				if !resp.IsFenced && !req.WantShutdown {
+					b.reportOfflineReplicas(ctx, epoch, timeout)
+				}
 			} else if errors.Is(err, controller.ErrStaleBrokerEpoch) {
 				b.logger.Warn("the active controller does not know this broker epoch; registering again", "broker_epoch", epoch)
 				if epoch, err = b.register(ctx); err != nil {
@@ -163,6 +166,14 @@ func (b *Broker) heartbeatLoop(ctx context.Context, epoch int64) {
 		case <-l.poke:
 			stop()
 		}
+	}
+}
+
+// pokeHeartbeat has the heartbeat loop send its next heartbeat now.
+func (b *Broker) pokeHeartbeat() {
+	select {
+	case b.lifecycle.poke <- struct{}{}:
+	default:
 	}
 }
 
@@ -206,10 +217,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	}
 	l := &b.lifecycle
 	l.wantShutdown.Store(true)
-	select {
-	case l.poke <- struct{}{}:
-	default:
-	}
+	b.pokeHeartbeat()
 	b.logger.Info("controlled shutdown: asking the active controller to move this broker's leaderships")
 	select {
 	case <-l.granted:

@@ -69,6 +69,8 @@ func (b *Broker) reconcile(img *metadata.Image) {
 	}
 	// New partitions (a topic with thousands of them, or start-up) are opened in
 	// parallel: creating a log is a few file creations and fsyncs.
+	var unopenedMu sync.Mutex
+	unopened := map[replica.Key]bool{}
 	parallel(len(missing), 16, func(i int) {
 		l := missing[i]
 		log, err := b.logs.GetOrCreate(l.topic.Name, l.part.Partition, [16]byte(l.topic.ID), l.logCfg)
@@ -76,6 +78,9 @@ func (b *Broker) reconcile(img *metadata.Image) {
 		case errors.Is(err, storage.ErrLogDirOffline):
 			// Said once, when the directory failed; every reconcile comes here again.
 			b.logger.Debug("partition log not opened", "topic", l.topic.Name, "partition", l.part.Partition, "err", err)
+			unopenedMu.Lock()
+			unopened[replica.Key{Topic: l.topic.Name, Partition: l.part.Partition}] = true
+			unopenedMu.Unlock()
 			return
 		case err != nil:
 			b.logger.Error("cannot open partition log", "topic", l.topic.Name, "partition", l.part.Partition, "err", err)
@@ -84,6 +89,7 @@ func (b *Broker) reconcile(img *metadata.Image) {
 		}
 		b.replicas.Put(replica.NewPartition(l.topic.Name, l.part.Partition, [16]byte(l.topic.ID), log, b.nodeID))
 	})
+	b.setUnopened(unopened)
 	for _, l := range locals {
 		p := b.replicas.Get(l.topic.Name, l.part.Partition)
 		if p == nil {
@@ -182,7 +188,9 @@ func (b *Broker) dirFailed(dir string, err error) {
 	if b.logs.AllOffline() {
 		b.fail(fmt.Errorf("every log directory has failed (log.dirs=%s), the last %s: %w; repair or replace the disk and restart",
 			strings.Join(b.cfg.LogDirs, ","), dir, err))
+		return
 	}
+	b.pokeHeartbeat() // the controller hears of the offline replicas at once
 }
 
 // parallel runs fn(0..n-1) on at most workers goroutines and waits for all of them.

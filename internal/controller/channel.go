@@ -15,6 +15,7 @@ import (
 
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/peer"
+	"github.com/samsa-streaming/samsa/internal/protocol"
 )
 
 // ChannelOptions configure a Channel.
@@ -197,6 +198,8 @@ func notController(resp kmsg.Response) bool {
 		return r.ErrorCode == nc
 	case *kmsg.AllocateProducerIDsResponse:
 		return r.ErrorCode == nc
+	case *protocol.ReplicasOfflineResponse:
+		return r.ErrorCode == nc
 	}
 	return false
 }
@@ -270,4 +273,19 @@ func (ch *Channel) AlterPartition(ctx context.Context, brokerID int32, brokerEpo
 		results[i] = res
 	}
 	return results, nil
+}
+
+// ReplicasOffline reports to the active controller that the broker's replicas of
+// offline are offline (see Controller.ReplicasOffline). The error is
+// ErrStaleBrokerEpoch (register again), or no controller answered before ctx ended.
+func (ch *Channel) ReplicasOffline(ctx context.Context, brokerID int32, brokerEpoch int64, offline []PartitionRef) error {
+	req := &protocol.ReplicasOfflineRequest{BrokerID: brokerID, BrokerEpoch: brokerEpoch}
+	for _, r := range offline {
+		req.Partitions = append(req.Partitions, protocol.ReplicaRef{TopicID: r.TopicID, Partition: r.Partition})
+	}
+	r, err := ch.Send(ctx, req)
+	if err != nil {
+		return err
+	}
+	return ErrorForCode(r.(*protocol.ReplicasOfflineResponse).ErrorCode, nil)
 }

@@ -209,6 +209,35 @@ func (c *Controller) AlterPartition(ctx context.Context, brokerID int32, brokerE
 	})
 }
 
+// ReplicasOffline takes a broker out of the ISR of the partitions whose replica on
+// it is offline (its log directory failed) and moves their leadership to another
+// ISR member, as fencing the broker would for all of its partitions; where it is the
+// last ISR member the partition is left without a leader (KIP-841). Partitions it
+// neither leads nor is in the ISR of, or that no longer exist, are left alone. The
+// changes are in the metadata log before it returns.
+func (c *Controller) ReplicasOffline(ctx context.Context, brokerID int32, brokerEpoch int64, offline []PartitionRef) error {
+	_, err := run(ctx, c, func(ctx context.Context) (struct{}, error) {
+		if err := c.requireLeader(); err != nil {
+			return struct{}{}, err
+		}
+		img := c.Image()
+		if b, ok := img.Broker(metadata.NodeID(brokerID)); !ok || b.Epoch != brokerEpoch {
+			return struct{}{}, fmt.Errorf("%w: broker %d is not registered at epoch %d", ErrStaleBrokerEpoch, brokerID, brokerEpoch)
+		}
+		recs, events := offlineReplicaUpdates(img, brokerID, offline, c.uncleanAllowed)
+		if len(recs) == 0 {
+			return struct{}{}, nil
+		}
+		if err := c.propose(ctx, recs); err != nil {
+			return struct{}{}, err
+		}
+		c.logger.Warn("replicas taken out of their ISRs: their log directory failed", "broker", brokerID, "partitions", len(recs))
+		c.logElections(events, fmt.Sprintf("broker %d's replica is offline", brokerID))
+		return struct{}{}, nil
+	})
+	return err
+}
+
 // ElectLeaders runs preferred or unclean elections (ElectLeaders, API 43) on the
 // named partitions, or on every partition when targets is nil.
 func (c *Controller) ElectLeaders(ctx context.Context, typ ElectionType, targets map[string][]int32) ([]ElectionResult, error) {

@@ -92,10 +92,29 @@ func electionFor(t *metadata.Topic, unclean uncleanPolicy) election {
 // data), and moves its leaderships to another ISR member. Used when a broker is
 // fenced, enters controlled shutdown, or registers as a new incarnation.
 func removeBrokerUpdates(img *metadata.Image, broker int32, unclean uncleanPolicy) ([]metadata.Record, []electionEvent) {
+	return removeReplicaUpdates(img, broker, func(*metadata.Topic, metadata.Partition) bool { return true }, unclean)
+}
+
+// offlineReplicaUpdates does what removeBrokerUpdates does, for the partitions in
+// offline only: the broker's replicas of them are offline (their log directory
+// failed), the broker itself stays active.
+func offlineReplicaUpdates(img *metadata.Image, broker int32, offline []PartitionRef, unclean uncleanPolicy) ([]metadata.Record, []electionEvent) {
+	set := make(map[PartitionRef]bool, len(offline))
+	for _, r := range offline {
+		set[r] = true
+	}
+	return removeReplicaUpdates(img, broker, func(t *metadata.Topic, p metadata.Partition) bool {
+		return set[PartitionRef{TopicID: t.ID, Partition: p.Partition}]
+	}, unclean)
+}
+
+// removeReplicaUpdates takes broker out of the ISR of the partitions only selects
+// and moves their leadership (see removeBrokerUpdates).
+func removeReplicaUpdates(img *metadata.Image, broker int32, only func(*metadata.Topic, metadata.Partition) bool, unclean uncleanPolicy) ([]metadata.Record, []electionEvent) {
 	acceptable := acceptableIn(img, broker, -1)
 	return updatePartitions(img,
-		func(_ *metadata.Topic, p metadata.Partition) bool {
-			return p.Leader == broker || slices.Contains(p.ISR, broker)
+		func(t *metadata.Topic, p metadata.Partition) bool {
+			return (p.Leader == broker || slices.Contains(p.ISR, broker)) && only(t, p)
 		},
 		func(t *metadata.Topic, c *partitionChange) {
 			c.acceptable = acceptable
@@ -170,6 +189,12 @@ func imbalancedUpdates(img *metadata.Image, maxImbalance float64) ([]metadata.Re
 type ISRMember struct {
 	BrokerID    int32
 	BrokerEpoch int64
+}
+
+// PartitionRef names a partition by its topic id.
+type PartitionRef struct {
+	TopicID   metadata.TopicID
+	Partition int32
 }
 
 // AlterPartitionItem is one partition of an AlterPartition request: the ISR (and

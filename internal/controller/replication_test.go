@@ -203,6 +203,43 @@ func TestFencingRecordsAndStates(t *testing.T) {
 	}
 }
 
+// TestOfflineReplicas: a broker whose replicas of some partitions went offline (their
+// log directory failed) leaves those partitions' ISRs and leaderships and keeps the
+// others; it stays the last ISR member where no one else is (KIP-841); partitions it
+// has no part in, or that it no longer is in the ISR of, do not change.
+func TestOfflineReplicas(t *testing.T) {
+	img := testImage(t, "aaa",
+		metadata.PartitionRecord{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: 1}, // led, offline
+		metadata.PartitionRecord{Replicas: []int32{2, 1, 3}, ISR: []int32{2, 1, 3}, Leader: 2}, // followed, offline
+		metadata.PartitionRecord{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: 1}, // led, online
+		metadata.PartitionRecord{Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1},          // last ISR member
+		metadata.PartitionRecord{Replicas: []int32{2, 3}, ISR: []int32{2, 3}, Leader: 2},       // not a replica
+	)
+	offline := []PartitionRef{{testTopicID, 0}, {testTopicID, 1}, {testTopicID, 3}, {testTopicID, 4}, {metadata.TopicID{9}, 0}}
+	recs, events := offlineReplicaUpdates(img, 1, offline, never)
+	img = applyAll(t, img, recs)
+	tp, _ := img.Topic("t")
+	want := []string{
+		"leader=2 isr=[2 3] replicas=[1 2 3] epochs=1/1",
+		"leader=2 isr=[2 3] replicas=[2 1 3] epochs=0/1",
+		"leader=1 isr=[1 2 3] replicas=[1 2 3] epochs=0/0",
+		"leader=-1 isr=[1] replicas=[1 2] epochs=1/1",
+		"leader=2 isr=[2 3] replicas=[2 3] epochs=0/0",
+	}
+	for i, w := range want {
+		if d := describe(tp.Partitions[i]); d != w {
+			t.Errorf("partition %d: %s, want %s", i, d, w)
+		}
+	}
+	if len(events) != 2 || events[0].From != 1 || events[0].To != 2 || events[1].To != metadata.NoLeader {
+		t.Errorf("leadership changes %+v, want partition 0 to broker 2 and partition 3 to none", events)
+	}
+	// Reported again (the broker's next heartbeat): nothing more changes.
+	if recs, _ := offlineReplicaUpdates(img, 1, offline, never); len(recs) != 0 {
+		t.Errorf("a repeated report changed %d partitions", len(recs))
+	}
+}
+
 func TestNextBrokerState(t *testing.T) {
 	tests := []struct {
 		cur      brokerState

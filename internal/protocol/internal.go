@@ -16,6 +16,8 @@ const (
 	RaftKey int16 = 32001
 	// MetadataFetchKey lets a node that is not a voter read the metadata log.
 	MetadataFetchKey int16 = 32002
+	// ReplicasOfflineKey reports a broker's replicas whose log directory failed.
+	ReplicasOfflineKey int16 = 32003
 )
 
 // NewInternalRequest returns an empty request for a Samsa-internal key, or nil.
@@ -25,6 +27,8 @@ func NewInternalRequest(key int16) kmsg.Request {
 		return new(RaftRequest)
 	case MetadataFetchKey:
 		return new(MetadataFetchRequest)
+	case ReplicasOfflineKey:
+		return new(ReplicasOfflineRequest)
 	}
 	return nil
 }
@@ -206,5 +210,86 @@ func (r *MetadataFetchResponse) ReadFrom(src []byte) error {
 	for range n {
 		r.Entries = append(r.Entries, MetadataFetchEntry{Offset: b.Int64(), Data: b.Bytes()})
 	}
+	return b.Complete()
+}
+
+// ReplicasOfflineRequest tells the active controller that a broker's replicas of
+// some partitions are offline: the log directory holding them failed. The controller
+// takes the broker out of those partitions' ISRs and moves their leadership, as
+// Kafka's controller does for the offline log directories of a heartbeat (KIP-858),
+// which it can map to partitions because it records each replica's directory.
+//
+//	BrokerID    int32
+//	BrokerEpoch int64
+//	Partitions  [topic_id uuid, partition int32]
+type ReplicasOfflineRequest struct {
+	Version     int16
+	BrokerID    int32
+	BrokerEpoch int64
+	Partitions  []ReplicaRef
+}
+
+// ReplicaRef names a partition by its topic id.
+type ReplicaRef struct {
+	TopicID   [16]byte
+	Partition int32
+}
+
+// ReplicasOfflineResponse answers a ReplicasOfflineRequest: NOT_CONTROLLER,
+// STALE_BROKER_EPOCH, or 0 once the changes are in the metadata log.
+//
+//	ErrorCode int16
+type ReplicasOfflineResponse struct {
+	Version   int16
+	ErrorCode int16
+}
+
+func (*ReplicasOfflineRequest) Key() int16                  { return ReplicasOfflineKey }
+func (*ReplicasOfflineRequest) MaxVersion() int16           { return 0 }
+func (r *ReplicasOfflineRequest) SetVersion(v int16)        { r.Version = v }
+func (r *ReplicasOfflineRequest) GetVersion() int16         { return r.Version }
+func (*ReplicasOfflineRequest) IsFlexible() bool            { return false }
+func (*ReplicasOfflineRequest) ResponseKind() kmsg.Response { return new(ReplicasOfflineResponse) }
+
+func (r *ReplicasOfflineRequest) AppendTo(dst []byte) []byte {
+	dst = kbin.AppendInt32(dst, r.BrokerID)
+	dst = kbin.AppendInt64(dst, r.BrokerEpoch)
+	dst = kbin.AppendArrayLen(dst, len(r.Partitions))
+	for _, p := range r.Partitions {
+		dst = kbin.AppendUuid(dst, p.TopicID)
+		dst = kbin.AppendInt32(dst, p.Partition)
+	}
+	return dst
+}
+
+func (r *ReplicasOfflineRequest) ReadFrom(src []byte) error {
+	b := kbin.Reader{Src: src}
+	r.BrokerID = b.Int32()
+	r.BrokerEpoch = b.Int64()
+	n := b.ArrayLen()
+	if n < 0 || int(n) > len(b.Src)/20 {
+		return fmt.Errorf("replicas offline request: %d partitions in %d bytes", n, len(b.Src))
+	}
+	r.Partitions = make([]ReplicaRef, 0, n)
+	for range n {
+		r.Partitions = append(r.Partitions, ReplicaRef{TopicID: b.Uuid(), Partition: b.Int32()})
+	}
+	return b.Complete()
+}
+
+func (*ReplicasOfflineResponse) Key() int16                { return ReplicasOfflineKey }
+func (*ReplicasOfflineResponse) MaxVersion() int16         { return 0 }
+func (r *ReplicasOfflineResponse) SetVersion(v int16)      { r.Version = v }
+func (r *ReplicasOfflineResponse) GetVersion() int16       { return r.Version }
+func (*ReplicasOfflineResponse) IsFlexible() bool          { return false }
+func (*ReplicasOfflineResponse) RequestKind() kmsg.Request { return new(ReplicasOfflineRequest) }
+
+func (r *ReplicasOfflineResponse) AppendTo(dst []byte) []byte {
+	return kbin.AppendInt16(dst, r.ErrorCode)
+}
+
+func (r *ReplicasOfflineResponse) ReadFrom(src []byte) error {
+	b := kbin.Reader{Src: src}
+	r.ErrorCode = b.Int16()
 	return b.Complete()
 }

@@ -318,8 +318,8 @@ func (f *fetcher) request() (*FetchRequest, map[fetchKey]*Partition) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for p, st := range f.mu.parts {
-		if now.Before(st.retryAfter) {
-			continue
+		if now.Before(st.retryAfter) || p.Offline() {
+			continue // an offline replica fetches nothing: the leader must not count it caught up
 		}
 		req.Partitions = append(req.Partitions, FetchPartition{
 			Topic: p.Topic, TopicID: p.TopicID, Partition: p.Index, CurrentLeaderEpoch: st.epoch,

@@ -1,0 +1,98 @@
+package broker
+
+// SamsaReplicasOffline (Samsa-internal key 32003), version 0, on the controller
+// listener only.
+//
+// When a log directory fails on a node that has others, its partitions there stop
+// being served by this node (KAFKA_STORAGE_ERROR), but the rest of the cluster would
+// go on treating this node as their leader or as an in-sync follower: writes to the
+// partitions it led would fail until a restart, and acks=all writes to those it
+// follows would wait for it until replica.lag.time.max.ms. So the node tells the
+// active controller which of its replicas are offline, and the controller moves their
+// leadership to another in-sync replica and takes this node out of their ISRs, as
+// Kafka's controller does for the offline directories a broker heartbeat reports
+// (KIP-858). The report follows each heartbeat for as long as the metadata still has
+// this node in the ISR of such a partition beside another replica; where it is the
+// last in-sync replica nothing is reported (there is no one to take over, and
+// KIP-841 keeps it in the ISR), so the partition waits for the repaired node.
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/controller"
+	"github.com/samsa-streaming/samsa/internal/metadata"
+	"github.com/samsa-streaming/samsa/internal/protocol"
+	"github.com/samsa-streaming/samsa/internal/replica"
+)
+
+func init() {
+	registerController(protocol.ReplicasOfflineKey, 0, 0, (*Broker).serveReplicasOffline)
+}
+
+func (b *Broker) serveReplicasOffline(ctx context.Context, req kmsg.Request) kmsg.Response {
+	r := req.(*protocol.ReplicasOfflineRequest)
+	offline := make([]controller.PartitionRef, 0, len(r.Partitions))
+	for _, p := range r.Partitions {
+		offline = append(offline, controller.PartitionRef{TopicID: p.TopicID, Partition: p.Partition})
+	}
+	err := b.controller.ReplicasOffline(ctx, r.BrokerID, r.BrokerEpoch, offline)
+	return &protocol.ReplicasOfflineResponse{ErrorCode: errorCode(err)}
+}
+
+// setUnopened records the partitions the last reconcile could not open because their
+// log directory is offline.
+func (b *Broker) setUnopened(keys map[replica.Key]bool) {
+	b.unopened.Lock()
+	b.unopened.m = keys
+	b.unopened.Unlock()
+}
+
+// offlineReplicas lists the partitions whose replica here is offline (its log
+// directory failed, before or since start-up) while img has this node in their ISR
+// with another replica.
+func (b *Broker) offlineReplicas(img *metadata.Image) []controller.PartitionRef {
+	keys := map[replica.Key]bool{}
+	for _, p := range b.replicas.All() {
+		if p.Offline() {
+			keys[replica.Key{Topic: p.Topic, Partition: p.Index}] = true
+		}
+	}
+	b.unopened.Lock()
+	for k := range b.unopened.m {
+		keys[k] = true
+	}
+	b.unopened.Unlock()
+	var out []controller.PartitionRef
+	for k := range keys {
+		t, ok := img.Topic(k.Topic)
+		if !ok {
+			continue
+		}
+		for _, p := range t.Partitions {
+			if p.Partition == k.Partition && len(p.ISR) > 1 && slices.Contains(p.ISR, b.nodeID) {
+				out = append(out, controller.PartitionRef{TopicID: t.ID, Partition: k.Partition})
+			}
+		}
+	}
+	return out
+}
+
+// reportOfflineReplicas tells the active controller about offlineReplicas, if any.
+func (b *Broker) reportOfflineReplicas(ctx context.Context, epoch int64, timeout time.Duration) {
+	offline := b.offlineReplicas(b.meta.Image())
+	if len(offline) == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := b.channel.ReplicasOffline(rctx, b.nodeID, epoch, offline); err != nil && ctx.Err() == nil {
+		b.logger.Warn("could not report the replicas of failed log directories to the active controller; trying again after the next heartbeat",
+			"partitions", len(offline), "err", err)
+		return
+	}
+	b.logger.Info("reported the replicas of failed log directories to the active controller", "partitions", len(offline))
+}
