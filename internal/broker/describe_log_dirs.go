@@ -6,12 +6,14 @@ package broker
 // bytes; from v4 the directory's total and usable bytes (statfs). A null topic list
 // means every partition. There are no future (moving) replicas, so offset lag is 0 and
 // IsFuture is false; directories cannot be cordoned (KIP-1066), so v5's IsCordoned is
-// false.
+// false. An offline directory (its disk failed) answers KAFKA_STORAGE_ERROR, without
+// sizes or partitions, as Kafka's does.
 
 import (
 	"path/filepath"
 	"sort"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
 
@@ -62,6 +64,12 @@ func (b *Broker) handleDescribeLogDirs(req *protocol.Request) <-chan protocol.Re
 	for _, d := range dirs {
 		rd := kmsg.NewDescribeLogDirsResponseDir()
 		rd.Dir = d
+		if b.logs.Offline(d) {
+			rd.ErrorCode = kerr.KafkaStorageError.Code // as Kafka answers for an offline directory: no sizes, no partitions
+			rd.TotalBytes, rd.UsableBytes = -1, -1
+			resp.Dirs = append(resp.Dirs, rd)
+			continue
+		}
 		var st unix.Statfs_t
 		if err := unix.Statfs(d, &st); err == nil {
 			rd.TotalBytes = int64(st.Blocks) * int64(st.Bsize)

@@ -123,6 +123,18 @@ func TestLogDirOffline(t *testing.T) {
 	if bb.Leader != 1 || len(bb.OfflineReplicas) != 0 {
 		t.Fatalf("metadata of the healthy partition: %+v", bb)
 	}
+	dirs := call[*kmsg.DescribeLogDirsResponse](t, b, kmsg.NewPtrDescribeLogDirsRequest()).Dirs
+	for _, d := range dirs {
+		switch offline := d.Dir == filepath.Clean(dirA); {
+		case offline && (d.ErrorCode != kerr.KafkaStorageError.Code || len(d.Topics) != 0):
+			t.Fatalf("DescribeLogDirs of the offline directory: error %d, topics %+v; want KAFKA_STORAGE_ERROR and none", d.ErrorCode, d.Topics)
+		case !offline && (d.ErrorCode != 0 || len(d.Topics) != 1 || d.Topics[0].Topic != "on-b"):
+			t.Fatalf("DescribeLogDirs of %s: error %d, topics %+v; want on-b", d.Dir, d.ErrorCode, d.Topics)
+		}
+	}
+	if len(dirs) != 2 {
+		t.Fatalf("DescribeLogDirs: %d directories, want 2", len(dirs))
+	}
 	select {
 	case err := <-b.Failed():
 		t.Fatalf("the node gave up with a healthy directory left: %v", err)
