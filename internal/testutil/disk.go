@@ -1,11 +1,16 @@
 package testutil
 
 import (
+	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // SmallDisk mounts a tmpfs of the given size (e.g. "8m") on a fresh directory and
@@ -49,4 +54,74 @@ func FillDisk(t testing.TB, dir string, leave int64) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// DyingDisk is a real disk that can fail: an ext4 file system in an image file,
+// mounted through a loop device on a fresh directory.
+type DyingDisk struct {
+	Dir   string // the mount point
+	image string
+}
+
+// NewDyingDisk makes and mounts a DyingDisk of the given size in MiB, unmounted when
+// the test ends (after the brokers stopped: call it before starting them). The test
+// is skipped when mounting is not allowed (not root, or no loop devices).
+func NewDyingDisk(t testing.TB, mib int) *DyingDisk {
+	t.Helper()
+	d := &DyingDisk{Dir: t.TempDir(), image: filepath.Join(t.TempDir(), "disk.img")}
+	if err := os.WriteFile(d.image, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(d.image, int64(mib)<<20); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", d.image).CombinedOutput(); err != nil {
+		t.Skipf("a failing disk needs mkfs.ext4: %v %s", err, out)
+	}
+	if err := d.mount(); err != nil {
+		t.Skipf("a failing disk needs a loop mount, which needs root: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(d.Dir, 0); err != nil {
+			_ = syscall.Unmount(d.Dir, syscall.MNT_DETACH)
+		}
+	})
+	return d
+}
+
+func (d *DyingDisk) mount() error {
+	if out, err := exec.Command("mount", "-o", "loop", d.image, d.Dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("mount -o loop %s: %v %s", d.image, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// Fail shuts the file system down as a dying disk would: from now on every read,
+// write, fsync and open under Dir fails with EIO, for the processes that have files
+// open there too, and what was not yet committed to its journal is lost.
+func (d *DyingDisk) Fail(t testing.TB) {
+	t.Helper()
+	f, err := os.Open(d.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const ext4IocShutdown = 0x8004587d   // EXT4_IOC_SHUTDOWN: _IOR('X', 125, __u32)
+	const ext4GoingFlagsNoLogFlush = 0x2 // as a power cut: the journal is not flushed
+	if err := unix.IoctlSetPointerInt(int(f.Fd()), ext4IocShutdown, ext4GoingFlagsNoLogFlush); err != nil {
+		t.Fatalf("shutting down the file system on %s: %v", d.Dir, err)
+	}
+}
+
+// Replace stands for a repair: the failed file system is unmounted and mounted again
+// (its journal replayed), so Dir works again with what the disk had committed. The
+// processes that used it must have exited.
+func (d *DyingDisk) Replace(t testing.TB) {
+	t.Helper()
+	if err := syscall.Unmount(d.Dir, 0); err != nil {
+		t.Fatalf("unmounting the failed disk %s: %v", d.Dir, err)
+	}
+	if err := d.mount(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,0 +1,151 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/testutil"
+)
+
+// TestDeadDiskInACluster: one node's second log directory is a real disk that dies
+// under an acks=all load (every operation on it fails with EIO from then on, as for
+// the processes that have files open there) while the node leads one partition on
+// it, follows another, and leads a third on its first directory.
+//
+//   - Running: the node stays up and keeps leading the partition on its healthy
+//     directory. It tells the controller which of its replicas are offline, and the
+//     controller moves the dead disk's leadership to an in-sync follower and takes
+//     the node out of both ISRs at once — before replica.lag.time.max.ms (60 s here)
+//     would drop it from the followed one, where before nothing ever moved the
+//     leadership — so writes to every partition go on.
+//   - Killed and started again with the disk still dead: the node rejoins the ISR
+//     of its healthy partitions and nothing on the dead disk.
+//   - The disk replaced and the node restarted: it catches up, every replica is
+//     back in the ISR.
+//
+// Every acknowledged record is there once, in order, at its offset.
+func TestDeadDiskInACluster(t *testing.T) {
+	t.Parallel()
+	const topic, partitions = "deaddisk", 4
+	const victim = int32(3)
+	others := []int32{1, 2}
+	disk := testutil.NewDyingDisk(t, 512)
+	// The metadata log stays in log.dirs[0]; only partitions go to the dying disk.
+	c, inv, l := clusterUnderLoad(t, testutil.ClusterOptions{
+		Overrides:     []string{"replica.lag.time.max.ms=60000"},
+		NodeOverrides: map[int32][]string{victim: {"log.dirs=" + t.TempDir() + "," + disk.Dir}},
+	}, topic, partitions, 1000, "acknowledged records before the disk dies")
+	admin := clientExcept(t, c, victim)
+	var onDisk, healthy []int32
+	for p := range int32(partitions) {
+		if _, err := os.Stat(filepath.Join(disk.Dir, fmt.Sprintf("%s-%d", topic, p))); err == nil {
+			onDisk = append(onDisk, p)
+		} else {
+			healthy = append(healthy, p)
+		}
+	}
+	if len(onDisk) != 2 {
+		t.Fatalf("node %d placed %v of %s's %d partitions on its second log directory, want two (the one with fewer partitions takes the next)", victim, onDisk, topic, partitions)
+	}
+	led, followed, healthyLed := onDisk[0], onDisk[1], healthy[0]
+	adm := kadm.NewClient(admin.cl)
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign(topic, led, []int32{victim, others[0], others[1]})
+	req.Assign(topic, followed, []int32{others[0], victim, others[1]})
+	req.Assign(topic, healthyLed, []int32{victim, others[1], others[0]})
+	if res, err := adm.AlterPartitionAssignments(ctxT(t, 10*time.Second), req); err != nil || res.Error() != nil {
+		t.Fatalf("reordering the replicas of %s-%d, %s-%d and %s-%d: %v %+v", topic, led, topic, followed, topic, healthyLed, err, res)
+	}
+	if res, err := adm.ElectLeaders(ctxT(t, 10*time.Second), kadm.ElectPreferredReplica, kadm.TopicsSet{topic: {led: {}, followed: {}, healthyLed: {}}}); err != nil {
+		t.Fatalf("preferred elections: %v %+v", err, res)
+	}
+	for p, leader := range map[int32]int32{led: victim, followed: others[0], healthyLed: victim} {
+		waitPartition(t, admin, topic, p, 30*time.Second, fmt.Sprintf("led by %d", leader),
+			func(m kmsg.MetadataResponseTopicPartition) bool { return m.Leader == leader })
+	}
+	l.waitAcks(t, 500, "writes with the new leaders")
+
+	disk.Fail(t)
+	died := time.Now()
+	t.Logf("node %d's disk holding %s-%d (it leads) and %s-%d (it follows) died", victim, topic, led, topic, followed)
+	withoutVictim := func(m kmsg.MetadataResponseTopicPartition) bool {
+		return m.Leader >= 0 && m.Leader != victim && !slices.Contains(m.ISR, victim)
+	}
+	for _, p := range []int32{led, followed} {
+		m := waitPartition(t, admin, topic, p, 20*time.Second, fmt.Sprintf("led without node %d, which is out of the ISR", victim), withoutVictim)
+		t.Logf("%s-%d: leader %d, ISR %v, %v after the disk died", topic, p, m.Leader, m.ISR, time.Since(died).Round(time.Millisecond))
+	}
+	moved := time.Now()
+	for _, p := range []int32{led, followed, healthyLed} {
+		testutil.WaitFor(t, 30*time.Second, func() bool { return l.lastAck(p).After(moved) },
+			fmt.Sprintf("%s-%d acknowledging writes after node %d's disk died", topic, p, victim))
+	}
+	if m, _ := partitionState(t, admin, topic, healthyLed); m.Leader != victim {
+		t.Fatalf("%s-%d, on node %d's healthy directory, moved to %d", topic, healthyLed, victim, m.Leader)
+	}
+	if exited, err := c.Node(victim).Exited(); exited {
+		t.Fatalf("node %d exited when one of its two disks died: %v\n%s", victim, err, c.Node(victim).Log())
+	}
+	if !hasLine(c.Node(victim).Log(), "log directory offline after an I/O error") {
+		t.Fatalf("node %d did not log its dead directory:\n%s", victim, c.Node(victim).Log())
+	}
+	checkDeadDir(t, adm, victim, disk.Dir)
+	logUnavailability(t, l, fmt.Sprintf("node %d's dead disk", victim), died, []int32{led})
+
+	// Killed and started with the disk still dead.
+	c.Node(victim).Kill()
+	killed := time.Now()
+	c.StartAgain(t, victim)
+	waitPartition(t, admin, topic, healthyLed, 60*time.Second, fmt.Sprintf("node %d back in the ISR", victim),
+		func(m kmsg.MetadataResponseTopicPartition) bool { return slices.Contains(m.ISR, victim) })
+	t.Logf("node %d restarted with its disk dead: back in the ISR of %s-%d %v after the kill", victim, topic, healthyLed, time.Since(killed).Round(time.Millisecond))
+	l.waitAcks(t, 500, fmt.Sprintf("writes after node %d restarted", victim))
+	checkDeadDir(t, adm, victim, disk.Dir)
+	for _, p := range []int32{led, followed} {
+		if m, _ := partitionState(t, admin, topic, p); !withoutVictim(m) {
+			t.Fatalf("%s-%d has node %d, whose disk holding it is dead, as leader or in the ISR: leader %d, ISR %v", topic, p, victim, m.Leader, m.ISR)
+		}
+	}
+
+	// The disk replaced.
+	c.Node(victim).Kill()
+	disk.Replace(t)
+	replaced := time.Now()
+	c.StartAgain(t, victim)
+	waitFullISR(t, admin, topic, partitions, 60*time.Second)
+	t.Logf("the disk replaced: node %d in every ISR %v after the restart", victim, time.Since(replaced).Round(time.Millisecond))
+	l.waitAcks(t, 500, "writes after the disk was replaced")
+	h := l.stop(t)
+	h.check(t, c, topic)
+	inv.check()
+}
+
+// checkDeadDir: DescribeLogDirs (kadm) reports node's directory dead with
+// KAFKA_STORAGE_ERROR and its other directory with its partitions, as Kafka does.
+func checkDeadDir(t *testing.T, adm *kadm.Client, node int32, dead string) {
+	t.Helper()
+	dirs, err := adm.DescribeBrokerLogDirs(ctxT(t, 10*time.Second), node, nil)
+	if err != nil {
+		t.Fatalf("DescribeLogDirs of node %d: %v", node, err)
+	}
+	if len(dirs) != 2 {
+		t.Fatalf("DescribeLogDirs of node %d: %d directories, want 2", node, len(dirs))
+	}
+	for _, d := range dirs {
+		switch {
+		case d.Dir == filepath.Clean(dead) && (!errors.Is(d.Err, kerr.KafkaStorageError) || len(d.Topics) != 0):
+			t.Fatalf("DescribeLogDirs of node %d's dead directory: %v with %d topics, want KAFKA_STORAGE_ERROR and none", node, d.Err, len(d.Topics))
+		case d.Dir != filepath.Clean(dead) && (d.Err != nil || len(d.Topics) == 0):
+			t.Fatalf("DescribeLogDirs of node %d's directory %s: %v with %d topics, want its partitions", node, d.Dir, d.Err, len(d.Topics))
+		}
+	}
+}
