@@ -24,6 +24,8 @@ package broker
 // requested" (-2147483648).
 
 import (
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -198,7 +200,7 @@ func (b *Broker) topicMetadata(img *metadata.Image, t *metadata.Topic) kmsg.Meta
 				mp.OfflineReplicas = append(mp.OfflineReplicas, r)
 			}
 		}
-		if local := b.replicas.Get(t.Name, p.Partition); local != nil && local.Offline() {
+		if slices.Contains(p.Replicas, b.nodeID) && b.replicaOffline(t.Name, p.Partition) {
 			mp.OfflineReplicas = append(mp.OfflineReplicas, b.nodeID)
 			if mp.Leader == b.nodeID {
 				mp.Leader = -1

@@ -18,6 +18,7 @@ package broker
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"time"
 
@@ -51,6 +52,25 @@ func (b *Broker) setUnopened(keys map[replica.Key]bool) {
 	b.unopened.Unlock()
 }
 
+// unopenedKeys returns the partitions the last reconcile could not open because their
+// log directory is offline.
+func (b *Broker) unopenedKeys() []replica.Key {
+	b.unopened.Lock()
+	defer b.unopened.Unlock()
+	return slices.Collect(maps.Keys(b.unopened.m))
+}
+
+// replicaOffline reports whether this node's replica of a partition is offline: its
+// log directory failed, before it was opened or since.
+func (b *Broker) replicaOffline(topic string, partition int32) bool {
+	if p := b.replicas.Get(topic, partition); p != nil {
+		return p.Offline()
+	}
+	b.unopened.Lock()
+	defer b.unopened.Unlock()
+	return b.unopened.m[replica.Key{Topic: topic, Partition: partition}]
+}
+
 // offlineReplicas lists the partitions whose replica here is offline (its log
 // directory failed, before or since start-up) while img has this node in their ISR
 // with another replica.
@@ -61,11 +81,9 @@ func (b *Broker) offlineReplicas(img *metadata.Image) []controller.PartitionRef 
 			keys[replica.Key{Topic: p.Topic, Partition: p.Index}] = true
 		}
 	}
-	b.unopened.Lock()
-	for k := range b.unopened.m {
+	for _, k := range b.unopenedKeys() {
 		keys[k] = true
 	}
-	b.unopened.Unlock()
 	var out []controller.PartitionRef
 	for k := range keys {
 		t, ok := img.Topic(k.Topic)

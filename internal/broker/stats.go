@@ -6,7 +6,8 @@ import (
 )
 
 // Partitions implements metrics.Source: a snapshot of the partitions this node hosts.
-// A partition is offline when its log directory failed here or it has no leader.
+// A partition is offline when its log directory failed here (before or after it was
+// opened) or it has no leader.
 func (b *Broker) Partitions() []metrics.PartitionStats {
 	img := b.image()
 	leaderless := func(topic string, partition int32) bool {
@@ -32,6 +33,9 @@ func (b *Broker) Partitions() []metrics.PartitionStats {
 			FollowerLag:      p.FollowerLag(),
 			Offline:          p.Offline() || leaderless(p.Topic, p.Index),
 		})
+	}
+	for _, k := range b.unopenedKeys() { // in a directory that failed before they were opened
+		out = append(out, metrics.PartitionStats{Topic: k.Topic, Partition: k.Partition, Offline: true})
 	}
 	return out
 }

@@ -114,6 +114,10 @@ func TestDeadDiskInACluster(t *testing.T) {
 		if m, _ := partitionState(t, admin, topic, p); !withoutVictim(m) {
 			t.Fatalf("%s-%d has node %d, whose disk holding it is dead, as leader or in the ISR: leader %d, ISR %v", topic, p, victim, m.Leader, m.ISR)
 		}
+		// The node itself says its replica is offline (Kafka's Metadata does).
+		if m, _ := partitionState(t, newNodeClient(t, c.Node(victim).Addr), topic, p); !slices.Contains(m.OfflineReplicas, victim) {
+			t.Fatalf("%s-%d in node %d's metadata: offline replicas %v, want %d among them", topic, p, victim, m.OfflineReplicas, victim)
+		}
 	}
 
 	// The disk replaced.
