@@ -68,25 +68,36 @@ type DyingDisk struct {
 // is skipped when mounting is not allowed (not root, or no loop devices).
 func NewDyingDisk(t testing.TB, mib int) *DyingDisk {
 	t.Helper()
+	d, err := TryDyingDisk(t, mib)
+	if err != nil {
+		t.Skipf("a failing disk needs mkfs.ext4 and a loop mount, which needs root: %v", err)
+	}
+	return d
+}
+
+// TryDyingDisk is NewDyingDisk returning the error instead of skipping the test. The
+// file system keeps no blocks for root, so FillDisk fills it for root too.
+func TryDyingDisk(t testing.TB, mib int) (*DyingDisk, error) {
+	t.Helper()
 	d := &DyingDisk{Dir: t.TempDir(), image: filepath.Join(t.TempDir(), "disk.img")}
 	if err := os.WriteFile(d.image, nil, 0o644); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := os.Truncate(d.image, int64(mib)<<20); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	if out, err := exec.Command("mkfs.ext4", "-q", "-F", d.image).CombinedOutput(); err != nil {
-		t.Skipf("a failing disk needs mkfs.ext4: %v %s", err, out)
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-m", "0", d.image).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("mkfs.ext4 %s: %v %s", d.image, err, bytes.TrimSpace(out))
 	}
 	if err := d.mount(); err != nil {
-		t.Skipf("a failing disk needs a loop mount, which needs root: %v", err)
+		return nil, err
 	}
 	t.Cleanup(func() {
 		if err := syscall.Unmount(d.Dir, 0); err != nil {
 			_ = syscall.Unmount(d.Dir, syscall.MNT_DETACH)
 		}
 	})
-	return d
+	return d, nil
 }
 
 func (d *DyingDisk) mount() error {

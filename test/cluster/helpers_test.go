@@ -275,11 +275,17 @@ func (inv *invariants) observe(node int32, md *kmsg.MetadataResponse) {
 		for _, p := range t.Partitions {
 			pk := partKey{t.TopicID, p.Partition}
 			name := fmt.Sprintf("%s-%d", deref(t.Topic), p.Partition)
+			// One leader per epoch. A node whose replica is offline (its log directory
+			// failed) answers -1 for it until the controller moves the leadership: that
+			// is no leader, not a second one.
 			ek := epochKey{pk, p.LeaderEpoch}
-			if l, ok := inv.seen[ek]; ok && l != p.Leader {
+			l, ok := inv.seen[ek]
+			if ok && l != p.Leader && l >= 0 && p.Leader >= 0 {
 				inv.bad = append(inv.bad, fmt.Sprintf("%s epoch %d led by both %d and %d", name, p.LeaderEpoch, l, p.Leader))
 			}
-			inv.seen[ek] = p.Leader
+			if !ok || l < 0 {
+				inv.seen[ek] = p.Leader
+			}
 			if prev, ok := inv.last[node][pk]; ok && p.LeaderEpoch < prev {
 				inv.bad = append(inv.bad, fmt.Sprintf("node %d: %s leader epoch went back from %d to %d", node, name, prev, p.LeaderEpoch))
 			}

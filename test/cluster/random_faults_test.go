@@ -21,10 +21,10 @@ var (
 		"how long each TestRandomFaults* test injects faults (minutes for a soak)")
 	faultsSeed = flag.Uint64("faults.seed", 0,
 		"the seed of the TestRandomFaults* schedules (0: from the clock; each run logs its seed)")
-	// Full disks need a small tmpfs of their own for each node (mounting one needs
-	// root); without it the schedule leaves them out and says so.
+	// Full and dead disks need a small file system of their own for each node
+	// (mounting one needs root); without it the schedule leaves them out and says so.
 	faultsFullDisk = flag.Bool("faults.full-disk", true,
-		"let TestRandomFaults fill a node's second log directory now and then")
+		"let TestRandomFaults fill a node's second log directory, or kill its disk, now and then")
 )
 
 // faultKind is one way a node fails in the random fault schedule (runFaults).
@@ -39,12 +39,13 @@ const (
 	faultQuorum                       // cut off from the metadata quorum both ways
 	faultSlowLinks                    // 20–80 ms added to its replication listener's traffic and to every link to it as a controller
 	faultDiskFull                     // the small disk holding some of its partitions filled (faultPlan.SmallDisks)
+	faultDiskDead                     // that disk dead (EIO for everything); on repair the node is killed, the disk replaced, the node started
 	faultKinds
 )
 
 func (k faultKind) String() string {
 	return [...]string{"kill -9", "SIGTERM", "SIGSTOP", "replication blackholed", "replication reset",
-		"cut off from the quorum", "slow links", "disk full"}[k]
+		"cut off from the quorum", "slow links", "disk full", "disk dead"}[k]
 }
 
 // fault is a fault in force on one node.
@@ -59,8 +60,8 @@ type fault struct {
 // faultPlan says what runFaults may do besides the faults every node can have.
 type faultPlan struct {
 	// SmallDisks are, by node, a small file system holding some of its partitions
-	// (its second log directory): faultDiskFull fills it.
-	SmallDisks map[int32]string
+	// (its second log directory): faultDiskFull fills it, faultDiskDead kills it.
+	SmallDisks map[int32]*testutil.DyingDisk
 	// Other, when set, is offered one step in six (with the schedule's random
 	// source) and returns what it did, or "" to leave the step to the nodes.
 	Other func(*rand.Rand) string
@@ -70,7 +71,9 @@ type faultPlan struct {
 // groups committing synchronously (classic and KIP-848) with a seeded random sequence
 // of faults, one or two nodes at a time, for -faults.duration: kill -9, controlled
 // shutdown, SIGSTOP, its followers' fetches blackholed or reset, cut off from the
-// metadata quorum, slow links, the disk holding some of its partitions full. Each
+// metadata quorum, slow links, the disk holding some of its partitions full or dead
+// (one node's at a time: as after a power cut, a dead disk loses what was not yet
+// written back, and acks=all promises a record to the ISR, not to two disks). Each
 // lasts from a fraction of a second to a few seconds and can overlap another node's,
 // so nodes fail while others catch up, elect, truncate (on a full disk too), roll
 // segments or compact (the topic has small segments and is compacted eagerly). Then
@@ -84,17 +87,26 @@ func TestRandomFaults(t *testing.T) {
 	const topic, partitions = "battered", 6
 	// Each node keeps some partitions on a small disk of their own, which the
 	// schedule fills now and then (the metadata log stays in the first directory).
-	disks, nodeDirs := map[int32]string{}, map[int32][]string{}
+	disks, nodeDirs := map[int32]*testutil.DyingDisk{}, map[int32][]string{}
 	for id := int32(1); id <= 3 && *faultsFullDisk; id++ {
-		small, err := testutil.TrySmallDisk(t, "256m")
+		small, err := testutil.TryDyingDisk(t, 256)
 		if err != nil {
-			t.Logf("no full disks in this run: mounting a small tmpfs needs root: %v", err)
+			t.Logf("no full or dead disks in this run: mounting a small file system needs root: %v", err)
 			break
 		}
-		disks[id], nodeDirs[id] = small, []string{"log.dirs=" + t.TempDir() + "," + small}
+		disks[id], nodeDirs[id] = small, []string{"log.dirs=" + t.TempDir() + "," + small.Dir}
+	}
+	// A dead disk loses what was not written back, as a power cut does: every append
+	// is flushed, so that it loses nothing acknowledged. Otherwise a partition's last
+	// in-sync replica (the others not yet caught up after a fault) could come back from
+	// a dead disk without records that only it had in sync, which replication does not
+	// promise to survive (docs/replication.md).
+	var flush []string
+	if len(disks) > 0 {
+		flush = []string{"log.flush.interval.messages=1"}
 	}
 	c := testutil.StartCluster(t, testutil.ClusterOptions{ProxyControllerLinks: true, ProxyReplication: true, NodeOverrides: nodeDirs,
-		Overrides: append([]string{"min.insync.replicas=2", "log.cleaner.backoff.ms=500"}, replicationOverrides...)})
+		Overrides: append(append([]string{"min.insync.replicas=2", "log.cleaner.backoff.ms=500"}, flush...), replicationOverrides...)})
 	inv := watchInvariants(t, c)
 	admin := newNodeClient(t, c.Node(1).Addr)
 	createTopic(t, admin, topic, partitions, 3)
@@ -206,7 +218,9 @@ func inject(t *testing.T, c *testutil.Cluster, plan faultPlan, f fault) fault {
 	case faultSlowLinks:
 		slowLinks(c, f.node, f.delay)
 	case faultDiskFull:
-		f.ballast = testutil.FillDisk(t, plan.SmallDisks[f.node], 0)
+		f.ballast = testutil.FillDisk(t, plan.SmallDisks[f.node].Dir, 0)
+	case faultDiskDead:
+		plan.SmallDisks[f.node].Fail(t)
 	}
 	return f
 }
@@ -223,7 +237,7 @@ func slowLinks(c *testutil.Cluster, node int32, d time.Duration) {
 }
 
 // repair ends fault f.
-func repair(t *testing.T, c *testutil.Cluster, f fault) {
+func repair(t *testing.T, c *testutil.Cluster, plan faultPlan, f fault) {
 	t.Helper()
 	n := c.Node(f.node)
 	switch f.kind {
@@ -241,6 +255,10 @@ func repair(t *testing.T, c *testutil.Cluster, f fault) {
 		if err := os.Remove(f.ballast); err != nil {
 			t.Fatal(err)
 		}
+	case faultDiskDead:
+		n.Kill()
+		plan.SmallDisks[f.node].Replace(t)
+		c.StartAgain(t, f.node)
 	}
 }
 
@@ -371,10 +389,13 @@ func runFaults(t *testing.T, c *testutil.Cluster, d time.Duration, plan faultPla
 			ids := free()
 			f := fault{node: ids[rng.IntN(len(ids))], since: time.Now()}
 			kinds := faultKinds
-			if plan.SmallDisks[f.node] == "" {
+			if plan.SmallDisks[f.node] == nil {
 				kinds = faultDiskFull // the kinds before it
 			}
 			f.kind = faultKind(rng.IntN(int(kinds)))
+			if f.kind == faultDiskDead && slices.ContainsFunc(active, func(o fault) bool { return o.kind == faultDiskDead }) {
+				f.kind = faultDiskFull // one dead disk at a time
+			}
 			if f.kind == faultSlowLinks {
 				f.delay = time.Duration(20+rng.IntN(61)) * time.Millisecond
 			}
@@ -386,13 +407,13 @@ func runFaults(t *testing.T, c *testutil.Cluster, d time.Duration, plan faultPla
 			f := active[0]
 			active = active[1:]
 			note("node %d: repair %v after %v", f.node, f.kind, time.Since(f.since).Round(time.Millisecond))
-			repair(t, c, f)
+			repair(t, c, plan, f)
 		}
 		time.Sleep(time.Duration(200+rng.IntN(2800)) * time.Millisecond)
 	}
 	for _, f := range active {
 		note("node %d: repair %v after %v (end of the schedule)", f.node, f.kind, time.Since(f.since).Round(time.Millisecond))
-		repair(t, c, f)
+		repair(t, c, plan, f)
 	}
 	t.Logf("faults injected: %v", injected)
 	testutil.KeepLog(t, "fault-schedule", strings.Join(schedule, "\n"))
