@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,9 +56,13 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 	m.lost = map[string]error{}
 	for _, d := range o.Dirs {
 		if err := m.lockDir(d); err != nil {
-			if errors.Is(err, ErrDirLocked) || len(m.lost) == len(o.Dirs)-1 {
+			if errors.Is(err, ErrDirLocked) {
 				m.unlock()
 				return nil, err
+			}
+			if len(m.lost) == len(o.Dirs)-1 { // none works
+				m.unlock()
+				return nil, errors.Join(append(slices.Collect(maps.Values(m.lost)), err)...)
 			}
 			// A disk that failed while the node was down: the node starts without it,
 			// as Kafka does, as long as another directory works.
