@@ -84,16 +84,22 @@ func (s *shareStore) call(ctx context.Context, k share.Key, idempotent bool, loc
 	for {
 		err := s.try(ctx, k, local, remote)
 		retry := errors.Is(err, errShareCoordinatorUnavailable) ||
-			idempotent && errors.Is(err, errShareWriteNotCommitted) && ctx.Err() == nil
+			idempotent && errors.Is(err, errShareWriteNotCommitted)
 		if err == nil || !retry {
 			return err
+		}
+		ended := func() error {
+			return fmt.Errorf("share coordinator of %s: %w (last: %v)", shareCoordinatorKey(k), ctx.Err(), err)
+		}
+		if ctx.Err() != nil { // it ended during the try: said as when it ends during the wait
+			return ended()
 		}
 		wait, stop := s.b.after(backoff)
 		select {
 		case <-wait:
 		case <-ctx.Done():
 			stop()
-			return fmt.Errorf("share coordinator of %s: %w (last: %v)", shareCoordinatorKey(k), ctx.Err(), err)
+			return ended()
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
 	}

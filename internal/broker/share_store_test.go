@@ -84,33 +84,42 @@ func TestShareStoreRetriesUncommittedWrites(t *testing.T) {
 // a SIGTERM while a share state partition moved waited out those 30 s, past the
 // shutdown's grace.
 func TestStopServingEndsRequestWaits(t *testing.T) {
-	b := startTestBroker(t)
-	k := shareTestTopic(t, b, "stopping")
-	ctx, cancel := b.requestContext(0)
-	defer cancel()
-	started := make(chan struct{})
-	var once bool
-	local := func() error {
-		if !once {
-			once = true
-			close(started)
-		}
-		return kerr.RequestTimedOut
-	}
-	done := make(chan error, 1)
-	go func() {
-		done <- b.shareStore.call(ctx, k, true, local, func(context.Context, *peer.Conn) (int16, error) {
-			return 0, errors.New("a single node is its own share coordinator")
+	// StopServing comes while the write is tried (the coordinator answers only after
+	// it), or while the retry waits.
+	for _, during := range []string{"try", "wait"} {
+		t.Run(during, func(t *testing.T) {
+			b := startTestBroker(t)
+			k := shareTestTopic(t, b, "stopping")
+			ctx, cancel := b.requestContext(0)
+			defer cancel()
+			started := make(chan struct{})
+			var once bool
+			local := func() error {
+				if !once {
+					once = true
+					close(started)
+					if during == "try" {
+						<-ctx.Done()
+					}
+				}
+				return kerr.RequestTimedOut
+			}
+			done := make(chan error, 1)
+			go func() {
+				done <- b.shareStore.call(ctx, k, true, local, func(context.Context, *peer.Conn) (int16, error) {
+					return 0, errors.New("a single node is its own share coordinator")
+				})
+			}()
+			<-started
+			b.StopServing()
+			select {
+			case err := <-done:
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("the write ended with %v, want context.Canceled", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the write still retries 10 s after StopServing")
+			}
 		})
-	}()
-	<-started
-	b.StopServing()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("the write ended with %v, want context.Canceled", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the write still retries 10 s after StopServing")
 	}
 }
