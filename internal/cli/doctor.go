@@ -25,6 +25,9 @@ type BrokerSnapshot struct {
 	ID      int32
 	Rack    string
 	Configs map[string]string // for the security checks; nil when not read or unreadable
+	// OfflineLogDirs are its log directories that answer KAFKA_STORAGE_ERROR
+	// (DescribeLogDirs): their disk failed.
+	OfflineLogDirs []string
 }
 
 // TopicSnapshot is one topic's partitions and effective configs.
@@ -92,6 +95,7 @@ const (
 	CodeLagSkew               = "lag_skew"
 	CodeLagGrowing            = "lag_growing"
 	CodeGroupRebalancing      = "group_rebalancing"
+	CodeOfflineLogDir         = "offline_log_dir"
 )
 
 const (
@@ -115,6 +119,7 @@ func Diagnose(s Snapshot) []Finding {
 		out = append(out, lagHeldByTransaction(g, s.Unstable)...)
 	}
 	for _, b := range s.Brokers {
+		out = append(out, diagnoseLogDirs(b)...)
 		out = append(out, diagnoseBroker(b)...)
 	}
 	slices.SortStableFunc(out, func(a, b Finding) int {
@@ -449,4 +454,20 @@ func sameMembers(a, b GroupSample) bool {
 		}
 	}
 	return true
+}
+
+// diagnoseLogDirs reports a broker's offline log directories: the partitions it held
+// there are not served by it until the disk is replaced and the broker restarted (in a
+// cluster their leadership moved to in-sync replicas elsewhere).
+func diagnoseLogDirs(b BrokerSnapshot) []Finding {
+	var out []Finding
+	for _, d := range b.OfflineLogDirs {
+		out = append(out, Finding{
+			Code: CodeOfflineLogDir, Severity: severityError,
+			Message: fmt.Sprintf("broker %d: log directory %s is offline after an I/O error (KAFKA_STORAGE_ERROR): the broker serves none of its partitions there", b.ID, d),
+			Numbers: map[string]int64{"broker": int64(b.ID)},
+			Fix:     fmt.Sprintf("replace or repair the disk of %s and restart broker %d (or remove %s from its log.dirs and restart; see docs/operations.md, I/O errors)", d, b.ID, d),
+		})
+	}
+	return out
 }

@@ -2,11 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/samsa-streaming/samsa/internal/config"
 )
@@ -78,15 +81,29 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// brokers lists the live brokers with their racks and, withConfigs, their
-// configurations for the security checks.
+// brokers lists the live brokers with their racks and, withConfigs (the whole
+// cluster in scope), their configurations for the security checks and their offline
+// log directories.
 func (c *collector) brokers(ctx context.Context, md kadm.Metadata, withConfigs bool) []BrokerSnapshot {
 	var out []BrokerSnapshot
+	var dirs kadm.DescribedAllLogDirs
+	if withConfigs {
+		var err error
+		if dirs, err = c.adm.DescribeAllLogDirs(ctx, nil); err != nil {
+			c.skip("log directory check: cannot describe log directories: %v", err)
+		}
+	}
 	for _, b := range md.Brokers {
 		bs := BrokerSnapshot{ID: b.NodeID}
 		if b.Rack != nil {
 			bs.Rack = *b.Rack
 		}
+		for _, d := range dirs[b.NodeID] {
+			if errors.Is(d.Err, kerr.KafkaStorageError) {
+				bs.OfflineLogDirs = append(bs.OfflineLogDirs, d.Dir)
+			}
+		}
+		slices.Sort(bs.OfflineLogDirs)
 		if !withConfigs {
 			out = append(out, bs)
 			continue

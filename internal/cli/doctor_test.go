@@ -91,6 +91,12 @@ func TestDiagnose(t *testing.T) {
 			want: []string{CodeReplicationFactorOne},
 		},
 		{
+			name: "an offline log directory",
+			snap: Snapshot{Brokers: []BrokerSnapshot{{ID: 1}, {ID: 2, OfflineLogDirs: []string{"/data/b"}}, {ID: 3}},
+				Topics: []TopicSnapshot{healthyTopic("t", 2, 3, defaults("2"))}},
+			want: []string{CodeOfflineLogDir},
+		},
+		{
 			name: "replication factor one on a single broker is fine",
 			snap: Snapshot{Brokers: []BrokerSnapshot{{ID: 1}}, Topics: []TopicSnapshot{healthyTopic("t", 2, 1, defaults("1"))}},
 			want: nil,

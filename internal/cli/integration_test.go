@@ -476,6 +476,7 @@ type doctorReport struct {
 		Topic   string           `json:"topic"`
 		Group   string           `json:"group"`
 		Numbers map[string]int64 `json:"numbers"`
+		Message string           `json:"message"`
 		Fix     string           `json:"fix"`
 	} `json:"findings"`
 }
@@ -563,5 +564,45 @@ func TestKcatInterop(t *testing.T) {
 	out := ok(t, b, "", "consume", "interop", "--from", "2", "--count", "2", "--format", "{{.Key}}={{.Value}}|{{.Headers}}")
 	if want := "x1=y1|h1=one,h2=two\nx2=y2|h1=one,h2=two\n"; out != want {
 		t.Fatalf("samsa read %q, want %q", out, want)
+	}
+}
+
+// TestDoctorOfflineLogDir: a broker's second log directory is a disk that dies; the
+// first write to its partition there fails (KAFKA_STORAGE_ERROR), the directory goes
+// offline, and doctor reports it (offline_log_dir) naming the directory and the fix,
+// while the partition on the healthy directory still takes writes.
+func TestDoctorOfflineLogDir(t *testing.T) {
+	t.Parallel()
+	disk := testutil.NewDyingDisk(t, 64)
+	b := testutil.StartBroker(t, "log.dirs="+t.TempDir()+","+disk.Dir)
+	ok(t, b, "", "topic", "create", "doomed", "-p", "2", "-r", "1")
+	dead, alive := int32(-1), int32(-1)
+	for p := range int32(2) {
+		if _, err := os.Stat(fmt.Sprintf("%s/doomed-%d", disk.Dir, p)); err == nil {
+			dead = p
+		} else {
+			alive = p
+		}
+	}
+	if dead < 0 || alive < 0 {
+		t.Fatalf("doomed's two partitions are not one in each log directory (on the dying disk: %d)", dead)
+	}
+	if rep := doctor(t, b, cli.ExitOK, "--window", "0"); len(rep.Findings) != 0 {
+		t.Fatalf("findings before the disk died: %v", rep.codes())
+	}
+	disk.Fail(t)
+	res := run(t, b, "x\n", "produce", "doomed", "--partition", fmt.Sprint(dead), "--acks", "1", "--timeout", "3s")
+	if res.code == 0 {
+		t.Fatalf("a write to the dead disk was acknowledged:\n%s", res.stdout)
+	}
+	ok(t, b, "y\n", "produce", "doomed", "--partition", fmt.Sprint(alive))
+	rep := doctor(t, b, cli.ExitFindings, "--window", "0")
+	if !slices.Contains(rep.codes(), "//offline_log_dir") {
+		t.Fatalf("doctor findings %v, want offline_log_dir", rep.codes())
+	}
+	for _, f := range rep.Findings {
+		if f.Code == "offline_log_dir" && (!strings.Contains(f.Message, disk.Dir) || !strings.Contains(f.Fix, "restart")) {
+			t.Fatalf("offline_log_dir finding %+v: want the directory %s named and a fix", f, disk.Dir)
+		}
 	}
 }
