@@ -86,8 +86,8 @@ func TryDyingDisk(t testing.TB, mib int) (*DyingDisk, error) {
 	if err := os.Truncate(d.image, int64(mib)<<20); err != nil {
 		return nil, err
 	}
-	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-m", "0", d.image).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("mkfs.ext4 %s: %v %s", d.image, err, bytes.TrimSpace(out))
+	if err := runQuiet("mkfs.ext4", "-q", "-F", "-m", "0", d.image); err != nil {
+		return nil, err
 	}
 	if err := d.mount(); err != nil {
 		return nil, err
@@ -100,12 +100,23 @@ func TryDyingDisk(t testing.TB, mib int) (*DyingDisk, error) {
 	return d, nil
 }
 
-func (d *DyingDisk) mount() error {
-	if out, err := exec.Command("mount", "-o", "loop", d.image, d.Dir).CombinedOutput(); err != nil {
-		return fmt.Errorf("mount -o loop %s: %v %s", d.image, err, bytes.TrimSpace(out))
+func (d *DyingDisk) mount() error { return runQuiet("mount", "-o", "loop", d.image, d.Dir) }
+
+// runQuiet runs a command, its output only in the error.
+func runQuiet(name string, args ...string) error {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err == nil {
+		return nil
 	}
-	return nil
+	if out = bytes.TrimSpace(out); len(out) > 0 {
+		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+	}
+	return fmt.Errorf("%s %s: %v", name, strings.Join(args, " "), err)
 }
+
+// CanFail reports whether Fail can kill the disk: a DyingDisk made as a plain struct
+// around another directory (a tmpfs, where loop devices are missing) can only fill up.
+func (d *DyingDisk) CanFail() bool { return d.image != "" }
 
 // Fail shuts the file system down as a dying disk would: from now on every read,
 // write, fsync and open under Dir fails with EIO, for the processes that have files
