@@ -135,10 +135,10 @@ func (d *DyingDisk) Fail(t testing.TB) {
 	}
 }
 
-// Replace stands for a repair: the failed file system is unmounted and mounted again
-// (its journal replayed), so Dir works again with what the disk had committed. The
-// processes that used it must have exited.
-func (d *DyingDisk) Replace(t testing.TB) {
+// Repair unmounts the failed file system and mounts it again (its journal
+// replayed), so Dir works again with what the disk had committed. The processes that
+// used it must have exited.
+func (d *DyingDisk) Repair(t testing.TB) {
 	t.Helper()
 	if err := syscall.Unmount(d.Dir, 0); err != nil {
 		t.Fatalf("unmounting the failed disk %s: %v", d.Dir, err)

@@ -29,7 +29,7 @@ import (
 //     leadership — so writes to every partition go on.
 //   - Killed and started again with the disk still dead: the node rejoins the ISR
 //     of its healthy partitions and nothing on the dead disk.
-//   - The disk replaced and the node restarted: it catches up, every replica is
+//   - The disk repaired (mounted again) and the node restarted: it catches up, every replica is
 //     back in the ISR.
 //
 // Every acknowledged record is there once, in order, at its offset.
@@ -120,14 +120,14 @@ func TestDeadDiskInACluster(t *testing.T) {
 		}
 	}
 
-	// The disk replaced.
+	// The disk repaired: mounted again, with what its journal had committed.
 	c.Node(victim).Kill()
-	disk.Replace(t)
-	replaced := time.Now()
+	disk.Repair(t)
+	repaired := time.Now()
 	c.StartAgain(t, victim)
 	waitFullISR(t, admin, topic, partitions, 60*time.Second)
-	t.Logf("the disk replaced: node %d in every ISR %v after the restart", victim, time.Since(replaced).Round(time.Millisecond))
-	l.waitAcks(t, 500, "writes after the disk was replaced")
+	t.Logf("the disk repaired: node %d in every ISR %v after the restart", victim, time.Since(repaired).Round(time.Millisecond))
+	l.waitAcks(t, 500, "writes after the disk was repaired")
 	h := l.stop(t)
 	h.check(t, c, topic)
 	inv.check()

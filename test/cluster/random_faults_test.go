@@ -39,7 +39,7 @@ const (
 	faultQuorum                       // cut off from the metadata quorum both ways
 	faultSlowLinks                    // 20–80 ms added to its replication listener's traffic and to every link to it as a controller
 	faultDiskFull                     // the small disk holding some of its partitions filled (faultPlan.SmallDisks)
-	faultDiskDead                     // that disk dead (EIO for everything); on repair the node is killed, the disk replaced, the node started
+	faultDiskDead                     // that disk dead (EIO for everything); on repair the node is killed, the disk mounted again, the node started
 	faultKinds
 )
 
@@ -263,7 +263,7 @@ func repair(t *testing.T, c *testutil.Cluster, plan faultPlan, f fault) {
 		}
 	case faultDiskDead:
 		n.Kill()
-		plan.SmallDisks[f.node].Replace(t)
+		plan.SmallDisks[f.node].Repair(t)
 		c.StartAgain(t, f.node)
 	}
 }
