@@ -42,6 +42,16 @@ type HeartbeatReply struct {
 	ShouldShutdown bool // controlled shutdown is done: the broker may exit
 }
 
+// registeredBroker returns the broker registered as id at epoch; ErrStaleBrokerEpoch
+// when it is unknown or registered at another epoch (it must register again).
+func registeredBroker(img *metadata.Image, id int32, epoch int64) (metadata.Broker, error) {
+	b, ok := img.Broker(metadata.NodeID(id))
+	if !ok || b.Epoch != epoch {
+		return metadata.Broker{}, fmt.Errorf("%w: broker %d is not registered at epoch %d", ErrStaleBrokerEpoch, id, epoch)
+	}
+	return b, nil
+}
+
 // brokerState is Kafka's BrokerControlState.
 type brokerState int
 

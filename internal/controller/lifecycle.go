@@ -51,9 +51,9 @@ func (c *Controller) BrokerHeartbeat(ctx context.Context, hb Heartbeat) (Heartbe
 			return HeartbeatReply{}, err
 		}
 		img := c.Image()
-		b, ok := img.Broker(metadata.NodeID(hb.BrokerID))
-		if !ok || b.Epoch != hb.BrokerEpoch {
-			return HeartbeatReply{}, fmt.Errorf("%w: broker %d is not registered at epoch %d", ErrStaleBrokerEpoch, hb.BrokerID, hb.BrokerEpoch)
+		b, err := registeredBroker(img, hb.BrokerID, hb.BrokerEpoch)
+		if err != nil {
+			return HeartbeatReply{}, err
 		}
 		now := c.opts.Clock.Now()
 		ss := c.sessions.touch(hb.BrokerID, now, hb.MetadataOffset)
@@ -221,8 +221,8 @@ func (c *Controller) ReplicasOffline(ctx context.Context, brokerID int32, broker
 			return struct{}{}, err
 		}
 		img := c.Image()
-		if b, ok := img.Broker(metadata.NodeID(brokerID)); !ok || b.Epoch != brokerEpoch {
-			return struct{}{}, fmt.Errorf("%w: broker %d is not registered at epoch %d", ErrStaleBrokerEpoch, brokerID, brokerEpoch)
+		if _, err := registeredBroker(img, brokerID, brokerEpoch); err != nil {
+			return struct{}{}, err
 		}
 		recs, events := offlineReplicaUpdates(img, brokerID, offline, c.uncleanAllowed)
 		if len(recs) == 0 {

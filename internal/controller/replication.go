@@ -224,9 +224,8 @@ type AlterPartitionResult struct {
 // does and returns the records and the per-item results. The error is for the whole
 // request (an unknown broker or a stale broker epoch).
 func alterPartitionUpdates(img *metadata.Image, brokerID int32, brokerEpoch int64, items []AlterPartitionItem, unclean uncleanPolicy) ([]metadata.Record, []AlterPartitionResult, error) {
-	b, ok := img.Broker(metadata.NodeID(brokerID))
-	if !ok || b.Epoch != brokerEpoch {
-		return nil, nil, fmt.Errorf("%w: broker %d at epoch %d is not registered with that epoch", ErrStaleBrokerEpoch, brokerID, brokerEpoch)
+	if _, err := registeredBroker(img, brokerID, brokerEpoch); err != nil {
+		return nil, nil, err
 	}
 	var recs []metadata.Record
 	results := make([]AlterPartitionResult, len(items))
@@ -235,6 +234,7 @@ func alterPartitionUpdates(img *metadata.Image, brokerID int32, brokerEpoch int6
 		res := &results[i]
 		res.TopicID, res.Topic, res.Partition = it.TopicID, it.Topic, it.Partition
 		var t *metadata.Topic
+		var ok bool
 		if !it.TopicID.IsZero() {
 			if t, ok = img.TopicByID(it.TopicID); !ok {
 				res.Err = fmt.Errorf("%w: topic id %s", ErrUnknownTopicID, it.TopicID)
