@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,15 +53,16 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 	m.mu.dirOf = map[PartitionKey]string{}
 	m.mu.creating = map[PartitionKey]*creation{}
 	m.lost = map[string]error{}
+	var failed []error // in the order of log.dirs
 	for _, d := range o.Dirs {
 		if err := m.lockDir(d); err != nil {
 			if errors.Is(err, ErrDirLocked) {
 				m.unlock()
 				return nil, err
 			}
-			if len(m.lost) == len(o.Dirs)-1 { // none works
+			if failed = append(failed, err); len(failed) == len(o.Dirs) { // none works
 				m.unlock()
-				return nil, errors.Join(append(slices.Collect(maps.Values(m.lost)), err)...)
+				return nil, errors.Join(failed...)
 			}
 			// A disk that failed while the node was down: the node starts without it,
 			// as Kafka does, as long as another directory works.
@@ -74,7 +74,8 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 		}
 	}
 	m.mu.offline = maps.Clone(m.lost)
-	for d, err := range m.lost {
+	for _, d := range m.lostDirs() {
+		err := m.lost[d]
 		o.Logger.Error("log directory offline: it failed before start-up; the partitions it may hold are unavailable, and no new ones "+
 			"are created on this node until it is repaired or removed from log.dirs and the node restarted", "dir", d, "err", err)
 	}

@@ -124,6 +124,25 @@ func (m *Manager) AllOffline() bool {
 	return true
 }
 
+// lostDirs returns the directories that failed before start-up, in the order of
+// log.dirs.
+func (m *Manager) lostDirs() []string {
+	var out []string
+	for _, d := range m.opts.Dirs {
+		if _, ok := m.lost[filepath.Clean(d)]; ok {
+			out = append(out, filepath.Clean(d))
+		}
+	}
+	return out
+}
+
+// AnyOffline reports whether a log directory was taken offline.
+func (m *Manager) AnyOffline() bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return len(m.mu.offline) > 0
+}
+
 // onlineDirs returns the log directories not offline.
 func (m *Manager) onlineDirs() []string {
 	var out []string
@@ -356,9 +375,9 @@ func (m *Manager) reserve(k PartitionKey) (c *creation, wait chan struct{}, err 
 	if dir == "" && len(m.lost) > 0 {
 		// Kafka does not create a log that may be in a failed directory either: a new
 		// empty one could be elected in place of the data.
-		for d, cause := range m.lost {
-			return nil, nil, fmt.Errorf("%w: %s-%d may be in %s, which failed before start-up (%v)", ErrLogDirOffline, k.Topic, k.Partition, d, cause)
-		}
+		lost := m.lostDirs()
+		return nil, nil, fmt.Errorf("%w: %s-%d may be in %s, which failed before start-up (%v)",
+			ErrLogDirOffline, k.Topic, k.Partition, strings.Join(lost, ", "), m.lost[lost[0]])
 	}
 	if dir == "" {
 		count := map[string]int{}
