@@ -75,6 +75,9 @@ func (b *Broker) replicaOffline(topic string, partition int32) bool {
 // directory failed, before or since start-up) while img has this node in their ISR
 // with another replica.
 func (b *Broker) offlineReplicas(img *metadata.Image) []controller.PartitionRef {
+	if !b.logs.AnyOffline() {
+		return nil // every heartbeat comes here: the usual case costs nothing
+	}
 	keys := map[replica.Key]bool{}
 	for _, p := range b.replicas.All() {
 		if p.Offline() {
@@ -87,13 +90,11 @@ func (b *Broker) offlineReplicas(img *metadata.Image) []controller.PartitionRef 
 	var out []controller.PartitionRef
 	for k := range keys {
 		t, ok := img.Topic(k.Topic)
-		if !ok {
+		if !ok || int(k.Partition) >= len(t.Partitions) {
 			continue
 		}
-		for _, p := range t.Partitions {
-			if p.Partition == k.Partition && len(p.ISR) > 1 && slices.Contains(p.ISR, b.nodeID) {
-				out = append(out, controller.PartitionRef{TopicID: t.ID, Partition: k.Partition})
-			}
+		if isr := t.Partitions[k.Partition].ISR; len(isr) > 1 && slices.Contains(isr, b.nodeID) {
+			out = append(out, controller.PartitionRef{TopicID: t.ID, Partition: k.Partition})
 		}
 	}
 	return out
