@@ -27,8 +27,9 @@ import (
 //     the node out of both ISRs at once — before replica.lag.time.max.ms (60 s here)
 //     would drop it from the followed one, where before nothing ever moved the
 //     leadership — so writes to every partition go on.
-//   - Killed and started again with the disk still dead: the node rejoins the ISR
-//     of its healthy partitions and nothing on the dead disk.
+//   - Killed (kill -9), then stopped cleanly (SIGTERM), and started again each time
+//     with the disk still dead: the node rejoins the ISR of its healthy partitions
+//     and nothing on the dead disk.
 //   - The disk repaired (mounted again) and the node restarted: it catches up, every replica is
 //     back in the ISR.
 //
@@ -101,22 +102,29 @@ func TestDeadDiskInACluster(t *testing.T) {
 	checkDeadDir(t, adm, victim, disk.Dir)
 	logUnavailability(t, l, fmt.Sprintf("node %d's dead disk", victim), died, []int32{led})
 
-	// Killed and started with the disk still dead.
-	c.Node(victim).Kill()
-	killed := time.Now()
-	c.StartAgain(t, victim)
-	waitPartition(t, admin, topic, healthyLed, 60*time.Second, fmt.Sprintf("node %d back in the ISR", victim),
-		func(m kmsg.MetadataResponseTopicPartition) bool { return slices.Contains(m.ISR, victim) })
-	t.Logf("node %d restarted with its disk dead: back in the ISR of %s-%d %v after the kill", victim, topic, healthyLed, time.Since(killed).Round(time.Millisecond))
-	l.waitAcks(t, 500, fmt.Sprintf("writes after node %d restarted", victim))
-	checkDeadDir(t, adm, victim, disk.Dir)
-	for _, p := range []int32{led, followed} {
-		if m, _ := partitionState(t, admin, topic, p); !withoutVictim(m) {
-			t.Fatalf("%s-%d has node %d, whose disk holding it is dead, as leader or in the ISR: leader %d, ISR %v", topic, p, victim, m.Leader, m.ISR)
+	// Killed, then stopped cleanly (SIGTERM: a controlled shutdown that cannot close
+	// the dead disk's logs), and started each time with the disk still dead.
+	for _, stop := range []string{"kill -9", "SIGTERM"} {
+		if stop == "kill -9" {
+			c.Node(victim).Kill()
+		} else if err := c.Node(victim).Stop(); err != nil {
+			t.Fatalf("node %d with a dead disk, stopped with SIGTERM: %v\n%s", victim, err, c.Node(victim).Log())
 		}
-		// The node itself says its replica is offline (Kafka's Metadata does).
-		if m, _ := partitionState(t, newNodeClient(t, c.Node(victim).Addr), topic, p); !slices.Contains(m.OfflineReplicas, victim) {
-			t.Fatalf("%s-%d in node %d's metadata: offline replicas %v, want %d among them", topic, p, victim, m.OfflineReplicas, victim)
+		stopped := time.Now()
+		c.StartAgain(t, victim)
+		waitPartition(t, admin, topic, healthyLed, 60*time.Second, fmt.Sprintf("node %d back in the ISR", victim),
+			func(m kmsg.MetadataResponseTopicPartition) bool { return slices.Contains(m.ISR, victim) })
+		t.Logf("node %d restarted after a %s with its disk dead: back in the ISR of %s-%d %v later", victim, stop, topic, healthyLed, time.Since(stopped).Round(time.Millisecond))
+		l.waitAcks(t, 500, fmt.Sprintf("writes after node %d restarted", victim))
+		checkDeadDir(t, adm, victim, disk.Dir)
+		for _, p := range []int32{led, followed} {
+			if m, _ := partitionState(t, admin, topic, p); !withoutVictim(m) {
+				t.Fatalf("after a %s: %s-%d has node %d, whose disk holding it is dead, as leader or in the ISR: leader %d, ISR %v", stop, topic, p, victim, m.Leader, m.ISR)
+			}
+			// The node itself says its replica is offline (Kafka's Metadata does).
+			if m, _ := partitionState(t, newNodeClient(t, c.Node(victim).Addr), topic, p); !slices.Contains(m.OfflineReplicas, victim) {
+				t.Fatalf("after a %s: %s-%d in node %d's metadata: offline replicas %v, want %d among them", stop, topic, p, victim, m.OfflineReplicas, victim)
+			}
 		}
 	}
 
