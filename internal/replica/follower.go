@@ -13,6 +13,8 @@ import (
 // with the leader's offsets and epochs. It returns the number of batches appended.
 // The partition must not be led here.
 func (p *Partition) AppendAsFollower(records []byte) (int, error) {
+	p.roleMu.RLock() // no change of role between the check below and the writes
+	defer p.roleMu.RUnlock()
 	if p.Offline() {
 		return 0, ErrOffline
 	}
@@ -53,6 +55,8 @@ func (p *Partition) SetFollowerHighWatermark(leaderHW int64) {
 // way (a full disk) may have dropped records: the high watermark follows the log end
 // all the same.
 func (p *Partition) TruncateTo(offset int64) (int64, error) {
+	p.roleMu.RLock() // no change of role between the check below and the writes
+	defer p.roleMu.RUnlock()
 	if p.IsLeader() {
 		return 0, ErrNotLeader
 	}
@@ -107,6 +111,8 @@ func (p *Partition) DivergingEnd(epoch int32, endOffset int64) int64 {
 // StartOver empties a follower's log and starts it at offset (the leader's log start,
 // beyond everything this log holds).
 func (p *Partition) StartOver(offset int64) error {
+	p.roleMu.RLock() // no change of role between the check below and the writes
+	defer p.roleMu.RUnlock()
 	if p.IsLeader() {
 		return ErrNotLeader
 	}

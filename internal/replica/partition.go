@@ -63,6 +63,14 @@ type Partition struct {
 	offline    atomic.Bool
 	// changes counts the wake-ups of waiters (wake, wakeEnd); see Changes.
 	changes atomic.Uint64
+	// roleMu orders the follower's writes (AppendAsFollower, TruncateTo, StartOver:
+	// read-locked from their leadership check to their last write) before and after
+	// a change of role (Apply: locked). Otherwise a follower append that checked before
+	// the node became leader lands after the new epoch's start was recorded, and the
+	// leader's epoch cache says its epoch starts where older batches lie: followers
+	// told to cut back there fetch the same batches and cut them again forever. Taken
+	// before mu.
+	roleMu sync.RWMutex
 
 	mu struct {
 		sync.Mutex
@@ -154,6 +162,8 @@ type Change struct {
 // from another broker) and says how its role changed. A state older than the one
 // applied (by leader epoch, then partition epoch) is ignored.
 func (p *Partition) Apply(s State, now time.Time) (Change, error) {
+	p.roleMu.Lock()
+	defer p.roleMu.Unlock()
 	p.mu.Lock()
 	cur := p.mu.state
 	if p.mu.appliedOnce && (s.LeaderEpoch < cur.LeaderEpoch ||

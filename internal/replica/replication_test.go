@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/samsa-streaming/samsa/internal/clock"
+	"github.com/samsa-streaming/samsa/internal/record"
 	"github.com/samsa-streaming/samsa/internal/storage"
 )
 
@@ -468,4 +469,43 @@ func TestFollowerRetriesQuicklyWhileTheLeaderCatchesUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the follower to copy the leader's first batch", func() bool { return c.nodes[2].p.Log.LogEndOffset() == 3 })
+}
+
+// TestFollowerAppendRacingLeadership: a follower's append of its old leader's batches
+// and its own election race; whichever comes first, the new leader's epoch starts
+// after every batch of the old epoch in its log. Before, an append that passed its
+// leadership check just before the election landed after the new epoch's start, and
+// followers told to cut back to that start fetched the same batches and cut them again
+// forever.
+func TestFollowerAppendRacingLeadership(t *testing.T) {
+	b, err := record.Build(record.BuildOptions{PartitionLeaderEpoch: 1, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+		[]record.Record{{Value: []byte("a")}, {OffsetDelta: 1, Value: []byte("b")}, {OffsetDelta: 2, Value: []byte("c")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	follow := State{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
+	lead := State{Leader: 2, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
+	for i := range 300 {
+		n := newNode(t, 2)
+		n.apply(t, follow, time.Now())
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, _ = n.p.AppendAsFollower(b) // ErrNotLeader when the election came first
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			_, _ = n.p.Apply(lead, time.Now())
+		}()
+		close(start)
+		wg.Wait()
+		end := n.p.Log.LogEndOffset()
+		if got := n.p.Log.EpochEntries(); len(got) == 0 || got[len(got)-1] != (storage.EpochEntry{Epoch: 2, StartOffset: end}) {
+			t.Fatalf("round %d: the log ends at %d with epochs %v; want epoch 2 to start at %d, after the batches of epoch 1", i, end, got, end)
+		}
+	}
 }
