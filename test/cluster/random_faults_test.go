@@ -25,8 +25,9 @@ var (
 	// (mounting one needs root); without it the schedule leaves them out and says so.
 	faultsFullDisk = flag.Bool("faults.full-disk", true,
 		"let TestRandomFaults fill a node's second log directory now and then")
-	// Off by default: once in about seven short runs, a follower whose disk died and
-	// was repaired loops on a divergent tail and never rejoins the ISR (still open).
+	// Off in make test's short run, on in soaks: it found the follower-append race
+	// of replica.Partition.roleMu (fixed); how often a dead disk strikes what else is
+	// not yet known well enough to risk the suite on it.
 	faultsDeadDisk = flag.Bool("faults.dead-disk", false,
 		"let TestRandomFaults kill a node's second log directory's disk now and then (with -faults.full-disk)")
 )
