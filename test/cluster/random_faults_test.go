@@ -26,8 +26,8 @@ var (
 	faultsFullDisk = flag.Bool("faults.full-disk", true,
 		"let TestRandomFaults fill a node's second log directory now and then")
 	// Off in make test's short run, on in soaks: it found the follower-append race
-	// of replica.Partition.roleMu (fixed); how often a dead disk strikes what else is
-	// not yet known well enough to risk the suite on it.
+	// that replica.Partition.roleMu fixes, and too few soaks have run with it since
+	// to put the suite on it.
 	faultsDeadDisk = flag.Bool("faults.dead-disk", false,
 		"let TestRandomFaults kill a node's second log directory's disk now and then (with -faults.full-disk)")
 )
