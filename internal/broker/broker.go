@@ -189,6 +189,7 @@ func New(o Options) (*Broker, error) {
 		},
 		OnRebalance: o.Metrics.Rebalance,
 		Topics:      func() *group.Topics { return b.groupTops.get(b.image()) },
+		Timeouts:    b.groupTimeouts,
 	})
 	b.shareState = newShareStateLog(b)
 	b.shareStore = newShareStore(b)
@@ -226,15 +227,18 @@ func (b *Broker) newMetadata(storedClusterID string) error {
 			})
 		}
 		opts := controller.Options{
-			Dir:                          filepath.Join(cfg.LogDirs[0], "__cluster_metadata-0"),
-			NodeID:                       cfg.NodeID,
-			ClusterID:                    storedClusterID,
-			Voters:                       voters,
-			Clock:                        b.clock,
-			Logger:                       logger,
-			DefaultNumPartitions:         cfg.NumPartitions,
-			DefaultReplicationFactor:     cfg.DefaultReplicationFactor,
-			ValidateTopicConfig:          config.ValidateTopicConfig,
+			Dir:                      filepath.Join(cfg.LogDirs[0], "__cluster_metadata-0"),
+			NodeID:                   cfg.NodeID,
+			ClusterID:                storedClusterID,
+			Voters:                   voters,
+			Clock:                    b.clock,
+			Logger:                   logger,
+			DefaultNumPartitions:     cfg.NumPartitions,
+			DefaultReplicationFactor: cfg.DefaultReplicationFactor,
+			ValidateTopicConfig:      config.ValidateTopicConfig,
+			ValidateGroupConfigs: func(next map[string]string, changed []string) error {
+				return config.ValidateGroupConfigs(cfg, next, changed)
+			},
 			ElectionTimeout:              ms(cfg.ControllerQuorumElectionTimeoutMs),
 			SessionTimeout:               ms(cfg.BrokerSessionTimeoutMs),
 			UncleanLeaderElection:        cfg.UncleanLeaderElectionEnable,

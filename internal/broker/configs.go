@@ -166,16 +166,6 @@ func (b *Broker) alterConfigs(ctx context.Context, rt kmsg.ConfigResourceType, n
 	switch rt {
 	case kmsg.ConfigResourceTypeTopic:
 	case kmsg.ConfigResourceTypeGroupConfig:
-		for _, op := range ops {
-			switch {
-			case !config.IsGroupConfig(op.Name):
-				return &configError{"group config " + op.Name + " is unknown"}
-			case op.Value != nil && op.Op != controller.OpDelete:
-				if err := config.ValidateGroupConfig(op.Name, *op.Value); err != nil {
-					return &configError{"group config " + op.Name + ": " + err.Error()}
-				}
-			}
-		}
 	case kmsg.ConfigResourceTypeBroker:
 		if _, registered := b.image().Broker(metadata.NodeID(atoiOr(name, -1))); name != "" && !registered {
 			return &configError{"broker " + name + " is not registered"}

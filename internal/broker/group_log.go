@@ -74,3 +74,19 @@ func groupConfig(c *config.Broker) group.Config {
 		ShareMaxSize:                  c.GroupShareMaxSize,
 	}
 }
+
+// groupTimeouts are a group's session timeouts and heartbeat intervals as its GROUP
+// configs set them (zero where it has none).
+func (b *Broker) groupTimeouts(name string) group.Timeouts {
+	overrides := b.image().GroupConfigs(name)
+	if overrides == nil {
+		return group.Timeouts{}
+	}
+	ms := func(name string) time.Duration {
+		return time.Duration(config.GroupMillis(b.cfg, overrides, name)) * time.Millisecond
+	}
+	return group.Timeouts{
+		ConsumerSession: ms("consumer.session.timeout.ms"), ConsumerHeartbeat: ms("consumer.heartbeat.interval.ms"),
+		ShareSession: ms("share.session.timeout.ms"), ShareHeartbeat: ms("share.heartbeat.interval.ms"),
+	}
+}

@@ -17,7 +17,7 @@ func TestGroupCommandsModernGroups(t *testing.T) {
 	b := testutil.StartBroker(t,
 		"group.consumer.min.session.timeout.ms=500", "group.consumer.session.timeout.ms=3000",
 		"group.consumer.min.heartbeat.interval.ms=50", "group.consumer.heartbeat.interval.ms=200",
-		"group.share.heartbeat.interval.ms=1000")
+		"group.share.min.heartbeat.interval.ms=1000", "group.share.heartbeat.interval.ms=1000")
 	ok(t, b, "", "topic", "create", "modern", "-p", "2")
 	produceEach(t, b, "modern", 2, 10)
 

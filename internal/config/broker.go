@@ -200,7 +200,11 @@ type Broker struct {
 	GroupConsumerMigrationPolicy        string   // group.consumer.migration.policy
 
 	GroupShareSessionTimeoutMs        int32 // group.share.session.timeout.ms
+	GroupShareMinSessionTimeoutMs     int32 // group.share.min.session.timeout.ms
+	GroupShareMaxSessionTimeoutMs     int32 // group.share.max.session.timeout.ms
 	GroupShareHeartbeatIntervalMs     int32 // group.share.heartbeat.interval.ms
+	GroupShareMinHeartbeatIntervalMs  int32 // group.share.min.heartbeat.interval.ms
+	GroupShareMaxHeartbeatIntervalMs  int32 // group.share.max.heartbeat.interval.ms
 	GroupShareMaxSize                 int32 // group.share.max.size
 	GroupShareRecordLockDurationMs    int32 // group.share.record.lock.duration.ms
 	GroupShareDeliveryCountLimit      int32 // group.share.delivery.count.limit
@@ -567,6 +571,15 @@ func (b *Broker) crossChecks() []error {
 	}
 	if b.GroupConsumerHeartbeatIntervalMs >= b.GroupConsumerSessionTimeoutMs {
 		add(conflict("group.consumer.heartbeat.interval.ms=%d must be below group.consumer.session.timeout.ms=%d", b.GroupConsumerHeartbeatIntervalMs, b.GroupConsumerSessionTimeoutMs))
+	}
+	if b.GroupShareSessionTimeoutMs < b.GroupShareMinSessionTimeoutMs || b.GroupShareSessionTimeoutMs > b.GroupShareMaxSessionTimeoutMs {
+		add(conflict("group.share.session.timeout.ms=%d is outside [group.share.min.session.timeout.ms=%d, group.share.max.session.timeout.ms=%d]", b.GroupShareSessionTimeoutMs, b.GroupShareMinSessionTimeoutMs, b.GroupShareMaxSessionTimeoutMs))
+	}
+	if b.GroupShareHeartbeatIntervalMs < b.GroupShareMinHeartbeatIntervalMs || b.GroupShareHeartbeatIntervalMs > b.GroupShareMaxHeartbeatIntervalMs {
+		add(conflict("group.share.heartbeat.interval.ms=%d is outside [group.share.min.heartbeat.interval.ms=%d, group.share.max.heartbeat.interval.ms=%d]", b.GroupShareHeartbeatIntervalMs, b.GroupShareMinHeartbeatIntervalMs, b.GroupShareMaxHeartbeatIntervalMs))
+	}
+	if b.GroupShareHeartbeatIntervalMs >= b.GroupShareSessionTimeoutMs {
+		add(conflict("group.share.heartbeat.interval.ms=%d must be below group.share.session.timeout.ms=%d", b.GroupShareHeartbeatIntervalMs, b.GroupShareSessionTimeoutMs))
 	}
 	if b.LogCleanerMinCompactionLagMs > b.LogCleanerMaxCompactionLagMs {
 		add(conflict("log.cleaner.min.compaction.lag.ms=%d is above log.cleaner.max.compaction.lag.ms=%d", b.LogCleanerMinCompactionLagMs, b.LogCleanerMaxCompactionLagMs))

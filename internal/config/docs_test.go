@@ -25,6 +25,7 @@ func TestDocs(t *testing.T) {
 	for _, section := range []struct{ name, body string }{
 		{"broker", brokerTable()},
 		{"topic", topicTable()},
+		{"group", groupTable()},
 		{"ignored", ignoredTable()},
 	} {
 		re := regexp.MustCompile(`(?s)(<!-- BEGIN GENERATED ` + section.name + ` -->\n).*?(<!-- END GENERATED ` + section.name + ` -->)`)
@@ -45,6 +46,11 @@ func TestDocs(t *testing.T) {
 	for _, p := range brokerProperties {
 		if !strings.Contains(doc, "`"+p.name+"`") {
 			t.Errorf("docs/config.md does not mention broker property %s", p.name)
+		}
+	}
+	for _, c := range groupConfigs {
+		if !strings.Contains(doc, "`"+c.name+"`") {
+			t.Errorf("docs/config.md does not mention group config %s", c.name)
 		}
 	}
 	for _, p := range topicProperties {
@@ -118,6 +124,19 @@ func topicTable() string {
 		}
 		fmt.Fprintf(&sb, "| `%s` | %s | %s | %s |\n", p.name, strings.Join(from, " > "),
 			valid(p.spec), cell(p.doc))
+	}
+	return sb.String()
+}
+
+func groupTable() string {
+	var sb strings.Builder
+	sb.WriteString("| Group config | Default from broker property | Valid values | Meaning |\n|---|---|---|---|\n")
+	for _, c := range groupConfigs {
+		from := code(c.broker)
+		if from == "" {
+			from = code(c.def(Default()))
+		}
+		fmt.Fprintf(&sb, "| `%s` | %s | %s | %s |\n", c.name, from, cell(c.valid), cell(c.doc))
 	}
 	return sb.String()
 }

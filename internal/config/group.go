@@ -2,6 +2,8 @@ package config
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,9 +17,12 @@ const SourceGroup int8 = 8
 // uses the broker property named by broker.
 type groupConfig struct {
 	name, broker, doc string
+	valid             string // the valid values, for docs/config.md
 	typ               int8
 	check             func(string) error
 	def               func(b *Broker) string
+	// bounds, for a duration, are the broker's smallest and largest value for it.
+	bounds func(b *Broker) (lo, hi int32)
 }
 
 func intAtLeast(min int) func(string) error {
@@ -31,7 +36,35 @@ func intAtLeast(min int) func(string) error {
 }
 
 var groupConfigs = []groupConfig{
-	{name: "share.auto.offset.reset", typ: TypeString,
+	{name: "consumer.session.timeout.ms", broker: "group.consumer.session.timeout.ms", valid: "[group.consumer.min.session.timeout.ms,...,group.consumer.max.session.timeout.ms]", typ: TypeInt,
+		doc:   "Session timeout of the group's consumer-protocol (KIP-848) members.",
+		check: intAtLeast(1),
+		def:   func(b *Broker) string { return strconv.Itoa(int(b.GroupConsumerSessionTimeoutMs)) },
+		bounds: func(b *Broker) (int32, int32) {
+			return b.GroupConsumerMinSessionTimeoutMs, b.GroupConsumerMaxSessionTimeoutMs
+		}},
+	{name: "consumer.heartbeat.interval.ms", broker: "group.consumer.heartbeat.interval.ms", valid: "[group.consumer.min.heartbeat.interval.ms,...,group.consumer.max.heartbeat.interval.ms]", typ: TypeInt,
+		doc:   "Heartbeat interval the coordinator hands the group's consumer-protocol members.",
+		check: intAtLeast(1),
+		def:   func(b *Broker) string { return strconv.Itoa(int(b.GroupConsumerHeartbeatIntervalMs)) },
+		bounds: func(b *Broker) (int32, int32) {
+			return b.GroupConsumerMinHeartbeatIntervalMs, b.GroupConsumerMaxHeartbeatIntervalMs
+		}},
+	{name: "share.session.timeout.ms", broker: "group.share.session.timeout.ms", valid: "[group.share.min.session.timeout.ms,...,group.share.max.session.timeout.ms]", typ: TypeInt,
+		doc:   "Session timeout of the share group's members.",
+		check: intAtLeast(1),
+		def:   func(b *Broker) string { return strconv.Itoa(int(b.GroupShareSessionTimeoutMs)) },
+		bounds: func(b *Broker) (int32, int32) {
+			return b.GroupShareMinSessionTimeoutMs, b.GroupShareMaxSessionTimeoutMs
+		}},
+	{name: "share.heartbeat.interval.ms", broker: "group.share.heartbeat.interval.ms", valid: "[group.share.min.heartbeat.interval.ms,...,group.share.max.heartbeat.interval.ms]", typ: TypeInt,
+		doc:   "Heartbeat interval the coordinator hands the share group's members.",
+		check: intAtLeast(1),
+		def:   func(b *Broker) string { return strconv.Itoa(int(b.GroupShareHeartbeatIntervalMs)) },
+		bounds: func(b *Broker) (int32, int32) {
+			return b.GroupShareMinHeartbeatIntervalMs, b.GroupShareMaxHeartbeatIntervalMs
+		}},
+	{name: "share.auto.offset.reset", valid: "latest, earliest", typ: TypeString,
 		doc: "Where a share group starts in a partition it has no state for: latest or earliest.",
 		check: func(s string) error {
 			if s != "latest" && s != "earliest" {
@@ -40,15 +73,15 @@ var groupConfigs = []groupConfig{
 			return nil
 		},
 		def: func(*Broker) string { return "latest" }},
-	{name: "share.record.lock.duration.ms", broker: "group.share.record.lock.duration.ms", typ: TypeInt,
+	{name: "share.record.lock.duration.ms", broker: "group.share.record.lock.duration.ms", valid: "[1000,...]", typ: TypeInt,
 		doc:   "How long a share consumer holds the records it acquired.",
 		check: intAtLeast(1000),
 		def:   func(b *Broker) string { return strconv.Itoa(int(b.GroupShareRecordLockDurationMs)) }},
-	{name: "share.delivery.count.limit", broker: "group.share.delivery.count.limit", typ: TypeInt,
+	{name: "share.delivery.count.limit", broker: "group.share.delivery.count.limit", valid: "[2,...]", typ: TypeInt,
 		doc:   "How many times a record is delivered before it is archived.",
 		check: intAtLeast(2),
 		def:   func(b *Broker) string { return strconv.Itoa(int(b.GroupShareDeliveryCountLimit)) }},
-	{name: "share.isolation.level", typ: TypeString,
+	{name: "share.isolation.level", valid: "read_uncommitted, read_committed", typ: TypeString,
 		doc: "read_uncommitted, or read_committed: records up to the last stable offset, those of aborted transactions archived, never delivered.",
 		check: func(s string) error {
 			if s != "read_uncommitted" && s != "read_committed" {
@@ -59,24 +92,91 @@ var groupConfigs = []groupConfig{
 		def: func(*Broker) string { return "read_uncommitted" }},
 }
 
-// IsGroupConfig reports whether name is a group config Samsa serves.
-func IsGroupConfig(name string) bool {
-	for _, c := range groupConfigs {
-		if c.name == name {
-			return true
-		}
-	}
-	return false
+// groupTimeoutPairs are the group configs whose session timeout must stay above
+// their heartbeat interval.
+var groupTimeoutPairs = [][2]string{
+	{"consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"},
+	{"share.session.timeout.ms", "share.heartbeat.interval.ms"},
 }
 
-// ValidateGroupConfig checks one GROUP resource config.
-func ValidateGroupConfig(name, value string) error {
-	for _, c := range groupConfigs {
-		if c.name == name {
-			return c.check(strings.TrimSpace(value))
+// ValidateGroupConfigs checks a GROUP resource's overrides as a change leaves them
+// (next): each changed one on its own, within the bounds the broker b sets for it, and
+// a session timeout against its heartbeat interval when either changed. The error
+// names the config, its value and the rule.
+func ValidateGroupConfigs(b *Broker, next map[string]string, changed []string) error {
+	var errs []error
+	for _, name := range changed {
+		v, ok := next[name]
+		if !ok {
+			continue // deleted: the broker's value applies
+		}
+		i := slices.IndexFunc(groupConfigs, func(c groupConfig) bool { return c.name == name })
+		if i < 0 {
+			errs = append(errs, fmt.Errorf("%s is not a group config (%s are)", name, strings.Join(groupConfigNames(), ", ")))
+			continue
+		}
+		c := groupConfigs[i]
+		v = strings.TrimSpace(v)
+		if err := c.check(v); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%s %w", name, v, err))
+			continue
+		}
+		if c.bounds != nil {
+			lo, hi := c.bounds(b)
+			if n, _ := strconv.Atoi(v); n < int(lo) || n > int(hi) {
+				errs = append(errs, fmt.Errorf("%s=%s is outside [%s=%d, %s=%d]", name, v,
+					boundName(c.broker, "min"), lo, boundName(c.broker, "max"), hi))
+			}
 		}
 	}
-	return errors.New("unknown group config")
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	for _, p := range groupTimeoutPairs {
+		if !slices.Contains(changed, p[0]) && !slices.Contains(changed, p[1]) {
+			continue
+		}
+		session, heartbeat := GroupValue(b, next, p[0]), GroupValue(b, next, p[1])
+		if s, h := atoi(session), atoi(heartbeat); s <= h {
+			errs = append(errs, fmt.Errorf("%s=%s must be above %s=%s", p[0], session, p[1], heartbeat))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// boundName turns group.consumer.session.timeout.ms into
+// group.consumer.min.session.timeout.ms (which is "min" or "max").
+func boundName(broker, which string) string {
+	group, rest, _ := strings.Cut(strings.TrimPrefix(broker, "group."), ".")
+	return "group." + group + "." + which + "." + rest
+}
+
+func groupConfigNames() []string {
+	names := make([]string, len(groupConfigs))
+	for i, c := range groupConfigs {
+		names[i] = c.name
+	}
+	sort.Strings(names)
+	return names
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(strings.TrimSpace(s))
+	return n
+}
+
+// GroupMillis returns a duration group config's effective value in milliseconds,
+// kept within the broker's bounds for it: an override stored when the bounds were
+// wider counts as the nearest bound, as Kafka evaluates stored group configs.
+func GroupMillis(b *Broker, overrides map[string]string, name string) int {
+	n := atoi(GroupValue(b, overrides, name))
+	for _, c := range groupConfigs {
+		if c.name == name && c.bounds != nil {
+			lo, hi := c.bounds(b)
+			n = min(max(n, int(lo)), int(hi))
+		}
+	}
+	return n
 }
 
 // DescribeGroup lists every group config with its effective value for a group with

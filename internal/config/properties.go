@@ -466,9 +466,21 @@ var coreProperties = []property{
 	property{name: "group.share.session.timeout.ms", spec: atLeast(TypeInt, 1), def: "45000",
 		doc: "Session timeout of share group members."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupShareSessionTimeoutMs })),
+	property{name: "group.share.min.session.timeout.ms", spec: atLeast(TypeInt, 1), def: "45000",
+		doc: "Lower bound of group.share.session.timeout.ms and of the group config share.session.timeout.ms."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareMinSessionTimeoutMs })),
+	property{name: "group.share.max.session.timeout.ms", spec: atLeast(TypeInt, 1), def: "60000",
+		doc: "Upper bound of group.share.session.timeout.ms and of the group config share.session.timeout.ms."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareMaxSessionTimeoutMs })),
 	property{name: "group.share.heartbeat.interval.ms", spec: atLeast(TypeInt, 1), def: "5000",
 		doc: "Heartbeat interval the coordinator hands share group members."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupShareHeartbeatIntervalMs })),
+	property{name: "group.share.min.heartbeat.interval.ms", spec: atLeast(TypeInt, 1), def: "5000",
+		doc: "Lower bound of group.share.heartbeat.interval.ms and of the group config share.heartbeat.interval.ms."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareMinHeartbeatIntervalMs })),
+	property{name: "group.share.max.heartbeat.interval.ms", spec: atLeast(TypeInt, 1), def: "15000",
+		doc: "Upper bound of group.share.heartbeat.interval.ms and of the group config share.heartbeat.interval.ms."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareMaxHeartbeatIntervalMs })),
 	property{name: "group.share.max.size", spec: atLeast(TypeInt, 1), def: "200",
 		doc: "Most members one share group may have."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupShareMaxSize })),
@@ -496,19 +508,19 @@ var coreProperties = []property{
 		doc: "Session timeout of consumer-protocol (KIP-848) members: one that does not heartbeat for this long is removed."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerSessionTimeoutMs })),
 	property{name: "group.consumer.min.session.timeout.ms", spec: atLeast(TypeInt, 1), def: "45000",
-		doc: "Lower bound of group.consumer.session.timeout.ms."}.
+		doc: "Lower bound of group.consumer.session.timeout.ms and of the group config consumer.session.timeout.ms."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerMinSessionTimeoutMs })),
 	property{name: "group.consumer.max.session.timeout.ms", spec: atLeast(TypeInt, 1), def: "60000",
-		doc: "Upper bound of group.consumer.session.timeout.ms."}.
+		doc: "Upper bound of group.consumer.session.timeout.ms and of the group config consumer.session.timeout.ms."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerMaxSessionTimeoutMs })),
 	property{name: "group.consumer.heartbeat.interval.ms", spec: atLeast(TypeInt, 1), def: "5000",
 		doc: "Heartbeat interval the coordinator hands consumer-protocol members."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerHeartbeatIntervalMs })),
 	property{name: "group.consumer.min.heartbeat.interval.ms", spec: atLeast(TypeInt, 1), def: "5000",
-		doc: "Lower bound of group.consumer.heartbeat.interval.ms."}.
+		doc: "Lower bound of group.consumer.heartbeat.interval.ms and of the group config consumer.heartbeat.interval.ms."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerMinHeartbeatIntervalMs })),
 	property{name: "group.consumer.max.heartbeat.interval.ms", spec: atLeast(TypeInt, 1), def: "15000",
-		doc: "Upper bound of group.consumer.heartbeat.interval.ms."}.
+		doc: "Upper bound of group.consumer.heartbeat.interval.ms and of the group config consumer.heartbeat.interval.ms."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerMaxHeartbeatIntervalMs })),
 	property{name: "group.consumer.max.size", spec: atLeast(TypeInt, 1), def: "2147483647",
 		doc: "Most members one consumer-protocol group may have."}.

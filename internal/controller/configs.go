@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/samsa-streaming/samsa/internal/config"
 	"github.com/samsa-streaming/samsa/internal/metadata"
 )
 
@@ -120,6 +119,7 @@ func (c *Controller) alterConfigs(ctx context.Context, resourceType int8, resour
 	}
 
 	var recs []metadata.Record
+	var changed []string
 	for _, name := range slices.Sorted(maps.Keys(next)) {
 		v := next[name]
 		if old, ok := current[name]; ok && old == v {
@@ -130,16 +130,18 @@ func (c *Controller) alterConfigs(ctx context.Context, resourceType int8, resour
 				return fmt.Errorf("%w: %s: %v", ErrInvalidConfig, name, err)
 			}
 		}
-		if resourceType == metadata.ResourceGroup {
-			if err := config.ValidateGroupConfig(name, v); err != nil {
-				return fmt.Errorf("%w: %s: %v", ErrInvalidConfig, name, err)
-			}
-		}
 		recs = append(recs, metadata.ConfigRecord{ResourceType: resourceType, ResourceName: resourceName, Name: name, Value: &v})
+		changed = append(changed, name)
 	}
 	for _, name := range slices.Sorted(maps.Keys(current)) {
 		if _, ok := next[name]; !ok {
 			recs = append(recs, metadata.ConfigRecord{ResourceType: resourceType, ResourceName: resourceName, Name: name})
+			changed = append(changed, name)
+		}
+	}
+	if resourceType == metadata.ResourceGroup {
+		if err := c.opts.ValidateGroupConfigs(next, changed); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 		}
 	}
 	if validateOnly || len(recs) == 0 {

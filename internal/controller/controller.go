@@ -17,6 +17,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/samsa-streaming/samsa/internal/clock"
+	"github.com/samsa-streaming/samsa/internal/config"
 	"github.com/samsa-streaming/samsa/internal/metadata"
 )
 
@@ -46,6 +47,10 @@ type Options struct {
 	DefaultReplicationFactor int16
 	// ValidateTopicConfig checks one topic config; nil accepts everything.
 	ValidateTopicConfig func(name, value string) error
+	// ValidateGroupConfigs checks a GROUP resource's configs as a change leaves them
+	// (next), changed naming the configs set or deleted; nil: config.ValidateGroupConfigs
+	// with Kafka's default broker properties.
+	ValidateGroupConfigs func(next map[string]string, changed []string) error
 
 	// Transport carries Raft messages to other voters; required when there are
 	// other voters, ignored otherwise.
@@ -168,6 +173,12 @@ func New(o Options) (*Controller, error) {
 	}
 	if o.ValidateTopicConfig == nil {
 		o.ValidateTopicConfig = func(string, string) error { return nil }
+	}
+	if o.ValidateGroupConfigs == nil {
+		defaults := config.Default()
+		o.ValidateGroupConfigs = func(next map[string]string, changed []string) error {
+			return config.ValidateGroupConfigs(defaults, next, changed)
+		}
 	}
 	if o.SnapshotEvery == 0 {
 		o.SnapshotEvery = defaultSnapshotEvery

@@ -325,6 +325,62 @@ func TestConsumerGroupSessionExpiryAndStatic(t *testing.T) {
 	}
 }
 
+// TestGroupTimeoutsPerGroup: a group's own session timeout and heartbeat interval
+// (its GROUP configs) apply to its members only; other groups keep the coordinator's.
+func TestGroupTimeoutsPerGroup(t *testing.T) {
+	ft := &fakeTopics{parts: map[string]int32{}}
+	h := &harness{t: t, log: newMemLog(), cfg: testConfig(), clock: newFakeClock(), topics: ft.snapshot}
+	h.cfg.ConsumerSessionTimeout, h.cfg.ConsumerHeartbeatInterval = 10*time.Second, time.Second
+	h.cfg.ShareSessionTimeout, h.cfg.ShareHeartbeatInterval = 10*time.Second, time.Second
+	h.timeouts = func(group string) Timeouts {
+		if group == "short" || group == "share-short" {
+			return Timeouts{ConsumerSession: 3 * time.Second, ConsumerHeartbeat: 500 * time.Millisecond,
+				ShareSession: 3 * time.Second, ShareHeartbeat: 400 * time.Millisecond}
+		}
+		return Timeouts{}
+	}
+	h.start()
+	ft.set("t", 2)
+	for _, c := range []struct {
+		group string
+		want  int32
+	}{{"short", 500}, {"long", 1000}} {
+		if r := h.cgHeartbeat(c.group, &cmember{id: c.group, topics: []string{"t"}}, true); r.ErrorCode != 0 || r.HeartbeatIntervalMillis != c.want {
+			t.Fatalf("consumer group %s: error %d, heartbeat interval %d ms, want %d", c.group, r.ErrorCode, r.HeartbeatIntervalMillis, c.want)
+		}
+	}
+	for _, c := range []struct {
+		group string
+		want  int32
+	}{{"share-short", 400}, {"share-long", 1000}} {
+		if r := h.shHeartbeat(c.group, &smember{id: c.group, topics: []string{"t"}}); r.ErrorCode != 0 || r.HeartbeatIntervalMillis != c.want {
+			t.Fatalf("share group %s: error %d, heartbeat interval %d ms, want %d", c.group, r.ErrorCode, r.HeartbeatIntervalMillis, c.want)
+		}
+	}
+
+	h.clock.Advance(4 * time.Second) // past the short groups' 3 s sessions, within the others' 10 s
+	for _, c := range []struct {
+		group string
+		want  int
+	}{{"short", 0}, {"long", 1}} {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{c.group}
+		if n := len(h.c.ConsumerGroupDescribe(req).Groups[0].Members); n != c.want {
+			t.Errorf("consumer group %s has %d members 4 s after its member's last heartbeat, want %d", c.group, n, c.want)
+		}
+	}
+	for _, c := range []struct {
+		group string
+		want  int
+	}{{"share-short", 0}, {"share-long", 1}} {
+		req := kmsg.NewPtrShareGroupDescribeRequest()
+		req.GroupIDs = []string{c.group}
+		if n := len(h.c.ShareGroupDescribe(req).Groups[0].Members); n != c.want {
+			t.Errorf("share group %s has %d members 4 s after its member's last heartbeat, want %d", c.group, n, c.want)
+		}
+	}
+}
+
 func TestConsumerGroupRegexAndNewTopics(t *testing.T) {
 	h, ft := newConsumerHarness(t, nil)
 	ft.set("orders-1", 2)

@@ -332,7 +332,8 @@ func (hb *heartbeat) join(g *group, cg *consumerGroup) (int16, string) {
 
 	hb.resp.MemberID = &id
 	hb.resp.MemberEpoch = m.epoch
-	hb.resp.HeartbeatIntervalMillis = int32(c.cfg.ConsumerHeartbeatInterval.Milliseconds())
+	timeouts := c.groupTimeouts(req.Group)
+	hb.resp.HeartbeatIntervalMillis = int32(timeouts.ConsumerHeartbeat.Milliseconds())
 	if m.state == memberUnreleased {
 		// It waits for partitions other members are giving up: it is asked back sooner,
 		// so a released partition is not left without an owner for a whole interval.
@@ -354,12 +355,12 @@ func (hb *heartbeat) join(g *group, cg *consumerGroup) (int16, string) {
 		if live == nil {
 			return
 		}
-		live.sessionDeadline = hb.now.Add(c.cfg.ConsumerSessionTimeout)
+		live.sessionDeadline = hb.now.Add(timeouts.ConsumerSession)
 		switch {
 		case live.state != memberUnrevoked:
 			live.revokeDeadline = time.Time{}
 		case live.revokeDeadline.IsZero() || before.state != memberUnrevoked:
-			live.revokeDeadline = hb.now.Add(max(live.rebalanceTimeout, c.cfg.ConsumerHeartbeatInterval))
+			live.revokeDeadline = hb.now.Add(max(live.rebalanceTimeout, timeouts.ConsumerHeartbeat))
 		}
 	}
 	return kerrNone, ""

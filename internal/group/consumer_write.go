@@ -90,19 +90,23 @@ func (c *Coordinator) reloadLocked(part *partition) {
 // startConsumerSessionsLocked gives the members of a freshly loaded partition's
 // consumer groups a full session (and revocation) timeout from now.
 func (c *Coordinator) startConsumerSessionsLocked(part *partition, now time.Time) {
-	for _, g := range part.groups {
+	for name, g := range part.groups {
+		if g.share == nil && g.consumer == nil {
+			continue
+		}
+		t := c.groupTimeouts(name)
 		if g.share != nil {
 			for _, m := range g.share.members {
-				m.sessionDeadline = now.Add(c.cfg.ShareSessionTimeout)
+				m.sessionDeadline = now.Add(t.ShareSession)
 			}
 		}
 		if g.consumer == nil {
 			continue
 		}
 		for _, m := range g.consumer.members {
-			m.sessionDeadline = now.Add(c.cfg.ConsumerSessionTimeout)
+			m.sessionDeadline = now.Add(t.ConsumerSession)
 			if m.state == memberUnrevoked {
-				m.revokeDeadline = now.Add(max(m.rebalanceTimeout, c.cfg.ConsumerHeartbeatInterval))
+				m.revokeDeadline = now.Add(max(m.rebalanceTimeout, t.ConsumerHeartbeat))
 			}
 		}
 	}

@@ -46,6 +46,17 @@ type Options struct {
 	// Topics returns the current topics, for consumer group assignments; it is called
 	// with the coordinator's lock held and must not call back. nil: no topics.
 	Topics func() *Topics
+	// Timeouts returns a group's own session timeouts and heartbeat intervals (its
+	// GROUP configs); a zero field, or a nil Timeouts, takes Config's. It is called
+	// with the coordinator's lock held and must not call back.
+	Timeouts func(group string) Timeouts
+}
+
+// Timeouts are the session timeouts and heartbeat intervals of one group's
+// consumer-protocol and share members.
+type Timeouts struct {
+	ConsumerSession, ConsumerHeartbeat time.Duration
+	ShareSession, ShareHeartbeat       time.Duration
 }
 
 // Coordinator is the group coordinator of one node. It is safe for concurrent use.
@@ -57,6 +68,7 @@ type Coordinator struct {
 	topicExists func(topic string, partition int32) bool
 	onRebalance func(group string)
 	topics      func() *Topics
+	timeouts    func(group string) Timeouts
 	newID       func() string
 
 	ctx    context.Context
@@ -93,6 +105,7 @@ func New(o Options) *Coordinator {
 		topicExists: o.TopicExists,
 		onRebalance: o.OnRebalance,
 		topics:      o.Topics,
+		timeouts:    o.Timeouts,
 		newID:       randomUUID,
 	}
 	if c.clock == nil {
@@ -104,6 +117,24 @@ func New(o Options) *Coordinator {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.mu.partitions = map[int32]*partition{}
 	return c
+}
+
+// groupTimeouts returns a group's timeouts: its own where it has them, else Config's.
+func (c *Coordinator) groupTimeouts(group string) Timeouts {
+	var t Timeouts
+	if c.timeouts != nil {
+		t = c.timeouts(group)
+	}
+	or := func(d *time.Duration, def time.Duration) {
+		if *d <= 0 {
+			*d = def
+		}
+	}
+	or(&t.ConsumerSession, c.cfg.ConsumerSessionTimeout)
+	or(&t.ConsumerHeartbeat, c.cfg.ConsumerHeartbeatInterval)
+	or(&t.ShareSession, c.cfg.ShareSessionTimeout)
+	or(&t.ShareHeartbeat, c.cfg.ShareHeartbeatInterval)
+	return t
 }
 
 func randomUUID() string {

@@ -131,6 +131,8 @@ type harness struct {
 	ids   int
 	// topics, when set, is the coordinator's Topics option (consumer groups).
 	topics func() *Topics
+	// timeouts, when set, is the coordinator's Timeouts option (GROUP configs).
+	timeouts func(group string) Timeouts
 }
 
 func newFakeClock() *clock.Fake { return clock.NewFake(time.Unix(1_700_000_000, 0)) }
@@ -163,7 +165,7 @@ func (h *harness) start() {
 	if h.c != nil {
 		h.c.Close()
 	}
-	h.c = New(Options{Log: h.log, Clock: h.clock, Config: h.cfg, Logger: discardLogger(), Topics: h.topics})
+	h.c = New(Options{Log: h.log, Clock: h.clock, Config: h.cfg, Logger: discardLogger(), Topics: h.topics, Timeouts: h.timeouts})
 	h.c.newID = func() string { h.ids++; return fmt.Sprint(h.ids) }
 	h.t.Cleanup(h.c.Close)
 	for p := range h.cfg.NumPartitions {

@@ -363,7 +363,8 @@ func (c *Coordinator) shareHeartbeatLocked(req *kmsg.ShareGroupHeartbeatRequest,
 		records = append(records, shareMemberRecord(req.GroupID, m))
 	}
 	resp.MemberEpoch = m.epoch
-	resp.HeartbeatIntervalMillis = int32(c.cfg.ShareHeartbeatInterval.Milliseconds())
+	timeouts := c.groupTimeouts(req.GroupID)
+	resp.HeartbeatIntervalMillis = int32(timeouts.ShareHeartbeat.Milliseconds())
 	if req.MemberEpoch == 0 || !before.assignment.equal(m.assignment) {
 		a := kmsg.NewShareGroupHeartbeatResponseAssignment()
 		a.TopicPartitions = []kmsg.ShareGroupHeartbeatResponseAssignmentTopicPartition{}
@@ -377,7 +378,7 @@ func (c *Coordinator) shareHeartbeatLocked(req *kmsg.ShareGroupHeartbeatRequest,
 		if g := part.groups[req.GroupID]; g != nil && g.share != nil {
 			g.share.topicsVersion = version
 			if live := g.share.members[id]; live != nil {
-				live.sessionDeadline = now.Add(c.cfg.ShareSessionTimeout)
+				live.sessionDeadline = now.Add(timeouts.ShareSession)
 			}
 		}
 	}

@@ -116,7 +116,9 @@ func TestClusterShareGroupStateFailover(t *testing.T) {
 var shareOverrides = []string{
 	"offsets.topic.num.partitions=6",
 	"share.coordinator.state.topic.num.partitions=6",
+	"group.share.min.heartbeat.interval.ms=500",
 	"group.share.heartbeat.interval.ms=500",
+	"group.share.min.session.timeout.ms=10000",
 	"group.share.session.timeout.ms=10000",
 	"group.share.record.lock.duration.ms=10000",
 	"group.share.delivery.count.limit=10",

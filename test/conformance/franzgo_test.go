@@ -49,7 +49,7 @@ func TestFranzGoOwnTests(t *testing.T) {
 		"group.initial.rebalance.delay.ms=0",
 		"group.consumer.min.heartbeat.interval.ms=100",
 		"group.consumer.heartbeat.interval.ms=500",
-		"group.share.heartbeat.interval.ms=1000",
+		"group.share.min.heartbeat.interval.ms=1000", "group.share.heartbeat.interval.ms=1000",
 	)
 }
 

@@ -18,7 +18,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-streaming/samsa/internal/testutil"
 )
@@ -310,4 +312,86 @@ func TestGroups848FranzRegex(t *testing.T) {
 	if _, ok := listed[group]; !ok {
 		t.Fatalf("ListGroups of type consumer does not show %s: %v", group, listed.Groups())
 	}
+}
+
+// TestGroups848GroupConfigs: a group's own consumer.session.timeout.ms and
+// consumer.heartbeat.interval.ms (GROUP configs, KIP-848) replace the broker's for
+// that group. The broker's session timeout is 60 s and its heartbeat interval 5 s;
+// the group sets 2 s and 200 ms. A killed member is then removed within seconds, and
+// the live one, told to heartbeat every 200 ms, is never removed by the short
+// session. Values outside the broker's bounds are refused with INVALID_CONFIG.
+func TestGroups848GroupConfigs(t *testing.T) {
+	t.Parallel()
+	b := startGroupBroker(t,
+		"group.consumer.min.session.timeout.ms=500", "group.consumer.session.timeout.ms=60000",
+		"group.consumer.min.heartbeat.interval.ms=50", "group.consumer.heartbeat.interval.ms=5000")
+	adm := newAdmin(t, b)
+	const topic, group = "configs848", "configs848-franz"
+	createTopic(t, adm, topic, 6, nil)
+
+	cl := newClient(t, b)
+	for _, bad := range []struct{ name, value, want string }{
+		{"consumer.session.timeout.ms", "100", "group.consumer.min.session.timeout.ms=500"},
+		{"consumer.heartbeat.interval.ms", "20000", "group.consumer.max.heartbeat.interval.ms=15000"},
+		{"consumer.rebalance.ms", "1", "not a group config"},
+	} {
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		res := kmsg.NewIncrementalAlterConfigsRequestResource()
+		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = bad.name, kmsg.StringPtr(bad.value)
+		res.Configs = append(res.Configs, c)
+		req.Resources = append(req.Resources, res)
+		resp, err := req.RequestWith(ctxT(t, 10*time.Second), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := resp.Resources[0]
+		if r.ErrorCode != kerr.InvalidConfig.Code || r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, bad.want) {
+			t.Errorf("%s=%s: error %v %v, want INVALID_CONFIG naming %s", bad.name, bad.value, kerr.ErrorForCode(r.ErrorCode), r.ErrorMessage, bad.want)
+		}
+	}
+	setGroupConfigs(t, b, group, map[string]string{"consumer.session.timeout.ms": "2000", "consumer.heartbeat.interval.ms": "200"})
+	d := kmsg.NewPtrDescribeConfigsRequest()
+	dr := kmsg.NewDescribeConfigsRequestResource()
+	dr.ResourceType, dr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	d.Resources = append(d.Resources, dr)
+	described, err := d.RequestWith(ctxT(t, 10*time.Second), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources := map[string]kmsg.ConfigSource{}
+	for _, c := range described.Resources[0].Configs {
+		sources[c.Name] = c.Source
+	}
+	if sources["consumer.session.timeout.ms"] != kmsg.ConfigSourceGroupConfig || sources["share.session.timeout.ms"] != kmsg.ConfigSourceDefaultConfig {
+		t.Errorf("DescribeConfigs sources: %v, want the group's for consumer.session.timeout.ms and the default for share.session.timeout.ms", sources)
+	}
+
+	watch := startWatch848(t, adm, group, topic)
+	hooks := &ownership{}
+	led := newLedger(t)
+	m0 := new848Member(t, b, "m0", group, topic, hooks).run(commitLoop(t, "m0", led, 20))
+	m1 := new848Member(t, b, "m1", group, topic, hooks).run(commitLoop(t, "m1", led, 20))
+	wait848(t, adm, group, topic, 30*time.Second, "2 members on 6 partitions", func(v view848) bool { return v.balanced(2, 6) })
+
+	m1.ks.Kill() // no leave: removed when the group's 2 s session expires
+	hooks.releaseAll("m1")
+	settled := wait848(t, adm, group, topic, 20*time.Second, "m1 removed after the group's session timeout, well before the broker's 60 s",
+		func(v view848) bool { return v.balanced(1, 6) })
+	// m0 heartbeats every 200 ms as the group tells it, not every 5 s, so the 2 s
+	// session never removes it: over several sessions the group does not change.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		v := wait848(t, adm, group, topic, 5*time.Second, "the group", func(view848) bool { return true })
+		if v.Epoch != settled.Epoch || !v.balanced(1, 6) {
+			t.Fatalf("the group changed while its one member heartbeat: %v, was %v", v, settled)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if id := m0.memberID(); settled.Epochs[id] == 0 {
+		t.Fatalf("m0 (%s) is not the member left: %v", id, settled)
+	}
+	hooks.check(t)
+	watch.check(t)
 }

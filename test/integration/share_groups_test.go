@@ -23,9 +23,9 @@ import (
 	"github.com/samsa-streaming/samsa/internal/testutil"
 )
 
-// setShareConfigs sets group configs of a share group (IncrementalAlterConfigs on a
+// setGroupConfigs sets a group's configs (IncrementalAlterConfigs on a
 // GROUP resource) and waits until DescribeConfigs shows them.
-func setShareConfigs(t *testing.T, b *testutil.Broker, group string, kvs map[string]string) {
+func setGroupConfigs(t *testing.T, b *testutil.Broker, group string, kvs map[string]string) {
 	t.Helper()
 	cl := newClient(t, b)
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
@@ -217,12 +217,12 @@ func produceValues(t *testing.T, b *testutil.Broker, topic, prefix string, n int
 // share of its records and every record is accepted exactly once.
 func TestShareGroupsSplitOnePartition(t *testing.T) {
 	t.Parallel()
-	b := startGroupBroker(t, "group.share.heartbeat.interval.ms=1000")
+	b := startGroupBroker(t, "group.share.min.heartbeat.interval.ms=1000", "group.share.heartbeat.interval.ms=1000")
 	adm := newAdmin(t, b)
 	const topic, group = "share-split", "share-split-g"
 	createTopic(t, adm, topic, 1, nil)
 	raw := newClient(t, b)
-	setShareConfigs(t, b, group, map[string]string{"share.auto.offset.reset": "earliest"})
+	setGroupConfigs(t, b, group, map[string]string{"share.auto.offset.reset": "earliest"})
 	var vals []string
 	for i := 0; i < 100; i++ { // small batches: a batch is acquired whole
 		vals = append(vals, produceValues(t, b, topic, fmt.Sprintf("s%03d", i), 20)...)
@@ -265,12 +265,12 @@ func TestShareGroupsSplitOnePartition(t *testing.T) {
 // again, everything else is).
 func TestShareGroupsRedeliveryRejectLimitRestart(t *testing.T) {
 	t.Parallel()
-	b := startGroupBroker(t, "group.share.heartbeat.interval.ms=1000")
+	b := startGroupBroker(t, "group.share.min.heartbeat.interval.ms=1000", "group.share.heartbeat.interval.ms=1000")
 	adm := newAdmin(t, b)
 	const topic, group = "share-faults", "share-faults-g"
 	createTopic(t, adm, topic, 1, nil)
 	raw := newClient(t, b)
-	setShareConfigs(t, b, group, map[string]string{
+	setGroupConfigs(t, b, group, map[string]string{
 		"share.auto.offset.reset":       "earliest",
 		"share.record.lock.duration.ms": "1000",
 		"share.delivery.count.limit":    "2",
@@ -387,12 +387,12 @@ func TestShareGroupsRedeliveryRejectLimitRestart(t *testing.T) {
 // connections are cut dials again, opens a new share session and goes on.
 func TestShareGroupsConnectionClose(t *testing.T) {
 	t.Parallel()
-	b := startGroupBroker(t, "group.share.heartbeat.interval.ms=1000")
+	b := startGroupBroker(t, "group.share.min.heartbeat.interval.ms=1000", "group.share.heartbeat.interval.ms=1000")
 	adm := newAdmin(t, b)
 	const topic, group = "share-close", "share-close-g"
 	createTopic(t, adm, topic, 1, nil)
 	raw := newClient(t, b)
-	setShareConfigs(t, b, group, map[string]string{
+	setGroupConfigs(t, b, group, map[string]string{
 		"share.auto.offset.reset":       "earliest",
 		"share.record.lock.duration.ms": "60000", // the most group.share.max.record.lock.duration.ms allows
 	})
@@ -454,12 +454,12 @@ func TestShareGroupsConnectionClose(t *testing.T) {
 // the same partition gets everything.
 func TestShareGroupsReadCommitted(t *testing.T) {
 	t.Parallel()
-	b := startGroupBroker(t, "group.share.heartbeat.interval.ms=1000")
+	b := startGroupBroker(t, "group.share.min.heartbeat.interval.ms=1000", "group.share.heartbeat.interval.ms=1000")
 	const topic, committed, uncommitted = "share-rc", "share-rc-g", "share-ru-g"
 	createTopic(t, newAdmin(t, b), topic, 1, nil)
 	raw := newClient(t, b)
-	setShareConfigs(t, b, committed, map[string]string{"share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed"})
-	setShareConfigs(t, b, uncommitted, map[string]string{"share.auto.offset.reset": "earliest"})
+	setGroupConfigs(t, b, committed, map[string]string{"share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed"})
+	setGroupConfigs(t, b, uncommitted, map[string]string{"share.auto.offset.reset": "earliest"})
 
 	p := newTxnProducer(t, b, "share-rc-producer")
 	inTxn(t, p, true, recordsTo(topic, 0, "c1", "c2")...)  // offsets 0–1, marker 2

@@ -42,7 +42,7 @@ func brokerOverrides() []string {
 		"group.consumer.heartbeat.interval.ms=" + strconv.Itoa(int(heartbeat.Milliseconds())),
 		"group.consumer.min.session.timeout.ms=1000",
 		"group.consumer.session.timeout.ms=10000",
-		"group.share.heartbeat.interval.ms=1000",
+		"group.share.min.heartbeat.interval.ms=1000", "group.share.heartbeat.interval.ms=1000",
 		"log.flush.interval.messages=9223372036854775807",
 	}
 }

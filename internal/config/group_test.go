@@ -1,0 +1,65 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestValidateGroupConfigs(t *testing.T) {
+	b := Default()
+	cases := []struct {
+		name    string
+		next    map[string]string
+		changed []string
+		want    string // "" for valid, else a part of the error
+	}{
+		{"within the broker's bounds", map[string]string{"consumer.session.timeout.ms": "50000"}, []string{"consumer.session.timeout.ms"}, ""},
+		{"below the broker's bound", map[string]string{"consumer.session.timeout.ms": "30000"}, []string{"consumer.session.timeout.ms"},
+			"consumer.session.timeout.ms=30000 is outside [group.consumer.min.session.timeout.ms=45000, group.consumer.max.session.timeout.ms=60000]"},
+		{"above the broker's bound", map[string]string{"share.heartbeat.interval.ms": "20000"}, []string{"share.heartbeat.interval.ms"},
+			"share.heartbeat.interval.ms=20000 is outside [group.share.min.heartbeat.interval.ms=5000, group.share.max.heartbeat.interval.ms=15000]"},
+		{"not a number", map[string]string{"consumer.heartbeat.interval.ms": "soon"}, []string{"consumer.heartbeat.interval.ms"},
+			"consumer.heartbeat.interval.ms=soon must be an integer"},
+		{"unknown", map[string]string{"consumer.poll.ms": "1"}, []string{"consumer.poll.ms"}, "consumer.poll.ms is not a group config"},
+		{"deleted", map[string]string{}, []string{"consumer.session.timeout.ms"}, ""},
+		{"a bad value stored before is not checked again", map[string]string{"share.auto.offset.reset": "never", "share.delivery.count.limit": "3"},
+			[]string{"share.delivery.count.limit"}, ""},
+	}
+	for _, c := range cases {
+		err := ValidateGroupConfigs(b, c.next, c.changed)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
+		}
+	}
+
+	// With wider bounds, a session timeout must still stay above its heartbeat
+	// interval, the broker's value standing in for the one not set.
+	b.GroupShareMinSessionTimeoutMs, b.GroupShareMaxHeartbeatIntervalMs = 1000, 60000
+	err := ValidateGroupConfigs(b, map[string]string{"share.session.timeout.ms": "4000"}, []string{"share.session.timeout.ms"})
+	if err == nil || !strings.Contains(err.Error(), "share.session.timeout.ms=4000 must be above share.heartbeat.interval.ms=5000") {
+		t.Errorf("session below the broker's heartbeat interval: %v", err)
+	}
+	err = ValidateGroupConfigs(b, map[string]string{"share.session.timeout.ms": "50000", "share.heartbeat.interval.ms": "50000"}, []string{"share.heartbeat.interval.ms"})
+	if err == nil || !strings.Contains(err.Error(), "must be above share.heartbeat.interval.ms=50000") {
+		t.Errorf("heartbeat equal to the session: %v", err)
+	}
+}
+
+func TestGroupMillisKeepsWithinBounds(t *testing.T) {
+	b := Default()
+	for _, c := range []struct {
+		stored string
+		want   int
+	}{{"", 45000}, {"50000", 50000}, {"120000", 60000}, {"1000", 45000}} {
+		overrides := map[string]string{}
+		if c.stored != "" {
+			overrides["consumer.session.timeout.ms"] = c.stored
+		}
+		if got := GroupMillis(b, overrides, "consumer.session.timeout.ms"); got != c.want {
+			t.Errorf("stored %q: %d ms, want %d", c.stored, got, c.want)
+		}
+	}
+}
