@@ -196,15 +196,17 @@ func (b *Broker) topicMetadata(img *metadata.Image, t *metadata.Topic) kmsg.Meta
 		mp.ISR = append([]int32(nil), p.ISR...)
 		mp.OfflineReplicas = []int32{}
 		for _, r := range p.Replicas {
-			if br, ok := img.Broker(metadata.NodeID(r)); !ok || br.Fenced {
-				mp.OfflineReplicas = append(mp.OfflineReplicas, r)
+			br, ok := img.Broker(metadata.NodeID(r))
+			switch {
+			case !ok || br.Fenced || slices.Contains(p.OfflineReplicas, r):
+			case r == b.nodeID && b.replicaOffline(t.Name, p.Partition):
+				if mp.Leader == b.nodeID {
+					mp.Leader = -1
+				}
+			default:
+				continue
 			}
-		}
-		if slices.Contains(p.Replicas, b.nodeID) && b.replicaOffline(t.Name, p.Partition) {
-			mp.OfflineReplicas = append(mp.OfflineReplicas, b.nodeID)
-			if mp.Leader == b.nodeID {
-				mp.Leader = -1
-			}
+			mp.OfflineReplicas = append(mp.OfflineReplicas, r)
 		}
 		if mp.Leader < 0 {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code

@@ -8,13 +8,15 @@ package broker
 // go on treating this node as their leader or as an in-sync follower: writes to the
 // partitions it led would fail until a restart, and acks=all writes to those it
 // follows would wait for it until replica.lag.time.max.ms. So the node tells the
-// active controller which of its replicas are offline, and the controller moves their
-// leadership to another in-sync replica and takes this node out of their ISRs, as
-// Kafka's controller does for the offline directories a broker heartbeat reports
-// (KIP-858). The report follows each heartbeat for as long as the metadata still has
-// this node in the ISR of such a partition beside another replica; where it is the
-// last in-sync replica nothing is reported (there is no one to take over, and
-// KIP-841 keeps it in the ISR), so the partition waits for the repaired node.
+// active controller which of its replicas are offline, and the controller marks them
+// offline in the partitions' metadata (none of them may lead or join an ISR until
+// this node registers again as a new process), takes this node out of their ISRs and
+// moves their leadership to another in-sync replica, as Kafka's controller does for
+// the offline directories a broker heartbeat reports (KIP-858). Where this node is the
+// last in-sync replica, KIP-841 keeps it in the ISR and the partition is left without
+// a leader — or, on a topic that allows unclean elections, led by an online replica
+// outside the ISR. The report follows each heartbeat for as long as the metadata has
+// an offline replica here unmarked.
 
 import (
 	"context"
@@ -72,8 +74,7 @@ func (b *Broker) replicaOffline(topic string, partition int32) bool {
 }
 
 // offlineReplicas lists the partitions whose replica here is offline (its log
-// directory failed, before or since start-up) while img has this node in their ISR
-// with another replica.
+// directory failed, before or since start-up) and that img does not mark so yet.
 func (b *Broker) offlineReplicas(img *metadata.Image) []controller.PartitionRef {
 	if !b.logs.AnyOffline() {
 		return nil // every heartbeat comes here: the usual case costs nothing
@@ -93,7 +94,7 @@ func (b *Broker) offlineReplicas(img *metadata.Image) []controller.PartitionRef 
 		if !ok || int(k.Partition) >= len(t.Partitions) {
 			continue
 		}
-		if isr := t.Partitions[k.Partition].ISR; len(isr) > 1 && slices.Contains(isr, b.nodeID) {
+		if p := t.Partitions[k.Partition]; slices.Contains(p.Replicas, b.nodeID) && !slices.Contains(p.OfflineReplicas, b.nodeID) {
 			out = append(out, controller.PartitionRef{TopicID: t.ID, Partition: k.Partition})
 		}
 	}

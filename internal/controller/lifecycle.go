@@ -209,12 +209,10 @@ func (c *Controller) AlterPartition(ctx context.Context, brokerID int32, brokerE
 	})
 }
 
-// ReplicasOffline takes a broker out of the ISR of the partitions whose replica on
-// it is offline (its log directory failed) and moves their leadership to another
-// ISR member, as fencing the broker would for all of its partitions; where it is the
-// last ISR member the partition is left without a leader (KIP-841). Partitions it
-// neither leads nor is in the ISR of, or that no longer exist, are left alone. The
-// changes are in the metadata log before it returns.
+// ReplicasOffline marks a broker's replicas of the given partitions offline (their
+// log directory failed): see offlineReplicaUpdates. Partitions it has no replica of,
+// or already marked, or that no longer exist, are left alone. The changes are in the
+// metadata log before it returns.
 func (c *Controller) ReplicasOffline(ctx context.Context, brokerID int32, brokerEpoch int64, offline []PartitionRef) error {
 	_, err := run(ctx, c, func(ctx context.Context) (struct{}, error) {
 		if err := c.requireLeader(); err != nil {

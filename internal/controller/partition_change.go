@@ -11,13 +11,14 @@ type election int
 
 const (
 	// electOnline keeps the current leader if it is still valid, else takes the
-	// first valid replica in replica order. Valid: in the target ISR and acceptable.
+	// first valid replica in replica order. Valid: in the target ISR, acceptable and
+	// not offline.
 	electOnline election = iota
 	// electPreferred takes the first replica (the preferred leader) if it is valid,
 	// else behaves like electOnline.
 	electPreferred
 	// electUnclean behaves like electOnline, but when no replica of the ISR is
-	// acceptable it takes the first acceptable replica outside it: the ISR becomes
+	// valid it takes the first acceptable, online replica outside it: the ISR becomes
 	// that replica alone, the leader recovery state Recovering, and acknowledged
 	// records the new leader lacks are lost.
 	electUnclean
@@ -39,6 +40,7 @@ type partitionChange struct {
 	targetAdding   []int32
 	targetRemoving []int32
 	targetRecovery metadata.LeaderRecoveryState
+	targetOffline  []int32
 }
 
 // newPartitionChange starts from the partition's current state: build() on it
@@ -51,6 +53,7 @@ func newPartitionChange(topic metadata.TopicID, p metadata.Partition, acceptable
 		targetAdding:   slices.Clone(p.AddingReplicas),
 		targetRemoving: slices.Clone(p.RemovingReplicas),
 		targetRecovery: p.LeaderRecoveryState,
+		targetOffline:  slices.Clone(p.OfflineReplicas),
 	}
 }
 
@@ -101,8 +104,11 @@ func (c *partitionChange) build() (*metadata.PartitionChangeRecord, changeOutcom
 		s := c.targetRecovery
 		rec.LeaderRecoveryState = &s
 	}
+	if !slices.Equal(c.targetOffline, c.part.OfflineReplicas) {
+		rec.OfflineReplicas = nonNil(c.targetOffline)
+	}
 	if rec.Leader == nil && rec.ISR == nil && rec.Replicas == nil && rec.AddingReplicas == nil &&
-		rec.RemovingReplicas == nil && rec.LeaderRecoveryState == nil && !rec.BumpLeaderEpoch {
+		rec.RemovingReplicas == nil && rec.LeaderRecoveryState == nil && !rec.BumpLeaderEpoch && rec.OfflineReplicas == nil {
 		return nil, out
 	}
 	return rec, out
@@ -125,7 +131,12 @@ func (c *partitionChange) completeReassignment() bool {
 }
 
 func (c *partitionChange) valid(r int32) bool {
-	return r >= 0 && slices.Contains(c.targetISR, r) && c.acceptable(r)
+	return r >= 0 && slices.Contains(c.targetISR, r) && c.online(r)
+}
+
+// online reports whether r is acceptable and its replica not known offline.
+func (c *partitionChange) online(r int32) bool {
+	return c.acceptable(r) && !slices.Contains(c.targetOffline, r)
 }
 
 // electLeader returns the leader after the change (possibly the current one, or
@@ -144,7 +155,7 @@ func (c *partitionChange) electLeader() (int32, bool) {
 	}
 	if c.election == electUnclean {
 		for _, r := range c.targetReplicas {
-			if c.acceptable(r) {
+			if c.online(r) {
 				return r, true
 			}
 		}

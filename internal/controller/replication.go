@@ -92,34 +92,40 @@ func electionFor(t *metadata.Topic, unclean uncleanPolicy) election {
 // data), and moves its leaderships to another ISR member. Used when a broker is
 // fenced, enters controlled shutdown, or registers as a new incarnation.
 func removeBrokerUpdates(img *metadata.Image, broker int32, unclean uncleanPolicy) ([]metadata.Record, []electionEvent) {
-	return removeReplicaUpdates(img, broker, func(*metadata.Topic, metadata.Partition) bool { return true }, unclean)
-}
-
-// offlineReplicaUpdates does what removeBrokerUpdates does, for the partitions in
-// offline only: the broker's replicas of them are offline (their log directory
-// failed), the broker itself stays active.
-func offlineReplicaUpdates(img *metadata.Image, broker int32, offline []PartitionRef, unclean uncleanPolicy) ([]metadata.Record, []electionEvent) {
-	set := make(map[PartitionRef]bool, len(offline))
-	for _, r := range offline {
-		set[r] = true
-	}
-	return removeReplicaUpdates(img, broker, func(t *metadata.Topic, p metadata.Partition) bool {
-		return set[PartitionRef{TopicID: t.ID, Partition: p.Partition}]
-	}, unclean)
-}
-
-// removeReplicaUpdates takes broker out of the ISR of the partitions only selects
-// and moves their leadership (see removeBrokerUpdates).
-func removeReplicaUpdates(img *metadata.Image, broker int32, only func(*metadata.Topic, metadata.Partition) bool, unclean uncleanPolicy) ([]metadata.Record, []electionEvent) {
 	acceptable := acceptableIn(img, broker, -1)
 	return updatePartitions(img,
-		func(t *metadata.Topic, p metadata.Partition) bool {
-			return (p.Leader == broker || slices.Contains(p.ISR, broker)) && only(t, p)
+		func(_ *metadata.Topic, p metadata.Partition) bool {
+			return p.Leader == broker || slices.Contains(p.ISR, broker)
 		},
 		func(t *metadata.Topic, c *partitionChange) {
 			c.acceptable = acceptable
 			c.election = electionFor(t, unclean)
 			c.targetISR = without(c.targetISR, broker)
+		})
+}
+
+// offlineReplicaUpdates marks the broker's replicas of the partitions in offline as
+// offline (their log directory failed; the broker itself stays active), which makes
+// them ineligible to lead or be in the ISR until the broker registers again; takes the
+// broker out of their ISRs, unless it is the last member (KIP-841); and moves their
+// leadership to another in-sync replica — or, where there is none, leaves them
+// without a leader or, for topics that allow it, elects an online out-of-sync one.
+func offlineReplicaUpdates(img *metadata.Image, broker int32, offline []PartitionRef, unclean uncleanPolicy) ([]metadata.Record, []electionEvent) {
+	set := make(map[PartitionRef]bool, len(offline))
+	for _, r := range offline {
+		set[r] = true
+	}
+	acceptable := acceptableIn(img, -1, -1)
+	return updatePartitions(img,
+		func(t *metadata.Topic, p metadata.Partition) bool {
+			return set[PartitionRef{TopicID: t.ID, Partition: p.Partition}] &&
+				slices.Contains(p.Replicas, broker) && !slices.Contains(p.OfflineReplicas, broker)
+		},
+		func(t *metadata.Topic, c *partitionChange) {
+			c.acceptable = acceptable
+			c.election = electionFor(t, unclean)
+			c.targetISR = without(c.targetISR, broker)
+			c.targetOffline = append(c.targetOffline, broker)
 		})
 }
 
@@ -330,6 +336,8 @@ func validateAlterPartition(img *metadata.Image, brokerID int32, topic string, p
 			why = "fenced"
 		case m.BrokerEpoch != -1 && m.BrokerEpoch != b.Epoch:
 			why = fmt.Sprintf("at broker epoch %d, not %d", b.Epoch, m.BrokerEpoch)
+		case slices.Contains(p.OfflineReplicas, m.BrokerID) && !slices.Contains(p.ISR, m.BrokerID):
+			why = "offline there (its log directory failed)"
 		default:
 			continue
 		}

@@ -70,6 +70,9 @@ func describe(p metadata.Partition) string {
 	if p.LeaderRecoveryState == metadata.Recovering {
 		s += " recovering"
 	}
+	if len(p.OfflineReplicas) > 0 {
+		s += fmt.Sprintf(" offline=%v", p.OfflineReplicas)
+	}
 	return s
 }
 
@@ -220,10 +223,10 @@ func TestOfflineReplicas(t *testing.T) {
 	img = applyAll(t, img, recs)
 	tp, _ := img.Topic("t")
 	want := []string{
-		"leader=2 isr=[2 3] replicas=[1 2 3] epochs=1/1",
-		"leader=2 isr=[2 3] replicas=[2 1 3] epochs=0/1",
+		"leader=2 isr=[2 3] replicas=[1 2 3] epochs=1/1 offline=[1]",
+		"leader=2 isr=[2 3] replicas=[2 1 3] epochs=0/1 offline=[1]",
 		"leader=1 isr=[1 2 3] replicas=[1 2 3] epochs=0/0",
-		"leader=-1 isr=[1] replicas=[1 2] epochs=1/1",
+		"leader=-1 isr=[1] replicas=[1 2] epochs=1/1 offline=[1]",
 		"leader=2 isr=[2 3] replicas=[2 3] epochs=0/0",
 	}
 	for i, w := range want {
@@ -238,6 +241,57 @@ func TestOfflineReplicas(t *testing.T) {
 	if recs, _ := offlineReplicaUpdates(img, 1, offline, never); len(recs) != 0 {
 		t.Errorf("a repeated report changed %d partitions", len(recs))
 	}
+
+	// Broker 1 stays active, but its offline replicas may not lead: not when another
+	// broker unfences (which elects leaders for leaderless partitions), not in a
+	// preferred election, not by joining an ISR again.
+	if recs, _ := unfenceUpdates(img, 3, never); len(recs) != 0 {
+		t.Errorf("an unfence elected %d leaders, want none (the last ISR member's replica is offline)", len(recs))
+	}
+	if recs, _, _ := electLeadersUpdates(img, ElectPreferred, nil); len(recs) != 0 {
+		t.Errorf("a preferred election changed %d partitions, want none", len(recs))
+	}
+	p0 := tp.Partitions[0]
+	_, results, err := alterPartitionUpdates(img, 2, 11, []AlterPartitionItem{{TopicID: testTopicID, Partition: 0,
+		LeaderEpoch: p0.LeaderEpoch, PartitionEpoch: p0.PartitionEpoch, NewISR: []ISRMember{{BrokerID: 2, BrokerEpoch: -1}, {BrokerID: 3, BrokerEpoch: -1}, {BrokerID: 1, BrokerEpoch: -1}}}}, never)
+	if err != nil || !errors.Is(results[0].Err, ErrIneligibleReplica) {
+		t.Errorf("an ISR taking back an offline replica: %v, %+v; want INELIGIBLE_REPLICA", err, results)
+	}
+	// Where the topic allows unclean elections, an online replica outside the ISR
+	// takes the leaderless partition.
+	recs, _ = uncleanUpdates(img, always)
+	if unclean := applyAll(t, img, recs); describe(mustTopic(t, unclean).Partitions[3]) != "leader=2 isr=[2] replicas=[1 2] epochs=2/2 recovering offline=[1]" {
+		t.Errorf("unclean election: %s", describe(mustTopic(t, unclean).Partitions[3]))
+	}
+
+	// The same process registering again keeps its replicas offline; a new process
+	// (another incarnation) starts with none, and the partition it alone has in sync
+	// can have it back as leader.
+	again := applyAll(t, img, brokerRecords("a")) // broker 1, same incarnation
+	if d := describe(mustTopic(t, again).Partitions[3]); d != "leader=-1 isr=[1] replicas=[1 2] epochs=1/1 offline=[1]" {
+		t.Errorf("after the same incarnation registered again: %s", d)
+	}
+	restarted := brokerRecords("a")[0].(metadata.RegisterBrokerRecord)
+	restarted.Epoch, restarted.IncarnationID = 20, "restarted"
+	img = applyAll(t, img, []metadata.Record{restarted})
+	for i, p := range mustTopic(t, img).Partitions {
+		if len(p.OfflineReplicas) != 0 {
+			t.Errorf("partition %d after a new incarnation registered: %s", i, describe(p))
+		}
+	}
+	recs, _ = unfenceUpdates(img, 1, never)
+	if d := describe(mustTopic(t, applyAll(t, img, recs)).Partitions[3]); d != "leader=1 isr=[1] replicas=[1 2] epochs=2/2" {
+		t.Errorf("after the new incarnation unfenced: %s", d)
+	}
+}
+
+func mustTopic(t *testing.T, img *metadata.Image) *metadata.Topic {
+	t.Helper()
+	tp, ok := img.Topic("t")
+	if !ok {
+		t.Fatal("topic t is gone")
+	}
+	return tp
 }
 
 func TestNextBrokerState(t *testing.T) {

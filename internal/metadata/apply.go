@@ -78,6 +78,11 @@ func (b *builder) apply(r Record) error {
 		return b.apply(*r)
 
 	case RegisterBrokerRecord:
+		if prev, ok := b.next.brokers[r.NodeID]; !ok || prev.IncarnationID != r.IncarnationID || r.IncarnationID == "" {
+			if err := b.forgetOfflineReplicas(int32(r.NodeID)); err != nil {
+				return err
+			}
+		}
 		b.copyBrokers()
 		b.next.brokers[r.NodeID] = Broker{
 			NodeID: r.NodeID, Epoch: r.Epoch, IncarnationID: r.IncarnationID,
@@ -169,7 +174,7 @@ func (b *builder) applyPartition(r PartitionRecord) error {
 		Partition: r.Partition, Replicas: slices.Clone(r.Replicas), ISR: slices.Clone(r.ISR),
 		Leader: r.Leader, LeaderEpoch: r.LeaderEpoch, PartitionEpoch: r.PartitionEpoch,
 		AddingReplicas: nilIfEmpty(r.AddingReplicas), RemovingReplicas: nilIfEmpty(r.RemovingReplicas),
-		LeaderRecoveryState: r.LeaderRecoveryState,
+		LeaderRecoveryState: r.LeaderRecoveryState, OfflineReplicas: nilIfEmpty(r.OfflineReplicas),
 	}
 	if int(r.Partition) == len(t.Partitions) {
 		t.Partitions = append(t.Partitions, p)
@@ -208,6 +213,10 @@ func (b *builder) applyPartitionChange(r PartitionChangeRecord) error {
 		p.RemovingReplicas = nilIfEmpty(r.RemovingReplicas)
 		changed = true
 	}
+	if r.OfflineReplicas != nil {
+		p.OfflineReplicas = nilIfEmpty(r.OfflineReplicas)
+		changed = true
+	}
 	if r.LeaderRecoveryState != nil && *r.LeaderRecoveryState != p.LeaderRecoveryState {
 		p.LeaderRecoveryState = *r.LeaderRecoveryState
 		changed = true
@@ -221,6 +230,25 @@ func (b *builder) applyPartitionChange(r PartitionChangeRecord) error {
 	}
 	if changed {
 		p.PartitionEpoch++
+	}
+	return nil
+}
+
+// forgetOfflineReplicas takes broker out of every partition's OfflineReplicas (a new
+// incarnation of it registered).
+func (b *builder) forgetOfflineReplicas(broker int32) error {
+	for _, t := range b.next.topicsByID {
+		for i := range t.Partitions {
+			if !slices.Contains(t.Partitions[i].OfflineReplicas, broker) {
+				continue
+			}
+			mt, err := b.mutableTopic(t.ID)
+			if err != nil {
+				return err
+			}
+			p := &mt.Partitions[i]
+			p.OfflineReplicas = nilIfEmpty(slices.DeleteFunc(slices.Clone(p.OfflineReplicas), func(r int32) bool { return r == broker }))
+		}
 	}
 	return nil
 }

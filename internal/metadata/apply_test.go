@@ -335,6 +335,9 @@ func TestEncodeDecode(t *testing.T) {
 		PartitionRecord{Topic: idA, Partition: 3, Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1, LeaderEpoch: 4, PartitionEpoch: 5},
 		PartitionChangeRecord{Topic: idA, Partition: 1, ISR: []int32{2}, Leader: ptr[int32](2)},
 		PartitionChangeRecord{Topic: idA, Partition: 1, AddingReplicas: []int32{}, RemovingReplicas: []int32{3}, LeaderRecoveryState: ptr(Recovered), BumpLeaderEpoch: true},
+		PartitionChangeRecord{Topic: idA, Partition: 1, OfflineReplicas: []int32{}},
+		PartitionChangeRecord{Topic: idA, Partition: 2, OfflineReplicas: []int32{1, 3}},
+		PartitionRecord{Topic: idA, Partition: 5, Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: -1, OfflineReplicas: []int32{1}},
 		PartitionRecord{Topic: idA, Partition: 4, Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1, AddingReplicas: []int32{2}, LeaderRecoveryState: Recovering},
 		RegisterBrokerRecord{NodeID: 3, Epoch: 9, IncarnationID: "0f", InControlledShutdown: true, Fenced: true},
 		BrokerRegistrationChangeRecord{NodeID: 3, Epoch: 9, Fenced: ptr(false)},
@@ -414,5 +417,58 @@ func TestApplyGroupConfigs(t *testing.T) {
 	}
 	if got := rebuilt.GroupConfigs("g")["share.auto.offset.reset"]; got != "earliest" {
 		t.Fatalf("rebuilt image: group g: %q", got)
+	}
+}
+
+// TestApplyOfflineReplicas: a partition change marks replicas offline and clears the
+// mark; a broker registering as a new incarnation clears its marks everywhere (the
+// same incarnation registering again does not); the marks survive an image rebuilt
+// from its own records, and the image they were applied to is unchanged.
+func TestApplyOfflineReplicas(t *testing.T) {
+	reg := func(epoch int64, incarnation string) Record {
+		return RegisterBrokerRecord{NodeID: 1, Epoch: epoch, IncarnationID: incarnation, Endpoints: []Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 1}}}
+	}
+	img := mustApply(t, []Record{reg(1, "one")}, topicA(2),
+		[]Record{PartitionChangeRecord{Topic: idA, Partition: 0, OfflineReplicas: []int32{1}}})
+	offline := func(img *Image) [][]int32 {
+		tp, _ := img.TopicByID(idA)
+		return [][]int32{tp.Partitions[0].OfflineReplicas, tp.Partitions[1].OfflineReplicas}
+	}
+	if got := offline(img); !reflect.DeepEqual(got, [][]int32{{1}, nil}) {
+		t.Fatalf("after the change: %v", got)
+	}
+	if tp, _ := img.TopicByID(idA); tp.Partitions[0].PartitionEpoch != 1 {
+		t.Fatalf("partition epoch %d after the change, want 1", tp.Partitions[0].PartitionEpoch)
+	}
+	rebuilt, err := Apply(EmptyImage(), img.Offset(), img.Records())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := offline(rebuilt); !reflect.DeepEqual(got, [][]int32{{1}, nil}) {
+		t.Fatalf("rebuilt from the image's records: %v", got)
+	}
+	same, err := Apply(img, img.Offset()+1, []Record{reg(2, "one")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := offline(same); !reflect.DeepEqual(got, [][]int32{{1}, nil}) {
+		t.Fatalf("after the same incarnation registered again: %v", got)
+	}
+	restarted, err := Apply(img, img.Offset()+1, []Record{reg(3, "two")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := offline(restarted); !reflect.DeepEqual(got, [][]int32{nil, nil}) {
+		t.Fatalf("after a new incarnation registered: %v", got)
+	}
+	if got := offline(img); !reflect.DeepEqual(got, [][]int32{{1}, nil}) {
+		t.Fatalf("the earlier image changed: %v", got)
+	}
+	cleared, err := Apply(img, img.Offset()+1, []Record{PartitionChangeRecord{Topic: idA, Partition: 0, OfflineReplicas: []int32{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := offline(cleared); !reflect.DeepEqual(got, [][]int32{nil, nil}) {
+		t.Fatalf("after a change clearing the marks: %v", got)
 	}
 }

@@ -73,6 +73,10 @@ type Partition struct {
 	// LeaderRecoveryState is Recovering after an unclean election until the leader
 	// reports it has recovered.
 	LeaderRecoveryState LeaderRecoveryState
+	// OfflineReplicas are the replicas whose broker reported them offline (their log
+	// directory failed) since it registered: none of them may lead or join the ISR
+	// until its broker registers again, as a new process (KIP-858's lost directory).
+	OfflineReplicas []int32
 }
 
 // Reassigning reports whether a reassignment of the partition is in progress.
@@ -212,7 +216,7 @@ func (img *Image) Records() []Record {
 				Replicas: slices.Clone(p.Replicas), ISR: slices.Clone(p.ISR),
 				Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
 				AddingReplicas: slices.Clone(p.AddingReplicas), RemovingReplicas: slices.Clone(p.RemovingReplicas),
-				LeaderRecoveryState: p.LeaderRecoveryState,
+				LeaderRecoveryState: p.LeaderRecoveryState, OfflineReplicas: slices.Clone(p.OfflineReplicas),
 			})
 		}
 		recs = appendConfigRecords(recs, ResourceTopic, t.Name, t.Configs)

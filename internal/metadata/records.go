@@ -82,7 +82,9 @@ type Endpoint struct {
 
 // RegisterBrokerRecord registers (or re-registers) a broker. IncarnationID is the
 // random id the broker process chose at start-up (32 hex digits), so that the
-// controller tells a restarted broker from a repeated registration.
+// controller tells a restarted broker from a repeated registration. A new incarnation
+// takes the broker out of every partition's OfflineReplicas: the new process reports
+// again what it cannot open.
 type RegisterBrokerRecord struct {
 	NodeID               NodeID     `json:"node_id"`
 	Epoch                int64      `json:"epoch"`
@@ -123,13 +125,14 @@ type PartitionRecord struct {
 	AddingReplicas      []int32             `json:"adding_replicas,omitempty"`
 	RemovingReplicas    []int32             `json:"removing_replicas,omitempty"`
 	LeaderRecoveryState LeaderRecoveryState `json:"leader_recovery_state,omitempty"`
+	OfflineReplicas     []int32             `json:"offline_replicas,omitempty"`
 }
 
 // PartitionChangeRecord changes some fields of an existing partition. A nil field is
-// unchanged (an empty, non-nil AddingReplicas or RemovingReplicas clears it). Any
-// change bumps PartitionEpoch; a change of leader, or BumpLeaderEpoch, also bumps
-// LeaderEpoch (the controller sets BumpLeaderEpoch when replicas leave the replica
-// set, so that they stop following).
+// unchanged (an empty, non-nil AddingReplicas, RemovingReplicas or OfflineReplicas
+// clears it). Any change bumps PartitionEpoch; a change of leader, or BumpLeaderEpoch,
+// also bumps LeaderEpoch (the controller sets BumpLeaderEpoch when replicas leave the
+// replica set, so that they stop following).
 type PartitionChangeRecord struct {
 	Topic               TopicID              `json:"topic"`
 	Partition           int32                `json:"partition"`
@@ -140,6 +143,8 @@ type PartitionChangeRecord struct {
 	RemovingReplicas    []int32              `json:"removing_replicas"`
 	LeaderRecoveryState *LeaderRecoveryState `json:"leader_recovery_state,omitempty"`
 	BumpLeaderEpoch     bool                 `json:"bump_leader_epoch,omitempty"`
+	// OfflineReplicas replaces Partition.OfflineReplicas.
+	OfflineReplicas []int32 `json:"offline_replicas"`
 }
 
 // LeaderRecoveryState says whether a partition's leader was elected uncleanly and has

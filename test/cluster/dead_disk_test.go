@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-streaming/samsa/internal/testutil"
@@ -26,12 +27,15 @@ import (
 //     controller moves the dead disk's leadership to an in-sync follower and takes
 //     the node out of both ISRs at once — before replica.lag.time.max.ms (60 s here)
 //     would drop it from the followed one, where before nothing ever moved the
-//     leadership — so writes to every partition go on.
+//     leadership — so writes to every partition go on. A partition whose only
+//     replica is on the dead disk is shown without a leader and with that replica
+//     offline by every node, not as led by it.
 //   - Killed (kill -9), then stopped cleanly (SIGTERM), and started again each time
 //     with the disk still dead: the node rejoins the ISR of its healthy partitions
 //     and nothing on the dead disk.
 //   - The disk repaired (mounted again) and the node restarted: it catches up, every replica is
-//     back in the ISR.
+//     back in the ISR, and the single-replica partitions are led again, with every
+//     record acknowledged (and flushed) before the disk died.
 //
 // Every acknowledged record is there once, in order, at its offset.
 func TestDeadDiskInACluster(t *testing.T) {
@@ -74,6 +78,7 @@ func TestDeadDiskInACluster(t *testing.T) {
 			func(m kmsg.MetadataResponseTopicPartition) bool { return m.Leader == leader })
 	}
 	l.waitAcks(t, 500, "writes with the new leaders")
+	solo := startSolo(t, c, admin, victim, disk.Dir)
 
 	disk.Fail(t)
 	died := time.Now()
@@ -101,6 +106,7 @@ func TestDeadDiskInACluster(t *testing.T) {
 	}
 	checkDeadDir(t, adm, victim, disk.Dir)
 	logUnavailability(t, l, fmt.Sprintf("node %d's dead disk", victim), died, []int32{led})
+	solo.waitOffline(t, "after the disk died")
 
 	// Killed, then stopped cleanly (SIGTERM: a controlled shutdown that cannot close
 	// the dead disk's logs), and started each time with the disk still dead.
@@ -127,6 +133,7 @@ func TestDeadDiskInACluster(t *testing.T) {
 			}
 		}
 	}
+	solo.waitOffline(t, "after the restarts with the disk dead")
 
 	// The disk repaired: mounted again, with what its journal had committed.
 	c.Node(victim).Kill()
@@ -136,9 +143,128 @@ func TestDeadDiskInACluster(t *testing.T) {
 	waitFullISR(t, admin, topic, partitions, 60*time.Second)
 	t.Logf("the disk repaired: node %d in every ISR %v after the restart", victim, time.Since(repaired).Round(time.Millisecond))
 	l.waitAcks(t, 500, "writes after the disk was repaired")
+	solo.checkBack(t)
 	h := l.stop(t)
 	h.check(t, c, topic)
 	inv.check()
+}
+
+// soloPartitions is a topic whose partitions have one replica each, all on the node
+// whose disk dies, some of them on that disk: where the node is the last (and only)
+// in-sync replica.
+type soloPartitions struct {
+	c               *testutil.Cluster
+	admin           *nodeClient
+	node            int32
+	onDisk, healthy []int32
+	records         int
+}
+
+const soloTopic = "deaddisk-solo"
+
+// startSolo creates the topic (4 partitions on node, flush.messages=1 so that what
+// is acknowledged survives the dead disk's lost page cache) and writes 20 records to
+// each partition.
+func startSolo(t *testing.T, c *testutil.Cluster, admin *nodeClient, node int32, disk string) *soloPartitions {
+	t.Helper()
+	s := &soloPartitions{c: c, admin: admin, node: node, records: 20}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = soloTopic, -1, -1
+	for p := range int32(4) {
+		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		a.Partition, a.Replicas = p, []int32{node}
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+	}
+	for k, v := range map[string]string{"min.insync.replicas": "1", "flush.messages": "1"} {
+		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+		cfg.Name, cfg.Value = k, kmsg.StringPtr(v)
+		rt.Configs = append(rt.Configs, cfg)
+	}
+	req.Topics = append(req.Topics, rt)
+	r, err := admin.request(ctxT(t, 30*time.Second), req)
+	if err != nil {
+		t.Fatalf("CreateTopics %s: %v", soloTopic, err)
+	}
+	if st := r.(*kmsg.CreateTopicsResponse).Topics[0]; st.ErrorCode != 0 {
+		t.Fatalf("CreateTopics %s: %v %v", soloTopic, kerr.ErrorForCode(st.ErrorCode), deref(st.ErrorMessage))
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.BrokerAddrs()...), kgo.DefaultProduceTopic(soloTopic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for p := range int32(4) {
+		for i := range s.records {
+			v := fmt.Sprintf("solo-%d-%d", p, i)
+			if err := cl.ProduceSync(ctxT(t, 30*time.Second), &kgo.Record{Partition: p, Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatalf("producing to %s-%d: %v", soloTopic, p, err)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(disk, fmt.Sprintf("%s-%d", soloTopic, p))); err == nil {
+			s.onDisk = append(s.onDisk, p)
+		} else {
+			s.healthy = append(s.healthy, p)
+		}
+	}
+	if len(s.onDisk) == 0 || len(s.healthy) == 0 {
+		t.Fatalf("node %d placed %v of %s's 4 partitions on its second log directory, want some there and some not", node, s.onDisk, soloTopic)
+	}
+	return s
+}
+
+// waitOffline waits until every node shows the partitions on the dead disk without a
+// leader and with the node's replica offline, and checks that those on its healthy
+// directory are still led by it.
+func (s *soloPartitions) waitOffline(t *testing.T, when string) {
+	t.Helper()
+	for _, n := range s.c.Nodes() {
+		cl := newNodeClient(t, n.Addr)
+		for _, p := range s.onDisk {
+			waitPartition(t, cl, soloTopic, p, 30*time.Second, fmt.Sprintf("%s: without a leader and node %d's replica offline, in node %d's metadata", when, s.node, n.ID),
+				func(m kmsg.MetadataResponseTopicPartition) bool {
+					return m.Leader == -1 && slices.Equal(m.OfflineReplicas, []int32{s.node})
+				})
+		}
+		for _, p := range s.healthy {
+			waitPartition(t, cl, soloTopic, p, 30*time.Second, fmt.Sprintf("%s: led by node %d, in node %d's metadata", when, s.node, n.ID),
+				func(m kmsg.MetadataResponseTopicPartition) bool { return m.Leader == s.node })
+		}
+	}
+}
+
+// checkBack waits until every partition is led by the node again and reads back the
+// records written to each.
+func (s *soloPartitions) checkBack(t *testing.T) {
+	t.Helper()
+	offsets := map[int32]kgo.Offset{}
+	for p := range int32(4) {
+		waitPartition(t, s.admin, soloTopic, p, 60*time.Second, fmt.Sprintf("led by node %d again", s.node),
+			func(m kmsg.MetadataResponseTopicPartition) bool { return m.Leader == s.node })
+		offsets[p] = kgo.NewOffset().AtStart()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.c.BrokerAddrs()...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{soloTopic: offsets}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	got := map[int32][]string{}
+	ctx := ctxT(t, 60*time.Second)
+	for n := 0; n < 4*s.records; {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of the %d records of %s back: %v", n, 4*s.records, soloTopic, got)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if want := fmt.Sprintf("solo-%d-%d", r.Partition, r.Offset); string(r.Value) != want {
+				t.Fatalf("%s-%d offset %d holds %q, want %q", soloTopic, r.Partition, r.Offset, r.Value, want)
+			}
+			got[r.Partition] = append(got[r.Partition], string(r.Value))
+			n++
+		})
+	}
 }
 
 // checkDeadDir: DescribeLogDirs (kadm) reports node's directory dead with
