@@ -624,7 +624,18 @@ func (c *Controller) proposeAll(ctx context.Context, batches [][]metadata.Record
 		case <-c.loopDone:
 			errs[i] = c.stoppedErr()
 		case <-ctx.Done():
-			errs[i] = ctx.Err()
+			// The entry is in the Raft log and may still commit. Until it has, or
+			// has failed with the leadership, the image lacks it, and a command
+			// computing changes from that image could undo part of it when both
+			// apply (a partition led by a replica its ISR no longer holds). So
+			// the command goroutine waits for the outcome (bounded: a leader that
+			// cannot commit loses its quorum within an election timeout); the
+			// caller of run has its answer (the context's error) already.
+			select {
+			case errs[i] = <-p.done:
+			case <-c.loopDone:
+				errs[i] = c.stoppedErr()
+			}
 		}
 	}
 	return errs

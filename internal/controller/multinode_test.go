@@ -350,3 +350,48 @@ func TestFollowerCatchesUpFromSnapshot(t *testing.T) {
 		t.Fatalf("restarted follower image differs")
 	}
 }
+
+// TestAbandonedProposalHoldsTheNextCommand: a command whose caller gave up while
+// its entry waited for the quorum does not let the next command compute changes
+// from an image without that entry. Both entries would commit once the quorum is
+// back, the second undoing or repeating part of the first; instead the second
+// command runs after the first entry applied and sees its result.
+func TestAbandonedProposalHoldsTheNextCommand(t *testing.T) {
+	cl := newCluster(t, 0, 1, 2, 3)
+	leader := cl.leader(1, 2, 3)
+	register(t, leader, leader.opts.NodeID)
+	var followers []int32
+	for _, id := range []int32{1, 2, 3} {
+		if id != leader.opts.NodeID {
+			followers = append(followers, id)
+			cl.net.isolate(id, true) // the clock stands still: the leader keeps leading
+		}
+	}
+	topic := []CreateTopic{{Name: "once", NumPartitions: 1, ReplicationFactor: 1}}
+	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if r := leader.CreateTopics(short, topic, false); !errors.Is(r[0].Err, context.DeadlineExceeded) {
+		t.Fatalf("CreateTopics without a quorum: %v, want the caller's deadline", r[0].Err)
+	}
+	second := make(chan error, 1)
+	go func() { second <- leader.CreateTopics(ctx(t), topic, false)[0].Err }()
+
+	for _, id := range followers {
+		cl.net.isolate(id, false)
+	}
+	var err error
+	cl.advanceUntil("the second CreateTopics", func() bool {
+		select {
+		case err = <-second:
+			return true
+		default:
+			return false
+		}
+	})
+	if !errors.Is(err, ErrTopicExists) {
+		t.Errorf("the second CreateTopics of a topic the abandoned one created: %v, want %v", err, ErrTopicExists)
+	}
+	if tp, ok := leader.Image().Topic("once"); !ok || len(tp.Partitions) != 1 {
+		t.Errorf("topic once: %+v, %v", tp, ok)
+	}
+}
