@@ -132,8 +132,33 @@ func (g *globals) anySeedReachable() bool {
 	return false
 }
 
-// kafkaHint suggests a fix for the Kafka errors users meet most.
+// brokerError is an error code a broker answered with and the message it gave,
+// which says more than the code's own description.
+type brokerError struct {
+	code *kerr.Error
+	msg  string
+}
+
+func (e *brokerError) Error() string { return e.code.Message + ": " + e.msg }
+func (e *brokerError) Unwrap() error { return e.code }
+
+// withBrokerMessage adds the message a broker sent with err (a Kafka error code).
+func withBrokerMessage(err error, msg string) error {
+	if err == nil || msg == "" {
+		return err
+	}
+	if ke, ok := errors.AsType[*kerr.Error](err); ok && ke == err {
+		return &brokerError{code: ke, msg: msg}
+	}
+	return fmt.Errorf("%w: %s", err, msg)
+}
+
+// kafkaHint suggests a fix for the Kafka errors users meet most, unless the broker
+// said what was wrong itself.
 func kafkaHint(err error) string {
+	if _, explained := errors.AsType[*brokerError](err); explained {
+		return ""
+	}
 	var ke *kerr.Error
 	if !errors.As(err, &ke) {
 		return ""
@@ -148,7 +173,7 @@ func kafkaHint(err error) string {
 	case kerr.InvalidPartitions:
 		return "the partition count must be at least 1 and, when adding, larger than the current count"
 	case kerr.InvalidConfig:
-		return "check the property name and value against Kafka's topic configuration reference"
+		return "check the property name and value against docs/config.md"
 	case kerr.InvalidTopicException:
 		return "topic names use only ASCII letters, digits, '.', '_' and '-', at most 249 characters"
 	case kerr.GroupIDNotFound:

@@ -21,6 +21,7 @@ func newGroupCmd(g *globals) *cobra.Command {
 		newGroupDescribeCmd(g),
 		newGroupDeleteCmd(g),
 		newGroupResetOffsetsCmd(g),
+		newGroupAlterConfigCmd(g),
 	)
 	return cmd
 }
@@ -80,6 +81,10 @@ type groupDescription struct {
 	Members      []groupMember  `json:"members"`
 	Partitions   []partitionLag `json:"partitions"`
 	TotalLag     int64          `json:"total_lag"`
+	// Configs are a consumer or share group's configs (none for a classic group);
+	// ConfigsError says why they could not be read.
+	Configs      []configEntry `json:"configs,omitempty"`
+	ConfigsError string        `json:"configs_error,omitempty"`
 }
 
 type groupMember struct {
@@ -113,30 +118,41 @@ type partitionLag struct {
 }
 
 func newGroupDescribeCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var allConfigs bool
+	cmd := &cobra.Command{
 		Use:   "describe GROUP",
 		Short: "Show a group's members, assignments, committed offsets and lag",
 		Long: `Show a group's state and members (client id, host, assigned partitions),
 then for every partition it is assigned or has committed to: the committed offset,
 the log end offset and the lag between them, and the total lag. Classic groups,
 KIP-848 consumer groups and share groups are all described; for a share group the
-committed offset is the share-partition start offset.`,
+committed offset is the share-partition start offset. For consumer and share groups
+it lists the configs set on the group (--all-configs: every group config).`,
 		Example: `  samsa group describe billing
   samsa group describe billing -o json | jq .total_lag`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			adm, ctx, done, err := g.admin(cmd.Context())
+			cl, adm, err := g.newAdminClient()
 			if err != nil {
 				return err
 			}
-			defer done()
+			defer cl.Close()
+			ctx, cancel := g.withTimeout(cmd.Context())
+			defer cancel()
 			desc, err := describeGroup(ctx, g, adm, a[0])
 			if err != nil {
 				return err
 			}
-			return renderGroupDescription(g.newOutput(cmd), desc)
+			if desc.Type == "consumer" || desc.Type == "share" {
+				if desc.Configs, err = groupConfigs(ctx, cl, a[0]); err != nil {
+					desc.ConfigsError = g.explain("describe the group's configs", err).Error()
+				}
+			}
+			return renderGroupDescription(g.newOutput(cmd), desc, allConfigs)
 		},
 	}
+	cmd.Flags().BoolVar(&allConfigs, "all-configs", false, "list every group config with its source, not only those set on the group")
+	return cmd
 }
 
 // groupState is what describe, reset-offsets and doctor read about a group:
@@ -341,7 +357,7 @@ func lagPartitions(st groupState) []topicPartition {
 	return out
 }
 
-func renderGroupDescription(o *output, d groupDescription) error {
+func renderGroupDescription(o *output, d groupDescription, allConfigs bool) error {
 	return o.render(d, func(w io.Writer) {
 		fmt.Fprintf(w, "Group:        %s\n", d.Group)
 		fmt.Fprintf(w, "Type:         %s\n", d.Type)
@@ -366,6 +382,9 @@ func renderGroupDescription(o *output, d groupDescription) error {
 					orDash(p.MemberID), orDash(p.ClientID), orDash(p.Host))
 			}
 			t.flush()
+		}
+		if d.Configs != nil || d.ConfigsError != "" {
+			renderConfigs(w, d.Configs, d.ConfigsError, "DYNAMIC_GROUP_CONFIG", allConfigs)
 		}
 	})
 }

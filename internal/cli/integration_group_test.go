@@ -34,6 +34,21 @@ type groupDescription struct {
 		Lag             *int64 `json:"lag"`
 	} `json:"partitions"`
 	TotalLag int64 `json:"total_lag"`
+	Configs  []struct {
+		Name   string  `json:"name"`
+		Value  *string `json:"value"`
+		Source string  `json:"source"`
+	} `json:"configs"`
+}
+
+// config returns the value and source of a config in the group's description.
+func (d groupDescription) config(name string) (value, source string) {
+	for _, c := range d.Configs {
+		if c.Name == name && c.Value != nil {
+			return *c.Value, c.Source
+		}
+	}
+	return "", ""
 }
 
 func (d groupDescription) assigned() int {

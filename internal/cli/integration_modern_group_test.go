@@ -2,12 +2,14 @@ package cli_test
 
 import (
 	"context"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/cli"
 	"github.com/samsa-streaming/samsa/internal/testutil"
 )
 
@@ -46,15 +48,9 @@ func TestGroupCommandsModernGroups(t *testing.T) {
 		})
 	}, "the consumer group described with its member and no lag")
 
-	// A share group reads everything and accepts it.
-	setGroupConfig := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "shared"
-	res.Configs = []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "share.auto.offset.reset", Value: kmsg.StringPtr("earliest")}}
-	setGroupConfig.Resources = append(setGroupConfig.Resources, res)
-	if _, err := setGroupConfig.RequestWith(ctx, cg); err != nil {
-		t.Fatal(err)
-	}
+	// A share group reads everything and accepts it: from the start, as `group
+	// alter-config` tells it before it exists (its default is the log end).
+	ok(t, b, "", "group", "alter-config", "shared", "--set", "share.auto.offset.reset=earliest")
 	sc, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ShareGroup("shared"), kgo.ConsumeTopics("modern"))
 	if err != nil {
 		t.Fatal(err)
@@ -96,5 +92,72 @@ func TestGroupCommandsModernGroups(t *testing.T) {
 	}
 	if types["m848"] != "consumer" || types["shared"] != "share" {
 		t.Fatalf("group list types: %v", types)
+	}
+}
+
+// TestGroupAlterConfig: `group alter-config` sets and removes a group's own configs
+// (GROUP resources), `group describe` shows them, and a value outside the broker's
+// bounds or a name that is not a group config is refused with the broker's reason.
+func TestGroupAlterConfig(t *testing.T) {
+	b := testutil.StartBroker(t,
+		"group.consumer.min.session.timeout.ms=500", "group.consumer.session.timeout.ms=3000",
+		"group.consumer.min.heartbeat.interval.ms=50", "group.consumer.heartbeat.interval.ms=200")
+	ok(t, b, "", "topic", "create", "cfg", "-p", "1")
+	cg, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ConsumerGroup("tuned"), kgo.ServerSideBalancer(), kgo.ConsumeTopics("cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cg.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go cg.PollFetches(ctx) // joins the group
+	testutil.WaitFor(t, 20*time.Second, func() bool {
+		return groupIs(t, b, "tuned", func(d groupDescription) bool { return d.Type == "consumer" && len(d.Members) == 1 })
+	}, "the KIP-848 member in the group")
+
+	out := ok(t, b, "", "group", "alter-config", "tuned", "--set", "consumer.session.timeout.ms=2000", "--set", "consumer.heartbeat.interval.ms=100")
+	if !strings.Contains(out, `set consumer.session.timeout.ms=2000 on group "tuned"`) {
+		t.Errorf("alter-config said %q", out)
+	}
+	d := describeGroup(t, b, "tuned")
+	if v, src := d.config("consumer.session.timeout.ms"); v != "2000" || src != "DYNAMIC_GROUP_CONFIG" {
+		t.Errorf("consumer.session.timeout.ms described as %q from %q, want 2000 from DYNAMIC_GROUP_CONFIG", v, src)
+	}
+	if v, src := d.config("consumer.heartbeat.interval.ms"); v != "100" || src != "DYNAMIC_GROUP_CONFIG" {
+		t.Errorf("consumer.heartbeat.interval.ms described as %q from %q", v, src)
+	}
+	text := ok(t, b, "", "group", "describe", "tuned")
+	if !regexp.MustCompile(`(?m)^consumer\.session\.timeout\.ms\s+2000\s+DYNAMIC_GROUP_CONFIG\s*$`).MatchString(text) ||
+		strings.Contains(text, "share.auto.offset.reset") {
+		t.Errorf("group describe lists the group's own configs only, as a table; got:\n%s", text)
+	}
+	if all := ok(t, b, "", "group", "describe", "tuned", "--all-configs"); !strings.Contains(all, "share.auto.offset.reset") {
+		t.Errorf("group describe --all-configs lacks the defaults:\n%s", all)
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--set", "consumer.session.timeout.ms=100"}, "consumer.session.timeout.ms=100"},
+		{[]string{"--set", "retention.ms=1000"}, "retention.ms is not a group config"},
+		{[]string{"--set", "consumer.heartbeat.interval.ms=5000"}, "consumer.heartbeat.interval.ms"},
+	} {
+		res := run(t, b, "", append([]string{"group", "alter-config", "tuned"}, c.args...)...)
+		if res.code != cli.ExitFailed || !strings.Contains(res.stderr, "INVALID_CONFIG") || !strings.Contains(res.stderr, c.want) {
+			t.Errorf("alter-config %v: exit %d, stderr %q; want exit %d naming INVALID_CONFIG and %q", c.args, res.code, res.stderr, cli.ExitFailed, c.want)
+		}
+	}
+	if v, _ := describeGroup(t, b, "tuned").config("consumer.session.timeout.ms"); v != "2000" {
+		t.Errorf("a refused change altered the config: %q", v)
+	}
+
+	ok(t, b, "", "group", "alter-config", "tuned", "--delete", "consumer.session.timeout.ms", "--delete", "consumer.heartbeat.interval.ms")
+	d = describeGroup(t, b, "tuned")
+	if v, src := d.config("consumer.session.timeout.ms"); v != "3000" || src == "DYNAMIC_GROUP_CONFIG" {
+		t.Errorf("after --delete: %q from %q, want the broker's 3000", v, src)
+	}
+	if text := ok(t, b, "", "group", "describe", "tuned"); !strings.Contains(text, "Configs: all defaults") {
+		t.Errorf("group describe with no group configs:\n%s", text)
 	}
 }

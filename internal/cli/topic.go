@@ -77,10 +77,7 @@ func runTopicCreate(cmd *cobra.Command, g *globals, name string, p int32, rf int
 	defer done()
 	resp, err := adm.CreateTopic(ctx, p, rf, cfg, name)
 	if err != nil {
-		if resp.ErrMessage != "" {
-			err = fmt.Errorf("%w: %s", err, resp.ErrMessage)
-		}
-		return g.explain(fmt.Sprintf("create topic %q", name), err)
+		return g.explain(fmt.Sprintf("create topic %q", name), withBrokerMessage(err, resp.ErrMessage))
 	}
 	res := topicCreated{Topic: name, Partitions: resp.NumPartitions, ReplicationFactor: resp.ReplicationFactor}
 	if resp.ID != (kadm.TopicID{}) {
@@ -267,9 +264,10 @@ func alterOps(sets, deletes []string) ([]kadm.AlterConfig, error) {
 	return ops, nil
 }
 
-// configsAltered is the JSON result of `topic alter-config`.
+// configsAltered is the JSON result of `topic alter-config` and `group alter-config`.
 type configsAltered struct {
-	Topic   string            `json:"topic"`
+	Topic   string            `json:"topic,omitempty"`
+	Group   string            `json:"group,omitempty"`
 	Set     map[string]string `json:"set"`
 	Deleted []string          `json:"deleted"`
 }
@@ -284,17 +282,20 @@ func runAlterConfig(cmd *cobra.Command, g *globals, name string, ops []kadm.Alte
 	if err == nil {
 		for _, r := range resps {
 			if r.Err != nil {
-				err = r.Err
-				if r.ErrMessage != "" {
-					err = fmt.Errorf("%w: %s", r.Err, r.ErrMessage)
-				}
+				err = withBrokerMessage(r.Err, r.ErrMessage)
 			}
 		}
 	}
 	if err != nil {
 		return g.explain(fmt.Sprintf("alter configs of topic %q", name), err)
 	}
-	res := configsAltered{Topic: name, Set: map[string]string{}, Deleted: []string{}}
+	return renderAltered(g.newOutput(cmd), configsAltered{Topic: name}, "topic "+strconv.Quote(name), ops)
+}
+
+// renderAltered reports the operations applied to the resource res names (its Topic
+// or Group set); what names it in the text ("topic \"orders\"").
+func renderAltered(o *output, res configsAltered, what string, ops []kadm.AlterConfig) error {
+	res.Set, res.Deleted = map[string]string{}, []string{}
 	for _, op := range ops {
 		if op.Op == kadm.SetConfig {
 			res.Set[op.Name] = *op.Value
@@ -302,12 +303,12 @@ func runAlterConfig(cmd *cobra.Command, g *globals, name string, ops []kadm.Alte
 			res.Deleted = append(res.Deleted, op.Name)
 		}
 	}
-	return g.newOutput(cmd).render(res, func(w io.Writer) {
+	return o.render(res, func(w io.Writer) {
 		for _, k := range sortedKeys(res.Set) {
-			fmt.Fprintf(w, "set %s=%s on topic %q\n", k, res.Set[k], name)
+			fmt.Fprintf(w, "set %s=%s on %s\n", k, res.Set[k], what)
 		}
 		for _, k := range res.Deleted {
-			fmt.Fprintf(w, "removed %s from topic %q (the default applies)\n", k, name)
+			fmt.Fprintf(w, "removed %s from %s (the default applies)\n", k, what)
 		}
 	})
 }
@@ -352,10 +353,7 @@ func runAddPartitions(cmd *cobra.Command, g *globals, name string, total int) er
 	resps, err := adm.UpdatePartitions(ctx, total, name)
 	if err == nil {
 		if r, ok := resps[name]; ok && r.Err != nil {
-			err = r.Err
-			if r.ErrMessage != "" {
-				err = fmt.Errorf("%w: %s", r.Err, r.ErrMessage)
-			}
+			err = withBrokerMessage(r.Err, r.ErrMessage)
 		}
 	}
 	if err != nil {
@@ -623,6 +621,10 @@ func configSource(s kmsg.ConfigSource) string {
 		return "DEFAULT_CONFIG"
 	case kmsg.ConfigSourceDynamicBrokerLoggerConfig:
 		return "DYNAMIC_BROKER_LOGGER_CONFIG"
+	case kmsg.ConfigSourceClientMetricsConfig:
+		return "DYNAMIC_CLIENT_METRICS_CONFIG"
+	case kmsg.ConfigSourceGroupConfig:
+		return "DYNAMIC_GROUP_CONFIG"
 	}
 	return "UNKNOWN"
 }
@@ -666,18 +668,20 @@ func renderTopicDescription(o *output, d topicDescription, allConfigs bool) erro
 				optInt(p.LogStartOffset), optInt(p.LogEndOffset), psize)
 		}
 		t.flush()
-		renderConfigs(w, d, allConfigs)
+		renderConfigs(w, d.Configs, d.ConfigsError, "DYNAMIC_TOPIC_CONFIG", allConfigs)
 	})
 }
 
-func renderConfigs(w io.Writer, d topicDescription, all bool) {
-	if d.ConfigsError != "" {
-		fmt.Fprintf(w, "\nConfigs: n/a (%s)\n", d.ConfigsError)
+// renderConfigs lists the configs set on the resource itself (source own), or all of
+// them, or says why they could not be read (configsError).
+func renderConfigs(w io.Writer, configs []configEntry, configsError, own string, all bool) {
+	if configsError != "" {
+		fmt.Fprintf(w, "\nConfigs: n/a (%s)\n", configsError)
 		return
 	}
 	var shown []configEntry
-	for _, c := range d.Configs {
-		if all || c.Source == "DYNAMIC_TOPIC_CONFIG" {
+	for _, c := range configs {
+		if all || c.Source == own {
 			shown = append(shown, c)
 		}
 	}

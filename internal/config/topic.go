@@ -255,7 +255,7 @@ func ValidateTopicConfig(name, value string) error {
 		if _, isBroker := brokerIndex[name]; isBroker {
 			return fmt.Errorf("%w: %s is a broker property, not a topic config", ErrUnknownProperty, name)
 		}
-		return fmt.Errorf("%w: unknown topic config %s", ErrUnknownProperty, name)
+		return fmt.Errorf("%w: %s is not a topic config", ErrUnknownProperty, name)
 	}
 	if err := p.spec.check(value); err != nil {
 		return invalidValue(name, value, err)

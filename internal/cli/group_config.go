@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Group configs (KIP-848, KIP-932) are GROUP resources of IncrementalAlterConfigs and
+// DescribeConfigs; kadm wraps those for topics and brokers only.
+
+func newGroupAlterConfigCmd(g *globals) *cobra.Command {
+	var sets, deletes []string
+	cmd := &cobra.Command{
+		Use:   "alter-config GROUP",
+		Short: "Set or remove a group's configs (session timeout, heartbeat interval, share.*)",
+		Long: `Change a KIP-848 consumer group's or a share group's configuration incrementally
+(IncrementalAlterConfigs on the GROUP resource): --set overrides a group config, --delete
+removes the override so the broker's default applies. The group need not exist yet.
+docs/config.md lists the group configs and the broker properties that bound them.`,
+		Example: `  samsa group alter-config billing --set consumer.session.timeout.ms=20000
+  samsa group alter-config jobs --set share.auto.offset.reset=earliest --delete share.record.lock.duration.ms`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ops, err := alterOps(sets, deletes)
+			if err != nil {
+				return err
+			}
+			return runGroupAlterConfig(cmd, g, a[0], ops)
+		},
+	}
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "group config key=value to set (repeatable)")
+	cmd.Flags().StringArrayVar(&deletes, "delete", nil, "group config key to remove (repeatable)")
+	return cmd
+}
+
+func runGroupAlterConfig(cmd *cobra.Command, g *globals, group string, ops []kadm.AlterConfig) error {
+	cl, _, err := g.newAdminClient()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := g.withTimeout(cmd.Context())
+	defer cancel()
+
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	for _, op := range ops {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value, c.Op = op.Name, op.Value, kmsg.IncrementalAlterConfigOp(op.Op)
+		res.Configs = append(res.Configs, c)
+	}
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil {
+		err = resourceError(len(resp.Resources), func(i int) (int16, *string) {
+			return resp.Resources[i].ErrorCode, resp.Resources[i].ErrorMessage
+		})
+	}
+	if err != nil {
+		return g.explain(fmt.Sprintf("alter configs of group %q", group), err)
+	}
+	return renderAltered(g.newOutput(cmd), configsAltered{Group: group}, "group "+strconv.Quote(group), ops)
+}
+
+// resourceError is the error of the first of n resources in an answer that has one,
+// with the broker's message.
+func resourceError(n int, at func(int) (int16, *string)) error {
+	if n == 0 {
+		return fmt.Errorf("the broker answered for no resource")
+	}
+	for i := range n {
+		if code, msg := at(i); code != 0 {
+			var text string
+			if msg != nil {
+				text = *msg
+			}
+			return withBrokerMessage(kerr.ErrorForCode(code), text)
+		}
+	}
+	return nil
+}
+
+// groupConfigs describes a group's configs, sorted by name.
+func groupConfigs(ctx context.Context, cl *kgo.Client, group string) ([]configEntry, error) {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil {
+		err = resourceError(len(resp.Resources), func(i int) (int16, *string) {
+			return resp.Resources[i].ErrorCode, resp.Resources[i].ErrorMessage
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := []configEntry{}
+	for _, c := range resp.Resources[0].Configs {
+		out = append(out, configEntry{Name: c.Name, Value: c.Value, Source: configSource(c.Source), Sensitive: c.IsSensitive})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
