@@ -60,7 +60,9 @@
 //     against the current image → build records → propose → wait until applied →
 //     answer. Because a command waits for its own entries before the next one
 //     validates, two concurrent CreateTopics of one name cannot both succeed. It
-//     owns the broker sessions and runs the periodic work (a timer on the injected
+//     waits so even when the caller has given up (its context ended): the entry may
+//     still commit, and the next command must see it; the wait ends when the entry
+//     applies or fails with the leadership (CheckQuorum). It owns the broker sessions and runs the periodic work (a timer on the injected
 //     clock only signals it).
 //   - the notifier calls Subscribe callbacks in apply order and then completes the
 //     proposals of that apply, so a caller returns only after subscribers saw the
