@@ -499,15 +499,32 @@ func (l *Log) flushLocked(persist bool) error {
 		l.syncFailedLocked(err)
 		return err
 	}
-	if err := l.epochs.persist(); err != nil {
-		return fmt.Errorf("writing the leader epoch checkpoint of %s: %w", l.dir, err)
-	}
 	l.mu.dirDirty, l.mu.parentDirty = false, false
+	if written, err := l.persistEpochs(); !written {
+		return err
+	}
 	l.advanceRecoveryPointLocked(end)
 	if persist && l.mu.stateDirty {
 		return l.writeStateLocked()
 	}
 	return nil
+}
+
+// persistEpochs writes the leader epoch checkpoint, which a flush does before the
+// recovery point moves past the epochs assigned since the last one; written reports
+// whether it may move. On a full disk the checkpoint stays pending (the next flush
+// writes it) and the recovery point where it is, so that a restart assigns those
+// epochs again from the batches above it: the data synced is not lost, and the flush
+// is not an error — the directory stays online, as for an append on a full disk.
+func (l *Log) persistEpochs() (written bool, err error) {
+	err = l.epochs.persist()
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, syscall.ENOSPC):
+		return false, nil
+	}
+	return false, fmt.Errorf("writing the leader epoch checkpoint of %s: %w", l.dir, err)
 }
 
 // syncFailedLocked records a failed fsync of segment data. Appends fail from then on:
@@ -653,9 +670,8 @@ func (l *Log) Flush() error {
 	if l.closed.Load() {
 		return ErrLogClosed
 	}
-	// Before the recovery point moves past the epochs assigned since the last flush.
-	if err := l.epochs.persist(); err != nil {
-		return fmt.Errorf("writing the leader epoch checkpoint of %s: %w", l.dir, err)
+	if written, err := l.persistEpochs(); !written {
+		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

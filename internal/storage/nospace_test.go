@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 )
 
 // TestDiskFull: every writer meets a full disk (ENOSPC) in turn — the segment write of
 // an append, the new segment of a roll, the producer snapshot and index files a roll
-// writes, log-state, the leader epoch checkpoint, Close. An append that cannot be
+// writes, log-state, the leader epoch checkpoint, Close — with flushes left to Flush
+// and with flush.messages=1 (each append flushes: syncs its data, writes the
+// checkpoint when a new epoch began, moves the recovery point). An append that cannot be
 // written fails with ErrNoSpace and leaves the log as it was (nothing acknowledged
 // that is not in the log); the others fail or log, corrupting nothing; once space is
 // freed appends continue at the right offsets without reopening; a restart (clean, or
@@ -33,14 +36,21 @@ func TestDiskFull(t *testing.T) {
 		{"every write", opWrite, "", true},
 	}
 	for _, tt := range tests {
-		for _, closeWhileFull := range []bool{false, true} {
+		for _, c := range []struct{ closeWhileFull, flushEach bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
 			name := tt.name
-			if closeWhileFull {
+			if c.closeWhileFull {
 				name += "/closed while full"
 			}
+			if c.flushEach {
+				name += "/flush.messages=1"
+			}
+			closeWhileFull := c.closeWhileFull
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				cfg := crashConfig()
+				if c.flushEach {
+					cfg.FlushIntervalMessages = 1
+				}
 				w := newWorld(t, cfg)
 				l := w.openLog(scenarioKey)
 				w.fillSegments(scenarioKey, 2, 5)
@@ -71,12 +81,16 @@ func TestDiskFull(t *testing.T) {
 					w.mustAppend(scenarioKey, 2, 5, 9) // space freed: appends continue
 				}
 				// The Manager writes the clean-shutdown marker only when Close succeeded.
+				epochs := l.EpochEntries()
 				clean := l.Close() == nil
 				w.fs.setInject(nil)
 				if m, _ := filepath.Glob(filepath.Join(l.Dir(), "*"+tmpSuffix)); len(m) > 0 {
 					t.Fatalf("left %v", m)
 				}
 				l2 := w.reopenLog(t, w.root, scenarioKey, clean)
+				if got := l2.EpochEntries(); !slices.Equal(got, epochs) {
+					t.Fatalf("leader epochs after the restart %v, want %v", got, epochs)
+				}
 				verifyLog(t, l2, w.ref[scenarioKey], expect{acked: w.ref[scenarioKey].end()})
 			})
 		}
