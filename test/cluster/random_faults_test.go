@@ -25,10 +25,11 @@ var (
 	// (mounting one needs root); without it the schedule leaves them out and says so.
 	faultsFullDisk = flag.Bool("faults.full-disk", true,
 		"let TestRandomFaults fill a node's second log directory now and then")
-	// Off in make test's short run, on in soaks: it found the follower-append race
-	// that replica.Partition.roleMu fixes, and too few soaks have run with it since
-	// to put the suite on it.
-	faultsDeadDisk = flag.Bool("faults.dead-disk", false,
+	// On in make test's short run since 2026-12-04: it found the follower-append race
+	// that replica.Partition.roleMu fixes, a flush that took a full disk offline and
+	// (likely) two controller entries built from one image; 20 short runs passed
+	// after those fixes.
+	faultsDeadDisk = flag.Bool("faults.dead-disk", true,
 		"let TestRandomFaults kill a node's second log directory's disk now and then (with -faults.full-disk)")
 )
 
