@@ -69,12 +69,19 @@ func (g *globals) newAdminClient() (*kgo.Client, *kadm.Client, error) {
 // admin builds an admin client and a context that ends after --timeout; done closes
 // the client and cancels the context.
 func (g *globals) admin(parent context.Context) (*kadm.Client, context.Context, func(), error) {
-	adm, closeAdm, err := g.newAdmin()
+	_, adm, ctx, done, err := g.adminClient(parent)
+	return adm, ctx, done, err
+}
+
+// adminClient is admin that also returns the franz-go client under the admin client,
+// for requests kadm does not wrap.
+func (g *globals) adminClient(parent context.Context) (*kgo.Client, *kadm.Client, context.Context, func(), error) {
+	cl, adm, err := g.newAdminClient()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	ctx, cancel := g.withTimeout(parent)
-	return adm, ctx, func() { cancel(); closeAdm() }, nil
+	return cl, adm, ctx, func() { cancel(); cl.Close() }, nil
 }
 
 // withTimeout returns a context that ends after --timeout.

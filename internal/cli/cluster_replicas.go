@@ -370,13 +370,11 @@ type reassignStarted struct {
 }
 
 func runReassign(cmd *cobra.Command, g *globals, moves []reassignment, cancel, wait bool) error {
-	cl, adm, err := g.newAdminClient()
+	cl, adm, ctx, done, err := g.adminClient(cmd.Context())
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	ctx, stop := g.withTimeout(cmd.Context())
-	defer stop()
+	defer done()
 	var topics []string
 	for _, m := range moves {
 		topics = append(topics, m.Topic)
@@ -684,13 +682,11 @@ much of the leader's log it has copied.`,
   samsa cluster reassignments --topic orders -o json`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, adm, err := g.newAdminClient()
+			cl, adm, ctx, done, err := g.adminClient(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer cl.Close()
-			ctx, cancel := g.withTimeout(cmd.Context())
-			defer cancel()
+			defer done()
 			var topics []string
 			if topic != "" {
 				topics = []string{topic}

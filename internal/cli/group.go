@@ -132,13 +132,11 @@ it lists the configs set on the group (--all-configs: every group config).`,
   samsa group describe billing -o json | jq .total_lag`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			cl, adm, err := g.newAdminClient()
+			cl, adm, ctx, done, err := g.adminClient(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer cl.Close()
-			ctx, cancel := g.withTimeout(cmd.Context())
-			defer cancel()
+			defer done()
 			desc, err := describeGroup(ctx, g, adm, a[0])
 			if err != nil {
 				return err

@@ -42,13 +42,11 @@ docs/config.md lists the group configs and the broker properties that bound them
 }
 
 func runGroupAlterConfig(cmd *cobra.Command, g *globals, group string, ops []kadm.AlterConfig) error {
-	cl, _, err := g.newAdminClient()
+	cl, _, ctx, done, err := g.adminClient(cmd.Context())
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	ctx, cancel := g.withTimeout(cmd.Context())
-	defer cancel()
+	defer done()
 
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	res := kmsg.NewIncrementalAlterConfigsRequestResource()
@@ -61,9 +59,10 @@ func runGroupAlterConfig(cmd *cobra.Command, g *globals, group string, ops []kad
 	req.Resources = append(req.Resources, res)
 	resp, err := req.RequestWith(ctx, cl)
 	if err == nil {
-		err = resourceError(len(resp.Resources), func(i int) (int16, *string) {
-			return resp.Resources[i].ErrorCode, resp.Resources[i].ErrorMessage
-		})
+		var r kmsg.IncrementalAlterConfigsResponseResource
+		if r, err = oneResource(resp.Resources); err == nil {
+			err = codeError(r.ErrorCode, r.ErrorMessage)
+		}
 	}
 	if err != nil {
 		return g.explain(fmt.Sprintf("alter configs of group %q", group), err)
@@ -71,22 +70,22 @@ func runGroupAlterConfig(cmd *cobra.Command, g *globals, group string, ops []kad
 	return renderAltered(g.newOutput(cmd), configsAltered{Group: group}, "group "+strconv.Quote(group), ops)
 }
 
-// resourceError is the error of the first of n resources in an answer that has one,
-// with the broker's message.
-func resourceError(n int, at func(int) (int16, *string)) error {
-	if n == 0 {
-		return fmt.Errorf("the broker answered for no resource")
+// oneResource is the answer for the one config resource asked about.
+func oneResource[T any](answered []T) (T, error) {
+	if len(answered) != 1 {
+		var zero T
+		return zero, fmt.Errorf("the broker answered for %d config resources, not 1", len(answered))
 	}
-	for i := range n {
-		if code, msg := at(i); code != 0 {
-			var text string
-			if msg != nil {
-				text = *msg
-			}
-			return withBrokerMessage(kerr.ErrorForCode(code), text)
-		}
+	return answered[0], nil
+}
+
+// codeError is the error a broker answered with (nil for none), with its message.
+func codeError(code int16, msg *string) error {
+	var text string
+	if msg != nil {
+		text = *msg
 	}
-	return nil
+	return withBrokerMessage(kerr.ErrorForCode(code), text)
 }
 
 // groupConfigs describes a group's configs, sorted by name.
@@ -96,16 +95,18 @@ func groupConfigs(ctx context.Context, cl *kgo.Client, group string) ([]configEn
 	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
 	req.Resources = append(req.Resources, res)
 	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	r, err := oneResource(resp.Resources)
 	if err == nil {
-		err = resourceError(len(resp.Resources), func(i int) (int16, *string) {
-			return resp.Resources[i].ErrorCode, resp.Resources[i].ErrorMessage
-		})
+		err = codeError(r.ErrorCode, r.ErrorMessage)
 	}
 	if err != nil {
 		return nil, err
 	}
 	out := []configEntry{}
-	for _, c := range resp.Resources[0].Configs {
+	for _, c := range r.Configs {
 		out = append(out, configEntry{Name: c.Name, Value: c.Value, Source: configSource(c.Source), Sensitive: c.IsSensitive})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

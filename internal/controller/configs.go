@@ -127,7 +127,7 @@ func (c *Controller) alterConfigs(ctx context.Context, resourceType int8, resour
 		}
 		if resourceType == metadata.ResourceTopic {
 			if err := c.opts.ValidateTopicConfig(name, v); err != nil {
-				return invalidConfig(name, err)
+				return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 			}
 		}
 		recs = append(recs, metadata.ConfigRecord{ResourceType: resourceType, ResourceName: resourceName, Name: name, Value: &v})
@@ -172,13 +172,4 @@ func opName(op int8) string {
 		return "SUBTRACT"
 	}
 	return strconv.Itoa(int(op))
-}
-
-// invalidConfig is ErrInvalidConfig for the validator's verdict on config name,
-// naming the config unless the verdict does.
-func invalidConfig(name string, err error) error {
-	if strings.Contains(err.Error(), name) {
-		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
-	}
-	return fmt.Errorf("%w: %s: %v", ErrInvalidConfig, name, err)
 }

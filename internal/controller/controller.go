@@ -45,7 +45,8 @@ type Options struct {
 	// DefaultReplicationFactor (default.replication.factor) is used when
 	// CreateTopics asks for -1; 0 means 1.
 	DefaultReplicationFactor int16
-	// ValidateTopicConfig checks one topic config; nil accepts everything.
+	// ValidateTopicConfig checks one topic config; its error names the config (the
+	// controller passes it on as the message). nil accepts everything.
 	ValidateTopicConfig func(name, value string) error
 	// ValidateGroupConfigs checks a GROUP resource's configs as a change leaves them
 	// (next), changed naming the configs set or deleted; nil: config.ValidateGroupConfigs

@@ -32,17 +32,17 @@ func testOptions(t *testing.T, dir string) Options {
 			switch name {
 			case "retention.ms":
 				if _, err := strconv.ParseInt(value, 10, 64); err != nil {
-					return fmt.Errorf("value %q is not a number", value)
+					return fmt.Errorf("%s=%q is not a number", name, value)
 				}
 			case "cleanup.policy":
 				for _, v := range splitList(value) {
 					if v != "delete" && v != "compact" {
-						return fmt.Errorf("value %q is not delete or compact", v)
+						return fmt.Errorf("%s: %q is not delete or compact", name, v)
 					}
 				}
 			case "compression.type", "segment.bytes":
 			default:
-				return fmt.Errorf("unknown config")
+				return fmt.Errorf("unknown config %s", name)
 			}
 			return nil
 		},

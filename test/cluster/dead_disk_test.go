@@ -168,7 +168,6 @@ const soloTopic = "deaddisk-solo"
 func startSolo(t *testing.T, c *testutil.Cluster, admin *nodeClient, node int32, disk string) *soloPartitions {
 	t.Helper()
 	s := &soloPartitions{c: c, admin: admin, node: node, records: 20}
-	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = soloTopic, -1, -1
 	for p := range int32(4) {
@@ -181,14 +180,7 @@ func startSolo(t *testing.T, c *testutil.Cluster, admin *nodeClient, node int32,
 		cfg.Name, cfg.Value = k, kmsg.StringPtr(v)
 		rt.Configs = append(rt.Configs, cfg)
 	}
-	req.Topics = append(req.Topics, rt)
-	r, err := admin.request(ctxT(t, 30*time.Second), req)
-	if err != nil {
-		t.Fatalf("CreateTopics %s: %v", soloTopic, err)
-	}
-	if st := r.(*kmsg.CreateTopicsResponse).Topics[0]; st.ErrorCode != 0 {
-		t.Fatalf("CreateTopics %s: %v %v", soloTopic, kerr.ErrorForCode(st.ErrorCode), deref(st.ErrorMessage))
-	}
+	createTopicAs(t, admin, rt)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.BrokerAddrs()...), kgo.DefaultProduceTopic(soloTopic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
 	if err != nil {

@@ -144,11 +144,19 @@ func controllerQuorum(ctx context.Context, addr string) (kmsg.DescribeQuorumResp
 // means the timed-out attempt went through.
 func createTopic(t testing.TB, c *nodeClient, name string, partitions int32, rf int16) {
 	t.Helper()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, rf
+	createTopicAs(t, c, rt)
+}
+
+// createTopicAs is createTopic for a topic spelled out in full (replica assignment,
+// configs).
+func createTopicAs(t testing.TB, c *nodeClient, rt kmsg.CreateTopicsRequestTopic) {
+	t.Helper()
+	name := rt.Topic
 	req := kmsg.NewPtrCreateTopicsRequest()
 	req.SetVersion(7)
 	req.TimeoutMillis = 15_000
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, rf
 	req.Topics = append(req.Topics, rt)
 	ctx := ctxT(t, 60*time.Second)
 	for attempt := 0; ; attempt++ {
