@@ -47,7 +47,7 @@ func (b *Broker) serveElectLeaders(ctx context.Context, req kmsg.Request) kmsg.R
 	}
 	results, err := b.controller.ElectLeaders(ctx, typ, targets)
 	if err != nil {
-		return failedResponse(r, errorCode(err), err.Error())
+		return failedResponse(r, errorCode(err), wireMessage(err))
 	}
 	index := map[string]int{}
 	for _, res := range results {

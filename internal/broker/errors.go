@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"strings"
 	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -79,6 +80,44 @@ func errorMessage(err error) *string {
 	if err == nil {
 		return nil
 	}
-	s := err.Error()
+	s := wireMessage(err)
 	return &s
+}
+
+// wireMessage is err's text for a client, which prints it after the error code's
+// name: the sentinel errors err wraps name the same category as the code, so the
+// names it starts with are dropped and the message says the thing once —
+// "invalid config: unknown property: foo is not a topic config" goes out as
+// "foo is not a topic config" under INVALID_CONFIG. A message that is nothing but a
+// sentinel's name is kept.
+func wireMessage(err error) string {
+	s := err.Error()
+	leaves := sentinels(err, nil)
+	for trimmed := true; trimmed; {
+		trimmed = false
+		for _, e := range leaves {
+			prefix := e.Error() + ": "
+			if len(s) > len(prefix) && strings.HasPrefix(s, prefix) {
+				s, trimmed = s[len(prefix):], true
+			}
+		}
+	}
+	return s
+}
+
+// sentinels appends to dst the errors at the ends of err's wrapping chains (errors
+// wrapping nothing), as errors.Is would visit them.
+func sentinels(err error, dst []error) []error {
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		if inner := u.Unwrap(); inner != nil {
+			return sentinels(inner, dst)
+		}
+	case interface{ Unwrap() []error }:
+		for _, inner := range u.Unwrap() {
+			dst = sentinels(inner, dst)
+		}
+		return dst
+	}
+	return append(dst, err)
 }

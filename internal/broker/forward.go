@@ -41,7 +41,7 @@ func (b *Broker) forward(req *protocol.Request, timeoutMs int32, visible func(*m
 		resp, err := b.channel.Send(ctx, req.Body)
 		if err != nil {
 			b.logger.Warn("no active controller answered a forwarded request", "api", kmsg.NameForKey(req.Key), "error", err)
-			failed := failedResponse(req.Body, kerr.RequestTimedOut.Code, err.Error())
+			failed := failedResponse(req.Body, kerr.RequestTimedOut.Code, wireMessage(err))
 			if refused != nil {
 				refused(failed)
 			}

@@ -76,7 +76,7 @@ func (b *Broker) serveAlterPartitionReassignments(ctx context.Context, req kmsg.
 	if len(todo) > 0 {
 		results, err := b.controller.AlterReassignments(ctx, todo)
 		if err != nil {
-			return failedResponse(r, errorCode(err), err.Error())
+			return failedResponse(r, errorCode(err), wireMessage(err))
 		}
 		for j, e := range results {
 			errs[todoIndex[j]] = e
@@ -111,7 +111,7 @@ func (b *Broker) serveListPartitionReassignments(_ context.Context, req kmsg.Req
 	}
 	list, err := b.controller.ListReassignments(topics)
 	if err != nil {
-		return failedResponse(r, errorCode(err), err.Error())
+		return failedResponse(r, errorCode(err), wireMessage(err))
 	}
 	index := map[string]int{}
 	for _, s := range list {

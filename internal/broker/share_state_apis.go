@@ -74,7 +74,7 @@ func shareStateResult(err error) (int16, *string) {
 	if err == nil {
 		return 0, nil
 	}
-	return shareCoordinatorErrorCode(err), kmsg.StringPtr(err.Error())
+	return shareCoordinatorErrorCode(err), errorMessage(err)
 }
 
 // shareStateContext bounds a share-coordinator request: its writes wait for the

@@ -169,6 +169,23 @@ func TestTopicCommands(t *testing.T) {
 	if dup.code != cli.ExitFailed || !strings.Contains(dup.stderr, "TOPIC_ALREADY_EXISTS") {
 		t.Fatalf("duplicate create: exit %d, stderr %q", dup.code, dup.stderr)
 	}
+	// A refusal names the error code once and then the broker's own words, without
+	// the categories the code already names.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"orders", "-p", "3"}, `TOPIC_ALREADY_EXISTS: topic "orders" already exists`},
+		{[]string{"other", "-c", "foo=bar"}, `INVALID_CONFIG: foo is not a topic config`},
+		{[]string{"other", "-c", "retention.ms=abc"}, `INVALID_CONFIG: retention.ms="abc": not a 64-bit integer`},
+		{[]string{"other", "-r", "3"}, `INVALID_REPLICATION_FACTOR: unable to replicate the partition 3 time(s): only 1 broker(s) are registered, unfenced and not shutting down`},
+	} {
+		res := run(t, b, "", append([]string{"topic", "create"}, c.args...)...)
+		want := `Error: create topic "` + c.args[0] + `": ` + c.want + "\n"
+		if res.code != cli.ExitFailed || res.stderr != want {
+			t.Errorf("topic create %v: exit %d, stderr %q; want exit %d and %q", c.args, res.code, res.stderr, cli.ExitFailed, want)
+		}
+	}
 
 	var list topicList
 	okJSON(t, b, &list, "topic", "list")

@@ -233,6 +233,9 @@ func (v list) check(s string) error {
 	}
 	for _, it := range items {
 		if v.values != nil && !contains(v.values, it) {
+			if len(items) == 1 { // the message names the value already
+				return fmt.Errorf("must be one of %s", strings.Join(v.values, ", "))
+			}
 			return fmt.Errorf("%q is not one of %s", it, strings.Join(v.values, ", "))
 		}
 		if v.item != nil {

@@ -127,7 +127,7 @@ func (c *Controller) alterConfigs(ctx context.Context, resourceType int8, resour
 		}
 		if resourceType == metadata.ResourceTopic {
 			if err := c.opts.ValidateTopicConfig(name, v); err != nil {
-				return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+				return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 			}
 		}
 		recs = append(recs, metadata.ConfigRecord{ResourceType: resourceType, ResourceName: resourceName, Name: name, Value: &v})
@@ -141,7 +141,7 @@ func (c *Controller) alterConfigs(ctx context.Context, resourceType int8, resour
 	}
 	if resourceType == metadata.ResourceGroup {
 		if err := c.opts.ValidateGroupConfigs(next, changed); err != nil {
-			return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
 	}
 	if validateOnly || len(recs) == 0 {

@@ -168,7 +168,7 @@ func (c *Controller) planTopic(img *metadata.Image, t CreateTopic, accepted map[
 	}
 	for _, name := range slices.Sorted(maps.Keys(t.Configs)) {
 		if err := c.opts.ValidateTopicConfig(name, t.Configs[name]); err != nil {
-			return fail(fmt.Errorf("%w: %v", ErrInvalidConfig, err))
+			return fail(fmt.Errorf("%w: %w", ErrInvalidConfig, err))
 		}
 	}
 
