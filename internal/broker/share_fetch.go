@@ -439,6 +439,9 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, sess *shareSessi
 	switch {
 	case err != nil: // nothing acquired is kept
 		out.code = shareErrorCode(err)
+		if errors.Is(err, share.ErrWindowTooWide) { // stays so until an operator acts
+			b.logger.Warn("share partition cannot be loaded", "group", k.Group, "topic_id", metadataTopicID(k.TopicID), "partition", k.Partition, "err", err)
+		}
 		out.records, out.runs = nil, nil
 	case readErr != nil:
 		out.code = shareErrorCode(readErr)

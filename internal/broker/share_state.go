@@ -303,6 +303,10 @@ func (s *shareStateLog) writeState(ctx context.Context, k share.Key, stateEpoch,
 		}
 	}
 	next := base.Merge(start, runs)
+	if next.End-next.Start > share.MaxWindow {
+		return fmt.Errorf("%w: %w: the state batches would widen the window to [%d, %d), more than the %d offsets a share partition holds",
+			kerr.InvalidRequest, share.ErrWindowTooWide, next.Start, next.End, share.MaxWindow)
+	}
 	if stateEpoch >= 0 {
 		next.StateEpoch = stateEpoch
 	}

@@ -490,7 +490,7 @@ var coreProperties = []property{
 	property{name: "group.share.delivery.count.limit", spec: atLeast(TypeInt, 2), def: "5",
 		doc: "How many times a record is delivered to share consumers before it is archived (the default of the group config share.delivery.count.limit)."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupShareDeliveryCountLimit })),
-	property{name: "group.share.partition.max.record.locks", spec: atLeast(TypeInt, 100), def: "2000",
+	property{name: "group.share.partition.max.record.locks", spec: between(TypeInt, 100, 10000), def: "2000",
 		doc: "Most records of one share partition in flight (acquired or waiting for redelivery) at once; as in Kafka, the batch that reaches the limit is acquired whole."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupSharePartitionMaxRecordLocks })),
 	property{name: "share.coordinator.state.topic.num.partitions", spec: atLeast(TypeInt, 1), def: "50",

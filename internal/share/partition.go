@@ -28,6 +28,8 @@ const (
 var (
 	ErrInvalidRecordState = errors.New("share: record not acquired by this member")
 	ErrInvalidAck         = errors.New("share: invalid acknowledgement")
+	// ErrWindowTooWide: a state would span more than MaxWindow offsets.
+	ErrWindowTooWide = errors.New("share: window too wide")
 )
 
 // Errors a Store returns when the share coordinator refuses a write (Kafka's
@@ -37,6 +39,13 @@ var (
 	ErrFencedLeaderEpoch = errors.New("share: a newer leader of the topic partition has read the state")
 	ErrFencedStateEpoch  = errors.New("share: the state was initialized again (a newer state epoch)")
 )
+
+// MaxWindow is the most offsets a share partition's window spans. Its records are held
+// one per offset, so an acquisition stops there, and a stored state or a share
+// coordinator's write that would span more is refused. In use the window stays far
+// below it: group.share.partition.max.record.locks is at most 10,000, and past that
+// only the rest of one batch is acquired.
+const MaxWindow = 1 << 20
 
 // PartitionConfig are the per-group limits of a share partition.
 type PartitionConfig struct {
@@ -295,7 +304,17 @@ func (p *Partition) Acquire(member string, batches [][2]int64, highWatermark int
 				break
 			}
 			if o >= p.end {
-				if len(p.recs) >= p.cfg.MaxInFlight && (strict || o == first) {
+				if o > p.end && p.start == p.end {
+					// The log has no record between the empty window and o (compaction
+					// removed them, or they are markers read_committed skips): the
+					// window moves to o instead of holding those offsets as done.
+					p.start, p.end, p.availFrom = o, o, o
+					p.dirty = true
+				}
+				// The window's width once it reaches o, counting offsets the log no
+				// longer has, which it holds as done until the records before them are.
+				width := o - p.start
+				if width >= int64(p.cfg.MaxInFlight) && (strict || o == first) || width >= MaxWindow {
 					break
 				}
 				for p.end < o { // offsets the log no longer has (compaction): done

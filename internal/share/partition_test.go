@@ -191,3 +191,68 @@ func TestPartitionInFlightLimitWholeBatches(t *testing.T) {
 		t.Fatalf("strict acquired %v, want [0, 99]", s)
 	}
 }
+
+// TestPartitionCompactionGap: offsets a compacted log no longer has, between an empty
+// window and the next batch, move the window instead of filling it; behind records
+// still in flight they count toward the in-flight limit like records, so a gap of
+// millions costs nothing and waits for the window to empty.
+func TestPartitionCompactionGap(t *testing.T) {
+	p := NewPartition(testCfg(), 0) // MaxInFlight 100
+	if a := p.Acquire("a", [][2]int64{{0, 0}}, 1<<40, 10, false, t0); len(a) != 1 || a[0] != (AcquiredRun{0, 0, 1}) {
+		t.Fatalf("a acquired %v", a)
+	}
+	// A small gap behind a record in flight is held as done.
+	if b := p.Acquire("b", [][2]int64{{50, 59}}, 1<<40, 10, false, t0); len(b) != 1 || b[0] != (AcquiredRun{50, 59, 1}) {
+		t.Fatalf("b acquired %v after a gap of 49", b)
+	}
+	if st, _ := p.StateOf(20); st != Archived {
+		t.Fatalf("offset 20 in the gap is %d, want archived", st)
+	}
+	// A gap wider than the limit waits for the records before it.
+	far := int64(10_000_000)
+	if c := p.Acquire("c", [][2]int64{{far, far + 9}}, 1<<40, 10, false, t0); len(c) != 0 || p.End() != 60 {
+		t.Fatalf("c acquired %v across a gap of millions behind records in flight; end %d", c, p.End())
+	}
+	if err := p.Acknowledge("a", 0, 0, []int8{AckAccept}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Acknowledge("b", 50, 59, []int8{AckAccept, AckAccept, AckAccept, AckAccept, AckAccept, AckAccept, AckAccept, AckAccept, AckAccept, AckAccept}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if p.Start() != 60 || p.End() != 60 {
+		t.Fatalf("window [%d, %d) after everything was acknowledged, want [60, 60)", p.Start(), p.End())
+	}
+	p.Begin()
+	c := p.Acquire("c", [][2]int64{{far, far + 9}}, 1<<40, 10, false, t0)
+	if len(c) != 1 || c[0] != (AcquiredRun{far, far + 9, 1}) || p.Start() != far || cap(p.arr) > 1000 {
+		t.Fatalf("c acquired %v; window [%d, %d) in an array of %d", c, p.Start(), p.End(), cap(p.arr))
+	}
+	// Undone (the state write failed): the window is back where it was.
+	p.Rollback()
+	if p.Start() != 60 || p.End() != 60 {
+		t.Fatalf("window [%d, %d) after the rollback, want [60, 60)", p.Start(), p.End())
+	}
+	if c := p.Acquire("c", [][2]int64{{far, far + 9}}, 1<<40, 10, false, t0); len(c) != 1 || c[0] != (AcquiredRun{far, far + 9, 1}) {
+		t.Fatalf("c acquired %v after the rollback", c)
+	}
+	if s := p.Snapshot(); s.Start != far || s.End != far+10 {
+		t.Fatalf("snapshot window [%d, %d)", s.Start, s.End)
+	}
+}
+
+// TestWindowBound: neither a batch of millions of records nor a stored state can
+// make a window wider than MaxWindow.
+func TestWindowBound(t *testing.T) {
+	p := NewPartition(testCfg(), 0)
+	if a := p.Acquire("a", [][2]int64{{0, 5 * MaxWindow}}, 1<<40, 1<<30, false, t0); len(a) != 1 || a[0] != (AcquiredRun{0, MaxWindow - 1, 1}) {
+		t.Fatalf("acquired %v from one huge batch, want [0, %d]", a, MaxWindow-1)
+	}
+	wide := Snapshot{Start: 5, End: 5 + 1<<40, Runs: []StateRun{{First: 5, Last: 4 + 1<<40, State: Archived, Deliveries: 1}}}
+	if _, err := FromSnapshot(testCfg(), wide); !errors.Is(err, ErrWindowTooWide) {
+		t.Fatalf("a stored window of 2^40 offsets: %v, want ErrWindowTooWide", err)
+	}
+	wide.End, wide.Runs[0].Last = 5+MaxWindow, 4+MaxWindow
+	if q, err := FromSnapshot(testCfg(), wide); err != nil || q.Start() != 5+MaxWindow {
+		t.Fatalf("a stored window of MaxWindow offsets: %v", err)
+	}
+}

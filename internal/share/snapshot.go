@@ -58,6 +58,9 @@ func FromSnapshot(cfg PartitionConfig, s Snapshot) (*Partition, error) {
 	if s.End < s.Start {
 		return nil, fmt.Errorf("share: snapshot end %d before start %d", s.End, s.Start)
 	}
+	if s.End-s.Start > MaxWindow {
+		return nil, fmt.Errorf("%w: the stored window [%d, %d) spans more than the %d offsets a share partition holds; reset the group's offsets (AlterShareGroupOffsets) or delete them (DeleteShareGroupOffsets)", ErrWindowTooWide, s.Start, s.End, MaxWindow)
+	}
 	p := &Partition{cfg: cfg, stateEpoch: s.StateEpoch, start: s.Start, end: s.End, availFrom: s.Start, arr: make([]record, s.End-s.Start)}
 	p.recs = p.arr
 	for _, run := range s.Runs {
