@@ -198,7 +198,8 @@ func (b *Broker) shareConfig(groupID string) share.PartitionConfig {
 	atoi := func(name string) int { return atoiOr(config.GroupValue(b.cfg, overrides, name), 0) }
 	return share.PartitionConfig{
 		LockDuration:  time.Duration(atoi("share.record.lock.duration.ms")) * time.Millisecond,
-		DeliveryLimit: int16(atoi("share.delivery.count.limit")),
+		// Clamped: a value stored before the limit was bounded must not wrap around.
+		DeliveryLimit: int16(min(max(atoi("share.delivery.count.limit"), 2), 10)),
 		MaxInFlight:   int(b.cfg.GroupSharePartitionMaxRecordLocks),
 	}
 }

@@ -29,6 +29,7 @@ package broker
 
 import (
 	"context"
+	"math"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -177,6 +178,8 @@ func shareWriteCheck(batches []kmsg.WriteShareGroupStateRequestTopicPartitionSta
 		switch {
 		case sb.LastOffset < sb.FirstOffset || sb.FirstOffset < 0:
 			return kerr.InvalidRequest.Code, kmsg.StringPtr("A state batch's last offset is before its first.")
+		case sb.LastOffset == math.MaxInt64:
+			return kerr.InvalidRequest.Code, kmsg.StringPtr("A state batch's last offset is the largest int64, past any offset a log can hold.")
 		case uint8(sb.DeliveryState) != share.Available && uint8(sb.DeliveryState) != share.Acknowledged && uint8(sb.DeliveryState) != share.Archived:
 			return kerr.InvalidRequest.Code, kmsg.StringPtr("A state batch's delivery state is not 0 (available), 2 (acknowledged) or 4 (archived).")
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -201,6 +202,7 @@ func TestShareCoordinatorAPIs(t *testing.T) {
 	expect("empty group", noGroup.read(0, 0).ErrorCode, kerr.InvalidRequest.Code)
 	expect("batch ending before it starts", c.write(1, 0, 0, 0, batch(5, 4, avail, 1)), kerr.InvalidRequest.Code)
 	expect("unknown delivery state", c.write(1, 0, 0, 0, batch(4, 4, 1, 1)), kerr.InvalidRequest.Code)
+	expect("a batch ending at the largest int64", c.write(1, 0, 0, 0, batch(5, math.MaxInt64, acked, 1)), kerr.InvalidRequest.Code)
 	expect("a window of 2^40 offsets", c.write(1, 0, 0, 0, batch(0, 1<<40, acked, 1)), kerr.InvalidRequest.Code)
 	expect("a window of 2^20 offsets", c.write(1, 0, 0, 0, batch(1<<20-1, 1<<20-1, avail, 1)), 0)
 	expectState("the refused write changed nothing", c.read(1, -1), "0/0: [0-4 0×2] [1048575-1048575 0×1]")

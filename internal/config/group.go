@@ -35,6 +35,16 @@ func intAtLeast(min int) func(string) error {
 	}
 }
 
+func intBetween(min, max int) func(string) error {
+	return func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < min || n > max {
+			return errors.New("must be an integer in [" + strconv.Itoa(min) + "," + strconv.Itoa(max) + "]")
+		}
+		return nil
+	}
+}
+
 var groupConfigs = []groupConfig{
 	{name: "consumer.session.timeout.ms", broker: "group.consumer.session.timeout.ms", valid: "[group.consumer.min.session.timeout.ms,...,group.consumer.max.session.timeout.ms]", typ: TypeInt,
 		doc:   "Session timeout of the group's consumer-protocol (KIP-848) members.",
@@ -77,9 +87,9 @@ var groupConfigs = []groupConfig{
 		doc:   "How long a share consumer holds the records it acquired.",
 		check: intAtLeast(1000),
 		def:   func(b *Broker) string { return strconv.Itoa(int(b.GroupShareRecordLockDurationMs)) }},
-	{name: "share.delivery.count.limit", broker: "group.share.delivery.count.limit", valid: "[2,...]", typ: TypeInt,
+	{name: "share.delivery.count.limit", broker: "group.share.delivery.count.limit", valid: "[2,10]", typ: TypeInt,
 		doc:   "How many times a record is delivered before it is archived.",
-		check: intAtLeast(2),
+		check: intBetween(2, 10),
 		def:   func(b *Broker) string { return strconv.Itoa(int(b.GroupShareDeliveryCountLimit)) }},
 	{name: "share.isolation.level", valid: "read_uncommitted, read_committed", typ: TypeString,
 		doc: "read_uncommitted, or read_committed: records up to the last stable offset, those of aborted transactions archived, never delivered.",

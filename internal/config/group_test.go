@@ -20,6 +20,8 @@ func TestValidateGroupConfigs(t *testing.T) {
 			"share.heartbeat.interval.ms=20000 is outside [group.share.min.heartbeat.interval.ms=5000, group.share.max.heartbeat.interval.ms=15000]"},
 		{"not a number", map[string]string{"consumer.heartbeat.interval.ms": "soon"}, []string{"consumer.heartbeat.interval.ms"},
 			"consumer.heartbeat.interval.ms=soon must be an integer"},
+		{"above Kafka's bound", map[string]string{"share.delivery.count.limit": "65536"}, []string{"share.delivery.count.limit"},
+			"share.delivery.count.limit=65536 must be an integer in [2,10]"},
 		{"unknown", map[string]string{"consumer.poll.ms": "1"}, []string{"consumer.poll.ms"}, "consumer.poll.ms is not a group config"},
 		{"deleted", map[string]string{}, []string{"consumer.session.timeout.ms"}, ""},
 		{"a bad value stored before is not checked again", map[string]string{"share.auto.offset.reset": "never", "share.delivery.count.limit": "3"},

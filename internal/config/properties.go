@@ -487,7 +487,7 @@ var coreProperties = []property{
 	property{name: "group.share.record.lock.duration.ms", spec: atLeast(TypeInt, 1000), def: "30000",
 		doc: "How long a share consumer holds the records it acquired before they go back (the default of the group config share.record.lock.duration.ms)."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupShareRecordLockDurationMs })),
-	property{name: "group.share.delivery.count.limit", spec: atLeast(TypeInt, 2), def: "5",
+	property{name: "group.share.delivery.count.limit", spec: between(TypeInt, 2, 10), def: "5",
 		doc: "How many times a record is delivered to share consumers before it is archived (the default of the group config share.delivery.count.limit)."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupShareDeliveryCountLimit })),
 	property{name: "group.share.partition.max.record.locks", spec: between(TypeInt, 100, 10000), def: "2000",

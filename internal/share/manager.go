@@ -146,7 +146,7 @@ func (m *Manager) Do(ctx context.Context, key Key, fn func(p *Partition) error) 
 	}
 	e.p.SetConfig(m.o.Config(key.Group))
 	e.p.Begin()
-	fnErr := fn(e.p)
+	fnErr := m.apply(e, fn)
 	if err := m.persistLocked(ctx, e); err != nil {
 		if errors.Is(err, ErrFencedLeaderEpoch) || errors.Is(err, ErrFencedStateEpoch) {
 			m.o.Logger.Warn("share partition state was fenced; it is read again at its next use", "group", key.Group, "partition", key.Partition, "err", err)
@@ -169,6 +169,20 @@ func (m *Manager) Do(ctx context.Context, key Key, fn func(p *Partition) error) 
 	}
 	m.armLocked(e)
 	return fnErr
+}
+
+// apply runs fn on e's partition; should fn panic, its changes are undone first, so
+// that the partition in memory stays as it was stored.
+func (m *Manager) apply(e *entry, fn func(p *Partition) error) error {
+	done := false
+	defer func() {
+		if !done {
+			e.p.Rollback()
+		}
+	}()
+	err := fn(e.p)
+	done = true
+	return err
 }
 
 // persistLocked writes the partition's snapshot if it changed: a Reset initializes

@@ -239,3 +239,41 @@ func TestManagerContextEndsLockExpiry(t *testing.T) {
 	default:
 	}
 }
+
+// TestManagerPanicUndone: a change that panics half-way is undone before the panic
+// goes on, so the partition in memory stays as stored and the next change works.
+func TestManagerPanicUndone(t *testing.T) {
+	store := &memStore{snaps: map[Key]Snapshot{}, epochs: map[Key]int32{}}
+	clk := clock.NewFake(t0)
+	m := NewManager(Options{
+		Store: store, Clock: clk,
+		Config:        func(string) PartitionConfig { return testCfg() },
+		InitialOffset: func(Key) (int64, error) { return 0, nil },
+		LeaderEpoch:   func(Key) (int32, error) { return 1, nil },
+	})
+	defer m.Close()
+	k := Key{Group: "g", Partition: 0}
+	ctx := context.Background()
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the panic did not reach the caller")
+			}
+		}()
+		_ = m.Do(ctx, k, func(p *Partition) error {
+			p.Acquire("a", [][2]int64{{0, 9}}, 10, 10, false, clk.Now())
+			panic("half-way")
+		})
+	}()
+	if err := m.Do(ctx, k, func(p *Partition) error {
+		if p.End() != 0 {
+			t.Errorf("window end %d after the panicking change, want 0 (undone)", p.End())
+		}
+		if a := p.Acquire("b", [][2]int64{{0, 9}}, 10, 10, false, clk.Now()); len(a) != 1 || a[0] != (AcquiredRun{0, 9, 1}) {
+			t.Errorf("acquired %v after the panic, want [0, 9] delivered once", a)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -383,7 +383,9 @@ func (p *Partition) ArchiveUndelivered(first, last, highWatermark int64) {
 // the whole range, or one per offset. Every offset must be acquired by member with its
 // lock still held; otherwise nothing changes and ErrInvalidRecordState is returned.
 func (p *Partition) Acknowledge(member string, first, last int64, types []int8, now time.Time) error {
-	if last < first || len(types) != 1 && int64(len(types)) != last-first+1 {
+	// first >= 0 keeps last-first+1 from overflowing, so no count of types matches a
+	// range wider than an int64 holds.
+	if first < 0 || last < first || len(types) == 0 || len(types) != 1 && int64(len(types)) != last-first+1 {
 		return ErrInvalidAck
 	}
 	m, nowNanos := p.memberOf(member, false), now.UnixNano()

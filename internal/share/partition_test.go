@@ -2,6 +2,7 @@ package share
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 )
@@ -254,5 +255,32 @@ func TestWindowBound(t *testing.T) {
 	wide.End, wide.Runs[0].Last = 5+MaxWindow, 4+MaxWindow
 	if q, err := FromSnapshot(testCfg(), wide); err != nil || q.Start() != 5+MaxWindow {
 		t.Fatalf("a stored window of MaxWindow offsets: %v", err)
+	}
+}
+
+// TestAcknowledgeHostileRanges: ranges an int64 cannot count and ranges without types
+// are refused, not indexed.
+func TestAcknowledgeHostileRanges(t *testing.T) {
+	p := NewPartition(testCfg(), 0)
+	p.Acquire("a", [][2]int64{{0, 9}}, 10, 10, false, t0)
+	for _, c := range []struct {
+		first, last int64
+		types       []int8
+	}{
+		{math.MinInt64, math.MaxInt64, nil},
+		{math.MinInt64, math.MaxInt64, []int8{AckAccept}},
+		{0, 9, nil},
+		{-1, 0, []int8{AckAccept, AckAccept}},
+		{0, math.MaxInt64, []int8{}},
+	} {
+		if err := p.Acknowledge("a", c.first, c.last, c.types, t0); !errors.Is(err, ErrInvalidAck) {
+			t.Errorf("Acknowledge(%d, %d, %v) = %v, want ErrInvalidAck", c.first, c.last, c.types, err)
+		}
+	}
+	if err := p.Acknowledge("a", 0, math.MaxInt64, []int8{AckAccept}, t0); !errors.Is(err, ErrInvalidRecordState) {
+		t.Errorf("a range past the window: %v, want ErrInvalidRecordState", err)
+	}
+	if st, _ := p.StateOf(0); st != Acquired {
+		t.Errorf("offset 0 is %d after refused acknowledgements, want acquired", st)
 	}
 }
