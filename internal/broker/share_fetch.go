@@ -66,6 +66,7 @@ type shareSession struct {
 	conn  uint64    // the connection that opened it (protocol.Request.ConnID; 0: none)
 	epoch int32     // the epoch the next request must carry
 	parts []share.Key
+	in    map[share.Key]struct{} // parts, as a set
 	// done is closed when the session ends (closed, opened again, or its connection
 	// closed): a fetch of it stops waiting and acquires nothing more.
 	done chan struct{}
@@ -114,18 +115,30 @@ func (s *shareSessions) use(group, member string, conn uint64, epoch int32, add 
 	case epoch != sess.epoch:
 		return nil, nil, false, kerr.InvalidShareSessionEpoch.Code
 	}
+	// A set beside the list, so that a request naming many partitions costs time in
+	// proportion to them, not to their square.
+	if sess.in == nil {
+		sess.in = make(map[share.Key]struct{}, len(add))
+	}
 	for _, k := range add {
-		if !containsKey(sess.parts, k) {
+		if _, ok := sess.in[k]; !ok {
+			sess.in[k] = struct{}{}
 			sess.parts = append(sess.parts, k)
 		}
 	}
+	forgotten := false
 	for _, k := range forget {
-		for i, p := range sess.parts {
-			if p == k {
-				sess.parts = append(sess.parts[:i:i], sess.parts[i+1:]...)
-				break
-			}
+		if _, ok := sess.in[k]; ok {
+			delete(sess.in, k)
+			forgotten = true
 		}
+	}
+	if forgotten {
+		// A new array: the lists handed out before share the old one.
+		sess.parts = slices.DeleteFunc(slices.Clone(sess.parts), func(k share.Key) bool {
+			_, ok := sess.in[k]
+			return !ok
+		})
 	}
 	sess.epoch = nextSessionEpoch(epoch)
 	return sess, append([]share.Key(nil), sess.parts...), false, 0
@@ -182,22 +195,13 @@ func (b *Broker) releaseShareSession(ctx context.Context, member string, parts [
 	}
 }
 
-func containsKey(keys []share.Key, k share.Key) bool {
-	for _, x := range keys {
-		if x == k {
-			return true
-		}
-	}
-	return false
-}
-
 // shareConfig is a group's share-partition limits: its group configs over the
 // broker's defaults.
 func (b *Broker) shareConfig(groupID string) share.PartitionConfig {
 	overrides := b.image().GroupConfigs(groupID)
 	atoi := func(name string) int { return atoiOr(config.GroupValue(b.cfg, overrides, name), 0) }
 	return share.PartitionConfig{
-		LockDuration:  time.Duration(atoi("share.record.lock.duration.ms")) * time.Millisecond,
+		LockDuration: time.Duration(atoi("share.record.lock.duration.ms")) * time.Millisecond,
 		// Clamped: a value stored before the limit was bounded must not wrap around.
 		DeliveryLimit: int16(min(max(atoi("share.delivery.count.limit"), 2), 10)),
 		MaxInFlight:   int(b.cfg.GroupSharePartitionMaxRecordLocks),
@@ -530,14 +534,15 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 
 	var add, forget []share.Key
 	acks := map[share.Key][]shareAck{}
-	var order []share.Key
+	var order []share.Key // the partitions answered, in the request's order
+	inOrder := map[share.Key]bool{}
 	for _, t := range r.Topics {
 		for _, p := range t.Partitions {
 			k := share.Key{Group: groupID, TopicID: t.TopicID, Partition: p.Partition}
 			add = append(add, k)
 			for _, a := range p.AcknowledgementBatches {
-				if _, ok := acks[k]; !ok {
-					order = append(order, k)
+				if !inOrder[k] {
+					order, inOrder[k] = append(order, k), true
 				}
 				acks[k] = append(acks[k], shareAck{a.FirstOffset, a.LastOffset, a.AcknowledgeTypes})
 			}
@@ -577,8 +582,15 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 		result(k).AcknowledgeErrorCode = b.shareAcknowledge(actx, k, member, acks[k])
 		acancel()
 	}
+	var fetched map[share.Key]bool // the session's partitions, when acknowledgements need them
+	if len(order) > 0 {
+		fetched = make(map[share.Key]bool, len(parts))
+		for _, k := range parts {
+			fetched[k] = true
+		}
+	}
 	for _, k := range order {
-		if !closing && containsKey(parts, k) {
+		if !closing && fetched[k] {
 			pendingAcks[k] = acks[k]
 		} else {
 			acknowledge(k)
@@ -615,8 +627,8 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 				continue
 			}
 			rp := result(k)
-			if !containsKey(order, k) {
-				order = append(order, k)
+			if !inOrder[k] {
+				order, inOrder[k] = append(order, k), true
 			}
 			rp.ErrorCode = a.code
 			if rp.Records == nil {

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -275,5 +276,39 @@ func TestShareFetchAcknowledgesWithAcquisition(t *testing.T) {
 	}
 	if len(rp.AcquiredRecords) != 1 || rp.AcquiredRecords[0].FirstOffset != 3 || rp.AcquiredRecords[0].LastOffset != 3 {
 		t.Fatalf("acquired %v, want offset 3", rp.AcquiredRecords)
+	}
+}
+
+// TestShareSessionPartitions: a session's partitions keep the order they were added
+// in, a partition named twice is held once, forgetting removes it, and lists handed
+// out earlier are not changed by later requests.
+func TestShareSessionPartitions(t *testing.T) {
+	var s shareSessions
+	key := func(p int32) share.Key { return share.Key{Group: "g", Partition: p} }
+	keys := func(ps ...int32) []share.Key {
+		var out []share.Key
+		for _, p := range ps {
+			out = append(out, key(p))
+		}
+		return out
+	}
+	_, first, _, code := s.use("g", "m", 0, 0, keys(3, 1, 3, 2), nil, true)
+	if code != 0 || !slices.Equal(first, keys(3, 1, 2)) {
+		t.Fatalf("opened with %v (code %d), want [3 1 2]", first, code)
+	}
+	_, next, _, code := s.use("g", "m", 0, 1, keys(4, 1), keys(1, 9), true)
+	if code != 0 || !slices.Equal(next, keys(3, 2, 4)) {
+		t.Fatalf("after adding 4 and 1 and forgetting 1 and 9: %v (code %d), want [3 2 4]", next, code)
+	}
+	if !slices.Equal(first, keys(3, 1, 2)) {
+		t.Fatalf("the first list changed to %v", first)
+	}
+	many := make([]share.Key, 100_000)
+	for i := range many {
+		many[i] = key(int32(i))
+	}
+	_, all, _, _ := s.use("g", "m", 0, 2, many, nil, true)
+	if len(all) != 100_000 || all[0] != key(3) || all[2] != key(4) || all[3] != key(0) {
+		t.Fatalf("after adding 100,000 partitions: %d, starting %v", len(all), all[:4])
 	}
 }
