@@ -98,15 +98,26 @@ func (c *Controller) alterConfigs(ctx context.Context, resourceType int8, resour
 			if op.Value == nil {
 				return fmt.Errorf("%w: %s of %s without a value", ErrInvalidRequest, opName(op.Op), op.Name)
 			}
+			// Linear in the items: a set of the list's items, then one pass.
 			list := splitList(next[op.Name])
-			for _, v := range splitList(*op.Value) {
-				i := slices.Index(list, v)
-				switch {
-				case op.Op == OpAppend && i < 0:
-					list = append(list, v)
-				case op.Op == OpSubtract && i >= 0:
-					list = slices.Delete(list, i, i+1)
+			in := make(map[string]bool, len(list))
+			for _, v := range list {
+				in[v] = true
+			}
+			items := splitList(*op.Value)
+			if op.Op == OpAppend {
+				for _, v := range items {
+					if !in[v] {
+						in[v] = true
+						list = append(list, v)
+					}
 				}
+			} else {
+				drop := make(map[string]bool, len(items))
+				for _, v := range items {
+					drop[v] = true
+				}
+				list = slices.DeleteFunc(list, func(v string) bool { return drop[v] })
 			}
 			if len(list) == 0 {
 				delete(next, op.Name)

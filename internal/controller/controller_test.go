@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -117,7 +118,7 @@ func TestCreateTopicsValidation(t *testing.T) {
 		{"collides", CreateTopic{Name: "exists_here", NumPartitions: 1, ReplicationFactor: 1}, ErrInvalidTopic},
 		{"zero partitions", CreateTopic{Name: "t", NumPartitions: 0, ReplicationFactor: 1}, ErrInvalidPartitions},
 		{"negative partitions", CreateTopic{Name: "t", NumPartitions: -2, ReplicationFactor: 1}, ErrInvalidPartitions},
-		{"too many partitions", CreateTopic{Name: "t", NumPartitions: maxNewPartitions + 1, ReplicationFactor: 1}, ErrInvalidPartitions},
+		{"too many partitions", CreateTopic{Name: "t", NumPartitions: maxNewPartitions + 1, ReplicationFactor: 1}, ErrPolicyViolation},
 		{"zero replication", CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 0}, ErrInvalidReplicationFactor},
 		{"replication above brokers", CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 3}, ErrInvalidReplicationFactor},
 		{"bad config value", CreateTopic{Name: "t", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"retention.ms": "soon"}}, ErrInvalidConfig},
@@ -151,6 +152,37 @@ func TestCreateTopicsValidation(t *testing.T) {
 			t.Fatalf("message %q does not name the config", msg)
 		}
 	})
+}
+
+// TestCreateTopicsPartitionsPerRequest: the partitions of all the topics of one
+// request count toward the bound, and past it the whole request is refused.
+func TestCreateTopicsPartitionsPerRequest(t *testing.T) {
+	c := startSingle(t, t.TempDir(), 1)
+	half := int32(maxNewPartitions/2 + 1)
+	res := c.CreateTopics(ctx(t), []CreateTopic{
+		{Name: "small", NumPartitions: 1, ReplicationFactor: 1},
+		{Name: "big1", NumPartitions: half, ReplicationFactor: 1},
+		{Name: "big2", NumPartitions: -1, ReplicationFactor: -1, Assignments: assignOneBroker(int(half))},
+	}, false)
+	for _, r := range res {
+		if !errors.Is(r.Err, ErrPolicyViolation) || !strings.Contains(r.Err.Error(), fmt.Sprint(2*half+1)) {
+			t.Errorf("%s: %v, want a policy violation naming %d partitions", r.Name, r.Err, 2*half+1)
+		}
+	}
+	if n := len(c.Image().Topics()); n != 0 {
+		t.Fatalf("%d topics created by a refused request", n)
+	}
+	if res := c.CreateTopics(ctx(t), []CreateTopic{{Name: "big1", NumPartitions: half, ReplicationFactor: 1}}, false); res[0].Err != nil {
+		t.Fatalf("one topic within the bound: %v", res[0].Err)
+	}
+}
+
+func assignOneBroker(n int) map[int32][]int32 {
+	m := make(map[int32][]int32, n)
+	for p := range n {
+		m[int32(p)] = []int32{1}
+	}
+	return m
 }
 
 func TestCreateTopicsBatch(t *testing.T) {

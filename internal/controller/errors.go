@@ -67,6 +67,9 @@ var (
 	ErrEligibleLeadersNotAvailable = errors.New("eligible leaders not available")
 	// ErrNoReassignmentInProgress: NO_REASSIGNMENT_IN_PROGRESS.
 	ErrNoReassignmentInProgress = errors.New("no reassignment in progress")
+	// ErrPolicyViolation: a request Kafka refuses as a whole by policy (too many
+	// partitions created at once).
+	ErrPolicyViolation = errors.New("policy violation")
 	// ErrClosed: the controller is closed (or its metadata log failed); the broker
 	// should answer NOT_CONTROLLER or shut down.
 	ErrClosed = errors.New("controller closed")
@@ -104,6 +107,7 @@ var errorCodes = []struct {
 	{ErrPreferredLeaderNotAvailable, kerr.PreferredLeaderNotAvailable},
 	{ErrEligibleLeadersNotAvailable, kerr.EligibleLeadersNotAvailable},
 	{ErrNoReassignmentInProgress, kerr.NoReassignmentInProgress},
+	{ErrPolicyViolation, kerr.PolicyViolation},
 }
 
 // ErrorCode returns the Kafka error code for err when it wraps one of this

@@ -33,9 +33,9 @@ type TopicResult struct {
 // maxTopicNameLength is Kafka's limit (249: room for a partition suffix in a file name).
 const maxTopicNameLength = 249
 
-// maxNewPartitions bounds the partitions one call may create, so that no request
-// can make the controller build an unbounded metadata entry (Kafka bounds records
-// per controller operation similarly).
+// maxNewPartitions bounds the partitions one call may create, all its topics
+// together, so that no request can make the controller build an unbounded metadata
+// entry (Kafka's limit on partitions per CreateTopics request, POLICY_VIOLATION).
 const maxNewPartitions = 10_000
 
 // clusterMetadataTopic would collide with the metadata log directory on disk.
@@ -93,11 +93,29 @@ func (c *Controller) createTopics(ctx context.Context, topics []CreateTopic, val
 	}
 	img := c.Image()
 	count := map[string]int{}
+	total := int64(0)
 	for _, t := range topics {
 		count[t.Name]++
+		n := int64(t.NumPartitions)
+		switch {
+		case len(t.Assignments) > 0:
+			n = int64(len(t.Assignments))
+		case n == -1:
+			n = int64(c.opts.DefaultNumPartitions)
+		}
+		total += max(n, 0)
 	}
-	// Names accepted so far in this call, so that two of them cannot collide.
-	accepted := map[string]bool{}
+	if total > maxNewPartitions {
+		// As Kafka: the whole request is refused, not its topics past the bound.
+		for i, t := range topics {
+			results[i] = errorResult(t.Name, fmt.Errorf("%w: the request creates %d partitions in all, more than the %d one request may create; create the topics in several requests",
+				ErrPolicyViolation, total, maxNewPartitions))
+		}
+		return results
+	}
+	// Names accepted so far in this call, by their normalized form, so that two of
+	// them cannot collide.
+	accepted := map[string]string{}
 	var batches [][]metadata.Record
 	var batchOf []int // result index of each batch
 	for i, t := range topics {
@@ -110,7 +128,7 @@ func (c *Controller) createTopics(ctx context.Context, topics []CreateTopic, val
 		if res.Err != nil {
 			continue
 		}
-		accepted[t.Name] = true
+		accepted[normalizeTopicName(t.Name)] = t.Name
 		if validateOnly {
 			results[i].ID = metadata.TopicID{}
 			continue
@@ -136,7 +154,7 @@ func (c *Controller) createTopics(ctx context.Context, topics []CreateTopic, val
 
 // planTopic validates t against img (and the names accepted earlier in the same call)
 // and returns the records that create it.
-func (c *Controller) planTopic(img *metadata.Image, t CreateTopic, accepted map[string]bool) ([]metadata.Record, TopicResult) {
+func (c *Controller) planTopic(img *metadata.Image, t CreateTopic, accepted map[string]string) ([]metadata.Record, TopicResult) {
 	fail := func(err error) ([]metadata.Record, TopicResult) { return nil, errorResult(t.Name, err) }
 	if err := ValidateTopicName(t.Name); err != nil {
 		return fail(err)
@@ -147,10 +165,8 @@ func (c *Controller) planTopic(img *metadata.Image, t CreateTopic, accepted map[
 	if other := img.CollidingTopic(t.Name); other != "" {
 		return fail(fmt.Errorf("%w: topic %q collides with existing topic %q ('.' and '_' are treated alike)", ErrInvalidTopic, t.Name, other))
 	}
-	for name := range accepted {
-		if name != t.Name && normalizeTopicName(name) == normalizeTopicName(t.Name) {
-			return fail(fmt.Errorf("%w: topic %q collides with topic %q ('.' and '_' are treated alike)", ErrInvalidTopic, t.Name, name))
-		}
+	if name, ok := accepted[normalizeTopicName(t.Name)]; ok && name != t.Name {
+		return fail(fmt.Errorf("%w: topic %q collides with topic %q ('.' and '_' are treated alike)", ErrInvalidTopic, t.Name, name))
 	}
 
 	var assignment [][]int32
