@@ -211,7 +211,7 @@ func (b *Broker) fetchResponse(r *kmsg.FetchRequest, st *fetchState) protocol.Re
 // serveConsumer (fetch_consumer.go).
 func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 	img := b.image()
-	remaining := fetchByteLimit(r.MaxBytes)
+	remaining := b.fetchByteLimit(r.MaxBytes, st.replicaID < 0)
 	var (
 		total     int64
 		answerNow bool
@@ -269,12 +269,18 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 	return total, answerNow
 }
 
-// fetchByteLimit is a fetch's MaxBytes, none (the largest int32) when not positive.
-func fetchByteLimit(maxBytes int32) int64 {
+// fetchByteLimit is the most bytes a fetch is answered with: its MaxBytes (0 or less:
+// no limit of its own), and for a consumer no more than fetch.max.bytes, as Kafka
+// bounds it. A first batch larger than that still comes whole.
+func (b *Broker) fetchByteLimit(maxBytes int32, consumer bool) int64 {
+	limit := int64(maxBytes)
 	if maxBytes <= 0 {
-		return 1<<31 - 1
+		limit = 1<<31 - 1
 	}
-	return int64(maxBytes)
+	if consumer {
+		limit = min(limit, int64(b.cfg.FetchMaxBytes))
+	}
+	return limit
 }
 
 // newFetchPartitionResult is partition's result before it is read: no offsets known,
@@ -300,7 +306,7 @@ func (b *Broker) servePartition(st *fetchState, r *kmsg.FetchRequest, img *metad
 // fetch.
 func (b *Broker) readAgain(r *kmsg.FetchRequest, st *fetchState, indexes []int) (int64, bool) {
 	img := b.image()
-	limit := fetchByteLimit(r.MaxBytes)
+	limit := b.fetchByteLimit(r.MaxBytes, st.replicaID < 0)
 	answerNow := false
 	for _, i := range indexes {
 		slot := st.slots[i]

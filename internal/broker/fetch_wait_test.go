@@ -134,3 +134,40 @@ func TestLongPollWokenTwiceByOnePartition(t *testing.T) {
 		t.Fatalf("%d and %d channels still registered on wa and wb after the answer", na, nb)
 	}
 }
+
+// TestFetchMaxBytes: a consumer's fetch is answered with no more than fetch.max.bytes
+// whatever MaxBytes it asks for, the first batch whole.
+func TestFetchMaxBytes(t *testing.T) {
+	b := startTestBroker(t)
+	shareTestTopic(t, b, "capped")
+	tp, _ := b.image().Topic("capped")
+	for range 3 {
+		if code := produceTo(t, b, "capped"); code != 0 {
+			t.Fatalf("produce: %v", kerr.ErrorForCode(code))
+		}
+	}
+	b.cfg.FetchMaxBytes = 1
+	batches := func(r *kmsg.FetchResponse) int {
+		raw, err := record.Split(r.Topics[0].Partitions[0].RecordBatches)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(raw)
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(13)
+	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 0, 1, 1<<30
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = tp.Name, tp.ID
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 0, 0, 1<<20, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	if n := batches(<-sendFetch(t, b, req)); n != 1 {
+		t.Fatalf("a consumer asking for 1 GiB with fetch.max.bytes=1 got %d batches, want the first one only", n)
+	}
+	b.cfg.FetchMaxBytes = 1 << 20
+	if n := batches(<-sendFetch(t, b, req)); n != 3 {
+		t.Fatalf("with fetch.max.bytes=1MiB: %d batches, want 3", n)
+	}
+}

@@ -610,7 +610,7 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 	heldBySelf := false
 	fetchAll := func() int {
 		acquired := 0
-		remaining := int(fetchByteLimit(r.MaxBytes))
+		remaining := int(b.fetchByteLimit(r.MaxBytes, true))
 		for _, k := range parts {
 			if acquired >= maxRecords || remaining <= 0 {
 				break

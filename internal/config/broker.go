@@ -222,6 +222,7 @@ type Broker struct {
 	// replica.fetch.*: how followers fetch from leaders.
 	ReplicaFetchWaitMaxMs        int32 // replica.fetch.wait.max.ms
 	ReplicaFetchMinBytes         int32 // replica.fetch.min.bytes
+	FetchMaxBytes                int32 // fetch.max.bytes
 	ReplicaFetchMaxBytes         int32 // replica.fetch.max.bytes
 	ReplicaFetchResponseMaxBytes int32 // replica.fetch.response.max.bytes
 	ReplicaFetchBackoffMs        int32 // replica.fetch.backoff.ms

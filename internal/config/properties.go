@@ -410,6 +410,9 @@ var coreProperties = []property{
 	property{name: "replica.fetch.min.bytes", spec: atLeast(TypeInt, 1), def: "1",
 		doc: "Bytes a follower's fetch waits for at the leader (up to replica.fetch.wait.max.ms)."}.
 		bind(i32(func(b *Broker) *int32 { return &b.ReplicaFetchMinBytes })),
+	property{name: "fetch.max.bytes", spec: atLeast(TypeInt, 1024), def: "57671680",
+		doc: "Most bytes a consumer's fetch or share fetch is answered with over all its partitions: a larger MaxBytes is lowered to it (a first batch larger than it still comes whole)."}.
+		bind(i32(func(b *Broker) *int32 { return &b.FetchMaxBytes })),
 	property{name: "replica.fetch.max.bytes", spec: atLeast(TypeInt, 0), def: "1048576",
 		doc: "Bytes a follower asks for per partition in one fetch (a larger first batch still comes whole)."}.
 		bind(i32(func(b *Broker) *int32 { return &b.ReplicaFetchMaxBytes })),
