@@ -145,6 +145,7 @@ func New(o Options) (*Broker, error) {
 	b.authz = newAuthorizer(cfg, o.AuthorizerLogger)
 	b.quotas = auth.NewQuotas(int(cfg.Security.QuotaWindowNum), time.Duration(cfg.Security.QuotaWindowSizeSeconds)*time.Second)
 	b.bootstrapScram = o.BootstrapScram
+	b.shareSessionCache.max = int(cfg.GroupShareMaxShareSessions)
 	logs, err := storage.NewManager(storage.ManagerOptions{
 		Dirs:                   cfg.LogDirs,
 		Clock:                  o.Clock,

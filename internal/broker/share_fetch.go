@@ -56,7 +56,10 @@ func init() {
 // shareSessions are the share sessions of this broker, by (group, member), and by the
 // connection that opened them.
 type shareSessions struct {
-	mu       sync.Mutex
+	mu sync.Mutex
+	// max bounds the sessions open at once (group.share.max.share.sessions); 0: no
+	// bound.
+	max      int
 	sessions map[[2]string]*shareSession
 	byConn   map[uint64][]*shareSession
 }
@@ -101,6 +104,8 @@ func (s *shareSessions) use(group, member string, conn uint64, epoch int32, add 
 		}
 		if sess != nil {
 			s.endLocked(sess)
+		} else if s.max > 0 && len(s.sessions) >= s.max {
+			return nil, nil, false, kerr.ShareSessionLimitReached.Code
 		}
 		sess = &shareSession{key: key, conn: conn, done: make(chan struct{})}
 		s.sessions[key] = sess

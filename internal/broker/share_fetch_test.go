@@ -312,3 +312,29 @@ func TestShareSessionPartitions(t *testing.T) {
 		t.Fatalf("after adding 100,000 partitions: %d, starting %v", len(all), all[:4])
 	}
 }
+
+// TestShareSessionLimit: past group.share.max.share.sessions a new session is refused
+// with SHARE_SESSION_LIMIT_REACHED; a member opening its session again, or one after
+// another ended, is not.
+func TestShareSessionLimit(t *testing.T) {
+	s := shareSessions{max: 2}
+	open := func(member string, epoch int32) int16 {
+		_, _, _, code := s.use("g", member, 0, epoch, nil, nil, true)
+		return code
+	}
+	if open("a", 0) != 0 || open("b", 0) != 0 {
+		t.Fatal("two sessions within the limit refused")
+	}
+	if code := open("c", 0); code != kerr.ShareSessionLimitReached.Code {
+		t.Fatalf("a third session: %v, want SHARE_SESSION_LIMIT_REACHED", kerr.ErrorForCode(code))
+	}
+	if code := open("a", 0); code != 0 {
+		t.Fatalf("a opening its session again: %v", kerr.ErrorForCode(code))
+	}
+	if code := open("b", -1); code != 0 {
+		t.Fatalf("b closing: %v", kerr.ErrorForCode(code))
+	}
+	if code := open("c", 0); code != 0 {
+		t.Fatalf("c after b closed: %v", kerr.ErrorForCode(code))
+	}
+}

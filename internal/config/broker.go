@@ -208,6 +208,7 @@ type Broker struct {
 	GroupShareMaxSize                 int32 // group.share.max.size
 	GroupShareRecordLockDurationMs    int32 // group.share.record.lock.duration.ms
 	GroupShareDeliveryCountLimit      int32 // group.share.delivery.count.limit
+	GroupShareMaxShareSessions        int32 // group.share.max.share.sessions
 	GroupSharePartitionMaxRecordLocks int32 // group.share.partition.max.record.locks
 	// share.coordinator.state.topic.*: the shape of __share_group_state; see
 	// ShareStateRF and ShareStateMinISR.

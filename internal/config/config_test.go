@@ -88,6 +88,7 @@ func TestDefaultsMatchKafka(t *testing.T) {
 		"ReplicaLagTimeMaxMs":                         int64(30000),
 		"ReplicaFetchWaitMaxMs":                       int32(500),
 		"ReplicaFetchMinBytes":                        int32(1),
+		"GroupShareMaxShareSessions":                  int32(2000),
 		"FetchMaxBytes":                               int32(57671680),
 		"ReplicaFetchMaxBytes":                        int32(1048576),
 		"ReplicaFetchResponseMaxBytes":                int32(10485760),

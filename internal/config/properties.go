@@ -493,6 +493,9 @@ var coreProperties = []property{
 	property{name: "group.share.delivery.count.limit", spec: between(TypeInt, 2, 10), def: "5",
 		doc: "How many times a record is delivered to share consumers before it is archived (the default of the group config share.delivery.count.limit)."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupShareDeliveryCountLimit })),
+	property{name: "group.share.max.share.sessions", spec: atLeast(TypeInt, 1), def: "2000",
+		doc: "Most share sessions open on this broker at once; a share consumer opening one more is answered SHARE_SESSION_LIMIT_REACHED (a session ends when its member closes it, opens a new one, or its connection closes)."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareMaxShareSessions })),
 	property{name: "group.share.partition.max.record.locks", spec: between(TypeInt, 100, 10000), def: "2000",
 		doc: "Most records of one share partition in flight (acquired or waiting for redelivery) at once; as in Kafka, the batch that reaches the limit is acquired whole."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupSharePartitionMaxRecordLocks })),
