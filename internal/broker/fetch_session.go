@@ -224,8 +224,7 @@ func (s *fetchSession) update(r *kmsg.FetchRequest) {
 				k = fetchSessionKey{id: ft.TopicID, part: p}
 			}
 			if sp := s.partitions[k]; sp != nil {
-				delete(s.partitions, k)
-				s.topics[sp.topicIndex].Partitions[sp.partIndex].Partition = -1 // removed by compact
+				delete(s.partitions, k) // and from the topics by compact
 				s.compactDue = true
 			}
 		}
@@ -260,15 +259,17 @@ func (s *fetchSession) update(r *kmsg.FetchRequest) {
 	}
 }
 
-// compact drops removed partitions (and empty topics) from the effective request.
+// compact drops removed partitions (and empty topics) from the effective request: a
+// partition stays where the session's map still points at its place, so that no
+// partition number a client sends can pass for a removed one.
 func (s *fetchSession) compact() {
 	s.compactDue = false
 	topics, byIndex := s.topics[:0], s.byIndex[:0]
 	clear(s.topicIndex)
-	for _, t := range s.topics {
+	for oldTi, t := range s.topics {
 		parts := t.Partitions[:0]
-		for _, p := range t.Partitions {
-			if p.Partition >= 0 {
+		for oldPi, p := range t.Partitions {
+			if sp := s.partitions[s.key(&t, p.Partition)]; sp != nil && sp.topicIndex == oldTi && sp.partIndex == oldPi {
 				parts = append(parts, p)
 			}
 		}

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -138,4 +139,60 @@ func TestFetchSessionFollowsARecreatedTopic(t *testing.T) {
 		t.Fatalf("the recreated partition answered error %v, high watermark %d, %d bytes; want its record",
 			kerr.ErrorForCode(p.ErrorCode), p.HighWatermark, len(p.RecordBatches))
 	}
+}
+
+// TestFetchSessionOddPartitionNumbers: partition numbers a client may send, -1
+// included, stay in the session as sent when other partitions are forgotten, and the
+// session's effective request keeps matching its map.
+func TestFetchSessionOddPartitionNumbers(t *testing.T) {
+	var fs fetchSessions
+	fs.init(10)
+	now := time.Now()
+	request := func(sessionID, epoch int32, add []int32, forget []int32) *kmsg.FetchRequest {
+		r := kmsg.NewPtrFetchRequest()
+		r.Version, r.SessionID, r.SessionEpoch = 12, sessionID, epoch
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "t"
+		for _, p := range add {
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition = p
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		r.Topics = append(r.Topics, rt)
+		if len(forget) > 0 {
+			ft := kmsg.NewFetchRequestForgottenTopic()
+			ft.Topic, ft.Partitions = "t", forget
+			r.ForgottenTopics = append(r.ForgottenTopics, ft)
+		}
+		return r
+	}
+	_, use, code := fs.begin(request(0, 0, []int32{0, -1, 1}, nil), now)
+	if code != 0 || use.session == nil {
+		t.Fatalf("full fetch: code %d", code)
+	}
+	s := use.session
+	check := func(what string, want ...int32) {
+		t.Helper()
+		var got []int32
+		for ti, tp := range s.topics {
+			for pi, p := range tp.Partitions {
+				got = append(got, p.Partition)
+				if sp := s.partitions[s.key(&s.topics[ti], p.Partition)]; sp == nil || sp.topicIndex != ti || sp.partIndex != pi || s.byIndex[ti][pi] != sp {
+					t.Fatalf("%s: partition %d at [%d][%d] does not match the session's map", what, p.Partition, ti, pi)
+				}
+			}
+		}
+		if !slices.Equal(got, want) || len(s.partitions) != len(want) {
+			t.Fatalf("%s: session holds %v (%d in its map), want %v", what, got, len(s.partitions), want)
+		}
+	}
+	check("opened", 0, -1, 1)
+	if _, _, code := fs.begin(request(s.id, 1, []int32{2}, []int32{0}), now); code != 0 {
+		t.Fatalf("incremental fetch: code %d", code)
+	}
+	check("0 forgotten, 2 added", -1, 1, 2)
+	if _, _, code := fs.begin(request(s.id, 2, []int32{-1, 3}, []int32{1}), now); code != 0 {
+		t.Fatalf("incremental fetch: code %d", code)
+	}
+	check("1 forgotten, -1 updated, 3 added", -1, 2, 3)
 }
