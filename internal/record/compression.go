@@ -85,40 +85,55 @@ func CompressLevel(c Compression, level int, dst, src []byte) ([]byte, error) {
 // Decompress returns the decompression of src with codec c in a new slice (src itself
 // for CompressionNone). Snappy input may be raw or xerial-framed (as the Java client
 // writes it). Output larger than MaxDecompressedBytes and undecodable input are
-// ErrCorrupt; an unknown codec is ErrInvalid.
+// ErrCorrupt; an unknown codec is ErrInvalid. Memory grows with what src actually
+// decodes to, never with a size src claims (see decompressAppend).
 func Decompress(c Compression, src []byte) ([]byte, error) {
-	return decompress(c, src, MaxDecompressedBytes)
+	if c == CompressionNone {
+		return src, nil
+	}
+	return decompressAppend(c, nil, src, MaxDecompressedBytes)
 }
 
 func decompress(c Compression, src []byte, limit int) ([]byte, error) {
+	if c == CompressionNone {
+		return src, nil
+	}
+	return decompressAppend(c, nil, src, limit)
+}
+
+// decompressAppend appends the decompression of src with codec c to dst (which may be
+// a pooled buffer: it is reused when it has room). Allocation is bounded by what src
+// can really expand to, not by sizes written inside it: gzip and lz4 are read as
+// streams into a buffer that grows as output arrives (readLimited); a snappy block's
+// stated length is refused when the block is too short to expand to it; a zstd frame
+// is decoded into a buffer no larger than the output seen so far allows (decodeZstd).
+func decompressAppend(c Compression, dst, src []byte, limit int) ([]byte, error) {
 	var (
 		out []byte
 		err error
 	)
 	switch c {
 	case CompressionNone:
-		return src, nil
+		return append(dst, src...), nil
 	case CompressionGzip:
-		r := gzipReaders.Get().(*gzip.Reader)
+		r := gzipReaders.Get().(*gzipReader)
 		defer gzipReaders.Put(r)
-		if err = r.Reset(bytes.NewReader(src)); err == nil {
-			out, err = readLimited(r, len(src), limit)
+		r.src.Reset(src)
+		if err = r.Reset(&r.src); err == nil {
+			out, err = readLimited(dst, r, len(src), limit)
 		}
+		r.src.Reset(nil)
 	case CompressionSnappy:
-		out, err = decodeSnappy(src, limit)
+		out, err = decodeSnappy(dst, src, limit)
 	case CompressionLZ4:
-		r := lz4Readers.Get().(*lz4.Reader)
+		r := lz4Readers.Get().(*lz4Reader)
 		defer lz4Readers.Put(r)
-		r.Reset(bytes.NewReader(src))
-		out, err = readLimited(r, len(src), limit)
+		r.src.Reset(src)
+		r.Reset(&r.src)
+		out, err = readLimited(dst, r, len(src), limit)
+		r.src.Reset(nil)
 	case CompressionZstd:
-		var dec *zstd.Decoder
-		if dec, err = zstdDecoder(); err == nil {
-			out, err = dec.DecodeAll(src, nil)
-			if err == nil && len(out) > limit {
-				err = errTooBig
-			}
-		}
+		out, err = decodeZstd(dst, src, limit)
 	default:
 		return nil, fmt.Errorf("%w: %w %d", ErrInvalid, errUnknownCodec, int8(c))
 	}
@@ -130,20 +145,22 @@ func decompress(c Compression, src []byte, limit int) ([]byte, error) {
 
 var errTooBig = fmt.Errorf("decompressed size exceeds %d bytes", MaxDecompressedBytes)
 
-// readLimited reads r to EOF, refusing more than limit bytes.
-func readLimited(r io.Reader, srcLen, limit int) ([]byte, error) {
-	guess := min(max(4*srcLen, 512), limit+1)
-	buf := make([]byte, 0, guess)
+// readLimited appends r's bytes to dst until EOF, refusing more than limit of them. The
+// buffer starts at dst's spare room or a small multiple of srcLen and doubles as output
+// arrives.
+func readLimited(dst []byte, r io.Reader, srcLen, limit int) ([]byte, error) {
+	start := len(dst)
+	buf := grow(dst, min(max(4*srcLen, 512), limit+1))
 	for {
 		if len(buf) == cap(buf) {
-			if len(buf) > limit {
+			if len(buf)-start > limit {
 				return nil, errTooBig
 			}
-			buf = grow(buf, min(cap(buf), limit+1-len(buf)))
+			buf = grow(buf, min(cap(buf)-start, limit+1-(len(buf)-start)))
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		if len(buf) > limit {
+		if len(buf)-start > limit {
 			return nil, errTooBig
 		}
 		if err == io.EOF {
@@ -155,6 +172,52 @@ func readLimited(r io.Reader, srcLen, limit int) ([]byte, error) {
 	}
 }
 
+// zstdMaxExpansion is the most output one byte of a zstd frame can stand for: a block
+// takes at least 4 bytes (a 3-byte header and an RLE byte) and yields at most 128 KiB.
+const zstdMaxExpansion = (128 << 10) / 4
+
+// decodeZstd appends the decoding of the zstd frames in src to dst. The decoder is
+// held to the room it is given (WithDecodeAllCapLimit), so a frame's stated content
+// size never makes it allocate. The room starts at dst's spare capacity, or a small
+// multiple of len(src), and doubles while output exceeds it, up to limit and the most
+// src can expand to; a first frame stating a content size beyond those is refused
+// without decoding it, one within them sizes the buffer.
+func decodeZstd(dst, src []byte, limit int) ([]byte, error) {
+	dec, err := zstdDecoder()
+	if err != nil {
+		return nil, err
+	}
+	most := uint64(min(limit, MaxDecompressedBytes))
+	if e := uint64(len(src)) * zstdMaxExpansion; e < most {
+		most = e
+	}
+	room := uint64(min(max(4*len(src), 512), int(most)))
+	var h zstd.Header
+	if h.Decode(src) == nil && h.HasFCS {
+		if h.FrameContentSize > most {
+			return nil, fmt.Errorf("frame states %d bytes of content, more than its %d bytes can hold or the limit of %d",
+				h.FrameContentSize, len(src), limit)
+		}
+		room = max(room, h.FrameContentSize)
+	}
+	start := len(dst)
+	for {
+		buf := grow(dst, int(room))
+		out, err := dec.DecodeAll(src, buf[:start:start+int(room)])
+		if err == nil {
+			return out, nil
+		}
+		if !errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+			return nil, err
+		}
+		if room >= most {
+			return nil, errTooBig
+		}
+		dst = buf
+		room = min(2*room, most)
+	}
+}
+
 // xerialMagic starts a snappy stream framed by snappy-java: the 8-byte magic, then a
 // 4-byte version and a 4-byte compatible version, then blocks each prefixed by a
 // big-endian int32 length.
@@ -162,11 +225,12 @@ var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
 
 const xerialHeaderSize = 16
 
-func decodeSnappy(src []byte, limit int) ([]byte, error) {
+func decodeSnappy(dst, src []byte, limit int) ([]byte, error) {
 	if len(src) < xerialHeaderSize || !bytes.Equal(src[:len(xerialMagic)], xerialMagic) {
-		return decodeSnappyBlock(nil, src, limit)
+		return decodeSnappyBlock(dst, src, limit)
 	}
-	var out []byte
+	start := len(dst)
+	out := dst
 	rest := src[xerialHeaderSize:]
 	for len(rest) > 0 {
 		if len(rest) < 4 {
@@ -178,7 +242,7 @@ func decodeSnappy(src []byte, limit int) ([]byte, error) {
 			return nil, errors.New("xerial: truncated block")
 		}
 		var err error
-		if out, err = decodeSnappyBlock(out, rest[:n], limit); err != nil {
+		if out, err = decodeSnappyBlock(out, rest[:n], limit-(len(out)-start)); err != nil {
 			return nil, err
 		}
 		rest = rest[n:]
@@ -189,13 +253,31 @@ func decodeSnappy(src []byte, limit int) ([]byte, error) {
 	return out, nil
 }
 
-// decodeSnappyBlock appends the decoding of one raw snappy block to dst.
+// snappyMaxExpansion bounds a snappy block's output per byte of its elements: a
+// literal yields no more bytes than it takes, a 2-byte copy at most 11, a 3-byte copy
+// and a 5-byte copy at most 64 each. The 3-byte copy is the most: 64 bytes per 3.
+const (
+	snappyMaxOut = 64
+	snappyMaxIn  = 3
+)
+
+// decodeSnappyBlock appends the decoding of one raw snappy block to dst. Its stated
+// length is trusted only up to what the block's elements can expand to, so a few
+// bytes claiming hundreds of megabytes are refused before anything is allocated.
 func decodeSnappyBlock(dst, block []byte, limit int) ([]byte, error) {
 	n, err := snappy.DecodedLen(block)
 	if err != nil {
 		return nil, err
 	}
-	if n > limit-len(dst) {
+	_, header := binary.Uvarint(block)
+	if header <= 0 {
+		return nil, snappy.ErrCorrupt
+	}
+	if most := uint64(len(block)-header) * snappyMaxOut / snappyMaxIn; uint64(n) > most {
+		return nil, fmt.Errorf("snappy block of %d bytes states %d decoded bytes, more than it can expand to (%d)",
+			len(block), n, most)
+	}
+	if n > limit {
 		return nil, errTooBig
 	}
 	start := len(dst)
@@ -216,6 +298,19 @@ func grow(b []byte, n int) []byte {
 	copy(nb, b)
 	return nb
 }
+
+// gzipReader and lz4Reader are pooled decompressors, each with the bytes.Reader it
+// reads from, so that decompressing allocates no reader.
+type (
+	gzipReader struct {
+		gzip.Reader
+		src bytes.Reader
+	}
+	lz4Reader struct {
+		*lz4.Reader
+		src bytes.Reader
+	}
+)
 
 // appendWriter is an io.Writer appending to a slice.
 type appendWriter struct{ b []byte }
@@ -268,7 +363,7 @@ var (
 		}
 		return &pools
 	}()
-	gzipReaders = sync.Pool{New: func() any { return new(gzip.Reader) }}
+	gzipReaders = sync.Pool{New: func() any { return new(gzipReader) }}
 	lz4Writers  = func() *[10]sync.Pool {
 		var pools [10]sync.Pool
 		levels := [10]lz4.CompressionLevel{lz4.Fast, lz4.Level1, lz4.Level2, lz4.Level3, lz4.Level4,
@@ -284,7 +379,7 @@ var (
 		}
 		return &pools
 	}()
-	lz4Readers = sync.Pool{New: func() any { return lz4.NewReader(nil) }}
+	lz4Readers = sync.Pool{New: func() any { return &lz4Reader{Reader: lz4.NewReader(nil)} }}
 
 	zstdEncoders = func() map[zstd.EncoderLevel]func() (*zstd.Encoder, error) {
 		m := map[zstd.EncoderLevel]func() (*zstd.Encoder, error){}
@@ -303,6 +398,7 @@ var (
 	zstdDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {
 		dec, err := zstd.NewReader(nil,
 			zstd.WithDecoderMaxMemory(MaxDecompressedBytes),
+			zstd.WithDecodeAllCapLimit(true),
 			zstd.WithDecoderConcurrency(0))
 		if err != nil {
 			return nil, fmt.Errorf("record: zstd decoder: %w", err)
