@@ -4,9 +4,11 @@ package broker
 // id).
 //
 // Each partition's records must be exactly one magic-v2 record batch (Kafka's rule for
-// v3+). The batch is validated in one pass (size, CRC-32C, header fields; compressed
-// batches are not decompressed unless the topic asks for a check of every record: keys
-// on compacted topics, timestamp bounds, a compression.type to re-encode into), then
+// v3+). The batch is validated in one pass (size, CRC-32C, header fields, and a walk of
+// its records, a compressed batch decompressed into a pooled buffer for it, as Kafka's
+// LogValidator does, so that its header cannot claim records it does not hold; the
+// topic's per-record checks — keys on compacted topics, timestamp bounds, a
+// compression.type to re-encode into — decode it again), then
 // appended byte for byte by the partition's log,
 // which assigns offsets and checks idempotent-producer sequences. acks=0 sends no
 // response (the connection is closed if a partition failed, so the client notices, as

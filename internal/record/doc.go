@@ -13,8 +13,10 @@
 //
 // # Paths
 //
-//   - Produce: Validate checks one batch without decompressing it and without allocating;
-//     Split and NextBatchSize frame a concatenation of batches.
+//   - Produce: Validate checks one batch and walks its records, decompressing a
+//     compressed one into a pooled buffer; it allocates nothing for an uncompressed
+//     batch and, in the steady state, nothing for a compressed one. Split and
+//     NextBatchSize frame a concatenation of batches.
 //   - Reading records (log cleaner, internal topics): Records or Iterator decompress and
 //     decode; ParseControlRecord decodes transaction markers.
 //   - Writing (internal topics, cleaner, transaction markers): Build or BatchBuilder.

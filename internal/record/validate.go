@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 )
 
 // ErrTooLarge marks a batch bigger than the configured limit (Kafka's MESSAGE_TOO_LARGE).
@@ -33,12 +34,19 @@ type ValidateOptions struct {
 //     match (Kafka's CORRUPT_MESSAGE).
 //   - ErrInvalid: the contents break a rule (Kafka's INVALID_RECORD): unknown codec,
 //     negative lastOffsetDelta, a record count that is not lastOffsetDelta+1, a control
-//     batch (clients may not write them), a producer id without a base sequence, or for
-//     uncompressed batches any malformed record, offset deltas that are not 0,1,2,…, or
-//     bytes left after the last record.
+//     batch (clients may not write them), a producer id without a base sequence, or in
+//     the records (decompressed first if the batch is compressed) any malformed record,
+//     fewer or more records than the header states, offset deltas that are not
+//     0,1,2,…, or bytes left after the last record.
+//   - ErrCorrupt also when a compressed batch does not decompress, or decompresses to
+//     more than MaxDecompressedBytes.
 //
-// Compressed batches are not decompressed: only their header is checked. Validate does
-// not allocate unless it fails.
+// A compressed batch is decompressed into a pooled buffer and walked as an
+// uncompressed one is, as Kafka's LogValidator does: a header claiming more records
+// than the batch holds would otherwise advance the log end by offsets that hold
+// nothing. Validate does not allocate for an uncompressed batch unless it fails; for a
+// compressed one it allocates only when its pooled buffer must grow (a batch expanding
+// to more than any before it) or the codec's own reader does.
 func Validate(b []byte, opts ValidateOptions) (Header, error) {
 	if len(b) < MagicOffset+1 {
 		return Header{}, fmt.Errorf("%w: %w: %d bytes", ErrCorrupt, ErrTooShort, len(b))
@@ -59,12 +67,46 @@ func Validate(b []byte, opts ValidateOptions) (Header, error) {
 		return h, err
 	}
 	if h.Compression() != CompressionNone {
-		return h, nil
+		return h, walkCompressed(b[HeaderSize:], h.Compression(), h.NumRecords)
 	}
 	if err := walkUncompressed(b[HeaderSize:], h.NumRecords); err != nil {
 		return h, err
 	}
 	return h, nil
+}
+
+// minRecordSize is the smallest encoded record: seven one-byte varints (length,
+// attributes, timestamp delta, offset delta, key length, value length, header count).
+const minRecordSize = 7
+
+// maxPooledDecompressBuffer is the largest decompression buffer put back in the pool;
+// a bigger one, from an unusually large batch, is left to the garbage collector rather
+// than held by an idle pool.
+const maxPooledDecompressBuffer = 8 << 20
+
+// decompressBuffers holds *[]byte scratch buffers for walkCompressed.
+var decompressBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// walkCompressed decompresses payload with codec c into a pooled buffer and checks it
+// as walkUncompressed does. A count whose records could not fit in
+// MaxDecompressedBytes is refused before decompressing anything.
+func walkCompressed(payload []byte, c Compression, count int32) error {
+	if int64(count)*minRecordSize > MaxDecompressedBytes {
+		return fmt.Errorf("%w: record count %d cannot fit in the %d bytes a batch may decompress to",
+			ErrInvalid, count, MaxDecompressedBytes)
+	}
+	bufp := decompressBuffers.Get().(*[]byte)
+	records, err := decompressAppend(c, (*bufp)[:0], payload, MaxDecompressedBytes)
+	if err == nil {
+		if err = walkUncompressed(records, count); err != nil {
+			err = fmt.Errorf("%w (%s batch of %d bytes, %d decompressed)", err, c, len(payload), len(records))
+		}
+		if cap(records) > cap(*bufp) && cap(records) <= maxPooledDecompressBuffer {
+			*bufp = records[:0]
+		}
+	}
+	decompressBuffers.Put(bufp)
+	return err
 }
 
 // checkClientHeader applies the header rules Kafka enforces on batches from clients.
