@@ -176,12 +176,15 @@ func readLimited(dst []byte, r io.Reader, srcLen, limit int) ([]byte, error) {
 // takes at least 4 bytes (a 3-byte header and an RLE byte) and yields at most 128 KiB.
 const zstdMaxExpansion = (128 << 10) / 4
 
-// decodeZstd appends the decoding of the zstd frames in src to dst. The decoder is
-// held to the room it is given (WithDecodeAllCapLimit), so a frame's stated content
-// size never makes it allocate. The room starts at dst's spare capacity, or a small
-// multiple of len(src), and doubles while output exceeds it, up to limit and the most
-// src can expand to; a first frame stating a content size beyond those is refused
-// without decoding it, one within them sizes the buffer.
+// decodeZstd appends the decoding of the zstd frames in src to dst, with memory that
+// grows with the output actually decoded, never with a content size a frame header
+// states (the decoder pre-allocates a stated size, up to 32768 times the input). A
+// first frame stating more than limit, or more than src can expand to, is refused
+// outright. One stating no more than dst's spare room, or a small multiple of
+// len(src), is decoded into a buffer of that size. One stating more is decoded from a
+// copy of src whose frame headers state no size, so the buffer grows only as output
+// arrives, and the output is then checked against the sizes the frames stated.
+// Frames stating no size (the Java client's) are decoded as output arrives too.
 func decodeZstd(dst, src []byte, limit int) ([]byte, error) {
 	dec, err := zstdDecoder()
 	if err != nil {
@@ -191,31 +194,151 @@ func decodeZstd(dst, src []byte, limit int) ([]byte, error) {
 	if e := uint64(len(src)) * zstdMaxExpansion; e < most {
 		most = e
 	}
-	room := uint64(min(max(4*len(src), 512), int(most)))
+	start := len(dst)
+	room := min(max(uint64(max(4*len(src), 512)), uint64(cap(dst)-start)), most)
+	stated, checkStated := uint64(0), false
 	var h zstd.Header
 	if h.Decode(src) == nil && h.HasFCS {
-		if h.FrameContentSize > most {
+		switch {
+		case h.FrameContentSize > most:
 			return nil, fmt.Errorf("frame states %d bytes of content, more than its %d bytes can hold or the limit of %d",
 				h.FrameContentSize, len(src), limit)
+		case h.FrameContentSize <= room:
+			dst = grow(dst, int(h.FrameContentSize))
+		default:
+			if src, stated, checkStated, err = stripZstdContentSizes(src); err != nil {
+				return nil, err
+			}
 		}
-		room = max(room, h.FrameContentSize)
 	}
-	start := len(dst)
-	for {
-		buf := grow(dst, int(room))
-		out, err := dec.DecodeAll(src, buf[:start:start+int(room)])
-		if err == nil {
-			return out, nil
+	out, err := dec.DecodeAll(src, dst)
+	if err != nil {
+		if errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+			err = errTooBig
 		}
-		if !errors.Is(err, zstd.ErrDecoderSizeExceeded) {
-			return nil, err
-		}
-		if room >= most {
-			return nil, errTooBig
-		}
-		dst = buf
-		room = min(2*room, most)
+		return nil, err
 	}
+	if uint64(len(out)-start) > uint64(limit) {
+		return nil, errTooBig
+	}
+	if checkStated && uint64(len(out)-start) != stated {
+		return nil, fmt.Errorf("frames state %d bytes of content, hold %d", stated, len(out)-start)
+	}
+	return out, nil
+}
+
+const (
+	zstdMagic          = 0xfd2fb528
+	zstdSkippableMagic = 0x184d2a50 // to 0x184d2a5f
+)
+
+// stripZstdContentSizes returns a copy of the zstd frames in src with no frame
+// content size in their headers (a single-segment frame becomes one whose window
+// covers its stated size), the sum of the sizes they stated, and whether every frame
+// stated one. It reads only frame and block headers; the decoder checks the rest.
+func stripZstdContentSizes(src []byte) (out []byte, stated uint64, all bool, err error) {
+	errTruncated := errors.New("truncated zstd frame")
+	out = make([]byte, 0, len(src)+8)
+	all = true
+	for pos := 0; pos < len(src); {
+		if len(src)-pos < 8 {
+			return nil, 0, false, errTruncated
+		}
+		magic := binary.LittleEndian.Uint32(src[pos:])
+		if magic&^0xf == zstdSkippableMagic {
+			n := 8 + uint64(binary.LittleEndian.Uint32(src[pos+4:]))
+			if n > uint64(len(src)-pos) {
+				return nil, 0, false, errTruncated
+			}
+			out = append(out, src[pos:pos+int(n)]...)
+			pos += int(n)
+			continue
+		}
+		if magic != zstdMagic {
+			return nil, 0, false, fmt.Errorf("zstd magic %#x", magic)
+		}
+		descriptor := src[pos+4]
+		singleSegment := descriptor&0x20 != 0
+		dictLen := [4]int{0, 1, 2, 4}[descriptor&3]
+		fcsLen := [4]int{0, 2, 4, 8}[descriptor>>6]
+		if singleSegment && fcsLen == 0 {
+			fcsLen = 1
+		}
+		p := pos + 5
+		window := -1
+		if !singleSegment {
+			window = int(src[p])
+			p++
+		}
+		if len(src)-p < dictLen+fcsLen {
+			return nil, 0, false, errTruncated
+		}
+		dict := src[p : p+dictLen]
+		p += dictLen
+		var fcs uint64
+		switch fcsLen {
+		case 1:
+			fcs = uint64(src[p])
+		case 2:
+			fcs = uint64(binary.LittleEndian.Uint16(src[p:])) + 256
+		case 4:
+			fcs = uint64(binary.LittleEndian.Uint32(src[p:]))
+		case 8:
+			fcs = binary.LittleEndian.Uint64(src[p:])
+		}
+		p += fcsLen
+		if fcsLen == 0 {
+			all = false
+		}
+		stated += fcs
+		if window < 0 {
+			window = zstdWindowDescriptor(fcs)
+		}
+		out = binary.LittleEndian.AppendUint32(out, zstdMagic)
+		out = append(out, descriptor&0x0f, byte(window))
+		out = append(out, dict...)
+		// The blocks, then the checksum, unchanged.
+		blocksStart := p
+		for last := false; !last; {
+			if len(src)-p < 3 {
+				return nil, 0, false, errTruncated
+			}
+			header := uint32(src[p]) | uint32(src[p+1])<<8 | uint32(src[p+2])<<16
+			last = header&1 != 0
+			size := int(header >> 3)
+			if header>>1&3 == 1 { // RLE: one byte stands for size bytes
+				size = 1
+			}
+			p += 3
+			if size > len(src)-p {
+				return nil, 0, false, errTruncated
+			}
+			p += size
+		}
+		if descriptor&4 != 0 {
+			p += 4
+			if p > len(src) {
+				return nil, 0, false, errTruncated
+			}
+		}
+		out = append(out, src[blocksStart:p]...)
+		pos = p
+	}
+	return out, stated, all, nil
+}
+
+// zstdWindowDescriptor returns the smallest window descriptor (exponent and eighths)
+// whose window holds n bytes, at least the 1 KiB minimum.
+func zstdWindowDescriptor(n uint64) int {
+	for exponent := 0; exponent < 32; exponent++ {
+		base := uint64(1) << (10 + exponent)
+		for mantissa := uint64(0); mantissa < 8; mantissa++ {
+			if base+base/8*mantissa >= n {
+				return exponent<<3 | int(mantissa)
+			}
+		}
+	}
+	return 0xff
 }
 
 // xerialMagic starts a snappy stream framed by snappy-java: the 8-byte magic, then a
@@ -398,7 +521,6 @@ var (
 	zstdDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {
 		dec, err := zstd.NewReader(nil,
 			zstd.WithDecoderMaxMemory(MaxDecompressedBytes),
-			zstd.WithDecodeAllCapLimit(true),
 			zstd.WithDecoderConcurrency(0))
 		if err != nil {
 			return nil, fmt.Errorf("record: zstd decoder: %w", err)

@@ -1,10 +1,13 @@
 package record
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"runtime"
 	"testing"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // allocatedBy returns the bytes f allocates.
@@ -51,24 +54,50 @@ func hugeSnappyBlocks() map[string][]byte {
 	return map[string][]byte{"raw": block, "xerial": framed}
 }
 
-// TestZstdStatedSizeNotTrusted: a zstd frame of 17 bytes whose header states 200 MiB
-// of content (more than 17 bytes of blocks can produce) is refused without allocating
-// anything near it.
+// TestZstdStatedSizeNotTrusted: a zstd frame whose header states 200 MiB of content
+// is refused without allocating anything near it, whether its 17 bytes cannot hold
+// that much (refused before decoding) or its 8 KiB could (decoded as output arrives,
+// then found to hold less than it states; the decoder had allocated the 200 MiB).
+// Frames stating their true size, or none (as the Java client writes them), decode.
 func TestZstdStatedSizeNotTrusted(t *testing.T) {
-	frame := []byte{0x28, 0xb5, 0x2f, 0xfd, 0xe0} // magic; single segment, 8-byte content size
-	frame = binary.LittleEndian.AppendUint64(frame, 200<<20)
-	frame = append(frame, 0x09, 0, 0, 'x') // last block, raw, 1 byte
-	var err error
-	n := allocatedBy(func() { _, err = Decompress(CompressionZstd, frame) })
-	if !errors.Is(err, ErrCorrupt) {
-		t.Errorf("Decompress = %v, want ErrCorrupt", err)
+	frameHeader := []byte{0x28, 0xb5, 0x2f, 0xfd, 0xe0} // magic; single segment, 8-byte content size
+	frameHeader = binary.LittleEndian.AppendUint64(frameHeader, 200<<20)
+	tiny := append(bytes.Clone(frameHeader), 0x09, 0, 0, 'x') // last block, raw, 1 byte
+	rawBlock := binary.LittleEndian.AppendUint32(nil, 8<<10<<3|1)[:3]
+	big := append(append(bytes.Clone(frameHeader), rawBlock...), make([]byte, 8<<10)...)
+	for name, frame := range map[string][]byte{"17 bytes": tiny, "8 KiB": big} {
+		var err error
+		n := allocatedBy(func() { _, err = Decompress(CompressionZstd, frame) })
+		if !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: Decompress = %v, want ErrCorrupt", name, err)
+		}
+		if n > 256<<10 {
+			t.Errorf("%s: Decompress allocated %d bytes for a %d-byte frame", name, n, len(frame))
+		}
 	}
-	if n > 64<<10 {
-		t.Errorf("Decompress allocated %d bytes for a %d-byte frame", n, len(frame))
-	}
-	// A frame stating its true size decodes.
 	honest := append([]byte{0x28, 0xb5, 0x2f, 0xfd, 0x20, 1}, 0x09, 0, 0, 'x')
 	if out, err := Decompress(CompressionZstd, honest); err != nil || string(out) != "x" {
 		t.Fatalf("honest frame: %q, %v", out, err)
+	}
+	// Highly compressible content: the stated size is far above 4x the input, so the
+	// frame is decoded with its size removed from the header, and checked against it.
+	src := bytes.Repeat([]byte("a record value that repeats "), 40000)
+	for name, enc := range map[string]func() []byte{
+		"stating its size": func() []byte { return mustCompress(t, CompressionZstd, src) },
+		"stating no size": func() []byte {
+			var buf bytes.Buffer
+			w, err := zstd.NewWriter(&buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Write(src)
+			w.Close()
+			return buf.Bytes()
+		},
+	} {
+		frame := enc()
+		if out, err := Decompress(CompressionZstd, frame); err != nil || !bytes.Equal(out, src) {
+			t.Errorf("%s (%d bytes for %d): %d bytes, %v", name, len(frame), len(src), len(out), err)
+		}
 	}
 }
