@@ -181,7 +181,8 @@ const zstdMaxExpansion = (128 << 10) / 4
 // states (the decoder pre-allocates a stated size, up to 32768 times the input). A
 // first frame stating more than limit, or more than src can expand to, is refused
 // outright. One stating no more than dst's spare room, or a small multiple of
-// len(src), is decoded into a buffer of that size. One stating more is decoded from a
+// len(src), and followed by no other frame, is decoded into a buffer of that size.
+// One stating more, or followed by other frames, is decoded from a
 // copy of src whose frame headers state no size, so the buffer grows only as output
 // arrives, and the output is then checked against the sizes the frames stated.
 // Frames stating no size (the Java client's) are decoded as output arrives too.
@@ -203,9 +204,9 @@ func decodeZstd(dst, src []byte, limit int) ([]byte, error) {
 		case h.FrameContentSize > most:
 			return nil, fmt.Errorf("frame states %d bytes of content, more than its %d bytes can hold or the limit of %d",
 				h.FrameContentSize, len(src), limit)
-		case h.FrameContentSize <= room:
+		case h.FrameContentSize <= room && singleZstdFrame(src):
 			dst = grow(dst, int(h.FrameContentSize))
-		default:
+		default: // too big for the room, or later frames whose sizes are unchecked
 			if src, stated, checkStated, err = stripZstdContentSizes(src); err != nil {
 				return nil, err
 			}
@@ -237,10 +238,32 @@ const (
 // covers its stated size), the sum of the sizes they stated, and whether every frame
 // stated one. It reads only frame and block headers; the decoder checks the rest.
 func stripZstdContentSizes(src []byte) (out []byte, stated uint64, all bool, err error) {
-	errTruncated := errors.New("truncated zstd frame")
-	out = make([]byte, 0, len(src)+8)
+	return walkZstdFrames(src, make([]byte, 0, len(src)+8))
+}
+
+// singleZstdFrame reports whether src holds one zstd frame and nothing after it
+// (reading block headers only).
+func singleZstdFrame(src []byte) bool {
+	_, _, _, err := walkZstdFrames(src, nil)
+	return err == nil
+}
+
+var (
+	errZstdTruncated  = errors.New("truncated zstd frame")
+	errZstdMoreFrames = errors.New("more than one zstd frame")
+)
+
+// walkZstdFrames walks the frame and block headers of src. With out nil it stops
+// with errZstdMoreFrames at a second frame and copies nothing; otherwise it appends
+// to out the frames with no content size, as stripZstdContentSizes describes.
+func walkZstdFrames(src, out []byte) (_ []byte, stated uint64, all bool, err error) {
+	errTruncated := errZstdTruncated
+	countOnly := out == nil
 	all = true
 	for pos := 0; pos < len(src); {
+		if countOnly && pos > 0 {
+			return nil, 0, false, errZstdMoreFrames
+		}
 		if len(src)-pos < 8 {
 			return nil, 0, false, errTruncated
 		}
@@ -250,7 +273,9 @@ func stripZstdContentSizes(src []byte) (out []byte, stated uint64, all bool, err
 			if n > uint64(len(src)-pos) {
 				return nil, 0, false, errTruncated
 			}
-			out = append(out, src[pos:pos+int(n)]...)
+			if !countOnly {
+				out = append(out, src[pos:pos+int(n)]...)
+			}
 			pos += int(n)
 			continue
 		}
@@ -294,9 +319,11 @@ func stripZstdContentSizes(src []byte) (out []byte, stated uint64, all bool, err
 		if window < 0 {
 			window = zstdWindowDescriptor(fcs)
 		}
-		out = binary.LittleEndian.AppendUint32(out, zstdMagic)
-		out = append(out, descriptor&0x0f, byte(window))
-		out = append(out, dict...)
+		if !countOnly {
+			out = binary.LittleEndian.AppendUint32(out, zstdMagic)
+			out = append(out, descriptor&0x0f, byte(window))
+			out = append(out, dict...)
+		}
 		// The blocks, then the checksum, unchanged.
 		blocksStart := p
 		for last := false; !last; {
@@ -321,7 +348,9 @@ func stripZstdContentSizes(src []byte) (out []byte, stated uint64, all bool, err
 				return nil, 0, false, errTruncated
 			}
 		}
-		out = append(out, src[blocksStart:p]...)
+		if !countOnly {
+			out = append(out, src[blocksStart:p]...)
+		}
 		pos = p
 	}
 	return out, stated, all, nil

@@ -57,7 +57,8 @@ func hugeSnappyBlocks() map[string][]byte {
 // TestZstdStatedSizeNotTrusted: a zstd frame whose header states 200 MiB of content
 // is refused without allocating anything near it, whether its 17 bytes cannot hold
 // that much (refused before decoding) or its 8 KiB could (decoded as output arrives,
-// then found to hold less than it states; the decoder had allocated the 200 MiB).
+// then found to hold less than it states; the decoder had allocated the 200 MiB), or
+// it follows an honest frame.
 // Frames stating their true size, or none (as the Java client writes them), decode.
 func TestZstdStatedSizeNotTrusted(t *testing.T) {
 	frameHeader := []byte{0x28, 0xb5, 0x2f, 0xfd, 0xe0} // magic; single segment, 8-byte content size
@@ -65,7 +66,9 @@ func TestZstdStatedSizeNotTrusted(t *testing.T) {
 	tiny := append(bytes.Clone(frameHeader), 0x09, 0, 0, 'x') // last block, raw, 1 byte
 	rawBlock := binary.LittleEndian.AppendUint32(nil, 8<<10<<3|1)[:3]
 	big := append(append(bytes.Clone(frameHeader), rawBlock...), make([]byte, 8<<10)...)
-	for name, frame := range map[string][]byte{"17 bytes": tiny, "8 KiB": big} {
+	honest := append([]byte{0x28, 0xb5, 0x2f, 0xfd, 0x20, 1}, 0x09, 0, 0, 'x')
+	second := append(bytes.Clone(honest), big...) // the second frame's size is the lie
+	for name, frame := range map[string][]byte{"17 bytes": tiny, "8 KiB": big, "second frame": second} {
 		var err error
 		n := allocatedBy(func() { _, err = Decompress(CompressionZstd, frame) })
 		if !errors.Is(err, ErrCorrupt) {
@@ -75,9 +78,11 @@ func TestZstdStatedSizeNotTrusted(t *testing.T) {
 			t.Errorf("%s: Decompress allocated %d bytes for a %d-byte frame", name, n, len(frame))
 		}
 	}
-	honest := append([]byte{0x28, 0xb5, 0x2f, 0xfd, 0x20, 1}, 0x09, 0, 0, 'x')
 	if out, err := Decompress(CompressionZstd, honest); err != nil || string(out) != "x" {
 		t.Fatalf("honest frame: %q, %v", out, err)
+	}
+	if out, err := Decompress(CompressionZstd, append(bytes.Clone(honest), honest...)); err != nil || string(out) != "xx" {
+		t.Fatalf("two honest frames: %q, %v", out, err)
 	}
 	// Highly compressible content: the stated size is far above 4x the input, so the
 	// frame is decoded with its size removed from the header, and checked against it.
