@@ -51,10 +51,7 @@ func FuzzValidate(f *testing.F) {
 		if h.Size() != len(framed) || h.NumRecords != h.LastOffsetDelta+1 {
 			t.Fatalf("Validate accepted an inconsistent header %+v for %d bytes", h, len(framed))
 		}
-		if h.Compression() != CompressionNone {
-			return
-		}
-		// A valid uncompressed batch must decode to exactly its records.
+		// A valid batch, compressed or not, must decode to exactly its records.
 		_, rs, err := Records(framed)
 		if err != nil {
 			t.Fatalf("Validate accepted a batch Records rejects: %v", err)
@@ -66,6 +63,27 @@ func FuzzValidate(f *testing.F) {
 			if r.OffsetDelta != int32(i) {
 				t.Fatalf("record %d has offset delta %d", i, r.OffsetDelta)
 			}
+		}
+	})
+}
+
+// FuzzZstdStatedSizes: zstd input decodes to the same bytes whether or not its
+// frames' stated sizes are first removed (stripZstdContentSizes).
+func FuzzZstdStatedSizes(f *testing.F) {
+	for _, n := range []int{1, 100, 5000} {
+		f.Add(mustCompress(f, CompressionZstd, bytes.Repeat([]byte("some text, "), n)))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want, err := decompress(CompressionZstd, b, 1<<20)
+		if err != nil {
+			return
+		}
+		stripped, _, _, err := stripZstdContentSizes(b)
+		if err != nil {
+			t.Fatalf("decoded, but its frames do not walk: %v", err)
+		}
+		if got, err := decompress(CompressionZstd, stripped, 1<<20); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("without stated sizes: %v, equal %v", err, bytes.Equal(got, want))
 		}
 	})
 }

@@ -80,7 +80,7 @@ func TestValidateCompressedNoSteadyAllocs(t *testing.T) {
 	}
 }
 
-func mustCompress(t *testing.T, c Compression, src []byte) []byte {
+func mustCompress(t testing.TB, c Compression, src []byte) []byte {
 	t.Helper()
 	out, err := Compress(c, nil, src)
 	if err != nil {
