@@ -55,9 +55,15 @@ func TestLongPollsLeaveNoWaiters(t *testing.T) {
 // longPoll sends a consumer's Fetch (v13) of partition 0 of each topic from offset 0
 // and returns the channel its decoded answer comes on.
 func longPoll(t *testing.T, b *Broker, maxWait, minBytes int32, topics ...*metadata.Topic) <-chan *kmsg.FetchResponse {
+	return sendFetch(t, b, consumerFetch(maxWait, minBytes, 1<<20, topics...))
+}
+
+// consumerFetch is a consumer's Fetch (v13) of partition 0 of each topic from offset
+// 0, up to 1 MiB of each.
+func consumerFetch(maxWait, minBytes, maxBytes int32, topics ...*metadata.Topic) *kmsg.FetchRequest {
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(13)
-	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, maxWait, minBytes, 1<<20
+	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, maxWait, minBytes, maxBytes
 	for _, tp := range topics {
 		rt := kmsg.NewFetchRequestTopic()
 		rt.Topic, rt.TopicID = tp.Name, tp.ID
@@ -66,7 +72,7 @@ func longPoll(t *testing.T, b *Broker, maxWait, minBytes int32, topics ...*metad
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 	}
-	return sendFetch(t, b, req)
+	return req
 }
 
 // sendFetch hands req to the broker and returns the channel its decoded answer comes
@@ -154,15 +160,7 @@ func TestFetchMaxBytes(t *testing.T) {
 		}
 		return len(raw)
 	}
-	req := kmsg.NewPtrFetchRequest()
-	req.SetVersion(13)
-	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 0, 1, 1<<30
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic, rt.TopicID = tp.Name, tp.ID
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 0, 0, 1<<20, -1
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req := consumerFetch(0, 1, 1<<30, tp)
 	if n := batches(<-sendFetch(t, b, req)); n != 1 {
 		t.Fatalf("a consumer asking for 1 GiB with fetch.max.bytes=1 got %d batches, want the first one only", n)
 	}

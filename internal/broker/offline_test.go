@@ -73,6 +73,13 @@ func produceTo(t *testing.T, b *Broker, topic string) int16 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return produceBatch(t, b, topic, batch)
+}
+
+// produceBatch produces one batch to partition 0 of topic (acks=all) and returns the
+// partition's error code.
+func produceBatch(t *testing.T, b *Broker, topic string, batch []byte) int16 {
+	t.Helper()
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks, req.TimeoutMillis = -1, 5000
 	rt := kmsg.NewProduceRequestTopic()

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-streaming/samsa/internal/record"
 )
@@ -29,20 +28,7 @@ func TestProduceRefusesCompressedBatchClaimingPhantomRecords(t *testing.T) {
 	binary.BigEndian.PutUint32(hostile[57:], math.MaxInt32)   // record count
 	binary.BigEndian.PutUint32(hostile[record.CRCOffset:], record.Checksum(hostile))
 
-	produce := func(batch []byte) int16 {
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks, req.TimeoutMillis = -1, 5000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "phantom"
-		if tp, ok := b.image().Topic("phantom"); ok {
-			rt.TopicID = tp.ID
-		}
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = batch
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		return call[*kmsg.ProduceResponse](t, b, req).Topics[0].Partitions[0].ErrorCode
-	}
+	produce := func(batch []byte) int16 { return produceBatch(t, b, "phantom", batch) }
 	if code := produce(hostile); code != kerr.InvalidRecord.Code {
 		t.Fatalf("hostile batch: %v, want INVALID_RECORD", kerr.ErrorForCode(code))
 	}

@@ -123,15 +123,7 @@ func TestManagerWriteFailures(t *testing.T) {
 // transaction's) are archived again only once the write that stores it succeeds: a
 // failed write leaves them as they were, in memory as in the store.
 func TestManagerArchiveRolledBack(t *testing.T) {
-	store := &memStore{snaps: map[Key]Snapshot{}, epochs: map[Key]int32{}}
-	clk := clock.NewFake(t0)
-	m := NewManager(Options{
-		Store: store, Clock: clk,
-		Config:        func(string) PartitionConfig { return testCfg() },
-		InitialOffset: func(Key) (int64, error) { return 0, nil },
-		LeaderEpoch:   func(Key) (int32, error) { return 1, nil },
-	})
-	defer m.Close()
+	store, clk, m := newTestManager(t)
 	k := Key{Group: "g", Partition: 0}
 	ctx := context.Background()
 	// Offsets 0-9 delivered once and released: available, inside the window.
@@ -243,15 +235,7 @@ func TestManagerContextEndsLockExpiry(t *testing.T) {
 // TestManagerPanicUndone: a change that panics half-way is undone before the panic
 // goes on, so the partition in memory stays as stored and the next change works.
 func TestManagerPanicUndone(t *testing.T) {
-	store := &memStore{snaps: map[Key]Snapshot{}, epochs: map[Key]int32{}}
-	clk := clock.NewFake(t0)
-	m := NewManager(Options{
-		Store: store, Clock: clk,
-		Config:        func(string) PartitionConfig { return testCfg() },
-		InitialOffset: func(Key) (int64, error) { return 0, nil },
-		LeaderEpoch:   func(Key) (int32, error) { return 1, nil },
-	})
-	defer m.Close()
+	_, clk, m := newTestManager(t)
 	k := Key{Group: "g", Partition: 0}
 	ctx := context.Background()
 	func() {
@@ -276,4 +260,19 @@ func TestManagerPanicUndone(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// newTestManager is a Manager on a memStore and a fake clock, leader epoch 1, closed
+// when the test ends.
+func newTestManager(t *testing.T) (*memStore, *clock.Fake, *Manager) {
+	store := &memStore{snaps: map[Key]Snapshot{}, epochs: map[Key]int32{}}
+	clk := clock.NewFake(t0)
+	m := NewManager(Options{
+		Store: store, Clock: clk,
+		Config:        func(string) PartitionConfig { return testCfg() },
+		InitialOffset: func(Key) (int64, error) { return 0, nil },
+		LeaderEpoch:   func(Key) (int32, error) { return 1, nil },
+	})
+	t.Cleanup(m.Close)
+	return store, clk, m
 }
