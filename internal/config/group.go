@@ -87,7 +87,7 @@ var groupConfigs = []groupConfig{
 		doc:   "How long a share consumer holds the records it acquired.",
 		check: intAtLeast(1000),
 		def:   func(b *Broker) string { return strconv.Itoa(int(b.GroupShareRecordLockDurationMs)) }},
-	{name: "share.delivery.count.limit", broker: "group.share.delivery.count.limit", valid: "[2,10]", typ: TypeInt,
+	{name: "share.delivery.count.limit", broker: "group.share.delivery.count.limit", valid: "[2,...,10]", typ: TypeInt,
 		doc:   "How many times a record is delivered before it is archived.",
 		check: intBetween(2, 10),
 		def:   func(b *Broker) string { return strconv.Itoa(int(b.GroupShareDeliveryCountLimit)) }},
