@@ -98,14 +98,13 @@ func (c *Controller) alterConfigs(ctx context.Context, resourceType int8, resour
 			if op.Value == nil {
 				return fmt.Errorf("%w: %s of %s without a value", ErrInvalidRequest, opName(op.Op), op.Name)
 			}
-			// Linear in the items: a set of the list's items, then one pass.
-			list := splitList(next[op.Name])
-			in := make(map[string]bool, len(list))
-			for _, v := range list {
-				in[v] = true
-			}
-			items := splitList(*op.Value)
+			// Linear in the items: a set, then one pass.
+			list, items := splitList(next[op.Name]), splitList(*op.Value)
 			if op.Op == OpAppend {
+				in := make(map[string]bool, len(list)+len(items))
+				for _, v := range list {
+					in[v] = true
+				}
 				for _, v := range items {
 					if !in[v] {
 						in[v] = true

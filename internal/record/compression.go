@@ -88,10 +88,7 @@ func CompressLevel(c Compression, level int, dst, src []byte) ([]byte, error) {
 // ErrCorrupt; an unknown codec is ErrInvalid. Memory grows with what src actually
 // decodes to, never with a size src claims (see decompressAppend).
 func Decompress(c Compression, src []byte) ([]byte, error) {
-	if c == CompressionNone {
-		return src, nil
-	}
-	return decompressAppend(c, nil, src, MaxDecompressedBytes)
+	return decompress(c, src, MaxDecompressedBytes)
 }
 
 func decompress(c Compression, src []byte, limit int) ([]byte, error) {

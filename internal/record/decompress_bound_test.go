@@ -24,14 +24,7 @@ func allocatedBy(f func()) uint64 {
 // before anything near that is allocated, raw and xerial-framed.
 func TestSnappyStatedLengthNotTrusted(t *testing.T) {
 	for name, src := range hugeSnappyBlocks() {
-		var err error
-		n := allocatedBy(func() { _, err = Decompress(CompressionSnappy, src) })
-		if !errors.Is(err, ErrCorrupt) {
-			t.Errorf("%s: Decompress = %v, want ErrCorrupt", name, err)
-		}
-		if n > 64<<10 {
-			t.Errorf("%s: Decompress allocated %d bytes for a %d-byte block", name, n, len(src))
-		}
+		expectRefusedWithin(t, name, CompressionSnappy, src, 64<<10)
 	}
 	// A block at the bound still decodes: 3-byte copies of 64 bytes each.
 	ok, err := Compress(CompressionSnappy, nil, make([]byte, 1<<20))
@@ -69,14 +62,7 @@ func TestZstdStatedSizeNotTrusted(t *testing.T) {
 	honest := append([]byte{0x28, 0xb5, 0x2f, 0xfd, 0x20, 1}, 0x09, 0, 0, 'x')
 	second := append(bytes.Clone(honest), big...) // the second frame's size is the lie
 	for name, frame := range map[string][]byte{"17 bytes": tiny, "8 KiB": big, "second frame": second} {
-		var err error
-		n := allocatedBy(func() { _, err = Decompress(CompressionZstd, frame) })
-		if !errors.Is(err, ErrCorrupt) {
-			t.Errorf("%s: Decompress = %v, want ErrCorrupt", name, err)
-		}
-		if n > 256<<10 {
-			t.Errorf("%s: Decompress allocated %d bytes for a %d-byte frame", name, n, len(frame))
-		}
+		expectRefusedWithin(t, name, CompressionZstd, frame, 256<<10)
 	}
 	if out, err := Decompress(CompressionZstd, honest); err != nil || string(out) != "x" {
 		t.Fatalf("honest frame: %q, %v", out, err)
@@ -104,5 +90,19 @@ func TestZstdStatedSizeNotTrusted(t *testing.T) {
 		if out, err := Decompress(CompressionZstd, frame); err != nil || !bytes.Equal(out, src) {
 			t.Errorf("%s (%d bytes for %d): %d bytes, %v", name, len(frame), len(src), len(out), err)
 		}
+	}
+}
+
+// expectRefusedWithin checks that Decompress refuses src as ErrCorrupt having
+// allocated at most bound bytes.
+func expectRefusedWithin(t *testing.T, name string, c Compression, src []byte, bound uint64) {
+	t.Helper()
+	var err error
+	n := allocatedBy(func() { _, err = Decompress(c, src) })
+	if !errors.Is(err, ErrCorrupt) {
+		t.Errorf("%s: Decompress = %v, want ErrCorrupt", name, err)
+	}
+	if n > bound {
+		t.Errorf("%s: Decompress allocated %d bytes for %d bytes of input", name, n, len(src))
 	}
 }
