@@ -106,12 +106,23 @@ type Broker struct {
 // FreePort returns a port on 127.0.0.1 that was free a moment ago.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	return FreePorts(t, 1)[0]
+}
+
+// FreePorts returns n different ports on 127.0.0.1 that were free a moment ago (each
+// held until all are chosen, so that none is handed out twice).
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
 // StartBroker starts `samsa serve` on a free port with data in a fresh temporary
@@ -132,21 +143,23 @@ func StartBrokerArgs(t testing.TB, args []string, overrides ...string) *Broker {
 		t:         t,
 		bin:       SamsaBinary(t),
 	}
-	b.startOnFreePort(t, nil)
+	b.startOnFreePort(t, 0, nil)
 	return b
 }
 
-// startOnFreePort starts b on a free port for its PLAINTEXT listener (prepare, if
-// set, adjusts b once b.Addr is chosen), retrying when another test took the port, and
-// stops it when the test ends.
-func (b *Broker) startOnFreePort(t testing.TB, prepare func()) {
+// startOnFreePort starts b on a free port for its PLAINTEXT listener and extra more
+// for other listeners (prepare, if set, adjusts b once b.Addr and the extra ports are
+// chosen), retrying with new ports when another test took one, and stops it when the
+// test ends.
+func (b *Broker) startOnFreePort(t testing.TB, extra int, prepare func(extra []int)) {
 	t.Helper()
-	// FreePort's port can be taken by another test between the check and the bind:
-	// try a few ports before giving up.
+	// A free port can be taken by another test between the check and the bind: try a
+	// few before giving up.
 	for attempt := 1; ; attempt++ {
-		b.Addr = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+		ports := FreePorts(t, 1+extra)
+		b.Addr = fmt.Sprintf("127.0.0.1:%d", ports[0])
 		if prepare != nil {
-			prepare()
+			prepare(ports[1:])
 		}
 		err := b.tryStart()
 		if err == nil {

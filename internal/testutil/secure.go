@@ -34,7 +34,6 @@ func StartSecureBroker(t testing.TB, o SecureOptions) *SecureBroker {
 	t.Helper()
 	ca := NewCA(t)
 	server := ca.Issue("broker")
-	ports := []int{FreePort(t), FreePort(t), FreePort(t)}
 	addr := func(p int) string { return fmt.Sprintf("127.0.0.1:%d", p) }
 	var jaas strings.Builder
 	jaas.WriteString("org.apache.kafka.common.security.plain.PlainLoginModule required")
@@ -52,8 +51,6 @@ func StartSecureBroker(t testing.TB, o SecureOptions) *SecureBroker {
 	if clientAuth == "" {
 		clientAuth = "none"
 	}
-	// The PLAINTEXT listener's address is added by StartBroker; the others follow.
-	listeners := fmt.Sprintf("SASL_PLAINTEXT://%s,SSL://%s,SASL_SSL://%s", addr(ports[0]), addr(ports[1]), addr(ports[2]))
 	overrides := append([]string{
 		"sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
 		"listener.name.sasl_plaintext.plain.sasl.jaas.config=" + jaas.String(),
@@ -64,8 +61,12 @@ func StartSecureBroker(t testing.TB, o SecureOptions) *SecureBroker {
 		"connection.failed.authentication.delay.ms=10",
 	}, o.Overrides...)
 	b := &Broker{Dir: t.TempDir(), Args: args, t: t, bin: SamsaBinary(t)}
-	b.startOnFreePort(t, func() {
-		b.Overrides = append([]string{"listeners=PLAINTEXT://" + b.Addr + "," + listeners}, overrides...)
+	var ports []int
+	b.startOnFreePort(t, 3, func(extra []int) {
+		// The PLAINTEXT listener's address first, then the others.
+		ports = extra
+		listeners := fmt.Sprintf("PLAINTEXT://%s,SASL_PLAINTEXT://%s,SSL://%s,SASL_SSL://%s", b.Addr, addr(ports[0]), addr(ports[1]), addr(ports[2]))
+		b.Overrides = append([]string{"listeners=" + listeners}, overrides...)
 	})
 	return &SecureBroker{Broker: b, Plaintext: b.Addr, SASLPlaintext: addr(ports[0]), SSL: addr(ports[1]), SASLSSL: addr(ports[2]), CA: ca, Server: server}
 }
