@@ -246,6 +246,20 @@ var topicIndex = func() map[string]*topicProperty {
 // IsTopicConfig reports whether name is a topic config Samsa accepts.
 func IsTopicConfig(name string) bool { _, ok := topicIndex[name]; return ok }
 
+// IsListTopicConfig and IsListBrokerProperty report whether name is a topic config
+// or broker property whose type is LIST: the configs IncrementalAlterConfigs may
+// APPEND to and SUBTRACT from, as Kafka's controller allows only for LIST types.
+func IsListTopicConfig(name string) bool {
+	p, ok := topicIndex[name]
+	return ok && p.spec.kafkaType() == TypeList
+}
+
+// IsListBrokerProperty: see IsListTopicConfig.
+func IsListBrokerProperty(name string) bool {
+	p, ok := brokerIndex[name]
+	return ok && p.spec.kafkaType() == TypeList
+}
+
 // ValidateTopicConfig checks one topic config: ErrUnknownProperty for a name that
 // is not a topic config, ErrInvalidValue for a value out of its bounds. The
 // message names the config and the value.

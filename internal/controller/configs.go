@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/samsa-streaming/samsa/internal/config"
 	"github.com/samsa-streaming/samsa/internal/metadata"
 )
 
@@ -98,6 +99,9 @@ func (c *Controller) alterConfigs(ctx context.Context, resourceType int8, resour
 			if op.Value == nil {
 				return fmt.Errorf("%w: %s of %s without a value", ErrInvalidRequest, opName(op.Op), op.Name)
 			}
+			if !isListConfig(resourceType, op.Name) {
+				return fmt.Errorf("%w: %s is not a list config; %s applies to lists only, use SET", ErrInvalidConfig, op.Name, opName(op.Op))
+			}
 			// Linear in the items: a set, then one pass.
 			list, items := splitList(next[op.Name]), splitList(*op.Value)
 			if op.Op == OpAppend {
@@ -158,6 +162,19 @@ func (c *Controller) alterConfigs(ctx context.Context, resourceType int8, resour
 		return nil
 	}
 	return c.propose(ctx, recs)
+}
+
+// isListConfig reports whether the config name of a resource of type resourceType
+// is list-typed. Group configs have none; an unknown name is not one (Kafka's
+// controller refuses APPEND and SUBTRACT to it the same way).
+func isListConfig(resourceType int8, name string) bool {
+	switch resourceType {
+	case metadata.ResourceTopic:
+		return config.IsListTopicConfig(name)
+	case metadata.ResourceBroker:
+		return config.IsListBrokerProperty(name)
+	}
+	return false
 }
 
 func splitList(s string) []string {

@@ -372,6 +372,10 @@ func TestAlterConfigs(t *testing.T) {
 			want: map[string]string{"retention.ms": "200", "cleanup.policy": "delete,compact"}},
 		{name: "subtract", ops: []ConfigOp{{Name: "cleanup.policy", Value: ptr("delete"), Op: OpSubtract}},
 			want: map[string]string{"retention.ms": "200", "cleanup.policy": "compact"}},
+		{name: "append to a non-list", ops: []ConfigOp{{Name: "retention.ms", Value: ptr("5"), Op: OpAppend}}, wantErr: ErrInvalidConfig,
+			want: map[string]string{"retention.ms": "200", "cleanup.policy": "compact"}},
+		{name: "subtract from an unknown config", ops: []ConfigOp{{Name: "no.such", Value: ptr("5"), Op: OpSubtract}}, wantErr: ErrInvalidConfig,
+			want: map[string]string{"retention.ms": "200", "cleanup.policy": "compact"}},
 		{name: "invalid value", ops: []ConfigOp{{Name: "retention.ms", Value: ptr("x")}}, wantErr: ErrInvalidConfig,
 			want: map[string]string{"retention.ms": "200", "cleanup.policy": "compact"}},
 		{name: "duplicate op", ops: []ConfigOp{{Name: "retention.ms", Value: ptr("1")}, {Name: "retention.ms", Op: OpDelete}}, wantErr: ErrInvalidRequest,
@@ -408,6 +412,15 @@ func TestAlterConfigs(t *testing.T) {
 	}
 	if got := c.Image().BrokerConfigs("1"); !reflect.DeepEqual(got, map[string]string{"x": "y"}) {
 		t.Fatalf("broker 1 configs = %v", got)
+	}
+	if err := c.AlterConfigs(ctx(t), metadata.ResourceBroker, "", []ConfigOp{{Name: "log.retention.ms", Value: ptr("9"), Op: OpAppend}}, false, false); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("APPEND to a broker property that is not a list: %v", err)
+	}
+	if err := c.AlterConfigs(ctx(t), metadata.ResourceBroker, "", []ConfigOp{{Name: "log.dirs", Value: ptr("/x"), Op: OpAppend}}, false, true); err != nil {
+		t.Fatalf("APPEND to a list broker property: %v", err)
+	}
+	if err := c.AlterConfigs(ctx(t), metadata.ResourceGroup, "g", []ConfigOp{{Name: "share.auto.offset.reset", Value: ptr("earliest"), Op: OpAppend}}, false, false); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("APPEND to a group config: %v", err)
 	}
 	if err := c.AlterConfigs(ctx(t), metadata.ResourceBroker, "abc", nil, false, false); !errors.Is(err, ErrInvalidRequest) {
 		t.Fatalf("bad broker name: %v", err)
