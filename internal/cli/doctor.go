@@ -361,10 +361,10 @@ func lagSkew(group string, s GroupSample) []Finding {
 		share := hotLag * 100 / total
 		out = append(out, Finding{
 			Code: CodeLagSkew, Severity: severityWarning, Group: group, Topic: topic, Partitions: []int32{hot},
-			Message: fmt.Sprintf("partition %d holds %d%% of the group's lag on this topic (%d of %d records; the mean per partition is %d): a hot key or skewed keys",
+			Message: fmt.Sprintf("partition %d holds %d%% of the group's lag on this topic (%d of %d records; the mean per partition is %d): records land unevenly (a hot key, or keyless records a producer sent mostly there) or its member is slow",
 				hot, share, hotLag, total, mean),
 			Numbers: map[string]int64{"partition": int64(hot), "partition_lag": hotLag, "total_lag": total, "share_percent": share, "mean_lag": mean},
-			Fix:     "find the dominant keys on that partition (`samsa consume " + topic + " --partition " + strconv.Itoa(int(hot)) + " --format '{{.Key}}'`); spread them with a finer key, or speed up the member that owns the partition — adding consumers does not help a single hot partition",
+			Fix:     "see which keys land there (`samsa consume " + topic + " --partition " + strconv.Itoa(int(hot)) + " --format '{{.Key}}'`): spread a hot key with a finer key, keyless records with the producer's partitioner (round-robin); or speed up the member that owns the partition — adding consumers does not help a single hot partition",
 		})
 	}
 	return out
