@@ -19,6 +19,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -52,7 +53,7 @@ func (b *Broker) handleDescribeConfigs(req *protocol.Request) <-chan protocol.Re
 			t, ok := img.Topic(res.ResourceName)
 			if !ok {
 				sr.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				sr.ErrorMessage = kmsg.StringPtr("topic " + res.ResourceName + " does not exist")
+				sr.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("topic %q does not exist", res.ResourceName))
 				break
 			}
 			entries = config.DescribeTopic(b.cfg, t.Configs)

@@ -10,6 +10,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -57,7 +58,7 @@ func (b *Broker) serveCreatePartitions(ctx context.Context, req kmsg.Request) km
 		st.Topic = t.Topic
 		if seen[t.Topic] > 1 {
 			st.ErrorCode = kerr.InvalidRequest.Code
-			st.ErrorMessage = kmsg.StringPtr("topic " + t.Topic + " appears more than once in the request")
+			st.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("topic %q appears more than once in the request", t.Topic))
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}

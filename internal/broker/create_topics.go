@@ -17,6 +17,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 
@@ -96,7 +97,7 @@ func (b *Broker) serveCreateTopics(ctx context.Context, req kmsg.Request) kmsg.R
 		st.NumPartitions, st.ReplicationFactor = -1, -1
 		if seen[t.Topic] > 1 {
 			st.ErrorCode = kerr.InvalidRequest.Code
-			st.ErrorMessage = kmsg.StringPtr("topic " + t.Topic + " appears more than once in the request")
+			st.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("topic %q appears more than once in the request", t.Topic))
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
