@@ -98,9 +98,14 @@ func (b *Broker) handleDescribeConfigs(req *protocol.Request) <-chan protocol.Re
 				c.Documentation = &doc
 			}
 			if r.IncludeSynonyms {
-				syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-				syn.Name, syn.Value, syn.Source = c.Name, c.Value, c.Source
-				c.ConfigSynonyms = append(c.ConfigSynonyms, syn)
+				for _, s := range e.Synonyms {
+					syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+					syn.Name, syn.Source = s.Name, kmsg.ConfigSource(s.Source)
+					if !e.Sensitive {
+						syn.Value = kmsg.StringPtr(s.Value)
+					}
+					c.ConfigSynonyms = append(c.ConfigSynonyms, syn)
+				}
 			}
 			sr.Configs = append(sr.Configs, c)
 		}

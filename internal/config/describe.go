@@ -13,6 +13,34 @@ type Entry struct {
 	Sensitive bool
 	Type      int8 // Kafka's ConfigType: TypeBoolean ... TypePassword
 	Doc       string
+	// Synonyms are the places the value could come from, most specific first, as
+	// DescribeConfigs reports them: a topic's (or group's) override, then the broker
+	// properties it defaults to, each where it is set (STATIC_BROKER_CONFIG) and
+	// then each with its default (DEFAULT_CONFIG).
+	Synonyms []Synonym
+}
+
+// Synonym is one entry of Entry.Synonyms.
+type Synonym struct {
+	Name, Value string
+	Source      int8
+}
+
+// brokerSynonyms lists the broker properties names where b sets them, then where
+// they have a default, in names' order (Kafka's precedence).
+func brokerSynonyms(b *Broker, names []string) []Synonym {
+	var out []Synonym
+	for _, n := range names {
+		if v, ok := b.Raw[n]; ok {
+			out = append(out, Synonym{Name: n, Value: v, Source: SourceStaticBroker})
+		}
+	}
+	for _, n := range names {
+		if p, ok := brokerIndex[n]; ok && !p.null {
+			out = append(out, Synonym{Name: n, Value: p.def, Source: SourceDefault})
+		}
+	}
+	return out
 }
 
 // DescribeTopic lists every topic config Samsa accepts, sorted by name, with the
@@ -26,6 +54,7 @@ func DescribeTopic(b *Broker, overrides map[string]string) []Entry {
 		e := Entry{Name: p.name, Type: p.spec.kafkaType(), Doc: p.doc}
 		if v, ok := overrides[p.name]; ok {
 			e.Value, e.Source = v, SourceDynamicTopic
+			e.Synonyms = append(e.Synonyms, Synonym{Name: p.name, Value: v, Source: SourceDynamicTopic})
 		} else {
 			e.Value, e.Source = p.fromBroker(b), SourceDefault
 			for _, bk := range p.broker {
@@ -34,6 +63,7 @@ func DescribeTopic(b *Broker, overrides map[string]string) []Entry {
 				}
 			}
 		}
+		e.Synonyms = append(e.Synonyms, brokerSynonyms(b, p.broker)...)
 		out = append(out, e)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -52,8 +82,21 @@ func DescribeBroker(b *Broker) []Entry {
 		if has(b.Raw, p.name) {
 			e.Source = SourceStaticBroker
 		}
+		e.Synonyms = brokerSynonyms(b, brokerSynonymNames(p.name))
 		out = append(out, e)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// brokerSynonymNames returns the broker properties that stand for the same setting
+// as name, name first and then those it takes precedence over (log.retention.ms,
+// log.retention.minutes, log.retention.hours), as the topic configs list them.
+func brokerSynonymNames(name string) []string {
+	for i := range topicProperties {
+		if names := topicProperties[i].broker; len(names) > 1 && names[0] == name {
+			return names
+		}
+	}
+	return []string{name}
 }

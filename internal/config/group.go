@@ -200,6 +200,10 @@ func DescribeGroup(b *Broker, overrides map[string]string) []Entry {
 		}
 		if v, ok := overrides[c.name]; ok {
 			e.Value, e.Source = v, SourceGroup
+			e.Synonyms = append(e.Synonyms, Synonym{Name: c.name, Value: v, Source: SourceGroup})
+		}
+		if c.broker != "" {
+			e.Synonyms = append(e.Synonyms, brokerSynonyms(b, []string{c.broker})...)
 		}
 		out = append(out, e)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -208,6 +209,17 @@ func TestDescribeTopic(t *testing.T) {
 	check("min.cleanable.dirty.ratio", "0.5", SourceDefault, TypeDouble)
 	check("unclean.leader.election.enable", "false", SourceDefault, TypeBoolean)
 	check("compression.type", "producer", SourceDefault, TypeString)
+
+	// Synonyms: the override, then the broker properties where set, then their defaults.
+	for name, want := range map[string][]Synonym{
+		"cleanup.policy": {{"cleanup.policy", "compact", SourceDynamicTopic}, {"log.cleanup.policy", "delete", SourceDefault}},
+		"retention.ms":   {{"log.retention.hours", "2", SourceStaticBroker}, {"log.retention.hours", "168", SourceDefault}},
+		"segment.ms":     {{"log.roll.hours", "168", SourceDefault}},
+	} {
+		if got := byName[name].Synonyms; !slices.Equal(got, want) {
+			t.Errorf("%s synonyms = %v, want %v", name, got, want)
+		}
+	}
 }
 
 func TestDescribeBroker(t *testing.T) {
@@ -241,6 +253,15 @@ func TestDescribeBroker(t *testing.T) {
 		e := byName[name]
 		if e.Value != want.Value || e.Source != want.Source || e.Type != want.Type {
 			t.Errorf("%s = %+v, want %+v", name, e, want)
+		}
+	}
+	for name, want := range map[string][]Synonym{
+		"log.retention.ms":    {{"log.retention.minutes", "3", SourceStaticBroker}, {"log.retention.hours", "168", SourceDefault}},
+		"num.io.threads":      {{"num.io.threads", "4", SourceStaticBroker}, {"num.io.threads", "8", SourceDefault}},
+		"log.retention.hours": {{"log.retention.hours", "168", SourceDefault}},
+	} {
+		if got := byName[name].Synonyms; !slices.Equal(got, want) {
+			t.Errorf("%s synonyms = %v, want %v", name, got, want)
 		}
 	}
 }

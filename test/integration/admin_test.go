@@ -3,8 +3,10 @@ package integration
 import (
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +89,27 @@ func TestTopicConfigsAndPartitions(t *testing.T) {
 	if v, src := describe("retention.ms"); v != "3600000" || src != kmsg.ConfigSourceDynamicTopicConfig {
 		t.Fatalf("retention.ms = %s (source %v)", v, src)
 	}
+	// Its synonyms, as kafka-configs --describe shows them: the override, then the
+	// broker property it would default to.
+	rc, err := adm.DescribeTopicConfigs(ctx, "cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var synonyms []string
+	for _, c := range rc[0].Configs {
+		if c.Key == "retention.ms" {
+			for _, s := range c.Synonyms {
+				v := "<nil>"
+				if s.Value != nil {
+					v = *s.Value
+				}
+				synonyms = append(synonyms, fmt.Sprintf("%s:%s=%s", s.Source, s.Key, v))
+			}
+		}
+	}
+	if want := []string{"DYNAMIC_TOPIC_CONFIG:retention.ms=3600000", "DEFAULT_CONFIG:log.retention.hours=168"}; !slices.Equal(synonyms, want) {
+		t.Fatalf("retention.ms synonyms = %v, want %v", synonyms, want)
+	}
 	if v, src := describe("cleanup.policy"); v != "delete" || src != kmsg.ConfigSourceDefaultConfig {
 		t.Fatalf("cleanup.policy = %s (source %v)", v, src)
 	}
@@ -95,7 +118,7 @@ func TestTopicConfigsAndPartitions(t *testing.T) {
 	}
 
 	// Incremental alter: set one, delete another.
-	_, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+	_, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
 		{Op: kadm.SetConfig, Name: "max.message.bytes", Value: kadm.StringPtr("2048")},
 		{Op: kadm.DeleteConfig, Name: "retention.ms"},
 		{Op: kadm.SetConfig, Name: "segment.jitter.ms", Value: kadm.StringPtr("60000")},
