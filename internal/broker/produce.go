@@ -282,7 +282,11 @@ func (b *Broker) produceOne(pr *produceRequest, topic string, partition int32, r
 		// More than one batch: Produce v3+ carries exactly one per partition.
 		return nil, storage.AppendInfo{}, kerr.InvalidRecord
 	}
-	hdr, err := record.Validate(records, record.ValidateOptions{MaxBatchBytes: settings.MaxMessageBytes})
+	opts := record.ValidateOptions{MaxBatchBytes: settings.MaxMessageBytes}
+	if settings.RequireKeys || settings.Timestamps != nil {
+		opts.Check = recordRules(now, settings.RequireKeys, settings.Timestamps)
+	}
+	hdr, err := record.Validate(records, opts)
 	if err != nil {
 		return nil, storage.AppendInfo{}, err
 	}
@@ -292,11 +296,6 @@ func (b *Broker) produceOne(pr *produceRequest, topic string, partition int32, r
 		return nil, storage.AppendInfo{}, errClientControlBatch
 	case hdr.IsTransactional():
 		if txnOpts, err = b.verifyProduce(p, &hdr, pr.txnID, pr.version, pr.timeout); err != nil {
-			return nil, storage.AppendInfo{}, err
-		}
-	}
-	if settings.RequireKeys || settings.Timestamps != nil {
-		if err := checkRecords(records, now, settings.RequireKeys, settings.Timestamps); err != nil {
 			return nil, storage.AppendInfo{}, err
 		}
 	}
@@ -324,33 +323,28 @@ var errClientControlBatch = fmt.Errorf("control batches are written by transacti
 // errKeylessRecord refuses a record without a key on a compacted topic.
 var errKeylessRecord = fmt.Errorf("compacted topic: every record needs a key: %w", kerr.InvalidRecord)
 
-// checkRecords applies the topic's rules for every record, in one pass that decodes the
-// records (decompressing if needed), as Kafka does for them: with requireKeys
-// (compacted topics) a record without a key is INVALID_RECORD; with bounds, one whose
-// timestamp is further from now than they allow is INVALID_TIMESTAMP (a record
-// without a timestamp, -1, passes). Only topics with such a rule take this path.
-func checkRecords(batch []byte, now time.Time, requireKeys bool, bounds *replica.TimestampBounds) error {
-	it, err := record.NewIterator(batch)
-	if err != nil {
-		return err
-	}
+// recordRules returns the topic's rules for every record, checked during the
+// batch's validation walk (record.ValidateOptions.Check), as Kafka checks them: with
+// requireKeys (compacted topics) a record without a key is INVALID_RECORD; with
+// bounds, one whose timestamp is further from now than they allow is
+// INVALID_TIMESTAMP (a record without a timestamp, -1, passes). Only topics with
+// such a rule take this path.
+func recordRules(now time.Time, requireKeys bool, bounds *replica.TimestampBounds) func(int32, int64, []byte) error {
 	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
 	if bounds != nil {
 		nowMs := max(now.UnixMilli(), 0) // so that neither bound overflows
 		lo, hi = nowMs-bounds.Before, nowMs+min(bounds.After, math.MaxInt64-nowMs)
 	}
-	base := it.Header().BaseTimestamp
-	var r record.Record
-	for it.Next(&r) {
-		if requireKeys && r.Key == nil {
+	return func(offsetDelta int32, ts int64, key []byte) error {
+		if requireKeys && key == nil {
 			return errKeylessRecord
 		}
-		if ts := base + r.TimestampDelta; ts != -1 && (ts < lo || ts > hi) {
+		if ts != -1 && (ts < lo || ts > hi) {
 			return fmt.Errorf("timestamp %d of the record with offset delta %d is out of range: it should be within [%d, %d]: %w",
-				ts, r.OffsetDelta, lo, hi, kerr.InvalidTimestamp)
+				ts, offsetDelta, lo, hi, kerr.InvalidTimestamp)
 		}
+		return nil
 	}
-	return it.Err()
 }
 
 // recompress re-encodes a batch with the topic's codec (compression.type) at its level

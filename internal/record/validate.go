@@ -23,6 +23,12 @@ type ValidateOptions struct {
 	// without sequence numbers, and compacted batches whose records no longer number
 	// lastOffsetDelta+1.
 	Replica bool
+	// Check, when set, is called for each record of a client's batch (after the
+	// record is found well formed, in order) with its offset delta, its timestamp
+	// (the batch's base timestamp plus its delta) and its key (nil when null); an
+	// error it returns stops the walk and is Validate's, unwrapped. It lets a topic's
+	// per-record rules share the walk, and a compressed batch's one decompression.
+	Check func(offsetDelta int32, timestamp int64, key []byte) error
 }
 
 // Validate checks one whole v2 batch as a producer sent it and returns its header.
@@ -66,13 +72,19 @@ func Validate(b []byte, opts ValidateOptions) (Header, error) {
 	if err := checkClientHeader(&h); err != nil {
 		return h, err
 	}
+	w := walk{count: h.NumRecords, baseTimestamp: h.BaseTimestamp, check: opts.Check}
 	if h.Compression() != CompressionNone {
-		return h, walkCompressed(b[HeaderSize:], h.Compression(), h.NumRecords)
+		return h, w.compressed(b[HeaderSize:], h.Compression())
 	}
-	if err := walkUncompressed(b[HeaderSize:], h.NumRecords); err != nil {
-		return h, err
-	}
-	return h, nil
+	return h, w.uncompressed(b[HeaderSize:])
+}
+
+// walk checks the records of one batch: count of them, and each passed to check
+// when it is set.
+type walk struct {
+	count         int32
+	baseTimestamp int64
+	check         func(offsetDelta int32, timestamp int64, key []byte) error
 }
 
 // minRecordSize is the smallest encoded record: seven one-byte varints (length,
@@ -84,13 +96,14 @@ const minRecordSize = 7
 // than held by an idle pool.
 const maxPooledDecompressBuffer = 8 << 20
 
-// decompressBuffers holds *[]byte scratch buffers for walkCompressed.
+// decompressBuffers holds *[]byte scratch buffers for walk.compressed.
 var decompressBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
-// walkCompressed decompresses payload with codec c into a pooled buffer and checks it
-// as walkUncompressed does. A count whose records could not fit in
-// MaxDecompressedBytes is refused before decompressing anything.
-func walkCompressed(payload []byte, c Compression, count int32) error {
+// compressed decompresses payload with codec c into a pooled buffer and checks it as
+// uncompressed does. A count whose records could not fit in MaxDecompressedBytes is
+// refused before decompressing anything.
+func (w walk) compressed(payload []byte, c Compression) error {
+	count := w.count
 	if int64(count)*minRecordSize > MaxDecompressedBytes {
 		return fmt.Errorf("%w: record count %d cannot fit in the %d bytes a batch may decompress to",
 			ErrInvalid, count, MaxDecompressedBytes)
@@ -98,7 +111,7 @@ func walkCompressed(payload []byte, c Compression, count int32) error {
 	bufp := decompressBuffers.Get().(*[]byte)
 	records, err := decompressAppend(c, (*bufp)[:0], payload, MaxDecompressedBytes)
 	if err == nil {
-		if err = walkUncompressed(records, count); err != nil {
+		if err = w.uncompressed(records); errors.Is(err, ErrInvalid) { // not a Check's error
 			err = fmt.Errorf("%w (%s batch of %d bytes, %d decompressed)", err, c, len(payload), len(records))
 		}
 		if cap(records) > cap(*bufp) && cap(records) <= maxPooledDecompressBuffer {
@@ -134,25 +147,31 @@ func checkClientHeader(h *Header) error {
 	return nil
 }
 
-// walkUncompressed checks that payload holds exactly count well-formed records whose
+// uncompressed checks that payload holds exactly w.count well-formed records whose
 // offset deltas are 0, 1, …, count-1. Records as producers write them take
 // plainRecordSize's short path; any other, and any error, scanRecord's.
-func walkUncompressed(payload []byte, count int32) error {
-	pos := 0
+func (w walk) uncompressed(payload []byte) error {
+	pos, count := 0, w.count
 	for i := int32(0); i < count; i++ {
-		if n := plainRecordSize(payload, pos, i); n > 0 {
-			pos += n
-			continue
+		n := plainRecordSize(payload, pos, i)
+		if n == 0 {
+			if pos == len(payload) {
+				return fmt.Errorf("%w: %d records present, header says %d", ErrInvalid, i, count)
+			}
+			var d int32
+			var err error
+			if n, d, err = scanRecord(payload[pos:], nil); err != nil {
+				return fmt.Errorf("%w: record %d: %w", ErrInvalid, i, err)
+			}
+			if d != i {
+				return fmt.Errorf("%w: record %d has offset delta %d", ErrInvalid, i, d)
+			}
 		}
-		if pos == len(payload) {
-			return fmt.Errorf("%w: %d records present, header says %d", ErrInvalid, i, count)
-		}
-		n, d, err := scanRecord(payload[pos:], nil)
-		if err != nil {
-			return fmt.Errorf("%w: record %d: %w", ErrInvalid, i, err)
-		}
-		if d != i {
-			return fmt.Errorf("%w: record %d has offset delta %d", ErrInvalid, i, d)
+		if w.check != nil {
+			tsDelta, key := keyAndTimestamp(payload[pos : pos+n])
+			if err := w.check(i, w.baseTimestamp+tsDelta, key); err != nil {
+				return err
+			}
 		}
 		pos += n
 	}
@@ -160,6 +179,19 @@ func walkUncompressed(payload []byte, count int32) error {
 		return fmt.Errorf("%w: %d bytes after the last of %d records", ErrInvalid, len(payload)-pos, count)
 	}
 	return nil
+}
+
+// keyAndTimestamp returns the timestamp delta and key (nil when null) of a record
+// already found well formed.
+func keyAndTimestamp(rec []byte) (tsDelta int64, key []byte) {
+	_, p := readVarint32(rec) // the length
+	p++                       // the attributes
+	tsDelta, m := readVarint64(rec[p:])
+	p += m
+	_, m = readVarint32(rec[p:]) // the offset delta
+	p += m
+	key, _, _ = readBytes(rec[p:], true)
+	return tsDelta, key
 }
 
 // plainRecordSize returns the size of the record at b[pos:] when it is well formed,

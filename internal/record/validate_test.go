@@ -322,3 +322,47 @@ func TestPlainRecordSize(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateCheck: ValidateOptions.Check sees every record of the batch, compressed
+// or not, in order, with its offset delta, its timestamp and its key (nil when null,
+// empty when empty); its error stops the walk and is Validate's, unwrapped.
+func TestValidateCheck(t *testing.T) {
+	recs := sampleRecords(9)
+	errStop := errors.New("stop")
+	for _, c := range allCodecs {
+		t.Run(c.String(), func(t *testing.T) {
+			o := producerOpts(c)
+			b := mustBuild(t, o, recs)
+			var seen []Record
+			check := func(delta int32, ts int64, key []byte) error {
+				seen = append(seen, Record{OffsetDelta: delta, TimestampDelta: ts - o.BaseTimestamp, Key: key})
+				return nil
+			}
+			if _, err := Validate(b, ValidateOptions{Check: check}); err != nil {
+				t.Fatal(err)
+			}
+			if len(seen) != len(recs) {
+				t.Fatalf("Check saw %d records, want %d", len(seen), len(recs))
+			}
+			for i, r := range seen {
+				w := recs[i]
+				if r.OffsetDelta != w.OffsetDelta || r.TimestampDelta != w.TimestampDelta ||
+					(r.Key == nil) != (w.Key == nil) || !bytes.Equal(r.Key, w.Key) {
+					t.Fatalf("record %d: Check saw delta %d, timestamp delta %d, key %q (nil %v); want %d, %d, %q (nil %v)",
+						i, r.OffsetDelta, r.TimestampDelta, r.Key, r.Key == nil, w.OffsetDelta, w.TimestampDelta, w.Key, w.Key == nil)
+				}
+			}
+			calls := 0
+			_, err := Validate(b, ValidateOptions{Check: func(delta int32, _ int64, _ []byte) error {
+				calls++
+				if delta == 4 {
+					return errStop
+				}
+				return nil
+			}})
+			if err != errStop || calls != 5 {
+				t.Fatalf("Check failing at record 4: err %v after %d calls, want %v after 5", err, calls, errStop)
+			}
+		})
+	}
+}
