@@ -47,6 +47,15 @@
 //
 // Partition is not safe for concurrent use. Manager is: one mutex guards its map,
 // and each partition has its own mutex, held during fn and the snapshot write. Lock
-// order: Manager.mu, then a partition's mu (never the reverse: Do takes the map lock
-// only to find the entry).
+// order: a partition's mu, then Manager.mu (an entry leaves the map under its own
+// lock, so that no change is under way on a partition that leaves memory); never the
+// reverse: the map lock is held only to look entries up, add or remove them.
+//
+// # Memory
+//
+// A partition stays in memory while it is used. Its owner drops it (DropGroup,
+// Forget) when nothing needs it any more — the broker drops a group's partitions
+// once no member of the group has a share session on it, as Kafka does — and the
+// next use reads the durable state again. Entries that hold no partition and no
+// waiter are not kept.
 package share

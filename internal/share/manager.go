@@ -64,7 +64,9 @@ type Options struct {
 // a snapshot after every change that the snapshot holds (before the change is
 // answered), and releases records whose acquisition lock expired, on a timer per
 // partition. It is safe for concurrent use; each partition has its own lock, held
-// while its snapshot is written so that writes of one partition stay in order.
+// while its snapshot is written so that writes of one partition stay in order. A
+// partition leaves memory (Forget, DropGroup) under its own lock, so that no change
+// is under way on it and its next use reads the durable state into a new entry.
 type Manager struct {
 	o  Options
 	mu struct {
@@ -76,7 +78,10 @@ type Manager struct {
 type entry struct {
 	key Key
 	mu  sync.Mutex
-	p   *Partition // nil until loaded
+	// removed: the entry left the manager's map; whoever locks it afterwards looks
+	// the key up again.
+	removed bool
+	p       *Partition // nil until loaded
 	// leaderEpoch is the topic partition's leader epoch p was loaded under.
 	leaderEpoch int32
 	// retryAt: a write failed; the timer fires no earlier than this.
@@ -121,6 +126,55 @@ func (m *Manager) entry(key Key) *entry {
 	return e
 }
 
+// lockEntry returns key's entry locked, creating it if needed.
+func (m *Manager) lockEntry(key Key) *entry {
+	for {
+		e := m.entry(key)
+		e.mu.Lock()
+		if !e.removed {
+			return e
+		}
+		e.mu.Unlock()
+	}
+}
+
+// lockLoaded returns key's entry locked if its partition is in memory, else nil.
+func (m *Manager) lockLoaded(key Key) *entry {
+	m.mu.Lock()
+	e := m.mu.parts[key]
+	m.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	if e.removed || e.p == nil {
+		e.mu.Unlock()
+		return nil
+	}
+	return e
+}
+
+// removeLocked takes e out of the map: its partition leaves memory, its timer stops,
+// and its waiters are woken (they wait again on the key's next entry).
+func (m *Manager) removeLocked(e *entry) {
+	m.mu.Lock()
+	if m.mu.parts[e.key] == e {
+		delete(m.mu.parts, e.key)
+	}
+	m.mu.Unlock()
+	e.removed = true
+	e.p = nil
+	m.stopTimerLocked(e)
+	m.wakeLocked(e)
+}
+
+// pruneLocked removes e if it holds nothing: no partition, no waiter.
+func (m *Manager) pruneLocked(e *entry) {
+	if !e.removed && e.p == nil && len(e.waiters) == 0 {
+		m.removeLocked(e)
+	}
+}
+
 // Do runs fn on the share partition of key, loading it first if needed (again when
 // the topic partition's leader epoch changed); if fn changed what the snapshot holds,
 // the snapshot is written before Do returns. A failed write undoes fn's changes (the
@@ -128,12 +182,29 @@ func (m *Manager) entry(key Key) *entry {
 // returns the error; a write the coordinator fenced drops the partition from memory,
 // so that its next use reads the stored state. fn must not block.
 func (m *Manager) Do(ctx context.Context, key Key, fn func(p *Partition) error) error {
-	e := m.entry(key)
-	e.mu.Lock()
+	e := m.lockEntry(key)
 	defer e.mu.Unlock()
+	return m.doLocked(ctx, e, fn)
+}
+
+// DoIfLoaded is Do for a partition in memory only: it runs nothing (and loads
+// nothing) when key's partition is not loaded.
+func (m *Manager) DoIfLoaded(ctx context.Context, key Key, fn func(p *Partition) error) error {
+	e := m.lockLoaded(key)
+	if e == nil {
+		return nil
+	}
+	defer e.mu.Unlock()
+	return m.doLocked(ctx, e, fn)
+}
+
+// doLocked is Do on e, locked.
+func (m *Manager) doLocked(ctx context.Context, e *entry, fn func(p *Partition) error) error {
+	key := e.key
 	epoch, err := m.o.LeaderEpoch(key)
 	if err != nil {
 		m.dropLocked(e)
+		m.pruneLocked(e) // a key this broker does not lead keeps no entry
 		return err
 	}
 	if e.p != nil && e.leaderEpoch != epoch {
@@ -252,8 +323,7 @@ func (m *Manager) loadLocked(ctx context.Context, e *entry, leaderEpoch int32) e
 // available again; the registration ends with the first wake, or with StopWaiting.
 // Registering ch again before then changes nothing.
 func (m *Manager) Wait(key Key, ch chan struct{}) {
-	e := m.entry(key)
-	e.mu.Lock()
+	e := m.lockEntry(key)
 	if !slices.Contains(e.waiters, ch) {
 		e.waiters = append(e.waiters, ch)
 	}
@@ -271,6 +341,7 @@ func (m *Manager) StopWaiting(key Key, ch chan struct{}) {
 	}
 	e.mu.Lock()
 	e.waiters = slices.DeleteFunc(e.waiters, func(w chan struct{}) bool { return w == ch })
+	m.pruneLocked(e)
 	e.mu.Unlock()
 }
 
@@ -325,19 +396,19 @@ func (m *Manager) stopTimerLocked(e *entry) {
 	if e.timer != nil {
 		e.timer.Stop()
 		e.timer = nil
+		e.seq++ // a firing that already waits for e.mu does nothing
 	}
 	e.timerAt = time.Time{}
 }
 
 func (m *Manager) onTimer(e *entry, seq uint64) {
 	e.mu.Lock()
-	if seq != e.seq {
-		e.mu.Unlock()
-		return
+	defer e.mu.Unlock()
+	if seq != e.seq || e.removed || e.p == nil {
+		return // stopped, or the partition left memory: nothing of it to expire
 	}
 	e.timer = nil
-	e.mu.Unlock()
-	_ = m.Do(m.o.Context, e.key, func(p *Partition) error {
+	_ = m.doLocked(m.o.Context, e, func(p *Partition) error {
 		p.ExpireLocks(m.o.Clock.Now())
 		return nil
 	})
@@ -346,20 +417,33 @@ func (m *Manager) onTimer(e *entry, seq uint64) {
 // ReleaseMember releases what member holds in every loaded partition of group.
 func (m *Manager) ReleaseMember(ctx context.Context, group, member string) {
 	for _, key := range m.keys(group) {
-		_ = m.Do(ctx, key, func(p *Partition) error {
+		_ = m.DoIfLoaded(ctx, key, func(p *Partition) error {
 			p.ReleaseMember(member)
 			return nil
 		})
 	}
 }
 
-// keys lists the loaded partitions of group.
+// keys lists the partitions of group the manager has an entry for (loaded, or
+// waited on).
 func (m *Manager) keys(group string) []Key {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []Key
-	for k, e := range m.mu.parts {
-		if k.Group == group && e != nil {
+	for k := range m.mu.parts {
+		if k.Group == group {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Loaded lists the partitions of group in memory.
+func (m *Manager) Loaded(group string) []Key {
+	var out []Key
+	for _, k := range m.keys(group) {
+		if e := m.lockLoaded(k); e != nil {
+			e.mu.Unlock()
 			out = append(out, k)
 		}
 	}
@@ -367,18 +451,51 @@ func (m *Manager) keys(group string) []Key {
 }
 
 // Forget drops a partition from memory (its topic partition moved away, or its
-// state was deleted); the next use reloads it.
+// state was deleted) once no change is under way on it; the next use reloads it.
 func (m *Manager) Forget(key Key) {
 	m.mu.Lock()
 	e := m.mu.parts[key]
-	delete(m.mu.parts, key)
 	m.mu.Unlock()
-	if e != nil {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	if !e.removed {
+		m.removeLocked(e)
+	}
+	e.mu.Unlock()
+}
+
+// DropGroup drops every partition of group from memory, as Kafka's brokers do once
+// no member of the group has a share session on them: each leaves under its lock,
+// after the change under way on it (written, or undone), so what leaves is what the
+// store holds, except acquisitions, which a snapshot does not keep as such. idle is
+// asked under each partition's lock and stops the drop when it turns false (a
+// session opened again): a partition a new session may already use stays. It returns
+// how many partitions left memory.
+func (m *Manager) DropGroup(group string, idle func() bool) int {
+	dropped := 0
+	for _, key := range m.keys(group) {
+		m.mu.Lock()
+		e := m.mu.parts[key]
+		m.mu.Unlock()
+		if e == nil {
+			continue
+		}
 		e.mu.Lock()
-		m.stopTimerLocked(e)
-		m.wakeLocked(e)
+		if !idle() {
+			e.mu.Unlock()
+			return dropped
+		}
+		if !e.removed {
+			if e.p != nil {
+				dropped++
+			}
+			m.removeLocked(e)
+		}
 		e.mu.Unlock()
 	}
+	return dropped
 }
 
 // Close stops every timer.
