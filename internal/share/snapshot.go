@@ -8,12 +8,13 @@ import (
 )
 
 // Snapshot is the persisted state of a share partition: its window and, for each run
-// of offsets in it that is not plainly available and never delivered, the state and
-// delivery count. Acquired records are persisted as Available with their delivery
-// count, as Kafka does: after a restart they are delivered again, and only they and
-// the records never delivered. Every offset in [Start, End) is in a run (End is one
-// past the last run, or Start), so the window travels in Kafka's form too: a start
-// offset and state batches.
+// of offsets in it, the state and delivery count. Acquired records are persisted as
+// Available with their delivery count, as Kafka does: after a restart they are
+// delivered again, and only they and the records never delivered. Every offset in
+// [Start, End) is in a run (End is one past the last run, or Start) — one released
+// with its delivery count lowered to 0 too, so that the write replaces the count its
+// acquisition stored — and the window travels in Kafka's form: a start offset and
+// state batches.
 type Snapshot struct {
 	StateEpoch int32 `json:"state_epoch"`
 	// LeaderEpoch is the leader epoch of the topic partition whose leader last read
@@ -39,9 +40,6 @@ func (p *Partition) Snapshot() Snapshot {
 		state := r.state
 		if state == Acquired {
 			state = Available
-		}
-		if state == Available && r.deliveries == 0 {
-			continue
 		}
 		o := p.start + int64(i)
 		if n := len(s.Runs); n > 0 && s.Runs[n-1].Last == o-1 && s.Runs[n-1].State == state && s.Runs[n-1].Deliveries == r.deliveries {
