@@ -75,10 +75,10 @@ type Broker struct {
 	// bootstrapScram goes to the controller (Options.BootstrapScram).
 	bootstrapScram []controller.BootstrapScram
 	shareReads     bufpool.Pool // share-group acquisitions read the log through these
-	// shareRecordSizes is, per share partition, the bytes a record of its log took at
-	// its last acquisition (share_fetch.go): the next one's first read is sized from
-	// it. Entries live as long as the share manager's (share.Manager.Forget).
-	shareRecordSizes sync.Map      // share.Key → int
+	// shareRecordSizes is, per topic partition (whatever the share group: one entry
+	// per partition, not per group), the bytes a record of its log took at its last
+	// share acquisition (share_fetch.go): the next one's first read is sized from it.
+	shareRecordSizes sync.Map      // shareLogKey → int
 	isrWake          chan struct{} // nudges the ISR loop
 	failed           chan error    // the error the node cannot go on after (Failed)
 	failOnce         sync.Once

@@ -37,7 +37,7 @@ func (b *Broker) handleShareAcknowledge(req *protocol.Request) <-chan protocol.R
 			named = append(named, share.Key{Group: groupID, TopicID: t.TopicID, Partition: p.Partition})
 		}
 	}
-	_, parts, closing, code := b.shareSessionCache.use(groupID, member, req.ConnID, r.ShareSessionEpoch, nil, nil, false)
+	sess, parts, closing, code := b.shareSessionCache.use(groupID, member, req.ConnID, r.ShareSessionEpoch, nil, nil, false)
 	if code != 0 {
 		resp.ErrorCode = code
 		return reply(resp)
@@ -64,8 +64,14 @@ func (b *Broker) handleShareAcknowledge(req *protocol.Request) <-chan protocol.R
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	if closing {
-		b.releaseShareSession(ctx, member, append(parts, named...))
+	switch {
+	case closing:
+		b.releaseShareSession(ctx, groupID, member, append(parts, named...))
+	case sess.ended():
+		// The session ended (its connection closed) while its acknowledgements
+		// were applied, possibly to partitions loaded again after the group's left
+		// memory.
+		b.dropIdleShareGroup(groupID)
 	}
 	return reply(resp)
 }

@@ -14,7 +14,14 @@ package broker
 // opened it closes, as in Kafka since KAFKA-19015: a fetch of it waiting for records
 // stops, and the member's records here are released as by epoch -1 (a consumer that
 // reconnects opens a new session with epoch 0). SHARE_SESSION_NOT_FOUND and
-// INVALID_SHARE_SESSION_EPOCH answer a session that is unknown or out of step.
+// INVALID_SHARE_SESSION_EPOCH answer a session that is unknown or out of step. When
+// the last session of a group on this broker ends, however it ends, the group's share
+// partitions leave memory once what the session held is released (written to the
+// share coordinator), and the next fetch reads their state again (Kafka drops them
+// when the group has no session left, ShareGroupListener.onGroupEmpty). As in Kafka,
+// the share-partition leader does not ask the group coordinator whether the member
+// belongs to the group: a session is keyed by group and member id and tied to its
+// connection.
 //
 // Each partition reads from its first available offset (a released record, or one
 // whose lock expired) or its end, acquires up to MaxRecords records in total, and
@@ -53,8 +60,8 @@ func init() {
 	register(kmsg.ShareFetch, 1, 2, (*Broker).handleShareFetch)
 }
 
-// shareSessions are the share sessions of this broker, by (group, member), and by the
-// connection that opened them.
+// shareSessions are the share sessions of this broker, by (group, member), by the
+// connection that opened them, and counted per group.
 type shareSessions struct {
 	mu sync.Mutex
 	// max bounds the sessions open at once (group.share.max.share.sessions); 0: no
@@ -62,6 +69,9 @@ type shareSessions struct {
 	max      int
 	sessions map[[2]string]*shareSession
 	byConn   map[uint64][]*shareSession
+	// perGroup counts each group's sessions, an ended one until what its member
+	// held is released (released); a group without one has no entry.
+	perGroup map[string]int
 }
 
 type shareSession struct {
@@ -94,6 +104,7 @@ func (s *shareSessions) use(group, member string, conn uint64, epoch int32, add 
 	if s.sessions == nil {
 		s.sessions = map[[2]string]*shareSession{}
 		s.byConn = map[uint64][]*shareSession{}
+		s.perGroup = map[string]int{}
 	}
 	key := [2]string{group, member}
 	sess = s.sessions[key]
@@ -103,9 +114,11 @@ func (s *shareSessions) use(group, member string, conn uint64, epoch int32, add 
 			return nil, nil, false, kerr.InvalidShareSessionEpoch.Code
 		}
 		if sess != nil {
-			s.endLocked(sess)
+			s.endLocked(sess) // replaced: the group keeps its count
 		} else if s.max > 0 && len(s.sessions) >= s.max {
 			return nil, nil, false, kerr.ShareSessionLimitReached.Code
+		} else {
+			s.perGroup[group]++
 		}
 		sess = &shareSession{key: key, conn: conn, done: make(chan struct{})}
 		s.sessions[key] = sess
@@ -163,6 +176,24 @@ func (s *shareSessions) endLocked(sess *shareSession) {
 	close(sess.done)
 }
 
+// released notes that what the member of an ended session of group held is
+// released: the session no longer counts for the group.
+func (s *shareSessions) released(group string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.perGroup[group]--; s.perGroup[group] <= 0 {
+		delete(s.perGroup, group)
+	}
+}
+
+// idle reports whether group has no share session here, nor an ended one whose
+// member's records are not released yet.
+func (s *shareSessions) idle(group string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.perGroup[group] == 0
+}
+
 // closeConn ends the sessions connection conn opened and returns them.
 func (s *shareSessions) closeConn(conn uint64) []*shareSession {
 	s.mu.Lock()
@@ -186,17 +217,41 @@ func (b *Broker) endShareSessions(conn uint64) {
 		ctx, cancel := b.requestContext(0)
 		defer cancel()
 		for _, sess := range ended {
-			b.releaseShareSession(ctx, sess.key[1], sess.parts)
+			b.releaseShareSession(ctx, sess.key[0], sess.key[1], sess.parts)
 		}
 	}()
 }
 
 // releaseShareSession releases what member acquired in the share partitions of its
-// ended session: they go back with their delivery count lowered (share.Partition's
-// ReleaseMember), as Kafka releases them on a session close.
-func (b *Broker) releaseShareSession(ctx context.Context, member string, parts []share.Key) {
+// ended session (once for each session that ended, not one replaced): they go back
+// with their delivery count lowered (share.Partition's ReleaseMember), as Kafka
+// releases them on a session close (SharePartitionManager.releaseSession).
+// Partitions not in memory hold nothing of the member and are not loaded for it. If
+// that was the group's last session here, its share partitions then leave memory
+// (dropIdleShareGroup).
+func (b *Broker) releaseShareSession(ctx context.Context, group, member string, parts []share.Key) {
 	for _, k := range parts {
-		_ = b.shares.Do(ctx, k, func(p *share.Partition) error { p.ReleaseMember(member); return nil })
+		_ = b.shares.DoIfLoaded(ctx, k, func(p *share.Partition) error { p.ReleaseMember(member); return nil })
+	}
+	b.shareSessionCache.released(group)
+	b.dropIdleShareGroup(group)
+}
+
+// dropIdleShareGroup drops a group's share partitions from memory when no member of
+// the group has a share session on this broker, as Kafka's brokers do
+// (ShareSessionCache counts sessions per group and tells SharePartitionManager's
+// ShareGroupListener.onGroupEmpty, which removes the group's share partitions from
+// its cache). Every change of them was written to the share coordinator before it was
+// answered, so what leaves is durable, except acquisitions (the sessions that held
+// them ended and released them first); the next fetch reads the state again. A
+// session that opens meanwhile keeps the partitions it may use.
+func (b *Broker) dropIdleShareGroup(group string) {
+	idle := func() bool { return b.shareSessionCache.idle(group) }
+	if !idle() {
+		return
+	}
+	if n := b.shares.DropGroup(group, idle); n > 0 {
+		b.logger.Debug("share partitions left memory: the group has no share session here", "group", group, "partitions", n)
 	}
 }
 
@@ -328,7 +383,7 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, sess *shareSessi
 	now := b.clock.Now()
 	readCommitted := config.GroupValue(b.cfg, b.image().GroupConfigs(k.Group), "share.isolation.level") == "read_committed"
 	chunk := shareFirstRead
-	if size, ok := b.shareRecordSizes.Load(k); ok {
+	if size, ok := b.shareRecordSizes.Load(shareLogKeyOf(k)); ok {
 		chunk = shareReadSize(maxRecords, size.(int))
 	}
 	buf := b.shareReads.Get(chunk)
@@ -421,7 +476,7 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, sess *shareSessi
 			}
 			out.runs = append(out.runs, runs...)
 			perRecord := max(len(data)/max(int(ranges[len(ranges)-1][1]-ranges[0][0]+1), 1), 1)
-			b.shareRecordSizes.Store(k, perRecord)
+			b.shareRecordSizes.Store(shareLogKeyOf(k), perRecord)
 			chunk = shareReadSize(maxRecords-taken, perRecord)
 		}
 		return nil
@@ -436,6 +491,11 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, sess *shareSessi
 		readErr = acquire(sp)
 		return nil
 	})
+	if sess.ended() {
+		// The session ended while this waited for the partition, which it may have
+		// loaded again after its group's partitions left memory.
+		b.dropIdleShareGroup(k.Group)
+	}
 	if len(acks) > 0 {
 		out.acked, out.ackCode = true, shareAckCode(err, ackErr)
 		if err != nil && !errors.Is(err, share.ErrFencedLeaderEpoch) && !errors.Is(err, share.ErrFencedStateEpoch) {
@@ -512,10 +572,15 @@ func shareReadSize(records, perRecord int) int {
 }
 
 // forgetShare drops a share partition from memory (its state was reset or deleted).
-func (b *Broker) forgetShare(k share.Key) {
-	b.shares.Forget(k)
-	b.shareRecordSizes.Delete(k)
+func (b *Broker) forgetShare(k share.Key) { b.shares.Forget(k) }
+
+// shareLogKey names a share key's topic partition, whatever the group.
+type shareLogKey struct {
+	topicID   [16]byte
+	partition int32
 }
+
+func shareLogKeyOf(k share.Key) shareLogKey { return shareLogKey{k.TopicID, k.Partition} }
 
 func overlaps(r [2]int64, runs []share.AcquiredRun) bool {
 	for _, a := range runs {
@@ -602,7 +667,7 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 		}
 	}
 	if closing {
-		b.releaseShareSession(ctx, member, parts)
+		b.releaseShareSession(ctx, groupID, member, parts)
 		cancel()
 		fillShareFetchResponse(resp, order, results)
 		return reply(resp)

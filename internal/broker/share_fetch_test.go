@@ -338,3 +338,135 @@ func TestShareSessionLimit(t *testing.T) {
 		t.Fatalf("c after b closed: %v", kerr.ErrorForCode(code))
 	}
 }
+
+// acquiredOffsets lists the offsets of acquired runs, with their delivery counts.
+func acquiredOffsets(recs []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord) map[int64]int16 {
+	out := map[int64]int16{}
+	for _, r := range recs {
+		for o := r.FirstOffset; o <= r.LastOffset; o++ {
+			out[o] = r.DeliveryCount
+		}
+	}
+	return out
+}
+
+// shareAcknowledge sends a ShareAcknowledge of k's partition for member on connection
+// conn at epoch, one batch [first, last] of type ackType, and returns the top-level
+// and the partition's error codes.
+func shareAcknowledge(t *testing.T, b *Broker, conn uint64, k share.Key, member string, epoch int32, first, last int64, ackType int8) (top, part int16) {
+	t.Helper()
+	req := kmsg.NewPtrShareAcknowledgeRequest()
+	req.SetVersion(1)
+	req.GroupID, req.MemberID = kmsg.StringPtr(k.Group), kmsg.StringPtr(member)
+	req.ShareSessionEpoch = epoch
+	rt := kmsg.NewShareAcknowledgeRequestTopic()
+	rt.TopicID = k.TopicID
+	rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{
+		FirstOffset: first, LastOffset: last, AcknowledgeTypes: []int8{ackType},
+	})
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	select {
+	case r := <-b.Handle(&protocol.Request{Key: req.Key(), Version: req.GetVersion(), Body: req, ConnID: conn}):
+		resp := r.Body.(*kmsg.ShareAcknowledgeResponse)
+		if resp.ErrorCode != 0 || len(resp.Topics) == 0 {
+			return resp.ErrorCode, 0
+		}
+		return 0, resp.Topics[0].Partitions[0].ErrorCode
+	case <-time.After(5 * time.Second):
+		t.Fatal("no ShareAcknowledge answer within 5 s")
+		return 0, 0
+	}
+}
+
+// TestShareGroupLeavesMemoryWithItsLastSession: a group's share partitions stay in
+// memory while one of its members has a share session on the broker, and leave it
+// when the last one ends (here its connection closes), as in Kafka; the next member's
+// fetch reads the state again: the accepted records are not delivered again, a
+// released one is, and those acquired but not acknowledged are, as first deliveries
+// (the release on the session's close lowered their count).
+func TestShareGroupLeavesMemoryWithItsLastSession(t *testing.T) {
+	b := startTestBroker(t)
+	k := shareTestTopic(t, b, "idle-group")
+	// m1 and m2 open sessions on two connections (the share partition starts at the
+	// end: share.auto.offset.reset=latest); m1 acquires the five records produced.
+	for i, member := range []string{"m1", "m2"} {
+		if recs := acquired(t, shareFetch(b, uint64(i+1), k, member, 0, 0)); len(recs) != 0 {
+			t.Fatalf("%s acquired %v from an empty partition", member, recs)
+		}
+	}
+	for range 5 {
+		if code := produceTo(t, b, "idle-group"); code != 0 {
+			t.Fatalf("produce: %v", kerr.ErrorForCode(code))
+		}
+	}
+	got := acquiredOffsets(acquired(t, shareFetch(b, 1, k, "m1", 1, 0)))
+	if len(got) != 5 {
+		t.Fatalf("m1 acquired %v, want offsets 0-4", got)
+	}
+	// m1 accepts 0-1 and closes its session, holding 2-4: m2's session keeps the
+	// partition in memory.
+	if top, part := shareAcknowledge(t, b, 1, k, "m1", 2, 0, 1, share.AckAccept); top != 0 || part != 0 {
+		t.Fatalf("m1 accepting 0-1: %v, partition %v", kerr.ErrorForCode(top), kerr.ErrorForCode(part))
+	}
+	if top, _ := shareAcknowledge(t, b, 1, k, "m1", -1, 2, 2, share.AckRelease); top != 0 {
+		t.Fatalf("m1 closing its session: %v", kerr.ErrorForCode(top))
+	}
+	if loaded := b.shares.Loaded(k.Group); len(loaded) != 1 {
+		t.Fatalf("share partitions in memory while m2 has a session: %v, want [%v]", loaded, k)
+	}
+	// m2's connection closes: the group has no session here any more.
+	b.ConnClosed(2)
+	testutil.WaitFor(t, 5*time.Second, func() bool { return len(b.shares.Loaded(k.Group)) == 0 },
+		"the group's share partitions to leave memory after its last session ended")
+	if sum, err := b.shareStore.Summary(context.Background(), k); err != nil || !sum.found || sum.start != 2 {
+		t.Fatalf("stored state %+v (%v), want start 2", sum, err)
+	}
+
+	// m3 gets exactly 2-4: 2, which m1 released, as a second delivery; 3-4, which m1
+	// still held when its session closed, as first deliveries.
+	got = acquiredOffsets(acquired(t, shareFetch(b, 3, k, "m3", 0, 0)))
+	if len(got) != 3 || got[2] != 2 || got[3] != 1 || got[4] != 1 {
+		t.Fatalf("m3 acquired %v (offset: delivery count), want 2 delivered twice, 3-4 once", got)
+	}
+	if loaded := b.shares.Loaded(k.Group); len(loaded) != 1 {
+		t.Fatalf("share partitions in memory after m3's fetch: %v, want [%v]", loaded, k)
+	}
+}
+
+// TestShareSessionsIdle: a group is idle on the broker once each of its sessions ended
+// and what its member held was released; a member opening its session again counts
+// once, and the connection of its replaced session ends nothing when it closes.
+func TestShareSessionsIdle(t *testing.T) {
+	var s shareSessions
+	open := func(member string, conn uint64) {
+		t.Helper()
+		if _, _, _, code := s.use("g", member, conn, 0, nil, nil, true); code != 0 {
+			t.Fatalf("opening %s's session: %v", member, kerr.ErrorForCode(code))
+		}
+	}
+	open("a", 1)
+	open("a", 2) // replaces a's session of connection 1
+	open("b", 3)
+	if ended := s.closeConn(1); len(ended) != 0 {
+		t.Fatalf("closing the connection of a's replaced session ended %d sessions", len(ended))
+	}
+	if _, _, closing, code := s.use("g", "a", 2, -1, nil, nil, true); !closing || code != 0 {
+		t.Fatalf("closing a's session: closing %v, %v", closing, kerr.ErrorForCode(code))
+	}
+	s.released("g")
+	if s.idle("g") {
+		t.Fatal("g idle while b has a session")
+	}
+	if ended := s.closeConn(3); len(ended) != 1 {
+		t.Fatalf("closing b's connection ended %d sessions, want 1", len(ended))
+	}
+	if s.idle("g") {
+		t.Fatal("g idle before what b held was released")
+	}
+	s.released("g")
+	if !s.idle("g") || !s.idle("other") {
+		t.Fatalf("idle: g %v, a group never seen %v; want both", s.idle("g"), s.idle("other"))
+	}
+}

@@ -4,7 +4,9 @@ package broker
 // and later; v0 was Kafka 4.0's early access): share group membership and
 // assignment, served by the group coordinator (internal/group) on the leader of the
 // group's __consumer_offsets partition. A member that leaves (epoch -1) also gives
-// back the records it holds on this broker.
+// back the records it holds on this broker's share partitions in memory (its share
+// sessions end with their own requests or connections, as in Kafka, whose group
+// coordinator does not tell share-partition leaders about members).
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
