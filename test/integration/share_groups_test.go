@@ -505,3 +505,62 @@ func TestShareGroupsReadCommitted(t *testing.T) {
 		}
 	}
 }
+
+// TestShareGroupsLeaveAndJoin: a share consumer accepts some records and leaves the
+// group (Close) while it holds others; once it is gone the group has no share session
+// on the broker, which drops its share partition from memory. A consumer that joins
+// then gets exactly the records not yet accepted — the ones the first held and the
+// ones it never got — and none it accepted.
+func TestShareGroupsLeaveAndJoin(t *testing.T) {
+	t.Parallel()
+	b := startGroupBroker(t, "group.share.min.heartbeat.interval.ms=1000", "group.share.heartbeat.interval.ms=1000")
+	const topic, group = "share-leave", "share-leave-g"
+	createTopic(t, newAdmin(t, b), topic, 1, nil)
+	raw := newClient(t, b)
+	setGroupConfigs(t, b, group, map[string]string{
+		"share.auto.offset.reset":       "earliest",
+		"share.record.lock.duration.ms": "60000", // records come back by the leave, not by a lock expiring
+	})
+	vals := produceValues(t, b, topic, "l", 60)
+
+	var mu sync.Mutex
+	taken := 0
+	first := &shareLedger{}
+	_, _, stopFirst := shareMember(t, b, "first", group, topic, first, func(*kgo.Record) kgo.AckStatus {
+		mu.Lock()
+		defer mu.Unlock()
+		if taken < 25 {
+			taken++
+			return kgo.AckAccept
+		}
+		return holdAck
+	}, kgo.ShareMaxRecords(10), kgo.ShareMaxRecordsStrict())
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		held := false
+		for _, s := range first.all() {
+			held = held || s.ack == holdAck
+		}
+		return len(first.accepted()) == 25 && held
+	}, "the first consumer to accept 25 records and hold more")
+	stopFirst() // leaves the group, closes its share sessions and connections
+
+	second := &shareLedger{}
+	_, _, stopSecond := shareMember(t, b, "second", group, topic, second, func(*kgo.Record) kgo.AckStatus { return kgo.AckAccept })
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		start, lag := shareStartOffset(t, raw, group, topic)
+		return start == int64(len(vals)) && lag == 0
+	}, "every record to be accepted after the first consumer left")
+	stopSecond() // its last acks may be applied before their answer is in its ledger
+
+	before, after := first.accepted(), second.accepted()
+	for _, s := range second.all() {
+		if before[s.value] > 0 {
+			t.Fatalf("%s, accepted by the consumer that left, delivered again (delivery %d)", s.value, s.deliveries)
+		}
+	}
+	for _, v := range vals {
+		if before[v]+after[v] != 1 {
+			t.Fatalf("%s accepted %d times by the consumer that left and %d by the one that joined", v, before[v], after[v])
+		}
+	}
+}
