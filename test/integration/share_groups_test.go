@@ -343,17 +343,7 @@ func TestShareGroupsRedeliveryRejectLimitRestart(t *testing.T) {
 	// a new consumer gets exactly the other half.
 	second := produceValues(t, b, topic, "b", 60)
 	half := &shareLedger{}
-	var mu sync.Mutex
-	taken := 0
-	_, halfKill, _ := shareMember(t, b, "half", group, topic, half, func(r *kgo.Record) kgo.AckStatus {
-		mu.Lock()
-		defer mu.Unlock()
-		if taken < 30 {
-			taken++
-			return kgo.AckAccept
-		}
-		return holdAck
-	}, kgo.ShareMaxRecords(10), kgo.ShareMaxRecordsStrict())
+	_, halfKill, _ := shareMember(t, b, "half", group, topic, half, acceptFirst(30), kgo.ShareMaxRecords(10), kgo.ShareMaxRecordsStrict())
 	testutil.WaitFor(t, 30*time.Second, func() bool { return len(half.accepted()) >= 30 }, "30 records accepted before the restart")
 	halfKill.Kill() // it holds what it acquired after those 30
 	b.Restart(t)
@@ -523,18 +513,8 @@ func TestShareGroupsLeaveAndJoin(t *testing.T) {
 	})
 	vals := produceValues(t, b, topic, "l", 60)
 
-	var mu sync.Mutex
-	taken := 0
 	first := &shareLedger{}
-	_, _, stopFirst := shareMember(t, b, "first", group, topic, first, func(*kgo.Record) kgo.AckStatus {
-		mu.Lock()
-		defer mu.Unlock()
-		if taken < 25 {
-			taken++
-			return kgo.AckAccept
-		}
-		return holdAck
-	}, kgo.ShareMaxRecords(10), kgo.ShareMaxRecordsStrict())
+	_, _, stopFirst := shareMember(t, b, "first", group, topic, first, acceptFirst(25), kgo.ShareMaxRecords(10), kgo.ShareMaxRecordsStrict())
 	testutil.WaitFor(t, 30*time.Second, func() bool {
 		held := false
 		for _, s := range first.all() {
@@ -562,5 +542,21 @@ func TestShareGroupsLeaveAndJoin(t *testing.T) {
 		if before[v]+after[v] != 1 {
 			t.Fatalf("%s accepted %d times by the consumer that left and %d by the one that joined", v, before[v], after[v])
 		}
+	}
+}
+
+// acceptFirst returns a share consumer's acknowledgement that accepts the first n
+// records it is given and holds every later one (holdAck).
+func acceptFirst(n int) func(*kgo.Record) kgo.AckStatus {
+	var mu sync.Mutex
+	taken := 0
+	return func(*kgo.Record) kgo.AckStatus {
+		mu.Lock()
+		defer mu.Unlock()
+		if taken < n {
+			taken++
+			return kgo.AckAccept
+		}
+		return holdAck
 	}
 }
