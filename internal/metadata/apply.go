@@ -52,6 +52,8 @@ func (b *builder) apply(r Record) error {
 		return b.apply(*r)
 	case *BrokerRegistrationChangeRecord:
 		return b.apply(*r)
+	case *UnregisterBrokerRecord:
+		return b.apply(*r)
 	case *TopicRecord:
 		return b.apply(*r)
 	case *PartitionRecord:
@@ -106,6 +108,16 @@ func (b *builder) apply(r Record) error {
 		}
 		b.copyBrokers()
 		b.next.brokers[r.NodeID] = br
+	case UnregisterBrokerRecord:
+		br, ok := b.next.brokers[r.NodeID]
+		if !ok {
+			return invalid("unregistration of unregistered broker %d", r.NodeID)
+		}
+		if br.Epoch != r.Epoch {
+			return invalid("unregistration of broker %d at epoch %d, registered at %d", r.NodeID, r.Epoch, br.Epoch)
+		}
+		b.copyBrokers()
+		delete(b.next.brokers, r.NodeID)
 	case TopicRecord:
 		return b.applyTopic(r)
 	case PartitionRecord:

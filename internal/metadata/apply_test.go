@@ -204,6 +204,52 @@ func TestApplyTable(t *testing.T) {
 		{name: "registration change of unknown broker", recs: []Record{BrokerRegistrationChangeRecord{NodeID: 1, Fenced: ptr(true)}}, wantErr: true},
 		{name: "registration change at another epoch", setup: [][]Record{{RegisterBrokerRecord{NodeID: 1, Epoch: 3}}}, recs: []Record{BrokerRegistrationChangeRecord{NodeID: 1, Epoch: 2, Fenced: ptr(true)}}, wantErr: true},
 		{
+			name: "broker unregistered; partitions still name it",
+			setup: [][]Record{
+				{RegisterBrokerRecord{NodeID: 1, Epoch: 3, IncarnationID: "aa"}, RegisterBrokerRecord{NodeID: 2, Epoch: 4, IncarnationID: "bb"}},
+				{ConfigRecord{ResourceType: ResourceBroker, ResourceName: "2", Name: "x", Value: ptr("y")}},
+				topicA(1),
+			},
+			recs: []Record{&UnregisterBrokerRecord{NodeID: 2, Epoch: 4}},
+			check: func(t *testing.T, img *Image) {
+				if b, ok := img.Broker(2); ok {
+					t.Fatalf("broker 2 still registered: %+v", b)
+				}
+				if got := img.Brokers(); len(got) != 1 || got[0].NodeID != 1 {
+					t.Fatalf("brokers = %+v", got)
+				}
+				if got := img.UnfencedBrokers(); !reflect.DeepEqual(got, []int32{1}) {
+					t.Fatalf("unfenced = %v", got)
+				}
+				tp, _ := img.Topic("a")
+				if p := tp.Partitions[0]; !reflect.DeepEqual(p.Replicas, []int32{1, 2}) || p.PartitionEpoch != 0 {
+					t.Fatalf("partition = %+v", p)
+				}
+				// As in Kafka, the broker's dynamic configs outlive its registration.
+				if got := img.BrokerConfigs("2")["x"]; got != "y" {
+					t.Fatalf("broker 2 configs = %v", img.BrokerConfigs("2"))
+				}
+			},
+		},
+		{
+			name:  "broker registers again after its unregistration",
+			setup: [][]Record{{RegisterBrokerRecord{NodeID: 1, Epoch: 3, IncarnationID: "aa"}}, {UnregisterBrokerRecord{NodeID: 1, Epoch: 3}}},
+			recs:  []Record{RegisterBrokerRecord{NodeID: 1, Epoch: 7, IncarnationID: "aa", Fenced: true}},
+			check: func(t *testing.T, img *Image) {
+				if b, ok := img.Broker(1); !ok || b.Epoch != 7 || !b.Fenced || b.RegisteredOffset != img.Offset() {
+					t.Fatalf("broker 1 = %+v, %v", b, ok)
+				}
+			},
+		},
+		{name: "unregistration of unknown broker", recs: []Record{UnregisterBrokerRecord{NodeID: 1}}, wantErr: true},
+		{name: "unregistration at another epoch", setup: [][]Record{{RegisterBrokerRecord{NodeID: 1, Epoch: 3}}}, recs: []Record{UnregisterBrokerRecord{NodeID: 1, Epoch: 2}}, wantErr: true},
+		{
+			name:    "unregistered twice in one entry",
+			setup:   [][]Record{{RegisterBrokerRecord{NodeID: 1, Epoch: 3}}},
+			recs:    []Record{UnregisterBrokerRecord{NodeID: 1, Epoch: 3}, UnregisterBrokerRecord{NodeID: 1, Epoch: 3}},
+			wantErr: true,
+		},
+		{
 			name:  "reassignment fields set and cleared, recovery state, epoch bump",
 			setup: [][]Record{topicA(1), {PartitionChangeRecord{Topic: idA, Partition: 0, Replicas: []int32{3, 1, 2}, AddingReplicas: []int32{3}, RemovingReplicas: []int32{2}}}},
 			recs: []Record{PartitionChangeRecord{
@@ -341,6 +387,7 @@ func TestEncodeDecode(t *testing.T) {
 		PartitionRecord{Topic: idA, Partition: 4, Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1, AddingReplicas: []int32{2}, LeaderRecoveryState: Recovering},
 		RegisterBrokerRecord{NodeID: 3, Epoch: 9, IncarnationID: "0f", InControlledShutdown: true, Fenced: true},
 		BrokerRegistrationChangeRecord{NodeID: 3, Epoch: 9, Fenced: ptr(false)},
+		UnregisterBrokerRecord{NodeID: 3, Epoch: 9},
 		ConfigRecord{ResourceType: ResourceTopic, ResourceName: "t", Name: "retention.ms", Value: ptr("1")},
 		ConfigRecord{ResourceType: ResourceBroker, ResourceName: "1", Name: "x"},
 		RemoveTopicRecord{ID: idB},

@@ -1,8 +1,8 @@
 // Package metadata owns Samsa's cluster-metadata records and the immutable metadata
 // image built by replaying them, KRaft-style.
 //
-// The cluster metadata is a log of Records (broker registrations and their changes —
-// fenced, unfenced, in controlled shutdown —, topics, partitions, partition changes —
+// The cluster metadata is a log of Records (broker registrations, their changes —
+// fenced, unfenced, in controlled shutdown — and their removal, topics, partitions, partition changes —
 // leader, ISR, replicas, reassignment, leader recovery state —, configs, topic
 // removals, producer-id blocks, the cluster id). The
 // controller (internal/controller) replicates that log with Raft; every node applies

@@ -105,6 +105,17 @@ type BrokerRegistrationChangeRecord struct {
 	InControlledShutdown *bool  `json:"in_controlled_shutdown,omitempty"`
 }
 
+// UnregisterBrokerRecord removes a broker's registration (Kafka's
+// UnregisterBrokerRecord): the broker is no longer part of the cluster until it
+// registers again. Epoch must be the broker's current epoch. Partitions may still
+// name it as a replica; it leads none of them and is in no ISR (the controller writes
+// those changes before this record), except as the last ISR member of a partition
+// without a leader (KIP-841).
+type UnregisterBrokerRecord struct {
+	NodeID NodeID `json:"node_id"`
+	Epoch  int64  `json:"epoch"`
+}
+
 // TopicRecord creates a topic with no partitions and no configs.
 type TopicRecord struct {
 	Name string  `json:"name"`
@@ -189,13 +200,14 @@ func (RegisterBrokerRecord) recordType() string { return "register_broker" }
 func (BrokerRegistrationChangeRecord) recordType() string {
 	return "broker_registration_change"
 }
-func (TopicRecord) recordType() string           { return "topic" }
-func (PartitionRecord) recordType() string       { return "partition" }
-func (PartitionChangeRecord) recordType() string { return "partition_change" }
-func (ConfigRecord) recordType() string          { return "config" }
-func (RemoveTopicRecord) recordType() string     { return "remove_topic" }
-func (ProducerIDsRecord) recordType() string     { return "producer_ids" }
-func (ClusterRecord) recordType() string         { return "cluster" }
+func (UnregisterBrokerRecord) recordType() string { return "unregister_broker" }
+func (TopicRecord) recordType() string            { return "topic" }
+func (PartitionRecord) recordType() string        { return "partition" }
+func (PartitionChangeRecord) recordType() string  { return "partition_change" }
+func (ConfigRecord) recordType() string           { return "config" }
+func (RemoveTopicRecord) recordType() string      { return "remove_topic" }
+func (ProducerIDsRecord) recordType() string      { return "producer_ids" }
+func (ClusterRecord) recordType() string          { return "cluster" }
 
 // formatVersion is the version written in every envelope.
 const formatVersion = 1
@@ -203,6 +215,7 @@ const formatVersion = 1
 var decoders = map[string]func(json.RawMessage) (Record, error){
 	"register_broker":            decodeAs[RegisterBrokerRecord],
 	"broker_registration_change": decodeAs[BrokerRegistrationChangeRecord],
+	"unregister_broker":          decodeAs[UnregisterBrokerRecord],
 	"topic":                      decodeAs[TopicRecord],
 	"partition":                  decodeAs[PartitionRecord],
 	"partition_change":           decodeAs[PartitionChangeRecord],
