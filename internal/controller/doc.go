@@ -1,7 +1,7 @@
 // Package controller is the cluster's control plane, KRaft-style: the metadata log on
 // Raft (go.etcd.io/raft/v3) among the controllers, the metadata image every node
 // applies it to (internal/metadata), and the active controller's decisions — broker
-// registration, heartbeats and fencing, replica placement, partition leader
+// registration, heartbeats, fencing and unregistration, replica placement, partition leader
 // elections, ISR changes (AlterPartition), reassignments — as metadata records.
 //
 // A single node is a quorum of one and runs exactly the same code as a cluster: its
@@ -13,18 +13,18 @@
 //   - Controller (controller.go, raftloop.go, disklog.go): a voter. The active
 //     controller is the Raft leader once it has applied an entry of its own term
 //     (Active). Its state-changing methods — CreateTopics, DeleteTopics,
-//     CreatePartitions, AlterConfigs, RegisterBroker, BrokerHeartbeat, AlterPartition,
-//     ElectLeaders, AlterReassignments, AllocateProducerIDs — answer ErrNotController
-//     elsewhere.
+//     CreatePartitions, AlterConfigs, RegisterBroker, BrokerHeartbeat,
+//     UnregisterBroker, AlterPartition, ElectLeaders, AlterReassignments,
+//     AllocateProducerIDs — answer ErrNotController elsewhere.
 //   - The planners (placement.go, partition_change.go, replication.go, heartbeat.go):
 //     pure functions from an image and an event to records, Kafka's semantics:
 //     placeReplicas (rack-aware), partitionChange (Kafka's PartitionChangeBuilder:
 //     elections from the ISR, unclean only when allowed, reassignment completion, the
 //     leader epoch bump when replicas leave), removeBrokerUpdates (fencing, controlled
-//     shutdown: KIP-841), alterPartitionUpdates (AlterPartition's validation, KIP-903),
-//     nextBrokerState (the broker lifecycle of KIP-631), registerUpdates. They are
-//     table-tested; the Controller only runs them on its command goroutine and
-//     proposes what they return.
+//     shutdown, unregistration: KIP-841), alterPartitionUpdates (AlterPartition's
+//     validation, KIP-903), nextBrokerState (the broker lifecycle of KIP-631),
+//     registerUpdates, unregisterUpdates. They are table-tested; the Controller only
+//     runs them on its command goroutine and proposes what they return.
 //   - Sessions (heartbeat.go): the active controller's memory of each broker's last
 //     heartbeat, never in the log. A new active controller gives every unfenced broker
 //     a full session; brokers whose session expires are fenced by the periodic work

@@ -40,6 +40,9 @@ var (
 	// ErrStaleBrokerEpoch: STALE_BROKER_EPOCH. The broker is not registered, or not
 	// with this epoch: it must register again.
 	ErrStaleBrokerEpoch = errors.New("stale broker epoch")
+	// ErrBrokerIDNotRegistered: BROKER_ID_NOT_REGISTERED. UnregisterBroker names a
+	// broker that is not registered.
+	ErrBrokerIDNotRegistered = errors.New("broker id not registered")
 	// ErrDuplicateBrokerRegistration: DUPLICATE_BROKER_REGISTRATION. Another
 	// incarnation of the node id still heartbeats.
 	ErrDuplicateBrokerRegistration = errors.New("duplicate broker registration")
@@ -98,6 +101,7 @@ var errorCodes = []struct {
 	{ErrTopicDeletionDisabled, kerr.TopicDeletionDisabled},
 	{ErrStaleBrokerEpoch, kerr.StaleBrokerEpoch},
 	{ErrDuplicateBrokerRegistration, kerr.DuplicateBrokerRegistration},
+	{ErrBrokerIDNotRegistered, kerr.BrokerIDNotRegistered},
 	{ErrInconsistentClusterID, kerr.InconsistentClusterID},
 	{ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch},
 	{ErrInvalidUpdateVersion, kerr.InvalidUpdateVersion},

@@ -285,6 +285,21 @@ func registerUpdates(img *metadata.Image, r Registration, previousAlive bool, ep
 	return recs, epoch, events, nil
 }
 
+// unregisterUpdates returns the records removing broker id's registration, as
+// Kafka's ReplicationControlManager.handleBrokerUnregistered does: first the
+// partition changes that take it out of every ISR, unless it is the last member
+// (KIP-841, as when it is fenced), and move its leaderships to other in-sync
+// replicas, then the UnregisterBrokerRecord — one entry, so no image has the broker
+// gone while it still leads. The broker need not be fenced first.
+func unregisterUpdates(img *metadata.Image, id int32, unclean uncleanPolicy) ([]metadata.Record, []electionEvent, error) {
+	b, ok := img.Broker(metadata.NodeID(id))
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: broker %d is not registered", ErrBrokerIDNotRegistered, id)
+	}
+	recs, events := removeBrokerUpdates(img, id, unclean)
+	return append(recs, metadata.UnregisterBrokerRecord{NodeID: b.NodeID, Epoch: b.Epoch}), events, nil
+}
+
 // hasLeaderships reports whether broker leads any partition in img.
 func hasLeaderships(img *metadata.Image, broker int32) bool {
 	for _, t := range img.Topics() {

@@ -41,6 +41,32 @@ func (c *Controller) RegisterBroker(ctx context.Context, r Registration) (int64,
 	})
 }
 
+// UnregisterBroker removes broker id's registration (UnregisterBroker, API 64) once
+// the change is in the metadata log: see unregisterUpdates. ErrBrokerIDNotRegistered
+// when no broker id is registered. A broker process that still runs finds out at its
+// next heartbeat (STALE_BROKER_EPOCH) and registers again.
+func (c *Controller) UnregisterBroker(ctx context.Context, id int32) error {
+	_, err := run(ctx, c, func(ctx context.Context) (struct{}, error) {
+		if err := c.requireLeader(); err != nil {
+			return struct{}{}, err
+		}
+		img := c.Image()
+		b, _ := img.Broker(metadata.NodeID(id))
+		recs, events, err := unregisterUpdates(img, id, c.uncleanAllowed)
+		if err != nil {
+			return struct{}{}, err
+		}
+		if err := c.propose(ctx, recs); err != nil {
+			return struct{}{}, err
+		}
+		c.sessions.remove(id)
+		c.logger.Info("unregistered broker", "broker", id, "epoch", b.Epoch, "state", currentBrokerState(b).String(), "partitions_changed", len(recs)-1)
+		c.logElections(events, fmt.Sprintf("broker %d was unregistered", id))
+		return struct{}{}, nil
+	})
+	return err
+}
+
 // BrokerHeartbeat records a broker's heartbeat and moves it between fenced,
 // unfenced and controlled shutdown as Kafka's controller does (see
 // nextBrokerState). Changes are in the metadata log before it returns.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -132,6 +133,64 @@ func TestDuplicateRegistrationWhileTheOtherHeartbeats(t *testing.T) {
 	}
 	if _, err := c.BrokerHeartbeat(ctx(t), Heartbeat{BrokerID: 2, BrokerEpoch: epochs[2]}); !errors.Is(err, ErrStaleBrokerEpoch) {
 		t.Fatalf("old epoch heartbeat: %v", err)
+	}
+}
+
+// TestUnregisterBroker: an unknown id is ErrBrokerIDNotRegistered (BROKER_ID_NOT_REGISTERED);
+// a fenced broker and a live one are unregistered — each leaves every ISR and
+// leadership, the image no longer has it — and the live one's next heartbeat is
+// STALE_BROKER_EPOCH, after which it registers again at once (its session went with
+// its registration), fenced at a new epoch.
+func TestUnregisterBroker(t *testing.T) {
+	c, clk, epochs := lifecycleController(t)
+	err := c.UnregisterBroker(ctx(t), 7)
+	if !errors.Is(err, ErrBrokerIDNotRegistered) || err.Error() != "broker id not registered: broker 7 is not registered" {
+		t.Fatalf("unregister 7: %v", err)
+	}
+	if code, _ := ErrorCode(err); code != 102 {
+		t.Fatalf("unregister 7: code %d, want BROKER_ID_NOT_REGISTERED (102)", code)
+	}
+
+	silenceBroker3(t, c, clk, epochs)
+	if err := c.UnregisterBroker(ctx(t), 3); err != nil {
+		t.Fatalf("unregister fenced broker 3: %v", err)
+	}
+	if err := c.UnregisterBroker(ctx(t), 3); !errors.Is(err, ErrBrokerIDNotRegistered) {
+		t.Fatalf("unregister 3 again: %v", err)
+	}
+	tp, _ := c.Image().Topic("t")
+	led2 := 0
+	for _, p := range tp.Partitions {
+		if p.Leader == 2 {
+			led2++
+		}
+	}
+	if led2 == 0 {
+		t.Fatalf("broker 2 leads nothing before its unregistration: %+v", tp.Partitions)
+	}
+	if err := c.UnregisterBroker(ctx(t), 2); err != nil {
+		t.Fatalf("unregister live broker 2: %v", err)
+	}
+	img := c.Image()
+	if got := img.Brokers(); len(got) != 1 || got[0].NodeID != 1 {
+		t.Fatalf("brokers after unregistering 2 and 3: %+v", got)
+	}
+	tp, _ = img.Topic("t")
+	for _, p := range tp.Partitions {
+		if p.Leader != 1 || !slices.Equal(p.ISR, []int32{1}) || len(p.Replicas) != 3 {
+			t.Fatalf("partition %d = %+v, want led by 1 with ISR [1] and its 3 replicas", p.Partition, p)
+		}
+	}
+
+	if _, err := c.BrokerHeartbeat(ctx(t), Heartbeat{BrokerID: 2, BrokerEpoch: epochs[2]}); !errors.Is(err, ErrStaleBrokerEpoch) {
+		t.Fatalf("heartbeat of unregistered broker 2: %v", err)
+	}
+	epoch, err := c.RegisterBroker(ctx(t), Registration{NodeID: 2, IncarnationID: NewIncarnationID()})
+	if err != nil {
+		t.Fatalf("broker 2 registering again: %v", err)
+	}
+	if b, ok := c.Image().Broker(2); !ok || !b.Fenced || epoch <= epochs[2] || b.Epoch != epoch {
+		t.Fatalf("broker 2 registered again = %+v (epoch %d, was %d)", b, epoch, epochs[2])
 	}
 }
 

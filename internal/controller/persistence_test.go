@@ -22,6 +22,7 @@ func populate(t *testing.T, c *Controller) {
 	t.Helper()
 	register(t, c, 1)
 	register(t, c, 2)
+	register(t, c, 3)
 	res := c.CreateTopics(ctx(t), []CreateTopic{
 		{Name: "keep", NumPartitions: 3, ReplicationFactor: 2, Configs: map[string]string{"retention.ms": "5"}},
 		{Name: "gone", NumPartitions: 1, ReplicationFactor: 1},
@@ -45,6 +46,9 @@ func populate(t *testing.T, c *Controller) {
 		t.Fatal(err)
 	}
 	if _, err := c.AllocateProducerIDs(ctx(t), 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.UnregisterBroker(ctx(t), 3); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -206,6 +206,70 @@ func TestFencingRecordsAndStates(t *testing.T) {
 	}
 }
 
+// TestUnregisterUpdates: unregistering a broker, live or fenced, takes it out of every
+// ISR but where it is the last member (KIP-841, as fencing does), moves its
+// leaderships to other in-sync replicas, leaves the partitions it only holds a replica
+// of alone, and ends with the unregistration itself; an unknown id is
+// ErrBrokerIDNotRegistered.
+func TestUnregisterUpdates(t *testing.T) {
+	parts := []metadata.PartitionRecord{
+		{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: 1}, // led: the leadership moves
+		{Replicas: []int32{2, 1}, ISR: []int32{2, 1}, Leader: 2},       // follower: leaves the ISR
+		{Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1},          // last ISR member: stays, no leader
+		{Replicas: []int32{1, 2}, ISR: []int32{2}, Leader: 2},          // out of the ISR already: unchanged
+		{Replicas: []int32{2, 3}, ISR: []int32{2, 3}, Leader: 2},       // not a replica: unchanged
+		{Replicas: []int32{4}, ISR: []int32{4}, Leader: metadata.NoLeader},
+	}
+	for _, tc := range []struct {
+		name    string
+		brokers string
+		id      int32
+		want    []string
+	}{
+		{"live broker", "aaaf", 1, []string{
+			"leader=2 isr=[2 3] replicas=[1 2 3] epochs=1/1",
+			"leader=2 isr=[2] replicas=[2 1] epochs=0/1",
+			"leader=-1 isr=[1] replicas=[1 2] epochs=1/1",
+			"leader=2 isr=[2] replicas=[1 2] epochs=0/0",
+			"leader=2 isr=[2 3] replicas=[2 3] epochs=0/0",
+			"leader=-1 isr=[4] replicas=[4] epochs=0/0",
+		}},
+		{"fenced broker, the last ISR member of a partition", "aaaf", 4, []string{
+			"leader=1 isr=[1 2 3] replicas=[1 2 3] epochs=0/0",
+			"leader=2 isr=[2 1] replicas=[2 1] epochs=0/0",
+			"leader=1 isr=[1] replicas=[1 2] epochs=0/0",
+			"leader=2 isr=[2] replicas=[1 2] epochs=0/0",
+			"leader=2 isr=[2 3] replicas=[2 3] epochs=0/0",
+			"leader=-1 isr=[4] replicas=[4] epochs=0/0",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			img := testImage(t, tc.brokers, parts...)
+			before, _ := img.Broker(metadata.NodeID(tc.id))
+			recs, _, err := unregisterUpdates(img, tc.id, never)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if last, ok := recs[len(recs)-1].(metadata.UnregisterBrokerRecord); !ok || last != (metadata.UnregisterBrokerRecord{NodeID: before.NodeID, Epoch: before.Epoch}) {
+				t.Fatalf("last record = %#v, want the unregistration of broker %d at epoch %d", recs[len(recs)-1], tc.id, before.Epoch)
+			}
+			img = applyAll(t, img, recs)
+			if b, ok := img.Broker(metadata.NodeID(tc.id)); ok {
+				t.Fatalf("broker %d still registered: %+v", tc.id, b)
+			}
+			tp, _ := img.Topic("t")
+			for i, p := range tp.Partitions {
+				if d := describe(p); d != tc.want[i] {
+					t.Errorf("partition %d: %s, want %s", i, d, tc.want[i])
+				}
+			}
+			if _, _, err := unregisterUpdates(img, tc.id, never); !errors.Is(err, ErrBrokerIDNotRegistered) {
+				t.Fatalf("second unregistration: %v, want ErrBrokerIDNotRegistered", err)
+			}
+		})
+	}
+}
+
 // TestOfflineReplicas: a broker whose replicas of some partitions went offline (their
 // log directory failed) leaves those partitions' ISRs and leaderships and keeps the
 // others; it stays the last ISR member where no one else is (KIP-841); partitions it
