@@ -17,7 +17,7 @@ import (
 // BrokerHeartbeat, AlterPartition, AllocateProducerIds), the admin requests that
 // brokers forward (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
 // IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments,
-// ListPartitionReassignments, DescribeQuorum), ApiVersions, and Samsa's two internal
+// ListPartitionReassignments, DescribeQuorum, UnregisterBroker), ApiVersions, and Samsa's two internal
 // requests (Raft messages between voters, metadata fetches by observers). Each API's
 // file registers its controller side here, next to its client side. The table that
 // ApiVersions answers on this listener is built from these registrations.

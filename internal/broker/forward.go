@@ -175,6 +175,9 @@ func failedResponse(req kmsg.Request, code int16, message string) kmsg.Response 
 	case *kmsg.DescribeQuorumRequest:
 		out := resp.(*kmsg.DescribeQuorumResponse)
 		out.ErrorCode, out.ErrorMessage = code, msg
+	case *kmsg.UnregisterBrokerRequest:
+		out := resp.(*kmsg.UnregisterBrokerResponse)
+		out.ErrorCode, out.ErrorMessage = code, msg
 	}
 	return resp
 }

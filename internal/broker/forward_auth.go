@@ -12,7 +12,8 @@ package broker
 //	AlterConfigs,            ALTER_CONFIGS on each topic or group; on the cluster for brokers
 //	IncrementalAlterConfigs
 //	ElectLeaders,            ALTER on the cluster
-//	AlterPartitionAssignments
+//	AlterPartitionAssignments,
+//	UnregisterBroker
 //	ListPartitionReassignments, DescribeQuorum   DESCRIBE on the cluster
 //
 // The security APIs (CreateAcls, DeleteAcls, AlterUserScramCredentials,
@@ -96,7 +97,7 @@ func (b *Broker) authorizeForward(req *protocol.Request) (*protocol.Request, fun
 			out := resp.(*kmsg.IncrementalAlterConfigsResponse)
 			out.Resources = append(out.Resources, refused...)
 		})
-	case *kmsg.ElectLeadersRequest, *kmsg.AlterPartitionAssignmentsRequest:
+	case *kmsg.ElectLeadersRequest, *kmsg.AlterPartitionAssignmentsRequest, *kmsg.UnregisterBrokerRequest:
 		return clusterOnly(auth.OpAlter)
 	case *kmsg.ListPartitionReassignmentsRequest, *kmsg.DescribeQuorumRequest:
 		return clusterOnly(auth.OpDescribe)

@@ -190,6 +190,8 @@ func notController(resp kmsg.Response) bool {
 	case *kmsg.DescribeQuorumResponse:
 		return r.ErrorCode == nc || len(r.Topics) > 0 && len(r.Topics[0].Partitions) > 0 &&
 			r.Topics[0].Partitions[0].ErrorCode == kerr.NotLeaderForPartition.Code
+	case *kmsg.UnregisterBrokerResponse:
+		return r.ErrorCode == nc
 	case *kmsg.BrokerRegistrationResponse:
 		return r.ErrorCode == nc
 	case *kmsg.BrokerHeartbeatResponse:

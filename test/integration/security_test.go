@@ -329,6 +329,15 @@ func TestAuthorizationAndPersistence(t *testing.T) {
 		if dr, err := describe.RequestWith(actx, alice); err != nil || dr.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
 			t.Fatalf("alice describing ACLs: %+v, %v", dr, err)
 		}
+		// UnregisterBroker needs ALTER on the cluster; the admin's reaches the controller.
+		unregister := kmsg.NewPtrUnregisterBrokerRequest()
+		unregister.BrokerID = 99
+		if ur, err := unregister.RequestWith(actx, alice); err != nil || ur.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
+			t.Fatalf("alice unregistering broker 99: %+v, %v", ur, err)
+		}
+		if ur, err := unregister.RequestWith(actx, adminClient); err != nil || ur.ErrorCode != kerr.BrokerIDNotRegistered.Code {
+			t.Fatalf("admin unregistering broker 99: %+v, %v; want BROKER_ID_NOT_REGISTERED", ur, err)
+		}
 		res, err := kadm.NewClient(alice).CreateTopics(actx, 1, 1, nil, "alices-own")
 		if err != nil || !errors.Is(res["alices-own"].Err, kerr.TopicAuthorizationFailed) {
 			t.Fatalf("alice creating a topic: %v %v", err, res["alices-own"].Err)
