@@ -16,9 +16,10 @@ import (
 )
 
 func newClusterCmd(g *globals) *cobra.Command {
-	cmd := newGroupingCmd("cluster", "Inspect the cluster, elect leaders, move partitions",
-		"Inspect the brokers and the metadata quorum of the cluster, run preferred leader elections and move partitions between brokers.")
-	cmd.AddCommand(newClusterInfoCmd(g), newClusterElectLeadersCmd(g), newClusterReassignCmd(g), newClusterReassignmentsCmd(g))
+	cmd := newGroupingCmd("cluster", "Inspect the cluster, elect leaders, move partitions, unregister brokers",
+		"Inspect the brokers and the metadata quorum of the cluster, run preferred leader elections, move partitions between brokers and unregister decommissioned brokers.")
+	cmd.AddCommand(newClusterInfoCmd(g), newClusterElectLeadersCmd(g), newClusterReassignCmd(g), newClusterReassignmentsCmd(g),
+		newClusterUnregisterCmd(g))
 	return cmd
 }
 

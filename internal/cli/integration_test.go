@@ -487,6 +487,33 @@ func TestClusterInfo(t *testing.T) {
 	}
 }
 
+// TestClusterUnregister: an unknown broker id is refused with the code and which
+// broker; the node itself, still running, is unregistered (its topic's partition is
+// reported as still holding a replica there) and registers again by itself.
+func TestClusterUnregister(t *testing.T) {
+	b := testutil.StartBroker(t)
+	res := run(t, b, "", "cluster", "unregister", "--id", "7")
+	if res.code != cli.ExitFailed || !strings.Contains(res.stderr, "BROKER_ID_NOT_REGISTERED: broker 7 is not registered") {
+		t.Fatalf("unregister 7: exit %d\nstdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
+	}
+	if res := run(t, b, "", "cluster", "unregister"); res.code != cli.ExitUsage {
+		t.Fatalf("unregister without --id: exit %d, stderr:\n%s", res.code, res.stderr)
+	}
+	ok(t, b, "", "topic", "create", "held", "-p", "1", "-r", "1")
+	out := ok(t, b, "", "cluster", "unregister", "--id", "1")
+	if !strings.Contains(out, "broker 1 is no longer registered") || !strings.Contains(out, "still a replica of 1 partition") || !strings.Contains(out, "held-0") {
+		t.Fatalf("unregister 1:\n%s", out)
+	}
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		var info clusterInfo
+		r := run(t, b, "", "cluster", "info", "-o", "json")
+		return r.code == cli.ExitOK && json.Unmarshal([]byte(r.stdout), &info) == nil && len(info.Brokers) == 1
+	}, "broker 1 registered again")
+	if !strings.Contains(b.FullLog(), "registering again") {
+		t.Fatalf("the node did not say it registers again:\n%s", testutil.Tail(b.FullLog(), 30))
+	}
+}
+
 type doctorReport struct {
 	Findings []struct {
 		Code    string           `json:"code"`
