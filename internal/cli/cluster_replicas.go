@@ -624,11 +624,20 @@ func waitReassignments(cmd *cobra.Command, g *globals, cl *kgo.Client, adm *kadm
 			return fmt.Errorf("stopped waiting; the moves go on (see `samsa cluster reassignments`): %w", err)
 		}
 	}
+	// The controller has finished the moves; the broker answering Metadata may not
+	// have applied that yet (a move that only drops replicas finishes at once), so
+	// read it until it shows them, for at most --timeout.
 	ctx, cancel := g.withTimeout(cmd.Context())
 	defer cancel()
-	md, err := adm.Metadata(ctx, topics...)
-	if err != nil {
-		return g.explain("read metadata", err)
+	var md kadm.Metadata
+	for {
+		var err error
+		if md, err = adm.Metadata(ctx, topics...); err != nil {
+			return g.explain("read metadata", err)
+		}
+		if movesShown(md, moves) || sleepCtx(ctx, metadataPollInterval) != nil {
+			break
+		}
 	}
 	var wrong []error
 	for _, m := range moves {
@@ -652,6 +661,20 @@ func waitReassignments(cmd *cobra.Command, g *globals, cl *kgo.Client, adm *kadm
 		}
 	}
 	return errors.Join(wrong...)
+}
+
+// metadataPollInterval is how often waitReassignments reads the metadata again
+// while it does not show the finished moves yet.
+const metadataPollInterval = 100 * time.Millisecond
+
+// movesShown reports whether md has every partition of moves on its new replicas.
+func movesShown(md kadm.Metadata, moves []reassignment) bool {
+	for _, m := range moves {
+		if !sameSet(md.Topics[m.Topic].Partitions[m.Partition].Replicas, m.Replicas) {
+			return false
+		}
+	}
+	return true
 }
 
 func movesInclude(moves []reassignment, topic string, partition int32) bool {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +84,19 @@ func TestClusterCommands(t *testing.T) {
 	if len(listed.Reassignments) != 0 {
 		t.Fatalf("reassignments after the move: %s", listed.Reassignments)
 	}
+
+	// A move that only drops replicas finishes at once on the controller; --wait
+	// reports it done however far the broker it asks lags (each partition through
+	// another node).
+	ok(t, seed, "", "topic", "create", "shrink", "-p", "3", "-r", "3")
+	for p := range 3 {
+		node := c.Node(int32(p + 1)).Broker
+		out := ok(t, node, "", "cluster", "reassign", "--topic", "shrink", "--partition", strconv.Itoa(p), "--replicas", "1,3", "--wait")
+		if want := fmt.Sprintf("shrink-%d: done, on ", p); !strings.Contains(out, want) {
+			t.Fatalf("shrinking reassign --wait through node %d output:\n%s", p+1, out)
+		}
+	}
+	ok(t, seed, "", "topic", "delete", "shrink")
 
 	var election struct {
 		Partitions []struct {
