@@ -2,7 +2,9 @@
 # Starts and stops a three-node Samsa cluster on this machine: three combined
 # broker+controller nodes (node.id 1–3) forming one metadata quorum.
 #
-#   scripts/cluster.sh up     [DIR]   build samsa, start the three nodes, wait until ready
+#   scripts/cluster.sh up     [DIR]   build samsa, start the three nodes, wait until ready;
+#                                     with some running, start the others (a node killed
+#                                     or stopped comes back) with the binary they run
 #   scripts/cluster.sh status [DIR]   which nodes run, and `samsa cluster info`
 #   scripts/cluster.sh down   [DIR]   stop them (SIGTERM: controlled shutdown); data is kept
 #
@@ -47,20 +49,32 @@ load_ports() {
 	done
 }
 
-running() { [ -f "$dir/node$1.pid" ] && kill -0 "$(cat "$dir/node$1.pid")" 2>/dev/null; }
+# running: node $1's process exists and has not exited (a killed node may stay a
+# zombie until it is reaped).
+running() {
+	local st
+	[ -f "$dir/node$1.pid" ] && st=$(ps -o stat= -p "$(cat "$dir/node$1.pid")" 2>/dev/null) && [[ $st != Z* ]]
+}
 
 up() {
 	mkdir -p "$dir"
+	local start=() i
 	for i in "${nodes[@]}"; do
-		if running "$i"; then die "node $i already runs (pid $(cat "$dir/node$i.pid")); use status or down"; fi
+		running "$i" || start+=("$i")
 	done
-	log "building samsa into $dir/samsa"
-	(cd "$root" && go build -o "$dir/samsa" ./cmd/samsa)
+	[ "${#start[@]}" -gt 0 ] || die "all three nodes already run; use status or down"
+	if [ "${#start[@]}" -eq "${#nodes[@]}" ]; then
+		log "building samsa into $dir/samsa"
+		(cd "$root" && go build -o "$dir/samsa" ./cmd/samsa)
+	else
+		log "starting node(s) ${start[*]} with the binary the others run ($dir/samsa)"
+	fi
 	[ -f "$dir/ports" ] || choose_ports
 	load_ports
-	for i in "${nodes[@]}"; do
+	for i in "${start[@]}"; do
 		local extra=()
 		for o in ${SAMSA_OVERRIDES:-}; do extra+=(--override "$o"); done
+		[ ! -f "$dir/node$i.log" ] || mv "$dir/node$i.log" "$dir/node$i.log.1" # the previous run's, kept once
 		nohup "$dir/samsa" serve \
 			--override node.id="$i" \
 			--override process.roles=broker,controller \
@@ -72,7 +86,7 @@ up() {
 			"${extra[@]}" >"$dir/node$i.log" 2>&1 &
 		echo $! >"$dir/node$i.pid"
 	done
-	for i in "${nodes[@]}"; do
+	for i in "${start[@]}"; do
 		local waited=0
 		until grep -q 'msg="samsa ready"' "$dir/node$i.log" 2>/dev/null; do
 			running "$i" || die "node $i exited; see $dir/node$i.log: $(tail -n 3 "$dir/node$i.log")"
@@ -81,13 +95,13 @@ up() {
 			waited=$((waited + 1))
 		done
 	done
-	log "three nodes ready; data, logs and pids in $dir"
+	log "node(s) ${start[*]} ready; data, logs and pids in $dir"
 	echo "bootstrap servers: $bootstrap"
 	echo "try: $dir/samsa cluster info -b $bootstrap"
 }
 
 down() {
-	local pids=()
+	local pids=() st
 	for i in "${nodes[@]}"; do
 		if running "$i"; then
 			pids+=("$(cat "$dir/node$i.pid")")
@@ -97,7 +111,7 @@ down() {
 	[ "${#pids[@]}" -gt 0 ] || { log "no node runs in $dir"; return 0; }
 	local waited=0
 	for p in "${pids[@]}"; do
-		while kill -0 "$p" 2>/dev/null; do
+		while st=$(ps -o stat= -p "$p" 2>/dev/null) && [[ $st != Z* ]]; do
 			[ "$waited" -lt 300 ] || { log "pid $p still runs after 30 s; killing it"; kill -KILL "$p"; break; }
 			sleep 0.1
 			waited=$((waited + 1))
