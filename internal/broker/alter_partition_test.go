@@ -24,9 +24,16 @@ func startTestBroker(t *testing.T) *Broker {
 
 // startTestBrokerOn starts a one-node broker on log directories dirs whose segment
 // files are opened through fsys (nil: the real file system).
-func startTestBrokerOn(t *testing.T, fsys storage.FS, dirs ...string) *Broker {
+func startTestBrokerOn(t testing.TB, fsys storage.FS, dirs ...string) *Broker {
 	t.Helper()
-	cfg, err := config.Load("", []string{"log.dirs=" + strings.Join(dirs, ","), "listeners=PLAINTEXT://127.0.0.1:0"})
+	return startTestBrokerWith(t, fsys, nil, dirs...)
+}
+
+// startTestBrokerWith is startTestBrokerOn with extra configuration properties.
+func startTestBrokerWith(t testing.TB, fsys storage.FS, props []string, dirs ...string) *Broker {
+	t.Helper()
+	props = append([]string{"log.dirs=" + strings.Join(dirs, ","), "listeners=PLAINTEXT://127.0.0.1:0"}, props...)
+	cfg, err := config.Load("", props)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +49,7 @@ func startTestBrokerOn(t *testing.T, fsys storage.FS, dirs ...string) *Broker {
 }
 
 // createTestTopic creates a topic of replication factor 1 through CreateTopics.
-func createTestTopic(t *testing.T, b *Broker, name string, partitions int32) {
+func createTestTopic(t testing.TB, b *Broker, name string, partitions int32) {
 	t.Helper()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()

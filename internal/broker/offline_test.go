@@ -52,7 +52,7 @@ func (f *failingFile) WriteAt(b []byte, off int64) (int, error) {
 	return f.File.WriteAt(b, off)
 }
 
-func call[T kmsg.Response](t *testing.T, b *Broker, req kmsg.Request) T {
+func call[T kmsg.Response](t testing.TB, b *Broker, req kmsg.Request) T {
 	t.Helper()
 	req.SetVersion(req.MaxVersion())
 	if _, max, _ := Versions(req.Key()); req.GetVersion() > max {
@@ -67,7 +67,7 @@ func call[T kmsg.Response](t *testing.T, b *Broker, req kmsg.Request) T {
 	panic("unreachable")
 }
 
-func produceTo(t *testing.T, b *Broker, topic string) int16 {
+func produceTo(t testing.TB, b *Broker, topic string) int16 {
 	t.Helper()
 	batch, err := record.Build(record.DefaultBuildOptions(), []record.Record{{Value: []byte("v")}})
 	if err != nil {
@@ -78,7 +78,7 @@ func produceTo(t *testing.T, b *Broker, topic string) int16 {
 
 // produceBatch produces one batch to partition 0 of topic (acks=all) and returns the
 // partition's error code.
-func produceBatch(t *testing.T, b *Broker, topic string, batch []byte) int16 {
+func produceBatch(t testing.TB, b *Broker, topic string, batch []byte) int16 {
 	t.Helper()
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks, req.TimeoutMillis = -1, 5000
