@@ -140,13 +140,18 @@ func (r *frameReader) int32() (int32, error) {
 	return int32(binary.BigEndian.Uint32(b)), nil
 }
 
-// uvarint reads an unsigned varint of at most 5 bytes (a 32-bit value).
+// uvarint reads an unsigned varint of at most 5 bytes (a 32-bit value). A fifth byte
+// above 0x0f would carry bits past the 32nd: refused, as kmsg refuses it in every
+// other request.
 func (r *frameReader) uvarint() (uint32, error) {
 	var v uint32
 	for shift := 0; shift < 35; shift += 7 {
 		b, err := r.take(1)
 		if err != nil {
 			return 0, err
+		}
+		if shift == 28 && b[0] > 0x0f {
+			return 0, errMalformedProduce
 		}
 		v |= uint32(b[0]&0x7f) << shift
 		if b[0] < 0x80 {

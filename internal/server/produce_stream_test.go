@@ -357,3 +357,28 @@ func FuzzProduceStream(f *testing.F) {
 		}
 	})
 }
+
+// TestProduceStreamVarintOverflow: an unsigned varint whose fifth byte carries bits
+// past the 32nd is refused, as kmsg refuses it for every other request (a tag number
+// of 2^32 or more in a Produce frame was taken, truncated).
+func TestProduceStreamVarintOverflow(t *testing.T) {
+	for _, tc := range []struct {
+		in   []byte
+		want uint32
+		ok   bool
+	}{
+		{[]byte{0xff, 0xff, 0xff, 0xff, 0x0f}, 1<<32 - 1, true},
+		{[]byte{0xab, 0xab, 0xab, 0xab, 0x30}, 0, false},
+		{[]byte{0x80, 0x80, 0x80, 0x80, 0x10}, 0, false},
+		{[]byte{0x80, 0x80, 0x80, 0x80, 0x80}, 0, false},
+	} {
+		srv := &Server{cfg: Config{Produce: &streamRecorder{}}}
+		c := &conn{srv: srv, listener: &Listener{}, br: bufio.NewReader(bytes.NewReader(append(tc.in, 0)))}
+		r := c.newFrameReader(len(tc.in) + 1)
+		got, err := r.uvarint()
+		r.release()
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("uvarint(% x) = %d, %v; want %d, ok %t", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
