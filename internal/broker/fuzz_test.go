@@ -15,13 +15,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
+	"github.com/samsa-streaming/samsa/internal/config"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/record"
+	"github.com/samsa-streaming/samsa/internal/testutil"
 )
 
 // FuzzHandle sends well-framed but hostile requests through the broker's handlers in
 // process: the input's key and version choose one of the served APIs (taken modulo
-// the served ones when they are not), its body is decoded with kmsg as the server
+// the served ones when they are not; a negative key, its complement, goes to a
+// second broker that checks ACLs, as principal User:fuzz), its body is decoded with kmsg as the server
 // does (inputs that do not decode are skipped). Every answer must come within a few
 // seconds of the longest wait the request may ask for (waits are capped at
 // fuzzMaxWait), must encode at its version and decode again, and a request of at most
@@ -30,7 +34,9 @@ import (
 //
 // One broker serves a whole fuzzing process (a worker), with two topics, a classic
 // group with a member, a share group with a member and a transactional producer, so
-// that handlers get past their first checks; fuzzFixture.refresh keeps them alive and
+// that handlers get past their first checks; the authorizing one has the two topics,
+// and User:fuzz may do everything on fuzz-a, fuzz-group and fuzz-txn and nothing
+// else, so that requests are split between what is allowed and what is not; fuzzFixture.refresh keeps them alive and
 // drops the topics inputs created. State carries over from one input to the next, so
 // a crasher may need the inputs before it: each finding gets its own unit test.
 func FuzzHandle(f *testing.F) {
@@ -40,12 +46,17 @@ func FuzzHandle(f *testing.F) {
 		for _, version := range []int16{e.min, e.max} {
 			body := fx.seed(key, version)
 			f.Add(key, version, body)
+			f.Add(^key, version, body) // the same to the authorizing broker
 			if e.min == e.max {
 				break
 			}
 		}
 	}
 	f.Fuzz(func(t *testing.T, key, version int16, body []byte) {
+		b := fx.b
+		if key < 0 {
+			b, key = fx.authz, ^key
+		}
 		key, version = pickAPI(key, version)
 		req := kmsg.RequestForKey(key)
 		req.SetVersion(version)
@@ -54,7 +65,7 @@ func FuzzHandle(f *testing.F) {
 		}
 		fx.refresh(t)
 		capWaits(reflect.ValueOf(req))
-		fx.handle(t, req, len(body) <= fuzzGuardedSize)
+		fx.handle(t, b, req, len(body) <= fuzzGuardedSize)
 	})
 }
 
@@ -99,7 +110,8 @@ func pickAPI(key, version int16) (int16, int16) {
 // fuzzFixture is the broker a fuzzing process sends its inputs to and what was made
 // on it for the handlers to find.
 type fuzzFixture struct {
-	b *Broker
+	b     *Broker
+	authz *Broker // with an authorizer (authzSetUp)
 
 	mu          sync.Mutex
 	refreshed   time.Time
@@ -126,15 +138,76 @@ func newFuzzFixture(tb testing.TB) *fuzzFixture {
 		"group.initial.rebalance.delay.ms=0",
 		"group.min.session.timeout.ms=" + fmt.Sprint(fuzzMaxWait/2),
 	}, tb.TempDir())
-	fx := &fuzzFixture{b: b, topicIDs: map[string][16]byte{}, shareMember: "fuzzsharemember0000000"}
+	authz := startTestBrokerWith(tb, nil, []string{
+		"authorizer.class.name=" + config.StandardAuthorizer, "super.users=User:" + fuzzAdmin.Name,
+		"group.initial.rebalance.delay.ms=0",
+		"group.min.session.timeout.ms=" + fmt.Sprint(fuzzMaxWait/2),
+	}, tb.TempDir())
+	fx := &fuzzFixture{b: b, authz: authz, topicIDs: map[string][16]byte{}, shareMember: "fuzzsharemember0000000"}
 	fx.setUp(tb)
 	return fx
+}
+
+var (
+	fuzzAdmin     = auth.Principal{Type: auth.UserType, Name: "admin"}
+	fuzzPrincipal = auth.Principal{Type: auth.UserType, Name: "fuzz"}
+)
+
+// callAs sends req to b as principal p and waits for its answer (10 s at most).
+func callAs[T kmsg.Response](tb testing.TB, b *Broker, p auth.Principal, req kmsg.Request) T {
+	tb.Helper()
+	select {
+	case r := <-b.Handle(&protocol.Request{Key: req.Key(), Version: req.GetVersion(), Body: req, Principal: p}):
+		return r.Body.(T)
+	case <-time.After(10 * time.Second):
+		tb.Fatalf("no answer to %s", kmsg.NameForKey(req.Key()))
+		panic("unreachable")
+	}
+}
+
+// authzSetUp makes (again) the topics of the authorizing broker and User:fuzz's ACLs.
+func (fx *fuzzFixture) authzSetUp(tb testing.TB) {
+	for topic, partitions := range map[string]int32{fuzzTopicA: 2, fuzzTopicB: 1} {
+		if _, ok := fx.authz.image().Topic(topic); ok {
+			continue
+		}
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, 1
+		req.Topics = append(req.Topics, rt)
+		req.SetVersion(7)
+		if code := callAs[*kmsg.CreateTopicsResponse](tb, fx.authz, fuzzAdmin, req).Topics[0].ErrorCode; code != 0 {
+			tb.Fatalf("fuzz fixture: create %s: %v", topic, kerr.ErrorForCode(code))
+		}
+	}
+	if len(fx.authz.image().ACLs()) > 0 {
+		return
+	}
+	acls := kmsg.NewPtrCreateACLsRequest()
+	acls.SetVersion(3)
+	for _, r := range []struct {
+		typ  kmsg.ACLResourceType
+		name string
+	}{{kmsg.ACLResourceTypeTopic, fuzzTopicA}, {kmsg.ACLResourceTypeGroup, fuzzGroup},
+		{kmsg.ACLResourceTypeGroup, fuzzShareGroup}, {kmsg.ACLResourceTypeTransactionalId, fuzzTxn}} {
+		c := kmsg.NewCreateACLsRequestCreation()
+		c.ResourceType, c.ResourceName, c.ResourcePatternType = r.typ, r.name, kmsg.ACLResourcePatternTypeLiteral
+		c.Principal, c.Host, c.Operation, c.PermissionType = fuzzPrincipal.String(), "*", kmsg.ACLOperationAll, kmsg.ACLPermissionTypeAllow
+		acls.Creations = append(acls.Creations, c)
+	}
+	for _, res := range callAs[*kmsg.CreateACLsResponse](tb, fx.authz, fuzzAdmin, acls).Results {
+		if res.ErrorCode != 0 {
+			tb.Fatalf("fuzz fixture: create ACLs: %v", kerr.ErrorForCode(res.ErrorCode))
+		}
+	}
+	testutil.WaitFor(tb, 10*time.Second, func() bool { return len(fx.authz.image().ACLs()) == len(acls.Creations) }, "the ACLs")
 }
 
 // setUp makes (again) what the handlers should find: the topics, a record, the
 // members of both groups and the producer.
 func (fx *fuzzFixture) setUp(tb testing.TB) {
 	fx.refreshed = time.Now()
+	fx.authzSetUp(tb)
 	for topic, partitions := range map[string]int32{fuzzTopicA: 2, fuzzTopicB: 1} {
 		if _, ok := fx.b.image().Topic(topic); !ok {
 			createTestTopic(tb, fx.b, topic, partitions)
@@ -221,30 +294,32 @@ func (fx *fuzzFixture) refresh(tb testing.TB) {
 	if time.Since(fx.refreshed) < 10*time.Second {
 		return
 	}
-	del := kmsg.NewPtrDeleteTopicsRequest()
-	for _, tp := range fx.b.image().Topics() {
-		if tp.Name != fuzzTopicA && tp.Name != fuzzTopicB && !strings.HasPrefix(tp.Name, "__") {
-			rt := kmsg.NewDeleteTopicsRequestTopic()
-			rt.Topic = kmsg.StringPtr(tp.Name)
-			del.Topics = append(del.Topics, rt)
-			del.TopicNames = append(del.TopicNames, tp.Name)
+	for _, b := range []*Broker{fx.b, fx.authz} {
+		del := kmsg.NewPtrDeleteTopicsRequest()
+		del.SetVersion(6)
+		for _, tp := range b.image().Topics() {
+			if tp.Name != fuzzTopicA && tp.Name != fuzzTopicB && !strings.HasPrefix(tp.Name, "__") {
+				rt := kmsg.NewDeleteTopicsRequestTopic()
+				rt.Topic = kmsg.StringPtr(tp.Name)
+				del.Topics = append(del.Topics, rt)
+			}
 		}
-	}
-	if len(del.Topics) > 0 {
-		del.TimeoutMillis = 5000
-		call[*kmsg.DeleteTopicsResponse](tb, fx.b, del)
+		if len(del.Topics) > 0 {
+			del.TimeoutMillis = 5000
+			callAs[*kmsg.DeleteTopicsResponse](tb, b, fuzzAdmin, del)
+		}
 	}
 	fx.setUp(tb)
 }
 
 // handle sends req and checks its answer.
-func (fx *fuzzFixture) handle(t *testing.T, req kmsg.Request, guard bool) {
+func (fx *fuzzFixture) handle(t *testing.T, b *Broker, req kmsg.Request, guard bool) {
 	before := heapAllocated()
 	answer := make(chan protocol.Response, 1)
 	go func() { // a handler that blocks before it returns its channel is a hang too
-		answer <- <-fx.b.Handle(&protocol.Request{
+		answer <- <-b.Handle(&protocol.Request{
 			Key: req.Key(), Version: req.GetVersion(), Body: req, ConnID: fuzzConn,
-			ClientID: "fuzz", ClientAddr: "127.0.0.1:9", Size: 1024,
+			ClientID: "fuzz", ClientAddr: "127.0.0.1:9", Size: 1024, Principal: fuzzPrincipal,
 		})
 	}()
 	var r protocol.Response
@@ -275,9 +350,136 @@ func (fx *fuzzFixture) handle(t *testing.T, req kmsg.Request, guard bool) {
 	if err := resp.ReadFrom(encoded); err != nil {
 		t.Fatalf("%s v%d: the answer does not decode: %v; request %s", kmsg.NameForKey(req.Key()), req.GetVersion(), err, describe(req))
 	}
+	if path, code, ok := unknownErrorCode(reflect.ValueOf(resp), ""); !ok {
+		t.Fatalf("%s v%d answers error code %d at %s (%v): a malformed request has a Kafka error of its own; request %s",
+			kmsg.NameForKey(req.Key()), req.GetVersion(), code, path, kerr.ErrorForCode(code), describe(req))
+	}
+	if missing, extra, ok := answersEveryPartition(req, resp); !ok {
+		t.Fatalf("%s v%d: partitions asked but not answered %v, answered but not asked %v; request %s",
+			kmsg.NameForKey(req.Key()), req.GetVersion(), missing, extra, describe(req))
+	}
 	if os.Getenv("FUZZ_DEBUG") != "" {
 		t.Logf("%s v%d -> %s", kmsg.NameForKey(req.Key()), req.GetVersion(), describe(resp))
 	}
+}
+
+// unknownErrorCode finds an error code in a response that is UNKNOWN_SERVER_ERROR
+// or no Kafka error at all: what a handler answers when it did not expect an input.
+func unknownErrorCode(v reflect.Value, path string) (string, int16, bool) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			return unknownErrorCode(v.Elem(), path)
+		}
+	case reflect.Slice:
+		if k := v.Type().Elem().Kind(); k == reflect.Struct || k == reflect.Pointer {
+			for i := range v.Len() {
+				if p, code, ok := unknownErrorCode(v.Index(i), fmt.Sprintf("%s[%d]", path, i)); !ok {
+					return p, code, false
+				}
+			}
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			name, field := v.Type().Field(i).Name, v.Field(i)
+			if field.Kind() == reflect.Int16 && strings.HasSuffix(name, "ErrorCode") {
+				code := int16(field.Int())
+				if code != 0 && (code == kerr.UnknownServerError.Code || kerr.ErrorForCode(code) == kerr.UnknownServerError) {
+					return path + "." + name, code, false
+				}
+				continue
+			}
+			if v.Type().Field(i).IsExported() {
+				if p, code, ok := unknownErrorCode(field, path+"."+name); !ok {
+					return p, code, false
+				}
+			}
+		}
+	}
+	return "", 0, true
+}
+
+// answersEveryPartition checks, for the APIs whose answer in Kafka has an entry for
+// each partition asked (topics[].partitions[]), that the answer has exactly those:
+// not when the request names a partition twice (Kafka's answers then differ by API)
+// or when the answer has a top-level error.
+func answersEveryPartition(req kmsg.Request, resp kmsg.Response) (missing, extra []string, ok bool) {
+	switch r := req.(type) {
+	case *kmsg.ProduceRequest, *kmsg.ListOffsetsRequest, *kmsg.OffsetCommitRequest, *kmsg.OffsetForLeaderEpochRequest,
+		*kmsg.TxnOffsetCommitRequest, *kmsg.DeleteRecordsRequest,
+		*kmsg.AlterPartitionAssignmentsRequest, *kmsg.OffsetDeleteRequest, *kmsg.DescribeProducersRequest:
+	case *kmsg.ElectLeadersRequest:
+		if r.Topics == nil { // every partition
+			return nil, nil, true
+		}
+	case *kmsg.AddPartitionsToTxnRequest:
+		if req.GetVersion() >= 4 {
+			return nil, nil, true
+		}
+	default:
+		return nil, nil, true
+	}
+	if code := reflect.ValueOf(resp).Elem().FieldByName("ErrorCode"); code.IsValid() && code.Int() != 0 {
+		return nil, nil, true
+	}
+	asked, dup := topicPartitions(reflect.ValueOf(req).Elem().FieldByName("Topics"))
+	if dup {
+		return nil, nil, true
+	}
+	answered, _ := topicPartitions(reflect.ValueOf(resp).Elem().FieldByName("Topics"))
+	for tp, n := range asked {
+		if answered[tp] != n {
+			missing = append(missing, tp)
+		}
+	}
+	for tp, n := range answered {
+		if asked[tp] != n {
+			extra = append(extra, tp)
+		}
+	}
+	return missing, extra, len(missing) == 0 && len(extra) == 0
+}
+
+// topicPartitions counts the (topic, partition) pairs of a topics[].partitions[]
+// array, a topic named by its id when it has one; dup is whether one comes twice.
+func topicPartitions(topics reflect.Value) (pairs map[string]int, dup bool) {
+	pairs = map[string]int{}
+	if !topics.IsValid() || topics.Kind() != reflect.Slice {
+		return pairs, false
+	}
+	for i := range topics.Len() {
+		t := topics.Index(i)
+		name := ""
+		if f := t.FieldByName("Topic"); f.IsValid() {
+			if f.Kind() == reflect.Pointer {
+				if !f.IsNil() {
+					name = f.Elem().String()
+				}
+			} else {
+				name = f.String()
+			}
+		}
+		if id := t.FieldByName("TopicID"); id.IsValid() && !id.IsZero() {
+			name = fmt.Sprintf("id:%x", id.Interface())
+		}
+		parts := t.FieldByName("Partitions")
+		if !parts.IsValid() {
+			continue
+		}
+		for j := range parts.Len() {
+			p := parts.Index(j)
+			var partition int64
+			if p.Kind() == reflect.Struct {
+				partition = p.FieldByName("Partition").Int()
+			} else {
+				partition = p.Int()
+			}
+			key := fmt.Sprintf("%s-%d", name, partition)
+			pairs[key]++
+			dup = dup || pairs[key] > 1
+		}
+	}
+	return pairs, dup
 }
 
 func describe(req any) string {
@@ -298,7 +500,8 @@ func heapAllocated() uint64 {
 
 // capWaits lowers every wait and timeout in a request to fuzzMaxWait (but the
 // transaction timeout, which is no wait) and the partition counts of new topics and
-// partitions to a few, so that each input is answered quickly.
+// partitions the controller would accept to a few, so that each input is answered
+// quickly.
 func capWaits(v reflect.Value) {
 	switch v.Kind() {
 	case reflect.Pointer:
@@ -324,7 +527,9 @@ func capWaits(v reflect.Value) {
 					field.SetInt(fuzzMaxWait)
 				}
 			case field.Kind() == reflect.Int32 && (name == "NumPartitions" || name == "Count"):
-				if field.Int() > 8 {
+				// Above 10,000 the controller refuses the request (maxNewPartitions):
+				// that stays, to be checked.
+				if n := field.Int(); n > 8 && n <= 10_000 {
 					field.SetInt(8)
 				}
 			case name == "ReplicaAssignment" && field.Len() > 8:
