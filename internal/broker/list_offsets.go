@@ -10,8 +10,9 @@ package broker
 // earliest offset whose record timestamp is at least that, looked up through the time
 // index, or -1 when there is none below the high watermark. A special timestamp in a
 // version that does not know it is UNSUPPORTED_VERSION, as on Kafka.
-// CurrentLeaderEpoch is validated (v4+). v10's TimeoutMillis bounds remote-storage
-// lookups, which Samsa never makes.
+// CurrentLeaderEpoch is validated (v4+). A partition named twice in the request is
+// INVALID_REQUEST wherever it appears, as on Kafka. v10's TimeoutMillis bounds
+// remote-storage lookups, which Samsa never makes.
 //
 // A leader just elected whose high watermark has not reached the start of its epoch
 // answers OFFSET_NOT_AVAILABLE for the latest offset, and for a timestamp found at or
@@ -48,6 +49,7 @@ func (b *Broker) handleListOffsets(req *protocol.Request) <-chan protocol.Respon
 	r := req.Body.(*kmsg.ListOffsetsRequest)
 	resp := kmsg.NewPtrListOffsetsResponse()
 	resp.SetVersion(req.Version)
+	dup := duplicateListed(r)
 	for _, rt := range r.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
@@ -58,6 +60,9 @@ func (b *Broker) handleListOffsets(req *protocol.Request) <-chan protocol.Respon
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			p := b.replicas.Get(rt.Topic, rp.Partition)
 			err := authErr
+			if err == nil && dup[topicPartition{rt.Topic, rp.Partition}] {
+				err = kerr.InvalidRequest
+			}
 			if err == nil {
 				err = timestampKnown(rp.Timestamp, req.Version)
 			}
@@ -76,6 +81,33 @@ func (b *Broker) handleListOffsets(req *protocol.Request) <-chan protocol.Respon
 		resp.Topics = append(resp.Topics, st)
 	}
 	return reply(resp)
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// duplicateListed returns the partitions a ListOffsets request names more than once,
+// in one topic entry or several: each is answered INVALID_REQUEST, as Kafka does.
+func duplicateListed(r *kmsg.ListOffsetsRequest) map[topicPartition]bool {
+	var seen, dup map[topicPartition]bool
+	for _, rt := range r.Topics {
+		for _, rp := range rt.Partitions {
+			tp := topicPartition{rt.Topic, rp.Partition}
+			if seen[tp] {
+				if dup == nil {
+					dup = map[topicPartition]bool{}
+				}
+				dup[tp] = true
+			}
+			if seen == nil {
+				seen = map[topicPartition]bool{}
+			}
+			seen[tp] = true
+		}
+	}
+	return dup
 }
 
 // timestampKnown returns UNSUPPORTED_VERSION for a special (negative) timestamp that
