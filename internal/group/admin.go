@@ -15,7 +15,7 @@ const groupAuthorizedOperations = 1<<3 | 1<<6 | 1<<8
 
 // DescribeGroups handles a DescribeGroups request (v0–v6). A group this node
 // coordinates but does not know is reported Dead, as Kafka does; so is a consumer
-// group (KIP-848), with GROUP_ID_NOT_FOUND from v6.
+// group (KIP-848); both with GROUP_ID_NOT_FOUND from v6.
 func (c *Coordinator) DescribeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.DescribeGroupsResponse {
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	c.mu.Lock()
@@ -34,7 +34,12 @@ func (c *Coordinator) DescribeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.Desc
 		}
 		g := part.groups[id]
 		if g == nil {
+			// Kafka answers Dead, with GROUP_ID_NOT_FOUND from v6 (KIP-1043).
 			out.State = StateDead.String()
+			if req.Version >= 6 {
+				out.ErrorCode = kerrGroupIDNotFound
+				out.ErrorMessage = strPtr("Group " + id + " not found.")
+			}
 			resp.Groups = append(resp.Groups, out)
 			continue
 		}

@@ -529,3 +529,26 @@ func TestPendingMemberHoldsRebalanceUntilItExpires(t *testing.T) {
 		t.Fatalf("join after the pending member expired: %+v", r)
 	}
 }
+
+// TestDescribeUnknownGroupV6: from v6 DescribeGroups answers a group that does not
+// exist GROUP_ID_NOT_FOUND (KIP-1043), still Dead, as Kafka does; before v6 it is
+// Dead without an error. A group that only holds committed offsets exists (Empty).
+func TestDescribeUnknownGroupV6(t *testing.T) {
+	h := newHarness(t, nil)
+	h.commit("simple", "", -1, map[TopicPartition]int64{{"t", 0}: 1})
+	describe := func(version int16, group string) kmsg.DescribeGroupsResponseGroup {
+		req := kmsg.NewPtrDescribeGroupsRequest()
+		req.Version = version
+		req.Groups = []string{group}
+		return h.c.DescribeGroups(req).Groups[0]
+	}
+	if d := describe(6, "unknown"); d.ErrorCode != kerrGroupIDNotFound || d.State != "Dead" || d.ErrorMessage == nil {
+		t.Errorf("v6 unknown: %+v, want GROUP_ID_NOT_FOUND, Dead, a message", d)
+	}
+	if d := describe(5, "unknown"); d.ErrorCode != 0 || d.State != "Dead" {
+		t.Errorf("v5 unknown: %+v, want Dead without an error", d)
+	}
+	if d := describe(6, "simple"); d.ErrorCode != 0 || d.State != "Empty" {
+		t.Errorf("v6 simple: %+v, want Empty without an error", d)
+	}
+}
