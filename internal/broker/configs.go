@@ -9,7 +9,8 @@ package broker
 // source (DYNAMIC_TOPIC_CONFIG for an override, STATIC_BROKER_CONFIG when the broker's
 // property was set, DEFAULT_CONFIG otherwise), its type (v3+) and documentation.
 // Broker resources (named by node id, or "" for the cluster default) describe the
-// broker's properties. Group resources (KIP-848/KIP-932 group configs: share.*) are
+// broker's properties; a topic name no topic can have is INVALID_TOPIC_EXCEPTION, as
+// Kafka validates it first. Group resources (KIP-848/KIP-932 group configs: share.*) are
 // set per group through the metadata quorum, as Kafka stores them, and describe each
 // group config with its override or the broker property it defaults to. Changes to topic configs commit through the metadata quorum
 // and take effect on the partitions at once; AlterConfigs replaces a topic's whole set
@@ -50,6 +51,10 @@ func (b *Broker) handleDescribeConfigs(req *protocol.Request) <-chan protocol.Re
 		var entries []config.Entry
 		switch res.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
+			if err := legalTopicName(res.ResourceName); err != nil {
+				sr.ErrorCode, sr.ErrorMessage = errorCode(err), errorMessage(err)
+				break
+			}
 			t, ok := img.Topic(res.ResourceName)
 			if !ok {
 				sr.ErrorCode = kerr.UnknownTopicOrPartition.Code
@@ -112,6 +117,17 @@ func (b *Broker) handleDescribeConfigs(req *protocol.Request) <-chan protocol.Re
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return reply(resp)
+}
+
+// legalTopicName is Kafka's Topic.validate, which DescribeConfigs applies to a topic
+// resource before it looks the topic up: INVALID_TOPIC_EXCEPTION for a name no topic
+// can have. The name of the metadata log, which the controller reserves, is legal
+// there (Kafka answers it UNKNOWN_TOPIC_OR_PARTITION).
+func legalTopicName(name string) error {
+	if name == metadataTopic {
+		return nil
+	}
+	return controller.ValidateTopicName(name)
 }
 
 // checkBrokerResource accepts this node's id or "" (cluster default).
