@@ -354,6 +354,15 @@ func (fx *fuzzFixture) handle(t *testing.T, b *Broker, req kmsg.Request, guard b
 		t.Fatalf("%s v%d answers error code %d at %s (%v): a malformed request has a Kafka error of its own; request %s",
 			kmsg.NameForKey(req.Key()), req.GetVersion(), code, path, kerr.ErrorForCode(code), describe(req))
 	}
+	if pr, ok := req.(*kmsg.ProduceRequest); ok && pr.Acks != -1 && pr.Acks != 0 && pr.Acks != 1 {
+		for _, rt := range resp.(*kmsg.ProduceResponse).Topics {
+			for _, rp := range rt.Partitions {
+				if rp.ErrorCode == 0 {
+					t.Fatalf("Produce v%d with acks=%d was written to partition %d", req.GetVersion(), pr.Acks, rp.Partition)
+				}
+			}
+		}
+	}
 	if missing, extra, ok := answersEveryPartition(req, resp); !ok {
 		t.Fatalf("%s v%d: partitions asked but not answered %v, answered but not asked %v; request %s",
 			kmsg.NameForKey(req.Key()), req.GetVersion(), missing, extra, describe(req))

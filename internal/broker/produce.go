@@ -14,7 +14,8 @@ package broker
 // response (the connection is closed if a partition failed, so the client notices, as
 // Kafka does); acks=1 answers after the local append; acks=all waits until the high
 // watermark covers the batch, up to the request timeout, and refuses the write with
-// NOT_ENOUGH_REPLICAS when the ISR is smaller than min.insync.replicas.
+// NOT_ENOUGH_REPLICAS when the ISR is smaller than min.insync.replicas. Any other acks
+// is INVALID_REQUIRED_ACKS for each partition that exists, nothing appended.
 //
 // The server streams requests (protocol.ProduceHandler): each partition's batch is
 // validated and appended as it arrives, and the response and its slices are pooled, so
@@ -281,6 +282,11 @@ func (b *Broker) produceOne(pr *produceRequest, topic string, partition int32, r
 	if n, err := record.NextBatchSize(records); err == nil && n < len(records) {
 		// More than one batch: Produce v3+ carries exactly one per partition.
 		return nil, storage.AppendInfo{}, kerr.InvalidRecord
+	}
+	if acks != -1 && acks != 0 && acks != 1 {
+		// As Kafka's ReplicaManager: after the request's own checks, before the
+		// batch is validated and appended.
+		return nil, storage.AppendInfo{}, kerr.InvalidRequiredAcks
 	}
 	opts := record.ValidateOptions{MaxBatchBytes: settings.MaxMessageBytes}
 	if settings.RequireKeys || settings.Timestamps != nil {

@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/record"
 )
 
@@ -40,5 +42,44 @@ func TestProduceRefusesCompressedBatchClaimingPhantomRecords(t *testing.T) {
 	}
 	if end := b.logs.Get("phantom", 0).LogEndOffset(); end != 1 {
 		t.Fatalf("log end offset %d after the honest batch, want 1", end)
+	}
+}
+
+// TestProduceInvalidRequiredAcks: acks other than -1, 0 and 1 are refused with
+// INVALID_REQUIRED_ACKS for every partition and nothing is appended, as Kafka does;
+// a partition of a topic that does not exist is still UNKNOWN_TOPIC_OR_PARTITION.
+func TestProduceInvalidRequiredAcks(t *testing.T) {
+	b := startTestBroker(t)
+	createTestTopic(t, b, "acks", 1)
+	batch, err := record.Build(record.DefaultBuildOptions(), []record.Record{{Value: []byte("v")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, acks := range []int16{2, -2, math.MaxInt16} {
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(12)
+		req.Acks, req.TimeoutMillis = acks, 1000
+		for _, topic := range []string{"acks", "no-such-topic"} {
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic = topic
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Records = batch
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+		}
+		r := <-b.Handle(&protocol.Request{Key: req.Key(), Version: req.GetVersion(), Body: req})
+		resp := r.Body.(*kmsg.ProduceResponse)
+		if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidRequiredAcks.Code {
+			t.Errorf("acks=%d: %v, want INVALID_REQUIRED_ACKS", acks, kerr.ErrorForCode(code))
+		}
+		if code := resp.Topics[1].Partitions[0].ErrorCode; code != kerr.UnknownTopicOrPartition.Code {
+			t.Errorf("acks=%d, unknown topic: %v, want UNKNOWN_TOPIC_OR_PARTITION", acks, kerr.ErrorForCode(code))
+		}
+		if r.Written != nil {
+			r.Written()
+		}
+	}
+	if end := b.logs.Get("acks", 0).LogEndOffset(); end != 0 {
+		t.Fatalf("log end offset %d after requests with invalid acks, want 0", end)
 	}
 }
