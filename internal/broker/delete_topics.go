@@ -8,7 +8,10 @@ package broker
 // the deleted topics. The controller commits the deletion through the metadata
 // quorum; each broker then removes the partitions' files (renamed aside and deleted
 // in the background). Internal topics cannot be deleted, and no topic can when the
-// controller's delete.topic.enable is false (TOPIC_DELETION_DISABLED).
+// controller's delete.topic.enable is false (TOPIC_DELETION_DISABLED). As on Kafka's
+// controller, an entry with neither a name nor an id, or with both, a name or id given
+// twice, and a name given along with its topic's id are INVALID_REQUEST and delete
+// nothing (checkDeleteTargets).
 
 import (
 	"context"
@@ -52,25 +55,26 @@ func (b *Broker) serveDeleteTopics(ctx context.Context, req kmsg.Request) kmsg.R
 	resp := kmsg.NewPtrDeleteTopicsResponse()
 	resp.SetVersion(r.Version)
 
-	type target struct {
-		name *string
-		id   [16]byte
-	}
-	var targets []target
+	var targets []deleteTarget
 	if r.Version >= 6 {
 		for _, t := range r.Topics {
-			targets = append(targets, target{name: t.Topic, id: t.TopicID})
+			targets = append(targets, deleteTarget{name: t.Topic, id: t.TopicID})
 		}
 	} else {
 		for _, n := range r.TopicNames {
-			targets = append(targets, target{name: kmsg.StringPtr(n)})
+			targets = append(targets, deleteTarget{name: kmsg.StringPtr(n)})
 		}
 	}
 
 	img := b.image()
-	for _, tg := range targets {
+	for _, tg := range checkDeleteTargets(img, targets) {
 		st := kmsg.NewDeleteTopicsResponseTopic()
 		st.Topic, st.TopicID = tg.name, tg.id
+		if tg.invalid != "" {
+			st.ErrorCode, st.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr(tg.invalid)
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		var (
 			t  *metadata.Topic
 			ok bool
@@ -103,4 +107,67 @@ func (b *Broker) serveDeleteTopics(ctx context.Context, req kmsg.Request) kmsg.R
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
+}
+
+// deleteTarget is one topic a DeleteTopics request names, by name or (v6) by id;
+// invalid, when set, is why the request's shape refuses it (INVALID_REQUEST).
+type deleteTarget struct {
+	name    *string
+	id      [16]byte
+	invalid string
+}
+
+// checkDeleteTargets refuses, as Kafka's ControllerApis.deleteTopics does, an entry
+// with neither a name nor an id, one with both, a name or an id given twice (one
+// answer for all its entries) and a name whose topic's id is given too (one answer
+// for both); none of them is deleted. The others are returned as they came.
+func checkDeleteTargets(img *metadata.Image, targets []deleteTarget) []deleteTarget {
+	names, ids := map[string]int{}, map[[16]byte]int{}
+	for _, tg := range targets {
+		switch zero := tg.id == [16]byte{}; {
+		case tg.name != nil && zero:
+			names[*tg.name]++
+		case tg.name == nil && !zero:
+			ids[tg.id]++
+		}
+	}
+	// A name whose topic's id is given in another entry.
+	collides := map[string][16]byte{}
+	for id, n := range ids {
+		if t, ok := img.TopicByID(metadata.TopicID(id)); ok && n == 1 && names[t.Name] == 1 {
+			collides[t.Name] = id
+		}
+	}
+	out := make([]deleteTarget, 0, len(targets))
+	answered := map[any]bool{}
+	for _, tg := range targets {
+		zero := tg.id == [16]byte{}
+		switch {
+		case tg.name == nil && zero:
+			tg.invalid = "Neither topic name nor id were specified."
+		case tg.name != nil && !zero:
+			tg.invalid = "You may not specify both topic name and topic id."
+		case tg.name != nil && names[*tg.name] > 1:
+			if answered[*tg.name] {
+				continue
+			}
+			answered[*tg.name] = true
+			tg.invalid = "Duplicate topic name."
+		case tg.name == nil && ids[tg.id] > 1:
+			if answered[tg.id] {
+				continue
+			}
+			answered[tg.id] = true
+			tg.invalid = "Duplicate topic id."
+		case tg.name != nil && collides[*tg.name] != [16]byte{}:
+			continue // answered with its id's entry
+		case tg.name == nil:
+			if t, ok := img.TopicByID(metadata.TopicID(tg.id)); ok && collides[t.Name] == tg.id {
+				name := t.Name
+				tg.name, tg.invalid = &name, "The provided topic name maps to an ID that was already supplied."
+			}
+		}
+		out = append(out, tg)
+	}
+	return out
 }

@@ -179,21 +179,35 @@ func (b *Broker) authorizeDeleteTopics(req *protocol.Request, r *kmsg.DeleteTopi
 		rt.Topic, rt.TopicID, rt.ErrorCode = name, id, kerr.TopicAuthorizationFailed.Code
 		refused = append(refused, rt)
 	}
+	// Entries the controller refuses for their shape (checkDeleteTargets) go to it
+	// whatever the ACLs, as Kafka checks the shape first.
+	names, ids := map[string]int{}, map[[16]byte]int{}
 	for _, n := range r.TopicNames {
-		if b.authorize(req, auth.OpDelete, auth.ResourceTopic, n) {
+		names[n]++
+	}
+	for _, t := range r.Topics {
+		if t.Topic != nil {
+			names[*t.Topic]++
+		}
+		ids[t.TopicID]++
+	}
+	for _, n := range r.TopicNames {
+		if names[n] > 1 || b.authorize(req, auth.OpDelete, auth.ResourceTopic, n) {
 			keep.TopicNames = append(keep.TopicNames, n)
 		} else {
 			deny(kmsg.StringPtr(n), [16]byte{})
 		}
 	}
 	for _, t := range r.Topics {
+		zero := t.TopicID == [16]byte{}
+		malformed := (t.Topic == nil) == zero || (t.Topic != nil && names[*t.Topic] > 1) || (!zero && ids[t.TopicID] > 1)
 		name := t.Topic
 		if name == nil {
 			if tp, ok := img.TopicByID(metadata.TopicID(t.TopicID)); ok {
 				name = &tp.Name
 			}
 		}
-		if name == nil || b.authorize(req, auth.OpDelete, auth.ResourceTopic, *name) {
+		if malformed || name == nil || b.authorize(req, auth.OpDelete, auth.ResourceTopic, *name) {
 			keep.Topics = append(keep.Topics, t)
 		} else {
 			deny(t.Topic, t.TopicID)

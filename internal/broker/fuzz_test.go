@@ -363,6 +363,23 @@ func (fx *fuzzFixture) handle(t *testing.T, b *Broker, req kmsg.Request, guard b
 			}
 		}
 	}
+	if dt, ok := req.(*kmsg.DeleteTopicsRequest); ok && dt.Version >= 6 {
+		malformed, refused := 0, 0
+		for _, rt := range dt.Topics {
+			if (rt.Topic == nil) == (rt.TopicID == [16]byte{}) { // neither a name nor an id, or both
+				malformed++
+			}
+		}
+		for _, rt := range resp.(*kmsg.DeleteTopicsResponse).Topics {
+			if rt.ErrorCode == kerr.InvalidRequest.Code {
+				refused++
+			}
+		}
+		if refused < malformed {
+			t.Fatalf("DeleteTopics v%d: %d entries with neither a name nor an id or both, %d refused; request %s",
+				dt.Version, malformed, refused, describe(req))
+		}
+	}
 	if missing, extra, ok := answersEveryPartition(req, resp); !ok {
 		t.Fatalf("%s v%d: partitions asked but not answered %v, answered but not asked %v; request %s",
 			kmsg.NameForKey(req.Key()), req.GetVersion(), missing, extra, describe(req))
