@@ -15,8 +15,10 @@ package broker
 // group config with its override or the broker property it defaults to. Changes to topic configs commit through the metadata quorum
 // and take effect on the partitions at once; AlterConfigs replaces a topic's whole set
 // of overrides (as Kafka's legacy API does) while IncrementalAlterConfigs applies SET,
-// DELETE, APPEND and SUBTRACT per config. Broker properties are static in Samsa:
-// altering them is refused with INVALID_REQUEST and a message saying so.
+// DELETE, APPEND and SUBTRACT per config. A resource named twice in one Alter request
+// is INVALID_REQUEST wherever it appears, and not applied, as on Kafka. Broker
+// properties are static in Samsa: altering them is refused with INVALID_REQUEST and a
+// message saying so.
 
 import (
 	"context"
@@ -151,12 +153,18 @@ func (b *Broker) serveAlterConfigs(ctx context.Context, req kmsg.Request) kmsg.R
 	r := req.(*kmsg.AlterConfigsRequest)
 	resp := kmsg.NewPtrAlterConfigsResponse()
 	resp.SetVersion(r.Version)
+	dup := repeatedResources(r.Resources, func(res kmsg.AlterConfigsRequestResource) configResource {
+		return configResource{res.ResourceType, res.ResourceName}
+	})
 	for _, res := range r.Resources {
 		var ops []controller.ConfigOp
 		for _, c := range res.Configs {
 			ops = append(ops, controller.ConfigOp{Name: c.Name, Value: c.Value, Op: int8(kmsg.IncrementalAlterConfigOpSet)})
 		}
-		err := b.alterConfigs(ctx, res.ResourceType, res.ResourceName, ops, true, r.ValidateOnly)
+		var err error = errRepeatedResource
+		if !dup[configResource{res.ResourceType, res.ResourceName}] {
+			err = b.alterConfigs(ctx, res.ResourceType, res.ResourceName, ops, true, r.ValidateOnly)
+		}
 		sr := kmsg.NewAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = res.ResourceType, res.ResourceName
 		sr.ErrorCode, sr.ErrorMessage = errorCode(err), errorMessage(err)
@@ -170,18 +178,46 @@ func (b *Broker) serveIncrementalAlterConfigs(ctx context.Context, req kmsg.Requ
 	r := req.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
 	resp.SetVersion(r.Version)
+	dup := repeatedResources(r.Resources, func(res kmsg.IncrementalAlterConfigsRequestResource) configResource {
+		return configResource{res.ResourceType, res.ResourceName}
+	})
 	for _, res := range r.Resources {
 		var ops []controller.ConfigOp
 		for _, c := range res.Configs {
 			ops = append(ops, controller.ConfigOp{Name: c.Name, Value: c.Value, Op: int8(c.Op)})
 		}
-		err := b.alterConfigs(ctx, res.ResourceType, res.ResourceName, ops, false, r.ValidateOnly)
+		var err error = errRepeatedResource
+		if !dup[configResource{res.ResourceType, res.ResourceName}] {
+			err = b.alterConfigs(ctx, res.ResourceType, res.ResourceName, ops, false, r.ValidateOnly)
+		}
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = res.ResourceType, res.ResourceName
 		sr.ErrorCode, sr.ErrorMessage = errorCode(err), errorMessage(err)
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return resp
+}
+
+// configResource is a config resource as a request names it.
+type configResource struct {
+	typ  kmsg.ConfigResourceType
+	name string
+}
+
+// errRepeatedResource answers each entry of a resource an AlterConfigs or
+// IncrementalAlterConfigs request names more than once, as Kafka's
+// ConfigAdminManager.preprocess does: none of them is applied.
+var errRepeatedResource = &configError{"Each resource must appear at most once."}
+
+// repeatedResources returns the resources named more than once among resources.
+func repeatedResources[T any](resources []T, key func(T) configResource) map[configResource]bool {
+	seen, dup := map[configResource]bool{}, map[configResource]bool{}
+	for _, res := range resources {
+		k := key(res)
+		dup[k] = dup[k] || seen[k]
+		seen[k] = true
+	}
+	return dup
 }
 
 func (b *Broker) alterConfigs(ctx context.Context, rt kmsg.ConfigResourceType, name string, ops []controller.ConfigOp, replaceAll, validateOnly bool) error {

@@ -32,3 +32,64 @@ func TestDescribeConfigsIllegalTopicName(t *testing.T) {
 		}
 	}
 }
+
+// TestAlterConfigsRepeatedResource: a resource named twice in one AlterConfigs or
+// IncrementalAlterConfigs request is INVALID_REQUEST at each place and not applied,
+// as Kafka's ConfigAdminManager answers; another resource of the request is applied.
+// With an authorizer that is so even for a resource the principal may not alter.
+func TestAlterConfigsRepeatedResource(t *testing.T) {
+	fx := newFuzzFixture(t)
+	b := fx.b
+	retention := func(topic string) string {
+		tp, _ := b.image().Topic(topic)
+		return tp.Configs["retention.ms"]
+	}
+	topic := func(name string) kmsg.IncrementalAlterConfigsRequestResource {
+		res := kmsg.NewIncrementalAlterConfigsRequestResource()
+		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, name
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = "retention.ms", kmsg.StringPtr("123456")
+		res.Configs = append(res.Configs, c)
+		return res
+	}
+	inc := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	inc.Resources = append(inc.Resources, topic(fuzzTopicA), topic(fuzzTopicB), topic(fuzzTopicA))
+	codes := func(resources []kmsg.IncrementalAlterConfigsResponseResource) map[string][]int16 {
+		out := map[string][]int16{}
+		for _, r := range resources {
+			out[r.ResourceName] = append(out[r.ResourceName], r.ErrorCode)
+		}
+		return out
+	}
+	got := codes(call[*kmsg.IncrementalAlterConfigsResponse](t, b, inc).Resources)
+	if a := got[fuzzTopicA]; len(a) != 2 || a[0] != kerr.InvalidRequest.Code || a[1] != kerr.InvalidRequest.Code || len(got[fuzzTopicB]) != 1 || got[fuzzTopicB][0] != 0 {
+		t.Errorf("IncrementalAlterConfigs: %v, want fuzz-a INVALID_REQUEST twice, fuzz-b done", got)
+	}
+	if retention(fuzzTopicA) != "" || retention(fuzzTopicB) != "123456" {
+		t.Errorf("retention.ms: fuzz-a %q, fuzz-b %q; want fuzz-a untouched", retention(fuzzTopicA), retention(fuzzTopicB))
+	}
+
+	legacy := kmsg.NewPtrAlterConfigsRequest()
+	for range 2 {
+		res := kmsg.NewAlterConfigsRequestResource()
+		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, fuzzTopicA
+		c := kmsg.NewAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = "retention.ms", kmsg.StringPtr("654321")
+		res.Configs = append(res.Configs, c)
+		legacy.Resources = append(legacy.Resources, res)
+	}
+	for _, r := range call[*kmsg.AlterConfigsResponse](t, b, legacy).Resources {
+		if r.ErrorCode != kerr.InvalidRequest.Code {
+			t.Errorf("AlterConfigs, fuzz-a twice: %v, want INVALID_REQUEST", kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+
+	// fuzz:fuzz may not alter fuzz-b's configs: named twice, it is still INVALID_REQUEST.
+	inc.Resources = []kmsg.IncrementalAlterConfigsRequestResource{topic(fuzzTopicB), topic(fuzzTopicB)}
+	inc.SetVersion(1)
+	for _, r := range callAs[*kmsg.IncrementalAlterConfigsResponse](t, fx.authz, fuzzPrincipal, inc).Resources {
+		if r.ErrorCode != kerr.InvalidRequest.Code {
+			t.Errorf("with an authorizer, fuzz-b twice: %v, want INVALID_REQUEST", kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+}

@@ -67,7 +67,16 @@ func (b *Broker) authorizeForward(req *protocol.Request) (*protocol.Request, fun
 		keep := *r
 		keep.Resources = nil
 		var refused []kmsg.AlterConfigsResponseResource
+		// A resource named twice goes to the controller whatever the ACLs: it is
+		// refused for that (INVALID_REQUEST), as Kafka checks it first.
+		dup := repeatedResources(r.Resources, func(res kmsg.AlterConfigsRequestResource) configResource {
+			return configResource{res.ResourceType, res.ResourceName}
+		})
 		for _, res := range r.Resources {
+			if dup[configResource{res.ResourceType, res.ResourceName}] {
+				keep.Resources = append(keep.Resources, res)
+				continue
+			}
 			if code := b.configAuthError(req, res.ResourceType, res.ResourceName, auth.OpAlterConfigs); code != 0 {
 				rr := kmsg.NewAlterConfigsResponseResource()
 				rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code
@@ -84,7 +93,16 @@ func (b *Broker) authorizeForward(req *protocol.Request) (*protocol.Request, fun
 		keep := *r
 		keep.Resources = nil
 		var refused []kmsg.IncrementalAlterConfigsResponseResource
+		// A resource named twice goes to the controller whatever the ACLs: it is
+		// refused for that (INVALID_REQUEST), as Kafka checks it first.
+		dup := repeatedResources(r.Resources, func(res kmsg.IncrementalAlterConfigsRequestResource) configResource {
+			return configResource{res.ResourceType, res.ResourceName}
+		})
 		for _, res := range r.Resources {
+			if dup[configResource{res.ResourceType, res.ResourceName}] {
+				keep.Resources = append(keep.Resources, res)
+				continue
+			}
 			if code := b.configAuthError(req, res.ResourceType, res.ResourceName, auth.OpAlterConfigs); code != 0 {
 				rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 				rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code

@@ -380,6 +380,9 @@ func (fx *fuzzFixture) handle(t *testing.T, b *Broker, req kmsg.Request, guard b
 				dt.Version, malformed, refused, describe(req))
 		}
 	}
+	if res := repeatedConfigResourceAnswered(req, resp); res != "" {
+		t.Fatalf("%s v%d applied %s, which the request names twice; request %s", kmsg.NameForKey(req.Key()), req.GetVersion(), res, describe(req))
+	}
 	if missing, extra, ok := answersEveryPartition(req, resp); !ok {
 		t.Fatalf("%s v%d: partitions asked but not answered %v, answered but not asked %v; request %s",
 			kmsg.NameForKey(req.Key()), req.GetVersion(), missing, extra, describe(req))
@@ -423,6 +426,39 @@ func unknownErrorCode(v reflect.Value, path string) (string, int16, bool) {
 		}
 	}
 	return "", 0, true
+}
+
+// repeatedConfigResourceAnswered returns a config resource an AlterConfigs or
+// IncrementalAlterConfigs request names twice that its answer says was applied.
+func repeatedConfigResourceAnswered(req kmsg.Request, resp kmsg.Response) string {
+	count := map[configResource]int{}
+	var answered []configResource
+	switch r := req.(type) {
+	case *kmsg.AlterConfigsRequest:
+		for _, res := range r.Resources {
+			count[configResource{res.ResourceType, res.ResourceName}]++
+		}
+		for _, res := range resp.(*kmsg.AlterConfigsResponse).Resources {
+			if res.ErrorCode == 0 {
+				answered = append(answered, configResource{res.ResourceType, res.ResourceName})
+			}
+		}
+	case *kmsg.IncrementalAlterConfigsRequest:
+		for _, res := range r.Resources {
+			count[configResource{res.ResourceType, res.ResourceName}]++
+		}
+		for _, res := range resp.(*kmsg.IncrementalAlterConfigsResponse).Resources {
+			if res.ErrorCode == 0 {
+				answered = append(answered, configResource{res.ResourceType, res.ResourceName})
+			}
+		}
+	}
+	for _, res := range answered {
+		if count[res] > 1 {
+			return fmt.Sprintf("%v %q", res.typ, res.name)
+		}
+	}
+	return ""
 }
 
 // answersEveryPartition checks, for the APIs whose answer in Kafka has an entry for
