@@ -11,7 +11,7 @@ package broker
 // honoured) and commits the topics through the metadata quorum before it answers.
 // Errors: INVALID_TOPIC_EXCEPTION (bad name), TOPIC_ALREADY_EXISTS,
 // INVALID_REPLICATION_FACTOR (above the number of brokers), INVALID_PARTITIONS,
-// INVALID_CONFIG (unknown topic config or bad value; the message names it),
+// INVALID_CONFIG (unknown topic config, bad value or none; the message names it),
 // INVALID_REQUEST for a name repeated in one request. From v5 the response carries the
 // topic's partition count, replication factor and effective configs.
 
@@ -80,6 +80,8 @@ func (b *Broker) serveCreateTopics(ctx context.Context, req kmsg.Request) kmsg.R
 		for _, c := range t.Configs {
 			if c.Value != nil {
 				ct.Configs[c.Name] = *c.Value
+			} else {
+				ct.NullConfigs = append(ct.NullConfigs, c.Name)
 			}
 		}
 		create = append(create, ct)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/samsa-streaming/samsa/internal/metadata"
 )
@@ -18,6 +19,9 @@ type CreateTopic struct {
 	// broker ids, leader first). NumPartitions and ReplicationFactor must then be -1.
 	Assignments map[int32][]int32
 	Configs     map[string]string
+	// NullConfigs are configs the request named without a value, which Kafka refuses
+	// (INVALID_CONFIG).
+	NullConfigs []string
 }
 
 // TopicResult is the outcome for one topic of CreateTopics or DeleteTopics.
@@ -167,6 +171,9 @@ func (c *Controller) planTopic(img *metadata.Image, t CreateTopic, accepted map[
 	}
 	if name, ok := accepted[normalizeTopicName(t.Name)]; ok && name != t.Name {
 		return fail(fmt.Errorf("%w: topic %q collides with topic %q ('.' and '_' are treated alike)", ErrInvalidTopic, t.Name, name))
+	}
+	if len(t.NullConfigs) > 0 {
+		return fail(fmt.Errorf("%w: Null value not supported for topic configs: %s", ErrInvalidConfig, strings.Join(t.NullConfigs, ",")))
 	}
 
 	var assignment [][]int32
