@@ -11,6 +11,7 @@ package broker
 // honoured) and commits the topics through the metadata quorum before it answers.
 // Errors: INVALID_TOPIC_EXCEPTION (bad name), TOPIC_ALREADY_EXISTS,
 // INVALID_REPLICATION_FACTOR (above the number of brokers), INVALID_PARTITIONS,
+// INVALID_REPLICA_ASSIGNMENT (a partition assigned twice, a broker twice in one, ...),
 // INVALID_CONFIG (unknown topic config, bad value or none; the message names it),
 // INVALID_REQUEST for a name repeated in one request. From v5 the response carries the
 // topic's partition count, replication factor and effective configs.
@@ -74,6 +75,9 @@ func (b *Broker) serveCreateTopics(ctx context.Context, req kmsg.Request) kmsg.R
 		if len(t.ReplicaAssignment) > 0 {
 			ct.Assignments = make(map[int32][]int32)
 			for _, a := range t.ReplicaAssignment {
+				if _, twice := ct.Assignments[a.Partition]; twice {
+					ct.AssignedTwice = append(ct.AssignedTwice, a.Partition)
+				}
 				ct.Assignments[a.Partition] = a.Replicas
 			}
 		}

@@ -33,3 +33,26 @@ func TestCreateTopicsNullConfig(t *testing.T) {
 		t.Fatal("the topic was created")
 	}
 }
+
+// TestCreateTopicsPartitionAssignedTwice: a manual assignment that names a partition
+// twice is INVALID_REPLICA_ASSIGNMENT, as Kafka's controller answers ("Found multiple
+// manual partition assignments for partition 0"); one of the two was kept.
+func TestCreateTopicsPartitionAssignedTwice(t *testing.T) {
+	b := startTestBroker(t)
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "assigned-twice", -1, -1
+	for _, p := range []int32{0, 0, 1} {
+		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		a.Partition, a.Replicas = p, []int32{1}
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+	}
+	req.Topics = append(req.Topics, rt)
+	got := call[*kmsg.CreateTopicsResponse](t, b, req).Topics[0]
+	if got.ErrorCode != kerr.InvalidReplicaAssignment.Code {
+		t.Fatalf("%v, want INVALID_REPLICA_ASSIGNMENT", kerr.ErrorForCode(got.ErrorCode))
+	}
+	if _, ok := b.image().Topic("assigned-twice"); ok {
+		t.Fatal("the topic was created")
+	}
+}

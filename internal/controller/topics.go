@@ -22,6 +22,9 @@ type CreateTopic struct {
 	// NullConfigs are configs the request named without a value, which Kafka refuses
 	// (INVALID_CONFIG).
 	NullConfigs []string
+	// AssignedTwice are partitions the request's assignments name more than once,
+	// which Kafka refuses (INVALID_REPLICA_ASSIGNMENT); Assignments keeps one.
+	AssignedTwice []int32
 }
 
 // TopicResult is the outcome for one topic of CreateTopics or DeleteTopics.
@@ -181,6 +184,9 @@ func (c *Controller) planTopic(img *metadata.Image, t CreateTopic, accepted map[
 	if len(t.Assignments) > 0 {
 		if t.NumPartitions != -1 || t.ReplicationFactor != -1 {
 			return fail(fmt.Errorf("%w: both a replica assignment and numPartitions or replicationFactor were set", ErrInvalidRequest))
+		}
+		if len(t.AssignedTwice) > 0 {
+			return fail(fmt.Errorf("%w: Found multiple manual partition assignments for partition %d", ErrInvalidReplicaAssignment, t.AssignedTwice[0]))
 		}
 		assignment, err = manualAssignment(img, t.Assignments)
 	} else {
