@@ -24,6 +24,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -163,6 +164,9 @@ func (b *Broker) serveAlterConfigs(ctx context.Context, req kmsg.Request) kmsg.R
 		}
 		var err error = errRepeatedResource
 		if !dup[configResource{res.ResourceType, res.ResourceName}] {
+			err = nullValues(res.Configs)
+		}
+		if err == nil {
 			err = b.alterConfigs(ctx, res.ResourceType, res.ResourceName, ops, true, r.ValidateOnly)
 		}
 		sr := kmsg.NewAlterConfigsResponseResource()
@@ -208,6 +212,22 @@ type configResource struct {
 // IncrementalAlterConfigs request names more than once, as Kafka's
 // ConfigAdminManager.preprocess does: none of them is applied.
 var errRepeatedResource = &configError{"Each resource must appear at most once."}
+
+// nullValues refuses the configs of a legacy AlterConfigs resource given without a
+// value, as Kafka's ConfigAdminManager does (INVALID_REQUEST, "Null value not
+// supported for : a, b"): that API sets every config it names.
+func nullValues(configs []kmsg.AlterConfigsRequestResourceConfig) error {
+	var names []string
+	for _, c := range configs {
+		if c.Value == nil {
+			names = append(names, c.Name)
+		}
+	}
+	if names == nil {
+		return nil
+	}
+	return &configError{"Null value not supported for : " + strings.Join(names, ", ")}
+}
 
 // repeatedResources returns the resources named more than once among resources.
 func repeatedResources[T any](resources []T, key func(T) configResource) map[configResource]bool {

@@ -93,3 +93,31 @@ func TestAlterConfigsRepeatedResource(t *testing.T) {
 		}
 	}
 }
+
+// TestAlterConfigsNullValue: a legacy AlterConfigs config without a value is
+// INVALID_REQUEST ("Null value not supported for : retention.ms") and nothing of the
+// resource is applied, as Kafka's ConfigAdminManager answers; it was dropped and the
+// others applied.
+func TestAlterConfigsNullValue(t *testing.T) {
+	b := startTestBroker(t)
+	createTestTopic(t, b, "null-value", 1)
+	req := kmsg.NewPtrAlterConfigsRequest()
+	res := kmsg.NewAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, "null-value"
+	for _, name := range []string{"segment.ms", "retention.ms"} {
+		c := kmsg.NewAlterConfigsRequestResourceConfig()
+		c.Name = name
+		if name == "segment.ms" {
+			c.Value = kmsg.StringPtr("100000")
+		}
+		res.Configs = append(res.Configs, c)
+	}
+	req.Resources = append(req.Resources, res)
+	got := call[*kmsg.AlterConfigsResponse](t, b, req).Resources[0]
+	if got.ErrorCode != kerr.InvalidRequest.Code || got.ErrorMessage == nil || *got.ErrorMessage != "Null value not supported for : retention.ms" {
+		t.Fatalf("%v (%v), want INVALID_REQUEST naming retention.ms", kerr.ErrorForCode(got.ErrorCode), got.ErrorMessage)
+	}
+	if tp, _ := b.image().Topic("null-value"); len(tp.Configs) != 0 {
+		t.Fatalf("configs %v applied", tp.Configs)
+	}
+}
