@@ -2,6 +2,9 @@ package broker
 
 // InitProducerId (key 22), versions 0–5.
 //
+// A producer id given without an epoch, or an epoch without an id (v3+), is
+// INVALID_REQUEST, as Kafka answers before it looks any further.
+//
 // Without a transactional id this allocates a fresh producer id at epoch 0 for an
 // idempotent producer. Ids come from blocks reserved through the metadata log
 // (ProducerIDsRecord), so an id is never handed out twice, across restarts included.
@@ -65,6 +68,10 @@ func (b *Broker) handleInitProducerID(req *protocol.Request) <-chan protocol.Res
 	resp := kmsg.NewPtrInitProducerIDResponse()
 	resp.SetVersion(req.Version)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if req.Version >= 3 && (r.ProducerID == -1) != (r.ProducerEpoch == -1) {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return reply(resp)
+	}
 	if r.TransactionalID != nil {
 		expectedID, expectedEpoch := int64(-1), int16(-1)
 		if req.Version >= 3 {
