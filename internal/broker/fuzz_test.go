@@ -24,21 +24,26 @@ import (
 
 // FuzzHandle sends well-framed but hostile requests through the broker's handlers in
 // process: the input's key and version choose one of the served APIs (taken modulo
-// the served ones when they are not; a negative key, its complement, goes to a
-// second broker that checks ACLs, as principal User:fuzz), its body is decoded with kmsg as the server
-// does (inputs that do not decode are skipped). Every answer must come within a few
-// seconds of the longest wait the request may ask for (waits are capped at
-// fuzzMaxWait), must encode at its version and decode again, and a request of at most
-// fuzzGuardedSize bytes must not make the process allocate more than fuzzAllocLimit
-// while it is served.
+// the served ones when they are not; a negative key, its complement, goes to a second
+// broker that checks ACLs, as principal User:fuzz), its body is decoded with kmsg as
+// the server does (inputs that do not decode are skipped). Every answer must come
+// within a few seconds of the longest wait the request may ask for (waits are capped
+// at fuzzMaxWait), must encode at its version and decode again, and a request of at
+// most fuzzGuardedSize bytes must not make the process allocate more than
+// fuzzAllocLimit while it is served. Answers must also keep a few of Kafka's rules:
+// no error code that is UNKNOWN_SERVER_ERROR or no Kafka error, exactly the
+// partitions asked for the APIs Kafka answers partition by partition, nothing written
+// with acks outside -1, 0 and 1, malformed DeleteTopics entries and repeated config
+// resources refused.
 //
 // One broker serves a whole fuzzing process (a worker), with two topics, a classic
 // group with a member, a share group with a member and a transactional producer, so
 // that handlers get past their first checks; the authorizing one has the two topics,
 // and User:fuzz may do everything on fuzz-a, fuzz-group and fuzz-txn and nothing
-// else, so that requests are split between what is allowed and what is not; fuzzFixture.refresh keeps them alive and
-// drops the topics inputs created. State carries over from one input to the next, so
-// a crasher may need the inputs before it: each finding gets its own unit test.
+// else, so that requests are split between what is allowed and what is not.
+// fuzzFixture.refresh keeps them alive and drops the topics inputs created. State
+// carries over from one input to the next, so a crasher may need the inputs before
+// it: each finding gets its own unit test.
 func FuzzHandle(f *testing.F) {
 	fx := newFuzzFixture(f)
 	for _, key := range servedKeys() {
