@@ -211,11 +211,11 @@ type configResource struct {
 // errRepeatedResource answers each entry of a resource an AlterConfigs or
 // IncrementalAlterConfigs request names more than once, as Kafka's
 // ConfigAdminManager.preprocess does: none of them is applied.
-var errRepeatedResource = &configError{"Each resource must appear at most once."}
+var errRepeatedResource = &configError{"the resource is named more than once in the request: name it once, with all its changes"}
 
 // nullValues refuses the configs of a legacy AlterConfigs resource given without a
-// value, as Kafka's ConfigAdminManager does (INVALID_REQUEST, "Null value not
-// supported for : a, b"): that API sets every config it names.
+// value, as Kafka's ConfigAdminManager does (INVALID_REQUEST): that API sets every
+// config it names.
 func nullValues(configs []kmsg.AlterConfigsRequestResourceConfig) error {
 	var names []string
 	for _, c := range configs {
@@ -226,7 +226,7 @@ func nullValues(configs []kmsg.AlterConfigsRequestResourceConfig) error {
 	if names == nil {
 		return nil
 	}
-	return &configError{"Null value not supported for : " + strings.Join(names, ", ")}
+	return &configError{"configs without a value: " + strings.Join(names, ", ") + "; AlterConfigs sets every config it names (leave one out to remove it)"}
 }
 
 // repeatedResources returns the resources named more than once among resources.

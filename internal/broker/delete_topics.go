@@ -15,6 +15,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -144,27 +145,27 @@ func checkDeleteTargets(img *metadata.Image, targets []deleteTarget) []deleteTar
 		zero := tg.id == [16]byte{}
 		switch {
 		case tg.name == nil && zero:
-			tg.invalid = "Neither topic name nor id were specified."
+			tg.invalid = "an entry names neither a topic nor a topic id: give one of them"
 		case tg.name != nil && !zero:
-			tg.invalid = "You may not specify both topic name and topic id."
+			tg.invalid = "an entry names both a topic and a topic id: give one of them"
 		case tg.name != nil && names[*tg.name] > 1:
 			if answered[*tg.name] {
 				continue
 			}
 			answered[*tg.name] = true
-			tg.invalid = "Duplicate topic name."
+			tg.invalid = fmt.Sprintf("topic %q is named more than once: name it once", *tg.name)
 		case tg.name == nil && ids[tg.id] > 1:
 			if answered[tg.id] {
 				continue
 			}
 			answered[tg.id] = true
-			tg.invalid = "Duplicate topic id."
+			tg.invalid = fmt.Sprintf("topic id %s is given more than once: give it once", metadataTopicID(tg.id))
 		case tg.name != nil && collides[*tg.name] != [16]byte{}:
 			continue // answered with its id's entry
 		case tg.name == nil:
 			if t, ok := img.TopicByID(metadata.TopicID(tg.id)); ok && collides[t.Name] == tg.id {
 				name := t.Name
-				tg.name, tg.invalid = &name, "The provided topic name maps to an ID that was already supplied."
+				tg.name, tg.invalid = &name, fmt.Sprintf("topic %q is named both by its name and by its id: name it once", name)
 			}
 		}
 		out = append(out, tg)

@@ -176,7 +176,7 @@ func (c *Controller) planTopic(img *metadata.Image, t CreateTopic, accepted map[
 		return fail(fmt.Errorf("%w: topic %q collides with topic %q ('.' and '_' are treated alike)", ErrInvalidTopic, t.Name, name))
 	}
 	if len(t.NullConfigs) > 0 {
-		return fail(fmt.Errorf("%w: Null value not supported for topic configs: %s", ErrInvalidConfig, strings.Join(t.NullConfigs, ",")))
+		return fail(fmt.Errorf("%w: topic configs without a value: %s; give each a value or leave it out", ErrInvalidConfig, strings.Join(t.NullConfigs, ",")))
 	}
 
 	var assignment [][]int32
@@ -186,7 +186,7 @@ func (c *Controller) planTopic(img *metadata.Image, t CreateTopic, accepted map[
 			return fail(fmt.Errorf("%w: both a replica assignment and numPartitions or replicationFactor were set", ErrInvalidRequest))
 		}
 		if len(t.AssignedTwice) > 0 {
-			return fail(fmt.Errorf("%w: Found multiple manual partition assignments for partition %d", ErrInvalidReplicaAssignment, t.AssignedTwice[0]))
+			return fail(fmt.Errorf("%w: partition %d is assigned more than once: assign each partition once", ErrInvalidReplicaAssignment, t.AssignedTwice[0]))
 		}
 		assignment, err = manualAssignment(img, t.Assignments)
 	} else {

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -38,7 +39,7 @@ func (c *Coordinator) DescribeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.Desc
 			out.State = StateDead.String()
 			if req.Version >= 6 {
 				out.ErrorCode = kerrGroupIDNotFound
-				out.ErrorMessage = strPtr("Group " + id + " not found.")
+				out.ErrorMessage = strPtr(fmt.Sprintf("group %q does not exist", id))
 			}
 			resp.Groups = append(resp.Groups, out)
 			continue

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"fmt"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -80,7 +81,7 @@ func (c *Coordinator) groupOfTypeLocked(id, typ string) (*group, int16, *string)
 	g := part.groups[id]
 	switch {
 	case g == nil:
-		return nil, kerrGroupIDNotFound, strPtr("Group " + id + " not found.")
+		return nil, kerrGroupIDNotFound, strPtr(fmt.Sprintf("group %q does not exist", id))
 	case typ == "consumer" && g.consumer == nil, typ == "share" && g.share == nil:
 		return nil, kerrGroupIDNotFound, strPtr("Group " + id + " is not a " + typ + " group.")
 	}

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -173,7 +174,7 @@ func (c *Coordinator) migrationAllowed(direction string) bool {
 func (hb *heartbeat) leave(g *group) (int16, string) {
 	req := hb.req
 	if g == nil || g.consumer == nil {
-		return kerrGroupIDNotFound, "Group " + req.Group + " not found."
+		return kerrGroupIDNotFound, fmt.Sprintf("group %q does not exist", req.Group)
 	}
 	cg := g.consumer
 	id := req.MemberID
