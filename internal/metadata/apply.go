@@ -93,12 +93,9 @@ func (b *builder) apply(r Record) error {
 			RegisteredOffset: b.next.offset,
 		}
 	case BrokerRegistrationChangeRecord:
-		br, ok := b.next.brokers[r.NodeID]
-		if !ok {
-			return invalid("registration change of unregistered broker %d", r.NodeID)
-		}
-		if br.Epoch != r.Epoch {
-			return invalid("registration change of broker %d at epoch %d, registered at %d", r.NodeID, r.Epoch, br.Epoch)
+		br, err := b.registered(r.NodeID, r.Epoch, "registration change")
+		if err != nil {
+			return err
 		}
 		if r.Fenced != nil {
 			br.Fenced = *r.Fenced
@@ -109,12 +106,8 @@ func (b *builder) apply(r Record) error {
 		b.copyBrokers()
 		b.next.brokers[r.NodeID] = br
 	case UnregisterBrokerRecord:
-		br, ok := b.next.brokers[r.NodeID]
-		if !ok {
-			return invalid("unregistration of unregistered broker %d", r.NodeID)
-		}
-		if br.Epoch != r.Epoch {
-			return invalid("unregistration of broker %d at epoch %d, registered at %d", r.NodeID, r.Epoch, br.Epoch)
+		if _, err := b.registered(r.NodeID, r.Epoch, "unregistration"); err != nil {
+			return err
 		}
 		b.copyBrokers()
 		delete(b.next.brokers, r.NodeID)
@@ -333,6 +326,19 @@ func (b *builder) mutableTopic(id TopicID) (*Topic, error) {
 	b.next.topicsByID[c.ID] = c
 	b.ownedTopics[id] = true
 	return c, nil
+}
+
+// registered returns broker id's registration for a record (what, for the error)
+// that names it at epoch: it must be registered, at that epoch.
+func (b *builder) registered(id NodeID, epoch int64, what string) (Broker, error) {
+	br, ok := b.next.brokers[id]
+	if !ok {
+		return Broker{}, invalid("%s of unregistered broker %d", what, id)
+	}
+	if br.Epoch != epoch {
+		return Broker{}, invalid("%s of broker %d at epoch %d, registered at %d", what, id, epoch, br.Epoch)
+	}
+	return br, nil
 }
 
 func (b *builder) copyBrokers() {
