@@ -93,10 +93,20 @@ func DescribeBroker(b *Broker) []Entry {
 // as name, name first and then those it takes precedence over (log.retention.ms,
 // log.retention.minutes, log.retention.hours), as the topic configs list them.
 func brokerSynonymNames(name string) []string {
-	for i := range topicProperties {
-		if names := topicProperties[i].broker; len(names) > 1 && names[0] == name {
-			return names
-		}
+	if names, ok := brokerSynonymGroups[name]; ok {
+		return names
 	}
 	return []string{name}
 }
+
+// brokerSynonymGroups maps the first broker property of each topic config's list of
+// several to that list.
+var brokerSynonymGroups = func() map[string][]string {
+	m := map[string][]string{}
+	for _, p := range topicProperties {
+		if len(p.broker) > 1 {
+			m[p.broker[0]] = p.broker
+		}
+	}
+	return m
+}()
