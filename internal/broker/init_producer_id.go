@@ -6,10 +6,10 @@ package broker
 // INVALID_REQUEST, as Kafka answers before it looks any further.
 //
 // Without a transactional id this allocates a fresh producer id at epoch 0 for an
-// idempotent producer. Ids come from blocks reserved through the metadata log
-// (ProducerIDsRecord), so an id is never handed out twice, across restarts included.
-// A producer that passes its current id and epoch (v3+, KIP-360) gets the same id with
-// the epoch bumped, or a new id when the epoch is exhausted.
+// idempotent producer, whatever id and epoch the request carries (as Kafka's
+// TransactionCoordinator does: an id the client names is not its to bump). Ids come
+// from blocks reserved through the metadata log (ProducerIDsRecord), so an id is
+// never handed out twice, across restarts included.
 //
 // With a transactional id the request goes to the transaction coordinator
 // (internal/txn): a producer id for the transactional id, its epoch bumped at every
@@ -19,7 +19,6 @@ package broker
 
 import (
 	"context"
-	"math"
 	"sync"
 	"time"
 
@@ -83,10 +82,6 @@ func (b *Broker) handleInitProducerID(req *protocol.Request) <-chan protocol.Res
 			resp.ProducerID, resp.ProducerEpoch = res.ProducerID, res.Epoch
 			return resp
 		})
-	}
-	if r.ProducerID >= 0 && r.ProducerEpoch >= 0 && r.ProducerEpoch < math.MaxInt16-1 {
-		resp.ProducerID, resp.ProducerEpoch = r.ProducerID, r.ProducerEpoch+1
-		return reply(resp)
 	}
 	ctx, cancel := b.requestContext(0)
 	defer cancel()

@@ -23,3 +23,24 @@ func TestInitProducerIDHalfGiven(t *testing.T) {
 		}
 	}
 }
+
+// TestInitProducerIDIdempotentIgnoresGivenID: without a transactional id the answer
+// is a fresh producer id at epoch 0 whatever id and epoch the request names, as
+// Kafka's TransactionCoordinator answers; the named id came back with its epoch
+// bumped, so any client could take another producer's id and fence it.
+func TestInitProducerIDIdempotentIgnoresGivenID(t *testing.T) {
+	b := startTestBroker(t)
+	first := call[*kmsg.InitProducerIDResponse](t, b, kmsg.NewPtrInitProducerIDRequest())
+	if first.ErrorCode != 0 {
+		t.Fatal(kerr.ErrorForCode(first.ErrorCode))
+	}
+	for _, id := range []int64{first.ProducerID, 12345} {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.ProducerID, req.ProducerEpoch = id, 3
+		r := call[*kmsg.InitProducerIDResponse](t, b, req)
+		if r.ErrorCode != 0 || r.ProducerID == id || r.ProducerEpoch != 0 {
+			t.Errorf("naming producer id %d epoch 3: %v, producer id %d epoch %d; want a fresh id at epoch 0",
+				id, kerr.ErrorForCode(r.ErrorCode), r.ProducerID, r.ProducerEpoch)
+		}
+	}
+}
