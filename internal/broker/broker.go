@@ -173,7 +173,7 @@ func New(o Options) (*Broker, error) {
 		logs.Close()
 		return nil, err
 	}
-	b.producers.broker = b
+	b.producers.fetchBlock, b.producers.logger = b.fetchProducerIDs, b.logger
 	b.fetchSessions.init(int(cfg.MaxIncrementalFetchSessionCacheSlots))
 	b.lifecycle.init()
 	b.fetchers = b.newFetchers()
@@ -384,6 +384,7 @@ func (b *Broker) Close() error {
 		b.cancel()
 	}
 	b.wg.Wait()
+	b.producers.close()
 	b.fetchers.Close()
 	b.txns.Close()
 	b.groups.Close()
