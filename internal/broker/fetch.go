@@ -23,7 +23,10 @@ package broker
 // Incremental fetch sessions (KIP-227) are resolved in fetch_session.go: an
 // incremental request is turned into the session's full partition list before
 // anything is read, and the response keeps only partitions with something new. A
-// session lives on the broker it was made with, leader or follower alike.
+// session lives on the broker it was made with, leader or follower alike. A partition
+// named twice is answered once, as Kafka keys a fetch's partitions by topic and
+// partition: where first named, from its last mention's offset (dropRepeats; a
+// session keeps it once too).
 
 import (
 	"sync"
@@ -54,6 +57,9 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 		replicaID = r.ReplicaState.ID
 	}
 	st := fetchStates.Get().(*fetchState)
+	if session.session == nil { // a session keeps each partition once already
+		r = st.dropRepeats(r)
+	}
 	st.replicaID, st.session, st.req = replicaID, session, req
 	b.authorizeFetch(req, r, st)
 	total, answerNow := b.readFetch(r, st)
@@ -138,6 +144,9 @@ type fetchState struct {
 	w       chunkWriter
 	written func() // release, made once per pooled state (a method value allocates)
 	session fetchSessionUse
+	// firstNamed is dropRepeats' scratch: where each partition of the request is
+	// answered.
+	firstNamed map[fetchSessionKey]fetchSlot
 }
 
 // fetchStates holds idle fetchStates (New is set in init: release puts back).
@@ -151,6 +160,63 @@ func newFetchState() any {
 
 // fetchSlot locates a partition in the request and in the results.
 type fetchSlot struct{ topic, partition int32 }
+
+// dropRepeats returns r with each partition named once, as Kafka keys a fetch's
+// partitions by topic (its id from v13) and partition: one named again is answered
+// once, at the place it is first named, from its last mention's fetch offset and
+// bounds; a topic entry left with no partition is dropped. When nothing repeats, r
+// itself is returned and nothing allocated.
+func (st *fetchState) dropRepeats(r *kmsg.FetchRequest) *kmsg.FetchRequest {
+	key := func(rt *kmsg.FetchRequestTopic, partition int32) fetchSessionKey {
+		if r.Version >= 13 {
+			return fetchSessionKey{id: rt.TopicID, part: partition}
+		}
+		return fetchSessionKey{topic: rt.Topic, part: partition}
+	}
+	if st.firstNamed == nil {
+		st.firstNamed = map[fetchSessionKey]fetchSlot{}
+	}
+	seen := st.firstNamed
+	clear(seen)
+	repeats := false
+find:
+	for i := range r.Topics {
+		for _, rp := range r.Topics[i].Partitions {
+			k := key(&r.Topics[i], rp.Partition)
+			if _, ok := seen[k]; ok {
+				repeats = true
+				break find
+			}
+			seen[k] = fetchSlot{}
+		}
+	}
+	if !repeats {
+		return r
+	}
+	clear(seen)
+	eff := *r
+	eff.Topics = make([]kmsg.FetchRequestTopic, 0, len(r.Topics))
+	for i := range r.Topics {
+		rt := &r.Topics[i]
+		ti := len(eff.Topics)
+		eff.Topics = append(eff.Topics, *rt)
+		eff.Topics[ti].Partitions = nil
+		for _, rp := range rt.Partitions {
+			k := key(rt, rp.Partition)
+			if at, ok := seen[k]; ok {
+				eff.Topics[at.topic].Partitions[at.partition] = rp
+				continue
+			}
+			t := &eff.Topics[ti]
+			seen[k] = fetchSlot{int32(ti), int32(len(t.Partitions))}
+			t.Partitions = append(t.Partitions, rp)
+		}
+		if len(eff.Topics[ti].Partitions) == 0 && len(rt.Partitions) > 0 {
+			eff.Topics = eff.Topics[:ti]
+		}
+	}
+	return &eff
+}
 
 // watch records that p is being read, its change count loaded just before: a fetch
 // that waits waits on it. Reading it again (readAgain) changes nothing: it is read
