@@ -13,6 +13,15 @@ package broker
 //
 // A group that is not a share group answers GROUP_ID_NOT_FOUND; altering or deleting
 // the offsets of a group with members answers NON_EMPTY_GROUP.
+//
+// AlterShareGroupOffsets takes start offsets as they come, as Kafka's group
+// coordinator does (it hands them to the share coordinator unchecked): -1 leaves the
+// start unknown, so that the next fetch starts where share.auto.offset.reset says
+// (Samsa reads any other negative start the same way; Kafka would keep it as the
+// start), and an offset past the log end is kept, the partition acquiring nothing
+// until the log reaches it. A partition named twice is answered at each mention and
+// keeps the last offset, as in Kafka (Samsa initializes it at each mention, Kafka
+// once).
 
 import (
 	"context"
