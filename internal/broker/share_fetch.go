@@ -26,8 +26,12 @@ package broker
 // Each partition reads from its first available offset (a released record, or one
 // whose lock expired) or its end, acquires up to MaxRecords records in total, and
 // answers the record batches that hold them with the acquired offset ranges and their
-// delivery counts. The acknowledgements a request carries for a partition it fetches
-// are applied with that partition's acquisition, under one hold of the share
+// delivery counts. MaxRecords and BatchSize are not refused whatever their value, as
+// in Kafka (its KafkaApis hands them on unchecked): MaxRecords 0 or less is taken as
+// 500, the Java consumer's default, where Kafka's SharePartition.acquire acquires
+// nothing; BatchSize, by which Kafka splits what it acquires into ranges, is not
+// used. The acknowledgements a request carries for a partition it fetches are
+// applied with that partition's acquisition, under one hold of the share
 // partition and one write of its state (the write keeps both or, failing, neither;
 // the records are then acquired without them). When nothing is acquired the request
 // waits up to MaxWaitMillis, woken by new records or by records becoming available
