@@ -10,7 +10,10 @@ package broker
 // ELECTION_NOT_NEEDED (the preferred replica already leads; the partition has a
 // leader), PREFERRED_LEADER_NOT_AVAILABLE (the preferred replica is not an active
 // ISR member), ELIGIBLE_LEADERS_NOT_AVAILABLE (no active replica at all),
-// UNKNOWN_TOPIC_OR_PARTITION.
+// UNKNOWN_TOPIC_OR_PARTITION. A partition named twice is not refused: it is elected
+// and answered at each mention, as Kafka's controller does
+// (ReplicationControlManager.electLeaders); the answer has one entry per topic, in
+// name order, where Kafka's has one per topic entry of the request, in its order.
 
 import (
 	"context"
