@@ -12,6 +12,10 @@ package broker
 //	DescribeTransactions  (65) v0
 //	ListTransactions      (66) v0–2   duration filter from v1, id pattern from v2
 //
+// AddOffsetsToTxn with an empty group id is INVALID_GROUP_ID. Kafka's KafkaApis does not
+// check it: it adds the empty group's __consumer_offsets partition to the transaction,
+// and the TxnOffsetCommit that follows is refused with INVALID_GROUP_ID.
+//
 // PRODUCER_FENCED is answered INVALID_PRODUCER_EPOCH to the versions before it existed
 // (KIP-588), as Kafka does. InitProducerId is in init_producer_id.go, WriteTxnMarkers
 // in write_txn_markers.go.
