@@ -335,14 +335,14 @@ var errKeylessRecord = fmt.Errorf("compacted topic: every record needs a key: %w
 // bounds, one whose timestamp is further from now than they allow is
 // INVALID_TIMESTAMP (a record without a timestamp, -1, passes). Only topics with
 // such a rule take this path.
-func recordRules(now time.Time, requireKeys bool, bounds *replica.TimestampBounds) func(int32, int64, []byte) error {
+func recordRules(now time.Time, requireKeys bool, bounds *replica.TimestampBounds) func(int32, int64, bool) error {
 	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
 	if bounds != nil {
 		nowMs := max(now.UnixMilli(), 0) // so that neither bound overflows
 		lo, hi = nowMs-bounds.Before, nowMs+min(bounds.After, math.MaxInt64-nowMs)
 	}
-	return func(offsetDelta int32, ts int64, key []byte) error {
-		if requireKeys && key == nil {
+	return func(offsetDelta int32, ts int64, keyNull bool) error {
+		if requireKeys && keyNull {
 			return errKeylessRecord
 		}
 		if ts != -1 && (ts < lo || ts > hi) {

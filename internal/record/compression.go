@@ -374,8 +374,13 @@ var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
 
 const xerialHeaderSize = 16
 
+// isXerial reports whether snappy input src is xerial-framed rather than one raw block.
+func isXerial(src []byte) bool {
+	return len(src) >= xerialHeaderSize && bytes.Equal(src[:len(xerialMagic)], xerialMagic)
+}
+
 func decodeSnappy(dst, src []byte, limit int) ([]byte, error) {
-	if len(src) < xerialHeaderSize || !bytes.Equal(src[:len(xerialMagic)], xerialMagic) {
+	if !isXerial(src) {
 		return decodeSnappyBlock(dst, src, limit)
 	}
 	start := len(dst)
@@ -404,7 +409,10 @@ func decodeSnappy(dst, src []byte, limit int) ([]byte, error) {
 
 // snappyMaxExpansion bounds a snappy block's output per byte of its elements: a
 // literal yields no more bytes than it takes, a 2-byte copy at most 11, a 3-byte copy
-// and a 5-byte copy at most 64 each. The 3-byte copy is the most: 64 bytes per 3.
+// and a 5-byte copy at most 64 each. The 3-byte copy is the most: 64 bytes per 3, so
+// a block expands at most about 21.3 times (TestSnappyExpansionBound builds a block
+// of nothing but 3-byte copies and finds it decodes at that ratio). Validate decodes
+// a raw snappy block whole, which this bounds: 21 MiB for a 1 MiB batch.
 const (
 	snappyMaxOut = 64
 	snappyMaxIn  = 3
@@ -436,6 +444,90 @@ func decodeSnappyBlock(dst, block []byte, limit int) ([]byte, error) {
 		return nil, err
 	}
 	return dst[:start+len(dec)], nil
+}
+
+// xerialReader reads the output of xerial-framed snappy chunks, decoding one chunk
+// at a time into block (a chunk is one raw snappy block, which cannot be streamed).
+type xerialReader struct {
+	rest  []byte // the chunks not yet decoded
+	block []byte // the chunk being read
+	pos   int
+}
+
+var xerialReaders = sync.Pool{New: func() any { return new(xerialReader) }}
+
+// reset starts reading the chunks after a xerial header (nil: none, to release them).
+func (x *xerialReader) reset(chunks []byte) {
+	x.rest, x.pos = chunks, 0
+	x.block = x.block[:0]
+	if cap(x.block) > maxPooledDecompressBuffer {
+		x.block = nil
+	}
+}
+
+func (x *xerialReader) Read(p []byte) (int, error) {
+	for x.pos == len(x.block) {
+		if len(x.rest) == 0 {
+			return 0, io.EOF
+		}
+		if len(x.rest) < 4 {
+			return 0, errors.New("xerial: truncated block length")
+		}
+		n := binary.BigEndian.Uint32(x.rest)
+		x.rest = x.rest[4:]
+		if uint64(n) > uint64(len(x.rest)) {
+			return 0, errors.New("xerial: truncated block")
+		}
+		block, err := decodeSnappyBlock(x.block[:0], x.rest[:n], MaxDecompressedBytes)
+		if err != nil {
+			return 0, err
+		}
+		x.block, x.pos, x.rest = block, 0, x.rest[n:]
+	}
+	n := copy(p, x.block[x.pos:])
+	x.pos += n
+	return n, nil
+}
+
+// zstdMaxWindow is the largest zstd window Validate decodes as a stream; a stream
+// decoder holds its frame's whole window (for a single-segment frame, its content
+// size). 8 MiB is the window of the Java producer (zstd-jni streaming, content size
+// unknown) at every level up to 19 — Kafka's default level 3 uses 2 MiB — and of the
+// Go encoder's default (franz-go, sarama, this package's Compress); only levels 20–22
+// (zstd's "ultra" levels, 32–128 MiB) declare more. A batch whose frames declare
+// more is refused as ErrCorrupt (Kafka, through zstd-jni, accepts up to 128 MiB):
+// decoding it as a stream would hold its declared window, and decoding it whole
+// would hold all it expands to, which is what a compression bomb asks for.
+const zstdMaxWindow = 8 << 20
+
+// zstdStream is a pooled streaming zstd decoder with the reader of its input.
+type zstdStream struct {
+	dec *zstd.Decoder
+	src bytes.Reader
+}
+
+var zstdStreams = sync.Pool{New: func() any {
+	// One goroutine-free decoder per stream (concurrency 1), refusing windows beyond
+	// zstdMaxWindow. bytes.Reader has no Bytes method, so Reset never takes the
+	// decoder's decode-it-all shortcut for in-memory input.
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderMaxWindow(zstdMaxWindow), zstd.WithDecoderMaxMemory(MaxDecompressedBytes))
+	if err != nil {
+		panic(fmt.Sprintf("record: zstd stream decoder: %v", err)) // constant options
+	}
+	return &zstdStream{dec: dec}
+}}
+
+// reset starts decoding src (nil: releases the previous input).
+func (z *zstdStream) reset(src []byte) error {
+	z.src.Reset(src)
+	if src == nil {
+		return z.dec.Reset(nil)
+	}
+	if err := z.dec.Reset(&z.src); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrCorrupt, CompressionZstd, err)
+	}
+	return nil
 }
 
 // grow returns b with room for at least n more bytes.

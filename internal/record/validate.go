@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 )
 
 // ErrTooLarge marks a batch bigger than the configured limit (Kafka's MESSAGE_TOO_LARGE).
@@ -25,10 +24,12 @@ type ValidateOptions struct {
 	Replica bool
 	// Check, when set, is called for each record of a client's batch (after the
 	// record is found well formed, in order) with its offset delta, its timestamp
-	// (the batch's base timestamp plus its delta) and its key (nil when null); an
+	// (the batch's base timestamp plus its delta) and whether its key is null; an
 	// error it returns stops the walk and is Validate's, unwrapped. It lets a topic's
 	// per-record rules share the walk, and a compressed batch's one decompression.
-	Check func(offsetDelta int32, timestamp int64, key []byte) error
+	// It is not given the key itself: a compressed batch's records are walked as they
+	// are decompressed, and a record larger than the walk's buffer is never held whole.
+	Check func(offsetDelta int32, timestamp int64, keyNull bool) error
 }
 
 // Validate checks one whole v2 batch as a producer sent it and returns its header.
@@ -47,12 +48,13 @@ type ValidateOptions struct {
 //   - ErrCorrupt also when a compressed batch does not decompress, or decompresses to
 //     more than MaxDecompressedBytes.
 //
-// A compressed batch is decompressed into a pooled buffer and walked as an
-// uncompressed one is, as Kafka's LogValidator does: a header claiming more records
-// than the batch holds would otherwise advance the log end by offsets that hold
-// nothing. Validate does not allocate for an uncompressed batch unless it fails; for a
-// compressed one it allocates only when its pooled buffer must grow (a batch expanding
-// to more than any before it) or the codec's own reader does.
+// A compressed batch's records are walked as they are decompressed, as Kafka's
+// LogValidator does: a header claiming more records than the batch holds would
+// otherwise advance the log end by offsets that hold nothing. The walk reads the
+// codec's stream into a small pooled buffer (validate_stream.go), so the memory a
+// batch costs is that buffer and the codec's window, not the size it expands to.
+// Validate does not allocate for an uncompressed batch unless it fails, nor, in the
+// steady state, for a compressed one.
 func Validate(b []byte, opts ValidateOptions) (Header, error) {
 	if len(b) < MagicOffset+1 {
 		return Header{}, fmt.Errorf("%w: %w: %d bytes", ErrCorrupt, ErrTooShort, len(b))
@@ -80,47 +82,18 @@ func Validate(b []byte, opts ValidateOptions) (Header, error) {
 }
 
 // walk checks the records of one batch: count of them, and each passed to check
-// when it is set.
+// when it is set. next is the index of the next record to check, as a compressed
+// batch's records are walked a buffer at a time.
 type walk struct {
 	count         int32
+	next          int32
 	baseTimestamp int64
-	check         func(offsetDelta int32, timestamp int64, key []byte) error
+	check         func(offsetDelta int32, timestamp int64, keyNull bool) error
 }
 
 // minRecordSize is the smallest encoded record: seven one-byte varints (length,
 // attributes, timestamp delta, offset delta, key length, value length, header count).
 const minRecordSize = 7
-
-// maxPooledDecompressBuffer is the largest decompression buffer put back in the pool;
-// a bigger one, from an unusually large batch, is left to the garbage collector rather
-// than held by an idle pool.
-const maxPooledDecompressBuffer = 8 << 20
-
-// decompressBuffers holds *[]byte scratch buffers for walk.compressed.
-var decompressBuffers = sync.Pool{New: func() any { return new([]byte) }}
-
-// compressed decompresses payload with codec c into a pooled buffer and checks it as
-// uncompressed does. A count whose records could not fit in MaxDecompressedBytes is
-// refused before decompressing anything.
-func (w walk) compressed(payload []byte, c Compression) error {
-	count := w.count
-	if int64(count)*minRecordSize > MaxDecompressedBytes {
-		return fmt.Errorf("%w: record count %d cannot fit in the %d bytes a batch may decompress to",
-			ErrInvalid, count, MaxDecompressedBytes)
-	}
-	bufp := decompressBuffers.Get().(*[]byte)
-	records, err := decompressAppend(c, (*bufp)[:0], payload, MaxDecompressedBytes)
-	if err == nil {
-		if err = w.uncompressed(records); errors.Is(err, ErrInvalid) { // not a Check's error
-			err = fmt.Errorf("%w (%s batch of %d bytes, %d decompressed)", err, c, len(payload), len(records))
-		}
-		if cap(records) > cap(*bufp) && cap(records) <= maxPooledDecompressBuffer {
-			*bufp = records[:0]
-		}
-	}
-	decompressBuffers.Put(bufp)
-	return err
-}
 
 // checkClientHeader applies the header rules Kafka enforces on batches from clients.
 func checkClientHeader(h *Header) error {
@@ -148,50 +121,79 @@ func checkClientHeader(h *Header) error {
 }
 
 // uncompressed checks that payload holds exactly w.count well-formed records whose
-// offset deltas are 0, 1, …, count-1. Records as producers write them take
-// plainRecordSize's short path; any other, and any error, scanRecord's.
-func (w walk) uncompressed(payload []byte) error {
-	pos, count := 0, w.count
-	for i := int32(0); i < count; i++ {
-		n := plainRecordSize(payload, pos, i)
-		if n == 0 {
-			if pos == len(payload) {
-				return fmt.Errorf("%w: %d records present, header says %d", ErrInvalid, i, count)
-			}
-			var d int32
-			var err error
-			if n, d, err = scanRecord(payload[pos:], nil); err != nil {
-				return fmt.Errorf("%w: record %d: %w", ErrInvalid, i, err)
-			}
-			if d != i {
-				return fmt.Errorf("%w: record %d has offset delta %d", ErrInvalid, i, d)
-			}
-		}
-		if w.check != nil {
-			tsDelta, key := keyAndTimestamp(payload[pos : pos+n])
-			if err := w.check(i, w.baseTimestamp+tsDelta, key); err != nil {
-				return err
-			}
-		}
-		pos += n
+// offset deltas are 0, 1, …, count-1.
+func (w *walk) uncompressed(payload []byte) error {
+	pos, err := w.records(payload, true)
+	if err != nil {
+		return err
 	}
 	if pos != len(payload) {
-		return fmt.Errorf("%w: %d bytes after the last of %d records", ErrInvalid, len(payload)-pos, count)
+		return fmt.Errorf("%w: %d bytes after the last of %d records", ErrInvalid, len(payload)-pos, w.count)
 	}
 	return nil
 }
 
-// keyAndTimestamp returns the timestamp delta and key (nil when null) of a record
-// already found well formed.
-func keyAndTimestamp(rec []byte) (tsDelta int64, key []byte) {
+// records checks the records of payload from record w.next on, until the last one
+// (w.next == w.count) or, when final is false (payload is a buffered part of a
+// longer stream), a record not wholly in payload; it returns the bytes they span.
+// Records as producers write them take plainRecordSize's short path; any other, and
+// any error, scanRecord's. With final set, payload ending before the last record is
+// an error.
+func (w *walk) records(payload []byte, final bool) (int, error) {
+	pos, count, check := 0, w.count, w.check
+	i := w.next
+	for ; i < count; i++ {
+		n := plainRecordSize(payload, pos, i)
+		if n == 0 {
+			if !final && !wholeRecord(payload[pos:]) {
+				break
+			}
+			if pos == len(payload) {
+				return 0, fmt.Errorf("%w: %d records present, header says %d", ErrInvalid, i, count)
+			}
+			var d int32
+			var err error
+			if n, d, err = scanRecord(payload[pos:], nil); err != nil {
+				return 0, fmt.Errorf("%w: record %d: %w", ErrInvalid, i, err)
+			}
+			if d != i {
+				return 0, fmt.Errorf("%w: record %d has offset delta %d", ErrInvalid, i, d)
+			}
+		}
+		if check != nil {
+			tsDelta, keyNull := timestampAndNullKey(payload[pos : pos+n])
+			if err := check(i, w.baseTimestamp+tsDelta, keyNull); err != nil {
+				return 0, err
+			}
+		}
+		pos += n
+	}
+	w.next = i
+	return pos, nil
+}
+
+// wholeRecord reports whether b holds the whole record it starts with, or enough of
+// it to tell that it is malformed: a length varint that is complete (or malformed)
+// and, when it is not negative, that many bytes after it.
+func wholeRecord(b []byte) bool {
+	length, n := readVarint32(b)
+	if n == 0 {
+		return len(b) >= 5 // a varint32 takes at most 5 bytes: malformed, not cut
+	}
+	return length < 0 || int(length) <= len(b)-n
+}
+
+// timestampAndNullKey returns the timestamp delta of a record already found well
+// formed and whether its key is null.
+func timestampAndNullKey(rec []byte) (tsDelta int64, keyNull bool) {
 	_, p := readVarint32(rec) // the length
 	p++                       // the attributes
 	tsDelta, m := readVarint64(rec[p:])
 	p += m
 	_, m = readVarint32(rec[p:]) // the offset delta
 	p += m
-	key, _, _ = readBytes(rec[p:], true)
-	return tsDelta, key
+	keyLength, _ := readVarint32(rec[p:])
+	return tsDelta, keyLength == -1
 }
 
 // plainRecordSize returns the size of the record at b[pos:] when it is well formed,
