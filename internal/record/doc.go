@@ -13,10 +13,12 @@
 //
 // # Paths
 //
-//   - Produce: Validate checks one batch and walks its records, decompressing a
-//     compressed one into a pooled buffer; it allocates nothing for an uncompressed
-//     batch and, in the steady state, nothing for a compressed one. Split and
-//     NextBatchSize frame a concatenation of batches.
+//   - Produce: Validate checks one batch and walks its records, a compressed one's
+//     as its codec streams them through a small pooled buffer (validate_stream.go),
+//     so its memory is bounded by that buffer and the codec's window, not by what
+//     the batch expands to; it allocates nothing for an uncompressed batch and, in
+//     the steady state, nothing for a compressed one. Split and NextBatchSize frame
+//     a concatenation of batches.
 //   - Reading records (log cleaner, internal topics): Records or Iterator decompress and
 //     decode; ParseControlRecord decodes transaction markers.
 //   - Writing (internal topics, cleaner, transaction markers): Build or BatchBuilder.
