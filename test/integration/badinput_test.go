@@ -2,14 +2,23 @@ package integration
 
 import (
 	"encoding/binary"
+	"fmt"
+	"hash/crc32"
 	"io"
 	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/record"
 	"github.com/samsa-streaming/samsa/internal/testutil"
 )
 
@@ -147,4 +156,111 @@ func TestCorruptBatchRefused(t *testing.T) {
 	if ok.ErrorCode != 0 || ok.BaseOffset != 0 {
 		t.Fatalf("good batch after a corrupt one: %+v", ok)
 	}
+}
+
+// TestCompressionBombsBoundMemory: many connections at once each send small zstd
+// batches that expand to 64 MiB: zeros (not records), or one 64 MiB record while the
+// header states two. Each is refused (INVALID_RECORD or CORRUPT_MESSAGE), nothing is
+// stored, and the broker's peak resident memory rises by no more than a zstd window
+// and a walk buffer per connection, not by what the batches expand to: a compressed
+// batch's records are walked as they are decompressed.
+func TestCompressionBombsBoundMemory(t *testing.T) {
+	const connections, perConnection, expanded = 16, 2, 64 << 20
+	b := testutil.StartBroker(t)
+	createTopic(t, newAdmin(t, b), "bombs", 1, nil)
+	bombs := [][]byte{zstdBomb(t, make([]byte, expanded), 1), zstdBomb(t, hugeRecord(expanded), 2)}
+	clients := make([]*kgo.Client, connections)
+	for i := range clients {
+		clients[i] = newClient(t, b)
+		produceRaw(t, clients[i], "bombs", rawBatch(-1, -1, -1, "warm-up")) // connected, metadata loaded
+	}
+	before := peakRSS(t, b.Pid())
+
+	codes := make(chan int16, connections*perConnection)
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Go(func() {
+			for range perConnection {
+				codes <- produceRaw(t, c, "bombs", bombs[i%2]).ErrorCode
+			}
+		})
+	}
+	wg.Wait()
+	close(codes)
+	for code := range codes {
+		if code != kerr.InvalidRecord.Code && code != kerr.CorruptMessage.Code {
+			t.Fatalf("a batch expanding to %d bytes: %v; want INVALID_RECORD or CORRUPT_MESSAGE",
+				expanded, kerr.ErrorForCode(code))
+		}
+	}
+	after := peakRSS(t, b.Pid())
+	t.Logf("%d connections × %d batches of %d/%d KiB expanding to %d MiB: peak RSS %d MiB before, %d MiB after",
+		connections, perConnection, len(bombs[0])>>10, len(bombs[1])>>10, expanded>>20, before>>20, after>>20)
+	// Per connection: the zstd decoder's 8 MiB window (record.zstdMaxWindow) with its
+	// block space, the 128 KiB walk buffer, and the request itself.
+	const perConnectionBound = 10 << 20
+	if limit := before + connections*perConnectionBound; after > limit {
+		t.Errorf("peak RSS rose from %d to %d MiB, past %d MiB: more than %d MiB per connection",
+			before>>20, after>>20, limit>>20, perConnectionBound>>20)
+	}
+	end, err := kadm.NewClient(clients[0]).ListEndOffsets(ctxT(t, 10*time.Second), "bombs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := end.Lookup("bombs", 0); o.Offset != connections {
+		t.Fatalf("log end offset %d, want %d (the warm-up records only)", o.Offset, connections)
+	}
+}
+
+// zstdBomb is a v2 batch stating numRecords records whose zstd payload is records.
+func zstdBomb(t *testing.T, records []byte, numRecords int32) []byte {
+	t.Helper()
+	payload, err := record.Compress(record.CompressionZstd, nil, records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := kmsg.NewRecordBatch()
+	batch.Magic = 2
+	batch.Attributes = int16(record.CompressionZstd)
+	batch.ProducerID, batch.ProducerEpoch, batch.FirstSequence = -1, -1, -1
+	batch.NumRecords, batch.LastOffsetDelta = numRecords, numRecords-1
+	batch.FirstTimestamp = time.Now().UnixMilli()
+	batch.MaxTimestamp = batch.FirstTimestamp
+	batch.Records = payload
+	out := batch.AppendTo(nil)
+	binary.BigEndian.PutUint32(out[8:], uint32(len(out)-12))
+	binary.BigEndian.PutUint32(out[17:], crc32.Checksum(out[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return out
+}
+
+// hugeRecord is one encoded record of n bytes: offset delta 0, a null key and a
+// value of zeros.
+func hugeRecord(n int) []byte {
+	appendVarint := func(b []byte, v int64) []byte { return binary.AppendVarint(b, v) }
+	value := n - 16
+	body := []byte{0, 0, 0, 1} // attributes, timestamp delta, offset delta, null key
+	body = appendVarint(body, int64(value))
+	body = append(body, make([]byte, value)...)
+	body = append(body, 0) // no headers
+	return append(appendVarint(nil, int64(len(body))), body...)
+}
+
+// peakRSS is process pid's peak resident memory (VmHWM), in bytes.
+func peakRSS(t *testing.T, pid int) int {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(status)) {
+		if kb, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(kb), " kB"))
+			if err != nil {
+				t.Fatalf("VmHWM of %q: %v", line, err)
+			}
+			return n << 10
+		}
+	}
+	t.Fatalf("no VmHWM in /proc/%d/status", pid)
+	return 0
 }
