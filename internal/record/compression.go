@@ -494,10 +494,10 @@ func (x *xerialReader) Read(p []byte) (int, error) {
 // size). 8 MiB is the window of the Java producer (zstd-jni streaming, content size
 // unknown) at every level up to 19 — Kafka's default level 3 uses 2 MiB — and of the
 // Go encoder's default (franz-go, sarama, this package's Compress); only levels 20–22
-// (zstd's "ultra" levels, 32–128 MiB) declare more. A batch whose frames declare
-// more is refused as ErrCorrupt (Kafka, through zstd-jni, accepts up to 128 MiB):
-// decoding it as a stream would hold its declared window, and decoding it whole
-// would hold all it expands to, which is what a compression bomb asks for.
+// (zstd's "ultra" levels, 32–128 MiB) declare more. A batch whose frames declare more
+// is decompressed whole instead, as before streaming (bounded by
+// MaxDecompressedBytes): Kafka, through zstd-jni, accepts windows up to 128 MiB, and a
+// stream decoder would allocate the declared window however little the batch holds.
 const zstdMaxWindow = 8 << 20
 
 // zstdStream is a pooled streaming zstd decoder with the reader of its input.

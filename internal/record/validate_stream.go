@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // The walk of a compressed batch. The codec's output is read into a fixed pooled
@@ -14,7 +16,9 @@ import (
 // (walk.largeRecord), holding only its varints. So a batch costs the buffer plus the
 // codec's state however far it expands: gzip's 32 KiB window, lz4's blocks (at most
 // 4 MiB), zstd's window (at most zstdMaxWindow), a snappy chunk (xerial framing) or
-// block (raw snappy, decoded whole: at most 64/3 times its input).
+// block (raw snappy, decoded whole: at most 64/3 times its input). Two kinds of batch
+// are still decompressed whole, bounded by MaxDecompressedBytes: raw snappy, and zstd
+// whose frames declare a window past zstdMaxWindow.
 
 // streamBufferSize is the size of the buffer a compressed batch is walked in.
 const streamBufferSize = 128 << 10
@@ -41,6 +45,9 @@ func (w *walk) compressed(payload []byte, c Compression) error {
 		return fmt.Errorf("%w: record count %d cannot fit in the %d bytes a batch may decompress to",
 			ErrInvalid, count, MaxDecompressedBytes)
 	}
+	if c == CompressionSnappy && !isXerial(payload) {
+		return w.whole(payload, c, MaxDecompressedBytes) // one block: decoded whole
+	}
 	s := streams.Get().(*recordStream)
 	defer streams.Put(s)
 	s.start, s.end, s.read, s.eof = 0, 0, 0, false
@@ -66,9 +73,6 @@ func (w *walk) compressed(payload []byte, c Compression) error {
 		r.src.Reset(nil)
 		lz4Readers.Put(r)
 	case CompressionSnappy:
-		if !isXerial(payload) {
-			return w.whole(payload, c, MaxDecompressedBytes) // one block: decoded whole
-		}
 		r := xerialReaders.Get().(*xerialReader)
 		r.reset(payload[xerialHeaderSize:])
 		s.r = r
@@ -83,6 +87,13 @@ func (w *walk) compressed(payload []byte, c Compression) error {
 		}
 		r.reset(nil)
 		zstdStreams.Put(r)
+		if errors.Is(err, zstd.ErrWindowSizeExceeded) {
+			// A frame declares a window past zstdMaxWindow (a Java producer at levels
+			// 20–22, which Kafka accepts): walked again, decoded whole.
+			s.r = nil
+			w.next = 0
+			return w.whole(payload, c, MaxDecompressedBytes)
+		}
 	default:
 		return fmt.Errorf("%w: %w %d", ErrInvalid, errUnknownCodec, int8(c))
 	}
