@@ -42,6 +42,12 @@ func produceRaw(t *testing.T, c *kgo.Client, topic string, batch []byte) kmsg.Pr
 // produceRawAs is produceRaw in a request of transactional id txnID (nil: none).
 func produceRawAs(t *testing.T, c *kgo.Client, txnID *string, topic string, batch []byte) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
+	return produceRawWithin(t, c, txnID, topic, batch, 10*time.Second)
+}
+
+// produceRawWithin is produceRawAs waiting up to d for the answer.
+func produceRawWithin(t *testing.T, c *kgo.Client, txnID *string, topic string, batch []byte, d time.Duration) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
 	req := kmsg.NewPtrProduceRequest()
 	req.TransactionID = txnID
 	req.Acks = -1
@@ -52,7 +58,7 @@ func produceRawAs(t *testing.T, c *kgo.Client, txnID *string, topic string, batc
 	rp.Records = batch
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctxT(t, 10*time.Second), c)
+	resp, err := req.RequestWith(ctxT(t, d), c)
 	if err != nil {
 		t.Fatal(err)
 	}
