@@ -3,7 +3,6 @@ package integration
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"net"
 	"os"
@@ -220,18 +219,7 @@ func zstdBomb(t *testing.T, records []byte, numRecords int32) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	batch := kmsg.NewRecordBatch()
-	batch.Magic = 2
-	batch.Attributes = int16(record.CompressionZstd)
-	batch.ProducerID, batch.ProducerEpoch, batch.FirstSequence = -1, -1, -1
-	batch.NumRecords, batch.LastOffsetDelta = numRecords, numRecords-1
-	batch.FirstTimestamp = time.Now().UnixMilli()
-	batch.MaxTimestamp = batch.FirstTimestamp
-	batch.Records = payload
-	out := batch.AppendTo(nil)
-	binary.BigEndian.PutUint32(out[8:], uint32(len(out)-12))
-	binary.BigEndian.PutUint32(out[17:], crc32.Checksum(out[21:], crc32.MakeTable(crc32.Castagnoli)))
-	return out
+	return encodeBatch(int16(record.CompressionZstd), -1, -1, -1, numRecords, payload)
 }
 
 // hugeRecord is one encoded record of n bytes: offset delta 0, a null key and a

@@ -18,16 +18,21 @@ func rawBatch(pid int64, epoch int16, seq int32, val string) []byte {
 	rec := kmsg.NewRecord()
 	rec.Value = []byte(val)
 	rec.Length = int32(len(rec.AppendTo(nil)) - 1) // the body after a one-byte zero length
-	recBytes := rec.AppendTo(nil)
+	return encodeBatch(0, pid, epoch, seq, 1, rec.AppendTo(nil))
+}
+
+// encodeBatch encodes a v2 batch of attributes attrs, stating numRecords records
+// whose encoding (compressed as attrs say) is records, timestamped now, with its
+// length and CRC-32C filled in.
+func encodeBatch(attrs int16, pid int64, epoch int16, seq, numRecords int32, records []byte) []byte {
 	batch := kmsg.NewRecordBatch()
 	batch.Magic = 2
-	batch.ProducerID = pid
-	batch.ProducerEpoch = epoch
-	batch.FirstSequence = seq
-	batch.NumRecords = 1
+	batch.Attributes = attrs
+	batch.ProducerID, batch.ProducerEpoch, batch.FirstSequence = pid, epoch, seq
+	batch.NumRecords, batch.LastOffsetDelta = numRecords, numRecords-1
 	batch.FirstTimestamp = time.Now().UnixMilli()
 	batch.MaxTimestamp = batch.FirstTimestamp
-	batch.Records = recBytes
+	batch.Records = records
 	b := batch.AppendTo(nil)
 	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12))
 	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
