@@ -39,7 +39,28 @@ func TestInitProducerIDWithoutQuorum(t *testing.T) {
 	l := startLoad(t, c, topic)
 	c.Node(2).Resume()
 	c.Node(3).Resume()
-	l.waitAcks(t, 3000, "records acknowledged after the quorum came back")
+	waitAcksAfterOutage(t, l, 3000, 2*time.Minute)
 	l.stop(t).check(t, c, topic)
 	inv.check()
+}
+
+// waitAcksAfterOutage waits up to d for the load to have n acknowledged records, and
+// fails with what each partition has and the load's last produce error.
+func waitAcksAfterOutage(t *testing.T, l *load, n int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for l.acks() < n {
+		if time.Now().After(deadline) {
+			l.h.mu.Lock()
+			perPartition := map[int32]int{}
+			for p, values := range l.h.order {
+				perPartition[p] = len(values)
+			}
+			failed, lastErr := len(l.h.failed), l.h.lastErr
+			l.h.mu.Unlock()
+			t.Fatalf("%v after the nodes resumed, %d records acknowledged, want %d: by partition %v; %d failed, the last with %v",
+				d, l.acks(), n, perPartition, failed, lastErr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
