@@ -147,6 +147,9 @@ type fetchState struct {
 	// firstNamed is dropRepeats' scratch: where each partition of the request is
 	// answered.
 	firstNamed map[fetchSessionKey]fetchSlot
+	// partitionBits is mayRepeat's scratch: the partition ids of one topic entry
+	// seen so far, all zero between calls.
+	partitionBits []uint64
 }
 
 // fetchStates holds idle fetchStates (New is set in init: release puts back).
@@ -177,20 +180,7 @@ func (st *fetchState) dropRepeats(r *kmsg.FetchRequest) *kmsg.FetchRequest {
 		st.firstNamed = map[fetchSessionKey]fetchSlot{}
 	}
 	seen := st.firstNamed
-	clear(seen)
-	repeats := false
-find:
-	for i := range r.Topics {
-		for _, rp := range r.Topics[i].Partitions {
-			k := key(&r.Topics[i], rp.Partition)
-			if _, ok := seen[k]; ok {
-				repeats = true
-				break find
-			}
-			seen[k] = fetchSlot{}
-		}
-	}
-	if !repeats {
+	if !st.mayRepeat(r, key) {
 		return r
 	}
 	clear(seen)
@@ -216,6 +206,57 @@ find:
 		}
 	}
 	return &eff
+}
+
+// maxPartitionBitmap bounds the partition ids mayRepeat tracks in its bitmap; a
+// request naming a larger one takes dropRepeats' map.
+const maxPartitionBitmap = 1 << 16
+
+// mayRepeat reports whether some partition of r may be named twice, hashing its
+// topics but not its partitions: a follower fetches every partition it replicates
+// without a session, and a map of them all cost 50 µs per 1,000 partitions. A topic
+// named twice, or a partition id outside the bitmap, answers true.
+func (st *fetchState) mayRepeat(r *kmsg.FetchRequest, key func(*kmsg.FetchRequestTopic, int32) fetchSessionKey) bool {
+	seen := st.firstNamed
+	clear(seen)
+	if len(r.Topics) > 1 {
+		for i := range r.Topics {
+			k := key(&r.Topics[i], 0)
+			if _, ok := seen[k]; ok {
+				return true
+			}
+			seen[k] = fetchSlot{}
+		}
+	}
+	for i := range r.Topics {
+		parts := r.Topics[i].Partitions
+		repeat := false
+		for _, rp := range parts {
+			p := rp.Partition
+			if p < 0 || p >= maxPartitionBitmap {
+				repeat = true
+				break
+			}
+			if w := int(p / 64); w >= len(st.partitionBits) {
+				st.partitionBits = append(st.partitionBits, make([]uint64, w+1-len(st.partitionBits))...)
+			}
+			bit := &st.partitionBits[p/64]
+			if *bit&(1<<(p%64)) != 0 {
+				repeat = true
+				break
+			}
+			*bit |= 1 << (p % 64)
+		}
+		for _, rp := range parts { // the bitmap is left clear for the next topic
+			if p := rp.Partition; p >= 0 && p < maxPartitionBitmap {
+				st.partitionBits[p/64] = 0
+			}
+		}
+		if repeat {
+			return true
+		}
+	}
+	return false
 }
 
 // watch records that p is being read, its change count loaded just before: a fetch
