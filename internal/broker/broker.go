@@ -188,9 +188,10 @@ func New(o Options) (*Broker, error) {
 			t, ok := b.image().Topic(topic)
 			return ok && partition >= 0 && int(partition) < len(t.Partitions)
 		},
-		OnRebalance: o.Metrics.Rebalance,
-		Topics:      func() *group.Topics { return b.groupTops.get(b.image()) },
-		Timeouts:    b.groupTimeouts,
+		OnRebalance:    o.Metrics.Rebalance,
+		Topics:         func() *group.Topics { return b.groupTops.get(b.image()) },
+		Timeouts:       b.groupTimeouts,
+		InitShareState: b.initNewShareState,
 	})
 	b.shareState = newShareStateLog(b)
 	b.shareStore = newShareStore(b)

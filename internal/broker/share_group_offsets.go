@@ -25,12 +25,14 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/group"
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/share"
@@ -223,6 +225,7 @@ func (b *Broker) handleDeleteShareGroupOffsets(req *protocol.Request) <-chan pro
 	ctx, cancel := b.requestContext(0)
 	defer cancel()
 	img := b.image()
+	var deleted []group.TopicID
 	for _, rt := range r.Topics {
 		ot := kmsg.NewDeleteShareGroupOffsetsResponseTopic()
 		ot.Topic = rt.Topic
@@ -235,8 +238,15 @@ func (b *Broker) handleDeleteShareGroupOffsets(req *protocol.Request) <-chan pro
 		ot.TopicID = t.ID
 		if err := b.deleteShareStates(ctx, groupShareKeys(img, r.GroupID, rt.Topic)); err != nil {
 			ot.ErrorCode = shareErrorCode(err)
+		} else {
+			deleted = append(deleted, group.TopicID(t.ID))
 		}
 		resp.Topics = append(resp.Topics, ot)
+	}
+	if len(deleted) > 0 {
+		if code := <-b.groups.ForgetShareTopics(r.GroupID, deleted); code != 0 {
+			resp.ErrorCode = code
+		}
 	}
 	return reply(resp)
 }
@@ -251,6 +261,37 @@ func (b *Broker) resetShareState(ctx context.Context, k share.Key, offset int64)
 	}
 	b.forgetShare(k)
 	return b.shareStore.Initialize(ctx, k, sum.stateEpoch+1, offset)
+}
+
+// initNewShareState starts the share state of partitions [from, to) of a share
+// group's topic at offset 0 where they have none: the group coordinator's
+// InitShareState, for the partitions a topic gained after the group first assigned it
+// (Kafka 4.1, KAFKA-20742: share.auto.offset.reset=latest would skip what was written
+// to them before their first fetch). A partition that has state keeps it.
+func (b *Broker) initNewShareState(ctx context.Context, groupID string, topic group.TopicID, from, to int32) error {
+	ctx, cancel := context.WithTimeout(ctx, shareStoreTimeout)
+	defer cancel()
+	var keys []share.Key
+	for p := from; p < to; p++ {
+		keys = append(keys, share.Key{Group: groupID, TopicID: topic, Partition: p})
+	}
+	var mu sync.Mutex
+	var first error
+	forEachShareKey(keys, func(k share.Key) {
+		sum, err := b.shareStore.Summary(ctx, k)
+		if err == nil && !sum.found {
+			b.forgetShare(k)
+			err = b.shareStore.Initialize(ctx, k, sum.stateEpoch+1, 0)
+		}
+		if err != nil {
+			mu.Lock()
+			if first == nil {
+				first = fmt.Errorf("share partition %d: %w", k.Partition, err)
+			}
+			mu.Unlock()
+		}
+	})
+	return first
 }
 
 // deleteShareStates deletes the state of share partitions and returns the first

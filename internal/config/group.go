@@ -75,7 +75,7 @@ var groupConfigs = []groupConfig{
 			return b.GroupShareMinHeartbeatIntervalMs, b.GroupShareMaxHeartbeatIntervalMs
 		}},
 	{name: "share.auto.offset.reset", valid: "latest, earliest", typ: TypeString,
-		doc: "Where a share group starts in a partition it has no state for: latest or earliest.",
+		doc: "Where a share group starts in the partitions of a topic it meets for the first time: latest or earliest (partitions the topic gains later start at offset 0).",
 		check: func(s string) error {
 			if s != "latest" && s != "earliest" {
 				return errors.New("must be latest or earliest")

@@ -94,17 +94,26 @@ func encodeAssignment(a Assignment) assignmentValue {
 func decodeAssignment(v assignmentValue) (Assignment, error) {
 	out := Assignment{}
 	for s, ps := range v {
-		var t TopicID
-		if b, err := hex.DecodeString(s); err != nil || len(b) != len(t) {
-			return nil, fmt.Errorf("%w: topic id %q", ErrCorruptRecord, s)
-		} else {
-			copy(t[:], b)
+		t, err := decodeTopicID(s)
+		if err != nil {
+			return nil, err
 		}
 		ps = slices.Clone(ps)
 		slices.Sort(ps)
 		out[t] = slices.Compact(ps)
 	}
 	return out, nil
+}
+
+// decodeTopicID decodes a topic id a record spells in hex.
+func decodeTopicID(s string) (TopicID, error) {
+	var t TopicID
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != len(t) {
+		return t, fmt.Errorf("%w: topic id %q", ErrCorruptRecord, s)
+	}
+	copy(t[:], b)
+	return t, nil
 }
 
 func consumerGroupRecord(group string, cg *consumerGroup) Record {

@@ -50,6 +50,13 @@ type Options struct {
 	// GROUP configs); a zero field, or a nil Timeouts, takes Config's. It is called
 	// with the coordinator's lock held and must not call back.
 	Timeouts func(group string) Timeouts
+	// InitShareState writes the share state of partitions [from, to) of a topic of a
+	// share group to start at offset 0, where they have none, and returns once it is
+	// durable. The group coordinator calls it, outside its lock, for the partitions a
+	// topic gained after the group first assigned it, and assigns them once it
+	// returns nil. nil: no share state is initialized; every partition is assigned at
+	// once.
+	InitShareState func(ctx context.Context, group string, topic TopicID, from, to int32) error
 }
 
 // Timeouts are the session timeouts and heartbeat intervals of one group's
@@ -69,6 +76,7 @@ type Coordinator struct {
 	onRebalance func(group string)
 	topics      func() *Topics
 	timeouts    func(group string) Timeouts
+	initShare   func(ctx context.Context, group string, topic TopicID, from, to int32) error
 	newID       func() string
 
 	ctx    context.Context
@@ -106,6 +114,7 @@ func New(o Options) *Coordinator {
 		onRebalance: o.OnRebalance,
 		topics:      o.Topics,
 		timeouts:    o.Timeouts,
+		initShare:   o.InitShareState,
 		newID:       randomUUID,
 	}
 	if c.clock == nil {
@@ -274,8 +283,8 @@ func (c *Coordinator) Close() {
 		c.mu.expiryTimer = nil
 	}
 	c.mu.Unlock()
+	c.cancel() // ends the reloads' waits and the share state initializations
 	c.wg.Wait()
-	c.cancel()
 }
 
 // --- writes -----------------------------------------------------------------------

@@ -133,6 +133,8 @@ type harness struct {
 	topics func() *Topics
 	// timeouts, when set, is the coordinator's Timeouts option (GROUP configs).
 	timeouts func(group string) Timeouts
+	// initShare, when set, is the coordinator's InitShareState option.
+	initShare func(ctx context.Context, group string, topic TopicID, from, to int32) error
 }
 
 func newFakeClock() *clock.Fake { return clock.NewFake(time.Unix(1_700_000_000, 0)) }
@@ -165,7 +167,7 @@ func (h *harness) start() {
 	if h.c != nil {
 		h.c.Close()
 	}
-	h.c = New(Options{Log: h.log, Clock: h.clock, Config: h.cfg, Logger: discardLogger(), Topics: h.topics, Timeouts: h.timeouts})
+	h.c = New(Options{Log: h.log, Clock: h.clock, Config: h.cfg, Logger: discardLogger(), Topics: h.topics, Timeouts: h.timeouts, InitShareState: h.initShare})
 	h.c.newID = func() string { h.ids++; return fmt.Sprint(h.ids) }
 	h.t.Cleanup(h.c.Close)
 	for p := range h.cfg.NumPartitions {

@@ -2,6 +2,7 @@ package group
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -25,9 +26,20 @@ import (
 // among those subscribed to its topic); with more members than partitions, member j
 // also gets partition j mod P, so every member has work and every partition a member.
 //
+// Share state initialization (Kafka 4.1, KAFKA-20742): the group records, for each
+// topic it has assigned, how many of its partitions it has initialized. A topic the
+// group meets for the first time is assigned whole, and each of its share partitions
+// starts where share.auto.offset.reset says at its first fetch. Partitions a known
+// topic gains later are held back from the assignment until their share state has
+// been written to start at offset 0 (Options.InitShareState), so that records written
+// to them before any member fetches them are delivered, not skipped by "latest";
+// once that is done the group epoch moves and members get them at their next
+// heartbeat. A failed initialization is tried again at the next heartbeat.
+//
 // Records (JSON values, like the consumer group's):
 //
-//	key 0x5311 group                shareGroupValue  (group epoch, subscription hash)
+//	key 0x5311 group                shareGroupValue  (group epoch, subscription hash,
+//	                                                  initialized partition counts)
 //	key 0x5312 group, member id     shareMemberValue (subscription, epoch, assignment)
 const (
 	shareGroupKeyVersion  int16 = 0x5311
@@ -38,8 +50,21 @@ const (
 type shareGroup struct {
 	epoch            int32
 	subscriptionHash uint64
-	members          map[string]*shareMember
-	topicsVersion    int64 // memory only
+	// initialized counts, per topic the group has assigned, the partitions whose share
+	// state the group has initialized (see the file comment); nil in groups recorded
+	// before it was kept, whose topics then count as met for the first time.
+	initialized map[TopicID]int32
+	members     map[string]*shareMember
+
+	topicsVersion int64             // memory only
+	initializing  map[TopicID]int32 // memory only: partition counts being initialized
+}
+
+// shareInit is a range of a topic's partitions whose share state is to be
+// initialized.
+type shareInit struct {
+	topic    TopicID
+	from, to int32
 }
 
 type shareMember struct {
@@ -58,6 +83,8 @@ type shareMember struct {
 type shareGroupValue struct {
 	Epoch            int32  `json:"epoch"`
 	SubscriptionHash uint64 `json:"subscription_hash"`
+	// Initialized maps topic ids (hex) to initialized partition counts.
+	Initialized map[string]int32 `json:"initialized_partitions,omitempty"`
 }
 
 type shareMemberValue struct {
@@ -79,8 +106,15 @@ func shareKey(version int16, parts ...string) []byte {
 }
 
 func shareGroupRecord(group string, sg *shareGroup) Record {
-	v, _ := json.Marshal(shareGroupValue{Epoch: sg.epoch, SubscriptionHash: sg.subscriptionHash})
-	return Record{Key: shareKey(shareGroupKeyVersion, group), Value: v}
+	v := shareGroupValue{Epoch: sg.epoch, SubscriptionHash: sg.subscriptionHash}
+	if len(sg.initialized) > 0 {
+		v.Initialized = make(map[string]int32, len(sg.initialized))
+		for id, n := range sg.initialized {
+			v.Initialized[hex.EncodeToString(id[:])] = n
+		}
+	}
+	data, _ := json.Marshal(v)
+	return Record{Key: shareKey(shareGroupKeyVersion, group), Value: data}
 }
 
 func shareMemberRecord(group string, m *shareMember) Record {
@@ -137,6 +171,17 @@ func replayShare(groups map[string]*group, partition int32, d decoded) error {
 		}
 		g = shareGroupOf(groups, partition, d.group)
 		g.share.epoch, g.share.subscriptionHash = d.shareGroup.Epoch, d.shareGroup.SubscriptionHash
+		g.share.initialized = nil
+		for s, n := range d.shareGroup.Initialized {
+			id, err := decodeTopicID(s)
+			if err != nil {
+				return fmt.Errorf("share group %s: %w", d.group, err)
+			}
+			if g.share.initialized == nil {
+				g.share.initialized = map[TopicID]int32{}
+			}
+			g.share.initialized[id] = n
+		}
 	case kindShareMember:
 		if d.shareMember == nil {
 			if g != nil && g.share != nil {
@@ -197,8 +242,45 @@ func (sg *shareGroup) subscriptionHashOf(members map[string]*shareMember, topics
 	return cg.subscriptionHashOf(topics)
 }
 
-// assignShare is the simple assignor (see the file comment).
-func assignShare(members map[string]*shareMember, topics *Topics) map[string]Assignment {
+// initializedFor returns the group's initialized partition counts for an assignment
+// of members over topics, and the partitions to initialize before they are assigned:
+// a subscribed topic met for the first time counts whole; one the group knows counts
+// what it had, and the partitions it gained since are to be initialized unless that is
+// under way. Topics that no longer exist are dropped. With initialize false (no
+// Options.InitShareState) every subscribed topic counts whole.
+func (sg *shareGroup) initializedFor(members map[string]*shareMember, topics *Topics, initialize bool) (map[TopicID]int32, []shareInit) {
+	out := map[TopicID]int32{}
+	for id, n := range sg.initialized {
+		if _, ok := topics.ByID[id]; ok {
+			out[id] = n
+		}
+	}
+	subscribed := map[string]bool{}
+	for _, m := range members {
+		for _, name := range m.subscribedNames {
+			subscribed[name] = true
+		}
+	}
+	var pending []shareInit
+	for _, name := range slices.Sorted(maps.Keys(subscribed)) {
+		t, ok := topics.ByName[name]
+		if !ok {
+			continue
+		}
+		n, known := out[t.ID]
+		switch {
+		case !known || !initialize:
+			out[t.ID] = t.Partitions
+		case n < t.Partitions && sg.initializing[t.ID] < t.Partitions:
+			pending = append(pending, shareInit{topic: t.ID, from: n, to: t.Partitions})
+		}
+	}
+	return out, pending
+}
+
+// assignShare is the simple assignor (see the file comment), over the first
+// counts[topic] partitions of each topic counts names (all of the others).
+func assignShare(members map[string]*shareMember, topics *Topics, counts map[TopicID]int32) map[string]Assignment {
 	ids := slices.Sorted(maps.Keys(members))
 	out := map[string]Assignment{}
 	for _, id := range ids {
@@ -215,12 +297,16 @@ func assignShare(members map[string]*shareMember, topics *Topics) map[string]Ass
 			continue
 		}
 		t := topics.ByName[name]
-		for p := range t.Partitions {
+		parts := t.Partitions
+		if n, ok := counts[t.ID]; ok {
+			parts = min(parts, n)
+		}
+		for p := range parts {
 			out[subs[int(p)%len(subs)]].add(t.ID, p)
 		}
-		if t.Partitions > 0 {
-			for j := int(t.Partitions); j < len(subs); j++ {
-				out[subs[j]].add(t.ID, int32(j%int(t.Partitions)))
+		if parts > 0 {
+			for j := int(parts); j < len(subs); j++ {
+				out[subs[j]].add(t.ID, int32(j%int(parts)))
 			}
 		}
 	}
@@ -342,18 +428,24 @@ func (c *Coordinator) shareHeartbeatLocked(req *kmsg.ShareGroupHeartbeatRequest,
 	members := maps.Clone(sg.members)
 	members[id] = m
 	topics := c.currentTopics()
-	next := &shareGroup{epoch: sg.epoch, subscriptionHash: sg.subscriptionHash, members: members}
+	next := &shareGroup{epoch: sg.epoch, subscriptionHash: sg.subscriptionHash, initialized: sg.initialized, members: members}
+	var pending []shareInit
 	if changed || topics.Version != sg.topicsVersion {
 		next.subscriptionHash = next.subscriptionHashOf(members, topics)
 		if changed || next.subscriptionHash != sg.subscriptionHash {
 			next.epoch++
 		}
+		initialized, inits := sg.initializedFor(members, topics, c.initShare != nil)
+		if next.epoch != sg.epoch {
+			next.initialized = initialized
+		}
+		pending = inits
 	}
 	var records []Record
 	if next.epoch != sg.epoch || g == nil {
 		records = append(records, shareGroupRecord(req.GroupID, next))
 		var others []Record
-		m.target, others = shareTargetRecords(req.GroupID, members, topics, id)
+		m.target, others = shareTargetRecords(req.GroupID, members, topics, next.initialized, id)
 		records = append(records, others...)
 		c.logger.Info("share group assignment computed", "group", req.GroupID, "epoch", next.epoch, "members", len(members))
 	}
@@ -380,6 +472,7 @@ func (c *Coordinator) shareHeartbeatLocked(req *kmsg.ShareGroupHeartbeatRequest,
 			if live := g.share.members[id]; live != nil {
 				live.sessionDeadline = now.Add(timeouts.ShareSession)
 			}
+			c.startShareInitsLocked(req.GroupID, g.share, pending, topics)
 		}
 	}
 	return part, records, after, kerrNone, ""
@@ -388,8 +481,8 @@ func (c *Coordinator) shareHeartbeatLocked(req *kmsg.ShareGroupHeartbeatRequest,
 // shareTargetRecords runs the assignor over members: it returns self's new target
 // and the records of the other members whose target changed (they take it at their
 // next heartbeat).
-func shareTargetRecords(groupID string, members map[string]*shareMember, topics *Topics, self string) (Assignment, []Record) {
-	targets := assignShare(members, topics)
+func shareTargetRecords(groupID string, members map[string]*shareMember, topics *Topics, counts map[TopicID]int32, self string) (Assignment, []Record) {
+	targets := assignShare(members, topics, counts)
 	var records []Record
 	for _, mid := range slices.Sorted(maps.Keys(targets)) {
 		if mid == self || members[mid].target.equal(targets[mid]) {
@@ -407,13 +500,107 @@ func shareTargetRecords(groupID string, members map[string]*shareMember, topics 
 // members that stay, so that the partitions it had go to them.
 func (c *Coordinator) shareMemberGoneRecords(groupID string, sg *shareGroup, id string) []Record {
 	topics := c.currentTopics()
-	next := &shareGroup{epoch: sg.epoch + 1, members: maps.Clone(sg.members)}
+	next := &shareGroup{epoch: sg.epoch + 1, initialized: sg.initialized, members: maps.Clone(sg.members)}
 	delete(next.members, id)
 	next.subscriptionHash = next.subscriptionHashOf(next.members, topics)
 	records := []Record{{Key: shareKey(shareMemberKeyVersion, groupID, id)}, shareGroupRecord(groupID, next)}
-	_, others := shareTargetRecords(groupID, next.members, topics, "")
+	_, others := shareTargetRecords(groupID, next.members, topics, next.initialized, "")
 	c.logger.Info("share group assignment computed", "group", groupID, "epoch", next.epoch, "members", len(next.members))
 	return append(records, others...)
+}
+
+// startShareInitsLocked initializes the share state of a group's pending partitions
+// in the background (Options.InitShareState); shareInitDone then takes them into the
+// group's assignment.
+func (c *Coordinator) startShareInitsLocked(groupID string, sg *shareGroup, pending []shareInit, topics *Topics) {
+	for _, p := range pending {
+		if sg.initializing == nil {
+			sg.initializing = map[TopicID]int32{}
+		}
+		sg.initializing[p.topic] = p.to
+		c.logger.Info("initializing the share state of new partitions at offset 0", "group", groupID,
+			"topic", topics.ByID[p.topic], "partitions", fmt.Sprintf("%d-%d", p.from, p.to-1))
+		c.wg.Go(func() {
+			c.shareInitDone(groupID, p, c.initShare(c.ctx, groupID, p.topic, p.from, p.to))
+		})
+	}
+}
+
+// shareInitDone records that a group's partitions were initialized (or failed to be,
+// to be tried again at the next heartbeat): the group epoch moves and the partitions
+// join the members' targets.
+func (c *Coordinator) shareInitDone(groupID string, p shareInit, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.closed {
+		return
+	}
+	part, code := c.partitionOfLocked(groupID)
+	if code != kerrNone {
+		return
+	}
+	g := part.groups[groupID]
+	if g == nil || g.share == nil {
+		return
+	}
+	sg := g.share
+	if sg.initializing[p.topic] == p.to {
+		delete(sg.initializing, p.topic)
+	}
+	topics := c.currentTopics()
+	if err != nil {
+		c.logger.Warn("initializing the share state of new partitions failed; trying again at the next heartbeat",
+			"group", groupID, "topic", topics.ByID[p.topic], "partitions", fmt.Sprintf("%d-%d", p.from, p.to-1), "err", err)
+		sg.topicsVersion = -1
+		return
+	}
+	if n, ok := sg.initialized[p.topic]; !ok || n >= p.to {
+		return
+	}
+	next := &shareGroup{epoch: sg.epoch + 1, subscriptionHash: sg.subscriptionHash, initialized: maps.Clone(sg.initialized), members: sg.members}
+	next.initialized[p.topic] = p.to
+	records := []Record{shareGroupRecord(groupID, next)}
+	_, others := shareTargetRecords(groupID, sg.members, topics, next.initialized, "")
+	c.logger.Info("share group assignment computed", "group", groupID, "epoch", next.epoch, "members", len(sg.members))
+	c.writeConsumerLocked(part, groupID, append(records, others...), func(error) {})
+}
+
+// ForgetShareTopics drops topics from an empty share group's initialized partitions
+// once DeleteShareGroupOffsets has deleted their state, so that the group meets them
+// as new topics if it subscribes to them again. The channel receives 0 or an error
+// code.
+func (c *Coordinator) ForgetShareTopics(groupID string, ids []TopicID) <-chan int16 {
+	ch := make(chan int16, 1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	part, code := c.partitionOfLocked(groupID)
+	if code != kerrNone {
+		ch <- code
+		return ch
+	}
+	g := part.groups[groupID]
+	if g == nil || g.share == nil || len(g.share.members) > 0 {
+		ch <- kerrNone
+		return ch
+	}
+	sg := g.share
+	initialized := maps.Clone(sg.initialized)
+	for _, id := range ids {
+		delete(initialized, id)
+	}
+	if len(initialized) == len(sg.initialized) {
+		ch <- kerrNone
+		return ch
+	}
+	next := &shareGroup{epoch: sg.epoch, subscriptionHash: sg.subscriptionHash, initialized: initialized, members: sg.members}
+	c.writeConsumerLocked(part, groupID, []Record{shareGroupRecord(groupID, next)}, func(err error) {
+		if err != nil {
+			ch <- appendErrorCode(err)
+			return
+		}
+		ch <- kerrNone
+	})
+	return ch
 }
 
 func shareMemberEqual(a, b *shareMember) bool {

@@ -1,6 +1,8 @@
 package group
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -107,4 +109,126 @@ func TestShareGroupMemberGoneReassigns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// shareInitCall is one InitShareState call of the coordinator, answered through
+// result.
+type shareInitCall struct {
+	group    string
+	topic    TopicID
+	from, to int32
+	result   chan error
+}
+
+// TestShareGroupNewPartitionsInitialized: the partitions a topic gains after a share
+// group first assigned it are assigned only once their share state has been
+// initialized (at offset 0, by the broker), so that share.auto.offset.reset=latest
+// does not skip what was written to them before their first fetch (Kafka 4.1,
+// KAFKA-20742); a failed initialization is tried again at the next heartbeat; the
+// group remembers what it initialized across a coordinator restart; a topic met for
+// the first time is assigned whole, without initialization.
+func TestShareGroupNewPartitionsInitialized(t *testing.T) {
+	calls := make(chan shareInitCall, 4)
+	h, ft := newConsumerHarness(t, nil)
+	h.initShare = func(ctx context.Context, group string, topic TopicID, from, to int32) error {
+		c := shareInitCall{group, topic, from, to, make(chan error)}
+		calls <- c
+		select {
+		case err := <-c.result:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	h.start()
+	tid := topicIDOf("t")
+	owns := func(m *smember, want int32) {
+		t.Helper()
+		for p := range int32(8) {
+			if got := m.owned.has(tid, p); got != (p < want) {
+				t.Fatalf("%s owns %v, want partitions 0-%d of t", m.id, m.owned, want-1)
+			}
+		}
+	}
+	noCall := func() {
+		t.Helper()
+		select {
+		case c := <-calls:
+			t.Fatalf("unexpected InitShareState of partitions %d-%d", c.from, c.to-1)
+		default:
+		}
+	}
+	nextCall := func(from, to int32) shareInitCall {
+		t.Helper()
+		select {
+		case c := <-calls:
+			if c.group != "g" || c.topic != tid || c.from != from || c.to != to {
+				t.Fatalf("InitShareState(%s, %x, %d, %d), want g, t, %d, %d", c.group, c.topic, c.from, c.to, from, to)
+			}
+			return c
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no InitShareState of partitions %d-%d", from, to-1)
+		}
+		return shareInitCall{}
+	}
+	heartbeat := func(m *smember) {
+		t.Helper()
+		if r := h.shHeartbeat("g", m); r.ErrorCode != 0 {
+			t.Fatalf("heartbeat of %s: error %d", m.id, r.ErrorCode)
+		}
+	}
+
+	ft.set("t", 2)
+	a := &smember{id: "a", topics: []string{"t"}}
+	heartbeat(a)
+	owns(a, 2) // a new topic: assigned whole, its start left to share.auto.offset.reset
+	noCall()
+
+	ft.set("t", 4)
+	heartbeat(a)
+	owns(a, 2) // held back until initialized
+	c := nextCall(2, 4)
+	heartbeat(a) // under way: not asked again
+	noCall()
+	c.result <- errors.New("share coordinator unavailable")
+	waitFor(t, "the failed initialization to be tried again", func() bool {
+		heartbeat(a)
+		select {
+		case c = <-calls:
+			return true
+		default:
+			return false
+		}
+	})
+	if c.from != 2 || c.to != 4 {
+		t.Fatalf("retried InitShareState of partitions %d-%d, want 2-3", c.from, c.to-1)
+	}
+	owns(a, 2)
+	epoch := a.epoch
+	c.result <- nil
+	waitFor(t, "the group epoch to move once the partitions are initialized", func() bool {
+		heartbeat(a)
+		return a.epoch > epoch
+	})
+	owns(a, 4)
+
+	// A restarted coordinator knows the topic had 4 initialized partitions.
+	h.start()
+	ft.set("t", 5)
+	heartbeat(a)
+	owns(a, 4)
+	nextCall(4, 5).result <- nil
+	waitFor(t, "partition 4 to be assigned", func() bool {
+		heartbeat(a)
+		return a.owned.has(tid, 4)
+	})
+
+	// A member subscribing to another topic: met for the first time, assigned whole.
+	ft.set("u", 3)
+	b := &smember{id: "b", topics: []string{"u"}}
+	heartbeat(b)
+	if b.owned.size() != 3 {
+		t.Fatalf("b owns %v, want the 3 partitions of u", b.owned)
+	}
+	noCall()
 }

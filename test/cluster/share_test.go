@@ -748,7 +748,8 @@ func startShareProducer(t *testing.T, addrs []string, topic string, led *shareLe
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordDeliveryTimeout(45*time.Second),
-		kgo.MetadataMinAge(250*time.Millisecond), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.MetadataMinAge(250*time.Millisecond), kgo.MetadataMaxAge(time.Second), // sees partitions added
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
 	if err != nil {
 		t.Fatal(err)
@@ -800,4 +801,62 @@ func (p *shareProducer) stop(t *testing.T) *history {
 		p.h.lastErr = nil
 	}
 	return p.h
+}
+
+// TestClusterShareNewPartitions: a topic gains partitions while three share consumers
+// read it and a producer writes to every partition, on a three-node cluster whose
+// share state is kept mostly away from the partitions' leaders. The group's reset is
+// latest by then, yet the new partitions are read from offset 0: the group coordinator
+// initializes their state through the share coordinators before it assigns them
+// (Kafka 4.1). The check at the end: every record the producer had acknowledged is
+// delivered and accepted, on the old partitions and the new.
+func TestClusterShareNewPartitions(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: shareOverrides})
+	const topic = "growing"
+	admin := newNodeClient(t, c.Node(1).Addr)
+	createTopic(t, admin, topic, 3, 3)
+	groupID, layout := pickShareGroup(t, admin, topic, 3)
+	t.Logf("group %s: topic leaders %v, share coordinators %v", groupID, layout.leaders, layout.coordinators)
+	// The first partitions count from their start, so the producer's first records
+	// are not left to the race between its writes and the consumers' first fetches.
+	setShareGroupConfig(t, c, admin, groupID, "share.auto.offset.reset", "earliest")
+
+	led := newShareLedger()
+	addrs := c.BrokerAddrs()
+	consumers := startShareConsumers(t, addrs, groupID, topic, led, &holdGate{})
+	p := startShareProducer(t, addrs, topic, led)
+	led.waitConfirmed(t, 500, 90*time.Second, "500 records accepted on the first three partitions")
+	setShareGroupConfig(t, c, admin, groupID, "share.auto.offset.reset", "latest")
+
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	rt := kmsg.NewCreatePartitionsRequestTopic()
+	rt.Topic, rt.Count = topic, 6
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 15_000
+	r, err := admin.request(ctxT(t, 30*time.Second), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kerr.ErrorForCode(r.(*kmsg.CreatePartitionsResponse).Topics[0].ErrorCode); err != nil {
+		t.Fatalf("CreatePartitions %s to 6: %v", topic, err)
+	}
+	testutil.WaitFor(t, 60*time.Second, func() bool { return p.h.partitionsWritten() == 6 }, "the producer to write to the new partitions")
+	grown := led.confirmedCount()
+	led.waitConfirmed(t, grown+1500, 120*time.Second, "1500 more records accepted after the producer wrote to the new partitions")
+
+	h := p.stop(t)
+	waitShareDone(t, addrs, groupID, topic, 6)
+	for _, sc := range consumers {
+		sc.stop()
+	}
+	led.check(t, h)
+	h.check(t, c, topic)
+}
+
+// partitionsWritten counts the partitions with an acknowledged record.
+func (h *history) partitionsWritten() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.order)
 }

@@ -560,3 +560,97 @@ func acceptFirst(n int) func(*kgo.Record) kgo.AckStatus {
 		return holdAck
 	}
 }
+
+// TestShareGroupsNewPartitionsFromStart: with share.auto.offset.reset at its default
+// (latest), the partitions a topic gains after a share group first consumed it are
+// read from offset 0, as in Kafka 4.1 — records written to them before the group's
+// first fetch of them are delivered, not skipped — both when the partitions are added
+// while the group is empty and while a member consumes. The topic's first partition
+// follows the reset: what was written before the group existed is not delivered.
+func TestShareGroupsNewPartitionsFromStart(t *testing.T) {
+	t.Parallel()
+	b := startGroupBroker(t, "group.share.min.heartbeat.interval.ms=1000", "group.share.heartbeat.interval.ms=1000")
+	adm := newAdmin(t, b)
+	const topic, group = "share-grow", "share-grow-g"
+	createTopic(t, adm, topic, 1, nil)
+	before := produceValues(t, b, topic, "before", 5)
+	accept := func(*kgo.Record) kgo.AckStatus { return kgo.AckAccept }
+	led := &shareLedger{}
+
+	// The member joins; records count from its first fetch (latest).
+	_, _, stop := shareMember(t, b, "first", group, topic, led, accept)
+	var warm []string
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		warm = append(warm, produceValues(t, b, topic, fmt.Sprintf("warm%03d", len(warm)), 1)...)
+		return len(led.accepted()) > 0
+	}, "the member to accept a record produced after it joined")
+	stop() // leaves: the group is empty
+
+	// Partitions added while the group is empty, and records on every partition.
+	grow := func(to int) *kgo.Client {
+		t.Helper()
+		ctx := ctxT(t, 10*time.Second)
+		td, err := adm.ListTopics(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := adm.CreatePartitions(ctx, to-len(td[topic].Partitions), topic); err != nil {
+			t.Fatal(err)
+		}
+		testutil.WaitFor(t, 10*time.Second, func() bool {
+			td, err := adm.ListTopics(ctxT(t, 5*time.Second), topic)
+			return err == nil && len(td[topic].Partitions) == to
+		}, "the topic's new partitions")
+		return newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	}
+	produceTo := func(cl *kgo.Client, partition int32, prefix string, n int) []string {
+		t.Helper()
+		var recs []*kgo.Record
+		var vals []string
+		for i := range n {
+			v := fmt.Sprintf("%s-p%d-%03d", prefix, partition, i)
+			vals = append(vals, v)
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: partition, Value: []byte(v)})
+		}
+		produceSync(t, cl, recs...)
+		return vals
+	}
+	p := grow(3)
+	var want []string
+	for part := range int32(3) {
+		want = append(want, produceTo(p, part, "away", 20)...)
+	}
+
+	_, _, stop = shareMember(t, b, "second", group, topic, led, accept)
+	defer stop()
+	waitAccepted := func(vals []string, what string) {
+		t.Helper()
+		testutil.WaitFor(t, 60*time.Second, func() bool {
+			got := led.accepted()
+			for _, v := range vals {
+				if got[v] == 0 {
+					return false
+				}
+			}
+			return true
+		}, what)
+	}
+	waitAccepted(want, "the records produced while the group was empty, on the old and the new partitions")
+
+	// A partition added while the member consumes: records written to it at once.
+	p = grow(4)
+	live := produceTo(p, 3, "live", 20)
+	waitAccepted(live, "the records of the partition added while the member consumed")
+
+	got := led.accepted()
+	for _, v := range append(append(want, live...), warm[len(warm)-1]) {
+		if got[v] != 1 {
+			t.Fatalf("%s accepted %d times, want once", v, got[v])
+		}
+	}
+	for _, v := range before {
+		if got[v] != 0 {
+			t.Fatalf("%s, written before the group existed, was delivered under share.auto.offset.reset=latest", v)
+		}
+	}
+}
