@@ -232,3 +232,42 @@ func TestShareGroupNewPartitionsInitialized(t *testing.T) {
 	}
 	noCall()
 }
+
+// TestShareGroupForgetTopics: once DeleteShareGroupOffsets deleted a topic's share
+// state, the group meets the topic as new: its partitions, including those it gained
+// since, are assigned at once and start where share.auto.offset.reset says.
+func TestShareGroupForgetTopics(t *testing.T) {
+	calls := make(chan shareInitCall, 4)
+	h, ft := newConsumerHarness(t, nil)
+	h.initShare = func(ctx context.Context, group string, topic TopicID, from, to int32) error {
+		calls <- shareInitCall{group: group, topic: topic, from: from, to: to}
+		return nil
+	}
+	h.start()
+	ft.set("t", 2)
+	a := &smember{id: "a", topics: []string{"t"}}
+	if r := h.shHeartbeat("g", a); r.ErrorCode != 0 || a.owned.size() != 2 {
+		t.Fatalf("join: error %d, owns %v", r.ErrorCode, a.owned)
+	}
+	if code := recv(t, h.c.ForgetShareTopics("g", []TopicID{topicIDOf("t")})); code != 0 {
+		t.Fatalf("ForgetShareTopics with a member: error %d, want 0 (nothing forgotten)", code)
+	}
+	a.epoch = leaveEpoch
+	if r := h.shHeartbeat("g", a); r.ErrorCode != 0 {
+		t.Fatalf("leave: error %d", r.ErrorCode)
+	}
+	if code := recv(t, h.c.ForgetShareTopics("g", []TopicID{topicIDOf("t")})); code != 0 {
+		t.Fatalf("ForgetShareTopics: error %d", code)
+	}
+	h.start() // the forgetting is durable
+	ft.set("t", 4)
+	b := &smember{id: "b", topics: []string{"t"}}
+	if r := h.shHeartbeat("g", b); r.ErrorCode != 0 || b.owned.size() != 4 {
+		t.Fatalf("join after the topic was forgotten: error %d, owns %v, want all 4 partitions", r.ErrorCode, b.owned)
+	}
+	select {
+	case c := <-calls:
+		t.Fatalf("InitShareState of partitions %d-%d of a forgotten topic", c.from, c.to-1)
+	default:
+	}
+}
