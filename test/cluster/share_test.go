@@ -813,6 +813,7 @@ func (p *shareProducer) stop(t *testing.T) *history {
 func TestClusterShareNewPartitions(t *testing.T) {
 	t.Parallel()
 	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: shareOverrides})
+	inv := watchInvariants(t, c)
 	const topic = "growing"
 	admin := newNodeClient(t, c.Node(1).Addr)
 	createTopic(t, admin, topic, 3, 3)
@@ -852,6 +853,7 @@ func TestClusterShareNewPartitions(t *testing.T) {
 	}
 	led.check(t, h)
 	h.check(t, c, topic)
+	inv.check()
 }
 
 // partitionsWritten counts the partitions with an acknowledged record.

@@ -105,6 +105,17 @@ func (l *shareLedger) accepted() map[string]int {
 	return out
 }
 
+// acceptedAll reports whether every one of vals has an accepted delivery.
+func (l *shareLedger) acceptedAll(vals []string) bool {
+	accepted := l.accepted()
+	for _, v := range vals {
+		if accepted[v] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // holdAck, as decide's answer, acknowledges nothing and stops the member polling: it
 // holds the records it got until it dies.
 const holdAck kgo.AckStatus = 0
@@ -405,15 +416,8 @@ func TestShareGroupsConnectionClose(t *testing.T) {
 	testutil.WaitFor(t, 20*time.Second, done(len(first)), "the records the killed consumer held, and the rest, to be accepted well before their locks expire")
 	// The broker applies an acknowledgement before its answer reaches the survivor,
 	// which records it in its ledger once FlushAcks returns.
-	testutil.WaitFor(t, 20*time.Second, func() bool {
-		accepted := led.accepted()
-		for _, v := range first {
-			if accepted[v] == 0 {
-				return false
-			}
-		}
-		return true
-	}, "the survivor's ledger to hold the accepts the broker applied")
+	testutil.WaitFor(t, 20*time.Second, func() bool { return led.acceptedAll(first) },
+		"the survivor's ledger to hold the accepts the broker applied")
 	deliveries := map[string][]int32{}
 	for _, s := range led.all() {
 		deliveries[s.value] = append(deliveries[s.value], s.deliveries)
@@ -625,15 +629,7 @@ func TestShareGroupsNewPartitionsFromStart(t *testing.T) {
 	defer stop()
 	waitAccepted := func(vals []string, what string) {
 		t.Helper()
-		testutil.WaitFor(t, 60*time.Second, func() bool {
-			got := led.accepted()
-			for _, v := range vals {
-				if got[v] == 0 {
-					return false
-				}
-			}
-			return true
-		}, what)
+		testutil.WaitFor(t, 60*time.Second, func() bool { return led.acceptedAll(vals) }, what)
 	}
 	waitAccepted(want, "the records produced while the group was empty, on the old and the new partitions")
 
