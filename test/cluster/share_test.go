@@ -816,8 +816,8 @@ func TestClusterShareNewPartitions(t *testing.T) {
 	inv := watchInvariants(t, c)
 	const topic = "growing"
 	admin := newNodeClient(t, c.Node(1).Addr)
-	createTopic(t, admin, topic, 3, 3)
-	groupID, layout := pickShareGroup(t, admin, topic, 3)
+	createTopic(t, admin, topic, 6, 3)
+	groupID, layout := pickShareGroup(t, admin, topic, 6)
 	t.Logf("group %s: topic leaders %v, share coordinators %v", groupID, layout.leaders, layout.coordinators)
 	// The first partitions count from their start, so the producer's first records
 	// are not left to the race between its writes and the consumers' first fetches.
@@ -827,12 +827,12 @@ func TestClusterShareNewPartitions(t *testing.T) {
 	addrs := c.BrokerAddrs()
 	consumers := startShareConsumers(t, addrs, groupID, topic, led, &holdGate{})
 	p := startShareProducer(t, addrs, topic, led)
-	led.waitConfirmed(t, 500, 90*time.Second, "500 records accepted on the first three partitions")
+	led.waitConfirmed(t, 500, 90*time.Second, "500 records accepted on the first six partitions")
 	setShareGroupConfig(t, c, admin, groupID, "share.auto.offset.reset", "latest")
 
 	req := kmsg.NewPtrCreatePartitionsRequest()
 	rt := kmsg.NewCreatePartitionsRequestTopic()
-	rt.Topic, rt.Count = topic, 6
+	rt.Topic, rt.Count = topic, 9
 	req.Topics = append(req.Topics, rt)
 	req.TimeoutMillis = 15_000
 	r, err := admin.request(ctxT(t, 30*time.Second), req)
@@ -840,14 +840,14 @@ func TestClusterShareNewPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := kerr.ErrorForCode(r.(*kmsg.CreatePartitionsResponse).Topics[0].ErrorCode); err != nil {
-		t.Fatalf("CreatePartitions %s to 6: %v", topic, err)
+		t.Fatalf("CreatePartitions %s to 9: %v", topic, err)
 	}
-	testutil.WaitFor(t, 60*time.Second, func() bool { return p.h.partitionsWritten() == 6 }, "the producer to write to the new partitions")
+	testutil.WaitFor(t, 60*time.Second, func() bool { return p.h.partitionsWritten() == 9 }, "the producer to write to the new partitions")
 	grown := led.confirmedCount()
 	led.waitConfirmed(t, grown+1500, 120*time.Second, "1500 more records accepted after the producer wrote to the new partitions")
 
 	h := p.stop(t)
-	waitShareDone(t, addrs, groupID, topic, 6)
+	waitShareDone(t, addrs, groupID, topic, 9)
 	for _, sc := range consumers {
 		sc.stop()
 	}
