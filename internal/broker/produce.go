@@ -309,6 +309,12 @@ func (b *Broker) produceOne(pr *produceRequest, topic string, partition int32, r
 		if records, err = recompress(records, &hdr, settings.Compression, settings.CompressionLevel); err != nil {
 			return nil, storage.AppendInfo{}, err
 		}
+		// Checked again, as Kafka does: a batch may grow when the topic's codec
+		// compresses less than the producer's, or not at all.
+		if limit := settings.MaxMessageBytes; limit > 0 && len(records) > limit {
+			return nil, storage.AppendInfo{}, fmt.Errorf("%w: the batch is %d bytes once recompressed with the topic's compression.type %s, over its max.message.bytes %d: produce smaller batches or raise max.message.bytes",
+				record.ErrTooLarge, len(records), settings.Compression, limit)
+		}
 	}
 	info, err := p.AppendAsLeaderTxn(records, acks == -1, now, txnOpts)
 	if err != nil {

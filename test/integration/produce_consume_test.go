@@ -169,6 +169,28 @@ func TestTopicCompressionType(t *testing.T) {
 	}
 }
 
+// TestTopicCompressionTypeMaxMessageBytes: a batch the broker recompresses with the
+// topic's codec is held to max.message.bytes again, as Kafka holds it: a small zstd
+// batch of 300 KiB of zeros becomes 300 KiB on a topic with
+// compression.type=uncompressed and max.message.bytes=64 KiB, and is refused with
+// MESSAGE_TOO_LARGE, nothing stored; a batch that stays under the limit is stored.
+func TestTopicCompressionTypeMaxMessageBytes(t *testing.T) {
+	b := testutil.StartBroker(t)
+	createTopic(t, newAdmin(t, b), "plain", 1, map[string]*string{
+		"compression.type": kadm.StringPtr("uncompressed"), "max.message.bytes": kadm.StringPtr("65536")})
+	c := newClient(t, b, kgo.DefaultProduceTopic("plain"), kgo.ProducerBatchCompression(kgo.ZstdCompression()),
+		kgo.RecordRetries(0))
+	err := c.ProduceSync(ctxT(t, 20*time.Second), &kgo.Record{Value: make([]byte, 300<<10)}).FirstErr()
+	if !errors.Is(err, kerr.MessageTooLarge) {
+		t.Fatalf("produce of a batch 300 KiB once uncompressed: %v, want MESSAGE_TOO_LARGE", err)
+	}
+	produceSync(t, c, &kgo.Record{Value: make([]byte, 10<<10)})
+	recs := consumeN(t, b, "plain", 1)
+	if recs[0].Offset != 0 || len(recs[0].Value) != 10<<10 {
+		t.Fatalf("first record stored: offset %d, %d bytes; want the 10 KiB record at offset 0", recs[0].Offset, len(recs[0].Value))
+	}
+}
+
 // TestTopicCompressionLevel: compression.gzip.level applies when the broker
 // recompresses (KIP-390): the same uncompressed records stored at level 9 take less
 // disk than at level 1, and read back unchanged from both.
