@@ -360,20 +360,11 @@ func recordRules(now time.Time, requireKeys bool, bounds *replica.TimestampBound
 }
 
 // recompress re-encodes a batch with the topic's codec (compression.type) at its level
-// (compression.*.level), keeping its producer fields (transactional flag included),
-// timestamps and offset deltas.
+// (compression.*.level), keeping its header fields (producer, transactional flag,
+// timestamps) and its records byte for byte (record.Recompress).
 // Only topics that ask for a codec take this path.
 func recompress(batch []byte, hdr *record.Header, codec record.Compression, level int) ([]byte, error) {
-	_, recs, err := record.Records(batch)
-	if err != nil {
-		return nil, err
-	}
-	opts := record.DefaultBuildOptions()
-	opts.Compression, opts.CompressionLevel = codec, level
-	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = hdr.ProducerID, hdr.ProducerEpoch, hdr.BaseSequence
-	opts.Transactional = hdr.IsTransactional()
-	opts.BaseTimestamp = hdr.BaseTimestamp
-	out, err := record.Build(opts, recs)
+	out, err := record.Recompress(nil, batch, codec, level)
 	if err != nil {
 		return nil, err
 	}
