@@ -166,14 +166,21 @@ func (b *BatchBuilder) AppendTo(dst []byte) ([]byte, error) {
 	} else if dst, err = CompressLevel(o.Compression, o.CompressionLevel, dst, records); err != nil {
 		return dst[:start], err
 	}
-	batch := dst[start:]
+	if err := finishBatch(dst[start:]); err != nil {
+		return dst[:start], err
+	}
+	return dst, nil
+}
+
+// finishBatch fills in a whole batch's length and CRC-32C from its bytes.
+func finishBatch(batch []byte) error {
 	length := len(batch) - LogOverhead
 	if length > 0x7fffffff {
-		return dst[:start], fmt.Errorf("%w: batch of %d bytes", ErrTooLarge, len(batch))
+		return fmt.Errorf("%w: batch of %d bytes", ErrTooLarge, len(batch))
 	}
 	binary.BigEndian.PutUint32(batch[LengthOffset:], uint32(length))
 	binary.BigEndian.PutUint32(batch[CRCOffset:], Checksum(batch))
-	return dst, nil
+	return nil
 }
 
 // appendRecord encodes r (with its length prefix) onto dst.

@@ -40,12 +40,8 @@ func Recompress(dst, batch []byte, c Compression, level int) ([]byte, error) {
 	if dst, err = CompressLevel(c, level, dst, records); err != nil {
 		return dst[:start], err
 	}
-	out := dst[start:]
-	length := len(out) - LogOverhead
-	if length > 0x7fffffff {
-		return dst[:start], fmt.Errorf("%w: batch of %d bytes", ErrTooLarge, len(out))
+	if err := finishBatch(dst[start:]); err != nil {
+		return dst[:start], err
 	}
-	binary.BigEndian.PutUint32(out[LengthOffset:], uint32(length))
-	binary.BigEndian.PutUint32(out[CRCOffset:], Checksum(out))
 	return dst, nil
 }
