@@ -503,10 +503,15 @@ func (c *Coordinator) shareMemberGoneRecords(groupID string, sg *shareGroup, id 
 	next := &shareGroup{epoch: sg.epoch + 1, initialized: sg.initialized, members: maps.Clone(sg.members)}
 	delete(next.members, id)
 	next.subscriptionHash = next.subscriptionHashOf(next.members, topics)
-	records := []Record{{Key: shareKey(shareMemberKeyVersion, groupID, id)}, shareGroupRecord(groupID, next)}
+	return append([]Record{{Key: shareKey(shareMemberKeyVersion, groupID, id)}}, c.shareEpochRecords(groupID, next, topics)...)
+}
+
+// shareEpochRecords are the records of a group's next epoch computed away from any
+// member's heartbeat: the group record and those of the members whose target changed.
+func (c *Coordinator) shareEpochRecords(groupID string, next *shareGroup, topics *Topics) []Record {
 	_, others := shareTargetRecords(groupID, next.members, topics, next.initialized, "")
 	c.logger.Info("share group assignment computed", "group", groupID, "epoch", next.epoch, "members", len(next.members))
-	return append(records, others...)
+	return append([]Record{shareGroupRecord(groupID, next)}, others...)
 }
 
 // startShareInitsLocked initializes the share state of a group's pending partitions
@@ -559,10 +564,7 @@ func (c *Coordinator) shareInitDone(groupID string, p shareInit, err error) {
 	}
 	next := &shareGroup{epoch: sg.epoch + 1, subscriptionHash: sg.subscriptionHash, initialized: maps.Clone(sg.initialized), members: sg.members}
 	next.initialized[p.topic] = p.to
-	records := []Record{shareGroupRecord(groupID, next)}
-	_, others := shareTargetRecords(groupID, sg.members, topics, next.initialized, "")
-	c.logger.Info("share group assignment computed", "group", groupID, "epoch", next.epoch, "members", len(sg.members))
-	c.writeConsumerLocked(part, groupID, append(records, others...), func(error) {})
+	c.writeConsumerLocked(part, groupID, c.shareEpochRecords(groupID, next, topics), func(error) {})
 }
 
 // ForgetShareTopics drops topics from an empty share group's initialized partitions
