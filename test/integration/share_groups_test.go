@@ -116,6 +116,9 @@ func (l *shareLedger) acceptedAll(vals []string) bool {
 	return true
 }
 
+// acceptAll, as decide, accepts every record.
+func acceptAll(*kgo.Record) kgo.AckStatus { return kgo.AckAccept }
+
 // holdAck, as decide's answer, acknowledges nothing and stops the member polling: it
 // holds the records it got until it dies.
 const holdAck kgo.AckStatus = 0
@@ -240,9 +243,8 @@ func TestShareGroupsSplitOnePartition(t *testing.T) {
 	}
 
 	led := &shareLedger{}
-	accept := func(*kgo.Record) kgo.AckStatus { return kgo.AckAccept }
 	for i := 0; i < 4; i++ {
-		shareMember(t, b, fmt.Sprintf("c%d", i), group, topic, led, accept)
+		shareMember(t, b, fmt.Sprintf("c%d", i), group, topic, led, acceptAll)
 	}
 	testutil.WaitFor(t, 60*time.Second, func() bool {
 		start, lag := shareStartOffset(t, raw, group, topic)
@@ -360,7 +362,7 @@ func TestShareGroupsRedeliveryRejectLimitRestart(t *testing.T) {
 	b.Restart(t)
 
 	after := &shareLedger{}
-	_, _, stopAfter := shareMember(t, b, "after", group, topic, after, func(*kgo.Record) kgo.AckStatus { return kgo.AckAccept })
+	_, _, stopAfter := shareMember(t, b, "after", group, topic, after, acceptAll)
 	raw = newClient(t, b)
 	testutil.WaitFor(t, 60*time.Second, func() bool {
 		start, lag := shareStartOffset(t, raw, group, topic)
@@ -405,8 +407,7 @@ func TestShareGroupsConnectionClose(t *testing.T) {
 	doomed.Kill()
 
 	led := &shareLedger{}
-	accept := func(*kgo.Record) kgo.AckStatus { return kgo.AckAccept }
-	_, survivor, stopSurvivor := shareMember(t, b, "survivor", group, topic, led, accept)
+	_, survivor, stopSurvivor := shareMember(t, b, "survivor", group, topic, led, acceptAll)
 	done := func(n int) func() bool {
 		return func() bool {
 			start, lag := shareStartOffset(t, raw, group, topic)
@@ -467,10 +468,9 @@ func TestShareGroupsReadCommitted(t *testing.T) {
 	plain := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	produceSync(t, plain, recordsTo(topic, 0, "n1")...) // offset 7, after the open transaction
 
-	accept := func(*kgo.Record) kgo.AckStatus { return kgo.AckAccept }
 	rc, ru := &shareLedger{}, &shareLedger{}
-	shareMember(t, b, "rc", committed, topic, rc, accept)
-	shareMember(t, b, "ru", uncommitted, topic, ru, accept)
+	shareMember(t, b, "rc", committed, topic, rc, acceptAll)
+	shareMember(t, b, "ru", uncommitted, topic, ru, acceptAll)
 	testutil.WaitFor(t, 30*time.Second, func() bool {
 		start, _ := shareStartOffset(t, raw, committed, topic)
 		return len(rc.accepted()) == 2 && start == 6
@@ -529,7 +529,7 @@ func TestShareGroupsLeaveAndJoin(t *testing.T) {
 	stopFirst() // leaves the group, closes its share sessions and connections
 
 	second := &shareLedger{}
-	_, _, stopSecond := shareMember(t, b, "second", group, topic, second, func(*kgo.Record) kgo.AckStatus { return kgo.AckAccept })
+	_, _, stopSecond := shareMember(t, b, "second", group, topic, second, acceptAll)
 	testutil.WaitFor(t, 60*time.Second, func() bool {
 		start, lag := shareStartOffset(t, raw, group, topic)
 		return start == int64(len(vals)) && lag == 0
@@ -578,11 +578,10 @@ func TestShareGroupsNewPartitionsFromStart(t *testing.T) {
 	const topic, group = "share-grow", "share-grow-g"
 	createTopic(t, adm, topic, 1, nil)
 	before := produceValues(t, b, topic, "before", 5)
-	accept := func(*kgo.Record) kgo.AckStatus { return kgo.AckAccept }
 	led := &shareLedger{}
 
 	// The member joins; records count from its first fetch (latest).
-	_, _, stop := shareMember(t, b, "first", group, topic, led, accept)
+	_, _, stop := shareMember(t, b, "first", group, topic, led, acceptAll)
 	var warm []string
 	testutil.WaitFor(t, 60*time.Second, func() bool {
 		warm = append(warm, produceValues(t, b, topic, fmt.Sprintf("warm%03d", len(warm)), 1)...)
@@ -625,7 +624,7 @@ func TestShareGroupsNewPartitionsFromStart(t *testing.T) {
 		want = append(want, produceTo(p, part, "away", 20)...)
 	}
 
-	_, _, stop = shareMember(t, b, "second", group, topic, led, accept)
+	_, _, stop = shareMember(t, b, "second", group, topic, led, acceptAll)
 	defer stop()
 	waitAccepted := func(vals []string, what string) {
 		t.Helper()
