@@ -227,24 +227,32 @@ func (b *Broker) proposeISRChanges(ctx context.Context, lagMax time.Duration) {
 	defer cancel()
 	results, err := b.channel.AlterPartition(actx, b.nodeID, b.BrokerEpoch(), items)
 	if err != nil {
+		// The controller may have applied the changes: they stay in flight (the high
+		// watermark counts their members) and go again at the next round.
 		for _, p := range parts {
-			p.CancelISR()
+			p.RetryISR()
 		}
 		if ctx.Err() == nil {
-			b.logger.Info("ISR changes not accepted; retrying later", "partitions", len(parts), "err", err)
+			b.logger.Info("ISR changes not confirmed; sending them again", "partitions", len(parts), "err", err)
 		}
 		return
 	}
 	for i, p := range parts {
 		r := findAlterResult(results, items[i])
 		switch {
-		case r == nil || r.Err != nil && !errors.Is(r.Err, controller.ErrNewLeaderElected):
+		case r != nil && errors.Is(r.Err, controller.ErrIneligibleReplica):
+			// Refused and not applied, at the current partition epoch: forgotten.
 			p.CancelISR()
+			b.logger.Debug("ISR change refused", "topic", p.Topic, "partition", p.Index, "isr", chs[i].ISR, "err", r.Err)
+		case r == nil || r.Err != nil && !errors.Is(r.Err, controller.ErrNewLeaderElected):
+			// Fenced, stale or unknown: the metadata that ends it is on its way, or the
+			// change goes again; until then the high watermark counts its members.
+			p.RetryISR()
 			var rerr error
 			if r != nil {
 				rerr = r.Err
 			}
-			b.logger.Debug("ISR change refused", "topic", p.Topic, "partition", p.Index, "isr", chs[i].ISR, "err", rerr)
+			b.logger.Debug("ISR change not applied; waiting for the metadata or sending it again", "topic", p.Topic, "partition", p.Index, "isr", chs[i].ISR, "err", rerr)
 		default:
 			for range chs[i].Added {
 				b.metrics.ISRExpand()

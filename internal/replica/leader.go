@@ -68,15 +68,21 @@ type ISRChange struct {
 // followers that have not caught up for lagMax leave; followers not in the ISR whose
 // log end has reached the high watermark and the start of the current leader epoch
 // join (Kafka's conditions); a leader elected uncleanly says it recovered. Only one
-// change is in flight at a time: until the metadata brings it (or Cancel is called
-// after a failure), ProposeISR returns nothing, and the high watermark counts the
-// members of both the committed and the proposed ISR.
+// change is in flight at a time: until the metadata brings it (or CancelISR is called
+// after the controller refused it), ProposeISR returns nothing but that change again
+// after RetryISR, and the high watermark counts the members of both the committed and
+// the proposed ISR.
 func (p *Partition) ProposeISR(now time.Time, lagMax time.Duration) (ISRChange, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.mu.state
-	if s.Leader != p.localNode || p.mu.pendingISR != nil {
+	if s.Leader != p.localNode {
 		return ISRChange{}, false
+	}
+	if p.mu.pendingISR != nil {
+		resend := p.mu.resendISR
+		p.mu.resendISR = false
+		return p.mu.pendingChange, resend
 	}
 	hw := p.highWatermark.Load()
 	var next []int32
@@ -105,17 +111,30 @@ func (p *Partition) ProposeISR(now time.Time, lagMax time.Duration) (ISRChange, 
 		return ISRChange{}, false
 	}
 	ch.ISR = next
-	p.mu.pendingISR = next
+	p.mu.pendingISR, p.mu.pendingChange, p.mu.resendISR = next, ch, false
 	return ch, true
 }
 
-// CancelISR forgets the ISR change in flight (the controller refused it or could not
-// be reached), so that the next ProposeISR computes one again.
+// CancelISR forgets the ISR change in flight, so that the next ProposeISR computes one
+// again: only for a change the controller says it did not apply (Kafka rolls back on
+// INELIGIBLE_REPLICA and OPERATION_NOT_ATTEMPTED alone).
 func (p *Partition) CancelISR() {
 	p.mu.Lock()
-	p.mu.pendingISR = nil
+	p.mu.pendingISR, p.mu.resendISR = nil, false
 	p.mu.Unlock()
 	p.maybeAdvanceHighWatermark()
+}
+
+// RetryISR keeps the ISR change in flight after a request whose outcome is unknown (it
+// timed out, the controller could not be reached, or answered with something else
+// than a refusal): the controller may have committed it, so the high watermark goes on
+// counting the members it adds — forgetting them would let this leader acknowledge
+// records a member of the committed ISR does not have, which that member would lose if
+// elected — and the next ProposeISR returns it again. New metadata ends it either way.
+func (p *Partition) RetryISR() {
+	p.mu.Lock()
+	p.mu.resendISR = p.mu.pendingISR != nil
+	p.mu.Unlock()
 }
 
 // FollowerLag returns, for the leader, the largest number of offsets a follower is

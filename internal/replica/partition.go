@@ -79,6 +79,10 @@ type Partition struct {
 		// flight (nil when none) and the offset the current leader epoch started at.
 		followers     map[int32]*follower
 		pendingISR    []int32
+		// pendingChange is the ISR change in flight (pendingISR is its ISR);
+		// resendISR says to send it again (RetryISR).
+		pendingChange ISRChange
+		resendISR     bool
 		epochStart    int64
 		waiters       waiterList // woken when the high watermark or leadership moves
 		endWaiters    waiterList // woken when the log end moves (follower fetches wait)

@@ -517,3 +517,56 @@ func TestFollowerAppendRacingLeadership(t *testing.T) {
 		}
 	}
 }
+
+// TestISRChangeOfUnknownOutcomeStaysCounted: an ISR expansion whose AlterPartition got
+// no answer (RetryISR) may have been committed, so the high watermark keeps waiting for
+// the member it adds, and the change is proposed again; only a refusal (CancelISR)
+// stops counting it. Forgetting it on a timeout let a leader acknowledge records the
+// added member lacked, which were lost when that member was elected (seen in
+// TestRandomFaults: the leader SIGSTOPped with its expansion in flight).
+func TestISRChangeOfUnknownOutcomeStaysCounted(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	leader := newNode(t, 1)
+	leader.apply(t, State{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 3}}, now)
+	p := leader.p
+	if _, err := p.AppendAsLeader(batch(t, 2), true, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []int32{2, 3} {
+		if err := p.FollowerFetch(r, 2, 0, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if hw := p.HighWatermark(); hw != 2 {
+		t.Fatalf("high watermark %d, want 2", hw)
+	}
+	change, ok := p.ProposeISR(now, 30*time.Second)
+	if !ok || !slices.Equal(change.Added, []int32{2}) {
+		t.Fatalf("proposal %+v (%v), want node 2 added", change, ok)
+	}
+
+	// More records, copied by node 3 alone while the expansion's outcome is unknown.
+	if _, err := p.AppendAsLeader(batch(t, 2), true, now); err != nil {
+		t.Fatal(err)
+	}
+	p.RetryISR()
+	if err := p.FollowerFetch(3, 4, 0, now); err != nil {
+		t.Fatal(err)
+	}
+	if hw := p.HighWatermark(); hw != 2 {
+		t.Fatalf("high watermark %d with the expansion's outcome unknown; node 2, which it adds, holds 2", hw)
+	}
+	again, ok := p.ProposeISR(now, 30*time.Second)
+	if !ok || !slices.Equal(again.ISR, change.ISR) || again.PartitionEpoch != change.PartitionEpoch {
+		t.Fatalf("after RetryISR: proposal %+v (%v), want the same change %+v", again, ok, change)
+	}
+	if _, ok := p.ProposeISR(now, 30*time.Second); ok {
+		t.Fatal("the change proposed a third time without another RetryISR")
+	}
+
+	// Refused: the controller did not apply it; node 3 alone holds the watermark back.
+	p.CancelISR()
+	if hw := p.HighWatermark(); hw != 4 {
+		t.Fatalf("high watermark %d after the refusal, want 4", hw)
+	}
+}
