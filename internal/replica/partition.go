@@ -77,8 +77,8 @@ type Partition struct {
 		state State
 		// leader state (this node leads): the followers' positions, the ISR change in
 		// flight (nil when none) and the offset the current leader epoch started at.
-		followers     map[int32]*follower
-		pendingISR    []int32
+		followers  map[int32]*follower
+		pendingISR []int32
 		// pendingChange is the ISR change in flight (pendingISR is its ISR);
 		// resendISR says to send it again (RetryISR).
 		pendingChange ISRChange
