@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/samsa-streaming/samsa/internal/cli"
+	"github.com/samsa-streaming/samsa/internal/record"
 )
 
 // Defaults for -b, shared with the other client commands.
@@ -332,6 +333,7 @@ func newNullBrokerCommand() *cobra.Command {
 	var keystore string
 	recordSize := byteSize(1024)
 	batchBytes := byteSize(64 << 10)
+	compression := "none"
 	cmd := &cobra.Command{
 		Use:   "null-broker",
 		Short: "Run a Kafka broker that stores nothing: the client's own ceiling",
@@ -339,12 +341,21 @@ func newNullBrokerCommand() *cobra.Command {
 partition of every topic asked for), CreateTopics, DeleteTopics, InitProducerId,
 ListOffsets, Produce (acknowledged with increasing offsets, nothing stored) and Fetch
 (every fetch answered from one canned batch with its offsets rewritten, so consumers
-can read forever). It runs until interrupted.`,
+can read forever). Share consumers (KIP-932) run against it too: FindCoordinator
+names itself, ShareGroupHeartbeat assigns every member every partition of its topics,
+ShareFetch acquires copies of the canned batch from each partition's next offset (so
+members get disjoint records) and acknowledgements are accepted unchecked. It runs
+until interrupted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
 			cfg.RecordSize, cfg.BatchBytes = int(recordSize), int(batchBytes)
+			codec, ok := parseCodec(compression)
+			if !ok {
+				return fmt.Errorf("%w: --compression %q: use none, gzip, snappy, lz4 or zstd", ErrBadFlag, compression)
+			}
+			cfg.Compression = codec
 			if keystore != "" {
 				cert, err := tls.LoadX509KeyPair(keystore, keystore)
 				if err != nil {
@@ -365,9 +376,20 @@ can read forever). It runs until interrupted.`,
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "address to listen on")
 	f.Int32Var(&cfg.Partitions, "partitions", 1, "partitions of topics created by Metadata or CreateTopics(-1)")
 	f.Var(&recordSize, "record-size", "record value size in the canned fetch batch")
-	f.Var(&batchBytes, "batch-bytes", "size of the canned fetch batch")
+	f.Var(&batchBytes, "batch-bytes", "size of the canned fetch batch (before compression)")
+	f.StringVar(&compression, "compression", compression, "codec of the canned fetch batch: none, gzip, snappy, lz4 or zstd")
 	f.StringVar(&keystore, "tls-keystore", "", "PEM file with a private key and certificate: listen with TLS (the client's TLS ceiling)")
 	return cmd
+}
+
+// parseCodec parses a codec's Kafka name.
+func parseCodec(name string) (record.Compression, bool) {
+	for c := record.CompressionNone; c <= record.CompressionZstd; c++ {
+		if c.String() == name {
+			return c, true
+		}
+	}
+	return 0, false
 }
 
 func newLimitsCommand(c *common) *cobra.Command {

@@ -121,6 +121,7 @@ func TestBadFlags(t *testing.T) {
 		{"consume", "--against", "null"}, // would never end
 		{"limits", "--size", "0"},
 		{"produce", "-o", "yaml"},
+		{"null-broker", "--listen", "127.0.0.1:0", "--compression", "brotli"},
 	}
 	for _, args := range tests {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {

@@ -32,8 +32,11 @@ type NullBrokerConfig struct {
 	// when zero.
 	RecordSize int
 	// BatchBytes is the approximate size of the canned fetch batch: it holds as many
-	// records of RecordSize as fit (at least one); 64 KiB when zero.
+	// records of RecordSize as fit (at least one); 64 KiB when zero. With
+	// Compression, it is the size before compression, as a producer's batch.size.
 	BatchBytes int
+	// Compression is the canned batch's codec; none when zero.
+	Compression record.Compression
 	// Logger receives connection errors at debug level; discarded when nil.
 	Logger *slog.Logger
 	// TLS, if set, makes the null broker listen with TLS (the client's own TLS
@@ -115,7 +118,7 @@ func StartNullBroker(cfg NullBrokerConfig) (*NullBroker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	canned, err := buildCannedBatch(cfg.RecordSize, cfg.BatchBytes)
+	canned, err := buildCannedBatch(cfg.RecordSize, cfg.BatchBytes, cfg.Compression)
 	if err != nil {
 		return nil, err
 	}
@@ -159,9 +162,9 @@ func (b *NullBroker) Close() error {
 	return err
 }
 
-// buildCannedBatch returns an uncompressed batch of as many recordSize-byte values as
-// fit in about batchBytes.
-func buildCannedBatch(recordSize, batchBytes int) (cannedBatch, error) {
+// buildCannedBatch returns a batch of as many recordSize-byte values as fit in about
+// batchBytes, compressed with codec.
+func buildCannedBatch(recordSize, batchBytes int, codec record.Compression) (cannedBatch, error) {
 	perRecord := recordSize + 8 // attributes, deltas, lengths: a few varint bytes
 	n := max(1, (batchBytes-record.HeaderSize)/perRecord)
 	value := make([]byte, recordSize)
@@ -174,6 +177,7 @@ func buildCannedBatch(recordSize, batchBytes int) (cannedBatch, error) {
 	}
 	opts := record.DefaultBuildOptions()
 	opts.PartitionLeaderEpoch = 0
+	opts.Compression = codec
 	opts.BaseTimestamp = time.Now().UnixMilli()
 	batch, err := record.Build(opts, recs)
 	if err != nil {
@@ -267,6 +271,9 @@ type connState struct {
 	offsets []byte      // 8-byte base offsets of fetched batch copies
 	cuts    []recordCut // where batch copies go inside out
 	iov     net.Buffers
+
+	share        map[[16]byte][]int32 // the connection's share session: partitions by topic id
+	shareRecords []byte               // the batch copies of a ShareFetch response
 }
 
 // recordCut says that batches copies of the canned batch go at out[at:], their base
@@ -328,6 +335,10 @@ var servedAPIs = []apiRange{
 	{key: 19, min: 0}, // CreateTopics
 	{key: 20, min: 0}, // DeleteTopics
 	{key: 22, min: 0}, // InitProducerId
+	{key: 10, min: 0}, // FindCoordinator: itself, for share groups
+	{key: 76, min: 1}, // ShareGroupHeartbeat
+	{key: 78, min: 1}, // ShareFetch
+	{key: 79, min: 1}, // ShareAcknowledge
 }
 
 func versionServed(key, version int16) bool {
@@ -390,6 +401,14 @@ func (b *NullBroker) handle(cs *connState, frame []byte) error {
 		resp = b.deleteTopics(r)
 	case *kmsg.InitProducerIDRequest:
 		resp = b.initProducerID(r)
+	case *kmsg.FindCoordinatorRequest:
+		resp = b.findCoordinator(r)
+	case *kmsg.ShareGroupHeartbeatRequest:
+		resp = b.shareGroupHeartbeat(r)
+	case *kmsg.ShareFetchRequest:
+		resp = b.shareFetch(cs, r)
+	case *kmsg.ShareAcknowledgeRequest:
+		resp = b.shareAcknowledge(r)
 	default:
 		return fmt.Errorf("%w: key %d", ErrUnsupportedAPI, key)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/samsa-streaming/samsa/internal/record"
 )
 
 func startNull(t *testing.T, cfg NullBrokerConfig) *NullBroker {
@@ -351,5 +354,58 @@ func TestNullBrokerKeepsTopicNames(t *testing.T) {
 	}
 	if len(listed.Names()) != len(names) {
 		t.Fatalf("listed %v, want %v", listed.Names(), names)
+	}
+}
+
+// Share consumers of one partition split it: each record is polled by exactly one of
+// them, the canned batch (snappy here) decodes, and closing the consumers (final
+// acknowledgements, epoch -1 session ends, leaving heartbeats) succeeds.
+func TestNullBrokerShareConsumersSplitRecords(t *testing.T) {
+	const recordSize = 100
+	nb := startNull(t, NullBrokerConfig{RecordSize: recordSize, BatchBytes: 4096, Compression: record.CompressionSnappy})
+	ctx := testContext(t)
+	const consumers, want = 3, 20_000
+	var mu sync.Mutex
+	seen := make(map[int64]int)
+	var wg sync.WaitGroup
+	for range consumers {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(nb.Addr()), kgo.ShareGroup("g"), kgo.ConsumeTopics("queue"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer cl.Close()
+			for ctx.Err() == nil {
+				fs := cl.PollFetches(ctx)
+				fs.EachError(func(topic string, p int32, err error) {
+					if ctx.Err() == nil {
+						t.Errorf("fetch %s/%d: %v", topic, p, err)
+					}
+				})
+				mu.Lock()
+				fs.EachRecord(func(r *kgo.Record) {
+					if len(r.Value) != recordSize {
+						t.Errorf("value of %d bytes, want %d", len(r.Value), recordSize)
+					}
+					seen[r.Offset]++
+				})
+				done := len(seen) >= want
+				mu.Unlock()
+				if done {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("polled %d distinct records before the deadline, want %d", len(seen), want)
+	}
+	for o, n := range seen {
+		if n != 1 {
+			t.Fatalf("offset %d polled %d times", o, n)
+		}
 	}
 }

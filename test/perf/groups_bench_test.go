@@ -1,9 +1,11 @@
 package perf
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -282,15 +284,20 @@ func produce100(b *testing.B, br *testutil.Broker, topic string, n int) {
 	}
 }
 
-// classicRate reads n records of partition 0 with one classic group member.
-func classicRate(b *testing.B, br *testutil.Broker, topic, group string, n int) float64 {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(br.Addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+// classicRate reads n records of partition 0 with one classic consumer: a group
+// member, or a consumer without a group when group is empty (the null broker serves no
+// classic group). pid is the broker's process.
+func classicRate(b *testing.B, addr string, pid int, topic, group string, n int) float64 {
+	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}
+	if group != "" {
+		opts = append(opts, kgo.ConsumerGroup(group))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer cl.Close()
-	client0, broker0 := processCPU(b), cpuTicks(b, br.Pid())
+	client0, broker0 := processCPU(b), cpuTicks(b, pid)
 	var start time.Time
 	got := 0
 	for got < n {
@@ -302,25 +309,21 @@ func classicRate(b *testing.B, br *testutil.Broker, topic, group string, n int) 
 	}
 	elapsed := time.Since(start)
 	b.Logf("classic: client CPU %.2f µs/record, broker CPU %.2f µs/record, load %s",
-		1e6*(processCPU(b)-client0)/float64(n), 1e4*float64(cpuTicks(b, br.Pid())-broker0)/float64(n), loadavg())
+		1e6*(processCPU(b)-client0)/float64(n), 1e4*float64(cpuTicks(b, pid)-broker0)/float64(n), loadavg())
 	return float64(n) / elapsed.Seconds()
 }
 
 // shareRate reads n records of partition 0 with four share consumers, each record
-// accepted.
-func shareRate(b *testing.B, br *testutil.Broker, raw *kgo.Client, topic, group string, n, maxRecords int) float64 {
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
-	res.Configs = []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "share.auto.offset.reset", Value: kmsg.StringPtr("earliest")}}
-	req.Resources = append(req.Resources, res)
-	if _, err := req.RequestWith(context.Background(), raw); err != nil {
-		b.Fatal(err)
+// accepted. pid is the broker's process; raw, when not nil, first sets the group's
+// share.auto.offset.reset to earliest (the null broker has no such config).
+func shareRate(b *testing.B, addr string, pid int, raw *kgo.Client, topic, group string, n, maxRecords int) float64 {
+	if raw != nil {
+		setShareEarliest(b, raw, group)
 	}
 	var got atomic.Int64
 	var first atomic.Int64
 	done := make(chan struct{})
-	client0, broker0 := processCPU(b), cpuTicks(b, br.Pid())
+	client0, broker0 := processCPU(b), cpuTicks(b, pid)
 	var clients []*kgo.Client
 	hook := &shareFetchHook{}
 	for range 4 {
@@ -329,7 +332,7 @@ func shareRate(b *testing.B, br *testutil.Broker, raw *kgo.Client, topic, group 
 		// The share consumers' goroutines carry the label phase=share (for
 		// `go tool pprof -tagfocus phase=share` of a -cpuprofile).
 		pprof.Do(context.Background(), pprof.Labels("phase", "share"), func(context.Context) {
-			cl, err = kgo.NewClient(kgo.SeedBrokers(br.Addr), kgo.ShareGroup(group), kgo.ConsumeTopics(topic),
+			cl, err = kgo.NewClient(kgo.SeedBrokers(addr), kgo.ShareGroup(group), kgo.ConsumeTopics(topic),
 				kgo.ShareMaxRecords(int32(maxRecords)), kgo.WithHooks(hook))
 		})
 		if err != nil {
@@ -360,7 +363,7 @@ func shareRate(b *testing.B, br *testutil.Broker, raw *kgo.Client, topic, group 
 		b.Fatalf("share consumers read %d of %d records in 5 minutes", got.Load(), n)
 	}
 	elapsed := time.Since(time.Unix(0, first.Load()))
-	clientCPU, brokerCPU := processCPU(b)-client0, float64(cpuTicks(b, br.Pid())-broker0)/100
+	clientCPU, brokerCPU := processCPU(b)-client0, float64(cpuTicks(b, pid)-broker0)/100
 	for _, cl := range clients {
 		cl.Close()
 	}
@@ -369,6 +372,18 @@ func shareRate(b *testing.B, br *testutil.Broker, raw *kgo.Client, topic, group 
 		reqs, float64(n)/float64(max(reqs, 1)), float64(hook.bytes.Load())/float64(max(reqs, 1)), hook.empty.Load(), float64(hook.nanos.Load())/1e6/float64(max(reqs, 1)), hook.slow.Load(),
 		1e6*clientCPU/float64(n), 1e6*brokerCPU/float64(n), loadavg())
 	return float64(n) / elapsed.Seconds()
+}
+
+// setShareEarliest sets group's share.auto.offset.reset to earliest.
+func setShareEarliest(b *testing.B, raw *kgo.Client, group string) {
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	res.Configs = []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "share.auto.offset.reset", Value: kmsg.StringPtr("earliest")}}
+	req.Resources = append(req.Resources, res)
+	if _, err := req.RequestWith(context.Background(), raw); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // shareFetchHook counts the ShareFetch round trips, those whose response carried no
@@ -434,17 +449,53 @@ func BenchmarkShareConsume(b *testing.B) {
 	raw, adm := admin(b, br)
 	createTopic(b, adm, "share-rate", 1)
 	produce100(b, br, "share-rate", n)
-	var classic, shared []float64
+	// The client's own ceilings: the same consumers against a null broker in its own
+	// process, whose canned batches are shaped as produce100's (100-byte values,
+	// 16 KiB before snappy, franz-go's default codec).
+	nullAddr, nullPid := startNullBroker(b, "--record-size", "100", "--batch-bytes", "16384", "--compression", "snappy")
+	var classic, shared, classicNull, sharedNull []float64
 	for i := range b.N {
-		c := classicRate(b, br, "share-rate", fmt.Sprintf("classic-%d", i), n)
-		s := shareRate(b, br, raw, "share-rate", fmt.Sprintf("share-%d", i), n, maxRecords)
+		c := classicRate(b, br.Addr, br.Pid(), "share-rate", fmt.Sprintf("classic-%d", i), n)
+		s := shareRate(b, br.Addr, br.Pid(), raw, "share-rate", fmt.Sprintf("share-%d", i), n, maxRecords)
+		cn := classicRate(b, nullAddr, nullPid, "share-rate", "", n)
+		sn := shareRate(b, nullAddr, nullPid, nil, "share-rate", fmt.Sprintf("share-%d", i), n, maxRecords)
 		classic, shared = append(classic, c), append(shared, s)
-		b.Logf("iteration %d: classic %.0f rec/s, 4 share consumers %.0f rec/s (%.2f)", i, c, s, s/c)
+		classicNull, sharedNull = append(classicNull, cn), append(sharedNull, sn)
+		b.Logf("iteration %d: classic %.0f rec/s, 4 share consumers %.0f rec/s (%.2f); null broker: classic %.0f rec/s, 4 share consumers %.0f rec/s (%.2f); samsa/null: classic %.2f, share %.2f",
+			i, c, s, s/c, cn, sn, sn/cn, c/cn, s/sn)
 	}
-	slices.Sort(classic)
-	slices.Sort(shared)
-	b.ReportMetric(classic[len(classic)/2], "classic-rec/s")
-	b.ReportMetric(shared[len(shared)/2], "share-rec/s")
+	for _, m := range []struct {
+		rates []float64
+		unit  string
+	}{{classic, "classic-rec/s"}, {shared, "share-rec/s"}, {classicNull, "null-classic-rec/s"}, {sharedNull, "null-share-rec/s"}} {
+		slices.Sort(m.rates)
+		b.ReportMetric(m.rates[len(m.rates)/2], m.unit)
+	}
+}
+
+// startNullBroker runs `samsa bench null-broker` with args in a process of its own,
+// stopped when b ends, and returns its address and process id.
+func startNullBroker(b *testing.B, args ...string) (string, int) {
+	b.Helper()
+	cmd := exec.Command(testutil.SamsaBinary(b), append([]string{"bench", "null-broker", "--listen", "127.0.0.1:0"}, args...)...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	const ready = "null broker listening on "
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if !strings.HasPrefix(line, ready) {
+		b.Fatalf("null broker did not start (printed %q): %v", line, err)
+	}
+	return strings.TrimSpace(strings.TrimPrefix(line, ready)), cmd.Process.Pid
 }
 
 // cpuTicks is a process's user+system CPU time in clock ticks (/proc/PID/stat).
