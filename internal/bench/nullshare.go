@@ -113,6 +113,9 @@ func (b *NullBroker) shareFetch(cs *connState, req *kmsg.ShareFetchRequest) *kms
 				continue
 			}
 			batches := min((maxRecords+b.canned.records-1)/b.canned.records, remaining/batchLen)
+			if batches <= 0 && len(records) == 0 {
+				batches = 1 // like Kafka, at least one whole batch so the consumer progresses
+			}
 			if batches <= 0 {
 				rt.Partitions = append(rt.Partitions, rp)
 				continue
