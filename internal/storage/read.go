@@ -45,12 +45,13 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool
 // The ranges are appended to dst (a Fetch of many partitions reuses one slice for all
 // of them); res.Ranges is the part appended, and the whole slice is returned.
 func (l *Log) ReadAppend(dst []FileRange, offset int64, maxBytes int, maxOffset int64, minOneBatch bool) (res ReadResult, all []FileRange, err error) {
-	res, all, err = l.read(dst, offset, maxBytes, maxOffset, minOneBatch)
+	res, all, err = l.read(dst, offset, maxBytes, maxOffset, minOneBatch, nil)
 	res.Ranges = all[len(dst):]
 	return res, all, err
 }
 
-func (l *Log) read(dst []FileRange, offset int64, maxBytes int, maxOffset int64, minOneBatch bool) (ReadResult, []FileRange, error) {
+// read is ReadAppend; with copied, the batches' bytes are appended to *copied as well.
+func (l *Log) read(dst []FileRange, offset int64, maxBytes int, maxOffset int64, minOneBatch bool, copied *[]byte) (ReadResult, []FileRange, error) {
 	res := ReadResult{FirstBatchOffset: -1, NextOffset: offset}
 	if l.closed.Load() {
 		return res, dst, ErrLogClosed
@@ -66,7 +67,7 @@ func (l *Log) read(dst []FileRange, offset int64, maxBytes int, maxOffset int64,
 	if offset == end || offset >= maxOffset {
 		return res, dst, nil
 	}
-	r := segmentRead{maxOffset: maxOffset, remaining: int64(maxBytes), minOneBatch: minOneBatch, first: -1, ranges: dst, end: offset}
+	r := segmentRead{maxOffset: maxOffset, remaining: int64(maxBytes), minOneBatch: minOneBatch, first: -1, ranges: dst, end: offset, copied: copied}
 	interval := l.config().IndexIntervalBytes
 	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > offset }) - 1
 	var err error
@@ -95,18 +96,20 @@ type segmentRead struct {
 	ranges      []FileRange
 	next        int64 // the offset to read from in the next segment
 	end         int64 // the offset after the last batch read
+	// copied, when not nil, receives the batches' bytes as well (ReadBytesInto),
+	// taken from the bytes the header walk read where it holds them.
+	copied *[]byte
 }
 
 // segment reads the batches of s from offset on; done reports that the read is
 // complete (a bound was reached).
 func (r *segmentRead) segment(s *segment, offset int64, interval int) (done bool, err error) {
 	r.next = offset
-	pos, _, found, err := s.find(offset, interval)
+	it, _, _, found, err := s.findIter(offset, interval)
+	defer it.close()
 	if err != nil || !found {
 		return false, err
 	}
-	it := newReadIter(s.file, pos, s.size.Load())
-	defer it.close()
 	var cur *FileRange
 	for {
 		h, bpos, err := it.next()
@@ -119,6 +122,11 @@ func (r *segmentRead) segment(s *segment, offset int64, interval int) (done bool
 		size := int64(h.Size())
 		if h.LastOffset() >= r.maxOffset || (size > r.remaining && !(r.minOneBatch && r.size == 0)) {
 			return true, nil
+		}
+		if r.copied != nil {
+			if *r.copied, err = it.appendBytes(*r.copied, bpos, int(size)); err != nil {
+				return false, err
+			}
 		}
 		if r.first < 0 {
 			r.first = h.BaseOffset
@@ -155,23 +163,13 @@ func (l *Log) ReadBytes(offset int64, maxBytes int, maxOffset int64) ([]byte, er
 }
 
 // ReadBytesInto is ReadBytes into buf when it is large enough (the result is then a
-// prefix of buf), else into a new slice.
+// prefix of buf), else into a new slice. The bytes come from the reads that walk the
+// batch headers where those hold them, so that a small read costs one read of the
+// file.
 func (l *Log) ReadBytesInto(buf []byte, offset int64, maxBytes int, maxOffset int64) ([]byte, error) {
-	res, err := l.Read(offset, maxBytes, maxOffset, true)
-	if err != nil {
-		return nil, err
-	}
 	out := buf[:0]
-	if int64(cap(out)) < res.Size {
-		out = make([]byte, res.Size)
-	}
-	out = out[:res.Size]
-	n := 0
-	for _, r := range res.Ranges {
-		if _, err := r.File.ReadAt(out[n:n+int(r.Len)], r.Pos); err != nil {
-			return nil, err
-		}
-		n += int(r.Len)
+	if _, _, err := l.read(nil, offset, maxBytes, maxOffset, true, &out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/samsa-streaming/samsa/internal/record"
@@ -89,6 +90,21 @@ func (it *batchIter) next() (record.Header, int64, error) {
 	pos := it.pos
 	it.pos += int64(h.Size())
 	return h, pos, nil
+}
+
+// appendBytes appends the size bytes at pos (a batch next returned) to dst: from the
+// buffer when it holds them, else read from the file.
+func (it *batchIter) appendBytes(dst []byte, pos int64, size int) ([]byte, error) {
+	if it.bufStart >= 0 && pos >= it.bufStart && pos+int64(size) <= it.bufStart+int64(it.bufLen) {
+		off := pos - it.bufStart
+		return append(dst, it.buf[off:off+int64(size)]...), nil
+	}
+	n := len(dst)
+	dst = slices.Grow(dst, size)[:n+size]
+	if _, err := it.r.ReadAt(dst[n:], pos); err != nil {
+		return dst[:n], err
+	}
+	return dst, nil
 }
 
 // fullBatchReader walks whole batches (header and records) of a region, for recovery

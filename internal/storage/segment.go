@@ -511,46 +511,56 @@ func (s *segment) maxTimestamp(interval int) (int64, int64, error) {
 // names, or the walk meets damage, the index is rebuilt from the segment (which cuts
 // a damaged segment at the damage) and the lookup is tried once more.
 func (s *segment) find(offset int64, interval int) (pos int64, h record.Header, found bool, err error) {
-	pos, h, found, err = s.findOnce(offset, interval)
+	it, pos, h, found, err := s.findIter(offset, interval)
+	it.close()
+	return pos, h, found, err
+}
+
+// findIter is find handing back the walk's read iterator, which the caller closes:
+// when found, it stands at the batch found, so that a read goes on from the bytes the
+// walk already read.
+func (s *segment) findIter(offset int64, interval int) (it batchIter, pos int64, h record.Header, found bool, err error) {
+	it, pos, h, found, err = s.findOnce(offset, interval)
 	if err == nil || !errors.Is(err, ErrCorrupt) || (s.owner != nil && s.owner.active() == s) {
 		// The active segment's index is built by its appends, and its bytes were
 		// checked at open: damage there is not repaired by a rebuild.
-		return pos, h, found, err
+		return it, pos, h, found, err
 	}
+	it.close()
 	s.idx.Lock()
 	s.owner.logIndexRebuild(s, err)
 	err = s.rebuildIndexLocked(interval, true)
 	s.idx.Unlock()
 	if err != nil {
-		return 0, h, false, err
+		return batchIter{}, 0, h, false, err
 	}
 	return s.findOnce(offset, interval)
 }
 
-func (s *segment) findOnce(offset int64, interval int) (pos int64, h record.Header, found bool, err error) {
+func (s *segment) findOnce(offset int64, interval int) (it batchIter, pos int64, h record.Header, found bool, err error) {
 	if err := s.ensureIndex(interval); err != nil {
-		return 0, h, false, err
+		return batchIter{}, 0, h, false, err
 	}
 	s.idx.RLock()
 	entry, indexed := s.idx.x.lookupEntry(s.base, offset)
 	s.idx.RUnlock()
 	start := int64(entry.position)
-	it := newReadIter(s.file, start, s.size.Load())
-	defer it.close()
+	it = newReadIter(s.file, start, s.size.Load())
 	for {
 		h, pos, err := it.next()
 		if err == io.EOF {
-			return 0, h, false, nil
+			return it, 0, h, false, nil
 		}
 		if err != nil {
-			return 0, h, false, err
+			return it, 0, h, false, err
 		}
 		if indexed && pos == start && h.BaseOffset != s.base+int64(entry.relOffset) {
-			return 0, h, false, fmt.Errorf("%w: %s: index names offset %d at position %d, the batch there starts at %d",
+			return it, 0, h, false, fmt.Errorf("%w: %s: index names offset %d at position %d, the batch there starts at %d",
 				errIndexMismatch, s.path(indexSuffix), s.base+int64(entry.relOffset), pos, h.BaseOffset)
 		}
 		if h.LastOffset() >= offset {
-			return pos, h, true, nil
+			it.pos = pos // back to the batch found: its header is in the buffer
+			return it, pos, h, true, nil
 		}
 	}
 }

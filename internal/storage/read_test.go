@@ -1,0 +1,80 @@
+package storage
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/samsa-streaming/samsa/internal/clock"
+)
+
+// ReadBytesInto returns exactly the bytes of the ranges Read names, for reads of
+// every size from every offset, across segments and batches larger than the header
+// walk's buffer; a small read costs one read of the segment file (the walk's), where
+// it took three (the index lookup's walk, the read's walk and the copy, which
+// read the os.File beneath the FS).
+func TestReadBytesIntoMatchesRead(t *testing.T) {
+	dir := t.TempDir()
+	ffs := newFaultFS(t, dir)
+	l, err := Open(Options{Dir: dir, Topic: "r", Partition: 0, Clock: clock.NewFake(t0), Logger: testLogger(t), FS: ffs,
+		Config: Config{SegmentBytes: 256 << 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := range 300 {
+		size := 20 + i%7*30 // small batches, several to an index entry
+		if i%37 == 5 {
+			size = 1000 // a 40 KiB batch: past the walk's 16 KiB buffer
+		}
+		if _, err := l.Append(mkBatch(t, batchSpec{n: 40, ts: int64(i), valueSize: size}), AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(l.segs()) < 3 {
+		t.Fatalf("%d segments, want reads across several", len(l.segs()))
+	}
+	var reads atomic.Int64
+	ffs.setInject(func(c fsCall) error {
+		if c.op == opRead && strings.HasSuffix(c.path, logSuffix) {
+			reads.Add(1)
+		}
+		return nil
+	})
+	buf := make([]byte, 8<<10)
+	for off := l.LogStartOffset(); off < l.LogEndOffset(); off += 97 {
+		for _, maxBytes := range []int{1, 3000, 9000, 70_000, 600_000} {
+			res, err := l.Read(off, maxBytes, math.MaxInt64, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []byte
+			for _, r := range res.Ranges {
+				b := make([]byte, r.Len)
+				if _, err := r.File.ReadAt(b, r.Pos); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, b...)
+			}
+			got, err := l.ReadBytesInto(buf, off, maxBytes, math.MaxInt64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("ReadBytesInto(%d, %d): %d bytes, Read's ranges hold %d (or others)", off, maxBytes, len(got), len(want))
+			}
+		}
+	}
+	// A small read of small batches: one read of the file.
+	off := int64(41) // inside the second batch: the index's first entry is the walk's start
+	before := reads.Load()
+	got, err := l.ReadBytesInto(buf, off, 3000, math.MaxInt64)
+	if err != nil || len(got) == 0 {
+		t.Fatalf("ReadBytesInto(%d): %d bytes, %v", off, len(got), err)
+	}
+	if n := reads.Load() - before; n != 1 {
+		t.Fatalf("a read of %d bytes took %d reads of the segment file, want 1", len(got), n)
+	}
+}
