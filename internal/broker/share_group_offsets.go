@@ -275,41 +275,26 @@ func (b *Broker) initNewShareState(ctx context.Context, groupID string, topic gr
 	for p := from; p < to; p++ {
 		keys = append(keys, share.Key{Group: groupID, TopicID: topic, Partition: p})
 	}
-	var mu sync.Mutex
-	var first error
-	forEachShareKey(keys, func(k share.Key) {
+	return firstShareKeyErr(keys, func(k share.Key) error {
 		sum, err := b.shareStore.Summary(ctx, k)
 		if err == nil && !sum.found {
 			b.forgetShare(k)
 			err = b.shareStore.Initialize(ctx, k, sum.stateEpoch+1, 0)
 		}
 		if err != nil {
-			mu.Lock()
-			if first == nil {
-				first = fmt.Errorf("share partition %d: %w", k.Partition, err)
-			}
-			mu.Unlock()
+			return fmt.Errorf("share partition %d: %w", k.Partition, err)
 		}
+		return nil
 	})
-	return first
 }
 
 // deleteShareStates deletes the state of share partitions and returns the first
 // failure.
 func (b *Broker) deleteShareStates(ctx context.Context, keys []share.Key) error {
-	var mu sync.Mutex
-	var first error
-	forEachShareKey(keys, func(k share.Key) {
+	return firstShareKeyErr(keys, func(k share.Key) error {
 		b.forgetShare(k)
-		if err := b.shareStore.Delete(ctx, k); err != nil {
-			mu.Lock()
-			if first == nil {
-				first = err
-			}
-			mu.Unlock()
-		}
+		return b.shareStore.Delete(ctx, k)
 	})
-	return first
 }
 
 // deleteShareState drops every share partition of a deleted share group.

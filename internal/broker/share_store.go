@@ -337,6 +337,23 @@ func forEachShareKey(keys []share.Key, fn func(share.Key)) {
 	wg.Wait()
 }
 
+// firstShareKeyErr is forEachShareKey for an fn that can fail: it returns the first
+// failure.
+func firstShareKeyErr(keys []share.Key, fn func(share.Key) error) error {
+	var mu sync.Mutex
+	var first error
+	forEachShareKey(keys, func(k share.Key) {
+		if err := fn(k); err != nil {
+			mu.Lock()
+			if first == nil {
+				first = err
+			}
+			mu.Unlock()
+		}
+	})
+	return first
+}
+
 // groupShareKeys lists the share partitions group may have state for: every partition
 // of every topic that is not internal, or of the topics named.
 func groupShareKeys(img *metadata.Image, groupID string, topics ...string) []share.Key {
