@@ -172,13 +172,13 @@ func replayShare(groups map[string]*group, partition int32, d decoded) error {
 		g = shareGroupOf(groups, partition, d.group)
 		g.share.epoch, g.share.subscriptionHash = d.shareGroup.Epoch, d.shareGroup.SubscriptionHash
 		g.share.initialized = nil
+		if len(d.shareGroup.Initialized) > 0 {
+			g.share.initialized = make(map[TopicID]int32, len(d.shareGroup.Initialized))
+		}
 		for s, n := range d.shareGroup.Initialized {
 			id, err := decodeTopicID(s)
 			if err != nil {
 				return fmt.Errorf("share group %s: %w", d.group, err)
-			}
-			if g.share.initialized == nil {
-				g.share.initialized = map[TopicID]int32{}
 			}
 			g.share.initialized[id] = n
 		}
