@@ -82,7 +82,7 @@ func (p *Partition) ProposeISR(now time.Time, lagMax time.Duration) (ISRChange, 
 	if p.mu.pendingISR != nil {
 		resend := p.mu.resendISR
 		p.mu.resendISR = false
-		return p.mu.pendingChange, resend
+		return *p.mu.pendingISR, resend
 	}
 	hw := p.highWatermark.Load()
 	var next []int32
@@ -111,7 +111,7 @@ func (p *Partition) ProposeISR(now time.Time, lagMax time.Duration) (ISRChange, 
 		return ISRChange{}, false
 	}
 	ch.ISR = next
-	p.mu.pendingISR, p.mu.pendingChange, p.mu.resendISR = next, ch, false
+	p.mu.pendingISR, p.mu.resendISR = &ch, false
 	return ch, true
 }
 

@@ -77,12 +77,9 @@ type Partition struct {
 		state State
 		// leader state (this node leads): the followers' positions, the ISR change in
 		// flight (nil when none) and the offset the current leader epoch started at.
-		followers  map[int32]*follower
-		pendingISR []int32
-		// pendingChange is the ISR change in flight (pendingISR is its ISR);
-		// resendISR says to send it again (RetryISR).
-		pendingChange ISRChange
-		resendISR     bool
+		followers     map[int32]*follower
+		pendingISR    *ISRChange
+		resendISR     bool // send pendingISR again (RetryISR)
 		epochStart    int64
 		waiters       waiterList // woken when the high watermark or leadership moves
 		endWaiters    waiterList // woken when the log end moves (follower fetches wait)
@@ -391,7 +388,11 @@ func (p *Partition) maybeAdvanceHighWatermark() {
 		return
 	}
 	hw := p.Log.LogEndOffset()
-	for _, list := range [][]int32{p.mu.state.ISR, p.mu.pendingISR} {
+	var pending []int32
+	if p.mu.pendingISR != nil {
+		pending = p.mu.pendingISR.ISR
+	}
+	for _, list := range [][]int32{p.mu.state.ISR, pending} {
 		for _, r := range list {
 			if r == p.localNode {
 				continue
