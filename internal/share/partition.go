@@ -91,8 +91,9 @@ type Partition struct {
 	// earliest is at or before the earliest lock deadline (zero: nothing acquired
 	// since the last full look); a timer armed for it may fire early, never late.
 	earliest time.Time
-	// dirty is set when something the snapshot holds changed; freed when a record
-	// stopped being acquired or the window moved (waiting fetches may succeed now).
+	// dirty is set when something the snapshot holds changed; freed when records
+	// became acquirable: available again, or room made by the window moving (a
+	// waiting fetch may succeed now).
 	dirty, freed bool
 	// journal records what changes between Begin and Commit so that Rollback can
 	// undo it (a snapshot write that failed).
@@ -187,8 +188,8 @@ func (p *Partition) Dirty() bool { return p.dirty }
 // ClearDirty marks the current state as persisted.
 func (p *Partition) ClearDirty() { p.dirty = false }
 
-// TakeFreed reports (and forgets) whether records stopped being acquired or the
-// window moved since the last call.
+// TakeFreed reports (and forgets) whether records became acquirable since the last
+// call: released, their lock expired, or the window moved.
 func (p *Partition) TakeFreed() bool {
 	f := p.freed
 	p.freed = false
@@ -423,7 +424,9 @@ func (p *Partition) Acknowledge(member string, first, last int64, types []int8, 
 			continue
 		}
 		r.member, r.deadline = 0, 0
-		p.dirty, p.freed = true, true
+		// Accepted or archived, the record is not acquirable: only a window that
+		// moves (advance) or a release frees anything for a waiting fetch.
+		p.dirty = true
 	}
 	p.advance()
 	return nil

@@ -168,6 +168,51 @@ func TestPartitionReleaseMemberLowersDeliveryCount(t *testing.T) {
 	}
 }
 
+// TestPartitionFreedOnlyWhenAcquirable: a fetch waiting on a full window is woken
+// (TakeFreed) only when something became acquirable — a release, or the window's
+// start moving — not by records accepted or rejected behind the start, which
+// leave the window as full as it was.
+func TestPartitionFreedOnlyWhenAcquirable(t *testing.T) {
+	cfg := testCfg()
+	cfg.MaxInFlight = 10
+	p := NewPartition(cfg, 0)
+	batches := [][2]int64{{0, 4}, {5, 9}, {10, 14}}
+	if a := p.Acquire("a", batches, 15, 5, true, t0); len(a) != 1 || a[0] != (AcquiredRun{0, 4, 1}) {
+		t.Fatalf("a acquired %v", a)
+	}
+	if b := p.Acquire("b", batches, 15, 5, true, t0); len(b) != 1 || b[0] != (AcquiredRun{5, 9, 1}) {
+		t.Fatalf("b acquired %v", b)
+	}
+	p.TakeFreed()
+	if _, ok := p.NextFetchOffset(); ok {
+		t.Fatal("a window of 10 acquired records leaves room for more")
+	}
+	if err := p.Acknowledge("b", 5, 9, []int8{AckAccept, AckReject, AckAccept, AckGap, AckAccept}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Dirty() || p.TakeFreed() {
+		t.Fatalf("accepting behind the window's start: dirty %v, freed reported (nothing became acquirable)", p.Dirty())
+	}
+	if _, ok := p.NextFetchOffset(); ok {
+		t.Fatal("the window is still full, yet a fetch offset is offered")
+	}
+	if err := p.Acknowledge("a", 4, 4, []int8{AckRelease}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if !p.TakeFreed() {
+		t.Fatal("a released record did not free the window")
+	}
+	if next, ok := p.NextFetchOffset(); next != 4 || !ok {
+		t.Fatalf("next fetch offset %d (%v), want the released 4", next, ok)
+	}
+	if err := p.Acknowledge("a", 0, 3, []int8{AckAccept}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if p.Start() != 4 || !p.TakeFreed() {
+		t.Fatalf("start %d after accepting its first records, freed not reported", p.Start())
+	}
+}
+
 // TestPartitionInFlightLimitWholeBatches: the window grows by whole batches — the
 // batch that reaches MaxInFlight is taken to its end, as Kafka does — and no batch is
 // started once the window is full; strict mode stops at MaxInFlight exactly.

@@ -348,6 +348,7 @@ func shareRate(b *testing.B, addr string, pid int, raw *kgo.Client, topic, group
 				if k := fs.NumRecords(); k > 0 {
 					first.CompareAndSwap(0, time.Now().UnixNano())
 					if got.Add(int64(k)) >= int64(n) {
+						hook.finished.Store(true)
 						select {
 						case done <- struct{}{}:
 						default:
@@ -388,15 +389,17 @@ func setShareEarliest(b *testing.B, raw *kgo.Client, group string) {
 
 // shareFetchHook counts the ShareFetch round trips, those whose response carried no
 // records (under 256 bytes), their response bytes and their time from the request's
-// write to the end of the response's read.
+// write to the end of the response's read — until every record was read: the fetches
+// after that wait out their MaxWait for records that do not come.
 type shareFetchHook struct {
 	requests, empty atomic.Int64
 	bytes, nanos    atomic.Int64
 	slow            atomic.Int64 // round trips over 10 ms
+	finished        atomic.Bool
 }
 
 func (h *shareFetchHook) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
-	if key != int16(kmsg.ShareFetch) || e2e.Err() != nil {
+	if key != int16(kmsg.ShareFetch) || e2e.Err() != nil || h.finished.Load() {
 		return
 	}
 	h.requests.Add(1)
