@@ -14,7 +14,7 @@ import (
 // every size from every offset, across segments and batches larger than the header
 // walk's buffer; a small read costs one read of the segment file (the walk's), where
 // it took three (the index lookup's walk, the read's walk and the copy, which
-// read the os.File beneath the FS).
+// read the os.File beneath the FS), and a read past the walk's buffer one more.
 func TestReadBytesIntoMatchesRead(t *testing.T) {
 	dir := t.TempDir()
 	ffs := newFaultFS(t, dir)
@@ -76,5 +76,23 @@ func TestReadBytesIntoMatchesRead(t *testing.T) {
 	}
 	if n := reads.Load() - before; n != 1 {
 		t.Fatalf("a read of %d bytes took %d reads of the segment file, want 1", len(got), n)
+	}
+	// Reads past the walk's buffer: the batch that crosses its end is read with the
+	// headers after it, not on its own before them, so no read takes more than two.
+	crossed := false
+	for off := int64(241); off < 1680; off += 40 { // batches of 1–8 KiB
+		before := reads.Load()
+		got, err := l.ReadBytesInto(make([]byte, 64<<10), off, 16<<10, math.MaxInt64)
+		if err != nil || len(got) < 8<<10 {
+			t.Fatalf("ReadBytesInto(%d, 16 KiB): %d bytes, %v", off, len(got), err)
+		}
+		n := reads.Load() - before
+		if n > 2 {
+			t.Fatalf("a read of %d bytes from offset %d took %d reads of the segment file, want at most 2", len(got), off, n)
+		}
+		crossed = crossed || n == 2
+	}
+	if !crossed {
+		t.Fatal("no read went past the walk's buffer")
 	}
 }

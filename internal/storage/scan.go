@@ -68,7 +68,7 @@ func (it *batchIter) next() (record.Header, int64, error) {
 	if it.pos+record.HeaderSize > it.end {
 		return h, it.pos, errTorn
 	}
-	if it.bufStart < 0 || it.pos < it.bufStart || it.pos+record.HeaderSize > it.bufStart+int64(it.bufLen) {
+	if !it.holds(it.pos, record.HeaderSize) {
 		want := int64(len(it.buf))
 		if rem := it.end - it.pos; rem < want {
 			want = rem
@@ -93,9 +93,22 @@ func (it *batchIter) next() (record.Header, int64, error) {
 }
 
 // appendBytes appends the size bytes at pos (a batch next returned) to dst: from the
-// buffer when it holds them, else read from the file.
+// buffer when it holds them; else, when the batch fits in the buffer, the buffer is
+// read again from pos on, so that the headers after the batch come with it; else
+// the batch is read from the file straight into dst.
 func (it *batchIter) appendBytes(dst []byte, pos int64, size int) ([]byte, error) {
-	if it.bufStart >= 0 && pos >= it.bufStart && pos+int64(size) <= it.bufStart+int64(it.bufLen) {
+	if !it.holds(pos, size) && size <= len(it.buf) {
+		it.bufStart = -1 // until the read succeeds
+		n, err := it.r.ReadAt(it.buf[:min(int64(len(it.buf)), it.end-pos)], pos)
+		if n < size {
+			if err == nil {
+				err = io.ErrUnexpectedEOF
+			}
+			return dst, err
+		}
+		it.bufStart, it.bufLen = pos, n
+	}
+	if it.holds(pos, size) {
 		off := pos - it.bufStart
 		return append(dst, it.buf[off:off+int64(size)]...), nil
 	}
@@ -105,6 +118,11 @@ func (it *batchIter) appendBytes(dst []byte, pos int64, size int) ([]byte, error
 		return dst[:n], err
 	}
 	return dst, nil
+}
+
+// holds reports whether the buffer holds the size bytes at pos.
+func (it *batchIter) holds(pos int64, size int) bool {
+	return it.bufStart >= 0 && pos >= it.bufStart && pos+int64(size) <= it.bufStart+int64(it.bufLen)
 }
 
 // fullBatchReader walks whole batches (header and records) of a region, for recovery
