@@ -108,9 +108,10 @@ func (c *benchConn) roundTrip(frame []byte) []byte {
 	return c.resp[:n]
 }
 
-// startBenchBroker starts a broker and a server on 127.0.0.1:0 with one topic.
+// startBenchBroker starts a broker and a server on 127.0.0.1:0 with one topic. Its
+// fetch.max.bytes lets a fetch of 1,000 partitions take 128 KiB of each.
 func startBenchBroker(b *testing.B, topic string, partitions int32) string {
-	cfg, err := config.Load("", []string{"log.dirs=" + b.TempDir(), "listeners=PLAINTEXT://127.0.0.1:0"})
+	cfg, err := config.Load("", []string{"log.dirs=" + b.TempDir(), "listeners=PLAINTEXT://127.0.0.1:0", "fetch.max.bytes=268435456"})
 	if err != nil {
 		b.Fatal(err)
 	}
