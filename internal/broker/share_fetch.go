@@ -355,9 +355,12 @@ func shareAckCode(err, ackErr error) int16 {
 
 // shareAcquired is one partition's part of a ShareFetch response.
 type shareAcquired struct {
-	key     share.Key
-	code    int16
+	key  share.Key
+	code int16
+	// records are the batches answered, in buf (of Broker.shareReads), which the
+	// response holds until it is written (shareResponse).
 	records []byte
+	buf     *[]byte
 	runs    []share.AcquiredRun
 	// acked: acknowledgements were given (shareAcquire's acks), ackCode their
 	// AcknowledgeErrorCode.
@@ -390,8 +393,9 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, sess *shareSessi
 	if size, ok := b.shareRecordSizes.Load(shareLogKeyOf(k)); ok {
 		chunk = shareReadSize(maxRecords, size.(int))
 	}
-	buf := b.shareReads.Get(chunk)
-	defer func() { b.shareReads.Put(buf) }()
+	// The log is read straight into the answer's buffer, after the batches kept so
+	// far; the batches that hold no acquired record are then moved over.
+	var ans *[]byte
 	var aborted []storage.AbortedTxn
 	acquire := func(sp *share.Partition) error {
 		// Checked under the partition's lock: a session's end is followed by the
@@ -422,11 +426,10 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, sess *shareSessi
 				return nil
 			}
 			lastFrom = from
-			if chunk > len(*buf) {
-				b.shareReads.Put(buf)
-				buf = b.shareReads.Get(chunk)
-			}
-			data, err := p.Log.ReadBytesInto(*buf, from, min(maxBytes, chunk), hw)
+			n, room := len(out.records), min(maxBytes, chunk)
+			ans = b.growShareAnswer(ans, n, n+room)
+			out.records = (*ans)[:n]
+			data, err := p.Log.ReadBytesInto((*ans)[n:], from, room, hw)
 			if err != nil {
 				return err
 			}
@@ -468,12 +471,15 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, sess *shareSessi
 					answered += len(bt)
 				}
 			}
-			out.records = slices.Grow(out.records, answered)
+			// A batch larger than the room was read into a slice of its own.
+			ans = b.growShareAnswer(ans, n, n+answered)
+			kept := (*ans)[:n]
 			for i, bt := range raw {
 				if overlaps(ranges[i], runs) {
-					out.records = append(out.records, bt...)
+					kept = append(kept, bt...) // within the buffer: moved down in place
 				}
 			}
+			out.records = kept
 			maxBytes -= answered
 			for _, r := range runs {
 				taken += int(r.Last - r.First + 1)
@@ -505,6 +511,7 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, sess *shareSessi
 		if err != nil && !errors.Is(err, share.ErrFencedLeaderEpoch) && !errors.Is(err, share.ErrFencedStateEpoch) {
 			// The write failed and was undone, acquisition included: acquire
 			// without the acknowledgements, as when they were applied apart.
+			b.putShareAnswer(ans)
 			retry := b.shareAcquire(ctx, k, sess, maxRecords, strict, maxBytes, nil)
 			retry.acked, retry.ackCode = out.acked, out.ackCode
 			return retry
@@ -520,7 +527,36 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, sess *shareSessi
 	case readErr != nil:
 		out.code = shareErrorCode(readErr)
 	}
+	if len(out.records) > 0 {
+		out.buf = ans
+	} else {
+		b.putShareAnswer(ans)
+	}
 	return out
+}
+
+// growShareAnswer returns a buffer of Broker.shareReads, at its full length, of at
+// least size bytes and holding the first n bytes of ans (nil: none); ans goes back
+// to the pool when it is replaced.
+func (b *Broker) growShareAnswer(ans *[]byte, n, size int) *[]byte {
+	if ans != nil && cap(*ans) >= size {
+		*ans = (*ans)[:cap(*ans)]
+		return ans
+	}
+	next := b.shareReads.Get(size)
+	*next = (*next)[:cap(*next)]
+	if ans != nil {
+		copy(*next, (*ans)[:n])
+		b.shareReads.Put(ans)
+	}
+	return next
+}
+
+// putShareAnswer gives back an answer buffer no response holds (nil: none).
+func (b *Broker) putShareAnswer(ans *[]byte) {
+	if ans != nil {
+		b.shareReads.Put(ans)
+	}
 }
 
 // skipAborted splits, for a read_committed share group, the batches among raw (with
@@ -682,6 +718,7 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 	}
 	strict := r.Version >= 2 && r.ShareAcquireMode == 1
 	heldBySelf := false
+	var bufs []*[]byte // what the answer's records lie in
 	fetchAll := func() int {
 		acquired := 0
 		remaining := int(b.fetchByteLimit(r.MaxBytes, true))
@@ -692,6 +729,9 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 			actx, acancel := b.shareFetchStateContext(ctx)
 			a := b.shareAcquire(actx, k, sess, maxRecords-acquired, strict, remaining, pendingAcks[k])
 			acancel()
+			if a.buf != nil {
+				bufs = append(bufs, a.buf)
+			}
 			if a.acked {
 				result(k).AcknowledgeErrorCode = a.ackCode
 				delete(pendingAcks, k)
@@ -733,7 +773,7 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 	if acquired > 0 || r.MaxWaitMillis <= 0 || len(parts) == 0 || heldBySelf {
 		cancel()
 		fillShareFetchResponse(resp, order, results)
-		return reply(resp)
+		return protocol.Ready(b.shareResponse(resp, bufs))
 	}
 	out := make(chan protocol.Response, 1)
 	go func() {
@@ -772,9 +812,23 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 			break
 		}
 		fillShareFetchResponse(resp, order, results)
-		out <- protocol.Response{Body: resp}
+		out <- b.shareResponse(resp, bufs)
 	}()
 	return out
+}
+
+// shareResponse is a ShareFetch answer whose records lie in bufs (of
+// Broker.shareReads): they go back to the pool once it is written.
+func (b *Broker) shareResponse(resp *kmsg.ShareFetchResponse, bufs []*[]byte) protocol.Response {
+	r := protocol.Response{Body: resp}
+	if len(bufs) > 0 {
+		r.Written = func() {
+			for _, buf := range bufs {
+				b.shareReads.Put(buf)
+			}
+		}
+	}
+	return r
 }
 
 // shareFetchStateContext bounds the share-state operations a ShareFetch makes for

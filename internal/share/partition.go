@@ -211,13 +211,15 @@ func (p *Partition) NextFetchOffset() (offset int64, ok bool) {
 }
 
 // appendRecord extends the window by one record. A full array is replaced by one of
-// twice the window (at least MaxInFlight): the window slides through it, dropping
-// done records from the front, and Commit moves it back to the array's start
-// (compactWindow), so a window that stays within the array keeps it. Like append, it
-// never writes inside the slice Begin saved.
+// three times the window (at least MaxInFlight): the window slides through it,
+// dropping done records from the front, and Commit moves it back to the array's start
+// (compactWindow) once those outnumber the window. A window that keeps its width
+// keeps the array: between two Commits it can drop up to its width of records and
+// take as many, after up to its width dropped and not yet moved back. Like append,
+// it never writes inside the slice Begin saved.
 func (p *Partition) appendRecord(r record) {
 	if len(p.recs) == cap(p.recs) {
-		p.arr = make([]record, max(2*len(p.recs), p.cfg.MaxInFlight, 16))
+		p.arr = make([]record, max(3*len(p.recs), p.cfg.MaxInFlight, 16))
 		p.recs = p.arr[:copy(p.arr, p.recs)]
 	}
 	p.recs = append(p.recs, r)
