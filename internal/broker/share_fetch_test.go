@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-streaming/samsa/internal/protocol"
+	"github.com/samsa-streaming/samsa/internal/record"
 	"github.com/samsa-streaming/samsa/internal/share"
 	"github.com/samsa-streaming/samsa/internal/testutil"
 )
@@ -153,6 +154,76 @@ func TestShareFetchWaitersDoNotPileUp(t *testing.T) {
 	testutil.WaitFor(t, 5*time.Second, func() bool {
 		return b.shares.Waiting(k) == 0 && part.Waiting() == 0
 	}, "no waiter left on the partitions")
+}
+
+// TestShareFetchAnswerBuffersGoBack: a ShareFetch answer holds the pooled buffer
+// its records were read into until the server has written it (Response.Written),
+// whether it was answered at once or after waiting, and a fetch that acquires
+// nothing holds none: every buffer goes back to the pool.
+func TestShareFetchAnswerBuffersGoBack(t *testing.T) {
+	b := startTestBroker(t)
+	k := shareTestTopic(t, b, "bufs")
+	batch, err := record.Build(record.DefaultBuildOptions(), make([]record.Record, 40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sessions open on the empty partition (share.auto.offset.reset=latest).
+	for i, m := range []string{"m1", "m2", "m3"} {
+		if recs := acquired(t, shareFetch(b, uint64(i+1), k, m, 0, 0)); len(recs) != 0 {
+			t.Fatalf("%s acquired %v from an empty partition", m, recs)
+		}
+	}
+	// answer takes a ShareFetch answer as the server does: it reads what it
+	// acquired, then gives the answer back once written.
+	answer := func(ch <-chan protocol.Response) int {
+		t.Helper()
+		var r protocol.Response
+		select {
+		case r = <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatal("no ShareFetch answer within 5 s")
+		}
+		n := 0
+		for _, rt := range r.Body.(*kmsg.ShareFetchResponse).Topics {
+			for _, rp := range rt.Partitions {
+				if rp.ErrorCode != 0 {
+					t.Fatalf("ShareFetch partition: %v", kerr.ErrorForCode(rp.ErrorCode))
+				}
+				for _, a := range rp.AcquiredRecords {
+					n += int(a.LastOffset - a.FirstOffset + 1)
+				}
+			}
+		}
+		if held := b.shareReads.InUse(); (n > 0) != (held > 0) {
+			t.Fatalf("an answer of %d records holds %d bytes of pooled buffers", n, held)
+		}
+		if r.Written != nil {
+			r.Written()
+		}
+		if held := b.shareReads.InUse(); held != 0 {
+			t.Fatalf("%d bytes of pooled buffers still held after the answer was written", held)
+		}
+		return n
+	}
+	for range 3 {
+		if code := produceBatch(t, b, "bufs", batch); code != 0 {
+			t.Fatalf("produce: %v", kerr.ErrorForCode(code))
+		}
+	}
+	if n := answer(shareFetch(b, 1, k, "m1", 1, 0)); n != 120 {
+		t.Fatalf("m1 acquired %d records, want the 120 produced (whole batches past 100)", n)
+	}
+	if n := answer(shareFetch(b, 2, k, "m2", 1, 0)); n != 0 {
+		t.Fatalf("m2 acquired %d records, all of them held by m1", n)
+	}
+	waiting := shareFetch(b, 3, k, "m3", 1, 30_000)
+	testutil.WaitFor(t, 5*time.Second, func() bool { return b.shares.Waiting(k) == 1 }, "m3's fetch to wait")
+	if code := produceBatch(t, b, "bufs", batch); code != 0 {
+		t.Fatalf("produce: %v", kerr.ErrorForCode(code))
+	}
+	if n := answer(waiting); n != 40 {
+		t.Fatalf("m3's waiting fetch acquired %d records, want the 40 produced", n)
+	}
 }
 
 // TestShareStateDeleteFencesHolder: a leader that still holds a share partition in
