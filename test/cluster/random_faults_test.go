@@ -24,13 +24,13 @@ var (
 	// Full and dead disks need a small file system of their own for each node
 	// (mounting one needs root); without it the schedule leaves them out and says so.
 	faultsFullDisk = flag.Bool("faults.full-disk", true,
-		"let TestRandomFaults fill a node's second log directory now and then")
+		"let TestRandomFaults and TestRandomFaultsShareGroup fill a node's second log directory now and then")
 	// On in make test's short run since 2026-12-04: it found the follower-append race
 	// that replica.Partition.roleMu fixes, a flush that took a full disk offline and
 	// (likely) two controller entries built from one image; 20 short runs passed
 	// after those fixes.
 	faultsDeadDisk = flag.Bool("faults.dead-disk", true,
-		"let TestRandomFaults kill a node's second log directory's disk now and then (with -faults.full-disk)")
+		"let TestRandomFaults and TestRandomFaultsShareGroup kill a node's second log directory's disk now and then (with -faults.full-disk)")
 )
 
 // faultKind is one way a node fails in the random fault schedule (runFaults).
@@ -91,32 +91,7 @@ type faultPlan struct {
 func TestRandomFaults(t *testing.T) {
 	t.Parallel()
 	const topic, partitions = "battered", 6
-	// Each node keeps some partitions on a small disk of their own, which the
-	// schedule fills now and then (the metadata log stays in the first directory).
-	disks, nodeDirs := map[int32]*testutil.DyingDisk{}, map[int32][]string{}
-	for id := int32(1); id <= 3 && *faultsFullDisk; id++ {
-		small, err := testutil.TryDyingDisk(t, 256)
-		if err != nil {
-			// Without loop devices a tmpfs still fills up; it cannot die.
-			dir, terr := testutil.TrySmallDisk(t, "256m")
-			if terr != nil {
-				t.Logf("no full or dead disks in this run: mounting a small file system needs root: %v; %v", err, terr)
-				break
-			}
-			t.Logf("node %d: no dead disks in this run (a loop-mounted ext4: %v); its small disk is a tmpfs", id, err)
-			small = &testutil.DyingDisk{Dir: dir}
-		}
-		disks[id], nodeDirs[id] = small, []string{"log.dirs=" + t.TempDir() + "," + small.Dir}
-	}
-	// A dead disk loses what was not written back, as a power cut does: every append
-	// is flushed, so that it loses nothing acknowledged. Otherwise a partition's last
-	// in-sync replica (the others not yet caught up after a fault) could come back from
-	// a dead disk without records that only it had in sync, which replication does not
-	// promise to survive (docs/replication.md).
-	var flush []string
-	if len(disks) > 0 && *faultsDeadDisk {
-		flush = []string{"log.flush.interval.messages=1"}
-	}
+	disks, nodeDirs, flush := smallDisks(t)
 	c := testutil.StartCluster(t, testutil.ClusterOptions{ProxyControllerLinks: true, ProxyReplication: true, NodeOverrides: nodeDirs,
 		Overrides: append(append([]string{"min.insync.replicas=2", "log.cleaner.backoff.ms=500"}, flush...), replicationOverrides...)})
 	inv := watchInvariants(t, c)
@@ -322,15 +297,18 @@ func TestRandomFaultsExactlyOnce(t *testing.T) {
 }
 
 // TestRandomFaultsShareGroup: three KIP-932 share consumers accept every record a
-// producer writes (acks=all) while the random schedule of TestRandomFaults runs. The
+// producer writes (acks=all) while the random schedule of TestRandomFaults runs, its
+// full and dead disks included (the share state's partitions, like the topic's, lie
+// on either of a node's two log directories). The
 // rules of TestClusterShareGroupStateFailover hold throughout (the share ledger's
 // check: no record's ACCEPT confirmed twice, every acknowledged record delivered),
 // every record is done in the end (each share-partition start offset at its high
 // watermark), and the history check holds.
 func TestRandomFaultsShareGroup(t *testing.T) {
 	t.Parallel()
-	c := testutil.StartCluster(t, testutil.ClusterOptions{ProxyControllerLinks: true, ProxyReplication: true,
-		Overrides: append(slices.Clone(shareOverrides), replicationOverrides...)})
+	disks, nodeDirs, flush := smallDisks(t)
+	c := testutil.StartCluster(t, testutil.ClusterOptions{ProxyControllerLinks: true, ProxyReplication: true, NodeOverrides: nodeDirs,
+		Overrides: slices.Concat(shareOverrides, flush, replicationOverrides)})
 	inv := watchInvariants(t, c)
 	const topic, partitions, groupID = "shared-battered", 6, "battered-share"
 	admin := newNodeClient(t, c.Node(1).Addr)
@@ -343,7 +321,7 @@ func TestRandomFaultsShareGroup(t *testing.T) {
 	p := startShareProducer(t, addrs, topic, led)
 	led.waitConfirmed(t, 1000, 90*time.Second, "1000 records accepted before the first fault")
 
-	runFaults(t, c, *faultsDuration, faultPlan{})
+	runFaults(t, c, *faultsDuration, faultPlan{SmallDisks: disks})
 
 	waitFullISR(t, admin, topic, partitions, 90*time.Second)
 	led.waitConfirmed(t, led.confirmedCount()+500, 120*time.Second, "records accepted after every fault was repaired")
@@ -355,6 +333,37 @@ func TestRandomFaultsShareGroup(t *testing.T) {
 	led.check(t, h)
 	h.check(t, c, topic)
 	inv.check()
+}
+
+// smallDisks gives each of the three nodes a small disk of its own as a second log
+// directory (the metadata log stays in the first), which the fault schedule fills or
+// kills now and then (faultPlan.SmallDisks), and returns the log.dirs override of each
+// node and the overrides every node needs beside them.
+func smallDisks(t *testing.T) (disks map[int32]*testutil.DyingDisk, nodeDirs map[int32][]string, flush []string) {
+	disks, nodeDirs = map[int32]*testutil.DyingDisk{}, map[int32][]string{}
+	for id := int32(1); id <= 3 && *faultsFullDisk; id++ {
+		small, err := testutil.TryDyingDisk(t, 256)
+		if err != nil {
+			// Without loop devices a tmpfs still fills up; it cannot die.
+			dir, terr := testutil.TrySmallDisk(t, "256m")
+			if terr != nil {
+				t.Logf("no full or dead disks in this run: mounting a small file system needs root: %v; %v", err, terr)
+				break
+			}
+			t.Logf("node %d: no dead disks in this run (a loop-mounted ext4: %v); its small disk is a tmpfs", id, err)
+			small = &testutil.DyingDisk{Dir: dir}
+		}
+		disks[id], nodeDirs[id] = small, []string{"log.dirs=" + t.TempDir() + "," + small.Dir}
+	}
+	// A dead disk loses what was not written back, as a power cut does: every append
+	// is flushed, so that it loses nothing acknowledged. Otherwise a partition's last
+	// in-sync replica (the others not yet caught up after a fault) could come back from
+	// a dead disk without records that only it had in sync, which replication does not
+	// promise to survive (docs/replication.md).
+	if len(disks) > 0 && *faultsDeadDisk {
+		flush = []string{"log.flush.interval.messages=1"}
+	}
+	return disks, nodeDirs, flush
 }
 
 // runFaults injects a seeded random schedule of faults into c for d, one or two nodes
