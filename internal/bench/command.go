@@ -351,7 +351,7 @@ until interrupted.`,
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
 			cfg.RecordSize, cfg.BatchBytes = int(recordSize), int(batchBytes)
-			codec, ok := parseCodec(compression)
+			codec, ok := record.ParseCompression(compression)
 			if !ok {
 				return fmt.Errorf("%w: --compression %q: use none, gzip, snappy, lz4 or zstd", ErrBadFlag, compression)
 			}
@@ -380,16 +380,6 @@ until interrupted.`,
 	f.StringVar(&compression, "compression", compression, "codec of the canned fetch batch: none, gzip, snappy, lz4 or zstd")
 	f.StringVar(&keystore, "tls-keystore", "", "PEM file with a private key and certificate: listen with TLS (the client's TLS ceiling)")
 	return cmd
-}
-
-// parseCodec parses a codec's Kafka name.
-func parseCodec(name string) (record.Compression, bool) {
-	for c := record.CompressionNone; c <= record.CompressionZstd; c++ {
-		if c.String() == name {
-			return c, true
-		}
-	}
-	return 0, false
 }
 
 func newLimitsCommand(c *common) *cobra.Command {

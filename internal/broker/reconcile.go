@@ -95,7 +95,7 @@ func (b *Broker) reconcile(img *metadata.Image) {
 		if p == nil {
 			continue // failed to open, logged above
 		}
-		codec, recompress := topicCompression(l.topicCfg.CompressionType)
+		codec, recompress := record.ParseCompression(l.topicCfg.CompressionType) // "producer": kept as produced
 		var bounds *replica.TimestampBounds
 		if before, after := l.topicCfg.TimestampBounds(); before != math.MaxInt64 || after != math.MaxInt64 {
 			bounds = &replica.TimestampBounds{Before: before, After: after}
@@ -307,24 +307,6 @@ func storageConfig(t config.Topic) storage.Config {
 		FileDeleteDelayMs:      t.FileDeleteDelayMs,
 		Preallocate:            t.Preallocate,
 	}
-}
-
-// topicCompression maps compression.type to a codec; "producer" keeps whatever the
-// producer used.
-func topicCompression(name string) (record.Compression, bool) {
-	switch name {
-	case "none":
-		return record.CompressionNone, true
-	case "gzip":
-		return record.CompressionGzip, true
-	case "snappy":
-		return record.CompressionSnappy, true
-	case "lz4":
-		return record.CompressionLZ4, true
-	case "zstd":
-		return record.CompressionZstd, true
-	}
-	return record.CompressionNone, false
 }
 
 func contains(xs []int32, x int32) bool {

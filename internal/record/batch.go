@@ -71,6 +71,17 @@ func (c Compression) String() string {
 	return fmt.Sprintf("compression(%d)", int8(c))
 }
 
+// ParseCompression returns the codec of a Kafka codec name (none, gzip, snappy, lz4,
+// zstd); ok is false for any other name ("producer" included).
+func ParseCompression(name string) (Compression, bool) {
+	for c := CompressionNone; c <= CompressionZstd; c++ {
+		if c.String() == name {
+			return c, true
+		}
+	}
+	return CompressionNone, false
+}
+
 // Errors. ErrCorrupt marks bytes that fail a checksum or cannot be parsed as a batch
 // (Kafka's CORRUPT_MESSAGE); ErrInvalid marks a well-formed batch whose contents break
 // a rule (INVALID_RECORD); ErrUnsupportedMagic marks magic 0 or 1.
