@@ -37,6 +37,7 @@ import (
 
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
+	"github.com/samsa-streaming/samsa/internal/share"
 )
 
 func init() {
@@ -158,10 +159,12 @@ func (b *Broker) handleListGroups(req *protocol.Request) <-chan protocol.Respons
 
 func (b *Broker) handleDeleteGroups(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.DeleteGroupsRequest)
-	shareGroups := map[string]bool{}
+	// The share partitions of the share groups, listed before the groups are gone.
+	img := b.image()
+	shareGroups := map[string][]share.Key{}
 	for _, g := range r.Groups {
-		if _, ok := b.groups.ShareGroupExists(g); ok {
-			shareGroups[g] = true
+		if _, ok, ids, all := b.groups.ShareStateTopics(g); ok {
+			shareGroups[g] = shareStateKeys(img, g, ids, all)
 		}
 	}
 	in := b.groups.DeleteGroups(r)
@@ -174,8 +177,8 @@ func (b *Broker) handleDeleteGroups(req *protocol.Request) <-chan protocol.Respo
 		ctx, cancel := b.requestContext(0)
 		defer cancel()
 		for _, g := range resp.Groups {
-			if g.ErrorCode == 0 && shareGroups[g.Group] {
-				b.deleteShareState(ctx, g.Group)
+			if keys, ok := shareGroups[g.Group]; ok && g.ErrorCode == 0 {
+				b.deleteShareState(ctx, g.Group, keys)
 			}
 		}
 		out <- protocol.Response{Body: resp}

@@ -14,6 +14,12 @@ package broker
 // A group that is not a share group answers GROUP_ID_NOT_FOUND; altering or deleting
 // the offsets of a group with members answers NON_EMPTY_GROUP.
 //
+// DescribeShareGroupOffsets without topics answers for the partitions with state of
+// the topics the group may hold state on (group.Coordinator.ShareStateTopics: those it
+// assigned and those AlterShareGroupOffsets named, which it records before writing the
+// state), as Kafka answers from the group's initialized partitions: its lookups grow
+// with the group's topics, not the cluster's.
+//
 // AlterShareGroupOffsets takes start offsets as they come, as Kafka's group
 // coordinator does (it hands them to the share coordinator unchecked): -1 leaves the
 // start unknown, so that the next fetch starts where share.auto.offset.reset says
@@ -62,24 +68,27 @@ func (b *Broker) handleDescribeShareGroupOffsets(req *protocol.Request) <-chan p
 	for _, rg := range r.Groups {
 		out := kmsg.NewDescribeShareGroupOffsetsResponseGroup()
 		out.GroupID = rg.GroupID
-		code, ok := b.groups.ShareGroupExists(rg.GroupID)
+		code, ok, ids, all := b.groups.ShareStateTopics(rg.GroupID)
 		switch {
 		case code != 0:
 			out.ErrorCode = code
 		case !ok:
 			out.ErrorCode = kerr.GroupIDNotFound.Code
 			out.ErrorMessage = kmsg.StringPtr("Group " + rg.GroupID + " is not a share group.")
+		case rg.Topics == nil:
+			out.Topics = b.describeShareOffsets(ctx, img, rg, shareStateKeys(img, rg.GroupID, ids, all))
 		default:
-			out.Topics = b.describeShareOffsets(ctx, img, rg)
+			out.Topics = b.describeShareOffsets(ctx, img, rg, nil)
 		}
 		resp.Groups = append(resp.Groups, out)
 	}
 	return reply(resp)
 }
 
-func (b *Broker) describeShareOffsets(ctx context.Context, img *metadata.Image, rg kmsg.DescribeShareGroupOffsetsRequestGroup) []kmsg.DescribeShareGroupOffsetsResponseGroupTopic {
-	// The share partitions asked for, or every one the group may have state for.
-	var keys []share.Key
+// describeShareOffsets answers for the partitions rg names, or, when it names no
+// topics, for those of keys (the partitions the group may hold state on) that have
+// state.
+func (b *Broker) describeShareOffsets(ctx context.Context, img *metadata.Image, rg kmsg.DescribeShareGroupOffsetsRequestGroup, keys []share.Key) []kmsg.DescribeShareGroupOffsetsResponseGroupTopic {
 	named := map[share.Key]bool{}
 	for _, t := range rg.Topics {
 		if tp, ok := img.Topic(t.Topic); ok {
@@ -91,9 +100,6 @@ func (b *Broker) describeShareOffsets(ctx context.Context, img *metadata.Image, 
 				}
 			}
 		}
-	}
-	if rg.Topics == nil {
-		keys = groupShareKeys(img, rg.GroupID)
 	}
 	type result struct {
 		sum shareSummary
@@ -181,13 +187,21 @@ func (b *Broker) emptyShareGroup(groupID string) (int16, string) {
 func (b *Broker) handleAlterShareGroupOffsets(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.AlterShareGroupOffsetsRequest)
 	resp := r.ResponseKind().(*kmsg.AlterShareGroupOffsetsResponse)
-	if code := <-b.groups.EnsureShareGroup(r.GroupID); code != 0 {
+	img := b.image()
+	// The group records the topics first, so that it never has state on a topic it
+	// does not know of (DescribeShareGroupOffsets of all topics looks at its topics).
+	topics := map[group.TopicID]int32{}
+	for _, rt := range r.Topics {
+		if t, ok := img.Topic(rt.Topic); ok {
+			topics[group.TopicID(t.ID)] = int32(len(t.Partitions))
+		}
+	}
+	if code := <-b.groups.EnsureShareGroup(r.GroupID, topics); code != 0 {
 		resp.ErrorCode = code
 		return reply(resp)
 	}
 	ctx, cancel := b.requestContext(0)
 	defer cancel()
-	img := b.image()
 	for _, rt := range r.Topics {
 		ot := kmsg.NewAlterShareGroupOffsetsResponseTopic()
 		ot.Topic = rt.Topic
@@ -236,7 +250,7 @@ func (b *Broker) handleDeleteShareGroupOffsets(req *protocol.Request) <-chan pro
 			continue
 		}
 		ot.TopicID = t.ID
-		if err := b.deleteShareStates(ctx, groupShareKeys(img, r.GroupID, rt.Topic)); err != nil {
+		if err := b.deleteShareStates(ctx, shareKeysOf(r.GroupID, t)); err != nil {
 			ot.ErrorCode = shareErrorCode(err)
 		} else {
 			deleted = append(deleted, group.TopicID(t.ID))
@@ -297,9 +311,10 @@ func (b *Broker) deleteShareStates(ctx context.Context, keys []share.Key) error 
 	})
 }
 
-// deleteShareState drops every share partition of a deleted share group.
-func (b *Broker) deleteShareState(ctx context.Context, groupID string) {
-	if err := b.deleteShareStates(ctx, groupShareKeys(b.image(), groupID)); err != nil {
+// deleteShareState drops the share partitions of a deleted share group, keys as
+// shareStateKeys lists them.
+func (b *Broker) deleteShareState(ctx context.Context, groupID string, keys []share.Key) {
+	if err := b.deleteShareStates(ctx, keys); err != nil {
 		b.logger.Warn("deleting share group state failed", "group", groupID, "err", err)
 	}
 }

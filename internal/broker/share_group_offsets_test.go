@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"fmt"
+	"maps"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -70,5 +72,123 @@ func TestAlterShareGroupOffsetsUncheckedStarts(t *testing.T) {
 	}
 	if len(want) != 0 {
 		t.Errorf("partitions %v not described", want)
+	}
+}
+
+// alterShareStarts sends AlterShareGroupOffsets for group: starts by partition of
+// topic; every partition must be answered without error.
+func alterShareStarts(t *testing.T, b *Broker, group, topic string, starts map[int32]int64) {
+	t.Helper()
+	req := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+	req.GroupID = group
+	rt := kmsg.NewAlterShareGroupOffsetsRequestTopic()
+	rt.Topic = topic
+	for p, off := range starts {
+		rp := kmsg.NewAlterShareGroupOffsetsRequestTopicPartition()
+		rp.Partition, rp.StartOffset = p, off
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	var resp *kmsg.AlterShareGroupOffsetsResponse
+	untilDone(t, "AlterShareGroupOffsets", func() int16 {
+		resp = call[*kmsg.AlterShareGroupOffsetsResponse](t, b, req)
+		return resp.ErrorCode
+	})
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.ErrorCode != 0 {
+				t.Fatalf("AlterShareGroupOffsets %s/%d: %v", rt.Topic, rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
+			}
+		}
+	}
+}
+
+// describeShareStarts sends DescribeShareGroupOffsets for group, of every topic when
+// topics is nil, and returns the start offsets answered as "topic/partition" → start.
+func describeShareStarts(t *testing.T, b *Broker, group string, topics map[string][]int32) map[string]int64 {
+	t.Helper()
+	req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+	rg.GroupID = group
+	for name, ps := range topics {
+		rt := kmsg.NewDescribeShareGroupOffsetsRequestGroupTopic()
+		rt.Topic, rt.Partitions = name, ps
+		rg.Topics = append(rg.Topics, rt)
+	}
+	req.Groups = append(req.Groups, rg)
+	resp := call[*kmsg.DescribeShareGroupOffsetsResponse](t, b, req)
+	out := map[string]int64{}
+	for _, g := range resp.Groups {
+		if g.ErrorCode != 0 {
+			t.Fatalf("DescribeShareGroupOffsets %s: %v", group, kerr.ErrorForCode(g.ErrorCode))
+		}
+		for _, rt := range g.Topics {
+			for _, rp := range rt.Partitions {
+				if rp.ErrorCode != 0 {
+					t.Fatalf("DescribeShareGroupOffsets %s/%d: %v", rt.Topic, rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
+				}
+				out[fmt.Sprintf("%s/%d", rt.Topic, rp.Partition)] = rp.StartOffset
+			}
+		}
+	}
+	return out
+}
+
+// TestDescribeShareGroupOffsetsOfItsTopics: DescribeShareGroupOffsets of every topic
+// (as `samsa group describe` and kadm send it) answers for the partitions with state of
+// the topics the group may hold state on — here the ones AlterShareGroupOffsets named —
+// and looks up those topics' partitions only, not every partition of the cluster.
+// DeleteShareGroupOffsets and DeleteGroups drop the state on them.
+func TestDescribeShareGroupOffsetsOfItsTopics(t *testing.T) {
+	b := startTestBroker(t)
+	createTestTopic(t, b, "altered", 3)
+	createTestTopic(t, b, "other", 40)
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKeys = []string{"g", "h"}
+	untilDone(t, "FindCoordinator", func() int16 {
+		resp := call[*kmsg.FindCoordinatorResponse](t, b, fc)
+		return max(resp.Coordinators[0].ErrorCode, resp.Coordinators[1].ErrorCode)
+	})
+	alterShareStarts(t, b, "g", "altered", map[int32]int64{2: 7})
+	alterShareStarts(t, b, "h", "other", map[int32]int64{0: 1})
+
+	if got := describeShareStarts(t, b, "g", nil); !maps.Equal(got, map[string]int64{"altered/2": 7}) {
+		t.Errorf("g, every topic: %v, want altered/2 at 7", got)
+	}
+	_, _, ids, all := b.groups.ShareStateTopics("g")
+	if keys := shareStateKeys(b.image(), "g", ids, all); len(keys) != 3 {
+		t.Errorf("g's share partitions looked up: %d (%v), want altered's 3", len(keys), keys)
+	}
+
+	// DeleteShareGroupOffsets: the state goes and so does the topic.
+	dreq := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+	dreq.GroupID = "g"
+	dt := kmsg.NewDeleteShareGroupOffsetsRequestTopic()
+	dt.Topic = "altered"
+	dreq.Topics = append(dreq.Topics, dt)
+	if resp := call[*kmsg.DeleteShareGroupOffsetsResponse](t, b, dreq); resp.ErrorCode != 0 || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("DeleteShareGroupOffsets: %v, topic %v", kerr.ErrorForCode(resp.ErrorCode), kerr.ErrorForCode(resp.Topics[0].ErrorCode))
+	}
+	if got := describeShareStarts(t, b, "g", nil); len(got) != 0 {
+		t.Errorf("g after its offsets were deleted: %v, want none", got)
+	}
+	if _, _, ids, all := b.groups.ShareStateTopics("g"); len(ids) != 0 || all {
+		t.Errorf("g's topics after its offsets were deleted: %v (all %v), want none", ids, all)
+	}
+
+	// DeleteGroups: h's state on other goes with it; a group of that name made again
+	// starts without it.
+	dg := kmsg.NewPtrDeleteGroupsRequest()
+	dg.Groups = []string{"h"}
+	if resp := call[*kmsg.DeleteGroupsResponse](t, b, dg); resp.Groups[0].ErrorCode != 0 {
+		t.Fatalf("DeleteGroups h: %v", kerr.ErrorForCode(resp.Groups[0].ErrorCode))
+	}
+	alterShareStarts(t, b, "h", "altered", map[int32]int64{0: 3})
+	want := map[string]int64{"other/0": -1}
+	if got := describeShareStarts(t, b, "h", map[string][]int32{"other": {0}}); !maps.Equal(got, want) {
+		t.Errorf("h made again, other/0: %v, want %v (no state)", got, want)
+	}
+	if got := describeShareStarts(t, b, "h", nil); !maps.Equal(got, map[string]int64{"altered/0": 3}) {
+		t.Errorf("h made again, every topic: %v, want altered/0 at 3", got)
 	}
 }

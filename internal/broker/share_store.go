@@ -40,6 +40,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/group"
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/peer"
 	"github.com/samsa-streaming/samsa/internal/share"
@@ -354,27 +355,34 @@ func firstShareKeyErr(keys []share.Key, fn func(share.Key) error) error {
 	return first
 }
 
-// groupShareKeys lists the share partitions group may have state for: every partition
-// of every topic that is not internal, or of the topics named.
-func groupShareKeys(img *metadata.Image, groupID string, topics ...string) []share.Key {
+// shareKeysOf lists the share partitions of group on topics: every partition of each.
+func shareKeysOf(groupID string, topics ...*metadata.Topic) []share.Key {
 	var keys []share.Key
-	add := func(t *metadata.Topic) {
+	for _, t := range topics {
 		for p := range t.Partitions {
 			keys = append(keys, share.Key{Group: groupID, TopicID: t.ID, Partition: int32(p)})
 		}
 	}
-	if len(topics) > 0 {
-		for _, name := range topics {
-			if t, ok := img.Topic(name); ok {
-				add(t)
+	return keys
+}
+
+// shareStateKeys lists the share partitions group may hold state on, as
+// group.Coordinator.ShareStateTopics returns them (ids, or all for a group recorded
+// before they were kept: every topic that is not internal) as img has them.
+func shareStateKeys(img *metadata.Image, groupID string, ids []group.TopicID, all bool) []share.Key {
+	var topics []*metadata.Topic
+	if all {
+		for _, t := range img.Topics() {
+			if !isInternalTopic(t.Name) {
+				topics = append(topics, t)
 			}
 		}
-		return keys
+		return shareKeysOf(groupID, topics...)
 	}
-	for _, t := range img.Topics() {
-		if !isInternalTopic(t.Name) {
-			add(t)
+	for _, id := range ids {
+		if t, ok := img.TopicByID(metadata.TopicID(id)); ok {
+			topics = append(topics, t)
 		}
 	}
-	return keys
+	return shareKeysOf(groupID, topics...)
 }

@@ -50,9 +50,11 @@ const (
 type shareGroup struct {
 	epoch            int32
 	subscriptionHash uint64
-	// initialized counts, per topic the group has assigned, the partitions whose share
-	// state the group has initialized (see the file comment); nil in groups recorded
-	// before it was kept, whose topics then count as met for the first time.
+	// initialized counts, per topic the group has assigned or AlterShareGroupOffsets
+	// named, the partitions whose share state the group has initialized (see the file
+	// comment): the group has share state on these topics only. nil in groups recorded
+	// before it was kept, whose topics then count as met for the first time and whose
+	// state may lie on any topic.
 	initialized map[TopicID]int32
 	members     map[string]*shareMember
 
@@ -85,6 +87,9 @@ type shareGroupValue struct {
 	SubscriptionHash uint64 `json:"subscription_hash"`
 	// Initialized maps topic ids (hex) to initialized partition counts.
 	Initialized map[string]int32 `json:"initialized_partitions,omitempty"`
+	// InitializedKept tells an empty Initialized from one recorded before Samsa kept
+	// it (decoded as nil: see shareGroup.initialized).
+	InitializedKept bool `json:"initialized_kept,omitempty"`
 }
 
 type shareMemberValue struct {
@@ -106,7 +111,7 @@ func shareKey(version int16, parts ...string) []byte {
 }
 
 func shareGroupRecord(group string, sg *shareGroup) Record {
-	v := shareGroupValue{Epoch: sg.epoch, SubscriptionHash: sg.subscriptionHash}
+	v := shareGroupValue{Epoch: sg.epoch, SubscriptionHash: sg.subscriptionHash, InitializedKept: sg.initialized != nil}
 	if len(sg.initialized) > 0 {
 		v.Initialized = make(map[string]int32, len(sg.initialized))
 		for id, n := range sg.initialized {
@@ -172,7 +177,7 @@ func replayShare(groups map[string]*group, partition int32, d decoded) error {
 		g = shareGroupOf(groups, partition, d.group)
 		g.share.epoch, g.share.subscriptionHash = d.shareGroup.Epoch, d.shareGroup.SubscriptionHash
 		g.share.initialized = nil
-		if len(d.shareGroup.Initialized) > 0 {
+		if d.shareGroup.InitializedKept || len(d.shareGroup.Initialized) > 0 {
 			g.share.initialized = make(map[TopicID]int32, len(d.shareGroup.Initialized))
 		}
 		for s, n := range d.shareGroup.Initialized {
@@ -682,17 +687,22 @@ func (g *group) shareNextDeadline() time.Time {
 	return next
 }
 
-// ShareGroupExists reports whether group is a share group here (with the coordinator
-// error code when this node does not serve it).
-func (c *Coordinator) ShareGroupExists(group string) (int16, bool) {
+// ShareStateTopics reports whether group is a share group and, if so, the topics it
+// may hold share state on: those it has assigned and those AlterShareGroupOffsets
+// named (Kafka's initialized partitions). all is true for a group recorded before
+// Samsa kept them, whose state may lie on any topic.
+func (c *Coordinator) ShareStateTopics(group string) (code int16, exists bool, ids []TopicID, all bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	part, code := c.partitionOfLocked(group)
 	if code != kerrNone {
-		return code, false
+		return code, false, nil, false
 	}
 	g := part.groups[group]
-	return kerrNone, g != nil && g.share != nil
+	if g == nil || g.share == nil {
+		return kerrNone, false, nil, false
+	}
+	return kerrNone, true, slices.Collect(maps.Keys(g.share.initialized)), g.share.initialized == nil
 }
 
 // ShareGroupEmpty reports whether a share group exists and has no members.
@@ -711,10 +721,12 @@ func (c *Coordinator) ShareGroupEmpty(group string) (code int16, exists, empty b
 }
 
 // EnsureShareGroup creates group as an empty share group if it does not exist (Kafka's
-// AlterShareGroupOffsets may name a group nobody joined yet). The channel receives 0,
-// or the coordinator error, GROUP_ID_NOT_FOUND for a group of another type, or
+// AlterShareGroupOffsets may name a group nobody joined yet), and adds to the topics
+// it may hold share state on those of topics (partition counts by id) it does not
+// have yet, before their state is written. The channel receives 0, or the
+// coordinator error, GROUP_ID_NOT_FOUND for a group of another type, or
 // NON_EMPTY_GROUP for a share group with members.
-func (c *Coordinator) EnsureShareGroup(group string) <-chan int16 {
+func (c *Coordinator) EnsureShareGroup(group string, topics map[TopicID]int32) <-chan int16 {
 	ch := make(chan int16, 1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -724,22 +736,41 @@ func (c *Coordinator) EnsureShareGroup(group string) <-chan int16 {
 		return ch
 	}
 	g := part.groups[group]
+	var next *shareGroup
 	switch {
 	case g == nil:
-		sg := &shareGroup{members: map[string]*shareMember{}}
-		c.writeConsumerLocked(part, group, []Record{shareGroupRecord(group, sg)}, func(err error) {
-			if err != nil {
-				ch <- appendErrorCode(err)
-				return
-			}
-			ch <- kerrNone
-		})
+		next = &shareGroup{initialized: maps.Clone(topics), members: map[string]*shareMember{}}
+		if next.initialized == nil {
+			next.initialized = map[TopicID]int32{}
+		}
 	case g.share == nil:
 		ch <- kerrGroupIDNotFound
+		return ch
 	case len(g.share.members) > 0:
 		ch <- kerrNonEmptyGroup
+		return ch
 	default:
-		ch <- kerrNone
+		sg := g.share
+		for id, n := range topics {
+			if _, ok := sg.initialized[id]; ok || sg.initialized == nil {
+				continue
+			}
+			if next == nil {
+				next = &shareGroup{epoch: sg.epoch, subscriptionHash: sg.subscriptionHash, initialized: maps.Clone(sg.initialized), members: sg.members}
+			}
+			next.initialized[id] = n
+		}
+		if next == nil {
+			ch <- kerrNone
+			return ch
+		}
 	}
+	c.writeConsumerLocked(part, group, []Record{shareGroupRecord(group, next)}, func(err error) {
+		if err != nil {
+			ch <- appendErrorCode(err)
+			return
+		}
+		ch <- kerrNone
+	})
 	return ch
 }

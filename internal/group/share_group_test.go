@@ -1,8 +1,10 @@
 package group
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -269,5 +271,92 @@ func TestShareGroupForgetTopics(t *testing.T) {
 	case c := <-calls:
 		t.Fatalf("InitShareState of partitions %d-%d of a forgotten topic", c.from, c.to-1)
 	default:
+	}
+}
+
+// stateTopics is ShareStateTopics of group, failing the test on an error code; ids
+// sorted.
+func stateTopics(t *testing.T, c *Coordinator, group string) (exists bool, ids []TopicID, all bool) {
+	t.Helper()
+	code, exists, ids, all := c.ShareStateTopics(group)
+	if code != 0 {
+		t.Fatalf("ShareStateTopics(%s): error %d", group, code)
+	}
+	slices.SortFunc(ids, func(a, b TopicID) int { return bytes.Compare(a[:], b[:]) })
+	return exists, ids, all
+}
+
+// TestShareStateTopics: a share group knows every topic it may hold share state on —
+// those it assigned and those AlterShareGroupOffsets named (EnsureShareGroup) — across
+// a restart, so that DescribeShareGroupOffsets of all topics and DeleteGroups look at
+// those topics only. A group created empty knows none (not "any topic"); one recorded
+// before Samsa kept them may have state anywhere. Naming a topic the group has does not
+// change its initialized partition count, so partitions it gained since are still
+// initialized at offset 0 when a member next subscribes.
+func TestShareStateTopics(t *testing.T) {
+	calls := make(chan shareInitCall, 4)
+	h, ft := newConsumerHarness(t, nil)
+	h.initShare = func(ctx context.Context, group string, topic TopicID, from, to int32) error {
+		calls <- shareInitCall{group: group, topic: topic, from: from, to: to}
+		return nil
+	}
+	// A share group recorded before it kept its topics: no initialized_kept.
+	legacy := Record{Key: shareKey(shareGroupKeyVersion, "legacy"), Value: []byte(`{"epoch":3,"subscription_hash":0}`)}
+	h.log.parts[h.c.PartitionFor("legacy")] = append(h.log.parts[h.c.PartitionFor("legacy")], legacy)
+	h.start()
+	ft.set("a", 2)
+	ft.set("b", 3)
+
+	if code := recv(t, h.c.EnsureShareGroup("empty", nil)); code != 0 {
+		t.Fatalf("EnsureShareGroup(empty): error %d", code)
+	}
+	if code := recv(t, h.c.EnsureShareGroup("g", map[TopicID]int32{topicIDOf("b"): 3})); code != 0 {
+		t.Fatalf("EnsureShareGroup(g, b): error %d", code)
+	}
+	m := &smember{id: "m", topics: []string{"a"}}
+	if r := h.shHeartbeat("g", m); r.ErrorCode != 0 || m.owned.size() != 2 {
+		t.Fatalf("join: error %d, owns %v", r.ErrorCode, m.owned)
+	}
+	if code := recv(t, h.c.EnsureShareGroup("g", nil)); code != kerrNonEmptyGroup {
+		t.Fatalf("EnsureShareGroup with a member: error %d, want NON_EMPTY_GROUP", code)
+	}
+	m.epoch = leaveEpoch
+	if r := h.shHeartbeat("g", m); r.ErrorCode != 0 {
+		t.Fatalf("leave: error %d", r.ErrorCode)
+	}
+	// a gains partitions while nobody subscribes; naming a (now 4 partitions) keeps
+	// the group's count of 2.
+	ft.set("a", 4)
+	if code := recv(t, h.c.EnsureShareGroup("g", map[TopicID]int32{topicIDOf("a"): 4})); code != 0 {
+		t.Fatalf("EnsureShareGroup(g, a): error %d", code)
+	}
+
+	h.start() // what the group knows is durable
+	if exists, _, _ := stateTopics(t, h.c, "none"); exists {
+		t.Fatalf("a group that does not exist exists")
+	}
+	if exists, ids, all := stateTopics(t, h.c, "empty"); !exists || len(ids) != 0 || all {
+		t.Errorf("empty group: exists %v, topics %v, all %v; want no topics", exists, ids, all)
+	}
+	if exists, _, all := stateTopics(t, h.c, "legacy"); !exists || !all {
+		t.Errorf("group recorded before its topics were kept: exists %v, all %v; want any topic", exists, all)
+	}
+	want := []TopicID{topicIDOf("a"), topicIDOf("b")}
+	slices.SortFunc(want, func(a, b TopicID) int { return bytes.Compare(a[:], b[:]) })
+	if exists, ids, all := stateTopics(t, h.c, "g"); !exists || !slices.Equal(ids, want) || all {
+		t.Errorf("group g: exists %v, topics %v, all %v; want a and b", exists, ids, all)
+	}
+
+	n := &smember{id: "n", topics: []string{"a"}}
+	if r := h.shHeartbeat("g", n); r.ErrorCode != 0 {
+		t.Fatalf("join again: error %d", r.ErrorCode)
+	}
+	select {
+	case c := <-calls:
+		if c.topic != topicIDOf("a") || c.from != 2 || c.to != 4 {
+			t.Errorf("InitShareState of %v partitions %d-%d, want a's 2-3", c.topic, c.from, c.to-1)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the partitions a gained were not initialized")
 	}
 }
