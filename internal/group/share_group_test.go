@@ -122,6 +122,17 @@ type shareInitCall struct {
 	result   chan error
 }
 
+// shareInitsSucceed makes the harness's InitShareState succeed at once and returns
+// the calls it gets (up to 4 unread); h.start() must follow.
+func (h *harness) shareInitsSucceed() <-chan shareInitCall {
+	calls := make(chan shareInitCall, 4)
+	h.initShare = func(ctx context.Context, group string, topic TopicID, from, to int32) error {
+		calls <- shareInitCall{group: group, topic: topic, from: from, to: to}
+		return nil
+	}
+	return calls
+}
+
 // TestShareGroupNewPartitionsInitialized: the partitions a topic gains after a share
 // group first assigned it are assigned only once their share state has been
 // initialized (at offset 0, by the broker), so that share.auto.offset.reset=latest
@@ -239,12 +250,8 @@ func TestShareGroupNewPartitionsInitialized(t *testing.T) {
 // state, the group meets the topic as new: its partitions, including those it gained
 // since, are assigned at once and start where share.auto.offset.reset says.
 func TestShareGroupForgetTopics(t *testing.T) {
-	calls := make(chan shareInitCall, 4)
 	h, ft := newConsumerHarness(t, nil)
-	h.initShare = func(ctx context.Context, group string, topic TopicID, from, to int32) error {
-		calls <- shareInitCall{group: group, topic: topic, from: from, to: to}
-		return nil
-	}
+	calls := h.shareInitsSucceed()
 	h.start()
 	ft.set("t", 2)
 	a := &smember{id: "a", topics: []string{"t"}}
@@ -294,12 +301,8 @@ func stateTopics(t *testing.T, c *Coordinator, group string) (exists bool, ids [
 // change its initialized partition count, so partitions it gained since are still
 // initialized at offset 0 when a member next subscribes.
 func TestShareStateTopics(t *testing.T) {
-	calls := make(chan shareInitCall, 4)
 	h, ft := newConsumerHarness(t, nil)
-	h.initShare = func(ctx context.Context, group string, topic TopicID, from, to int32) error {
-		calls <- shareInitCall{group: group, topic: topic, from: from, to: to}
-		return nil
-	}
+	calls := h.shareInitsSucceed()
 	// A share group recorded before it kept its topics: no initialized_kept.
 	legacy := Record{Key: shareKey(shareGroupKeyVersion, "legacy"), Value: []byte(`{"epoch":3,"subscription_hash":0}`)}
 	h.log.parts[h.c.PartitionFor("legacy")] = append(h.log.parts[h.c.PartitionFor("legacy")], legacy)
