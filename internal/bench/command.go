@@ -390,7 +390,9 @@ func newLimitsCommand(c *common) *cobra.Command {
 		Short: "Measure the machine's limits: TCP into a file, and sendfile out of it",
 		Long: `limits streams --size bytes over loopback TCP into a server that appends them
 to a file in --dir (read/write, as a broker that checks the bytes must), then
-sendfiles that file to a loopback client that discards it. Both in MB/s. The file
+sendfiles that file to a loopback client that discards it, then sends it again in
+rounds of 1 MiB, each asked for by a one-byte request as a consumer's fetch loop
+asks: with sendfile, and read and written through a buffer. All in MB/s. The file
 is removed afterwards. Keep --size below the dirty page cache limit (about 2 GB
 here) or the sink measures the disk instead.`,
 		Args: cobra.NoArgs,
@@ -404,8 +406,9 @@ here) or the sink measures the disk instead.`,
 			if c.output == "json" {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "limits over %s: tcp sink to file %.1f MB/s, sendfile to socket %.1f MB/s\n",
-				formatBytes(res.Bytes), res.SinkMBPerSec, res.SendfileMBPerSec)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "limits over %s: tcp sink to file %.1f MB/s, sendfile to socket %.1f MB/s; "+
+				"%s a request: sendfile %.1f MB/s, read and write %.1f MB/s\n",
+				formatBytes(res.Bytes), res.SinkMBPerSec, res.SendfileMBPerSec, formatBytes(limitsBuffer), res.SendfileRoundsMBPerSec, res.CopyRoundsMBPerSec)
 			return err
 		},
 	}

@@ -103,7 +103,7 @@ func TestLimitsSmall(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("summary is not JSON: %v\n%s", err, out)
 	}
-	if res.Bytes != 4<<20 || res.SinkMBPerSec <= 0 || res.SendfileMBPerSec <= 0 {
+	if res.Bytes != 4<<20 || res.SinkMBPerSec <= 0 || res.SendfileMBPerSec <= 0 || res.SendfileRoundsMBPerSec <= 0 || res.CopyRoundsMBPerSec <= 0 {
 		t.Fatalf("limits = %+v", res)
 	}
 	left, _ := filepath.Glob(filepath.Join(dir, "*"))

@@ -11,21 +11,28 @@ import (
 )
 
 // LimitsResult is the machine's own ceiling for the two things a broker does with
-// bytes: take them off a socket into a file, and send a file to a socket.
+// bytes: take them off a socket into a file, and send a file to a socket — in one
+// stream, and as a consumer's fetches ask for it, a round of limitsBuffer bytes a
+// request (with sendfile, and copied through a buffer for comparison).
 type LimitsResult struct {
-	Bytes            int64   `json:"bytes"`
-	SinkSeconds      float64 `json:"tcp_sink_seconds"`
-	SinkMBPerSec     float64 `json:"tcp_sink_mb_per_sec"`
-	SendfileSeconds  float64 `json:"sendfile_seconds"`
-	SendfileMBPerSec float64 `json:"sendfile_mb_per_sec"`
+	Bytes                  int64   `json:"bytes"`
+	SinkSeconds            float64 `json:"tcp_sink_seconds"`
+	SinkMBPerSec           float64 `json:"tcp_sink_mb_per_sec"`
+	SendfileSeconds        float64 `json:"sendfile_seconds"`
+	SendfileMBPerSec       float64 `json:"sendfile_mb_per_sec"`
+	SendfileRoundsMBPerSec float64 `json:"sendfile_rounds_mb_per_sec"`
+	CopyRoundsMBPerSec     float64 `json:"copy_rounds_mb_per_sec"`
 }
 
 const limitsBuffer = 1 << 20
 
 // runLimits measures, on loopback: (1) a TCP sink — a client streams size bytes to a
-// server that appends them to a file in dir with read/write (no splice), and (2) a
-// sendfile reader — the server sendfiles that file to a client that discards it.
-// The file is removed afterwards.
+// server that appends them to a file in dir with read/write (no splice), (2) a
+// sendfile reader — the server sendfiles that file to a client that discards it, and
+// (3) the same file in rounds — the client asks (one byte) and reads limitsBuffer
+// bytes, which the server sends with sendfile, or reads and writes, before the next
+// request: a consumer's fetch loop against a broker that does nothing else. The file
+// is removed afterwards.
 func runLimits(ctx context.Context, dir string, size int64, progress io.Writer) (LimitsResult, error) {
 	res := LimitsResult{Bytes: size}
 	if size <= 0 {
@@ -57,7 +64,95 @@ func runLimits(ctx context.Context, dir string, size int64, progress io.Writer) 
 	if progress != nil {
 		fmt.Fprintf(progress, "limits: sendfile to socket %.1f MB/s\n", res.SendfileMBPerSec)
 	}
+	for _, copied := range []bool{false, true} {
+		d, err := measureRounds(ctx, path, size, copied)
+		if err != nil {
+			return res, err
+		}
+		mbps := float64(size-size%limitsBuffer) / mebibyte / d.Seconds()
+		how := "sendfile"
+		if copied {
+			res.CopyRoundsMBPerSec, how = mbps, "read and write"
+		} else {
+			res.SendfileRoundsMBPerSec = mbps
+		}
+		if progress != nil {
+			fmt.Fprintf(progress, "limits: %s to socket, %s a request, %.1f MB/s\n", how, formatBytes(limitsBuffer), mbps)
+		}
+	}
 	return res, nil
+}
+
+// measureRounds times size/limitsBuffer request-response rounds over loopback: the
+// client writes one byte and reads limitsBuffer bytes of the file at path, which the
+// server sends with sendfile (or, copied, reads into a buffer and writes).
+func measureRounds(ctx context.Context, path string, size int64, copied bool) (time.Duration, error) {
+	rounds := size / limitsBuffer
+	if rounds == 0 {
+		return 0, fmt.Errorf("%w: --size must be at least %s", ErrBadFlag, formatBytes(limitsBuffer))
+	}
+	ln, done, err := serveOne(func(c net.Conn) error {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		ask := make([]byte, 1)
+		var buf []byte
+		if copied {
+			buf = make([]byte, limitsBuffer)
+		}
+		for range rounds {
+			if _, err := io.ReadFull(c, ask); err != nil {
+				return err
+			}
+			if copied {
+				if _, err := io.ReadFull(f, buf); err != nil {
+					return err
+				}
+				_, err = c.Write(buf)
+			} else {
+				// A *io.LimitedReader of an *os.File is sendfile(2) too.
+				_, err = c.(*net.TCPConn).ReadFrom(io.LimitReader(f, limitsBuffer))
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", ln.Addr().String())
+	if err != nil {
+		return 0, fmt.Errorf("bench limits: %w", err)
+	}
+	defer c.Close()
+	buf := make([]byte, limitsBuffer)
+	start := time.Now()
+	for range rounds {
+		if _, err = c.Write([]byte{1}); err == nil {
+			_, err = io.ReadFull(c, buf)
+		}
+		if err == nil {
+			err = ctx.Err()
+		}
+		if err != nil {
+			break
+		}
+	}
+	elapsed := time.Since(start)
+	if err != nil {
+		c.Close()
+		<-done
+		return 0, fmt.Errorf("bench limits: rounds: %w", err)
+	}
+	if err := <-done; err != nil {
+		return 0, fmt.Errorf("bench limits: rounds: %w", err)
+	}
+	return elapsed, nil
 }
 
 // onlyReader hides a reader's WriteTo so io.CopyBuffer uses the buffer, as a broker

@@ -363,9 +363,11 @@ func runSuite(ctx context.Context, cfg suiteConfig, progress io.Writer) (*SuiteR
 		s.res.LimitsRuns = append(s.res.LimitsRuns, lim)
 	}
 	s.res.Limits = LimitsResult{
-		Bytes:            s.sizes.limitsBytes,
-		SinkMBPerSec:     medianOf(s.res.LimitsRuns, func(l LimitsResult) float64 { return l.SinkMBPerSec }),
-		SendfileMBPerSec: medianOf(s.res.LimitsRuns, func(l LimitsResult) float64 { return l.SendfileMBPerSec }),
+		Bytes:                  s.sizes.limitsBytes,
+		SinkMBPerSec:           medianOf(s.res.LimitsRuns, func(l LimitsResult) float64 { return l.SinkMBPerSec }),
+		SendfileMBPerSec:       medianOf(s.res.LimitsRuns, func(l LimitsResult) float64 { return l.SendfileMBPerSec }),
+		SendfileRoundsMBPerSec: medianOf(s.res.LimitsRuns, func(l LimitsResult) float64 { return l.SendfileRoundsMBPerSec }),
+		CopyRoundsMBPerSec:     medianOf(s.res.LimitsRuns, func(l LimitsResult) float64 { return l.CopyRoundsMBPerSec }),
 	}
 	s.res.Commands = append(s.res.Commands, fmt.Sprintf("limits: samsa bench limits --dir %s --size %s", cfg.dir, formatBytes(s.sizes.limitsBytes)))
 
@@ -616,8 +618,12 @@ func (r *SuiteResult) markdown() string {
 	b.WriteString("| machine limit (same run) | MB/s |\n|---|---:|\n")
 	fmt.Fprintf(&b, "| loopback TCP → file (read/write sink), %s | %.0f%s |\n", formatBytes(r.Limits.Bytes), r.Limits.SinkMBPerSec,
 		spread(sink))
-	fmt.Fprintf(&b, "| file → loopback TCP (sendfile), %s | %.0f%s |\n\n", formatBytes(r.Limits.Bytes), r.Limits.SendfileMBPerSec,
+	fmt.Fprintf(&b, "| file → loopback TCP (sendfile), %s | %.0f%s |\n", formatBytes(r.Limits.Bytes), r.Limits.SendfileMBPerSec,
 		spread(func(l LimitsResult) float64 { return l.SendfileMBPerSec }))
+	fmt.Fprintf(&b, "| file → loopback TCP, %s a request (sendfile, as the consume loop's fetches) | %.0f%s |\n", formatBytes(limitsBuffer),
+		r.Limits.SendfileRoundsMBPerSec, spread(func(l LimitsResult) float64 { return l.SendfileRoundsMBPerSec }))
+	fmt.Fprintf(&b, "| file → loopback TCP, %s a request (read and write: copied) | %.0f%s |\n\n", formatBytes(limitsBuffer),
+		r.Limits.CopyRoundsMBPerSec, spread(func(l LimitsResult) float64 { return l.CopyRoundsMBPerSec }))
 	if lo, hi := r.limitsRange(sink); len(r.LimitsRuns) > 1 && lo > 0 && hi > unsteadyWrites*lo {
 		fmt.Fprintf(&b, "**The machine's writes changed speed during this run**: TCP → file %.0f–%.0f MB/s between repetitions. "+
 			"Every figure that writes to the page cache (Samsa's, not the null broker's) depends on which state a run met; "+
