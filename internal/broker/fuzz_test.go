@@ -272,7 +272,9 @@ func (fx *fuzzFixture) setUp(tb testing.TB) {
 }
 
 // untilDone repeats a request while its error is retriable (the coordinators load
-// after the broker starts), for at most 10 s; it fails on any other error.
+// after the broker starts), or is CONCURRENT_TRANSACTIONS (an InitProducerID while a
+// transaction an input began is still ending, which Kafka's producers retry too), for
+// at most 10 s; it fails on any other error.
 func untilDone(tb testing.TB, what string, send func() int16) {
 	tb.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -283,7 +285,8 @@ func untilDone(tb testing.TB, what string, send func() int16) {
 			return
 		}
 		var ke *kerr.Error
-		if (code == kerr.MemberIDRequired.Code || errors.As(err, &ke) && ke.Retriable) && time.Now().Before(deadline) {
+		again := code == kerr.MemberIDRequired.Code || code == kerr.ConcurrentTransactions.Code || errors.As(err, &ke) && ke.Retriable
+		if again && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}
