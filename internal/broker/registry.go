@@ -45,6 +45,20 @@ func APIKeys() []kmsg.ApiVersionsResponseApiKey {
 	return keys
 }
 
+// later runs h in a goroutine of its own and relays its answer, so that the
+// connection reads its next requests meanwhile: for handlers that wait on other nodes
+// (the share coordinator's, whose writes wait for their replication). A connection
+// hands Handle one request at a time, so a handler that waits in Handle makes every
+// later request of that connection wait behind it: one broker's share-state requests
+// to another all come on one connection.
+func later(h handlerFunc) handlerFunc {
+	return func(b *Broker, req *protocol.Request) <-chan protocol.Response {
+		out := make(chan protocol.Response, 1)
+		go func() { out <- <-h(b, req) }()
+		return out
+	}
+}
+
 // reply wraps a finished response.
 func reply(r kmsg.Response) <-chan protocol.Response {
 	return protocol.Ready(protocol.Response{Body: r})

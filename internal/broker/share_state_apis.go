@@ -41,11 +41,14 @@ import (
 )
 
 func init() {
-	register(kmsg.InitializeShareGroupState, 0, 0, (*Broker).handleInitializeShareGroupState)
-	register(kmsg.ReadShareGroupState, 0, 0, (*Broker).handleReadShareGroupState)
-	register(kmsg.WriteShareGroupState, 0, 1, (*Broker).handleWriteShareGroupState)
-	register(kmsg.DeleteShareGroupState, 0, 0, (*Broker).handleDeleteShareGroupState)
-	register(kmsg.ReadShareGroupStateSummary, 0, 1, (*Broker).handleReadShareGroupStateSummary)
+	// Each answers from its own goroutine (later): they wait for the state partition's
+	// writes to replicate, or for its load, and the share partition leaders of one
+	// broker send all of theirs on one connection.
+	register(kmsg.InitializeShareGroupState, 0, 0, later((*Broker).handleInitializeShareGroupState))
+	register(kmsg.ReadShareGroupState, 0, 0, later((*Broker).handleReadShareGroupState))
+	register(kmsg.WriteShareGroupState, 0, 1, later((*Broker).handleWriteShareGroupState))
+	register(kmsg.DeleteShareGroupState, 0, 0, later((*Broker).handleDeleteShareGroupState))
+	register(kmsg.ReadShareGroupStateSummary, 0, 1, later((*Broker).handleReadShareGroupStateSummary))
 }
 
 // shareStateCheck is the code a partition of a share-coordinator request answers

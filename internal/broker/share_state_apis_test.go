@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-streaming/samsa/internal/group"
+	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/replica"
 	"github.com/samsa-streaming/samsa/internal/share"
 )
@@ -252,5 +254,67 @@ func TestShareCoordinatorErrorCodes(t *testing.T) {
 		if err := shareCoordinatorError(code); !errors.Is(err, want) || (want == nil) != (err == nil) {
 			t.Errorf("code %d: %v, want %v", code, err, want)
 		}
+	}
+}
+
+// TestShareStateRequestsAnswerLater: the share coordinator's requests are answered
+// from a goroutine of their own, so a connection's next requests are read while one
+// waits (for its write to replicate, or here for its share partition's lock). A
+// broker's share partition leaders send all their state requests to another broker on
+// one connection, which reads one request at a time: answered in Handle, they queued
+// behind each other's commits. Handle must return while the operation cannot go on,
+// and the answer come once it can.
+func TestShareStateRequestsAnswerLater(t *testing.T) {
+	b := startTestBroker(t)
+	createTestTopic(t, b, "shared", 1)
+	tp, _ := b.image().Topic("shared")
+	c := shareStateClient{t: t, b: b, group: "g", topicID: tp.ID}
+	if code := c.initialize(0, 1, 0); code != 0 { // the state partition exists and is loaded
+		t.Fatalf("initialize: %v", kerr.ErrorForCode(code))
+	}
+	held := b.shareState.keyLock(share.Key{Group: "g", TopicID: tp.ID, Partition: 0})
+	held.Lock()
+	unlocked := false
+	defer func() {
+		if !unlocked {
+			held.Unlock()
+		}
+	}()
+
+	req := kmsg.NewPtrWriteShareGroupStateRequest()
+	req.GroupID = "g"
+	rt := kmsg.NewWriteShareGroupStateRequestTopic()
+	rt.TopicID = tp.ID
+	rp := kmsg.NewWriteShareGroupStateRequestTopicPartition()
+	rp.Partition, rp.StateEpoch, rp.LeaderEpoch, rp.StartOffset = 0, 1, 0, 5
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	returned := make(chan (<-chan protocol.Response), 1)
+	go func() {
+		returned <- b.Handle(&protocol.Request{Key: req.Key(), Version: req.GetVersion(), Body: req})
+	}()
+	var answer <-chan protocol.Response
+	select {
+	case answer = <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Handle of a WriteShareGroupState did not return while its share partition was locked")
+	}
+	select {
+	case <-answer:
+		t.Fatal("answered before the write could be made")
+	default:
+	}
+	held.Unlock()
+	unlocked = true
+	select {
+	case r := <-answer:
+		if code := r.Body.(*kmsg.WriteShareGroupStateResponse).Topics[0].Partitions[0].ErrorCode; code != 0 {
+			t.Fatalf("write: %v", kerr.ErrorForCode(code))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer once the share partition was unlocked")
+	}
+	if got := c.read(0, 0); got.StartOffset != 5 {
+		t.Fatalf("start after the write: %d, want 5", got.StartOffset)
 	}
 }
