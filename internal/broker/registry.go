@@ -47,7 +47,8 @@ func APIKeys() []kmsg.ApiVersionsResponseApiKey {
 
 // later runs h in a goroutine of its own and relays its answer, so that the
 // connection reads its next requests meanwhile: for handlers that wait on other nodes
-// (the share coordinator's, whose writes wait for their replication). A connection
+// (WriteTxnMarkers and the share coordinator's, whose writes wait for their
+// replication). A connection
 // hands Handle one request at a time, so a handler that waits in Handle makes every
 // later request of that connection wait behind it: one broker's share-state requests
 // to another all come on one connection.

@@ -33,7 +33,8 @@ import (
 	"github.com/samsa-streaming/samsa/internal/storage"
 )
 
-func init() { register(kmsg.WriteTxnMarkers, 0, 1, (*Broker).handleWriteTxnMarkers) }
+// Answered from its own goroutine (later): it waits for the markers to replicate.
+func init() { register(kmsg.WriteTxnMarkers, 0, 1, later((*Broker).handleWriteTxnMarkers)) }
 
 // markerWriteTimeout bounds how long a marker waits to be replicated (Kafka's
 // request.timeout.ms for the coordinator's markers).
@@ -45,9 +46,7 @@ func (b *Broker) handleWriteTxnMarkers(req *protocol.Request) <-chan protocol.Re
 		!b.authorizeCluster(req, auth.OpClusterAction) {
 		return reply(writeTxnMarkersErrors(r, kerr.ClusterAuthorizationFailed.Code))
 	}
-	out := make(chan protocol.Response, 1)
-	go func() { out <- protocol.Response{Body: b.writeTxnMarkers(r)} }()
-	return out
+	return reply(b.writeTxnMarkers(r))
 }
 
 // writeTxnMarkersErrors answers code for every partition of every marker of r.
