@@ -46,12 +46,11 @@ func APIKeys() []kmsg.ApiVersionsResponseApiKey {
 }
 
 // later runs h in a goroutine of its own and relays its answer, so that the
-// connection reads its next requests meanwhile: for handlers that wait on other nodes
-// (WriteTxnMarkers and the share coordinator's, whose writes wait for their
-// replication). A connection
-// hands Handle one request at a time, so a handler that waits in Handle makes every
-// later request of that connection wait behind it: one broker's share-state requests
-// to another all come on one connection.
+// connection reads its next requests meanwhile. It is for handlers that wait on other
+// nodes: WriteTxnMarkers and the share coordinator's, whose writes wait for their
+// replication. A connection hands Handle one request at a time, so a handler that
+// waits in Handle makes every later request of that connection wait behind it, and
+// one broker's share-state requests to another all come on one connection.
 func later(h handlerFunc) handlerFunc {
 	return func(b *Broker, req *protocol.Request) <-chan protocol.Response {
 		out := make(chan protocol.Response, 1)
