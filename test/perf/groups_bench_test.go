@@ -63,9 +63,15 @@ func admin(b *testing.B, br *testutil.Broker) (*kgo.Client, *kadm.Client) {
 // loaded machine creating thousands of partitions outlasts the request's timeout).
 func createTopic(b *testing.B, adm *kadm.Client, name string, partitions int32) {
 	b.Helper()
+	createTopicRF(b, adm, name, partitions, 1)
+}
+
+// createTopicRF is createTopic with replication factor rf.
+func createTopicRF(b *testing.B, adm *kadm.Client, name string, partitions int32, rf int16) {
+	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, name); err != nil {
+	if _, err := adm.CreateTopic(ctx, partitions, rf, nil, name); err != nil {
 		b.Logf("create %s: %v (waiting for it anyway)", name, err)
 	}
 	waitCond(b, 5*time.Minute, "topic "+name, func() bool {
@@ -313,17 +319,17 @@ func classicRate(b *testing.B, addr string, pid int, topic, group string, n int)
 	return float64(n) / elapsed.Seconds()
 }
 
-// shareRate reads n records of partition 0 with four share consumers, each record
-// accepted. pid is the broker's process; raw, when not nil, first sets the group's
+// shareRate reads n records of topic with four share consumers, each record
+// accepted. pids are the brokers' processes; raw, when not nil, first sets the group's
 // share.auto.offset.reset to earliest (the null broker has no such config).
-func shareRate(b *testing.B, addr string, pid int, raw *kgo.Client, topic, group string, n, maxRecords int) float64 {
+func shareRate(b *testing.B, addr string, pids []int, raw *kgo.Client, topic, group string, n, maxRecords int) float64 {
 	if raw != nil {
 		setShareEarliest(b, raw, group)
 	}
 	var got atomic.Int64
 	var first atomic.Int64
 	done := make(chan struct{})
-	client0, broker0 := processCPU(b), cpuTicks(b, pid)
+	client0, broker0 := processCPU(b), cpuTicksOf(b, pids)
 	var clients []*kgo.Client
 	hook := &shareFetchHook{}
 	for range 4 {
@@ -364,7 +370,7 @@ func shareRate(b *testing.B, addr string, pid int, raw *kgo.Client, topic, group
 		b.Fatalf("share consumers read %d of %d records in 5 minutes", got.Load(), n)
 	}
 	elapsed := time.Since(time.Unix(0, first.Load()))
-	clientCPU, brokerCPU := processCPU(b)-client0, float64(cpuTicks(b, pid)-broker0)/100
+	clientCPU, brokerCPU := processCPU(b)-client0, float64(cpuTicksOf(b, pids)-broker0)/100
 	for _, cl := range clients {
 		cl.Close()
 	}
@@ -459,9 +465,9 @@ func BenchmarkShareConsume(b *testing.B) {
 	var classic, shared, classicNull, sharedNull []float64
 	for i := range b.N {
 		c := classicRate(b, br.Addr, br.Pid(), "share-rate", fmt.Sprintf("classic-%d", i), n)
-		s := shareRate(b, br.Addr, br.Pid(), raw, "share-rate", fmt.Sprintf("share-%d", i), n, maxRecords)
+		s := shareRate(b, br.Addr, []int{br.Pid()}, raw, "share-rate", fmt.Sprintf("share-%d", i), n, maxRecords)
 		cn := classicRate(b, nullAddr, nullPid, "share-rate", "", n)
-		sn := shareRate(b, nullAddr, nullPid, nil, "share-rate", fmt.Sprintf("share-%d", i), n, maxRecords)
+		sn := shareRate(b, nullAddr, []int{nullPid}, nil, "share-rate", fmt.Sprintf("share-%d", i), n, maxRecords)
 		classic, shared = append(classic, c), append(shared, s)
 		classicNull, sharedNull = append(classicNull, cn), append(sharedNull, sn)
 		b.Logf("iteration %d: classic %.0f rec/s, 4 share consumers %.0f rec/s (%.2f); null broker: classic %.0f rec/s, 4 share consumers %.0f rec/s (%.2f); samsa/null: classic %.2f, share %.2f",
@@ -511,6 +517,63 @@ func cpuTicks(b *testing.B, pid int) int64 {
 	utime, _ := strconv.ParseInt(fields[11], 10, 64)
 	stime, _ := strconv.ParseInt(fields[12], 10, 64)
 	return utime + stime
+}
+
+// cpuTicksOf is cpuTicks summed over processes.
+func cpuTicksOf(b *testing.B, pids []int) int64 {
+	var sum int64
+	for _, pid := range pids {
+		sum += cpuTicks(b, pid)
+	}
+	return sum
+}
+
+// BenchmarkClusterShareConsume: 4 share consumers on a cluster of three `samsa serve`
+// processes, reading PERF_SHARE_RECORDS records (default 300,000) of 100 bytes spread
+// over PERF_CLUSTER_SHARE_PARTITIONS partitions (default 60) of replication factor 3.
+// Every acquisition and acknowledgement writes its share partition's state on that
+// state's share coordinator, any of the three nodes, and waits for it to replicate.
+// Each iteration logs its rate, its ShareFetch round trips, and the CPU per record of
+// the clients and of the three brokers together.
+func BenchmarkClusterShareConsume(b *testing.B) {
+	n := envInt("PERF_SHARE_RECORDS", 300_000)
+	partitions := envInt("PERF_CLUSTER_SHARE_PARTITIONS", 60)
+	c := testutil.StartCluster(b, testutil.ClusterOptions{Overrides: brokerOverrides()})
+	addrs := c.BrokerAddrs()
+	var pids []int
+	for _, node := range c.Nodes() {
+		pids = append(pids, node.Pid())
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic("cluster-share"),
+		kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(100_000), kgo.ProducerBatchMaxBytes(16384))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	createTopicRF(b, kadm.NewClient(cl), "cluster-share", int32(partitions), 3)
+	val := []byte(strings.Repeat("x", 100))
+	var failed atomic.Value
+	for range n {
+		cl.Produce(context.Background(), &kgo.Record{Value: val}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				failed.Store(err)
+			}
+		})
+	}
+	if err := cl.Flush(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	var rates []float64
+	for i := range b.N {
+		r := shareRate(b, addrs[0], pids, cl, "cluster-share", fmt.Sprintf("cluster-share-%d", i), n, 500)
+		rates = append(rates, r)
+		b.Logf("iteration %d: 4 share consumers, %d partitions of RF 3 on 3 nodes: %.0f rec/s", i, partitions, r)
+	}
+	slices.Sort(rates)
+	b.ReportMetric(rates[len(rates)/2], "share-rec/s")
 }
 
 type fetchBytes struct{ bytes, requests atomic.Int64 }
