@@ -10,6 +10,8 @@
 //	                           time a partition stayed without an owner
 //	BenchmarkShareConsume      100-byte records of one partition: 4 share consumers
 //	                           against one classic consumer
+//	BenchmarkClusterShareConsume  4 share consumers on three nodes, 60 partitions of
+//	                           RF 3: the rate, and the CPU of the three brokers
 //	BenchmarkFetchSessions     a consumer of 10,000 idle partitions: Fetch request
 //	                           bytes and broker CPU with and without fetch sessions
 package perf
