@@ -323,10 +323,12 @@ func (s *shareStore) Summary(ctx context.Context, k share.Key) (shareSummary, er
 	return out, err
 }
 
-// forEachShareKey runs fn on keys, a few at a time (admin operations over many share
-// partitions, each a round trip to its coordinator).
+// forEachShareKey runs fn on keys, up to 32 at a time (admin operations over many
+// share partitions, each a round trip to its coordinator, a write waiting for its
+// replication there: with 8 at a time, resetting 2,000 partitions of a three-node
+// cluster took 4.4-5.9 s; with 32, 2.0-3.1 s).
 func forEachShareKey(keys []share.Key, fn func(share.Key)) {
-	sem := make(chan struct{}, 8)
+	sem := make(chan struct{}, 32)
 	var wg sync.WaitGroup
 	for _, k := range keys {
 		sem <- struct{}{}
