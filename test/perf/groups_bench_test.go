@@ -262,13 +262,15 @@ func median(ds []time.Duration) time.Duration {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// produce100 writes n 100-byte records to partition 0 of topic, in batches of at
-// most 16 KiB (the Java producer's default batch.size).
-func produce100(b *testing.B, br *testutil.Broker, topic string, n int) {
+// produce100 writes n 100-byte records to topic through seeds, in batches of at most
+// 16 KiB (the Java producer's default batch.size): to partition 0 with
+// kgo.RecordPartitioner(kgo.ManualPartitioner()) in opts, else spread by franz-go's
+// default partitioner.
+func produce100(b *testing.B, seeds []string, topic string, n int, opts ...kgo.Opt) {
 	b.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(br.Addr), kgo.DefaultProduceTopic(topic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(100_000),
-		kgo.ProducerBatchMaxBytes(16384)) // the Java producer's batch.size
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
+		kgo.ProducerLinger(5 * time.Millisecond), kgo.MaxBufferedRecords(100_000),
+		kgo.ProducerBatchMaxBytes(16384)}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -457,7 +459,7 @@ func BenchmarkShareConsume(b *testing.B) {
 	br := startBroker(b, "group.share.partition.max.record.locks="+strconv.Itoa(envInt("PERF_SHARE_LOCKS", 2000)))
 	raw, adm := admin(b, br)
 	createTopic(b, adm, "share-rate", 1)
-	produce100(b, br, "share-rate", n)
+	produce100(b, []string{br.Addr}, "share-rate", n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	// The client's own ceilings: the same consumers against a null broker in its own
 	// process, whose canned batches are shaped as produce100's (100-byte values,
 	// 16 KiB before snappy, franz-go's default codec).
@@ -544,28 +546,13 @@ func BenchmarkClusterShareConsume(b *testing.B) {
 	for _, node := range c.Nodes() {
 		pids = append(pids, node.Pid())
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic("cluster-share"),
-		kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(100_000), kgo.ProducerBatchMaxBytes(16384))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer cl.Close()
 	createTopicRF(b, kadm.NewClient(cl), "cluster-share", int32(partitions), 3)
-	val := []byte(strings.Repeat("x", 100))
-	var failed atomic.Value
-	for range n {
-		cl.Produce(context.Background(), &kgo.Record{Value: val}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				failed.Store(err)
-			}
-		})
-	}
-	if err := cl.Flush(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	if err, _ := failed.Load().(error); err != nil {
-		b.Fatal(err)
-	}
+	produce100(b, addrs, "cluster-share", n)
 	var rates []float64
 	for i := range b.N {
 		r := shareRate(b, addrs[0], pids, cl, "cluster-share", fmt.Sprintf("cluster-share-%d", i), n, 500)
