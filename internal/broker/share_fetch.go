@@ -30,10 +30,13 @@ package broker
 // in Kafka (its KafkaApis hands them on unchecked): MaxRecords 0 or less is taken as
 // 500, the Java consumer's default, where Kafka's SharePartition.acquire acquires
 // nothing; BatchSize, by which Kafka splits what it acquires into ranges, is not
-// used. The acknowledgements a request carries for a partition it fetches are
-// applied with that partition's acquisition, under one hold of the share
-// partition and one write of its state (the write keeps both or, failing, neither;
-// the records are then acquired without them). When nothing is acquired the request
+// used. Each fetch of a session starts reading its partitions one position further
+// on, as Kafka rotates them, so that each gets its turn. The acknowledgements a
+// request carries for the partition it reads first are applied with that
+// partition's acquisition, under one hold of the share partition and one write of
+// its state (the write keeps both or, failing, neither; the records are then
+// acquired without them); those of other partitions beside it, each before its
+// partition is read. When nothing is acquired the request
 // waits up to MaxWaitMillis, woken by new records or by records becoming available
 // again. A group whose
 // share.isolation.level is read_committed acquires only below the last stable offset,
@@ -84,6 +87,9 @@ type shareSession struct {
 	epoch int32     // the epoch the next request must carry
 	parts []share.Key
 	in    map[share.Key]struct{} // parts, as a set
+	// fetches counts the session's fetches: each starts reading parts at the next
+	// position (use).
+	fetches int
 	// done is closed when the session ends (closed, opened again, or its connection
 	// closed): a fetch of it stops waiting and acquires nothing more.
 	done chan struct{}
@@ -101,7 +107,13 @@ func (s *shareSession) ended() bool {
 
 // use checks a request's session epoch and returns the session and its partitions
 // after adding and forgetting; closing reports epoch -1 (the session has ended on
-// return). Epoch 0 opens the session on connection conn, ending an earlier one.
+// return). Epoch 0 opens the session on connection conn, ending an earlier one. For a
+// fetch the partitions come rotated, the session's n-th fetch starting at position n
+// mod their number: a fetch reads partitions in order until it has MaxRecords, and
+// without the rotation a member whose first partition always has that many would
+// read no other. Kafka rotates by the session epoch (PartitionRotateStrategy), which
+// ShareAcknowledge advances too: with two partitions, a consumer that acknowledges
+// apart from its fetches would start every fetch at the same one.
 func (s *shareSessions) use(group, member string, conn uint64, epoch int32, add []share.Key, forget []share.Key, fetch bool) (sess *shareSession, parts []share.Key, closing bool, code int16) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -163,7 +175,12 @@ func (s *shareSessions) use(group, member string, conn uint64, epoch int32, add 
 		})
 	}
 	sess.epoch = nextSessionEpoch(epoch)
-	return sess, append([]share.Key(nil), sess.parts...), false, 0
+	if !fetch || len(sess.parts) == 0 {
+		return sess, slices.Clone(sess.parts), false, 0
+	}
+	at := sess.fetches % len(sess.parts)
+	sess.fetches++
+	return sess, slices.Concat(sess.parts[at:], sess.parts[:at]), false, 0
 }
 
 // endLocked ends a session of the map.
@@ -683,34 +700,42 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 		results[k] = &rp
 		return &rp
 	}
-	// The acknowledgements of a partition this request fetches from are applied with
-	// its first acquisition (one hold of the share partition, one write of its
-	// state); the others, and all of them when the session closes, on their own.
-	pendingAcks := map[share.Key][]shareAck{}
-	acknowledge := func(k share.Key) {
+	acknowledge := func(k share.Key) int16 {
 		actx, acancel := b.shareFetchStateContext(ctx)
-		result(k).AcknowledgeErrorCode = b.shareAcknowledge(actx, k, member, acks[k])
-		acancel()
-	}
-	var fetched map[share.Key]bool // the session's partitions, when acknowledgements need them
-	if len(order) > 0 {
-		fetched = make(map[share.Key]bool, len(parts))
-		for _, k := range parts {
-			fetched[k] = true
-		}
-	}
-	for _, k := range order {
-		if !closing && fetched[k] {
-			pendingAcks[k] = acks[k]
-		} else {
-			acknowledge(k)
-		}
+		defer acancel()
+		return b.shareAcknowledge(actx, k, member, acks[k])
 	}
 	if closing {
+		for _, k := range order {
+			result(k).AcknowledgeErrorCode = acknowledge(k)
+		}
 		b.releaseShareSession(ctx, groupID, member, parts)
 		cancel()
 		fillShareFetchResponse(resp, order, results)
 		return reply(resp)
+	}
+	// The acknowledgements of the partition read first are applied with its
+	// acquisition (one hold of the share partition, one write of its state). The
+	// others start at once, side by side with it (each writes its partition's state,
+	// on a share coordinator that may be another broker); a partition the fetch comes
+	// to later waits for its own to be done, so that what they free can be acquired.
+	pendingAcks := map[share.Key][]shareAck{}
+	type ackRun struct {
+		done chan struct{}
+		code int16
+	}
+	acking := map[share.Key]*ackRun{}
+	for _, k := range order {
+		if len(parts) > 0 && k == parts[0] {
+			pendingAcks[k] = acks[k]
+			continue
+		}
+		run := &ackRun{done: make(chan struct{})}
+		acking[k] = run
+		go func() {
+			defer close(run.done)
+			run.code = acknowledge(k)
+		}()
 	}
 	maxRecords := int(r.MaxRecords)
 	if maxRecords <= 0 {
@@ -725,6 +750,9 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 		for _, k := range parts {
 			if acquired >= maxRecords || remaining <= 0 {
 				break
+			}
+			if run := acking[k]; run != nil {
+				<-run.done
 			}
 			actx, acancel := b.shareFetchStateContext(ctx)
 			a := b.shareAcquire(actx, k, sess, maxRecords-acquired, strict, remaining, pendingAcks[k])
@@ -761,12 +789,14 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 		return acquired
 	}
 	acquired := fetchAll()
-	// Acknowledgements of partitions the fetch did not come to (it had its records).
-	for _, k := range order {
-		if _, ok := pendingAcks[k]; ok {
-			acknowledge(k)
-			delete(pendingAcks, k)
-		}
+	// The first partition's acknowledgements when the fetch did not come to it.
+	for k := range pendingAcks {
+		result(k).AcknowledgeErrorCode = acknowledge(k)
+	}
+	clear(pendingAcks)
+	for k, run := range acking {
+		<-run.done
+		result(k).AcknowledgeErrorCode = run.code
 	}
 	// A member whose own records fill a window is answered at once: its
 	// acknowledgements (sent with its next request) are what frees the window.

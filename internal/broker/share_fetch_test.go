@@ -350,9 +350,91 @@ func TestShareFetchAcknowledgesWithAcquisition(t *testing.T) {
 	}
 }
 
+// shareFetchKeys sends a ShareFetch of keys for member, acquiring up to maxRecords,
+// with acks for some of them, and returns each partition's answer.
+func shareFetchKeys(t *testing.T, b *Broker, member string, epoch, maxRecords int32, keys []share.Key,
+	acks map[share.Key][]kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) map[share.Key]kmsg.ShareFetchResponseTopicPartition {
+	t.Helper()
+	req := kmsg.NewPtrShareFetchRequest()
+	req.SetVersion(1)
+	req.GroupID, req.MemberID = kmsg.StringPtr(keys[0].Group), kmsg.StringPtr(member)
+	req.ShareSessionEpoch, req.MaxRecords, req.MaxBytes = epoch, maxRecords, 1<<20
+	for _, k := range keys {
+		rt := kmsg.NewShareFetchRequestTopic()
+		rt.TopicID = k.TopicID
+		rp := kmsg.NewShareFetchRequestTopicPartition()
+		rp.Partition, rp.AcknowledgementBatches = k.Partition, acks[k]
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp := call[*kmsg.ShareFetchResponse](t, b, req)
+	if resp.ErrorCode != 0 {
+		t.Fatalf("ShareFetch: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	out := map[share.Key]kmsg.ShareFetchResponseTopicPartition{}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			out[share.Key{Group: keys[0].Group, TopicID: rt.TopicID, Partition: rp.Partition}] = rp
+		}
+	}
+	return out
+}
+
+// TestShareFetchRotatesPartitions: a fetch reads its session's partitions from
+// position epoch mod their number, so a partition with more records than a fetch
+// takes does not keep the others waiting, and the acknowledgements of a partition
+// not read first are applied before it is read.
+func TestShareFetchRotatesPartitions(t *testing.T) {
+	b := startTestBroker(t)
+	ka, kb := shareTestTopic(t, b, "rotate-a"), shareTestTopic(t, b, "rotate-b")
+	keys := []share.Key{ka, kb}
+	// The session opens on empty partitions (share.auto.offset.reset=latest).
+	if got := shareFetchKeys(t, b, "m", 0, 5, keys, nil); len(got) != 0 {
+		t.Fatalf("epoch 0 answered %v from empty partitions", got)
+	}
+	for range 30 {
+		if code := produceTo(t, b, "rotate-a"); code != 0 {
+			t.Fatalf("produce: %v", kerr.ErrorForCode(code))
+		}
+	}
+	for range 3 {
+		if code := produceTo(t, b, "rotate-b"); code != 0 {
+			t.Fatalf("produce: %v", kerr.ErrorForCode(code))
+		}
+	}
+	// Epoch 1 starts at rotate-b: its 3 records, then 2 of rotate-a.
+	got := shareFetchKeys(t, b, "m", 1, 5, keys, nil)
+	if a := got[kb].AcquiredRecords; len(a) != 1 || a[0].FirstOffset != 0 || a[0].LastOffset != 2 {
+		t.Fatalf("epoch 1 acquired %v of rotate-b, want offsets 0-2", a)
+	}
+	if a := got[ka].AcquiredRecords; len(a) != 1 || a[0].FirstOffset != 0 || a[0].LastOffset != 1 {
+		t.Fatalf("epoch 1 acquired %v of rotate-a, want offsets 0-1", a)
+	}
+	// Epoch 2 starts at rotate-a, with its acknowledgement; rotate-b's is applied
+	// beside it.
+	got = shareFetchKeys(t, b, "m", 2, 5, keys, map[share.Key][]kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{
+		ka: {ackBatch(0, 1, share.AckAccept)},
+		kb: {ackBatch(0, 2, share.AckAccept)},
+	})
+	if a := got[ka].AcquiredRecords; len(a) != 1 || a[0].FirstOffset != 2 || a[0].LastOffset != 6 || len(got[kb].AcquiredRecords) != 0 {
+		t.Fatalf("epoch 2 acquired %v of rotate-a and %v of rotate-b, want offsets 2-6 of rotate-a only", a, got[kb].AcquiredRecords)
+	}
+	for k, last := range map[share.Key]int64{ka: 1, kb: 2} {
+		if code := got[k].AcknowledgeErrorCode; code != 0 {
+			t.Fatalf("acknowledging partition of %x: %v", k.TopicID, kerr.ErrorForCode(code))
+		}
+		for off := range last + 1 {
+			if state, _ := stateOf(t, b, k, off); state != share.Acknowledged {
+				t.Fatalf("offset %d of %x in state %d after its ACCEPT, want acknowledged", off, k.TopicID, state)
+			}
+		}
+	}
+}
+
 // TestShareSessionPartitions: a session's partitions keep the order they were added
-// in, a partition named twice is held once, forgetting removes it, and lists handed
-// out earlier are not changed by later requests.
+// in, a partition named twice is held once, forgetting removes it, lists handed out
+// earlier are not changed by later requests, and each fetch reads them from one
+// position further on.
 func TestShareSessionPartitions(t *testing.T) {
 	var s shareSessions
 	key := func(p int32) share.Key { return share.Key{Group: "g", Partition: p} }
@@ -367,7 +449,8 @@ func TestShareSessionPartitions(t *testing.T) {
 	if code != 0 || !slices.Equal(first, keys(3, 1, 2)) {
 		t.Fatalf("opened with %v (code %d), want [3 1 2]", first, code)
 	}
-	_, next, _, code := s.use("g", "m", 0, 1, keys(4, 1), keys(1, 9), true)
+	// Acknowledgements (fetch false) get the partitions in the session's order.
+	_, next, _, code := s.use("g", "m", 0, 1, keys(4, 1), keys(1, 9), false)
 	if code != 0 || !slices.Equal(next, keys(3, 2, 4)) {
 		t.Fatalf("after adding 4 and 1 and forgetting 1 and 9: %v (code %d), want [3 2 4]", next, code)
 	}
@@ -378,9 +461,24 @@ func TestShareSessionPartitions(t *testing.T) {
 	for i := range many {
 		many[i] = key(int32(i))
 	}
-	_, all, _, _ := s.use("g", "m", 0, 2, many, nil, true)
+	_, all, _, _ := s.use("g", "m", 0, 2, many, nil, false)
 	if len(all) != 100_000 || all[0] != key(3) || all[2] != key(4) || all[3] != key(0) {
 		t.Fatalf("after adding 100,000 partitions: %d, starting %v", len(all), all[:4])
+	}
+	// The session's second fetch starts one position on, the third two.
+	s.use("g", "m", 0, 3, nil, many[5:], false)
+	for i, want := range [][]share.Key{keys(2, 4, 0, 1, 3), keys(4, 0, 1, 3, 2)} {
+		epoch := int32(4 + i)
+		_, got, _, code := s.use("g", "m", 0, epoch, nil, nil, true)
+		if code != 0 || !slices.Equal(got, want) {
+			partitions := func(ks []share.Key) (ps []int32) {
+				for _, k := range ks {
+					ps = append(ps, k.Partition)
+				}
+				return ps
+			}
+			t.Fatalf("fetch at epoch %d read partitions %v (code %d), want %v", epoch, partitions(got), code, partitions(want))
+		}
 	}
 }
 

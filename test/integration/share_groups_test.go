@@ -270,6 +270,44 @@ func TestShareGroupsSplitOnePartition(t *testing.T) {
 	t.Logf("records per consumer: %v", per)
 }
 
+// TestShareGroupsEveryPartitionGetsItsTurn: one share consumer on two partitions,
+// each with far more records than a fetch takes, gets records of both early on: the
+// broker starts each fetch of a share session at its next partition, as Kafka
+// rotates them, instead of reading the first until it runs dry.
+func TestShareGroupsEveryPartitionGetsItsTurn(t *testing.T) {
+	t.Parallel()
+	b := startGroupBroker(t)
+	adm := newAdmin(t, b)
+	const topic, group, perPartition = "share-turns", "share-turns-g", 1000
+	createTopic(t, adm, topic, 2, nil)
+	setGroupConfigs(t, b, group, map[string]string{"share.auto.offset.reset": "earliest"})
+	prod := newClient(t, b, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	for p := range int32(2) {
+		for i := 0; i < perPartition; i += 20 { // small batches: a batch is acquired whole
+			var recs []*kgo.Record
+			for j := i; j < i+20; j++ {
+				recs = append(recs, &kgo.Record{Partition: p, Value: fmt.Appendf(nil, "p%d-%05d", p, j)})
+			}
+			produceSync(t, prod, recs...)
+		}
+	}
+
+	led := &shareLedger{}
+	shareMember(t, b, "c", group, topic, led, acceptAll)
+	testutil.WaitFor(t, 60*time.Second, func() bool { return len(led.accepted()) == 2*perPartition }, "every record accepted")
+	// A fetch takes up to 25 records (two batches of 20), and the member acknowledges
+	// apart from its fetches (FlushAcks after each poll): the first 200 records span
+	// several fetches of each partition.
+	per := map[string]int{}
+	for _, s := range led.all()[:200] {
+		per[s.value[:2]]++
+	}
+	if per["p0"] == 0 || per["p1"] == 0 {
+		t.Fatalf("the first 200 records processed came from one partition only: %v", per)
+	}
+	t.Logf("first 200 records processed, by partition: %v", per)
+}
+
 // TestShareGroupsRedeliveryRejectLimitRestart runs, on one partition: a consumer that
 // hangs holding records, its connections open (they come back after the lock expires,
 // delivery count 2; TestShareGroupsConnectionClose kills one); rejected records (never
