@@ -150,6 +150,9 @@ type fetchState struct {
 	// partitionBits is mayRepeat's scratch: the partition ids of one topic entry
 	// seen so far, all zero between calls.
 	partitionBits []uint64
+	// limited: the fetch's byte limit left a partition less than its own limit (its
+	// session then moves the partitions that returned records last).
+	limited bool
 }
 
 // fetchStates holds idle fetchStates (New is set in init: release puts back).
@@ -292,7 +295,7 @@ func (st *fetchState) release() {
 // fetchResponse encodes the final response and records its metrics.
 func (b *Broker) fetchResponse(r *kmsg.FetchRequest, st *fetchState) protocol.Response {
 	var sessionID int32
-	st.topics, sessionID = st.session.finish(st.topics)
+	st.topics, sessionID = st.session.finish(st.topics, st.limited)
 	for _, t := range st.topics {
 		for _, p := range t.partitions {
 			if p.errorCode != 0 {
@@ -325,6 +328,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 	)
 	st.parts, st.marks, st.slots = st.parts[:0], st.marks[:0], st.slots[:0]
 	st.ranges, st.aborted = st.ranges[:0], st.aborted[:0]
+	st.limited = false
 	topics := st.topics[:0]
 	for i, rt := range r.Topics {
 		n := len(topics)
@@ -361,6 +365,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 				p = b.replicas.Get(tr.name, rp.Partition)
 			}
 			maxBytes := max(min(int64(rp.PartitionMaxBytes), remaining), 0)
+			st.limited = st.limited || remaining < int64(rp.PartitionMaxBytes)
 			read := len(st.parts)
 			n, now := b.servePartition(st, r, img, p, &rp, &pr, maxBytes, total == 0)
 			if len(st.parts) > read {
@@ -422,6 +427,7 @@ func (b *Broker) readAgain(r *kmsg.FetchRequest, st *fetchState, indexes []int) 
 		st.total -= pr.size
 		*pr = newFetchPartitionResult(rp.Partition)
 		maxBytes := max(min(int64(rp.PartitionMaxBytes), limit-st.total), 0)
+		st.limited = st.limited || limit-st.total < int64(rp.PartitionMaxBytes)
 		st.again = true
 		n, now := b.servePartition(st, r, img, st.parts[i], rp, pr, maxBytes, st.total == 0)
 		st.again = false

@@ -28,7 +28,9 @@ package broker
 // A session is used by one fetch at a time (the epoch check makes a concurrent use
 // fail). Its partitions are kept in request order as a kmsg request body that is
 // rewritten in place, so the fetch path reads a session exactly as it reads a full
-// fetch, and an incremental fetch allocates nothing per partition.
+// fetch, and an incremental fetch allocates nothing per partition — except after a
+// fetch the byte limit cut short, which moves the partitions that returned records
+// last (moveServedLast), as Kafka does, so that each partition gets its turn.
 
 import (
 	"math/rand/v2"
@@ -66,6 +68,7 @@ type sessionPartition struct {
 	// added or removed.
 	replica    *replica.Partition
 	replicaGen uint64
+	served     bool // the last response held records of it (finish)
 }
 
 type fetchSession struct {
@@ -314,13 +317,14 @@ func (s *fetchSession) request(r *kmsg.FetchRequest) *kmsg.FetchRequest {
 // finish drops from an incremental response the partitions with nothing new, records
 // what the response reports, and returns the session id to answer with. Topics are
 // swapped, never copied, so each pooled topic result keeps a partition slice of its
-// own.
-func (u fetchSessionUse) finish(topics []fetchTopicResult) ([]fetchTopicResult, int32) {
+// own. When the fetch's byte limit left a partition less than its own (limited), the
+// partitions that returned records go last in the session (moveServedLast).
+func (u fetchSessionUse) finish(topics []fetchTopicResult, limited bool) ([]fetchTopicResult, int32) {
 	s := u.session
 	if s == nil {
 		return topics, 0
 	}
-	n := 0
+	n, served := 0, false
 	for ti := range topics {
 		t := &topics[ti]
 		parts := t.partitions[:0]
@@ -335,6 +339,8 @@ func (u fetchSessionUse) finish(topics []fetchTopicResult) ([]fetchTopicResult, 
 			if p.errorCode == 0 {
 				sp.highWatermark, sp.lastStableOffset, sp.logStartOffset = p.highWatermark, p.lastStableOffset, p.logStartOffset
 			}
+			sp.served = p.size > 0
+			served = served || sp.served
 			if changed {
 				parts = append(parts, p)
 			}
@@ -345,7 +351,48 @@ func (u fetchSessionUse) finish(topics []fetchTopicResult) ([]fetchTopicResult, 
 			n++
 		}
 	}
+	if limited && served {
+		s.moveServedLast()
+	}
 	return topics[:n], s.id
+}
+
+// moveServedLast puts the partitions the last response held records of after the
+// others, each kept in its order, as Kafka's incremental fetch context does: a
+// session's fetch reads its partitions in order until the byte limit, so without this
+// the partitions at its head, while they have records, would keep the others from
+// being read. A topic whose partitions end up apart appears more than once in the
+// effective request, as in Kafka's; partitions added later join its last entry.
+// Samsa reorders only after a fetch the byte limit cut short (Kafka after every
+// incremental one): otherwise every partition got all it asked for.
+func (s *fetchSession) moveServedLast() {
+	topics := make([]kmsg.FetchRequestTopic, 0, len(s.topics)+1)
+	byIndex := make([][]*sessionPartition, 0, len(s.topics)+1)
+	for _, served := range []bool{false, true} {
+		for ti := range s.topics {
+			t := &s.topics[ti]
+			for pi, p := range t.Partitions {
+				sp := s.byIndex[ti][pi]
+				if sp.served != served {
+					continue
+				}
+				n := len(topics)
+				if n == 0 || s.key(&topics[n-1], -1) != s.key(t, -1) {
+					topics = append(topics, kmsg.FetchRequestTopic{Topic: t.Topic, TopicID: t.TopicID})
+					byIndex = append(byIndex, nil)
+					n++
+				}
+				sp.topicIndex, sp.partIndex = n-1, len(topics[n-1].Partitions)
+				topics[n-1].Partitions = append(topics[n-1].Partitions, p)
+				byIndex[n-1] = append(byIndex[n-1], sp)
+			}
+		}
+	}
+	s.topics, s.byIndex = topics, byIndex
+	clear(s.topicIndex)
+	for ti := range topics { // a topic's last entry
+		s.topicIndex[s.key(&topics[ti], -1)] = ti
+	}
 }
 
 // fetchSessionError is the answer to a fetch whose session cannot be used: the error,

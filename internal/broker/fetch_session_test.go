@@ -59,7 +59,7 @@ func TestFetchSessionKeepsNews(t *testing.T) {
 		t.Fatalf("full fetch: code %d, session %v", code, use.session)
 	}
 	sessionID := use.session.id
-	if got, _ := use.finish(answer(nil)); len(answered(got)) != 2 {
+	if got, _ := use.finish(answer(nil), false); len(answered(got)) != 2 {
 		t.Fatalf("full fetch answered %v, want both partitions", answered(got))
 	}
 	for i, c := range []struct {
@@ -76,7 +76,7 @@ func TestFetchSessionKeepsNews(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%s: incremental fetch: code %d", c.name, code)
 		}
-		got, id := use.finish(answer(c.mod))
+		got, id := use.finish(answer(c.mod), false)
 		if parts := answered(got); len(parts) != c.want || id != sessionID || c.want == 1 && parts[0] != 1 {
 			t.Errorf("%s: answered partitions %v in session %d, want %d of them (partition 1) in %d", c.name, parts, id, c.want, sessionID)
 		}
@@ -195,4 +195,96 @@ func TestFetchSessionOddPartitionNumbers(t *testing.T) {
 		t.Fatalf("incremental fetch: code %d", code)
 	}
 	check("1 forgotten, -1 updated, 3 added", -1, 2, 3)
+}
+
+// TestFetchSessionMovesServedPartitionsLast: after a fetch the byte limit cut short,
+// the partitions that returned records go after the others in the session's order (a
+// topic then appearing twice), so the next fetch reads the others first; partitions
+// added later join their topic's last entry, and forgetting one keeps the order.
+func TestFetchSessionMovesServedPartitionsLast(t *testing.T) {
+	var fs fetchSessions
+	fs.init(10)
+	now := time.Now()
+	type tp struct {
+		topic string
+		part  int32
+	}
+	request := func(sessionID, epoch int32, add []tp, forget []tp) *kmsg.FetchRequest {
+		r := kmsg.NewPtrFetchRequest()
+		r.Version, r.SessionID, r.SessionEpoch = 12, sessionID, epoch
+		for _, x := range add {
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic = x.topic
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition = x.part
+			rt.Partitions = append(rt.Partitions, rp)
+			r.Topics = append(r.Topics, rt)
+		}
+		for _, x := range forget {
+			ft := kmsg.NewFetchRequestForgottenTopic()
+			ft.Topic, ft.Partitions = x.topic, []int32{x.part}
+			r.ForgottenTopics = append(r.ForgottenTopics, ft)
+		}
+		return r
+	}
+	order := func(r *kmsg.FetchRequest) (out []tp) {
+		for _, rt := range r.Topics {
+			for _, rp := range rt.Partitions {
+				out = append(out, tp{rt.Topic, rp.Partition})
+			}
+		}
+		return out
+	}
+	// answer is a response in the effective request's order, with records from the
+	// partitions in served.
+	answer := func(r *kmsg.FetchRequest, served ...tp) []fetchTopicResult {
+		var out []fetchTopicResult
+		for _, rt := range r.Topics {
+			t := fetchTopicResult{name: rt.Topic}
+			for _, rp := range rt.Partitions {
+				pr := fetchPartitionResult{partition: rp.Partition, highWatermark: 100, lastStableOffset: 100, preferredReadReplica: -1}
+				if slices.Contains(served, tp{rt.Topic, rp.Partition}) {
+					pr.size = 1000
+				}
+				t.partitions = append(t.partitions, pr)
+			}
+			out = append(out, t)
+		}
+		return out
+	}
+	eff, use, code := fs.begin(request(0, 0, []tp{{"a", 0}, {"a", 1}, {"b", 0}}, nil), now)
+	if code != 0 || use.session == nil {
+		t.Fatalf("full fetch: code %d, session %v", code, use.session)
+	}
+	id := use.session.id
+	use.finish(answer(eff, tp{"a", 0}, tp{"a", 1}, tp{"b", 0}), false)
+
+	steps := []struct {
+		name        string
+		add, forget []tp
+		served      []tp
+		limited     bool
+		want        []tp // the order the fetch reads
+	}{
+		{"a fetch the limit did not cut keeps the order", nil, nil, []tp{{"a", 0}}, false, []tp{{"a", 0}, {"a", 1}, {"b", 0}}},
+		{"a cut fetch moves a-0 last", nil, nil, []tp{{"a", 0}}, true, []tp{{"a", 0}, {"a", 1}, {"b", 0}}},
+		{"the next reads a-1 first; a-2 joins a's last entry", []tp{{"a", 2}}, nil, []tp{{"a", 1}, {"b", 0}}, true, []tp{{"a", 1}, {"b", 0}, {"a", 0}, {"a", 2}}},
+		// a-0 and a-2 stay first, a-1 joins their entry, b-0 after.
+		{"after a-1 and b-0 went last, forgetting a-2", nil, []tp{{"a", 2}}, nil, true, []tp{{"a", 0}, {"a", 1}, {"b", 0}}},
+	}
+	for i, st := range steps {
+		eff, use, code := fs.begin(request(id, int32(i+1), st.add, st.forget), now)
+		if code != 0 {
+			t.Fatalf("%s: incremental fetch: code %d", st.name, code)
+		}
+		if got := order(eff); !slices.Equal(got, st.want) {
+			t.Fatalf("%s: the fetch reads %v, want %v", st.name, got, st.want)
+		}
+		use.finish(answer(eff, st.served...), st.limited)
+	}
+	// Nothing was served last: the order stays, a's partitions one entry again.
+	eff, _, _ = fs.begin(request(id, int32(len(steps)+1), nil, nil), now)
+	if got, want := order(eff), []tp{{"a", 0}, {"a", 1}, {"b", 0}}; !slices.Equal(got, want) || len(eff.Topics) != 2 {
+		t.Fatalf("after the last fetch the session reads %v in %d topic entries, want %v in 2", got, len(eff.Topics), want)
+	}
 }

@@ -203,3 +203,63 @@ func countRecords(t *testing.T, raw []byte) int {
 	}
 	return n
 }
+
+// TestFetchSessionEveryPartitionGetsItsTurn: a franz-go consumer of two topics of two
+// partitions, each partition holding several times what one fetch may answer
+// (FetchMaxBytes), reads all four early on. Its fetch session keeps the partitions in
+// the order it first named them, and each fetch reads them in order until the byte
+// limit; the broker moves the partitions that returned records after the others, as
+// Kafka's incremental fetch context does, so the head partition does not keep the
+// rest waiting until it runs dry. A topic's partitions then lie apart in the session
+// and the response names the topic twice, as Kafka's can.
+func TestFetchSessionEveryPartitionGetsItsTurn(t *testing.T) {
+	t.Parallel()
+	b := testutil.StartBroker(t)
+	adm := newAdmin(t, b)
+	topics := []string{"session-turns-a", "session-turns-b"}
+	const partitions, perPartition = 2, 100
+	producer := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	val := make([]byte, 1000)
+	for _, topic := range topics {
+		createTopic(t, adm, topic, partitions, nil)
+		for p := range int32(partitions) {
+			for i := 0; i < perPartition; i += 10 { // batches of about 10 KB
+				var recs []*kgo.Record
+				for range 10 {
+					recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: val})
+				}
+				produceSync(t, producer, recs...)
+			}
+		}
+	}
+	// About two batches a fetch: each partition takes some five fetches.
+	consumer := newClient(t, b, kgo.ConsumeTopics(topics...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxBytes(20_000), kgo.FetchMaxWait(100*time.Millisecond))
+	var order []string
+	next := map[string]int64{}
+	want := len(topics) * partitions * perPartition
+	ctx := ctxT(t, 60*time.Second)
+	for len(order) < want && ctx.Err() == nil {
+		consumer.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			tp := fmt.Sprintf("%s-%d", r.Topic, r.Partition)
+			if r.Offset != next[tp] {
+				t.Errorf("%s: offset %d read after %d", tp, r.Offset, next[tp]-1)
+			}
+			next[tp] = r.Offset + 1
+			order = append(order, tp)
+		})
+	}
+	if len(order) != want {
+		t.Fatalf("read %d records in 60 s, want %d", len(order), want)
+	}
+	// The first quarter of the records spans every partition.
+	seen := map[string]int{}
+	for _, tp := range order[:want/4] {
+		seen[tp]++
+	}
+	if len(seen) != len(topics)*partitions {
+		t.Fatalf("the first %d records came from partitions %v only", want/4, seen)
+	}
+	t.Logf("the first %d records by partition: %v", want/4, seen)
+}
