@@ -223,15 +223,7 @@ func (b *Broker) handleAlterShareGroupOffsets(req *protocol.Request) <-chan prot
 	}
 	ctx, cancel := b.requestContext(0)
 	defer cancel()
-	var mu sync.Mutex
-	failed := map[share.Key]error{}
-	forEachShareKey(keys, func(k share.Key) {
-		if err := b.resetShareState(ctx, k, starts[k]); err != nil {
-			mu.Lock()
-			failed[k] = err
-			mu.Unlock()
-		}
-	})
+	failed := shareKeyErrs(keys, func(k share.Key) error { return b.resetShareState(ctx, k, starts[k]) })
 	for _, rt := range r.Topics {
 		ot := kmsg.NewAlterShareGroupOffsetsResponseTopic()
 		ot.Topic = rt.Topic

@@ -340,21 +340,31 @@ func forEachShareKey(keys []share.Key, fn func(share.Key)) {
 	wg.Wait()
 }
 
-// firstShareKeyErr is forEachShareKey for an fn that can fail: it returns the first
-// failure.
-func firstShareKeyErr(keys []share.Key, fn func(share.Key) error) error {
+// shareKeyErrs is forEachShareKey for an fn that can fail: it returns the failures by
+// key.
+func shareKeyErrs(keys []share.Key, fn func(share.Key) error) map[share.Key]error {
 	var mu sync.Mutex
-	var first error
+	failed := map[share.Key]error{}
 	forEachShareKey(keys, func(k share.Key) {
 		if err := fn(k); err != nil {
 			mu.Lock()
-			if first == nil {
-				first = err
-			}
+			failed[k] = err
 			mu.Unlock()
 		}
 	})
-	return first
+	return failed
+}
+
+// firstShareKeyErr is shareKeyErrs that returns the failure of the first key (in
+// keys' order) that failed.
+func firstShareKeyErr(keys []share.Key, fn func(share.Key) error) error {
+	failed := shareKeyErrs(keys, fn)
+	for _, k := range keys {
+		if err := failed[k]; err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // shareKeysOf lists the share partitions of group on topics: every partition of each.
@@ -379,11 +389,11 @@ func shareStateKeys(img *metadata.Image, groupID string, ids []group.TopicID, al
 				topics = append(topics, t)
 			}
 		}
-		return shareKeysOf(groupID, topics...)
-	}
-	for _, id := range ids {
-		if t, ok := img.TopicByID(metadata.TopicID(id)); ok {
-			topics = append(topics, t)
+	} else {
+		for _, id := range ids {
+			if t, ok := img.TopicByID(metadata.TopicID(id)); ok {
+				topics = append(topics, t)
+			}
 		}
 	}
 	return shareKeysOf(groupID, topics...)
