@@ -25,8 +25,11 @@ package broker
 // session is never evicted by a consumer's); otherwise the fetch is answered without a
 // session (id 0) and the client keeps sending full fetches.
 //
-// A session is used by one fetch at a time (the epoch check makes a concurrent use
-// fail). Its partitions are kept in request order as a kmsg request body that is
+// A session is used by one fetch at a time: from begin to finish it is busy, and a
+// fetch that names it then — one a client sent before the answer to the previous one,
+// on the same connection or another — is answered INVALID_FETCH_SESSION_EPOCH, so the
+// client starts a new session. (Kafka fails the earlier fetch instead, when it finds
+// the epoch moved on; clients send a session's fetches one at a time.) Its partitions are kept in request order as a kmsg request body that is
 // rewritten in place, so the fetch path reads a session exactly as it reads a full
 // fetch, and an incremental fetch allocates nothing per partition — except after a
 // fetch the byte limit cut short, which moves the partitions that returned records
@@ -82,6 +85,7 @@ type fetchSession struct {
 	byIndex    [][]*sessionPartition    // the partitions of topics, by index
 	topicIndex map[fetchSessionKey]int  // key with part -1 -> index in topics
 	compactDue bool                     // partitions were removed: rebuild topics
+	busy       bool                     // a fetch uses it (guarded by the cache's mutex)
 }
 
 // fetchSessions is the broker's session cache. It is safe for concurrent use.
@@ -100,6 +104,7 @@ func (fs *fetchSessions) init(slots int) {
 
 // fetchSessionUse is one Fetch request's use of the cache.
 type fetchSessionUse struct {
+	cache   *fetchSessions
 	session *fetchSession // nil: no session (sessionless full fetch)
 	full    bool          // answer every partition (the fetch that created the session)
 }
@@ -134,22 +139,23 @@ func (fs *fetchSessions) begin(r *kmsg.FetchRequest, now time.Time) (*kmsg.Fetch
 		if s == nil {
 			return r, fetchSessionUse{}, 0
 		}
+		s.busy = true
 		s.update(r)
-		return s.request(r), fetchSessionUse{session: s, full: true}, 0
+		return s.request(r), fetchSessionUse{cache: fs, session: s, full: true}, 0
 	}
 	s := fs.mu.sessions[r.SessionID]
 	switch {
 	case s == nil:
 		return nil, fetchSessionUse{}, kerr.FetchSessionIDNotFound.Code
-	case s.epoch != r.SessionEpoch:
+	case s.epoch != r.SessionEpoch, s.busy:
 		return nil, fetchSessionUse{}, kerr.InvalidFetchSessionEpoch.Code
 	case s.usesIDs != usesIDs:
 		return nil, fetchSessionUse{}, kerr.FetchSessionTopicIDError.Code
 	}
 	s.epoch = nextSessionEpoch(s.epoch)
-	s.lastUsed = now
+	s.lastUsed, s.busy = now, true
 	s.update(r)
-	return s.request(r), fetchSessionUse{session: s}, 0
+	return s.request(r), fetchSessionUse{cache: fs, session: s}, 0
 }
 
 func nextSessionEpoch(e int32) int32 {
@@ -315,7 +321,8 @@ func (s *fetchSession) request(r *kmsg.FetchRequest) *kmsg.FetchRequest {
 }
 
 // finish drops from an incremental response the partitions with nothing new, records
-// what the response reports, and returns the session id to answer with. Topics are
+// what the response reports, frees the session for the next fetch, and returns the
+// session id to answer with. Topics are
 // swapped, never copied, so each pooled topic result keeps a partition slice of its
 // own. When the fetch's byte limit left a partition less than its own (limited), the
 // partitions that returned records go last in the session (moveServedLast).
@@ -354,6 +361,9 @@ func (u fetchSessionUse) finish(topics []fetchTopicResult, limited bool) ([]fetc
 	if limited && served {
 		s.moveServedLast()
 	}
+	u.cache.mu.Lock()
+	s.busy = false
+	u.cache.mu.Unlock()
 	return topics[:n], s.id
 }
 

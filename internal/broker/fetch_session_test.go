@@ -171,6 +171,19 @@ func TestFetchSessionOddPartitionNumbers(t *testing.T) {
 		t.Fatalf("full fetch: code %d", code)
 	}
 	s := use.session
+	// Each fetch is answered before the next: the partitions as the fetch path leaves
+	// them, with nothing to report.
+	answered := func(use fetchSessionUse) {
+		var topics []fetchTopicResult
+		for _, rt := range s.topics {
+			t := fetchTopicResult{name: rt.Topic}
+			for _, rp := range rt.Partitions {
+				t.partitions = append(t.partitions, fetchPartitionResult{partition: rp.Partition, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1, preferredReadReplica: -1})
+			}
+			topics = append(topics, t)
+		}
+		use.finish(topics, false)
+	}
 	check := func(what string, want ...int32) {
 		t.Helper()
 		var got []int32
@@ -187,10 +200,13 @@ func TestFetchSessionOddPartitionNumbers(t *testing.T) {
 		}
 	}
 	check("opened", 0, -1, 1)
-	if _, _, code := fs.begin(request(s.id, 1, []int32{2}, []int32{0}), now); code != 0 {
+	answered(use)
+	_, use, code = fs.begin(request(s.id, 1, []int32{2}, []int32{0}), now)
+	if code != 0 {
 		t.Fatalf("incremental fetch: code %d", code)
 	}
 	check("0 forgotten, 2 added", -1, 1, 2)
+	answered(use)
 	if _, _, code := fs.begin(request(s.id, 2, []int32{-1, 3}, []int32{1}), now); code != 0 {
 		t.Fatalf("incremental fetch: code %d", code)
 	}
@@ -286,5 +302,75 @@ func TestFetchSessionMovesServedPartitionsLast(t *testing.T) {
 	eff, _, _ = fs.begin(request(id, int32(len(steps)+1), nil, nil), now)
 	if got, want := order(eff), []tp{{"a", 0}, {"a", 1}, {"b", 0}}; !slices.Equal(got, want) || len(eff.Topics) != 2 {
 		t.Fatalf("after the last fetch the session reads %v in %d topic entries, want %v in 2", got, len(eff.Topics), want)
+	}
+}
+
+// TestFetchSessionOneFetchAtATime: a fetch that names a session another fetch is
+// still using — a client pipelining its session's fetches, on one connection or two —
+// is refused with INVALID_FETCH_SESSION_EPOCH rather than sharing the session, and
+// the session serves its next epoch once the first fetch is answered. Racing pairs of
+// fetches (an epoch and the one after it) then always serve the right epoch: under
+// -race, the session's state is touched by one fetch at a time.
+func TestFetchSessionOneFetchAtATime(t *testing.T) {
+	b := startTestBroker(t)
+	shareTestTopic(t, b, "pipelined")
+	tp, _ := b.image().Topic("pipelined")
+	part := b.replicas.Get("pipelined", 0)
+	fetch := func(id, epoch, maxWait int32) <-chan *kmsg.FetchResponse {
+		r := consumerFetch(maxWait, 1, 1<<20, tp)
+		r.SessionID, r.SessionEpoch = id, epoch
+		if epoch > 0 {
+			r.Topics = nil // incremental: nothing changed
+		}
+		return sendFetch(t, b, r)
+	}
+	// forgetting drops the partition from the session: had it been applied while
+	// epoch 1 waited, epoch 1's answer would have found its partition gone (which
+	// panicked the broker before sessions were busy while used).
+	forgetting := func(id, epoch int32) <-chan *kmsg.FetchResponse {
+		r := consumerFetch(0, 1, 1<<20, tp)
+		r.SessionID, r.SessionEpoch, r.Topics = id, epoch, nil
+		ft := kmsg.NewFetchRequestForgottenTopic()
+		ft.TopicID, ft.Partitions = tp.ID, []int32{0}
+		r.ForgottenTopics = append(r.ForgottenTopics, ft)
+		return sendFetch(t, b, r)
+	}
+	opened := <-fetch(0, 0, 0)
+	if opened.ErrorCode != 0 || opened.SessionID == 0 {
+		t.Fatalf("full fetch: %v, session %d", kerr.ErrorForCode(opened.ErrorCode), opened.SessionID)
+	}
+	id := opened.SessionID
+
+	polling := fetch(id, 1, 10_000)
+	testutil.WaitFor(t, 5*time.Second, func() bool { return part.Waiting() == 1 }, "epoch 1 long-polling")
+	if r := <-forgetting(id, 2); r.ErrorCode != kerr.InvalidFetchSessionEpoch.Code {
+		t.Fatalf("epoch 2 sent while epoch 1 waits: %v, want INVALID_FETCH_SESSION_EPOCH", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if code := produceTo(t, b, "pipelined"); code != 0 {
+		t.Fatalf("produce: %v", kerr.ErrorForCode(code))
+	}
+	select {
+	case r := <-polling:
+		if r.ErrorCode != 0 || r.SessionID != id || len(r.Topics) != 1 || len(r.Topics[0].Partitions[0].RecordBatches) == 0 {
+			t.Fatalf("epoch 1 answered %v, session %d, %d topics: want the record in session %d",
+				kerr.ErrorForCode(r.ErrorCode), r.SessionID, len(r.Topics), id)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the write did not wake epoch 1")
+	}
+	if r := <-fetch(id, 2, 0); r.ErrorCode != 0 || r.SessionID != id {
+		t.Fatalf("epoch 2 after epoch 1 was answered: %v, session %d", kerr.ErrorForCode(r.ErrorCode), r.SessionID)
+	}
+
+	epoch := int32(3)
+	for range 200 {
+		right, ahead := fetch(id, epoch, 0), fetch(id, epoch+1, 0)
+		if r := <-right; r.ErrorCode != 0 || r.SessionID != id {
+			t.Fatalf("epoch %d beside epoch %d: %v, session %d", epoch, epoch+1, kerr.ErrorForCode(r.ErrorCode), r.SessionID)
+		}
+		epoch++
+		if r := <-ahead; r.ErrorCode == 0 {
+			epoch++ // it came after the first was answered
+		}
 	}
 }

@@ -82,6 +82,10 @@ func sendFetch(t *testing.T, b *Broker, req *kmsg.FetchRequest) <-chan *kmsg.Fet
 	answer := b.Handle(&protocol.Request{Key: req.Key(), Version: req.GetVersion(), Body: req})
 	go func() {
 		r := <-answer
+		if r.Body != nil { // an answer without records: a fetch session's error
+			out <- r.Body.(*kmsg.FetchResponse)
+			return
+		}
 		resp := kmsg.NewPtrFetchResponse()
 		resp.SetVersion(req.GetVersion())
 		err := resp.ReadFrom(flatten(t, r.Chunks))
