@@ -69,13 +69,13 @@ func (b *Broker) handleAuthorized(hook authHook, fn handlerFunc, req *protocol.R
 		return ch
 	}
 	out := make(chan protocol.Response, 1)
-	go func() {
+	b.answerLater(req, out, func() {
 		resp, ok := <-ch
 		if ok && resp.Body != nil {
 			complete(resp.Body)
 		}
 		out <- resp
-	}()
+	})
 	return out
 }
 

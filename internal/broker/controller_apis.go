@@ -105,18 +105,18 @@ func (h controllerHandler) Handle(req *protocol.Request) <-chan protocol.Respons
 		defer cancel()
 		return reply(b.serveRaft(ctx, req.Body))
 	}
-	ch := make(chan protocol.Response, 1)
-	go func() {
+	out := make(chan protocol.Response, 1)
+	b.answerLater(req, out, func() {
 		ctx, cancel := context.WithTimeout(b.serving, controllerRequestTimeout)
 		defer cancel()
 		resp, err := b.serveController(ctx, req.Body)
 		if err != nil {
-			ch <- protocol.Response{Close: true, None: true}
+			out <- protocol.Response{Close: true, None: true}
 			return
 		}
-		ch <- protocol.Response{Body: resp}
-	}()
-	return ch
+		out <- protocol.Response{Body: resp}
+	})
+	return out
 }
 
 // serveController serves a controller API request in process. It is the Local

@@ -67,7 +67,7 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 		return protocol.Ready(b.fetchResponse(r, st))
 	}
 	out := make(chan protocol.Response, 1)
-	go func() {
+	b.answerLater(req, out, func() {
 		wake := make(chan struct{}, 1)
 		expired, stop := b.after(time.Duration(r.MaxWaitMillis) * time.Millisecond)
 		defer stop()
@@ -117,7 +117,7 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 			}
 		}
 		out <- b.fetchResponse(r, st)
-	}()
+	})
 	return out
 }
 

@@ -34,8 +34,8 @@ func (b *Broker) forward(req *protocol.Request, timeoutMs int32, visible func(*m
 	if refuse != nil {
 		return protocol.Ready(protocol.Response{Body: refuse, Throttle: throttle})
 	}
-	ch := make(chan protocol.Response, 1)
-	go func() {
+	out := make(chan protocol.Response, 1)
+	b.answerLater(req, out, func() {
 		ctx, cancel := b.requestContext(timeoutMs)
 		defer cancel()
 		resp, err := b.channel.Send(ctx, req.Body)
@@ -45,7 +45,7 @@ func (b *Broker) forward(req *protocol.Request, timeoutMs int32, visible func(*m
 			if refused != nil {
 				refused(failed)
 			}
-			ch <- protocol.Response{Body: failed}
+			out <- protocol.Response{Body: failed}
 			return
 		}
 		if visible != nil {
@@ -57,9 +57,9 @@ func (b *Broker) forward(req *protocol.Request, timeoutMs int32, visible func(*m
 		if throttle > 0 {
 			setThrottle(resp, throttle)
 		}
-		ch <- protocol.Response{Body: resp, Throttle: throttle}
-	}()
-	return ch
+		out <- protocol.Response{Body: resp, Throttle: throttle}
+	})
+	return out
 }
 
 // awaitImage waits until cond holds for this node's image or ctx ends.

@@ -102,7 +102,7 @@ func (b *Broker) handleOffsetCommit(req *protocol.Request) <-chan protocol.Respo
 	}
 	in := b.groups.OffsetCommit(r)
 	out := make(chan protocol.Response, 1)
-	go func() {
+	b.answerLater(req, out, func() {
 		resp := <-in
 		for i := range resp.Topics {
 			if unknown[resp.Topics[i].TopicID] {
@@ -112,7 +112,7 @@ func (b *Broker) handleOffsetCommit(req *protocol.Request) <-chan protocol.Respo
 			}
 		}
 		out <- protocol.Response{Body: resp}
-	}()
+	})
 	return out
 }
 
@@ -172,7 +172,7 @@ func (b *Broker) handleDeleteGroups(req *protocol.Request) <-chan protocol.Respo
 		return relayGroupResponse(in)
 	}
 	out := make(chan protocol.Response, 1)
-	go func() {
+	b.answerLater(req, out, func() {
 		resp := <-in
 		ctx, cancel := b.requestContext(0)
 		defer cancel()
@@ -182,7 +182,7 @@ func (b *Broker) handleDeleteGroups(req *protocol.Request) <-chan protocol.Respo
 			}
 		}
 		out <- protocol.Response{Body: resp}
-	}()
+	})
 	return out
 }
 

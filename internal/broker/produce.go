@@ -110,8 +110,9 @@ type produceRequest struct {
 	// topicErr answers every partition of the current topic (an unknown topic id,
 	// a topic or transactional id the principal may not write).
 	topicErr error
-	// Authorization (authorize.go): the request's principal, and the answer to
-	// every partition when its transactional id may not write (nil if it may).
+	// The request's API, version, client and principal (for authorization,
+	// authorize.go, and logs), and the answer to every partition when its
+	// transactional id may not write (nil if it may).
 	who    protocol.Request
 	txnErr error
 	// throttle is how long the client must wait for its producer_byte_rate quota.
@@ -151,8 +152,8 @@ func (b *Broker) StartProduce(req *protocol.Request, h protocol.ProduceHeader) p
 		pr.throttle = b.quotas.Record(auth.ProducerByteRate, req.Principal.Name, req.ClientID, float64(req.Size), pr.now)
 		pr.resp.ThrottleMillis = int32(pr.throttle / time.Millisecond)
 	}
+	pr.who = protocol.Request{Key: req.Key, Version: req.Version, Principal: req.Principal, ClientAddr: req.ClientAddr}
 	if b.authz != nil {
-		pr.who = protocol.Request{Key: req.Key, Principal: req.Principal, ClientAddr: req.ClientAddr}
 		if h.TransactionalID != nil && !b.authorize(&pr.who, auth.OpWrite, auth.ResourceTransactionalID, *h.TransactionalID) {
 			pr.txnErr = kerr.TransactionalIDAuthorizationFailed
 		}
@@ -378,7 +379,7 @@ func recompress(batch []byte, hdr *record.Header, codec record.Compression, leve
 // watermark passes its batch, or fails those still short with REQUEST_TIMED_OUT.
 func (b *Broker) waitForAcks(pr *produceRequest) <-chan protocol.Response {
 	out := make(chan protocol.Response, 1)
-	go func() {
+	b.answerLater(&pr.who, out, func() {
 		wake := make(chan struct{}, 1)
 		expired, stop := b.after(time.Duration(max(pr.timeout, 1)) * time.Millisecond)
 		defer stop()
@@ -410,6 +411,6 @@ func (b *Broker) waitForAcks(pr *produceRequest) <-chan protocol.Response {
 				return
 			}
 		}
-	}()
+	})
 	return out
 }

@@ -121,7 +121,7 @@ func (b *Broker) handleMetered(fn handlerFunc, req *protocol.Request) <-chan pro
 		return ch
 	}
 	out := make(chan protocol.Response, 1)
-	go func() {
+	b.answerLater(req, out, func() {
 		resp, ok := <-ch
 		if !ok {
 			close(out)
@@ -134,6 +134,6 @@ func (b *Broker) handleMetered(fn handlerFunc, req *protocol.Request) <-chan pro
 		}
 		resp.Throttle = max(resp.Throttle, d)
 		out <- resp
-	}()
+	})
 	return out
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"runtime/debug"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -54,9 +55,28 @@ func APIKeys() []kmsg.ApiVersionsResponseApiKey {
 func later(h handlerFunc) handlerFunc {
 	return func(b *Broker, req *protocol.Request) <-chan protocol.Response {
 		out := make(chan protocol.Response, 1)
-		go func() { out <- <-h(b, req) }()
+		b.answerLater(req, out, func() { out <- <-h(b, req) })
 		return out
 	}
+}
+
+// answerLater runs fn, which answers req on out, in a goroutine of its own: a handler
+// whose answer waits (a long poll, acknowledgements, another node) returns out at
+// once. A panic in fn, a bug, is logged with its stack and closes req's connection
+// (out is closed), as a panic of a handler itself does in internal/server: one
+// request does not end the process.
+func (b *Broker) answerLater(req *protocol.Request, out chan protocol.Response, fn func()) {
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				b.logger.Error("request handler panicked; closing the connection",
+					"api_key", req.Key, "version", req.Version, "client", req.ClientAddr,
+					"panic", r, "stack", string(debug.Stack()))
+				close(out)
+			}
+		}()
+		fn()
+	}()
 }
 
 // reply wraps a finished response.

@@ -806,7 +806,7 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 		return protocol.Ready(b.shareResponse(resp, bufs))
 	}
 	out := make(chan protocol.Response, 1)
-	go func() {
+	b.answerLater(req, out, func() {
 		defer cancel()
 		wake := make(chan struct{}, 1)
 		var waitedOn []*replica.Partition
@@ -843,7 +843,7 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 		}
 		fillShareFetchResponse(resp, order, results)
 		out <- b.shareResponse(resp, bufs)
-	}()
+	})
 	return out
 }
 

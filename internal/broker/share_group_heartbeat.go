@@ -23,13 +23,13 @@ func (b *Broker) handleShareGroupHeartbeat(req *protocol.Request) <-chan protoco
 	r := req.Body.(*kmsg.ShareGroupHeartbeatRequest)
 	in := b.groups.ShareGroupHeartbeat(r, req.ClientID, groupClientHost(req.ClientAddr))
 	out := make(chan protocol.Response, 1)
-	go func() {
+	b.answerLater(req, out, func() {
 		resp := <-in
 		if r.MemberEpoch == -1 && resp.ErrorCode == 0 {
 			b.shares.ReleaseMember(b.serving, r.GroupID, r.MemberID)
 		}
 		out <- protocol.Response{Body: resp}
-	}()
+	})
 	return out
 }
 

@@ -190,7 +190,7 @@ func (b *Broker) handleAddPartitionsToTxn(req *protocol.Request) <-chan protocol
 		}
 	}
 	out := make(chan protocol.Response, 1)
-	go func() {
+	b.answerLater(req, out, func() {
 		for _, o := range txns {
 			var codes []int16
 			if o.codes != nil {
@@ -230,7 +230,7 @@ func (b *Broker) handleAddPartitionsToTxn(req *protocol.Request) <-chan protocol
 			}
 		}
 		out <- protocol.Response{Body: resp}
-	}()
+	})
 	return out
 }
 
