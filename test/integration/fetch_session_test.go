@@ -6,7 +6,10 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"maps"
+	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -262,4 +265,90 @@ func TestFetchSessionEveryPartitionGetsItsTurn(t *testing.T) {
 		t.Fatalf("the first %d records came from partitions %v only", want/4, seen)
 	}
 	t.Logf("the first %d records by partition: %v", want/4, seen)
+}
+
+// TestFetchSessionPipelined: a client that sends its session's next fetch on the same
+// connection before the previous one is answered — here one that forgets the
+// session's only partition while the first long-polls it — gets
+// INVALID_FETCH_SESSION_EPOCH for the second, the first is answered as if alone, and
+// the session goes on with the partition it still has. (Before sessions served one
+// fetch at a time, the first fetch's answer indexed the forgotten partition and the
+// broker process died.)
+func TestFetchSessionPipelined(t *testing.T) {
+	t.Parallel()
+	b := testutil.StartBroker(t)
+	adm := newAdmin(t, b)
+	createTopic(t, adm, "pipelined", 1, nil)
+	f := newSessionFetcher(t, b, adm, "pipelined", 13)
+	sid := f.fetch(0, 0, []fetchPart{{0, 0}}, nil).SessionID
+	if sid == 0 {
+		t.Fatal("the full fetch opened no session")
+	}
+
+	conn, err := net.Dial("tcp", b.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(30 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	incremental := func(epoch, maxWait int32, forget bool) *kmsg.FetchRequest {
+		req := kmsg.NewPtrFetchRequest()
+		req.Version, req.SessionID, req.SessionEpoch = 13, sid, epoch
+		req.MaxWaitMillis, req.MinBytes, req.MaxBytes = maxWait, 1, 1<<20
+		if forget {
+			ft := kmsg.NewFetchRequestForgottenTopic()
+			ft.TopicID, ft.Partitions = f.id, []int32{0}
+			req.ForgottenTopics = append(req.ForgottenTopics, ft)
+		}
+		return req
+	}
+	// Both frames in one write: the broker reads the second while the first waits
+	// (up to 3 s: nothing is produced).
+	// (kmsg's AppendRequest writes the frame size at the start of dst: one frame each.)
+	formatter := kmsg.NewRequestFormatter(kmsg.FormatterClientID("pipeliner"))
+	frames := slices.Concat(formatter.AppendRequest(nil, incremental(1, 3000, false), 1),
+		formatter.AppendRequest(nil, incremental(2, 0, true), 2))
+	if _, err := conn.Write(frames); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []struct {
+		corr int32
+		code int16
+	}{{1, 0}, {2, kerr.InvalidFetchSessionEpoch.Code}} {
+		resp := readFetchResponse(t, conn, want.corr)
+		if resp.ErrorCode != want.code {
+			t.Fatalf("pipelined fetch %d: %v, want %v", want.corr, kerr.ErrorForCode(resp.ErrorCode), kerr.ErrorForCode(want.code))
+		}
+	}
+	// The session still reads partition 0 at its next epoch.
+	producer := newClient(t, b)
+	produceSync(t, producer, &kgo.Record{Topic: "pipelined", Value: value(0)})
+	if got := respPartitions(t, f.fetch(sid, 2, nil, nil)); !maps.Equal(got, map[int32]int{0: 1}) {
+		t.Fatalf("the session after the refused fetch answered %v, want partition 0's record", got)
+	}
+}
+
+// readFetchResponse reads one Fetch (v12+, flexible) response frame from conn and
+// checks its correlation id.
+func readFetchResponse(t *testing.T, conn net.Conn, corr int32) *kmsg.FetchResponse {
+	t.Helper()
+	var size [4]byte
+	if _, err := io.ReadFull(conn, size[:]); err != nil {
+		t.Fatalf("reading the answer to fetch %d: %v", corr, err)
+	}
+	body := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(conn, body); err != nil {
+		t.Fatalf("reading the answer to fetch %d: %v", corr, err)
+	}
+	if got := int32(binary.BigEndian.Uint32(body)); got != corr {
+		t.Fatalf("answer with correlation id %d, want %d", got, corr)
+	}
+	resp := kmsg.NewPtrFetchResponse()
+	resp.Version = 13
+	if err := resp.ReadFrom(body[5:]); err != nil { // after the id and the header's empty tag buffer
+		t.Fatalf("decoding the answer to fetch %d: %v", corr, err)
+	}
+	return resp
 }
