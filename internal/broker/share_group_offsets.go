@@ -31,8 +31,8 @@ package broker
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -100,25 +100,13 @@ func (b *Broker) describeShareOffsets(ctx context.Context, img *metadata.Image, 
 			}
 		}
 	}
-	type result struct {
-		sum shareSummary
-		err error
-	}
-	var mu sync.Mutex
-	results := map[share.Key]result{}
-	forEachShareKey(keys, func(k share.Key) {
-		sum, err := b.shareStore.Summary(ctx, k)
-		mu.Lock()
-		results[k] = result{sum, err}
-		mu.Unlock()
-	})
+	sums, failed := b.shareStore.SummaryEach(ctx, keys)
 
 	want := map[string][]int32{}
 	var names []string
 	if rg.Topics == nil {
 		for _, k := range keys {
-			res := results[k]
-			if res.err != nil || !res.sum.found {
+			if !sums[k].found {
 				continue
 			}
 			if t, ok := img.TopicByID(metadata.TopicID(k.TopicID)); ok {
@@ -151,14 +139,14 @@ func (b *Broker) describeShareOffsets(ctx context.Context, img *metadata.Image, 
 				continue
 			}
 			ot.TopicID = t.ID
-			res := results[share.Key{Group: rg.GroupID, TopicID: t.ID, Partition: p}]
-			switch {
-			case res.err != nil:
-				op.ErrorCode = shareErrorCode(res.err)
-			case res.sum.found:
-				op.StartOffset = res.sum.start
+			k := share.Key{Group: rg.GroupID, TopicID: t.ID, Partition: p}
+			switch sum := sums[k]; {
+			case failed[k] != nil:
+				op.ErrorCode = shareErrorCode(failed[k])
+			case sum.found:
+				op.StartOffset = sum.start
 				if part := b.replicas.Get(name, p); part != nil {
-					op.Lag = shareLag(res.sum, part.HighWatermark())
+					op.Lag = shareLag(sum, part.HighWatermark())
 					op.LeaderEpoch = part.LeaderEpoch()
 				}
 			}
@@ -199,9 +187,8 @@ func (b *Broker) handleAlterShareGroupOffsets(req *protocol.Request) <-chan prot
 		resp.ErrorCode = code
 		return reply(resp)
 	}
-	// Each partition is reset once, to the last start it is named with, and the
-	// partitions side by side: one at a time, 2,000 partitions of a three-node cluster
-	// took 8 s.
+	// Each partition is reset once, to the last start it is named with, the partitions
+	// in one request per share coordinator (shareStore's callEach).
 	key := func(rt kmsg.AlterShareGroupOffsetsRequestTopic, p int32) (share.Key, bool) {
 		t, ok := img.Topic(rt.Topic)
 		if !ok || p < 0 || int(p) >= len(t.Partitions) {
@@ -223,7 +210,7 @@ func (b *Broker) handleAlterShareGroupOffsets(req *protocol.Request) <-chan prot
 	}
 	ctx, cancel := b.requestContext(0)
 	defer cancel()
-	failed := shareKeyErrs(keys, func(k share.Key) error { return b.resetShareState(ctx, k, starts[k]) })
+	failed := b.resetShareStates(ctx, starts)
 	for _, rt := range r.Topics {
 		ot := kmsg.NewAlterShareGroupOffsetsResponseTopic()
 		ot.Topic = rt.Topic
@@ -284,16 +271,19 @@ func (b *Broker) handleDeleteShareGroupOffsets(req *protocol.Request) <-chan pro
 	return reply(resp)
 }
 
-// resetShareState starts a share partition afresh at offset under the next state
-// epoch (InitializeShareGroupState), so that a leader still holding the old state in
-// memory has its next write fenced and reads the state again.
-func (b *Broker) resetShareState(ctx context.Context, k share.Key, offset int64) error {
-	sum, err := b.shareStore.Summary(ctx, k)
-	if err != nil {
-		return err
+// resetShareStates starts share partitions afresh, each at its offset in starts,
+// under their next state epochs (InitializeShareGroupState), so that a leader still
+// holding the old state in memory has its next write fenced and reads the state
+// again. It returns the failures by key.
+func (b *Broker) resetShareStates(ctx context.Context, starts map[share.Key]int64) map[share.Key]error {
+	sums, failed := b.shareStore.SummaryEach(ctx, slices.SortedFunc(maps.Keys(starts), compareShareKeys))
+	inits := make(map[share.Key]shareInit, len(sums))
+	for k, sum := range sums {
+		b.forgetShare(k)
+		inits[k] = shareInit{stateEpoch: sum.stateEpoch + 1, start: starts[k]}
 	}
-	b.forgetShare(k)
-	return b.shareStore.Initialize(ctx, k, sum.stateEpoch+1, offset)
+	maps.Copy(failed, b.shareStore.InitializeEach(ctx, inits))
+	return failed
 }
 
 // initNewShareState starts the share state of partitions [from, to) of a share
@@ -308,26 +298,29 @@ func (b *Broker) initNewShareState(ctx context.Context, groupID string, topic gr
 	for p := from; p < to; p++ {
 		keys = append(keys, share.Key{Group: groupID, TopicID: topic, Partition: p})
 	}
-	return firstShareKeyErr(keys, func(k share.Key) error {
-		sum, err := b.shareStore.Summary(ctx, k)
-		if err == nil && !sum.found {
+	sums, failed := b.shareStore.SummaryEach(ctx, keys)
+	inits := map[share.Key]shareInit{}
+	for k, sum := range sums {
+		if !sum.found {
 			b.forgetShare(k)
-			err = b.shareStore.Initialize(ctx, k, sum.stateEpoch+1, 0)
+			inits[k] = shareInit{stateEpoch: sum.stateEpoch + 1, start: 0}
 		}
-		if err != nil {
-			return fmt.Errorf("share partition %d: %w", k.Partition, err)
-		}
-		return nil
-	})
+	}
+	maps.Copy(failed, b.shareStore.InitializeEach(ctx, inits))
+	if k, err := firstFailure(keys, failed); err != nil {
+		return fmt.Errorf("share partition %d: %w", k.Partition, err)
+	}
+	return nil
 }
 
 // deleteShareStates deletes the state of share partitions and returns the first
 // failure.
 func (b *Broker) deleteShareStates(ctx context.Context, keys []share.Key) error {
-	return firstShareKeyErr(keys, func(k share.Key) error {
+	for _, k := range keys {
 		b.forgetShare(k)
-		return b.shareStore.Delete(ctx, k)
-	})
+	}
+	_, err := firstFailure(keys, b.shareStore.DeleteEach(ctx, keys))
+	return err
 }
 
 // deleteShareState drops the share partitions of a deleted share group, keys as

@@ -81,6 +81,34 @@ func shareStateResult(err error) (int16, *string) {
 	return shareCoordinatorErrorCode(err), errorMessage(err)
 }
 
+// shareStateOps are the state operations of one share-coordinator request, run once
+// its answer is laid out: each key's in request order, different keys side by side
+// (forEachShareKey), as each waits for its own replicated write or its partition's
+// load — a request of many partitions takes about as long as its slowest, as in
+// Kafka's coordinator, not as long as all of them in a row.
+type shareStateOps struct {
+	keys  []share.Key
+	byKey map[share.Key][]func()
+}
+
+func (o *shareStateOps) add(k share.Key, op func()) {
+	if o.byKey == nil {
+		o.byKey = map[share.Key][]func(){}
+	}
+	if _, ok := o.byKey[k]; !ok {
+		o.keys = append(o.keys, k)
+	}
+	o.byKey[k] = append(o.byKey[k], op)
+}
+
+func (o *shareStateOps) run() {
+	forEachShareKey(o.keys, func(k share.Key) {
+		for _, op := range o.byKey[k] {
+			op()
+		}
+	})
+}
+
 // shareStateContext bounds a share-coordinator request: its writes wait for the
 // state's in-sync replicas, as a commit does.
 func (b *Broker) shareStateContext() (context.Context, context.CancelFunc) {
@@ -93,21 +121,26 @@ func (b *Broker) handleInitializeShareGroupState(req *protocol.Request) <-chan p
 	ctx, cancel := b.shareStateContext()
 	defer cancel()
 	img, allowed := b.image(), b.authorizeCluster(req, auth.OpClusterAction)
-	for _, rt := range r.Topics {
+	var ops shareStateOps
+	for ti, rt := range r.Topics {
 		ot := kmsg.NewInitializeShareGroupStateResponseTopic()
 		ot.TopicID = rt.TopicID
-		for _, rp := range rt.Partitions {
+		for pi, rp := range rt.Partitions {
 			op := kmsg.NewInitializeShareGroupStateResponseTopicPartition()
 			op.Partition = rp.Partition
 			op.ErrorCode, op.ErrorMessage = shareStateCheck(allowed, img, r.GroupID, rt.TopicID, rp.Partition, true)
 			if op.ErrorCode == 0 {
 				k := share.Key{Group: r.GroupID, TopicID: rt.TopicID, Partition: rp.Partition}
-				op.ErrorCode, op.ErrorMessage = shareStateResult(b.shareState.initializeState(ctx, k, rp.StateEpoch, rp.StartOffset))
+				ops.add(k, func() {
+					op := &resp.Topics[ti].Partitions[pi]
+					op.ErrorCode, op.ErrorMessage = shareStateResult(b.shareState.initializeState(ctx, k, rp.StateEpoch, rp.StartOffset))
+				})
 			}
 			ot.Partitions = append(ot.Partitions, op)
 		}
 		resp.Topics = append(resp.Topics, ot)
 	}
+	ops.run()
 	return reply(resp)
 }
 
@@ -117,30 +150,35 @@ func (b *Broker) handleReadShareGroupState(req *protocol.Request) <-chan protoco
 	ctx, cancel := b.shareStateContext()
 	defer cancel()
 	img, allowed := b.image(), b.authorizeCluster(req, auth.OpClusterAction)
-	for _, rt := range r.Topics {
+	var ops shareStateOps
+	for ti, rt := range r.Topics {
 		ot := kmsg.NewReadShareGroupStateResponseTopic()
 		ot.TopicID = rt.TopicID
-		for _, rp := range rt.Partitions {
+		for pi, rp := range rt.Partitions {
 			op := kmsg.NewReadShareGroupStateResponseTopicPartition()
 			op.Partition, op.StartOffset = rp.Partition, -1
 			op.ErrorCode, op.ErrorMessage = shareStateCheck(allowed, img, r.GroupID, rt.TopicID, rp.Partition, true)
 			if op.ErrorCode == 0 {
 				k := share.Key{Group: r.GroupID, TopicID: rt.TopicID, Partition: rp.Partition}
-				snap, found, err := b.shareState.readState(ctx, k, rp.LeaderEpoch)
-				op.ErrorCode, op.ErrorMessage = shareStateResult(err)
-				if err == nil && found {
-					op.StateEpoch, op.StartOffset = snap.StateEpoch, snap.Start
-					for _, run := range snap.Runs {
-						op.StateBatches = append(op.StateBatches, kmsg.ReadShareGroupStateResponseTopicPartitionStateBatch{
-							FirstOffset: run.First, LastOffset: run.Last, DeliveryState: int8(run.State), DeliveryCount: run.Deliveries,
-						})
+				ops.add(k, func() {
+					op := &resp.Topics[ti].Partitions[pi]
+					snap, found, err := b.shareState.readState(ctx, k, rp.LeaderEpoch)
+					op.ErrorCode, op.ErrorMessage = shareStateResult(err)
+					if err == nil && found {
+						op.StateEpoch, op.StartOffset = snap.StateEpoch, snap.Start
+						for _, run := range snap.Runs {
+							op.StateBatches = append(op.StateBatches, kmsg.ReadShareGroupStateResponseTopicPartitionStateBatch{
+								FirstOffset: run.First, LastOffset: run.Last, DeliveryState: int8(run.State), DeliveryCount: run.Deliveries,
+							})
+						}
 					}
-				}
+				})
 			}
 			ot.Partitions = append(ot.Partitions, op)
 		}
 		resp.Topics = append(resp.Topics, ot)
 	}
+	ops.run()
 	return reply(resp)
 }
 
@@ -150,10 +188,11 @@ func (b *Broker) handleWriteShareGroupState(req *protocol.Request) <-chan protoc
 	ctx, cancel := b.shareStateContext()
 	defer cancel()
 	img, allowed := b.image(), b.authorizeCluster(req, auth.OpClusterAction)
-	for _, rt := range r.Topics {
+	var ops shareStateOps
+	for ti, rt := range r.Topics {
 		ot := kmsg.NewWriteShareGroupStateResponseTopic()
 		ot.TopicID = rt.TopicID
-		for _, rp := range rt.Partitions {
+		for pi, rp := range rt.Partitions {
 			op := kmsg.NewWriteShareGroupStateResponseTopicPartition()
 			op.Partition = rp.Partition
 			op.ErrorCode, op.ErrorMessage = shareStateCheck(allowed, img, r.GroupID, rt.TopicID, rp.Partition, true)
@@ -166,12 +205,16 @@ func (b *Broker) handleWriteShareGroupState(req *protocol.Request) <-chan protoc
 				for _, sb := range rp.StateBatches {
 					runs = append(runs, share.StateRun{First: sb.FirstOffset, Last: sb.LastOffset, State: uint8(sb.DeliveryState), Deliveries: sb.DeliveryCount})
 				}
-				op.ErrorCode, op.ErrorMessage = shareStateResult(b.shareState.writeState(ctx, k, rp.StateEpoch, rp.LeaderEpoch, rp.StartOffset, runs))
+				ops.add(k, func() {
+					op := &resp.Topics[ti].Partitions[pi]
+					op.ErrorCode, op.ErrorMessage = shareStateResult(b.shareState.writeState(ctx, k, rp.StateEpoch, rp.LeaderEpoch, rp.StartOffset, runs))
+				})
 			}
 			ot.Partitions = append(ot.Partitions, op)
 		}
 		resp.Topics = append(resp.Topics, ot)
 	}
+	ops.run()
 	return reply(resp)
 }
 
@@ -196,22 +239,27 @@ func (b *Broker) handleDeleteShareGroupState(req *protocol.Request) <-chan proto
 	ctx, cancel := b.shareStateContext()
 	defer cancel()
 	img, allowed := b.image(), b.authorizeCluster(req, auth.OpClusterAction)
-	for _, rt := range r.Topics {
+	var ops shareStateOps
+	for ti, rt := range r.Topics {
 		ot := kmsg.NewDeleteShareGroupStateResponseTopic()
 		ot.TopicID = rt.TopicID
-		for _, rp := range rt.Partitions {
+		for pi, rp := range rt.Partitions {
 			op := kmsg.NewDeleteShareGroupStateResponseTopicPartition()
 			op.Partition = rp.Partition
 			// The state of a deleted topic's partition can still be deleted.
 			op.ErrorCode, op.ErrorMessage = shareStateCheck(allowed, img, r.GroupID, rt.TopicID, rp.Partition, false)
 			if op.ErrorCode == 0 {
 				k := share.Key{Group: r.GroupID, TopicID: rt.TopicID, Partition: rp.Partition}
-				op.ErrorCode, op.ErrorMessage = shareStateResult(b.shareState.deleteState(ctx, k))
+				ops.add(k, func() {
+					op := &resp.Topics[ti].Partitions[pi]
+					op.ErrorCode, op.ErrorMessage = shareStateResult(b.shareState.deleteState(ctx, k))
+				})
 			}
 			ot.Partitions = append(ot.Partitions, op)
 		}
 		resp.Topics = append(resp.Topics, ot)
 	}
+	ops.run()
 	return reply(resp)
 }
 
@@ -221,25 +269,30 @@ func (b *Broker) handleReadShareGroupStateSummary(req *protocol.Request) <-chan 
 	ctx, cancel := b.shareStateContext()
 	defer cancel()
 	img, allowed := b.image(), b.authorizeCluster(req, auth.OpClusterAction)
-	for _, rt := range r.Topics {
+	var ops shareStateOps
+	for ti, rt := range r.Topics {
 		ot := kmsg.NewReadShareGroupStateSummaryResponseTopic()
 		ot.TopicID = rt.TopicID
-		for _, rp := range rt.Partitions {
+		for pi, rp := range rt.Partitions {
 			op := kmsg.NewReadShareGroupStateSummaryResponseTopicPartition()
 			op.Partition, op.StartOffset, op.LeaderEpoch = rp.Partition, -1, -1
 			op.ErrorCode, op.ErrorMessage = shareStateCheck(allowed, img, r.GroupID, rt.TopicID, rp.Partition, true)
 			if op.ErrorCode == 0 {
 				k := share.Key{Group: r.GroupID, TopicID: rt.TopicID, Partition: rp.Partition}
-				snap, found, err := b.shareState.summary(ctx, k, rp.LeaderEpoch)
-				op.ErrorCode, op.ErrorMessage = shareStateResult(err)
-				if err == nil && found {
-					op.StateEpoch, op.LeaderEpoch, op.StartOffset = snap.StateEpoch, snap.LeaderEpoch, snap.Start
-					op.DeliveryCompleteCount = int32(min(snap.DeliveryComplete(), 1<<31-1))
-				}
+				ops.add(k, func() {
+					op := &resp.Topics[ti].Partitions[pi]
+					snap, found, err := b.shareState.summary(ctx, k, rp.LeaderEpoch)
+					op.ErrorCode, op.ErrorMessage = shareStateResult(err)
+					if err == nil && found {
+						op.StateEpoch, op.LeaderEpoch, op.StartOffset = snap.StateEpoch, snap.LeaderEpoch, snap.Start
+						op.DeliveryCompleteCount = int32(min(snap.DeliveryComplete(), 1<<31-1))
+					}
+				})
 			}
 			ot.Partitions = append(ot.Partitions, op)
 		}
 		resp.Topics = append(resp.Topics, ot)
 	}
+	ops.run()
 	return reply(resp)
 }

@@ -318,3 +318,86 @@ func TestShareStateRequestsAnswerLater(t *testing.T) {
 		t.Fatalf("start after the write: %d, want 5", got.StartOffset)
 	}
 }
+
+// TestShareStateRequestOfManyPartitions: the share coordinator serves the partitions
+// of one request side by side — one whose share partition is held back does not keep
+// the others of its request waiting — and the operations a request names for the
+// same share partition in their order.
+func TestShareStateRequestOfManyPartitions(t *testing.T) {
+	b := startTestBroker(t)
+	createTestTopic(t, b, "shared", 8)
+	tp, _ := b.image().Topic("shared")
+	c := shareStateClient{t: t, b: b, group: "g", topicID: tp.ID}
+	key := func(p int32) share.Key { return share.Key{Group: "g", TopicID: tp.ID, Partition: p} }
+	// A partition whose key lock is not partition 0's (the locks are striped).
+	other := int32(1)
+	for b.shareState.keyLock(key(other)) == b.shareState.keyLock(key(0)) {
+		other++
+	}
+	for _, p := range []int32{0, other} {
+		if code := c.initialize(p, 1, 0); code != 0 {
+			t.Fatalf("initialize %d: %v", p, kerr.ErrorForCode(code))
+		}
+	}
+
+	held := b.shareState.keyLock(key(0))
+	held.Lock()
+	req := kmsg.NewPtrWriteShareGroupStateRequest()
+	req.GroupID = "g"
+	rt := kmsg.NewWriteShareGroupStateRequestTopic()
+	rt.TopicID = tp.ID
+	for _, p := range []int32{0, other} {
+		rp := kmsg.NewWriteShareGroupStateRequestTopicPartition()
+		rp.Partition, rp.StateEpoch, rp.LeaderEpoch, rp.StartOffset = p, 1, 0, int64(5+p)
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	answer := b.Handle(&protocol.Request{Key: req.Key(), Version: req.GetVersion(), Body: req})
+	deadline := time.Now().Add(10 * time.Second)
+	for c.summary(other, -1).StartOffset != int64(5+other) {
+		if time.Now().After(deadline) {
+			held.Unlock()
+			t.Fatalf("partition %d not written while partition 0, before it in the request, waited", other)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	held.Unlock()
+	select {
+	case r := <-answer:
+		for i, p := range r.Body.(*kmsg.WriteShareGroupStateResponse).Topics[0].Partitions {
+			if p.Partition != rt.Partitions[i].Partition || p.ErrorCode != 0 {
+				t.Fatalf("answer %d: partition %d, %v; want partition %d written", i, p.Partition, kerr.ErrorForCode(p.ErrorCode), rt.Partitions[i].Partition)
+			}
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer once partition 0 was free")
+	}
+	if got := c.read(0, 0).StartOffset; got != 5 {
+		t.Fatalf("partition 0 starts at %d after the write, want 5", got)
+	}
+
+	// Partition 0 named twice: initialized at state epoch 2, then 3 (in the other
+	// order the second would be fenced).
+	init := kmsg.NewPtrInitializeShareGroupStateRequest()
+	init.GroupID = "g"
+	it := kmsg.NewInitializeShareGroupStateRequestTopic()
+	it.TopicID = tp.ID
+	for _, st := range []struct {
+		p     int32
+		epoch int32
+		start int64
+	}{{0, 2, 10}, {other, 2, 11}, {0, 3, 20}} {
+		ip := kmsg.NewInitializeShareGroupStateRequestTopicPartition()
+		ip.Partition, ip.StateEpoch, ip.StartOffset = st.p, st.epoch, st.start
+		it.Partitions = append(it.Partitions, ip)
+	}
+	init.Topics = append(init.Topics, it)
+	for i, p := range call[*kmsg.InitializeShareGroupStateResponse](t, b, init).Topics[0].Partitions {
+		if p.ErrorCode != 0 {
+			t.Fatalf("initialization %d (partition %d): %v", i, p.Partition, kerr.ErrorForCode(p.ErrorCode))
+		}
+	}
+	if got := c.summary(0, -1); got.StateEpoch != 3 || got.StartOffset != 20 {
+		t.Fatalf("partition 0 after two initializations: state epoch %d, start %d; want 3, 20", got.StateEpoch, got.StartOffset)
+	}
+}

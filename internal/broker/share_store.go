@@ -31,9 +31,13 @@ package broker
 // deadline.
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -79,20 +83,79 @@ func (s *shareStore) conn(br metadata.Broker) (*peer.Conn, error) {
 // call runs one operation on key's share coordinator: local when this node is it,
 // else remote, which sends the request on conn and returns the partition's error
 // code. Retriable failures are retried until ctx ends; a write not committed in time
-// too when idempotent.
+// too when idempotent. It is callEach of one key, run on the caller's goroutine.
 func (s *shareStore) call(ctx context.Context, k share.Key, idempotent bool, local func() error, remote func(ctx context.Context, conn *peer.Conn) (int16, error)) error {
+	return s.callEach(ctx, []share.Key{k}, idempotent, func(share.Key) error { return local() },
+		func(ctx context.Context, conn *peer.Conn, _ []share.Key) (map[share.Key]int16, error) {
+			code, err := remote(ctx, conn)
+			return map[share.Key]int16{k: code}, err
+		})[k]
+}
+
+// retriable reports whether an operation that failed with err is worth trying again.
+func retriable(err error, idempotent bool) bool {
+	return errors.Is(err, errShareCoordinatorUnavailable) || idempotent && errors.Is(err, errShareWriteNotCommitted)
+}
+
+// localShareError is the error of an operation this node's share coordinator served.
+func localShareError(err error) error {
+	switch shareCoordinatorErrorCode(err) {
+	case kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code, kerr.CoordinatorLoadInProgress.Code:
+		return fmt.Errorf("%w: %w", errShareCoordinatorUnavailable, err)
+	case kerr.RequestTimedOut.Code, kerr.NotEnoughReplicas.Code, kerr.NotEnoughReplicasAfterAppend.Code:
+		return fmt.Errorf("%w: %w", errShareWriteNotCommitted, err)
+	}
+	return err
+}
+
+// remoteShareError is the error of an operation sent to broker node: err when the
+// request failed, else the partition's error code.
+func remoteShareError(ctx context.Context, node metadata.NodeID, code int16, err error) error {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return err
+	case err != nil:
+		return fmt.Errorf("%w: broker %d: %v", errShareCoordinatorUnavailable, node, err)
+	}
+	return shareCoordinatorError(code)
+}
+
+// shareBatchMax bounds the partitions of one share-coordinator request callEach sends.
+const shareBatchMax = 1000
+
+// callEach is call for many keys, as Kafka's persister batches them: the keys this
+// node coordinates run through local side by side (forEachShareKey), the others go in
+// one request per coordinator and group (up to shareBatchMax partitions each; remote
+// gets the keys it carries, all of one group, and returns their error codes). Each key
+// that failed in a way worth retrying is looked up and tried again after a backoff,
+// until ctx ends. It returns the failures by key. (Read and Write, one share
+// partition's at a time, use call.)
+func (s *shareStore) callEach(ctx context.Context, keys []share.Key, idempotent bool, local func(k share.Key) error,
+	remote func(ctx context.Context, conn *peer.Conn, keys []share.Key) (map[share.Key]int16, error)) map[share.Key]error {
+	failed := map[share.Key]error{}
 	backoff := 25 * time.Millisecond
-	for {
-		err := s.try(ctx, k, local, remote)
-		retry := errors.Is(err, errShareCoordinatorUnavailable) ||
-			idempotent && errors.Is(err, errShareWriteNotCommitted)
-		if err == nil || !retry {
-			return err
+	for pending := keys; ; {
+		var again []share.Key
+		for k, err := range s.tryEach(ctx, pending, local, remote) {
+			if err == nil {
+				delete(failed, k)
+				continue
+			}
+			failed[k] = err
+			if retriable(err, idempotent) {
+				again = append(again, k)
+			}
 		}
-		ended := func() error {
-			return fmt.Errorf("share coordinator of %s: %w (last: %v)", shareCoordinatorKey(k), ctx.Err(), err)
+		if len(again) == 0 {
+			return failed
 		}
-		if ctx.Err() != nil { // it ended during the try: said as when it ends during the wait
+		ended := func() map[share.Key]error {
+			for _, k := range again {
+				failed[k] = fmt.Errorf("share coordinator of %s: %w (last: %v)", shareCoordinatorKey(k), ctx.Err(), failed[k])
+			}
+			return failed
+		}
+		if ctx.Err() != nil {
 			return ended()
 		}
 		wait, stop := s.b.after(backoff)
@@ -102,37 +165,90 @@ func (s *shareStore) call(ctx context.Context, k share.Key, idempotent bool, loc
 			stop()
 			return ended()
 		}
-		backoff = min(2*backoff, 500*time.Millisecond)
+		pending, backoff = again, min(2*backoff, 500*time.Millisecond)
 	}
 }
 
-func (s *shareStore) try(ctx context.Context, k share.Key, local func() error, remote func(ctx context.Context, conn *peer.Conn) (int16, error)) error {
-	br, err := s.b.shareCoordinatorOf(shareCoordinatorKey(k))
-	if err != nil {
-		return fmt.Errorf("%w: %v", errShareCoordinatorUnavailable, err)
+// tryEach tries each of keys once at its share coordinator (callEach), the
+// coordinators side by side, and returns each key's error.
+func (s *shareStore) tryEach(ctx context.Context, keys []share.Key, local func(k share.Key) error,
+	remote func(ctx context.Context, conn *peer.Conn, keys []share.Key) (map[share.Key]int16, error)) map[share.Key]error {
+	errs := make(map[share.Key]error, len(keys))
+	var mu sync.Mutex
+	set := func(k share.Key, err error) {
+		mu.Lock()
+		errs[k] = err
+		mu.Unlock()
 	}
-	if int32(br.NodeID) == s.b.nodeID {
-		err := local()
-		switch shareCoordinatorErrorCode(err) {
-		case kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code, kerr.CoordinatorLoadInProgress.Code:
-			return fmt.Errorf("%w: %w", errShareCoordinatorUnavailable, err)
-		case kerr.RequestTimedOut.Code, kerr.NotEnoughReplicas.Code, kerr.NotEnoughReplicasAfterAppend.Code:
-			return fmt.Errorf("%w: %w", errShareWriteNotCommitted, err)
+	// A request names one group: the keys go by coordinator and group.
+	type dest struct {
+		node  metadata.NodeID
+		group string
+	}
+	byDest := map[dest][]share.Key{}
+	brokers := map[metadata.NodeID]metadata.Broker{}
+	for _, k := range keys {
+		br, err := s.b.shareCoordinatorOf(shareCoordinatorKey(k))
+		if err != nil {
+			errs[k] = fmt.Errorf("%w: %v", errShareCoordinatorUnavailable, err)
+			continue
 		}
-		return err
+		d := dest{br.NodeID, k.Group}
+		byDest[d] = append(byDest[d], k)
+		brokers[br.NodeID] = br
 	}
-	conn, err := s.conn(br)
-	if err != nil {
-		return err
+	try := func(d dest, destKeys []share.Key) {
+		if int32(d.node) == s.b.nodeID {
+			forEachShareKey(destKeys, func(k share.Key) { set(k, localShareError(local(k))) })
+			return
+		}
+		conn, connErr := s.conn(brokers[d.node])
+		for chunk := range slices.Chunk(destKeys, shareBatchMax) {
+			var codes map[share.Key]int16
+			var err error
+			if connErr == nil {
+				codes, err = remote(ctx, conn, chunk)
+			}
+			for _, k := range chunk {
+				code, answered := codes[k]
+				switch {
+				case connErr != nil:
+					set(k, connErr)
+				case err != nil:
+					set(k, remoteShareError(ctx, d.node, 0, err))
+				case !answered:
+					set(k, fmt.Errorf("%w: broker %d did not answer for partition %d", errShareCoordinatorUnavailable, d.node, k.Partition))
+				default:
+					set(k, shareCoordinatorError(code))
+				}
+			}
+		}
 	}
-	code, err := remote(ctx, conn)
-	switch {
-	case err != nil && ctx.Err() != nil:
-		return err
-	case err != nil:
-		return fmt.Errorf("%w: broker %d: %v", errShareCoordinatorUnavailable, br.NodeID, err)
+	var wg sync.WaitGroup
+	for d, destKeys := range byDest {
+		if len(byDest) == 1 { // one coordinator (a share partition's read or write): no goroutine
+			try(d, destKeys)
+			break
+		}
+		wg.Go(func() { try(d, destKeys) })
 	}
-	return shareCoordinatorError(code)
+	wg.Wait()
+	return errs
+}
+
+// shareRequestTopics lays keys out as a share-coordinator request's topics: newTopic
+// makes one for a topic id, and add adds a key's partition to the one at index i.
+func shareRequestTopics(keys []share.Key, newTopic func(id [16]byte), add func(i int, k share.Key)) {
+	index := map[[16]byte]int{}
+	for _, k := range keys {
+		i, ok := index[k.TopicID]
+		if !ok {
+			i = len(index)
+			index[k.TopicID] = i
+			newTopic(k.TopicID)
+		}
+		add(i, k)
+	}
 }
 
 // shareCoordinatorError is the error for a share coordinator's answer.
@@ -233,53 +349,76 @@ func (s *shareStore) Write(ctx context.Context, k share.Key, leaderEpoch int32, 
 	})
 }
 
+// shareInit is where InitializeEach starts a share partition.
+type shareInit struct {
+	stateEpoch int32
+	start      int64
+}
+
 // Initialize replaces key's stored state with an empty window at start.
 func (s *shareStore) Initialize(ctx context.Context, k share.Key, stateEpoch int32, start int64) error {
-	return s.call(ctx, k, true, func() error {
-		return s.b.shareState.initializeState(ctx, k, stateEpoch, start)
-	}, func(ctx context.Context, conn *peer.Conn) (int16, error) {
+	return s.InitializeEach(ctx, map[share.Key]shareInit{k: {stateEpoch, start}})[k]
+}
+
+// InitializeEach is Initialize for many keys, and returns the failures by key.
+func (s *shareStore) InitializeEach(ctx context.Context, inits map[share.Key]shareInit) map[share.Key]error {
+	keys := slices.SortedFunc(maps.Keys(inits), compareShareKeys)
+	return s.callEach(ctx, keys, true, func(k share.Key) error {
+		return s.b.shareState.initializeState(ctx, k, inits[k].stateEpoch, inits[k].start)
+	}, func(ctx context.Context, conn *peer.Conn, keys []share.Key) (map[share.Key]int16, error) {
 		req := kmsg.NewPtrInitializeShareGroupStateRequest()
-		req.GroupID = k.Group
-		rt := kmsg.NewInitializeShareGroupStateRequestTopic()
-		rt.TopicID = k.TopicID
-		rp := kmsg.NewInitializeShareGroupStateRequestTopicPartition()
-		rp.Partition, rp.StateEpoch, rp.StartOffset = k.Partition, stateEpoch, start
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
+		req.GroupID = keys[0].Group
+		shareRequestTopics(keys, func(id [16]byte) {
+			req.Topics = append(req.Topics, kmsg.InitializeShareGroupStateRequestTopic{TopicID: id})
+		}, func(i int, k share.Key) {
+			rp := kmsg.NewInitializeShareGroupStateRequestTopicPartition()
+			rp.Partition, rp.StateEpoch, rp.StartOffset = k.Partition, inits[k].stateEpoch, inits[k].start
+			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		})
 		r, err := conn.Request(ctx, req)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		resp := r.(*kmsg.InitializeShareGroupStateResponse)
-		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-			return 0, fmt.Errorf("InitializeShareGroupState answered %d topics", len(resp.Topics))
+		codes := map[share.Key]int16{}
+		for _, t := range r.(*kmsg.InitializeShareGroupStateResponse).Topics {
+			for _, p := range t.Partitions {
+				codes[share.Key{Group: req.GroupID, TopicID: t.TopicID, Partition: p.Partition}] = p.ErrorCode
+			}
 		}
-		return resp.Topics[0].Partitions[0].ErrorCode, nil
+		return codes, nil
 	})
 }
 
 // Delete removes key's stored state.
 func (s *shareStore) Delete(ctx context.Context, k share.Key) error {
-	return s.call(ctx, k, false, func() error {
+	return s.DeleteEach(ctx, []share.Key{k})[k]
+}
+
+// DeleteEach is Delete for many keys, and returns the failures by key.
+func (s *shareStore) DeleteEach(ctx context.Context, keys []share.Key) map[share.Key]error {
+	return s.callEach(ctx, keys, false, func(k share.Key) error {
 		return s.b.shareState.deleteState(ctx, k)
-	}, func(ctx context.Context, conn *peer.Conn) (int16, error) {
+	}, func(ctx context.Context, conn *peer.Conn, keys []share.Key) (map[share.Key]int16, error) {
 		req := kmsg.NewPtrDeleteShareGroupStateRequest()
-		req.GroupID = k.Group
-		rt := kmsg.NewDeleteShareGroupStateRequestTopic()
-		rt.TopicID = k.TopicID
-		rp := kmsg.NewDeleteShareGroupStateRequestTopicPartition()
-		rp.Partition = k.Partition
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
+		req.GroupID = keys[0].Group
+		shareRequestTopics(keys, func(id [16]byte) {
+			req.Topics = append(req.Topics, kmsg.DeleteShareGroupStateRequestTopic{TopicID: id})
+		}, func(i int, k share.Key) {
+			rp := kmsg.NewDeleteShareGroupStateRequestTopicPartition()
+			rp.Partition = k.Partition
+			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		})
 		r, err := conn.Request(ctx, req)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		resp := r.(*kmsg.DeleteShareGroupStateResponse)
-		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-			return 0, fmt.Errorf("DeleteShareGroupState answered %d topics", len(resp.Topics))
+		codes := map[share.Key]int16{}
+		for _, t := range r.(*kmsg.DeleteShareGroupStateResponse).Topics {
+			for _, p := range t.Partitions {
+				codes[share.Key{Group: req.GroupID, TopicID: t.TopicID, Partition: p.Partition}] = p.ErrorCode
+			}
 		}
-		return resp.Topics[0].Partitions[0].ErrorCode, nil
+		return codes, nil
 	})
 }
 
@@ -293,41 +432,68 @@ type shareSummary struct {
 
 // Summary returns key's stored state in short (ReadShareGroupStateSummary).
 func (s *shareStore) Summary(ctx context.Context, k share.Key) (shareSummary, error) {
-	var out shareSummary
-	err := s.call(ctx, k, true, func() error {
-		snap, found, err := s.b.shareState.summary(ctx, k, -1)
-		out = shareSummary{found: found && snap.Start >= 0, stateEpoch: snap.StateEpoch, start: snap.Start, deliveryComplete: snap.DeliveryComplete()}
-		return err
-	}, func(ctx context.Context, conn *peer.Conn) (int16, error) {
-		req := kmsg.NewPtrReadShareGroupStateSummaryRequest()
-		req.SetVersion(1)
-		req.GroupID = k.Group
-		rt := kmsg.NewReadShareGroupStateSummaryRequestTopic()
-		rt.TopicID = k.TopicID
-		rp := kmsg.NewReadShareGroupStateSummaryRequestTopicPartition()
-		rp.Partition, rp.LeaderEpoch = k.Partition, -1
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		r, err := conn.Request(ctx, req)
-		if err != nil {
-			return 0, err
-		}
-		resp := r.(*kmsg.ReadShareGroupStateSummaryResponse)
-		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-			return 0, fmt.Errorf("ReadShareGroupStateSummary answered %d topics", len(resp.Topics))
-		}
-		p := resp.Topics[0].Partitions[0]
-		out = shareSummary{found: p.ErrorCode == 0 && p.StartOffset >= 0, stateEpoch: p.StateEpoch, start: p.StartOffset, deliveryComplete: int64(max(p.DeliveryCompleteCount, 0))}
-		return p.ErrorCode, nil
-	})
-	return out, err
+	sums, failed := s.SummaryEach(ctx, []share.Key{k})
+	return sums[k], failed[k]
 }
 
-// forEachShareKey runs fn on keys, up to 32 at a time (admin operations over many
-// share partitions, each a round trip to its coordinator, a write waiting for its
-// replication there: with 8 at a time, resetting 2,000 partitions of a three-node
-// cluster took 4.4-5.9 s; with 32, 2.0-3.1 s).
+// SummaryEach is Summary for many keys: the summaries of the keys read, and the
+// failures by key.
+func (s *shareStore) SummaryEach(ctx context.Context, keys []share.Key) (map[share.Key]shareSummary, map[share.Key]error) {
+	var mu sync.Mutex
+	sums := make(map[share.Key]shareSummary, len(keys))
+	set := func(k share.Key, sum shareSummary) {
+		mu.Lock()
+		sums[k] = sum
+		mu.Unlock()
+	}
+	failed := s.callEach(ctx, keys, true, func(k share.Key) error {
+		snap, found, err := s.b.shareState.summary(ctx, k, -1)
+		set(k, shareSummary{found: found && snap.Start >= 0, stateEpoch: snap.StateEpoch, start: snap.Start, deliveryComplete: snap.DeliveryComplete()})
+		return err
+	}, func(ctx context.Context, conn *peer.Conn, keys []share.Key) (map[share.Key]int16, error) {
+		req := kmsg.NewPtrReadShareGroupStateSummaryRequest()
+		req.SetVersion(1)
+		req.GroupID = keys[0].Group
+		shareRequestTopics(keys, func(id [16]byte) {
+			req.Topics = append(req.Topics, kmsg.ReadShareGroupStateSummaryRequestTopic{TopicID: id})
+		}, func(i int, k share.Key) {
+			rp := kmsg.NewReadShareGroupStateSummaryRequestTopicPartition()
+			rp.Partition, rp.LeaderEpoch = k.Partition, -1
+			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		})
+		r, err := conn.Request(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		codes := map[share.Key]int16{}
+		for _, t := range r.(*kmsg.ReadShareGroupStateSummaryResponse).Topics {
+			for _, p := range t.Partitions {
+				k := share.Key{Group: req.GroupID, TopicID: t.TopicID, Partition: p.Partition}
+				codes[k] = p.ErrorCode
+				set(k, shareSummary{found: p.ErrorCode == 0 && p.StartOffset >= 0, stateEpoch: p.StateEpoch, start: p.StartOffset, deliveryComplete: int64(max(p.DeliveryCompleteCount, 0))})
+			}
+		}
+		return codes, nil
+	})
+	for k := range failed {
+		delete(sums, k)
+	}
+	return sums, failed
+}
+
+// compareShareKeys orders keys by group, topic id, then partition.
+func compareShareKeys(a, b share.Key) int {
+	return cmp.Or(cmp.Compare(a.Group, b.Group), bytes.Compare(a.TopicID[:], b.TopicID[:]), cmp.Compare(a.Partition, b.Partition))
+}
+
+// forEachShareKey runs fn on keys, up to 32 at a time: the state operations a share
+// coordinator serves for many share partitions at once, each waiting for its own
+// replicated write.
 func forEachShareKey(keys []share.Key, fn func(share.Key)) {
+	if len(keys) == 1 { // no goroutine for one
+		fn(keys[0])
+		return
+	}
 	sem := make(chan struct{}, 32)
 	var wg sync.WaitGroup
 	for _, k := range keys {
@@ -340,31 +506,14 @@ func forEachShareKey(keys []share.Key, fn func(share.Key)) {
 	wg.Wait()
 }
 
-// shareKeyErrs is forEachShareKey for an fn that can fail: it returns the failures by
-// key.
-func shareKeyErrs(keys []share.Key, fn func(share.Key) error) map[share.Key]error {
-	var mu sync.Mutex
-	failed := map[share.Key]error{}
-	forEachShareKey(keys, func(k share.Key) {
-		if err := fn(k); err != nil {
-			mu.Lock()
-			failed[k] = err
-			mu.Unlock()
-		}
-	})
-	return failed
-}
-
-// firstShareKeyErr is shareKeyErrs that returns the failure of the first key (in
-// keys' order) that failed.
-func firstShareKeyErr(keys []share.Key, fn func(share.Key) error) error {
-	failed := shareKeyErrs(keys, fn)
+// firstFailure returns the first of keys (in their order) that failed, and its error.
+func firstFailure(keys []share.Key, failed map[share.Key]error) (share.Key, error) {
 	for _, k := range keys {
 		if err := failed[k]; err != nil {
-			return err
+			return k, err
 		}
 	}
-	return nil
+	return share.Key{}, nil
 }
 
 // shareKeysOf lists the share partitions of group on topics: every partition of each.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -861,4 +862,103 @@ func (h *history) partitionsWritten() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.order)
+}
+
+// TestClusterShareGroupOffsets: kadm's share-group offset commands on a three-node
+// cluster, for a topic of 30 partitions whose share state is spread over the share
+// coordinators of several nodes. The node that serves a command reads, resets and
+// deletes the state its peers keep with one share-coordinator request per peer
+// (Kafka's persister batches them so too): every partition reset comes back as its
+// asked start with its lag, a second reset moves them again, and once the topic's
+// offsets are deleted the group has none.
+func TestClusterShareGroupOffsets(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: shareOverrides})
+	const topic, partitions, perPartition = "offsets", 30, 10
+	admin := newNodeClient(t, c.Node(1).Addr)
+	createTopic(t, admin, topic, partitions, 3)
+	groupID, layout := pickShareGroup(t, admin, topic, partitions)
+	nodes := map[int32]bool{}
+	for _, n := range layout.coordinators {
+		nodes[n] = true
+	}
+	if len(nodes) < 2 {
+		t.Fatalf("the share state of %s is kept by nodes %v: want it spread", groupID, layout.coordinators)
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.BrokerAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for p := range int32(partitions) {
+		for i := range perPartition {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: fmt.Appendf(nil, "%d-%d", p, i)})
+		}
+	}
+	if err := cl.ProduceSync(ctxT(t, 60*time.Second), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// The group exists once a share consumer joined; it must be empty to change offsets.
+	member, err := kgo.NewClient(kgo.SeedBrokers(c.BrokerAddrs()...), kgo.ShareGroup(groupID), kgo.ConsumeTopics(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		groups, err := adm.DescribeShareGroups(ctxT(t, 10*time.Second), groupID)
+		return err == nil && len(groups[groupID].Members) == 1
+	}, "the share consumer to join "+groupID)
+	member.Close()
+
+	for round, startOf := range []func(p int32) int64{
+		func(p int32) int64 { return int64(p % perPartition) },
+		func(p int32) int64 { return int64((p + 3) % perPartition) },
+	} {
+		offsets := kadm.Offsets{}
+		for p := range int32(partitions) {
+			offsets.Add(kadm.Offset{Topic: topic, Partition: p, At: startOf(p), LeaderEpoch: -1})
+		}
+		// The member's leaving may take a moment to reach the group (NON_EMPTY_GROUP).
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			resp, err := adm.AlterShareGroupOffsets(ctxT(t, 30*time.Second), groupID, offsets)
+			if err == nil {
+				err = resp.Error()
+			}
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: altering the offsets of %s: %v", round, groupID, err)
+			}
+		}
+		described, err := adm.DescribeShareGroupOffsets(ctxT(t, 30*time.Second), groupID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := described[groupID].Offsets[topic]
+		for p := range int32(partitions) {
+			o := got[p]
+			if o.Err != nil || o.StartOffset != startOf(p) || o.Lag != perPartition-startOf(p) {
+				t.Fatalf("round %d: partition %d (state on node %d) described as start %d, lag %d, err %v; want start %d, lag %d",
+					round, p, layout.coordinators[p], o.StartOffset, o.Lag, o.Err, startOf(p), perPartition-startOf(p))
+			}
+		}
+	}
+
+	deleted, err := adm.DeleteShareGroupOffsets(ctxT(t, 30*time.Second), groupID, topic)
+	if err == nil {
+		err = deleted.Error()
+	}
+	if err != nil {
+		t.Fatalf("deleting the offsets of %s: %v", topic, err)
+	}
+	described, err := adm.DescribeShareGroupOffsets(ctxT(t, 30*time.Second), groupID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := described[groupID].Offsets[topic]; len(left) != 0 {
+		t.Fatalf("offsets of %d partitions left after deleting them", len(left))
+	}
 }
