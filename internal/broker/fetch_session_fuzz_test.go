@@ -22,32 +22,11 @@ func FuzzFetchSession(f *testing.F) {
 		var fs fetchSessions
 		fs.init(4)
 		now := time.Now()
-		type tp struct {
-			topic string
-			part  int32
-		}
+		type tp = sessionPart
 		// A byte names a partition: bit 2 the topic (a or b), bits 0-1 the partition
 		// (-1 to 2: clients may send any number).
 		name := func(x byte) tp { return tp{[]string{"a", "b"}[x>>2&1], int32(x&3) - 1} }
 		want := map[tp]bool{}
-		request := func(epoch int32, add, forget []tp) *kmsg.FetchRequest {
-			r := kmsg.NewPtrFetchRequest()
-			r.Version, r.SessionEpoch = 12, epoch
-			for _, x := range add {
-				rt := kmsg.NewFetchRequestTopic()
-				rt.Topic = x.topic
-				rp := kmsg.NewFetchRequestTopicPartition()
-				rp.Partition = x.part
-				rt.Partitions = append(rt.Partitions, rp)
-				r.Topics = append(r.Topics, rt)
-			}
-			for _, x := range forget {
-				ft := kmsg.NewFetchRequestForgottenTopic()
-				ft.Topic, ft.Partitions = x.topic, []int32{x.part}
-				r.ForgottenTopics = append(r.ForgottenTopics, ft)
-			}
-			return r
-		}
 		var s *fetchSession
 		check := func(step int) {
 			t.Helper()
@@ -106,10 +85,11 @@ func FuzzFetchSession(f *testing.F) {
 				}
 			}
 			ops = ops[nAdd+nForget:]
-			r := request(epoch, add, forget)
+			var id int32
 			if s != nil {
-				r.SessionID = s.id
+				id = s.id
 			}
+			r := sessionRequest(id, epoch, add, forget)
 			eff, use, code := fs.begin(r, now)
 			if code != 0 || use.session == nil {
 				t.Fatalf("step %d: epoch %d: code %d", step, epoch, code)

@@ -221,28 +221,8 @@ func TestFetchSessionMovesServedPartitionsLast(t *testing.T) {
 	var fs fetchSessions
 	fs.init(10)
 	now := time.Now()
-	type tp struct {
-		topic string
-		part  int32
-	}
-	request := func(sessionID, epoch int32, add []tp, forget []tp) *kmsg.FetchRequest {
-		r := kmsg.NewPtrFetchRequest()
-		r.Version, r.SessionID, r.SessionEpoch = 12, sessionID, epoch
-		for _, x := range add {
-			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic = x.topic
-			rp := kmsg.NewFetchRequestTopicPartition()
-			rp.Partition = x.part
-			rt.Partitions = append(rt.Partitions, rp)
-			r.Topics = append(r.Topics, rt)
-		}
-		for _, x := range forget {
-			ft := kmsg.NewFetchRequestForgottenTopic()
-			ft.Topic, ft.Partitions = x.topic, []int32{x.part}
-			r.ForgottenTopics = append(r.ForgottenTopics, ft)
-		}
-		return r
-	}
+	type tp = sessionPart
+	request := sessionRequest
 	order := func(r *kmsg.FetchRequest) (out []tp) {
 		for _, rt := range r.Topics {
 			for _, rp := range rt.Partitions {
@@ -373,4 +353,32 @@ func TestFetchSessionOneFetchAtATime(t *testing.T) {
 			epoch++ // it came after the first was answered
 		}
 	}
+}
+
+// sessionPart names a partition of a fetch session in tests.
+type sessionPart struct {
+	topic string
+	part  int32
+}
+
+// sessionRequest is a Fetch (v12) of session sessionID at epoch that adds (or
+// updates) the partitions add, each in a topic entry of its own, and forgets those of
+// forget.
+func sessionRequest(sessionID, epoch int32, add, forget []sessionPart) *kmsg.FetchRequest {
+	r := kmsg.NewPtrFetchRequest()
+	r.Version, r.SessionID, r.SessionEpoch = 12, sessionID, epoch
+	for _, x := range add {
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = x.topic
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = x.part
+		rt.Partitions = append(rt.Partitions, rp)
+		r.Topics = append(r.Topics, rt)
+	}
+	for _, x := range forget {
+		ft := kmsg.NewFetchRequestForgottenTopic()
+		ft.Topic, ft.Partitions = x.topic, []int32{x.part}
+		r.ForgottenTopics = append(r.ForgottenTopics, ft)
+	}
+	return r
 }
