@@ -29,7 +29,9 @@ package broker
 // fetch that names it then — one a client sent before the answer to the previous one,
 // on the same connection or another — is answered INVALID_FETCH_SESSION_EPOCH, so the
 // client starts a new session. (Kafka fails the earlier fetch instead, when it finds
-// the epoch moved on; clients send a session's fetches one at a time.) Its partitions are kept in request order as a kmsg request body that is
+// the epoch moved on; clients send a session's fetches one at a time.)
+//
+// A session's partitions are kept in request order as a kmsg request body that is
 // rewritten in place, so the fetch path reads a session exactly as it reads a full
 // fetch, and an incremental fetch allocates nothing per partition — except after a
 // fetch the byte limit cut short, which moves the partitions that returned records
@@ -322,9 +324,8 @@ func (s *fetchSession) request(r *kmsg.FetchRequest) *kmsg.FetchRequest {
 
 // finish drops from an incremental response the partitions with nothing new, records
 // what the response reports, frees the session for the next fetch, and returns the
-// session id to answer with. Topics are
-// swapped, never copied, so each pooled topic result keeps a partition slice of its
-// own. When the fetch's byte limit left a partition less than its own (limited), the
+// session id to answer with. Topics are swapped, never copied, so each pooled topic
+// result keeps a partition slice of its own. When the fetch's byte limit left a partition less than its own (limited), the
 // partitions that returned records go last in the session (moveServedLast).
 func (u fetchSessionUse) finish(topics []fetchTopicResult, limited bool) ([]fetchTopicResult, int32) {
 	s := u.session
