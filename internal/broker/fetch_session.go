@@ -325,8 +325,9 @@ func (s *fetchSession) request(r *kmsg.FetchRequest) *kmsg.FetchRequest {
 // finish drops from an incremental response the partitions with nothing new, records
 // what the response reports, frees the session for the next fetch, and returns the
 // session id to answer with. Topics are swapped, never copied, so each pooled topic
-// result keeps a partition slice of its own. When the fetch's byte limit left a partition less than its own (limited), the
-// partitions that returned records go last in the session (moveServedLast).
+// result keeps a partition slice of its own. When the fetch's byte limit left a
+// partition less than its own (limited), the partitions that returned records go last
+// in the session (moveServedLast).
 func (u fetchSessionUse) finish(topics []fetchTopicResult, limited bool) ([]fetchTopicResult, int32) {
 	s := u.session
 	if s == nil {
