@@ -108,16 +108,13 @@ func localShareError(err error) error {
 	return err
 }
 
-// remoteShareError is the error of an operation sent to broker node: err when the
-// request failed, else the partition's error code.
-func remoteShareError(ctx context.Context, node metadata.NodeID, code int16, err error) error {
-	switch {
-	case err != nil && ctx.Err() != nil:
+// requestFailed is the error of a request to broker node that failed with err: worth
+// retrying unless ctx ended.
+func requestFailed(ctx context.Context, node metadata.NodeID, err error) error {
+	if ctx.Err() != nil {
 		return err
-	case err != nil:
-		return fmt.Errorf("%w: broker %d: %v", errShareCoordinatorUnavailable, node, err)
 	}
-	return shareCoordinatorError(code)
+	return fmt.Errorf("%w: broker %d: %v", errShareCoordinatorUnavailable, node, err)
 }
 
 // shareBatchMax bounds the partitions of one share-coordinator request callEach sends.
@@ -155,7 +152,7 @@ func (s *shareStore) callEach(ctx context.Context, keys []share.Key, idempotent 
 			}
 			return failed
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil { // it ended during the try: said as when it ends during the wait
 			return ended()
 		}
 		wait, stop := s.b.after(backoff)
@@ -215,7 +212,7 @@ func (s *shareStore) tryEach(ctx context.Context, keys []share.Key, local func(k
 				case connErr != nil:
 					set(k, connErr)
 				case err != nil:
-					set(k, remoteShareError(ctx, d.node, 0, err))
+					set(k, requestFailed(ctx, d.node, err))
 				case !answered:
 					set(k, fmt.Errorf("%w: broker %d did not answer for partition %d", errShareCoordinatorUnavailable, d.node, k.Partition))
 				default:
