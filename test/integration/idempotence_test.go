@@ -1,8 +1,12 @@
 package integration
 
 import (
+	"context"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
+	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,21 +57,31 @@ func produceRawAs(t *testing.T, c *kgo.Client, txnID *string, topic string, batc
 // produceRawWithin is produceRawAs waiting up to d for the answer.
 func produceRawWithin(t *testing.T, c *kgo.Client, txnID *string, topic string, batch []byte, d time.Duration) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
+	p, err := tryProduceRaw(ctxT(t, d), c, txnID, topic, topicID(t, c, topic), batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// tryProduceRaw sends batch to partition 0 of topic (of id topicID) in a request of
+// transactional id txnID (nil: none) with acks=all.
+func tryProduceRaw(ctx context.Context, c *kgo.Client, txnID *string, topic string, topicID [16]byte, batch []byte) (kmsg.ProduceResponseTopicPartition, error) {
 	req := kmsg.NewPtrProduceRequest()
 	req.TransactionID = txnID
 	req.Acks = -1
 	req.TimeoutMillis = 5000
 	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic, rt.TopicID = topic, topicID(t, c, topic) // by name up to v12, by id from v13
+	rt.Topic, rt.TopicID = topic, topicID // by name up to v12, by id from v13
 	rp := kmsg.NewProduceRequestTopicPartition()
 	rp.Records = batch
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctxT(t, d), c)
+	resp, err := req.RequestWith(ctx, c)
 	if err != nil {
-		t.Fatal(err)
+		return kmsg.ProduceResponseTopicPartition{}, err
 	}
-	return resp.Topics[0].Partitions[0]
+	return resp.Topics[0].Partitions[0], nil
 }
 
 // topicID asks the broker for a topic's id.
@@ -165,4 +179,69 @@ func TestIdempotentSequences(t *testing.T) {
 	if ps.ErrorCode != 0 || len(ps.ActiveProducers) != 1 || ps.ActiveProducers[0].ProducerID != pid || ps.ActiveProducers[0].LastSequence != 0 {
 		t.Fatalf("describe producers: %+v", ps)
 	}
+}
+
+// TestIdempotentRacingSequences: four connections send batches of one producer id to
+// one partition at once, each guessing the next sequence number (some a retry of one
+// already written, some past a gap). Every sequence is written once, in order; a
+// retry is answered with its first offset; a gap is OUT_OF_ORDER_SEQUENCE_NUMBER.
+func TestIdempotentRacingSequences(t *testing.T) {
+	t.Parallel()
+	b := testutil.StartBroker(t)
+	const topic = "idem-race"
+	createTopic(t, newAdmin(t, b), topic, 1, nil)
+	c0 := newClient(t, b)
+	id := topicID(t, c0, topic)
+	initResp, err := kmsg.NewPtrInitProducerIDRequest().RequestWith(ctxT(t, 10*time.Second), c0)
+	if err != nil || initResp.ErrorCode != 0 {
+		t.Fatalf("init producer id: %v %v", err, initResp)
+	}
+	pid, epoch := initResp.ProducerID, initResp.ProducerEpoch
+
+	var mu sync.Mutex
+	next := int32(0)             // one past the highest sequence answered without error
+	written := map[int32]int64{} // sequence -> the offset it was answered with
+	refused := 0
+	deadline := time.Now().Add(8 * time.Second)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		c := newClient(t, b)
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				mu.Lock()
+				seq := max(0, next+int32(rand.IntN(4))-2) // a retry, the next one or past a gap
+				mu.Unlock()
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				p, err := tryProduceRaw(ctx, c, nil, topic, id, rawBatch(pid, epoch, seq, fmt.Sprintf("%d/%d", seq, w)))
+				cancel()
+				mu.Lock()
+				switch {
+				case err != nil:
+					t.Errorf("sequence %d: %v", seq, err)
+				case p.ErrorCode == kerr.OutOfOrderSequenceNumber.Code:
+					refused++
+				case p.ErrorCode != 0:
+					t.Errorf("sequence %d: error %d", seq, p.ErrorCode)
+				case written[seq] != 0 && written[seq] != p.BaseOffset+1:
+					t.Errorf("sequence %d answered with offsets %d and %d", seq, written[seq]-1, p.BaseOffset)
+				default:
+					written[seq] = p.BaseOffset + 1 // +1: zero is "not written"
+					next = max(next, seq+1)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	stored := consumePartition(t, b, topic, 0)
+	if len(stored) != len(written) {
+		t.Fatalf("%d records stored, %d sequences answered", len(stored), len(written))
+	}
+	for offset, v := range stored {
+		var seq, w int
+		if _, err := fmt.Sscanf(v, "%d/%d", &seq, &w); err != nil || seq != offset || written[int32(seq)] != int64(offset)+1 {
+			t.Fatalf("offset %d holds %q, answered offset of its sequence %d", offset, v, written[int32(seq)]-1)
+		}
+	}
+	t.Logf("%d sequences written once each, in order; %d batches refused past a gap", len(stored), refused)
 }
