@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -237,4 +241,109 @@ func TestTransactionMetrics(t *testing.T) {
 			metricValue(m, "samsa_transaction_duration_seconds", nil) == 2 &&
 			metricValue(m, "samsa_transaction_oldest_open_seconds", nil) >= 0
 	}, "the transaction gauges and counters")
+}
+
+// TestTransactionsFencingStorm: four producers share one transactional id, each
+// starting again whenever it is fenced, for a few seconds; each transaction commits
+// or aborts at random. A read_committed consumer then sees every record of each
+// transaction whose commit was acknowledged exactly once, in its producer's order,
+// none of one whose abort was acknowledged, and no record twice; and a new producer
+// of the id commits at once (no transaction left hanging).
+func TestTransactionsFencingStorm(t *testing.T) {
+	t.Parallel()
+	b := testutil.StartBroker(t)
+	const topic, id, partitions = "txn-storm", "storm", 3
+	createTopic(t, newAdmin(t, b), topic, partitions, nil)
+
+	var mu sync.Mutex
+	outcome := map[string]string{} // value -> "committed", "aborted" (acknowledged) or "unknown"
+	fenced := 0
+	deadline := time.Now().Add(8 * time.Second)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			n := 0
+			for time.Now().Before(deadline) {
+				c, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.TransactionalID(id),
+					kgo.TransactionTimeout(10*time.Second), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for time.Now().Before(deadline) {
+					if !stormTxn(c, topic, partitions, w, &n, &mu, outcome) {
+						mu.Lock()
+						fenced++
+						mu.Unlock()
+						break
+					}
+				}
+				c.Close()
+			}
+		})
+	}
+	wg.Wait()
+
+	final := newTxnProducer(t, b, id)
+	inTxn(t, final, true, recordsTo(topic, 0, "p0/final/0")...)
+	outcome["p0/final/0"] = "committed"
+
+	seen := map[string]bool{}
+	last := map[string]int{} // "p/w" -> the last n read
+	counts := map[string]int{}
+	for _, v := range readAll(t, b, topic, true) {
+		if seen[v] {
+			t.Fatalf("read_committed: %s twice", v)
+		}
+		seen[v] = true
+		counts[outcome[v]]++
+		if outcome[v] == "aborted" || outcome[v] == "" {
+			t.Fatalf("read_committed: %s, whose transaction's outcome was %q", v, outcome[v])
+		}
+		i := strings.LastIndexByte(v, '/')
+		n, _ := strconv.Atoi(v[i+1:])
+		if prev, ok := last[v[:i]]; ok && n <= prev {
+			t.Fatalf("read_committed: %s after %s/%d", v, v[:i], prev)
+		}
+		last[v[:i]] = n
+	}
+	for v, o := range outcome {
+		if o == "committed" && !seen[v] {
+			t.Fatalf("read_committed: %s, committed, is missing", v)
+		}
+	}
+	t.Logf("%d producers fenced or failed; read_committed: %d committed records, %d of transactions whose outcome the producer did not learn", fenced, counts["committed"], counts["unknown"])
+}
+
+// stormTxn runs one transaction of 1–10 records of producer w (numbered from *n on, to
+// random partitions) for TestTransactionsFencingStorm, committing or aborting it at
+// random, and records the outcome of each record. It reports whether the producer can
+// go on (false: fenced or failed; it must be started again).
+func stormTxn(c *kgo.Client, topic string, partitions, w int, n *int, mu *sync.Mutex, outcome map[string]string) bool {
+	if err := c.BeginTransaction(); err != nil {
+		return false
+	}
+	var recs []*kgo.Record
+	for range 1 + rand.IntN(10) {
+		*n++
+		p := rand.IntN(partitions)
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(p), Value: fmt.Appendf(nil, "p%d/w%d/%d", p, w, *n)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	commit := c.ProduceSync(ctx, recs...).FirstErr() == nil && rand.IntN(3) > 0
+	err := c.EndTransaction(ctx, kgo.TransactionEndTry(commit))
+	o := "unknown"
+	switch {
+	case err == nil && commit:
+		o = "committed"
+	case err == nil:
+		o = "aborted"
+	}
+	mu.Lock()
+	for _, r := range recs {
+		outcome[string(r.Value)] = o
+	}
+	mu.Unlock()
+	return err == nil
 }
