@@ -10,6 +10,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
@@ -685,5 +686,184 @@ func TestShareGroupsNewPartitionsFromStart(t *testing.T) {
 		if got[v] != 0 {
 			t.Fatalf("%s, written before the group existed, was delivered under share.auto.offset.reset=latest", v)
 		}
+	}
+}
+
+// TestShareGroupsSessionStorm: raw clients misuse a share group for a few seconds —
+// five connections acting as three member ids, so that each member's share session
+// is opened, advanced, closed and replaced from several connections at once, with
+// heartbeats, leaves, and acknowledgements of every kind for records that may no
+// longer be theirs. Each answer is one Kafka gives such a client (the session or
+// member epoch refused, the member unknown), and afterwards a well-behaved consumer
+// of the group finishes the partition: no record is left acquired or lost, and the
+// share-partition start offset reaches the end.
+func TestShareGroupsSessionStorm(t *testing.T) {
+	t.Parallel()
+	b := startGroupBroker(t, "group.share.record.lock.duration.ms=1000",
+		"group.share.min.session.timeout.ms=1000", "group.share.session.timeout.ms=2000",
+		"group.share.min.heartbeat.interval.ms=200", "group.share.heartbeat.interval.ms=200")
+	const topic, group = "share-storm", "share-storm-g"
+	createTopic(t, newAdmin(t, b), topic, 1, nil)
+	setGroupConfigs(t, b, group, map[string]string{"share.auto.offset.reset": "earliest"})
+	vals := produceValues(t, b, topic, "storm", 3000)
+	raw := newClient(t, b)
+	storm := shareStorm{group: group, topic: topic, topicID: topicID(t, raw, topic), answers: map[string]int{}}
+	// The group's coordinator is ready once a member can join.
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		return storm.heartbeat(raw, "ready-member-0000000000", 0) == 0
+	}, "a share group member joining")
+
+	deadline := time.Now().Add(8 * time.Second)
+	var wg sync.WaitGroup
+	for range 5 {
+		c := newClient(t, b)
+		wg.Go(func() { storm.run(c, deadline) })
+	}
+	wg.Wait()
+	allowed := map[string]bool{"heartbeat NONE": true, "heartbeat UNKNOWN_MEMBER_ID": true, "heartbeat FENCED_MEMBER_EPOCH": true}
+	for _, api := range []string{"fetch", "acknowledge"} {
+		for _, code := range []string{"NONE", "SHARE_SESSION_NOT_FOUND", "INVALID_SHARE_SESSION_EPOCH"} {
+			allowed[api+" "+code] = true
+		}
+	}
+	for answer := range storm.answers {
+		if !allowed[answer] {
+			t.Errorf("unexpected answer %s", answer)
+		}
+	}
+	t.Logf("answers: %v", storm.answers)
+
+	shareMember(t, b, "final", group, topic, &shareLedger{}, acceptAll)
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		start, lag := shareStartOffset(t, raw, group, topic)
+		return start == int64(len(vals)) && lag == 0
+	}, "the share-partition start offset reaching the end")
+}
+
+// shareStorm drives TestShareGroupsSessionStorm's raw clients.
+type shareStorm struct {
+	group, topic string
+	topicID      [16]byte
+	mu           sync.Mutex
+	answers      map[string]int // "api ERROR_NAME" -> how often
+}
+
+func (s *shareStorm) answered(api string, code int16) {
+	name := "NONE"
+	if code != 0 {
+		name = kerr.ErrorForCode(code).(*kerr.Error).Message
+	}
+	s.mu.Lock()
+	s.answers[api+" "+name]++
+	s.mu.Unlock()
+}
+
+// heartbeat sends a ShareGroupHeartbeat of member at epoch and returns its error code
+// (-1: no answer).
+func (s *shareStorm) heartbeat(c *kgo.Client, member string, epoch int32) int16 {
+	req := kmsg.NewPtrShareGroupHeartbeatRequest()
+	req.GroupID, req.MemberID, req.MemberEpoch = s.group, member, epoch
+	req.SubscribedTopicNames = []string{s.topic}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, c)
+	if err != nil {
+		return -1
+	}
+	return resp.ErrorCode
+}
+
+// run acts as random members on c until deadline.
+func (s *shareStorm) run(c *kgo.Client, deadline time.Time) {
+	members := []string{"storm-member-a-00000000", "storm-member-b-00000000", "storm-member-c-00000000"}
+	memberEpoch := map[string]int32{}
+	sessionEpoch := map[string]int32{}
+	var held [][2]int64 // acquired ranges, whoever holds them now
+	ackBatch := func() (first, last int64, ok bool) {
+		if len(held) == 0 {
+			return 0, 0, false
+		}
+		r := held[0]
+		held = held[1:]
+		return r[0], r[1], true
+	}
+	for time.Now().Before(deadline) {
+		m := members[rand.IntN(len(members))]
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		switch op := rand.IntN(6); {
+		case op == 0: // heartbeat, now and then a leave
+			epoch := memberEpoch[m]
+			if rand.IntN(6) == 0 {
+				epoch = -1
+			}
+			req := kmsg.NewPtrShareGroupHeartbeatRequest()
+			req.GroupID, req.MemberID, req.MemberEpoch = s.group, m, epoch
+			req.SubscribedTopicNames = []string{s.topic}
+			if resp, err := req.RequestWith(ctx, c); err == nil {
+				s.answered("heartbeat", resp.ErrorCode)
+				memberEpoch[m] = 0
+				if resp.ErrorCode == 0 && epoch >= 0 {
+					memberEpoch[m] = resp.MemberEpoch
+				}
+			}
+		case op <= 3: // fetch, acknowledging what this connection last got; now and then closing the session
+			epoch := sessionEpoch[m]
+			if rand.IntN(8) == 0 {
+				epoch = -1
+			}
+			req := kmsg.NewPtrShareFetchRequest()
+			req.GroupID, req.MemberID, req.ShareSessionEpoch = &s.group, &m, epoch
+			req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords, req.BatchSize = 100, 1, 1<<20, 100, 100
+			rt := kmsg.NewShareFetchRequestTopic()
+			rt.TopicID = s.topicID
+			rp := kmsg.NewShareFetchRequestTopicPartition()
+			for rand.IntN(2) == 0 {
+				first, last, ok := ackBatch()
+				if !ok {
+					break
+				}
+				ab := kmsg.NewShareFetchRequestTopicPartitionAcknowledgementBatch()
+				ab.FirstOffset, ab.LastOffset = first, last
+				ab.AcknowledgeTypes = []int8{int8(1 + rand.IntN(3))} // accept, release, reject
+				rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, ab)
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			if resp, err := req.RequestWith(ctx, c); err == nil {
+				s.answered("fetch", resp.ErrorCode)
+				sessionEpoch[m] = 0
+				if resp.ErrorCode == 0 && epoch >= 0 {
+					sessionEpoch[m] = epoch + 1
+					for _, tp := range resp.Topics {
+						for _, p := range tp.Partitions {
+							for _, a := range p.AcquiredRecords {
+								held = append(held, [2]int64{a.FirstOffset, a.LastOffset})
+							}
+						}
+					}
+				}
+			}
+		default: // acknowledge, renewals included
+			req := kmsg.NewPtrShareAcknowledgeRequest()
+			req.GroupID, req.MemberID, req.ShareSessionEpoch = &s.group, &m, sessionEpoch[m]
+			rt := kmsg.NewShareAcknowledgeRequestTopic()
+			rt.TopicID = s.topicID
+			rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+			if first, last, ok := ackBatch(); ok {
+				ab := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
+				ab.FirstOffset, ab.LastOffset = first, last
+				ab.AcknowledgeTypes = []int8{int8(1 + rand.IntN(4))} // accept, release, reject, renew
+				rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, ab)
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			if resp, err := req.RequestWith(ctx, c); err == nil {
+				s.answered("acknowledge", resp.ErrorCode)
+				if resp.ErrorCode == 0 && sessionEpoch[m] > 0 {
+					sessionEpoch[m]++
+				}
+			}
+		}
+		cancel()
 	}
 }
