@@ -9,8 +9,10 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -394,4 +396,140 @@ func TestGroups848GroupConfigs(t *testing.T) {
 	}
 	hooks.check(t)
 	watch.check(t)
+}
+
+// TestGroupsRawChurn: raw clients hammer a classic group and a consumer-protocol group
+// at once for a few seconds — joins (some static), syncs, heartbeats and leaves with
+// whatever member id and generation they last got, consumer-group heartbeats joining,
+// leaving and from fenced epochs, offset commits from stale generations, deletes,
+// describes, and now and then a member of the other protocol. Throughout,
+// ConsumerGroupDescribe never shows a partition owned twice; afterwards both groups
+// are described and listed, and a franz-go member of each gets all the partitions.
+func TestGroupsRawChurn(t *testing.T) {
+	t.Parallel()
+	b := start848Broker(t)
+	adm := newAdmin(t, b)
+	const topic, partitions = "raw-churn", 6
+	const classic, consumer = "raw-churn-classic", "raw-churn-848"
+	createTopic(t, adm, topic, partitions, nil)
+	watch := startWatch848(t, adm, consumer, topic)
+
+	deadline := time.Now().Add(8 * time.Second)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		c := newClient(t, b)
+		wg.Go(func() { rawChurn(c, w, topic, partitions, classic, consumer, deadline) })
+	}
+	wg.Wait()
+	watch.check(t)
+
+	ctx := ctxT(t, 10*time.Second)
+	if _, err := adm.ListGroups(ctx); err != nil {
+		t.Fatalf("ListGroups after the churn: %v", err)
+	}
+	described, err := adm.DescribeGroups(ctx, classic, consumer)
+	if err != nil {
+		t.Fatalf("DescribeGroups after the churn: %v", err)
+	}
+	for _, g := range described {
+		if g.Err != nil && !errors.Is(g.Err, kerr.GroupIDNotFound) {
+			t.Fatalf("DescribeGroups %s after the churn: %v", g.Group, g.Err)
+		}
+	}
+	// The churn's members expire within a session timeout (3 s); then a member of
+	// each group, of the protocol the group was made for, gets every partition.
+	members := []*kgoMember{
+		newKgoMember(t, b, "classic", classic, topic, &ownership{}).run(autoLoop("classic", &ledger{})),
+		new848Member(t, b, "consumer", consumer, topic, &ownership{}).run(autoLoop("consumer", &ledger{})),
+	}
+	for _, m := range members {
+		testutil.WaitFor(t, 60*time.Second, func() bool { return len(m.ownedSorted()) == partitions },
+			fmt.Sprintf("the %s member to own all %d partitions", m.name, partitions))
+	}
+}
+
+// rawChurn is one of TestGroupsRawChurn's raw clients (number w), sending random
+// group requests on c until deadline; it ignores every answer but the ids and
+// epochs it goes on with.
+func rawChurn(c *kgo.Client, w int, topic string, partitions int, classic, consumer string, deadline time.Time) {
+	memberID, generation := "", int32(-1) // classic
+	cgMemberID, cgEpoch := "", int32(0)   // consumer protocol
+	var instanceID *string
+	if w%3 == 0 {
+		instanceID = kmsg.StringPtr(fmt.Sprintf("raw-churn-static-%d", w))
+	}
+	for time.Now().Before(deadline) {
+		// Mostly each protocol on its own group; one request in ten on the other.
+		ownGroup := func(g, other string) string {
+			if rand.IntN(10) == 0 {
+				return other
+			}
+			return g
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		switch rand.IntN(9) {
+		case 0, 1:
+			req := kmsg.NewPtrJoinGroupRequest()
+			req.Group, req.MemberID, req.InstanceID, req.ProtocolType = ownGroup(classic, consumer), memberID, instanceID, "consumer"
+			req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 3000, 3000
+			p := kmsg.NewJoinGroupRequestProtocol()
+			p.Name = "range"
+			req.Protocols = append(req.Protocols, p)
+			if resp, err := req.RequestWith(ctx, c); err == nil {
+				memberID, generation = resp.MemberID, resp.Generation
+			}
+		case 2:
+			req := kmsg.NewPtrSyncGroupRequest()
+			req.Group, req.MemberID, req.InstanceID, req.Generation = classic, memberID, instanceID, generation
+			req.RequestWith(ctx, c)
+		case 3:
+			req := kmsg.NewPtrHeartbeatRequest()
+			req.Group, req.MemberID, req.InstanceID, req.Generation = classic, memberID, instanceID, generation
+			req.RequestWith(ctx, c)
+		case 4:
+			req := kmsg.NewPtrLeaveGroupRequest()
+			req.Group = classic
+			m := kmsg.NewLeaveGroupRequestMember()
+			m.MemberID, m.InstanceID = memberID, instanceID
+			req.Members = append(req.Members, m)
+			req.RequestWith(ctx, c)
+		case 5:
+			req := kmsg.NewPtrOffsetCommitRequest()
+			req.Group, req.MemberID, req.Generation = ownGroup(classic, consumer), memberID, generation
+			if rand.IntN(2) == 0 { // a commit from outside the group
+				req.MemberID, req.Generation = "", -1
+			}
+			rt := kmsg.NewOffsetCommitRequestTopic()
+			rt.Topic = topic
+			rp := kmsg.NewOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset = int32(rand.IntN(partitions)), int64(rand.IntN(100))
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			req.RequestWith(ctx, c)
+		case 6:
+			req := kmsg.NewPtrDeleteGroupsRequest()
+			req.Groups = []string{classic, consumer}[rand.IntN(2):]
+			req.RequestWith(ctx, c)
+		case 7:
+			req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+			req.Group, req.MemberID, req.MemberEpoch = ownGroup(consumer, classic), cgMemberID, cgEpoch
+			if cgMemberID == "" {
+				req.MemberID, req.MemberEpoch = fmt.Sprintf("raw-churn-%d-%d", w, time.Now().UnixNano()), 0
+			}
+			req.SubscribedTopicNames, req.RebalanceTimeoutMillis = []string{topic}, 5000
+			if rand.IntN(5) == 0 {
+				req.MemberEpoch = -1 // leave
+			}
+			resp, err := req.RequestWith(ctx, c)
+			cgMemberID, cgEpoch = "", 0
+			if err == nil && resp.ErrorCode == 0 && resp.MemberEpoch >= 0 && resp.MemberID != nil {
+				cgMemberID, cgEpoch = *resp.MemberID, resp.MemberEpoch
+			}
+		case 8:
+			req := kmsg.NewPtrDescribeGroupsRequest()
+			req.Groups = []string{classic, consumer}
+			req.RequestWith(ctx, c)
+		}
+		cancel()
+	}
 }
