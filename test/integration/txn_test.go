@@ -248,7 +248,7 @@ func TestTransactionMetrics(t *testing.T) {
 // or aborts at random. A read_committed consumer then sees every record of each
 // transaction whose commit was acknowledged exactly once, in its producer's order,
 // none of one whose abort was acknowledged, and no record twice; and a new producer
-// of the id commits at once (no transaction left hanging).
+// of the id can still commit (no transaction was left hanging).
 func TestTransactionsFencingStorm(t *testing.T) {
 	t.Parallel()
 	b := testutil.StartBroker(t)
