@@ -33,7 +33,7 @@ func (l offsetsLog) Append(ctx context.Context, p int32, records []group.Record)
 	}
 	var producer *txnProducer
 	if t := records[0].Txn; t != nil {
-		producer = &txnProducer{id: t.ProducerID, epoch: t.ProducerEpoch}
+		producer = &txnProducer{id: t.ProducerID, epoch: t.ProducerEpoch, guard: t.Guard}
 	}
 	return l.log().append(ctx, p, recs, producer)
 }

@@ -26,6 +26,7 @@ type internalLog struct {
 type txnProducer struct {
 	id    int64
 	epoch int16
+	guard uint64 // storage.AppendOptions.TxnGuard (0: none)
 }
 
 func (l internalLog) partition(p int32) (*replica.Partition, error) {
@@ -53,7 +54,11 @@ func (l internalLog) append(ctx context.Context, p int32, recs []record.Record, 
 	if err != nil {
 		return err
 	}
-	info, err := part.AppendAsLeaderTxn(batch, true, now, storage.AppendOptions{Coordinator: producer != nil})
+	appendOpts := storage.AppendOptions{Coordinator: producer != nil}
+	if producer != nil {
+		appendOpts.TxnGuard = producer.guard
+	}
+	info, err := part.AppendAsLeaderTxn(batch, true, now, appendOpts)
 	if err != nil {
 		return err
 	}

@@ -304,9 +304,17 @@ func (b *Broker) handleTxnOffsetCommit(req *protocol.Request) <-chan protocol.Re
 		return withTopics(fail(code), refused)
 	}
 	add := req.Version >= 5
+	var guard uint64
 	if add || b.cfg.TransactionPartitionVerificationEnable {
-		ctx, cancel := b.requestContext(0)
 		tp := txn.TopicPartition{Topic: offsetsTopic, Partition: b.groups.PartitionFor(r.Group)}
+		if part := b.replicas.Get(tp.Topic, tp.Partition); part != nil && !add {
+			// As verifyProduce does: taken before the verification, so that an end
+			// marker appended meanwhile makes the offsets' append fail rather than
+			// open a transaction no marker closes. (v5 ends each transaction with a
+			// newer epoch, which refuses a late append by itself.)
+			guard, _ = part.Log.TxnVerification(r.ProducerID, r.ProducerEpoch)
+		}
+		ctx, cancel := b.requestContext(0)
 		code := b.verifyTxnPartition(ctx, r.TransactionalID, r.ProducerID, r.ProducerEpoch, tp, add)
 		cancel()
 		switch code {
@@ -317,7 +325,7 @@ func (b *Broker) handleTxnOffsetCommit(req *protocol.Request) <-chan protocol.Re
 			return withTopics(fail(kerr.CoordinatorNotAvailable.Code), refused)
 		}
 	}
-	return withTopics(relayGroupResponse(b.groups.TxnOffsetCommit(r)), refused)
+	return withTopics(relayGroupResponse(b.groups.TxnOffsetCommit(r, guard)), refused)
 }
 
 // txnOffsetCommitErrors answers code for every partition of topics.

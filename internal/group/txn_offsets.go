@@ -25,6 +25,11 @@ type TxnInfo struct {
 	ProducerEpoch int16
 	Marker        bool
 	Commit        bool
+	// Guard is the transaction verification guard the group's __consumer_offsets log
+	// gave a TxnOffsetCommit before its partition was verified (0: none): the append
+	// is refused if the producer's transaction ended meanwhile, instead of opening
+	// another one there that no marker would close.
+	Guard uint64
 }
 
 // txnOffset is an offset committed in a transaction not decided yet.
@@ -141,9 +146,9 @@ func (part *partition) completeTxnLocked(producerID int64, commit bool) {
 // in a transactional batch of the producer and stay pending until its transaction
 // ends. The caller has checked with the transaction coordinator that the group's
 // partition is in the transaction. From v3 the member and generation are checked as
-// Kafka does (KIP-447), without refusing commits during a rebalance. The channel
-// receives exactly one response.
-func (c *Coordinator) TxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) <-chan *kmsg.TxnOffsetCommitResponse {
+// Kafka does (KIP-447), without refusing commits during a rebalance. guard is
+// TxnInfo.Guard. The channel receives exactly one response.
+func (c *Coordinator) TxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest, guard uint64) <-chan *kmsg.TxnOffsetCommitResponse {
 	ch := make(chan *kmsg.TxnOffsetCommitResponse, 1)
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 	for _, t := range req.Topics {
@@ -158,11 +163,11 @@ func (c *Coordinator) TxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) <-chan *
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.txnCommitLocked(req, resp, ch, c.clock.Now())
+	c.txnCommitLocked(req, guard, resp, ch, c.clock.Now())
 	return ch
 }
 
-func (c *Coordinator) txnCommitLocked(req *kmsg.TxnOffsetCommitRequest, resp *kmsg.TxnOffsetCommitResponse, ch chan *kmsg.TxnOffsetCommitResponse, now time.Time) {
+func (c *Coordinator) txnCommitLocked(req *kmsg.TxnOffsetCommitRequest, guard uint64, resp *kmsg.TxnOffsetCommitResponse, ch chan *kmsg.TxnOffsetCommitResponse, now time.Time) {
 	fail := func(code int16) {
 		for i := range resp.Topics {
 			for j := range resp.Topics[i].Partitions {
@@ -198,7 +203,7 @@ func (c *Coordinator) txnCommitLocked(req *kmsg.TxnOffsetCommitRequest, resp *km
 	}
 	var commits []commit
 	var records []Record
-	txn := &TxnInfo{ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch}
+	txn := &TxnInfo{ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch, Guard: guard}
 	for ti, t := range req.Topics {
 		for pi, p := range t.Partitions {
 			rp := &resp.Topics[ti].Partitions[pi]

@@ -29,7 +29,7 @@ func (h *harness) txnCommit(group string, pid int64, member string, generation i
 		p.Partition, p.Offset = tp.Partition, o
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
 	}
-	return recv(h.t, h.c.TxnOffsetCommit(req))
+	return recv(h.t, h.c.TxnOffsetCommit(req, 0))
 }
 
 // stableFetch fetches one partition's offset asking for stable offsets (v7): the
