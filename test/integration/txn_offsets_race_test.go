@@ -1,12 +1,11 @@
 package integration
 
 import (
-	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -153,9 +152,12 @@ func runTxnOffsetCommitRacingEnd(t *testing.T, commitRace bool) {
 	}
 	time.Sleep(5 * time.Second)
 	t.Logf("still open 5s later (transaction.timeout.ms 3000): start offset %d; coordinator state %s", openInOffsets(), describeTxn())
-	if lso, err := listOffsets(ctx, c1, "__consumer_offsets", 1, 1); err == nil {
-		hwm, _ := listOffsets(ctx, c1, "__consumer_offsets", 1, 0)
-		t.Logf("__consumer_offsets-0: last stable offset %d, high watermark %d", lso[0], hwm[0])
+	adm := kadm.NewClient(c1)
+	if lso, err := adm.ListCommittedOffsets(ctx, "__consumer_offsets"); err == nil {
+		hwm, _ := adm.ListEndOffsets(ctx, "__consumer_offsets")
+		l, _ := lso.Lookup("__consumer_offsets", 0)
+		h, _ := hwm.Lookup("__consumer_offsets", 0)
+		t.Logf("__consumer_offsets-0: last stable offset %d, high watermark %d", l.Offset, h.Offset)
 	}
 	// Consumer-visible consequences: the group's offset is unstable.
 	of := kmsg.NewPtrOffsetFetchRequest()
@@ -218,32 +220,4 @@ func pinnedClient(t testing.TB, b *testutil.Broker, pins map[kmsg.Key]int16) *kg
 		v.SetMaxKeyVersion(int16(k), m)
 	}
 	return newClient(t, b, kgo.MaxVersions(v))
-}
-
-// listOffsets asks for the end offsets of topic's partitions at an isolation level
-// (0: high watermarks, 1: last stable offsets).
-func listOffsets(ctx context.Context, c *kgo.Client, topic string, partitions int32, isolation int8) (map[int32]int64, error) {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.IsolationLevel = isolation
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = topic
-	for p := int32(0); p < partitions; p++ {
-		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Partition = p
-		rp.Timestamp = -1
-		rt.Partitions = append(rt.Partitions, rp)
-	}
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	out := map[int32]int64{}
-	for _, p := range resp.Topics[0].Partitions {
-		if p.ErrorCode != 0 {
-			return nil, fmt.Errorf("list offsets %d: code %d", p.Partition, p.ErrorCode)
-		}
-		out[p.Partition] = p.Offset
-	}
-	return out, nil
 }
