@@ -170,6 +170,9 @@ func (c *Coordinator) deleteGroupLocked(part *partition, g *group, now time.Time
 	for tp := range g.offsets {
 		tps = append(tps, tp)
 	}
+	for tp := range g.queued {
+		tps = append(tps, tp)
+	}
 	slices.SortFunc(tps, compareTopicPartition)
 	g.pending = map[string]time.Time{}
 	c.removeOffsetsLocked(part, g, tps, now, done)

@@ -129,6 +129,10 @@ func (hb *heartbeat) run() (int16, string) {
 	}
 	hb.part = part
 	g := part.groups[req.Group]
+	if g != nil && g.state == StateDead {
+		// Deleted, its tombstones not yet written: the retry finds it gone.
+		return kerrCoordinatorNotAvailable, ""
+	}
 	if req.MemberEpoch < 0 {
 		return hb.leave(g)
 	}

@@ -45,6 +45,12 @@
 // member answered, or the group gone. A failed append maps to COORDINATOR_NOT_AVAILABLE
 // (NOT_COORDINATOR when the error wraps ErrNotCoordinator) and changes nothing durable:
 // a static member's replacement is reverted, a deletion undone, a rebalance restarted.
+// A deletion (DeleteGroups, OffsetDelete, offset expiry) is decided while offset
+// commits accepted before it may still wait in the writer: they reach the log first, so
+// the deletion counts them (group.queued). DeleteGroups and OffsetDelete tombstone them
+// too, expiry leaves them be, and a group with one queued is not dead. From the
+// decision until its tombstones are replayed the group is Dead: a join, heartbeat or
+// commit into it gets COORDINATOR_NOT_AVAILABLE, so nothing lands after the tombstones.
 // Loading a partition is the same replay, from the log start. Transient membership (who
 // waits in a JoinGroup, heartbeat deadlines, the generation of a rebalance in progress)
 // is memory only, as in Kafka: after a restart, groups come back with their last

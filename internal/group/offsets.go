@@ -130,7 +130,13 @@ func (c *Coordinator) commitLocked(req *kmsg.OffsetCommitRequest, resp *kmsg.Off
 		return
 	}
 	groupID := g.id
+	tps := make([]TopicPartition, len(commits))
+	for i, cm := range commits {
+		tps[i] = cm.tp
+	}
+	g.queue(tps)
 	c.appendLocked(part, nil, records, func(err error) {
+		g.unqueue(tps)
 		if err != nil {
 			code := appendErrorCode(err)
 			for _, cm := range commits {
@@ -147,6 +153,25 @@ func (c *Coordinator) commitLocked(req *kmsg.OffsetCommitRequest, resp *kmsg.Off
 		}
 		ch <- resp
 	})
+}
+
+// queue counts commits of tps handed to the partition's writer; unqueue, in their
+// replay, uncounts them.
+func (g *group) queue(tps []TopicPartition) {
+	if g.queued == nil {
+		g.queued = map[TopicPartition]int{}
+	}
+	for _, tp := range tps {
+		g.queued[tp]++
+	}
+}
+
+func (g *group) unqueue(tps []TopicPartition) {
+	for _, tp := range tps {
+		if g.queued[tp]--; g.queued[tp] <= 0 {
+			delete(g.queued, tp)
+		}
+	}
 }
 
 // validateCommit is Kafka's check of who may commit into a group.
@@ -179,6 +204,9 @@ func validateCommit(g *group, memberID string, instanceID *string, generation in
 // member's commit at its current epoch, with OffsetCommit v9 or later.
 func validateConsumerCommit(g *group, memberID string, epoch int32, version int16) int16 {
 	cg := g.consumer
+	if g.state == StateDead { // being deleted
+		return kerrCoordinatorNotAvailable
+	}
 	if epoch < 0 && memberID == "" && len(cg.members) == 0 {
 		return kerrNone
 	}
@@ -476,20 +504,24 @@ func (c *Coordinator) removeOffsetsLocked(part *partition, g *group, tps []Topic
 	var records []Record
 	seen := map[TopicPartition]bool{}
 	for _, tp := range tps {
-		if _, ok := g.offsets[tp]; (ok || g.unstable(tp)) && !seen[tp] {
+		if _, ok := g.offsets[tp]; (ok || g.unstable(tp) || g.queued[tp] > 0) && !seen[tp] {
 			seen[tp] = true
 			removed = append(removed, tp)
 			records = append(records, offsetTombstone(g.id, tp))
 		}
 	}
 	// A tombstone also deletes the offsets a transaction committed for the partition
-	// and has not ended (replayOffset), as in Kafka; the group dies only when nothing
-	// is left, pending or committed.
+	// and has not ended (replayOffset), as in Kafka, and those of commits still queued
+	// (the writer appends them before it); the group dies only when nothing is left,
+	// queued, pending or committed.
 	left := false
 	for tp := range g.offsets {
 		left = left || !seen[tp]
 	}
 	for _, tp := range g.txnPartitions() {
+		left = left || !seen[tp]
+	}
+	for tp := range g.queued {
 		left = left || !seen[tp]
 	}
 	dead := g.state == StateEmpty && len(g.pending) == 0 && !left &&
@@ -544,9 +576,11 @@ func (c *Coordinator) expireOffsetsLocked(part *partition, now time.Time) {
 		if g.state == StateDead {
 			continue
 		}
-		expired := expiredOffsets(g, now, c.cfg.OffsetsRetention)
+		// An offset with a commit queued is fresh: its tombstone would land after it.
+		expired := slices.DeleteFunc(expiredOffsets(g, now, c.cfg.OffsetsRetention),
+			func(tp TopicPartition) bool { return g.queued[tp] > 0 })
 		dead := g.state == StateEmpty && len(g.pending) == 0 && len(expired) == len(g.offsets) &&
-			len(g.txnOffsets) == 0 && (g.consumer == nil || len(g.consumer.members) == 0) && g.share == nil
+			len(g.txnOffsets) == 0 && len(g.queued) == 0 && (g.consumer == nil || len(g.consumer.members) == 0) && g.share == nil
 		if len(expired) == 0 && !dead {
 			continue
 		}

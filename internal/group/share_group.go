@@ -375,6 +375,10 @@ func (c *Coordinator) shareHeartbeatLocked(req *kmsg.ShareGroupHeartbeatRequest,
 		return fail(code, "")
 	}
 	g := part.groups[req.GroupID]
+	if g != nil && g.state == StateDead {
+		// Deleted, its tombstones not yet written: the retry finds it gone.
+		return fail(kerrCoordinatorNotAvailable, "")
+	}
 	if g != nil && g.share == nil {
 		return fail(kerrGroupIDNotFound, "Group "+req.GroupID+" is not a share group.")
 	}

@@ -166,6 +166,10 @@ type group struct {
 	// txnOffsets are the offsets committed in transactions not decided yet, by
 	// producer id (txn_offsets.go).
 	txnOffsets map[int64]map[TopicPartition]*txnOffset
+	// queued counts, by partition, the offset commits (plain or transactional) handed
+	// to the partition's writer and not replayed yet: a deletion decided meanwhile must
+	// tombstone them too, since they reach the log before its tombstones.
+	queued map[TopicPartition]int
 
 	// consumer is set when the group uses the KIP-848 consumer protocol; the classic
 	// fields above then stay those of an Empty group without members.
@@ -204,7 +208,7 @@ func (g *group) is(states ...State) bool { return slices.Contains(states, g.stat
 // useless reports whether the group holds nothing worth keeping.
 func (g *group) useless() bool {
 	return g.state == StateEmpty && len(g.members) == 0 && len(g.pending) == 0 &&
-		len(g.offsets) == 0 && g.generation == 0 && g.protocolType == "" && g.consumer == nil && g.share == nil
+		len(g.offsets) == 0 && len(g.queued) == 0 && g.generation == 0 && g.protocolType == "" && g.consumer == nil && g.share == nil
 }
 
 func (g *group) rebalanceTimeout() time.Duration {

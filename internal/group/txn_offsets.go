@@ -236,7 +236,13 @@ func (c *Coordinator) txnCommitLocked(req *kmsg.TxnOffsetCommitRequest, guard ui
 		return
 	}
 	groupID := g.id
+	tps := make([]TopicPartition, len(commits))
+	for i, cm := range commits {
+		tps[i] = cm.tp
+	}
+	g.queue(tps)
 	c.appendLocked(part, nil, records, func(err error) {
+		g.unqueue(tps)
 		if err != nil {
 			code := appendErrorCode(err)
 			for ti := range resp.Topics {
@@ -252,13 +258,13 @@ func (c *Coordinator) txnCommitLocked(req *kmsg.TxnOffsetCommitRequest, guard ui
 			ch <- resp
 			return
 		}
-		g := part.groups[groupID]
-		if g == nil {
-			g = newGroup(groupID, part.id, c.clock.Now())
-			part.groups[groupID] = g
+		live := part.groups[groupID] // g may have been deleted meanwhile
+		if live == nil {
+			live = newGroup(groupID, part.id, c.clock.Now())
+			part.groups[groupID] = live
 		}
 		for _, cm := range commits {
-			g.addTxnOffset(req.ProducerID, cm.tp, cm.o)
+			live.addTxnOffset(req.ProducerID, cm.tp, cm.o)
 		}
 		ch <- resp
 	})
@@ -277,6 +283,8 @@ func validateTxnCommit(g *group, existed bool, req *kmsg.TxnOffsetCommitRequest)
 	switch {
 	case !existed && generation >= 0:
 		return kerrIllegalGeneration
+	case g.state == StateDead: // being deleted
+		return kerrCoordinatorNotAvailable
 	case g.share != nil:
 		return kerrGroupIDNotFound
 	case g.consumer != nil:
@@ -291,8 +299,6 @@ func validateTxnCommit(g *group, existed bool, req *kmsg.TxnOffsetCommitRequest)
 			return kerrIllegalGeneration
 		}
 		return kerrNone
-	case g.state == StateDead:
-		return kerrCoordinatorNotAvailable
 	case generation < 0 && g.state == StateEmpty:
 		return kerrNone
 	case generation < 0 && memberID == "" && instanceID == nil:
