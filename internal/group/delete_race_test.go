@@ -51,27 +51,43 @@ func (h *harness) groupView(group string) string {
 	return fmt.Sprintf("%s, offsets %v", listed, h.fetch(group))
 }
 
-func asyncCommit(h *harness, group string, tp TopicPartition, offset int64) <-chan *kmsg.OffsetCommitResponse {
+// The async helpers send a request and return a wait for its error code.
+
+func asyncCommit(h *harness, group string, tp TopicPartition, offset int64) func() int16 {
 	req := kmsg.NewPtrOffsetCommitRequest()
 	req.Version, req.Group, req.Generation = 8, group, -1
 	req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: tp.Topic, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: tp.Partition, Offset: offset}}}}
-	return h.c.OffsetCommit(req)
+	ch := h.c.OffsetCommit(req)
+	return func() int16 { return recv(h.t, ch).Topics[0].Partitions[0].ErrorCode }
 }
 
-func asyncDeleteGroup(h *harness, group string) <-chan *kmsg.DeleteGroupsResponse {
+func asyncTxnCommit(h *harness, group string, pid int64, tp TopicPartition, offset int64) func() int16 {
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.Version, req.TransactionalID, req.Group, req.ProducerID, req.Generation = 3, "tx", group, pid, -1
+	req.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: tp.Topic, Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: tp.Partition, Offset: offset}}}}
+	ch := h.c.TxnOffsetCommit(req, 0)
+	return func() int16 { return recv(h.t, ch).Topics[0].Partitions[0].ErrorCode }
+}
+
+func asyncDeleteGroup(h *harness, group string) func() int16 {
 	req := kmsg.NewPtrDeleteGroupsRequest()
 	req.Groups = []string{group}
-	return h.c.DeleteGroups(req)
+	ch := h.c.DeleteGroups(req)
+	return func() int16 { return recv(h.t, ch).Groups[0].ErrorCode }
 }
 
-func asyncOffsetDelete(h *harness, group string, tp TopicPartition) <-chan *kmsg.OffsetDeleteResponse {
+func asyncOffsetDelete(h *harness, group string, tp TopicPartition) func() int16 {
 	req := kmsg.NewPtrOffsetDeleteRequest()
 	req.Group = group
 	t := kmsg.NewOffsetDeleteRequestTopic()
 	t.Topic = tp.Topic
 	t.Partitions = []kmsg.OffsetDeleteRequestTopicPartition{{Partition: tp.Partition}}
 	req.Topics = append(req.Topics, t)
-	return h.c.OffsetDelete(req)
+	ch := h.c.OffsetDelete(req)
+	return func() int16 {
+		r := recv(h.t, ch)
+		return max(r.ErrorCode, r.Topics[0].Partitions[0].ErrorCode)
+	}
 }
 
 // TestDeletionRacingQueuedCommits: a deletion (DeleteGroups, OffsetDelete, offset
@@ -84,94 +100,64 @@ func TestDeletionRacingQueuedCommits(t *testing.T) {
 	t0 := TopicPartition{"t", 0}
 	t1 := TopicPartition{"t", 1}
 	for _, tc := range []struct {
-		name string
-		race func(t *testing.T, h *harness) // runs with the writer held, returns after release
-		want string
+		name     string
+		commit   func(h *harness) func() int16 // queued behind the held append
+		deletion func(h *harness) func() int16 // decided after it; nil: none answered
+		after    func(h *harness)              // once both are answered
+		want     string
 	}{{
-		name: "DeleteGroups after a commit of a new partition",
-		race: func(t *testing.T, h *harness) {
-			release := h.holdWriter()
-			commit := asyncCommit(h, "g", t1, 20)
-			del := asyncDeleteGroup(h, "g")
-			release()
-			if r := recv(t, commit); r.Topics[0].Partitions[0].ErrorCode != 0 {
-				t.Fatalf("commit: %+v", r)
-			}
-			if r := recv(t, del); r.Groups[0].ErrorCode != 0 {
-				t.Fatalf("delete: %+v", r)
-			}
-		},
-		want: "not listed, offsets map[]",
+		name:     "DeleteGroups after a commit of a new partition",
+		commit:   func(h *harness) func() int16 { return asyncCommit(h, "g", t1, 20) },
+		deletion: func(h *harness) func() int16 { return asyncDeleteGroup(h, "g") },
+		want:     "not listed, offsets map[]",
 	}, {
-		name: "DeleteGroups after a transactional commit",
-		race: func(t *testing.T, h *harness) {
-			release := h.holdWriter()
-			req := kmsg.NewPtrTxnOffsetCommitRequest()
-			req.Version, req.TransactionalID, req.Group, req.ProducerID = 3, "tx", "g", 7
-			req.Generation = -1
-			req.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 1, Offset: 20}}}}
-			commit := h.c.TxnOffsetCommit(req, 0)
-			del := asyncDeleteGroup(h, "g")
-			release()
-			if r := recv(t, commit); r.Topics[0].Partitions[0].ErrorCode != 0 {
-				t.Fatalf("txn commit: %+v", r)
-			}
-			if r := recv(t, del); r.Groups[0].ErrorCode != 0 {
-				t.Fatalf("delete: %+v", r)
-			}
-			h.marker(7, true) // the transaction commits after the group was deleted
-		},
-		want: "not listed, offsets map[]",
+		name:     "DeleteGroups after a transactional commit",
+		commit:   func(h *harness) func() int16 { return asyncTxnCommit(h, "g", 7, t1, 20) },
+		deletion: func(h *harness) func() int16 { return asyncDeleteGroup(h, "g") },
+		after:    func(h *harness) { h.marker(7, true) }, // the transaction commits after the deletion
+		want:     "not listed, offsets map[]",
 	}, {
-		name: "OffsetDelete of the last offset while another partition's commit is queued",
-		race: func(t *testing.T, h *harness) {
-			release := h.holdWriter()
-			commit := asyncCommit(h, "g", t1, 20)
-			del := asyncOffsetDelete(h, "g", t0)
-			release()
-			if r := recv(t, commit); r.Topics[0].Partitions[0].ErrorCode != 0 {
-				t.Fatalf("commit: %+v", r)
-			}
-			if r := recv(t, del); r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
-				t.Fatalf("offset delete: %+v", r)
-			}
-		},
-		want: "classic Empty with 0 members, offsets map[{t 1}:20]",
+		name:     "OffsetDelete of the last offset while another partition's commit is queued",
+		commit:   func(h *harness) func() int16 { return asyncCommit(h, "g", t1, 20) },
+		deletion: func(h *harness) func() int16 { return asyncOffsetDelete(h, "g", t0) },
+		want:     "classic Empty with 0 members, offsets map[{t 1}:20]",
 	}, {
-		name: "OffsetDelete of the partition whose commit is queued",
-		race: func(t *testing.T, h *harness) {
-			release := h.holdWriter()
-			commit := asyncCommit(h, "g", t0, 30)
-			del := asyncOffsetDelete(h, "g", t0)
-			release()
-			if r := recv(t, commit); r.Topics[0].Partitions[0].ErrorCode != 0 {
-				t.Fatalf("commit: %+v", r)
-			}
-			if r := recv(t, del); r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
-				t.Fatalf("offset delete: %+v", r)
-			}
-		},
-		want: "not listed, offsets map[]",
+		name:     "OffsetDelete of the partition whose commit is queued",
+		commit:   func(h *harness) func() int16 { return asyncCommit(h, "g", t0, 30) },
+		deletion: func(h *harness) func() int16 { return asyncOffsetDelete(h, "g", t0) },
+		want:     "not listed, offsets map[]",
 	}, {
 		name: "expiry of an offset whose new commit is queued",
-		race: func(t *testing.T, h *harness) {
+		commit: func(h *harness) func() int16 {
 			h.clock.Advance(h.cfg.OffsetsRetention - 30*time.Second) // one check: nothing due yet
-			release := h.holdWriter()
-			commit := asyncCommit(h, "g", t0, 30)
+			return asyncCommit(h, "g", t0, 30)
+		},
+		deletion: func(h *harness) func() int16 {
 			h.clock.Advance(h.cfg.OffsetsRetentionCheckInterval) // the old commit of t-0 is due
-			release()
-			if r := recv(t, commit); r.Topics[0].Partitions[0].ErrorCode != 0 {
-				t.Fatalf("commit: %+v", r)
-			}
+			return nil
 		},
 		want: "classic Empty with 0 members, offsets map[{t 0}:30]",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, nil)
-			if r := recv(t, asyncCommit(h, "g", t0, 10)); r.Topics[0].Partitions[0].ErrorCode != 0 {
-				t.Fatalf("seed commit: %+v", r)
+			if code := asyncCommit(h, "g", t0, 10)(); code != 0 {
+				t.Fatalf("seed commit: error %d", code)
 			}
-			tc.race(t, h)
+			release := h.holdWriter()
+			commit := tc.commit(h)
+			deletion := tc.deletion(h)
+			release()
+			if code := commit(); code != 0 {
+				t.Fatalf("commit: error %d", code)
+			}
+			if deletion != nil {
+				if code := deletion(); code != 0 {
+					t.Fatalf("deletion: error %d", code)
+				}
+			}
+			if tc.after != nil {
+				tc.after(h)
+			}
 			answered := h.groupView("g")
 			h.start()
 			if reloaded := h.groupView("g"); answered != tc.want || reloaded != tc.want {
@@ -247,8 +233,8 @@ func TestHeartbeatIntoGroupBeingDeleted(t *testing.T) {
 			del := asyncDeleteGroup(h, "g")
 			join := tc.asyncJoin(h, "m2")
 			release()
-			if r := recv(t, del); r.Groups[0].ErrorCode != 0 {
-				t.Fatalf("delete: %+v", r)
+			if code := del(); code != 0 {
+				t.Fatalf("delete: error %d", code)
 			}
 			if code := join(); code != kerrCoordinatorNotAvailable {
 				t.Fatalf("join into the group being deleted: error %d, want COORDINATOR_NOT_AVAILABLE (%d)", code, kerrCoordinatorNotAvailable)
