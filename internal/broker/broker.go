@@ -96,6 +96,7 @@ type Broker struct {
 	shares            *share.Manager
 	shareState        *shareStateLog // the share coordinator of the state partitions led here
 	shareStore        *shareStore    // share state wherever its coordinator is
+	groupAdmin        groupLocks     // share group admin operations, one at a time per group
 	shareSessionCache shareSessions
 
 	// reconcileMu serialises applying metadata images to local partitions.

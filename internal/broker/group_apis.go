@@ -37,7 +37,6 @@ import (
 
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
-	"github.com/samsa-streaming/samsa/internal/share"
 )
 
 func init() {
@@ -159,26 +158,32 @@ func (b *Broker) handleListGroups(req *protocol.Request) <-chan protocol.Respons
 
 func (b *Broker) handleDeleteGroups(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.DeleteGroupsRequest)
-	// The share partitions of the share groups, listed before the groups are gone.
+	// A share group's state is deleted once its tombstones are written, under the
+	// groups' admin locks (share_group_offsets.go), from the topics it had when the
+	// coordinator decided.
+	unlock := b.groupAdmin.lock(r.Groups...)
 	img := b.image()
-	shareGroups := map[string][]share.Key{}
-	for _, g := range r.Groups {
-		if _, ok, ids, all := b.groups.ShareStateTopics(g); ok {
-			shareGroups[g] = shareStateKeys(img, g, ids, all)
-		}
-	}
-	in := b.groups.DeleteGroups(r)
+	in, shareGroups := b.groups.DeleteGroupsWithShareTopics(r)
 	if len(shareGroups) == 0 {
+		unlock()
 		return relayGroupResponse(in)
 	}
 	out := make(chan protocol.Response, 1)
 	b.answerLater(req, out, func() {
+		defer unlock()
 		resp := <-in
 		ctx, cancel := b.requestContext(0)
 		defer cancel()
-		for _, g := range resp.Groups {
-			if keys, ok := shareGroups[g.Group]; ok && g.ErrorCode == 0 {
-				b.deleteShareState(ctx, g.Group, keys)
+		for i := range resp.Groups {
+			g := &resp.Groups[i]
+			topics, ok := shareGroups[g.Group]
+			if !ok || g.ErrorCode != 0 {
+				continue
+			}
+			if err := b.deleteShareStates(ctx, shareStateKeys(img, g.Group, topics.IDs, topics.All)); err != nil {
+				// The group is gone, its state not: say so rather than answer NONE.
+				b.logger.Warn("share group deleted, deleting its share state failed", "group", g.Group, "err", err)
+				g.ErrorCode = shareErrorCode(err)
 			}
 		}
 		out <- protocol.Response{Body: resp}

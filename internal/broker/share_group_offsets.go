@@ -14,6 +14,13 @@ package broker
 // A group that is not a share group answers GROUP_ID_NOT_FOUND; altering or deleting
 // the offsets of a group with members answers NON_EMPTY_GROUP.
 //
+// Altering, deleting offsets and deleting a group (DeleteGroups) run one at a time per
+// group (Broker.groupAdmin), from the group check to the last state write, so that
+// one's state write cannot land after another's: a DeleteGroups racing an alter would
+// otherwise leave the alter's state behind for a new group of that name. The share
+// partitions are dropped from memory before their state is written and again after,
+// so that a fetch that read the old state in between does not keep serving it.
+//
 // DescribeShareGroupOffsets without topics answers for the partitions with state of
 // the topics the group may hold state on (group.Coordinator.ShareStateTopics: those it
 // assigned and those AlterShareGroupOffsets named, which it records before writing the
@@ -33,6 +40,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -183,6 +191,7 @@ func (b *Broker) handleAlterShareGroupOffsets(req *protocol.Request) <-chan prot
 			topics[group.TopicID(t.ID)] = int32(len(t.Partitions))
 		}
 	}
+	defer b.groupAdmin.lock(r.GroupID)()
 	if code := <-b.groups.EnsureShareGroup(r.GroupID, topics); code != 0 {
 		resp.ErrorCode = code
 		return reply(resp)
@@ -237,6 +246,7 @@ func (b *Broker) handleAlterShareGroupOffsets(req *protocol.Request) <-chan prot
 func (b *Broker) handleDeleteShareGroupOffsets(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.DeleteShareGroupOffsetsRequest)
 	resp := r.ResponseKind().(*kmsg.DeleteShareGroupOffsetsResponse)
+	defer b.groupAdmin.lock(r.GroupID)()
 	if code, msg := b.emptyShareGroup(r.GroupID); code != 0 {
 		resp.ErrorCode = code
 		resp.ErrorMessage = kmsg.StringPtr(msg)
@@ -283,6 +293,9 @@ func (b *Broker) resetShareStates(ctx context.Context, starts map[share.Key]int6
 		inits[k] = shareInit{stateEpoch: sum.stateEpoch + 1, start: starts[k]}
 	}
 	maps.Copy(failed, b.shareStore.InitializeEach(ctx, inits))
+	for k := range inits {
+		b.forgetShare(k)
+	}
 	return failed
 }
 
@@ -320,13 +333,43 @@ func (b *Broker) deleteShareStates(ctx context.Context, keys []share.Key) error 
 		b.forgetShare(k)
 	}
 	_, err := firstFailure(keys, b.shareStore.DeleteEach(ctx, keys))
+	for _, k := range keys {
+		b.forgetShare(k)
+	}
 	return err
 }
 
-// deleteShareState drops the share partitions of a deleted share group, keys as
-// shareStateKeys lists them.
-func (b *Broker) deleteShareState(ctx context.Context, groupID string, keys []share.Key) {
-	if err := b.deleteShareStates(ctx, keys); err != nil {
-		b.logger.Warn("deleting share group state failed", "group", groupID, "err", err)
+// groupLocks serialises operations per group id.
+type groupLocks struct {
+	mu   sync.Mutex
+	held map[string]chan struct{} // closed when released
+}
+
+// lock takes the locks of groups (in order, each once) and returns their release.
+func (l *groupLocks) lock(groups ...string) (unlock func()) {
+	groups = slices.Compact(slices.Sorted(slices.Values(groups)))
+	for _, g := range groups {
+		for {
+			l.mu.Lock()
+			released, busy := l.held[g]
+			if !busy {
+				if l.held == nil {
+					l.held = map[string]chan struct{}{}
+				}
+				l.held[g] = make(chan struct{})
+				l.mu.Unlock()
+				break
+			}
+			l.mu.Unlock()
+			<-released
+		}
+	}
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, g := range groups {
+			close(l.held[g])
+			delete(l.held, g)
+		}
 	}
 }

@@ -123,7 +123,22 @@ func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsRe
 // can be deleted (NON_EMPTY_GROUP otherwise); their offsets go with them. The channel
 // receives exactly one response, once the tombstones are committed.
 func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) <-chan *kmsg.DeleteGroupsResponse {
+	ch, _ := c.DeleteGroupsWithShareTopics(req)
+	return ch
+}
+
+// ShareTopics are the topics a share group may hold share state on (ShareStateTopics).
+type ShareTopics struct {
+	IDs []TopicID
+	All bool // a group recorded before Samsa kept them: any topic
+}
+
+// DeleteGroupsWithShareTopics is DeleteGroups that also returns, for each share group
+// it decided to delete, the topics its share state may be on, as they were when it
+// decided (the group takes no change after that).
+func (c *Coordinator) DeleteGroupsWithShareTopics(req *kmsg.DeleteGroupsRequest) (<-chan *kmsg.DeleteGroupsResponse, map[string]ShareTopics) {
 	ch := make(chan *kmsg.DeleteGroupsResponse, 1)
+	shares := map[string]ShareTopics{}
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
 	for _, id := range req.Groups {
 		r := kmsg.NewDeleteGroupsResponseGroup()
@@ -154,6 +169,10 @@ func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) <-chan *kmsg.D
 		case g.state != StateEmpty || g.consumer != nil && len(g.consumer.members) > 0 || g.share != nil && len(g.share.members) > 0:
 			r.ErrorCode = kerrNonEmptyGroup
 		default:
+			if g.share != nil {
+				ids, all := g.share.stateTopics()
+				shares[id] = ShareTopics{IDs: ids, All: all}
+			}
 			pending++
 			c.deleteGroupLocked(part, g, now, func(code int16) {
 				r.ErrorCode = code
@@ -162,7 +181,7 @@ func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) <-chan *kmsg.D
 		}
 	}
 	finish()
-	return ch
+	return ch, shares
 }
 
 func (c *Coordinator) deleteGroupLocked(part *partition, g *group, now time.Time, done func(code int16)) {

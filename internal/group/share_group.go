@@ -554,7 +554,7 @@ func (c *Coordinator) shareInitDone(groupID string, p shareInit, err error) {
 		return
 	}
 	g := part.groups[groupID]
-	if g == nil || g.share == nil {
+	if g == nil || g.share == nil || g.state == StateDead {
 		return
 	}
 	sg := g.share
@@ -590,8 +590,8 @@ func (c *Coordinator) ForgetShareTopics(groupID string, ids []TopicID) <-chan in
 		return ch
 	}
 	g := part.groups[groupID]
-	if g == nil || g.share == nil || len(g.share.members) > 0 {
-		ch <- kerrNone
+	if g == nil || g.share == nil || g.state == StateDead || len(g.share.members) > 0 {
+		ch <- kerrNone // nothing to forget; a group being deleted forgets everything
 		return ch
 	}
 	sg := g.share
@@ -703,10 +703,23 @@ func (c *Coordinator) ShareStateTopics(group string) (code int16, exists bool, i
 		return code, false, nil, false
 	}
 	g := part.groups[group]
-	if g == nil || g.share == nil {
+	if g == nil || g.share == nil || g.state == StateDead {
 		return kerrNone, false, nil, false
 	}
-	return kerrNone, true, slices.Collect(maps.Keys(g.share.initialized)), g.share.initialized == nil
+	ids, all = g.share.stateTopics()
+	return kerrNone, true, ids, all
+}
+
+// stateTopics are the topics the group may hold share state on: those initialized
+// and those being initialized; all for a group recorded before Samsa kept them.
+func (sg *shareGroup) stateTopics() (ids []TopicID, all bool) {
+	ids = slices.Collect(maps.Keys(sg.initialized))
+	for id := range sg.initializing {
+		if _, ok := sg.initialized[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids, sg.initialized == nil
 }
 
 // ShareGroupEmpty reports whether a share group exists and has no members.
@@ -718,6 +731,9 @@ func (c *Coordinator) ShareGroupEmpty(group string) (code int16, exists, empty b
 		return code, false, false
 	}
 	g := part.groups[group]
+	if g != nil && g.state == StateDead {
+		return kerrCoordinatorNotAvailable, false, false // being deleted: the retry finds it gone
+	}
 	if g == nil || g.share == nil {
 		return kerrNone, false, false
 	}
@@ -747,6 +763,9 @@ func (c *Coordinator) EnsureShareGroup(group string, topics map[TopicID]int32) <
 		if next.initialized == nil {
 			next.initialized = map[TopicID]int32{}
 		}
+	case g.state == StateDead: // being deleted: the retry finds it gone
+		ch <- kerrCoordinatorNotAvailable
+		return ch
 	case g.share == nil:
 		ch <- kerrGroupIDNotFound
 		return ch
