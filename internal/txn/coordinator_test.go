@@ -184,6 +184,78 @@ func TestTransactionsV2RotateAnExhaustedEpoch(t *testing.T) {
 	}
 }
 
+// TestTransactionsV2NewIDWhileMarkersAreWritten: after an end at the last epoch
+// answered a new producer id, the new id's first add (its produce's implicit add, an
+// AddOffsetsToTxn) before the old id's markers are written is CONCURRENT_TRANSACTIONS,
+// which clients retry, not INVALID_PRODUCER_ID_MAPPING; it succeeds once the end
+// completed.
+func TestTransactionsV2NewIDWhileMarkersAreWritten(t *testing.T) {
+	h := newHarness(t)
+	p := h.mustInit("app")
+	h.c.mu.Lock()
+	h.c.mu.partitions[0].txns["app"].md.Epoch = math.MaxInt16 - 1
+	h.c.mu.Unlock()
+	p.Epoch = math.MaxInt16 - 1
+	h.add("app", p, false, tp("t", 0))
+	h.markers.setHold(true)
+	r := h.end("app", p, true, true)
+	if r.Code != 0 || r.ProducerID == p.ProducerID || r.Epoch != 0 {
+		t.Fatalf("end at the last epoch: %+v", r)
+	}
+	h.waitState("app", StatePrepareCommit)
+	for _, verify := range []bool{false, true} {
+		if got := h.add("app", r, verify, tp("t", 1)); !equalCodes(got, codes(errConc)) {
+			t.Fatalf("the new id's add (verify %v) while the markers are written: %v", verify, got)
+		}
+	}
+	if got := h.add("app", p, false, tp("t", 1)); !equalCodes(got, codes(errFence)) {
+		t.Fatalf("the old id's add at its old epoch while the markers are written: %v", got)
+	}
+	h.markers.setHold(false)
+	h.waitState("app", StateCompleteCommit)
+	if got := h.add("app", r, false, tp("t", 1)); !equalCodes(got, codes(0)) {
+		t.Fatalf("the new id's add once the end completed: %v", got)
+	}
+	if got := h.add("app", p, false, tp("t", 1)); !equalCodes(got, codes(errMapping)) {
+		t.Fatalf("the old id's add once the end completed: %v", got)
+	}
+}
+
+// TestNoProducerAtTheFencingEpoch: MaxInt16 is kept for fencing. A transaction timed
+// out at the last epoch is fenced at MaxInt16; a producer naming MaxInt16 may neither
+// add nor end (had it been let in, the next fence would have wrapped the epoch to
+// -32768, and markers below the producer's epoch leave the partition's transaction
+// open); a fence at MaxInt16 stays at MaxInt16; the next InitProducerId moves to a new
+// producer id.
+func TestNoProducerAtTheFencingEpoch(t *testing.T) {
+	h := newHarness(t)
+	p := h.mustInit("app")
+	h.c.mu.Lock()
+	h.c.mu.partitions[0].txns["app"].md.Epoch = math.MaxInt16 - 1
+	h.c.mu.Unlock()
+	p.Epoch = math.MaxInt16 - 1
+	h.add("app", p, false, tp("t", 0))
+	h.clock.Advance(61 * time.Second) // timeout is 1 min
+	if m := h.waitState("app", StateCompleteAbort); m.Epoch != math.MaxInt16 {
+		t.Fatalf("fenced at %d, want %d", m.Epoch, math.MaxInt16)
+	}
+	atMax := ProducerResult{ProducerID: p.ProducerID, Epoch: math.MaxInt16}
+	if got := h.add("app", atMax, false, tp("t", 0)); !equalCodes(got, codes(errFence)) {
+		t.Fatalf("an add at MaxInt16: %v", got)
+	}
+	for _, v2 := range []bool{false, true} {
+		if got := h.end("app", atMax, false, v2); got.Code != errFence {
+			t.Fatalf("an end at MaxInt16 (v2 %v): %+v", v2, got)
+		}
+	}
+	if next := (Metadata{Epoch: math.MaxInt16}).prepareEnd(false, false, true, -1, h.clock.Now()); next.Epoch != math.MaxInt16 {
+		t.Fatalf("a fence at MaxInt16 moved the epoch to %d", next.Epoch)
+	}
+	if r := h.mustInit("app"); r.ProducerID == p.ProducerID || r.Epoch != 0 {
+		t.Fatalf("InitProducerId after the fence at MaxInt16: %+v", r)
+	}
+}
+
 // TestInitAbortsTheOngoingTransaction: a new producer's InitProducerId aborts the
 // transaction in progress with the old epoch fenced, answers CONCURRENT_TRANSACTIONS,
 // and the retry gets the next epoch.

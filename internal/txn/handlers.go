@@ -162,12 +162,13 @@ func (c *Coordinator) initLocked(id string, timeout time.Duration, exp *claimedP
 }
 
 // checkProducer checks a request's producer id and epoch against a transactional
-// id's: the first error code applying, 0 when none.
+// id's: the first error code applying, 0 when none. MaxInt16 is never handed out (it
+// is kept for fencing), so no producer may use it.
 func checkProducer(e *entry, producerID int64, epoch int16) int16 {
 	switch {
 	case e == nil || e.md.ProducerID != producerID:
 		return codeInvalidMapping
-	case e.md.Epoch != epoch:
+	case e.md.Epoch != epoch || epoch == math.MaxInt16:
 		return codeFenced
 	}
 	return 0
@@ -199,6 +200,15 @@ func (c *Coordinator) AddPartitions(id string, producerID int64, epoch int16, pa
 		return ch
 	}
 	e := part.txns[id]
+	if e != nil && (e.md.State == StatePrepareCommit || e.md.State == StatePrepareAbort) {
+		// The producer a transactions v2 end answered, with a new producer id if its
+		// epoch was exhausted, adds before the markers are written: it waits, as in
+		// Kafka (the new id is not the transactional id's until the end completes).
+		if pid, ep := e.md.answerProducer(); producerID == pid && epoch == ep {
+			ch <- all(codeConcurrent)
+			return ch
+		}
+	}
 	if code := checkProducer(e, producerID, epoch); code != 0 {
 		ch <- all(code)
 		return ch
@@ -300,7 +310,7 @@ func (c *Coordinator) endLocked(id string, producerID int64, epoch int16, commit
 	case producerID != m.ProducerID && !retryRotation:
 		ch <- failed(codeInvalidMapping)
 		return false
-	case epoch != m.Epoch && !retry:
+	case (epoch != m.Epoch || epoch == math.MaxInt16) && !retry: // MaxInt16: see checkProducer
 		ch <- failed(codeFenced)
 		return false
 	case e.pending != nil:

@@ -195,11 +195,18 @@ func (m Metadata) prepareEnd(commit, bump, fence bool, nextProducerID int64, now
 	if commit {
 		next.State = StatePrepareCommit
 	}
+	// The epoch never passes MaxInt16: no producer may use MaxInt16 (checkProducer),
+	// so a transaction is not fenced there twice, but should it be, its markers go out
+	// at MaxInt16 again rather than at an epoch below the producer's.
+	bumped := m.Epoch + 1
+	if m.Epoch == math.MaxInt16 {
+		bumped = m.Epoch
+	}
 	switch {
 	case fence:
-		next.Epoch, next.LastEpoch = m.Epoch+1, -1
+		next.Epoch, next.LastEpoch = bumped, -1
 	case bump:
-		next.Epoch, next.LastEpoch = m.Epoch+1, m.Epoch
+		next.Epoch, next.LastEpoch = bumped, m.Epoch
 		if epochExhausted(m.Epoch) {
 			next.NextProducerID = nextProducerID
 		}
