@@ -158,15 +158,22 @@ func TestTransactionsV2EndWhileMarkersAreWritten(t *testing.T) {
 	h.waitState("app", StateCompleteAbort)
 }
 
+// initAtLastEpoch initializes id and moves it to the last epoch a producer may have.
+func (h *harness) initAtLastEpoch(id string) ProducerResult {
+	h.t.Helper()
+	p := h.mustInit(id)
+	h.c.mu.Lock()
+	h.c.mu.partitions[0].txns[id].md.Epoch = math.MaxInt16 - 1
+	h.c.mu.Unlock()
+	p.Epoch = math.MaxInt16 - 1
+	return p
+}
+
 // TestTransactionsV2RotateAnExhaustedEpoch: an end at the last epoch moves the
 // transactional id to a new producer id.
 func TestTransactionsV2RotateAnExhaustedEpoch(t *testing.T) {
 	h := newHarness(t)
-	p := h.mustInit("app")
-	h.c.mu.Lock()
-	h.c.mu.partitions[0].txns["app"].md.Epoch = math.MaxInt16 - 1
-	h.c.mu.Unlock()
-	p.Epoch = math.MaxInt16 - 1
+	p := h.initAtLastEpoch("app")
 	h.add("app", p, false, tp("t", 0))
 	r := h.end("app", p, true, true)
 	if r.Code != 0 || r.ProducerID == p.ProducerID || r.Epoch != 0 {
@@ -191,11 +198,7 @@ func TestTransactionsV2RotateAnExhaustedEpoch(t *testing.T) {
 // completed.
 func TestTransactionsV2NewIDWhileMarkersAreWritten(t *testing.T) {
 	h := newHarness(t)
-	p := h.mustInit("app")
-	h.c.mu.Lock()
-	h.c.mu.partitions[0].txns["app"].md.Epoch = math.MaxInt16 - 1
-	h.c.mu.Unlock()
-	p.Epoch = math.MaxInt16 - 1
+	p := h.initAtLastEpoch("app")
 	h.add("app", p, false, tp("t", 0))
 	h.markers.setHold(true)
 	r := h.end("app", p, true, true)
@@ -229,11 +232,7 @@ func TestTransactionsV2NewIDWhileMarkersAreWritten(t *testing.T) {
 // producer id.
 func TestNoProducerAtTheFencingEpoch(t *testing.T) {
 	h := newHarness(t)
-	p := h.mustInit("app")
-	h.c.mu.Lock()
-	h.c.mu.partitions[0].txns["app"].md.Epoch = math.MaxInt16 - 1
-	h.c.mu.Unlock()
-	p.Epoch = math.MaxInt16 - 1
+	p := h.initAtLastEpoch("app")
 	h.add("app", p, false, tp("t", 0))
 	h.clock.Advance(61 * time.Second) // timeout is 1 min
 	if m := h.waitState("app", StateCompleteAbort); m.Epoch != math.MaxInt16 {

@@ -182,8 +182,8 @@ func TestDeleteShareGroupRacingOffsetAdmin(t *testing.T) {
 		}
 		out := map[string]string{}
 		for _, g := range groups {
-			a, aErr := shareStart(ctx, cl, g, known)
-			o, oErr := shareStart(ctx, cl, g, other)
+			a, _, aErr := shareStart(ctx, cl, g, known)
+			o, _, oErr := shareStart(ctx, cl, g, other)
 			if errors.Is(aErr, kerr.CoordinatorNotAvailable) || errors.Is(aErr, kerr.CoordinatorLoadInProgress) {
 				return nil
 			}
@@ -330,9 +330,9 @@ func shareDeleteOffsets(ctx context.Context, c *kgo.Client, group, topic string)
 	return kerr.ErrorForCode(resp.Topics[0].ErrorCode)
 }
 
-// shareStart is the share-partition start offset of partition 0 of topic (-1: no
-// state), or the error DescribeShareGroupOffsets answered.
-func shareStart(ctx context.Context, c *kgo.Client, group, topic string) (int64, error) {
+// shareStart is the share-partition start offset (-1: no state) and lag of partition
+// 0 of topic, or the error DescribeShareGroupOffsets answered.
+func shareStart(ctx context.Context, c *kgo.Client, group, topic string) (start, lag int64, err error) {
 	req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
 	rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
 	rg.GroupID = group
@@ -342,13 +342,16 @@ func shareStart(ctx context.Context, c *kgo.Client, group, topic string) (int64,
 	req.Groups = append(req.Groups, rg)
 	resp, err := req.RequestWith(ctx, c)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if err := kerr.ErrorForCode(resp.Groups[0].ErrorCode); err != nil {
-		return 0, err
+		return 0, 0, err
+	}
+	if len(resp.Groups[0].Topics) != 1 || len(resp.Groups[0].Topics[0].Partitions) != 1 {
+		return 0, 0, fmt.Errorf("DescribeShareGroupOffsets answered %d topics for one", len(resp.Groups[0].Topics))
 	}
 	p := resp.Groups[0].Topics[0].Partitions[0]
-	return p.StartOffset, kerr.ErrorForCode(p.ErrorCode)
+	return p.StartOffset, p.Lag, kerr.ErrorForCode(p.ErrorCode)
 }
 
 func shareJoin(ctx context.Context, c *kgo.Client, group, member, topic string) error {

@@ -199,19 +199,11 @@ func shareMember(t *testing.T, b *testutil.Broker, name, group, topic string, le
 
 func shareStartOffset(t *testing.T, cl *kgo.Client, group, topic string) (start, lag int64) {
 	t.Helper()
-	req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
-	rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
-	rg.GroupID = group
-	rt := kmsg.NewDescribeShareGroupOffsetsRequestGroupTopic()
-	rt.Topic, rt.Partitions = topic, []int32{0}
-	rg.Topics = append(rg.Topics, rt)
-	req.Groups = append(req.Groups, rg)
-	resp, err := req.RequestWith(ctxT(t, 5*time.Second), cl)
-	if err != nil || len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 || len(resp.Groups[0].Topics) != 1 {
+	start, lag, err := shareStart(ctxT(t, 5*time.Second), cl, group, topic)
+	if err != nil {
 		return -2, -2
 	}
-	p := resp.Groups[0].Topics[0].Partitions[0]
-	return p.StartOffset, p.Lag
+	return start, lag
 }
 
 func produceValues(t *testing.T, b *testutil.Broker, topic, prefix string, n int) []string {

@@ -201,25 +201,32 @@ func TestTxnNoProducerAtTheFencingEpoch(t *testing.T) {
 }
 
 // initProducerID sends InitProducerId for transactional id id (KIP-360: with the
-// producer id and epoch the producer had, or -1, -1), retrying while the coordinator
-// is not ready or a transaction is being aborted.
+// producer id and epoch the producer had, or -1, -1).
 func initProducerID(ctx context.Context, c *kgo.Client, id string, pid int64, epoch int16) (*kmsg.InitProducerIDResponse, error) {
-	for {
+	return untilSettled(ctx, func() (*kmsg.InitProducerIDResponse, int16, error) {
 		req := kmsg.NewPtrInitProducerIDRequest()
 		req.TransactionalID, req.TransactionTimeoutMillis = kmsg.StringPtr(id), 60000
 		req.ProducerID, req.ProducerEpoch = pid, epoch
 		r, err := req.RequestWith(ctx, c)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		switch err := kerr.ErrorForCode(r.ErrorCode); {
-		case err == nil:
-			return r, nil
-		case kerr.IsRetriable(err) || r.ErrorCode == kerr.ConcurrentTransactions.Code:
-			time.Sleep(20 * time.Millisecond)
-		default:
+		return r, r.ErrorCode, nil
+	})
+}
+
+// untilSettled sends a transaction coordinator request until its answer is neither
+// retriable nor CONCURRENT_TRANSACTIONS: the answer, with its error.
+func untilSettled[R any](ctx context.Context, send func() (R, int16, error)) (R, error) {
+	for {
+		r, code, err := send()
+		if err != nil {
 			return r, err
 		}
+		if err := kerr.ErrorForCode(code); err == nil || !kerr.IsRetriable(err) && code != kerr.ConcurrentTransactions.Code || ctx.Err() != nil {
+			return r, err
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -241,25 +248,17 @@ func bumpEpochTo(t *testing.T, ctx context.Context, c *kgo.Client, id string, ta
 	return pid
 }
 
-// endTxnAt sends EndTxn at the client's version, retrying CONCURRENT_TRANSACTIONS and
-// the coordinator's retriable errors.
+// endTxnAt sends EndTxn at the client's version until it settles (untilSettled).
 func endTxnAt(ctx context.Context, c *kgo.Client, id string, pid int64, epoch int16, commit bool) (*kmsg.EndTxnResponse, error) {
-	for {
+	return untilSettled(ctx, func() (*kmsg.EndTxnResponse, int16, error) {
 		req := kmsg.NewPtrEndTxnRequest()
 		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = id, pid, epoch, commit
 		r, err := req.RequestWith(ctx, c)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		switch err := kerr.ErrorForCode(r.ErrorCode); {
-		case err == nil:
-			return r, nil
-		case kerr.IsRetriable(err) || r.ErrorCode == kerr.ConcurrentTransactions.Code:
-			time.Sleep(20 * time.Millisecond)
-		default:
-			return r, err
-		}
-	}
+		return r, r.ErrorCode, nil
+	})
 }
 
 func describeTxn(ctx context.Context, c *kgo.Client, id string) (kmsg.DescribeTransactionsResponseTransactionState, error) {
