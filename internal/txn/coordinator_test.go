@@ -2,6 +2,7 @@ package txn
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"regexp"
 	"testing"
@@ -351,6 +352,54 @@ func TestFailoverCompletesPreparedTransactions(t *testing.T) {
 	}
 	if r := h.end("app", p, true, false); r.Code != 0 {
 		t.Fatalf("the producer's retried EndTxn: %+v", r)
+	}
+}
+
+// TestTransactionsV2EndRetriedAfterFailover: the answer of a transactions v2 EndTxn is
+// lost and the coordinator moves (its last epoch is not stored): the producer's retry
+// at the epoch before the bump — or, for the end that rotated the producer id, the old
+// id at the last epoch — is CONCURRENT_TRANSACTIONS until the markers are written and
+// then answered as the end was, not PRODUCER_FENCED.
+func TestTransactionsV2EndRetriedAfterFailover(t *testing.T) {
+	for _, rotate := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rotate %v", rotate), func(t *testing.T) {
+			h := newHarness(t)
+			p := h.mustInit("app")
+			if rotate {
+				p = h.initAtLastEpoch("app")
+			}
+			h.add("app", p, false, tp("t", 0))
+			h.markers.setErr(errors.New("partition leader unreachable"))
+			r := h.end("app", p, true, true)
+			if r.Code != 0 {
+				t.Fatalf("EndTxn v5: %+v", r)
+			}
+			h.waitState("app", StatePrepareCommit)
+			h.markers.waitAttempts(1)
+			h.start(8)
+			if got := h.end("app", p, true, true); got.Code != errConc {
+				t.Fatalf("the retry while the markers are written: %+v", got)
+			}
+			h.markers.setErr(nil)
+			for deadline := time.Now().Add(5 * time.Second); ; { // the markers' next attempt
+				if m, _ := h.c.Describe("app"); m.State == StateCompleteCommit || time.Now().After(deadline) {
+					break
+				}
+				h.clock.Advance(h.cfg.RetryBackoff)
+				time.Sleep(time.Millisecond)
+			}
+			h.waitState("app", StateCompleteCommit)
+			if got := h.end("app", p, true, true); got != r {
+				t.Fatalf("the retry once the end completed: %+v, want %+v", got, r)
+			}
+			h.start(9)
+			if got := h.end("app", p, true, true); got != r {
+				t.Fatalf("the retry after another move: %+v, want %+v", got, r)
+			}
+			if got := h.end("app", p, false, true); got.Code != errState {
+				t.Fatalf("the retry as an abort: %+v", got)
+			}
+		})
 	}
 }
 

@@ -292,9 +292,14 @@ func (c *Coordinator) endLocked(id string, producerID int64, epoch int16, commit
 	}
 	m := &e.md
 	// Retries of a transactions v2 end whose answer was lost: the epoch before the
-	// bump, or the id before a rotation.
+	// bump, or the id before a rotation. An ended transaction (Prepare*, Complete*) is
+	// always one epoch past the request that ended it, which Kafka takes as the retry
+	// (its retryOnEpochBump): that holds after a reload too, where LastEpoch is not
+	// known (not stored). The rotating end's markers are at MaxInt16 under the old id.
+	ended := m.State == StatePrepareCommit || m.State == StatePrepareAbort ||
+		m.State == StateCompleteCommit || m.State == StateCompleteAbort
 	retryRotation := v2 && producerID != m.ProducerID && producerID == m.PrevProducerID && epoch == math.MaxInt16-1 && m.Epoch == 0
-	retryBump := v2 && producerID == m.ProducerID && m.LastEpoch >= 0 && epoch == m.LastEpoch && epoch == m.Epoch-1
+	retryBump := v2 && producerID == m.ProducerID && epoch == m.Epoch-1 && (epoch == m.LastEpoch || ended)
 	retry := retryRotation || retryBump
 	if v2 && !retry && (m.State == StatePrepareCommit || m.State == StatePrepareAbort) {
 		// The producer the prepare answered ends its next transaction while the

@@ -295,3 +295,51 @@ func produceTxnTo(ctx context.Context, c *kgo.Client, id, topic string, tid [16]
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestTxnEndRetriedAfterKill: a transactions v2 commit of 200 partitions is answered
+// (the epoch bumped, or at the last epoch the producer id moved) and the broker is
+// killed (kill -9) before its markers are all written. The producer, which never saw
+// the answer, retries the EndTxn at its old epoch on the restarted broker: it gets
+// the answer the commit had (after CONCURRENT_TRANSACTIONS while the markers are
+// written), every record is read_committed once, and the old epoch is fenced.
+func TestTxnEndRetriedAfterKill(t *testing.T) {
+	t.Parallel()
+	for _, rotate := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rotate %v", rotate), func(t *testing.T) {
+			t.Parallel()
+			b := testutil.StartBroker(t, "transaction.state.log.num.partitions=1")
+			const topic, id, partitions = "txn-end-retry", "txn-end-retry", 200
+			adm := newAdmin(t, b)
+			createTopic(t, adm, topic, partitions, nil)
+			c := pinnedClient(t, b, map[kmsg.Key]int16{kmsg.Produce: 12, kmsg.EndTxn: 5})
+			ctx := ctxT(t, 3*time.Minute)
+			tid := topicID(t, c, topic)
+			target := int16(0)
+			if rotate {
+				target = math.MaxInt16 - 1
+			}
+			pid := bumpEpochTo(t, ctx, c, id, target)
+			for p := range int32(partitions) {
+				if code := produceTxnTo(ctx, c, id, topic, tid, p, txnBatch(pid, target, 0, fmt.Sprint("v-", p))); code != 0 {
+					t.Fatalf("produce to partition %d: %v", p, kerr.ErrorForCode(code))
+				}
+			}
+			end, err := endTxnAt(ctx, c, id, pid, target, true)
+			if err != nil {
+				t.Fatalf("the commit: %v", err)
+			}
+			b.Kill()
+			b.StartAgain(t)
+			retried, err := endTxnAt(ctx, c, id, pid, target, true)
+			if err != nil || retried.ProducerID != end.ProducerID || retried.ProducerEpoch != end.ProducerEpoch {
+				t.Fatalf("the retried commit after kill -9: %v %+v, want %d/%d", err, retried, end.ProducerID, end.ProducerEpoch)
+			}
+			if got := readAll(t, b, topic, true); len(got) != partitions {
+				t.Fatalf("read_committed: %d records, want %d", len(got), partitions)
+			}
+			if code := produceTxnTo(ctx, c, id, topic, tid, 0, txnBatch(pid, target, 1, "zombie")); code == 0 {
+				t.Fatalf("a produce at the old epoch %d was accepted", target)
+			}
+		})
+	}
+}
