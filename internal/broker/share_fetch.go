@@ -462,6 +462,12 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, sess *shareSessi
 				}
 				ranges = append(ranges, [2]int64{h.BaseOffset, h.LastOffset()})
 			}
+			if ranges[0][0] > from {
+				// The log no longer has [from, first batch) (compaction removed
+				// records released or never acquired): archived, as Kafka's
+				// maybeArchiveStaleBatches does, or the window would wait for them.
+				sp.ArchiveUndelivered(from, ranges[0][0]-1, hw)
+			}
 			var skipped [][2]int64
 			if readCommitted {
 				raw, ranges, skipped, aborted = skipAborted(p, raw, ranges, aborted)

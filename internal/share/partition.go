@@ -385,11 +385,19 @@ func (p *Partition) ArchiveUndelivered(first, last, highWatermark int64) {
 // Acknowledge applies one acknowledgement batch of member: types holds one type for
 // the whole range, or one per offset. Every offset must be acquired by member with its
 // lock still held; otherwise nothing changes and ErrInvalidRecordState is returned.
+// Offsets below the start (the log start moved past them after they were acquired)
+// are skipped, as Kafka does, unless the whole batch lies there.
 func (p *Partition) Acknowledge(member string, first, last int64, types []int8, now time.Time) error {
 	// first >= 0 keeps last-first+1 from overflowing, so no count of types matches a
 	// range wider than an int64 holds.
 	if first < 0 || last < first || len(types) == 0 || len(types) != 1 && int64(len(types)) != last-first+1 {
 		return ErrInvalidAck
+	}
+	if first < p.start && last >= p.start {
+		if len(types) > 1 {
+			types = types[p.start-first:]
+		}
+		first = p.start
 	}
 	m, nowNanos := p.memberOf(member, false), now.UnixNano()
 	for o := first; o <= last; o++ {

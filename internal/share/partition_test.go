@@ -329,3 +329,24 @@ func TestAcknowledgeHostileRanges(t *testing.T) {
 		t.Errorf("offset 0 is %d after refused acknowledgements, want acquired", st)
 	}
 }
+
+// TestPartitionAcknowledgeAcrossTheStart: the start moved past acquired records (the
+// log start moved); an acknowledgement reaching below it applies to the records that
+// remain, per-offset types aligned, as Kafka skips offsets below its start offset. A
+// batch wholly below the start is refused.
+func TestPartitionAcknowledgeAcrossTheStart(t *testing.T) {
+	for _, types := range [][]int8{{AckAccept}, {AckAccept, AckAccept, AckAccept, AckAccept, AckAccept, AckAccept, AckAccept, AckReject, AckAccept, AckAccept}} {
+		p := NewPartition(testCfg(), 0)
+		p.Acquire("a", [][2]int64{{0, 9}}, 10, 10, false, t0)
+		p.AdvanceStart(5)
+		if err := p.Acknowledge("a", 0, 4, types[:1], t0); !errors.Is(err, ErrInvalidRecordState) {
+			t.Fatalf("a batch wholly below the start: %v", err)
+		}
+		if err := p.Acknowledge("a", 0, 9, types, t0); err != nil {
+			t.Fatalf("acknowledging 0..9 with the start at 5 (types %v): %v", types, err)
+		}
+		if p.Start() != 10 {
+			t.Fatalf("start %d, want 10", p.Start())
+		}
+	}
+}
