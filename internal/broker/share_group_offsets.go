@@ -304,9 +304,20 @@ func (b *Broker) resetShareStates(ctx context.Context, starts map[share.Key]int6
 // InitShareState, for the partitions a topic gained after the group first assigned it
 // (Kafka 4.1, KAFKA-20742: share.auto.offset.reset=latest would skip what was written
 // to them before their first fetch). A partition that has state keeps it.
+//
+// It runs under the group's admin lock, and not for a group deleted meanwhile, so
+// that its state writes cannot land after DeleteGroups deleted the group's state.
 func (b *Broker) initNewShareState(ctx context.Context, groupID string, topic group.TopicID, from, to int32) error {
 	ctx, cancel := context.WithTimeout(ctx, shareStoreTimeout)
 	defer cancel()
+	unlock, err := b.groupAdmin.lockContext(ctx, groupID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, exists, _, _ := b.groups.ShareStateTopics(groupID); !exists {
+		return fmt.Errorf("share group %s was deleted", groupID)
+	}
 	var keys []share.Key
 	for p := from; p < to; p++ {
 		keys = append(keys, share.Key{Group: groupID, TopicID: topic, Partition: p})
@@ -347,8 +358,15 @@ type groupLocks struct {
 
 // lock takes the locks of groups (in order, each once) and returns their release.
 func (l *groupLocks) lock(groups ...string) (unlock func()) {
+	unlock, _ = l.lockContext(context.Background(), groups...)
+	return unlock
+}
+
+// lockContext is lock giving up when ctx ends (with nothing held).
+func (l *groupLocks) lockContext(ctx context.Context, groups ...string) (unlock func(), err error) {
 	groups = slices.Compact(slices.Sorted(slices.Values(groups)))
-	for _, g := range groups {
+	unlock = func() {}
+	for i, g := range groups {
 		for {
 			l.mu.Lock()
 			released, busy := l.held[g]
@@ -361,15 +379,22 @@ func (l *groupLocks) lock(groups ...string) (unlock func()) {
 				break
 			}
 			l.mu.Unlock()
-			<-released
+			select {
+			case <-released:
+			case <-ctx.Done():
+				l.release(groups[:i])
+				return unlock, ctx.Err()
+			}
 		}
 	}
-	return func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		for _, g := range groups {
-			close(l.held[g])
-			delete(l.held, g)
-		}
+	return func() { l.release(groups) }, nil
+}
+
+func (l *groupLocks) release(groups []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, g := range groups {
+		close(l.held[g])
+		delete(l.held, g)
 	}
 }

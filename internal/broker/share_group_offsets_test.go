@@ -7,6 +7,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/group"
+	"github.com/samsa-streaming/samsa/internal/share"
 )
 
 // TestAlterShareGroupOffsetsUncheckedStarts: AlterShareGroupOffsets takes start
@@ -190,5 +193,64 @@ func TestDescribeShareGroupOffsetsOfItsTopics(t *testing.T) {
 	}
 	if got := describeShareStarts(t, b, "h", nil); !maps.Equal(got, map[string]int64{"altered/0": 3}) {
 		t.Errorf("h made again, every topic: %v, want altered/0 at 3", got)
+	}
+}
+
+// TestNewShareStateNotWrittenForADeletedGroup: the background initialization of a
+// share group's new partitions runs under the group's admin lock and writes nothing
+// for a group deleted meanwhile (its state would be left for a new group of that name).
+func TestNewShareStateNotWrittenForADeletedGroup(t *testing.T) {
+	b := startTestBroker(t)
+	createTestTopic(t, b, "init", 3)
+	alter := func(g string) {
+		fc := kmsg.NewPtrFindCoordinatorRequest()
+		fc.CoordinatorKeys = []string{g}
+		untilDone(t, "FindCoordinator "+g, func() int16 {
+			return call[*kmsg.FindCoordinatorResponse](t, b, fc).Coordinators[0].ErrorCode
+		})
+		req := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+		req.GroupID = g
+		rt := kmsg.NewAlterShareGroupOffsetsRequestTopic()
+		rt.Topic = "init"
+		rp := kmsg.NewAlterShareGroupOffsetsRequestTopicPartition()
+		rp.StartOffset = 5
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		untilDone(t, "AlterShareGroupOffsets "+g, func() int16 {
+			r := call[*kmsg.AlterShareGroupOffsetsResponse](t, b, req)
+			if r.ErrorCode != 0 {
+				return r.ErrorCode
+			}
+			return r.Topics[0].Partitions[0].ErrorCode
+		})
+	}
+	alter("deleted")
+	alter("kept")
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Groups = []string{"deleted"}
+	untilDone(t, "DeleteGroups", func() int16 { return call[*kmsg.DeleteGroupsResponse](t, b, del).Groups[0].ErrorCode })
+
+	info, _ := b.image().Topic("init")
+	ctx := t.Context()
+	if err := b.initNewShareState(ctx, "deleted", group.TopicID(info.ID), 1, 3); err == nil {
+		t.Fatal("initializing the new partitions of a deleted group succeeded")
+	}
+	if err := b.initNewShareState(ctx, "kept", group.TopicID(info.ID), 1, 3); err != nil {
+		t.Fatalf("initializing the new partitions of a live group: %v", err)
+	}
+	for _, g := range []string{"deleted", "kept"} {
+		var keys []share.Key
+		for p := int32(1); p < 3; p++ {
+			keys = append(keys, share.Key{Group: g, TopicID: info.ID, Partition: p})
+		}
+		sums, failed := b.shareStore.SummaryEach(ctx, keys)
+		if len(failed) > 0 {
+			t.Fatalf("%s: reading the state: %v", g, failed)
+		}
+		for k, sum := range sums {
+			if sum.found != (g == "kept") {
+				t.Errorf("%s partition %d: state found %v", g, k.Partition, sum.found)
+			}
+		}
 	}
 }
