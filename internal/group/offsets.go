@@ -134,9 +134,7 @@ func (c *Coordinator) commitLocked(req *kmsg.OffsetCommitRequest, resp *kmsg.Off
 	for i, cm := range commits {
 		tps[i] = cm.tp
 	}
-	g.queue(tps)
-	c.appendLocked(part, nil, records, func(err error) {
-		g.unqueue(tps)
+	c.appendCommitsLocked(part, g, tps, records, func(err error) {
 		if err != nil {
 			code := appendErrorCode(err)
 			for _, cm := range commits {
@@ -152,6 +150,16 @@ func (c *Coordinator) commitLocked(req *kmsg.OffsetCommitRequest, resp *kmsg.Off
 			}
 		}
 		ch <- resp
+	})
+}
+
+// appendCommitsLocked hands the records of offset commits of g's partitions tps to
+// the partition's writer, counted in g.queued until their replay.
+func (c *Coordinator) appendCommitsLocked(part *partition, g *group, tps []TopicPartition, records []Record, replay func(err error)) {
+	g.queue(tps)
+	c.appendLocked(part, nil, records, func(err error) {
+		g.unqueue(tps)
+		replay(err)
 	})
 }
 

@@ -240,9 +240,7 @@ func (c *Coordinator) txnCommitLocked(req *kmsg.TxnOffsetCommitRequest, guard ui
 	for i, cm := range commits {
 		tps[i] = cm.tp
 	}
-	g.queue(tps)
-	c.appendLocked(part, nil, records, func(err error) {
-		g.unqueue(tps)
+	c.appendCommitsLocked(part, g, tps, records, func(err error) {
 		if err != nil {
 			code := appendErrorCode(err)
 			for ti := range resp.Topics {

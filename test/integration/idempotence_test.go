@@ -57,16 +57,16 @@ func produceRawAs(t *testing.T, c *kgo.Client, txnID *string, topic string, batc
 // produceRawWithin is produceRawAs waiting up to d for the answer.
 func produceRawWithin(t *testing.T, c *kgo.Client, txnID *string, topic string, batch []byte, d time.Duration) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
-	p, err := tryProduceRaw(ctxT(t, d), c, txnID, topic, topicID(t, c, topic), batch)
+	p, err := tryProduceRaw(ctxT(t, d), c, txnID, topic, topicID(t, c, topic), 0, batch)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-// tryProduceRaw sends batch to partition 0 of topic (of id topicID) in a request of
+// tryProduceRaw sends batch to partition of topic (of id topicID) in a request of
 // transactional id txnID (nil: none) with acks=all.
-func tryProduceRaw(ctx context.Context, c *kgo.Client, txnID *string, topic string, topicID [16]byte, batch []byte) (kmsg.ProduceResponseTopicPartition, error) {
+func tryProduceRaw(ctx context.Context, c *kgo.Client, txnID *string, topic string, topicID [16]byte, partition int32, batch []byte) (kmsg.ProduceResponseTopicPartition, error) {
 	req := kmsg.NewPtrProduceRequest()
 	req.TransactionID = txnID
 	req.Acks = -1
@@ -74,7 +74,7 @@ func tryProduceRaw(ctx context.Context, c *kgo.Client, txnID *string, topic stri
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic, rt.TopicID = topic, topicID // by name up to v12, by id from v13
 	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = batch
+	rp.Partition, rp.Records = partition, batch
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, c)
@@ -212,7 +212,7 @@ func TestIdempotentRacingSequences(t *testing.T) {
 				seq := max(0, next+int32(rand.IntN(4))-2) // a retry, the next one or past a gap
 				mu.Unlock()
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				p, err := tryProduceRaw(ctx, c, nil, topic, id, rawBatch(pid, epoch, seq, fmt.Sprintf("%d/%d", seq, w)))
+				p, err := tryProduceRaw(ctx, c, nil, topic, id, 0, rawBatch(pid, epoch, seq, fmt.Sprintf("%d/%d", seq, w)))
 				cancel()
 				mu.Lock()
 				switch {

@@ -276,21 +276,12 @@ func describeTxn(ctx context.Context, c *kgo.Client, id string) (kmsg.DescribeTr
 // partition's error code, after retrying NOT_ENOUGH_REPLICAS (a partition not ready).
 func produceTxnTo(ctx context.Context, c *kgo.Client, id, topic string, tid [16]byte, p int32, batch []byte) int16 {
 	for {
-		req := kmsg.NewPtrProduceRequest()
-		req.TransactionID, req.Acks, req.TimeoutMillis = kmsg.StringPtr(id), -1, 5000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic, rt.TopicID = topic, tid
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition, rp.Records = p, batch
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		r, err := req.RequestWith(ctx, c)
+		r, err := tryProduceRaw(ctx, c, &id, topic, tid, p, batch)
 		if err != nil {
 			return -1
 		}
-		code := r.Topics[0].Partitions[0].ErrorCode
-		if code != kerr.NotEnoughReplicas.Code || ctx.Err() != nil {
-			return code
+		if r.ErrorCode != kerr.NotEnoughReplicas.Code || ctx.Err() != nil {
+			return r.ErrorCode
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -53,14 +53,12 @@ func runTxnOffsetCommitRacingEnd(t *testing.T, commitRace bool) {
 		return true
 	}, "init")
 
-	describeTxn := func() string {
-		d := kmsg.NewPtrDescribeTransactionsRequest()
-		d.TransactionalIDs = []string{id}
-		r, err := d.RequestWith(ctx, c1)
-		if err != nil || len(r.TransactionStates) != 1 {
+	txnState := func() string {
+		st, err := describeTxn(ctx, c1, id)
+		if err != nil {
 			return "?"
 		}
-		return r.TransactionStates[0].State
+		return st.State
 	}
 	openInOffsets := func() int64 {
 		dp := kmsg.NewPtrDescribeProducersRequest()
@@ -138,7 +136,7 @@ func runTxnOffsetCommitRacingEnd(t *testing.T, commitRace bool) {
 		if commitRace {
 			want = "CompleteCommit"
 		}
-		testutil.WaitFor(t, 10*time.Second, func() bool { return describeTxn() == want }, "end to complete")
+		testutil.WaitFor(t, 10*time.Second, func() bool { return txnState() == want }, "end to complete")
 		if o := openInOffsets(); o >= 0 {
 			hung++
 			hungIter = i
@@ -151,7 +149,7 @@ func runTxnOffsetCommitRacingEnd(t *testing.T, commitRace bool) {
 		return
 	}
 	time.Sleep(5 * time.Second)
-	t.Logf("still open 5s later (transaction.timeout.ms 3000): start offset %d; coordinator state %s", openInOffsets(), describeTxn())
+	t.Logf("still open 5s later (transaction.timeout.ms 3000): start offset %d; coordinator state %s", openInOffsets(), txnState())
 	adm := kadm.NewClient(c1)
 	if lso, err := adm.ListCommittedOffsets(ctx, "__consumer_offsets"); err == nil {
 		hwm, _ := adm.ListEndOffsets(ctx, "__consumer_offsets")
@@ -198,7 +196,7 @@ func runTxnOffsetCommitRacingEnd(t *testing.T, commitRace bool) {
 	if commitRace {
 		want = "CompleteAbort"
 	}
-	testutil.WaitFor(t, 10*time.Second, func() bool { return describeTxn() == want }, "end to complete")
+	testutil.WaitFor(t, 10*time.Second, func() bool { return txnState() == want }, "end to complete")
 	o, code = fetchOffset()
 	if !commitRace {
 		t.Logf("OffsetFetch after an empty commit: offset %d code %d (offset of the aborted transaction #%d)", o, code, hungIter)
