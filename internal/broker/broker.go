@@ -116,6 +116,10 @@ type Broker struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// beforeShareRead, when set (by tests, while no share fetch runs), runs before
+	// each log read of a share acquisition, under the share partition's hold.
+	beforeShareRead func(k share.Key, from int64)
 }
 
 // New opens the node's storage and builds its metadata quorum member (or observer);

@@ -446,7 +446,20 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, sess *shareSessi
 			n, room := len(out.records), min(maxBytes, chunk)
 			ans = b.growShareAnswer(ans, n, n+room)
 			out.records = (*ans)[:n]
+			if b.beforeShareRead != nil {
+				b.beforeShareRead(k, from)
+			}
 			data, err := p.Log.ReadBytesInto((*ans)[n:], from, room, hw)
+			if errors.Is(err, storage.ErrOffsetOutOfRange) {
+				if logStart := p.Log.LogStartOffset(); logStart > from {
+					// The log start moved past from since AdvanceStart (DeleteRecords,
+					// retention): as Kafka does on OFFSET_OUT_OF_RANGE
+					// (SharePartition.updateCacheAndOffsets), the share partition moves
+					// to the log start and the acquisition goes on from there.
+					sp.AdvanceStart(logStart)
+					continue
+				}
+			}
 			if err != nil {
 				return err
 			}
