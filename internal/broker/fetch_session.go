@@ -19,11 +19,12 @@ package broker
 // all three with a full fetch that starts a new session.
 //
 // The cache holds max.incremental.fetch.session.cache.slots sessions. When it is full,
-// a new session takes the slot of the least recently used session idle for
-// fetchSessionEvictionIdle (Kafka's min.incremental.fetch.session.eviction.ms), else of
-// the smallest session if it has fewer partitions than the new one (a follower's
-// session is never evicted by a consumer's); otherwise the fetch is answered without a
-// session (id 0) and the client keeps sending full fetches.
+// a new session takes the slot of the least recently used session idle for more than
+// fetchSessionEvictionIdle (Kafka's min.incremental.fetch.session.eviction.ms), else
+// (evictLocked) of the smallest session it may evict if the new one is bigger: a
+// consumer's session only one that had lived fetchSessionEvictionIdle when last used,
+// a follower's also any consumer's; otherwise the fetch is answered without a session
+// (id 0) and the client keeps sending full fetches.
 //
 // A session is used by one fetch at a time: from begin to finish it is busy, and a
 // fetch that names it then — one a client sent before the answer to the previous one,
@@ -81,6 +82,7 @@ type fetchSession struct {
 	epoch      int32 // the epoch the next fetch must carry
 	usesIDs    bool
 	privileged bool // a follower's session
+	created    time.Time
 	lastUsed   time.Time
 	partitions map[fetchSessionKey]*sessionPartition
 	topics     []kmsg.FetchRequestTopic // the effective request's topics
@@ -186,37 +188,57 @@ func (fs *fetchSessions) newSessionLocked(r *kmsg.FetchRequest, usesIDs bool, no
 		id = rand.Int32()
 	}
 	s := &fetchSession{
-		id: id, epoch: 1, usesIDs: usesIDs, privileged: privileged, lastUsed: now,
+		id: id, epoch: 1, usesIDs: usesIDs, privileged: privileged, created: now, lastUsed: now,
 		partitions: map[fetchSessionKey]*sessionPartition{}, topicIndex: map[fetchSessionKey]int{},
 	}
 	fs.mu.sessions[id] = s
 	return s
 }
 
-// evictLocked frees a slot for a new session of size partitions: the least recently
-// used stale session, else the smallest one if the new session is worth more.
+// evictLocked frees a slot for a new session of size partitions, as Kafka's
+// FetchSessionCache.tryEvict does: the least recently used session if it has been idle
+// for more than fetchSessionEvictionIdle; else the first of the sessions the new one
+// may evict, in Kafka's order (consumers' before followers', then fewest partitions),
+// if the new one comes after it. A new follower's session may evict any consumer's
+// session, and a session of either kind one that was older than
+// fetchSessionEvictionIdle when last used; a session just made is safe from all but
+// followers until then.
 func (fs *fetchSessions) evictLocked(size int, privileged bool, now time.Time) bool {
-	var stale, smallest *fetchSession
+	var stale, first *fetchSession
 	for _, s := range fs.mu.sessions {
-		if now.Sub(s.lastUsed) >= fetchSessionEvictionIdle && (stale == nil || s.lastUsed.Before(stale.lastUsed)) {
+		if now.Sub(s.lastUsed) > fetchSessionEvictionIdle && (stale == nil || s.lastUsed.Before(stale.lastUsed)) {
 			stale = s
 		}
-		if s.privileged && !privileged {
+		mature := s.lastUsed.Sub(s.created) > fetchSessionEvictionIdle
+		if !mature && (s.privileged || !privileged) {
 			continue
 		}
-		if smallest == nil || len(s.partitions) < len(smallest.partitions) {
-			smallest = s
+		if first == nil || s.evictsBefore(first) {
+			first = s
 		}
 	}
 	victim := stale
-	if victim == nil && smallest != nil && (len(smallest.partitions) < size || privileged && !smallest.privileged) {
-		victim = smallest
+	if victim == nil && first != nil && (privileged && !first.privileged ||
+		privileged == first.privileged && size > len(first.partitions)) {
+		victim = first
 	}
 	if victim == nil {
 		return false
 	}
 	delete(fs.mu.sessions, victim.id)
 	return true
+}
+
+// evictsBefore reports whether s comes before o in Kafka's eviction order: consumers'
+// sessions before followers', then by size, then by id.
+func (s *fetchSession) evictsBefore(o *fetchSession) bool {
+	if s.privileged != o.privileged {
+		return !s.privileged
+	}
+	if len(s.partitions) != len(o.partitions) {
+		return len(s.partitions) < len(o.partitions)
+	}
+	return s.id < o.id
 }
 
 func (s *fetchSession) key(t *kmsg.FetchRequestTopic, part int32) fetchSessionKey {

@@ -382,3 +382,82 @@ func sessionRequest(sessionID, epoch int32, add, forget []sessionPart) *kmsg.Fet
 	}
 	return r
 }
+
+// TestFetchSessionEvictionAsKafka: a full cache gives a new session the slot of the
+// least recently used session idle for fetchSessionEvictionIdle; else of the first
+// session in Kafka's order (consumers' before followers', then fewest partitions)
+// among those it may evict, if the new one comes after it. A consumer may evict only
+// a session older than fetchSessionEvictionIdle at its last use; a follower also any
+// consumer's session.
+func TestFetchSessionEvictionAsKafka(t *testing.T) {
+	t0 := time.Now()
+	parts := func(n int) []sessionPart {
+		var out []sessionPart
+		for i := range n {
+			out = append(out, sessionPart{"t", int32(i)})
+		}
+		return out
+	}
+	open := func(fs *fetchSessions, n int, follower bool, at time.Time) int32 {
+		t.Helper()
+		r := sessionRequest(0, 0, parts(n), nil)
+		if follower {
+			r.ReplicaID = 2
+		}
+		_, use, code := fs.begin(r, at)
+		if code != 0 {
+			t.Fatalf("full fetch: code %d", code)
+		}
+		if use.session == nil {
+			return 0
+		}
+		_, id := use.finish(nil, false)
+		return id
+	}
+	use := func(fs *fetchSessions, id, epoch int32, at time.Time) {
+		t.Helper()
+		_, u, code := fs.begin(sessionRequest(id, epoch, nil, nil), at)
+		if code != 0 {
+			t.Fatalf("session %d epoch %d: code %d", id, epoch, code)
+		}
+		u.finish(nil, false)
+	}
+	cached := func(fs *fetchSessions, id int32) bool {
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		return fs.mu.sessions[id] != nil
+	}
+
+	// A session just made is not evicted by a bigger one.
+	var fs fetchSessions
+	fs.init(1)
+	young := open(&fs, 1, false, t0)
+	if id := open(&fs, 2, false, t0.Add(time.Second)); id != 0 || !cached(&fs, young) {
+		t.Errorf("a bigger session evicted one made a second before (new session %d)", id)
+	}
+	// Used once it is older than the eviction time, it is.
+	use(&fs, young, 1, t0.Add(fetchSessionEvictionIdle+time.Second))
+	if id := open(&fs, 1, false, t0.Add(fetchSessionEvictionIdle+2*time.Second)); id != 0 || !cached(&fs, young) {
+		t.Errorf("a session as big evicted it (new session %d)", id)
+	}
+	if id := open(&fs, 2, false, t0.Add(fetchSessionEvictionIdle+3*time.Second)); id == 0 || cached(&fs, young) {
+		t.Errorf("a bigger session did not evict an old one")
+	}
+
+	// A follower evicts a consumer's session, even a bigger and younger one, before a
+	// follower's smaller one; a consumer never evicts a follower's young session.
+	fs.init(2)
+	follower := open(&fs, 5, true, t0)
+	consumer := open(&fs, 10, false, t0)
+	if id := open(&fs, 20, false, t0.Add(time.Second)); id != 0 {
+		t.Errorf("a consumer's session evicted a young one")
+	}
+	if id := open(&fs, 3, true, t0.Add(time.Second)); id == 0 || cached(&fs, consumer) || !cached(&fs, follower) {
+		t.Errorf("a follower's session of 3 partitions did not take the consumer's slot (new session %d)", id)
+	}
+	// Idle long enough, the least recently used session goes, whatever its size.
+	later := t0.Add(fetchSessionEvictionIdle + time.Minute)
+	if id := open(&fs, 1, false, later); id == 0 || cached(&fs, follower) {
+		t.Errorf("a stale follower's session was not evicted (new session %d)", id)
+	}
+}
