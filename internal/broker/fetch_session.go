@@ -369,6 +369,10 @@ func (u fetchSessionUse) finish(topics []fetchTopicResult, limited bool) ([]fetc
 				p.highWatermark != sp.highWatermark || p.lastStableOffset != sp.lastStableOffset || p.logStartOffset != sp.logStartOffset
 			if p.errorCode == 0 {
 				sp.highWatermark, sp.lastStableOffset, sp.logStartOffset = p.highWatermark, p.lastStableOffset, p.logStartOffset
+			} else {
+				// As Kafka does: the partition is answered again once the error is gone,
+				// even with the offsets it had before.
+				sp.highWatermark = -1
 			}
 			sp.served = p.size > 0
 			served = served || sp.served

@@ -383,6 +383,48 @@ func sessionRequest(sessionID, epoch int32, add, forget []sessionPart) *kmsg.Fet
 	return r
 }
 
+// TestFetchSessionResendsAfterAnError: a partition answered with an error is answered
+// again once the error is gone, though its offsets are those the session reported
+// before the error (Kafka forgets the cached high watermark of a partition in error).
+func TestFetchSessionResendsAfterAnError(t *testing.T) {
+	var fs fetchSessions
+	fs.init(10)
+	now := time.Now()
+	answer := func(errorCode int16) []fetchTopicResult {
+		return []fetchTopicResult{{name: "t", partitions: []fetchPartitionResult{{partition: 0, errorCode: errorCode,
+			highWatermark: 5, lastStableOffset: 5, logStartOffset: 0, preferredReadReplica: -1}}}}
+	}
+	_, use, code := fs.begin(sessionRequest(0, 0, []sessionPart{{"t", 0}}, nil), now)
+	if code != 0 || use.session == nil {
+		t.Fatalf("full fetch: code %d, session %v", code, use.session)
+	}
+	id := use.session.id
+	use.finish(answer(0), false)
+	for epoch, c := range []struct {
+		name      string
+		errorCode int16
+		want      int
+	}{
+		{"nothing new", 0, 0},
+		{"an error", kerr.OffsetOutOfRange.Code, 1},
+		{"the error gone", 0, 1},
+		{"nothing new again", 0, 0},
+	} {
+		_, use, code := fs.begin(sessionRequest(id, int32(epoch+1), nil, nil), now)
+		if code != 0 {
+			t.Fatalf("%s: code %d", c.name, code)
+		}
+		got, _ := use.finish(answer(c.errorCode), false)
+		n := 0
+		for _, tr := range got {
+			n += len(tr.partitions)
+		}
+		if n != c.want {
+			t.Errorf("%s: answered %d partitions, want %d", c.name, n, c.want)
+		}
+	}
+}
+
 // TestFetchSessionEvictionAsKafka: a full cache gives a new session the slot of the
 // least recently used session idle for fetchSessionEvictionIdle; else of the first
 // session in Kafka's order (consumers' before followers', then fewest partitions)

@@ -353,3 +353,63 @@ func readFetchResponse(t *testing.T, conn net.Conn, corr int32) *kmsg.FetchRespo
 	}
 	return resp
 }
+
+// TestFetchSessionPartitionErrors: in a session, a partition in error
+// (OFFSET_OUT_OF_RANGE, below the log start after DeleteRecords or past the log end)
+// is answered with its error at every fetch while it stays in error, and answered
+// again once the client moved it back in range, though nothing else about it changed
+// since the session last reported it (Kafka forgets the high watermark it cached for a
+// partition in error).
+func TestFetchSessionPartitionErrors(t *testing.T) {
+	t.Parallel()
+	b := testutil.StartBroker(t)
+	adm := newAdmin(t, b)
+	createTopic(t, adm, "session-errors", 2, nil)
+	producer := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i := range 5 {
+		produceSync(t, producer, &kgo.Record{Topic: "session-errors", Value: value(i)})
+	}
+	f := newSessionFetcher(t, b, adm, "session-errors", 13)
+	// answered returns the partitions a response answers with their error codes.
+	answered := func(resp *kmsg.FetchResponse) map[int32]int16 {
+		t.Helper()
+		if resp.ErrorCode != 0 {
+			t.Fatalf("fetch: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		out := map[int32]int16{}
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				out[rp.Partition] = rp.ErrorCode
+			}
+		}
+		return out
+	}
+	oor := kerr.OffsetOutOfRange.Code
+	resp := f.fetch(0, 0, []fetchPart{{0, 5}, {1, 0}}, nil)
+	sid := resp.SessionID
+	if got := answered(resp); sid == 0 || len(got) != 2 {
+		t.Fatalf("full fetch: session %d, answered %v", sid, got)
+	}
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "session-errors", Partition: 0, At: 3})
+	if res, err := adm.DeleteRecords(ctxT(t, 10*time.Second), offs); err != nil || res.Error() != nil {
+		t.Fatalf("delete records: %v %v", err, res.Error())
+	}
+	epoch := int32(1)
+	step := func(name string, parts []fetchPart, want map[int32]int16) {
+		t.Helper()
+		if got := answered(f.fetch(sid, epoch, parts, nil)); !maps.Equal(got, want) {
+			t.Fatalf("%s (epoch %d): answered %v, want %v", name, epoch, got, want)
+		}
+		epoch++
+	}
+	step("log start moved", nil, map[int32]int16{0: 0})
+	step("nothing new", nil, map[int32]int16{})
+	step("below the log start", []fetchPart{{0, 1}}, map[int32]int16{0: oor})
+	step("still below the log start", nil, map[int32]int16{0: oor})
+	step("back at the log end", []fetchPart{{0, 5}}, map[int32]int16{0: 0})
+	step("nothing new again", nil, map[int32]int16{})
+	step("past the log end", []fetchPart{{0, 9}}, map[int32]int16{0: oor})
+	step("back in range", []fetchPart{{0, 5}}, map[int32]int16{0: 0})
+	step("nothing new at last", nil, map[int32]int16{})
+}
