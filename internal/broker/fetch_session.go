@@ -6,11 +6,12 @@ package broker
 // partitions asked for, with their fetch offsets and limits, and answers with a session
 // id. Later fetches name the session and its next epoch (1, 2, …, wrapping to 1 after
 // the largest int32) and carry only what changed: partitions added or whose fetch
-// offset moved, and ForgottenTopics to drop. The response of an incremental fetch
-// holds only partitions with something new: records, an error, a preferred read
-// replica, or a high watermark, last stable offset or log start offset that changed
-// since the session last reported it. Epoch -1 closes the session (and fetches
-// without one).
+// offset moved, and ForgottenTopics to drop; one that forgets the session's last
+// partition closes it and is answered without a session, as in Kafka. The response
+// of an incremental fetch holds only partitions with something new: records, an
+// error, a preferred read replica, or a high watermark, last stable offset or log
+// start offset that changed since the session last reported it. Epoch -1 closes the
+// session (and fetches without one).
 //
 // Errors (the top-level error code of an empty response): FETCH_SESSION_ID_NOT_FOUND
 // for a session that is unknown or was evicted, INVALID_FETCH_SESSION_EPOCH for an
@@ -156,9 +157,13 @@ func (fs *fetchSessions) begin(r *kmsg.FetchRequest, now time.Time) (*kmsg.Fetch
 	case s.usesIDs != usesIDs:
 		return nil, fetchSessionUse{}, kerr.FetchSessionTopicIDError.Code
 	}
+	s.update(r)
+	if len(s.partitions) == 0 { // all forgotten: Kafka closes the session
+		delete(fs.mu.sessions, s.id)
+		return r, fetchSessionUse{}, 0
+	}
 	s.epoch = nextSessionEpoch(s.epoch)
 	s.lastUsed, s.busy = now, true
-	s.update(r)
 	return s.request(r), fetchSessionUse{cache: fs, session: s}, 0
 }
 

@@ -413,3 +413,78 @@ func TestFetchSessionPartitionErrors(t *testing.T) {
 	step("back in range", []fetchPart{{0, 5}}, map[int32]int16{0: 0})
 	step("nothing new at last", nil, map[int32]int16{})
 }
+
+// TestFetchSessionRecreatedTopicByID: a session by topic ids (v13) whose topic is
+// deleted and created again under the same name answers the old id UNKNOWN_TOPIC_ID
+// at each fetch and stays usable: the client forgets the old id and adds the new one
+// in the same incremental fetch and reads the new topic. A session whose last
+// partition is forgotten is closed, as in Kafka: answered without a session id, and
+// unknown after.
+func TestFetchSessionRecreatedTopicByID(t *testing.T) {
+	t.Parallel()
+	b := testutil.StartBroker(t)
+	adm := newAdmin(t, b)
+	createTopic(t, adm, "session-recreated", 1, nil)
+	old := newSessionFetcher(t, b, adm, "session-recreated", 13)
+	resp := old.fetch(0, 0, []fetchPart{{0, 0}}, nil)
+	sid := resp.SessionID
+	if resp.ErrorCode != 0 || sid == 0 {
+		t.Fatalf("full fetch: error %d, session %d", resp.ErrorCode, sid)
+	}
+	if _, err := adm.DeleteTopics(ctxT(t, 10*time.Second), "session-recreated"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		details, err := adm.ListTopics(ctxT(t, 10*time.Second), "session-recreated")
+		return err == nil && !details.Has("session-recreated")
+	}, "the topic deleted")
+	createTopic(t, adm, "session-recreated", 1, nil)
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		details, err := adm.ListTopics(ctxT(t, 10*time.Second), "session-recreated")
+		return err == nil && details["session-recreated"].Err == nil && details["session-recreated"].ID != old.id
+	}, "the topic recreated")
+	producer := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produceSync(t, producer, &kgo.Record{Topic: "session-recreated", Value: value(0)})
+	fresh := newSessionFetcher(t, b, adm, "session-recreated", 13)
+	if fresh.id == old.id || fresh.id == ([16]byte{}) {
+		t.Fatalf("the recreated topic's id %x, the old one's %x", fresh.id, old.id)
+	}
+	for epoch := int32(1); epoch <= 2; epoch++ {
+		resp := old.fetch(sid, epoch, nil, nil)
+		if resp.ErrorCode != 0 || resp.SessionID != sid || len(resp.Topics) != 1 ||
+			resp.Topics[0].Partitions[0].ErrorCode != kerr.UnknownTopicID.Code {
+			t.Fatalf("epoch %d with the old topic id: error %d, session %d, topics %+v", epoch, resp.ErrorCode, resp.SessionID, resp.Topics)
+		}
+	}
+	// Forget the old id, add the new one.
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 13, 20, 1, 1<<20
+	req.SessionID, req.SessionEpoch = sid, 3
+	rt := kmsg.NewFetchRequestTopic()
+	rt.TopicID = fresh.id
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.PartitionMaxBytes = 1 << 20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ft := kmsg.NewFetchRequestForgottenTopic()
+	ft.TopicID, ft.Partitions = old.id, []int32{0}
+	req.ForgottenTopics = append(req.ForgottenTopics, ft)
+	resp, err := req.RequestWith(ctxT(t, 10*time.Second), old.cl.Broker(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ErrorCode != 0 || resp.SessionID != sid || len(resp.Topics) != 1 || resp.Topics[0].TopicID != fresh.id ||
+		resp.Topics[0].Partitions[0].ErrorCode != 0 || countRecords(t, resp.Topics[0].Partitions[0].RecordBatches) != 1 {
+		t.Fatalf("epoch 3 with the new topic id: error %d, session %d, topics %+v", resp.ErrorCode, resp.SessionID, resp.Topics)
+	}
+	if got := respPartitions(t, fresh.fetch(sid, 4, []fetchPart{{0, 1}}, nil)); len(got) != 0 {
+		t.Fatalf("epoch 4: answered %v, want nothing", got)
+	}
+	// Forgetting the last partition closes the session.
+	if resp := fresh.fetch(sid, 5, nil, []int32{0}); resp.ErrorCode != 0 || resp.SessionID != 0 || len(resp.Topics) != 0 {
+		t.Fatalf("forgetting the last partition: error %d, session %d, %d topics", resp.ErrorCode, resp.SessionID, len(resp.Topics))
+	}
+	if resp := fresh.fetch(sid, 6, nil, nil); resp.ErrorCode != kerr.FetchSessionIDNotFound.Code {
+		t.Fatalf("the emptied session: error %d, want FETCH_SESSION_ID_NOT_FOUND", resp.ErrorCode)
+	}
+}
