@@ -353,8 +353,10 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 		for _, rp := range rt.Partitions {
 			pr := newFetchPartitionResult(rp.Partition)
 			if topicErr != 0 {
+				// Not read, so no reason to answer at once: Kafka keeps the partitions of
+				// unknown topic ids or denied topics out of its ReplicaManager's fetch,
+				// which waits on the others (or answers at once when none is left).
 				pr.errorCode = topicErr
-				answerNow = true
 				tr.partitions = append(tr.partitions, pr)
 				continue
 			}

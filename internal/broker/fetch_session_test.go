@@ -503,3 +503,33 @@ func TestFetchSessionEvictionAsKafka(t *testing.T) {
 		t.Errorf("a stale follower's session was not evicted (new session %d)", id)
 	}
 }
+
+// TestFetchUnknownTopicIDWaits: a fetch naming an unknown topic id (a session's topic
+// deleted since) beside a partition with nothing to read waits for max.wait.ms as
+// Kafka's does, whose ReplicaManager never sees the unresolved partitions, rather than
+// answering at once, each fetch of such a session then coming straight back.
+func TestFetchUnknownTopicIDWaits(t *testing.T) {
+	b := startTestBroker(t)
+	createTestTopic(t, b, "idle-beside-gone", 1)
+	tp, _ := b.image().Topic("idle-beside-gone")
+	gone := *tp
+	gone.ID = [16]byte{0xde, 0xad}
+	r := consumerFetch(1500, 1, 1<<20, tp, &gone)
+	start := time.Now()
+	var resp *kmsg.FetchResponse
+	select {
+	case resp = <-sendFetch(t, b, r):
+	case <-time.After(10 * time.Second):
+		t.Fatal("no fetch response")
+	}
+	if waited := time.Since(start); waited < time.Second {
+		t.Errorf("answered after %v, want max.wait.ms (1.5 s)", waited)
+	}
+	codes := map[[16]byte]int16{}
+	for _, rt := range resp.Topics {
+		codes[rt.TopicID] = rt.Partitions[0].ErrorCode
+	}
+	if len(codes) != 2 || codes[tp.ID] != 0 || codes[gone.ID] != kerr.UnknownTopicID.Code {
+		t.Errorf("answered %v, want the unknown id with UNKNOWN_TOPIC_ID", codes)
+	}
+}
