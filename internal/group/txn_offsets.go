@@ -271,7 +271,9 @@ func (c *Coordinator) txnCommitLocked(req *kmsg.TxnOffsetCommitRequest, guard ui
 // validateTxnCommit is Kafka's check of a transactional commit into a group (KIP-447):
 // without a generation (v0–2 send none) it is accepted; with one, the member must be
 // known at that generation — a consumer group's (KIP-848) at its member epoch — and a
-// rebalance in progress does not refuse it. A group that did not exist refuses a
+// rebalance in progress does not refuse it. A commit naming no member (generation -1,
+// no member or instance id: v0–2, or a producer given only the group's id) is
+// accepted whatever the group's members, in a consumer group as in a classic one. A group that did not exist refuses a
 // generation.
 func validateTxnCommit(g *group, existed bool, req *kmsg.TxnOffsetCommitRequest) int16 {
 	generation, memberID, instanceID := req.Generation, req.MemberID, req.InstanceID
@@ -286,8 +288,8 @@ func validateTxnCommit(g *group, existed bool, req *kmsg.TxnOffsetCommitRequest)
 	case g.share != nil:
 		return kerrGroupIDNotFound
 	case g.consumer != nil:
-		if generation < 0 && len(g.consumer.members) == 0 {
-			return kerrNone
+		if generation < 0 && (len(g.consumer.members) == 0 || memberID == "" && instanceID == nil) {
+			return kerrNone // an empty group, or a commit that names no member (as Kafka accepts)
 		}
 		m := g.consumer.members[memberID]
 		if m == nil {

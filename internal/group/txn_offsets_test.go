@@ -200,7 +200,8 @@ func TestTxnOffsetCommitConsumerGroup(t *testing.T) {
 		{"g", m.id, m.epoch + 1, kerr.IllegalGeneration.Code},
 		{"g", m.id, m.epoch - 1, kerr.IllegalGeneration.Code},
 		{"g", "ghost", m.epoch, kerr.UnknownMemberID.Code},
-		{"g", "", -1, kerr.UnknownMemberID.Code},
+		{"g", "", -1, 0}, // names no member: accepted, as Kafka does
+		{"g", "", 3, kerr.UnknownMemberID.Code},
 		{"nobody", "x", 3, kerr.IllegalGeneration.Code},
 		{"nobody", "", -1, 0},
 	} {
