@@ -99,8 +99,13 @@ type partition struct {
 	loading bool
 	// txnEnds are the transaction markers written while loading (CompleteTxn).
 	txnEnds []txnEnd
-	groups  map[string]*group
-	writer  *appendq.Queue[writeJob]
+	// txnWrites counts each producer's TxnOffsetCommit writes handed to the writer and
+	// not replayed yet; endsAfterWrites holds a marker of such a producer (commit or
+	// not) that CompleteTxn saw meanwhile: it is applied once they are replayed.
+	txnWrites       map[int64]int
+	endsAfterWrites map[int64]bool
+	groups          map[string]*group
+	writer          *appendq.Queue[writeJob]
 }
 
 // New returns a coordinator that coordinates no partition until LoadPartition.

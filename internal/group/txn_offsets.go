@@ -122,7 +122,9 @@ type txnEnd struct {
 // marker when it loads. One loading may have read its log before the marker, so the
 // marker is applied once the load ends too: applying it a second time finds nothing
 // (the producer's next transaction cannot have written offsets yet, since this one has
-// not ended until its markers are written).
+// not ended until its markers are written). A TxnOffsetCommit of the producer written
+// before the marker may not be replayed yet (its wait for the high watermark ends with
+// the marker's): the marker is applied after it, as the log orders them.
 func (c *Coordinator) CompleteTxn(p int32, producerID int64, commit bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -131,7 +133,33 @@ func (c *Coordinator) CompleteTxn(p int32, producerID int64, commit bool) {
 	case part == nil:
 	case part.loading:
 		part.txnEnds = append(part.txnEnds, txnEnd{producerID, commit})
+	case part.txnWrites[producerID] > 0:
+		if part.endsAfterWrites == nil {
+			part.endsAfterWrites = map[int64]bool{}
+		}
+		part.endsAfterWrites[producerID] = commit
 	default:
+		part.completeTxnLocked(producerID, commit)
+	}
+}
+
+// txnWriteQueuedLocked counts a TxnOffsetCommit write of producerID handed to the
+// writer; txnWriteReplayedLocked uncounts it in its replay, and applies a marker that
+// came meanwhile once the producer has no write left.
+func (part *partition) txnWriteQueuedLocked(producerID int64) {
+	if part.txnWrites == nil {
+		part.txnWrites = map[int64]int{}
+	}
+	part.txnWrites[producerID]++
+}
+
+func (part *partition) txnWriteReplayedLocked(producerID int64) {
+	if part.txnWrites[producerID]--; part.txnWrites[producerID] > 0 {
+		return
+	}
+	delete(part.txnWrites, producerID)
+	if commit, ok := part.endsAfterWrites[producerID]; ok {
+		delete(part.endsAfterWrites, producerID)
 		part.completeTxnLocked(producerID, commit)
 	}
 }
@@ -240,7 +268,9 @@ func (c *Coordinator) txnCommitLocked(req *kmsg.TxnOffsetCommitRequest, guard ui
 	for i, cm := range commits {
 		tps[i] = cm.tp
 	}
+	part.txnWriteQueuedLocked(req.ProducerID)
 	c.appendCommitsLocked(part, g, tps, records, func(err error) {
+		defer part.txnWriteReplayedLocked(req.ProducerID)
 		if err != nil {
 			code := appendErrorCode(err)
 			for ti := range resp.Topics {

@@ -321,3 +321,59 @@ func TestDeleteGroupDropsPendingTxnOffsets(t *testing.T) {
 		}
 	}
 }
+
+// TestTxnMarkerBeforeCommitReplay: a transaction's marker is committed to the
+// partition after its TxnOffsetCommit's batch (log order), but CompleteTxn can run
+// before that commit's replay does — the two writes' high watermark waits wake
+// together, e.g. when a stalled follower leaves the ISR, and a producer fenced or timed
+// out meanwhile has its transaction aborted. The marker must still end the offsets
+// committed before it. Before, CompleteTxn found nothing pending, the replay then
+// added the offsets, and they stayed pending until the partition reloaded: stable
+// fetches answered UNSTABLE_OFFSET_COMMIT for good, and a later commit marker of the
+// producer would have applied the aborted offsets.
+func TestTxnMarkerBeforeCommitReplay(t *testing.T) {
+	h := newHarness(t, nil)
+	tp0 := TopicPartition{"in", 0}
+	h.commit("g", "", -1, map[TopicPartition]int64{tp0: 5})
+	gate := make(chan struct{})
+	h.log.mu.Lock()
+	h.log.appendGate = gate
+	h.log.mu.Unlock()
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.Version = 3
+	req.TransactionalID, req.Group, req.ProducerID, req.Generation = "tx", "g", 7, -1
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = tp0.Topic
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset = tp0.Partition, 99
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ch := h.c.TxnOffsetCommit(req, 0)
+	waitFor(t, "the commit's append", func() bool {
+		h.log.mu.Lock()
+		defer h.log.mu.Unlock()
+		return h.log.blocked == 1
+	})
+	h.c.CompleteTxn(0, 7, false) // the abort marker, committed after the batch
+	h.log.mu.Lock()
+	h.log.appendGate = nil
+	h.log.mu.Unlock()
+	close(gate)
+	if r := recv(t, ch); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("TxnOffsetCommit: %+v", r)
+	}
+	h.log.mu.Lock()
+	h.log.parts[0] = append(h.log.parts[0], Record{Txn: &TxnInfo{ProducerID: 7, Marker: true}})
+	h.log.mu.Unlock()
+	if off, code := h.stableFetch("g", tp0); code != 0 || off != 5 {
+		t.Fatalf("stable fetch after the abort marker: offset %d code %d, want 5 and no error", off, code)
+	}
+	h.c.CompleteTxn(0, 7, true) // the producer's next transaction, without offsets
+	if got := h.fetch("g"); got[tp0] != 5 {
+		t.Fatalf("offsets after the next commit: %v", got)
+	}
+	h.start()
+	if off, code := h.stableFetch("g", tp0); code != 0 || off != 5 {
+		t.Fatalf("stable fetch after a reload: offset %d code %d", off, code)
+	}
+}
