@@ -377,3 +377,50 @@ func TestTxnMarkerBeforeCommitReplay(t *testing.T) {
 		t.Fatalf("stable fetch after a reload: offset %d code %d", off, code)
 	}
 }
+
+// TestTxnOffsetCommitChecksAfterReload: after the partition reloads (the coordinator
+// moved), a transactional commit is checked against the members and epochs the log
+// holds — a consumer group's member epoch, a classic group's generation — and the
+// offsets pending before the move are still pending.
+func TestTxnOffsetCommitChecksAfterReload(t *testing.T) {
+	h, ft := newConsumerHarness(t, nil)
+	ft.set("in", 2)
+	m := &cmember{id: "m1", topics: []string{"in"}}
+	if r := h.cgHeartbeat("g", m, true); r.ErrorCode != 0 {
+		t.Fatalf("heartbeat: %d", r.ErrorCode)
+	}
+	tp0 := TopicPartition{"in", 0}
+	if r := h.txnCommit("g", 7, m.id, m.epoch, map[TopicPartition]int64{tp0: 1}); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("TxnOffsetCommit before the reload: %+v", r)
+	}
+	members, leader, gen := h.stable("c", joinOpts{}, joinOpts{})
+	h.start()
+	if _, code := h.stableFetch("g", tp0); code != kerr.UnstableOffsetCommit.Code {
+		t.Fatalf("stable fetch after the reload: %d, want UNSTABLE_OFFSET_COMMIT", code)
+	}
+	for _, tc := range []struct {
+		group, member string
+		gen           int32
+		want          int16
+	}{
+		{"g", m.id, m.epoch, 0},
+		{"g", m.id, m.epoch + 1, kerr.IllegalGeneration.Code},
+		{"g", "ghost", m.epoch, kerr.UnknownMemberID.Code},
+		{"c", leader, gen, 0},
+		{"c", members[len(members)-1], gen + 1, kerr.IllegalGeneration.Code},
+		{"c", "ghost", gen, kerr.UnknownMemberID.Code},
+	} {
+		r := h.txnCommit(tc.group, 8, tc.member, tc.gen, map[TopicPartition]int64{tp0: 2})
+		if got := r.Topics[0].Partitions[0].ErrorCode; got != tc.want {
+			t.Errorf("after the reload, group %q member %q generation %d: code %d, want %d", tc.group, tc.member, tc.gen, got, tc.want)
+		}
+	}
+	h.marker(7, true)
+	if off, code := h.stableFetch("g", tp0); code != kerr.UnstableOffsetCommit.Code { // producer 8's still pending
+		t.Fatalf("stable fetch after producer 7's marker: %d %d", off, code)
+	}
+	h.marker(8, true)
+	if off, code := h.stableFetch("g", tp0); code != 0 || off != 2 {
+		t.Fatalf("stable fetch after both markers: %d %d", off, code)
+	}
+}
