@@ -355,3 +355,58 @@ func TestTxnOffsetsGroupCoordinatorKilled(t *testing.T) {
 	r.checkHistory()
 	inv.check()
 }
+
+// TestExactlyOnceGroupCoordinatorFailover: the consume-transform-produce pipeline
+// (GroupTransactSession, read_committed, RequireStable offset fetches) runs while the
+// coordinator of its group — where each transaction commits its offsets — is killed
+// with kill -9, brought back, then paused (SIGSTOP) and resumed: the group's committed
+// offsets reach the input's end (no pending offset stays stuck) and the output
+// read_committed holds every input record exactly once.
+func TestExactlyOnceGroupCoordinatorFailover(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: txnOverrides})
+	inv := watchInvariants(t, c)
+	cl := newNodeClient(t, c.Node(1).Addr)
+	p := testutil.NewEOSPipeline(t, c.BrokerAddrs(), "eosg")
+	createTopic(t, cl, p.In, 3, 3)
+	createTopic(t, cl, p.Out, 3, 3)
+	const n = 6000
+	for _, name := range []string{"a", "b"} {
+		p.Start(name)
+	}
+	in, err := kgo.NewClient(kgo.SeedBrokers(c.BrokerAddrs()...), kgo.RecordDeliveryTimeout(60*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	adm := kadm.NewClient(in)
+	fed := p.Feed(in, n, time.Second, 60*time.Second) // 20 s of input at least
+
+	p.WaitProgress(n/4, 120*time.Second)
+	coordinator := groupCoordinator(t, adm, p.Group)
+	t.Logf("kill -9 node %d, coordinator of group %s (progress %d)", coordinator, p.Group, p.Progress())
+	c.Node(coordinator).Kill()
+	survivor := clientExcept(t, c, coordinator)
+	p.WaitProgress(p.Progress()+n/10, 120*time.Second) // committed through the new coordinator
+	c.StartAgain(t, coordinator)
+	waitFullISR(t, survivor, p.In, 3, 60*time.Second)
+	waitFullISR(t, survivor, p.Out, 3, 60*time.Second)
+
+	p.WaitProgress(3*n/5, 120*time.Second)
+	coordinator = groupCoordinator(t, adm, p.Group)
+	t.Logf("SIGSTOP node %d, coordinator of group %s (progress %d)", coordinator, p.Group, p.Progress())
+	c.Node(coordinator).Pause()
+	p.WaitProgress(p.Progress()+n/10, 120*time.Second)
+	c.Node(coordinator).Resume()
+	t.Logf("SIGCONT node %d (progress %d)", coordinator, p.Progress())
+
+	if err := <-fed; err != nil {
+		p.Fatalf("producing the input: %v", err)
+	}
+	p.WaitCaughtUp(adm, 120*time.Second)
+	p.StopAll()
+	p.WaitSettled(adm, 60*time.Second)
+	out := testutil.ReadAll(t, c.BrokerAddrs(), p.Out, true, 60*time.Second)
+	testutil.CheckExactlyOnce(t, out, n)
+	inv.check()
+}
