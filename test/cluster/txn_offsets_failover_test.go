@@ -255,6 +255,14 @@ func (r *txnOffsetsRig) waitISR(id int32) {
 	}
 }
 
+// logSameNode says so when the group's coordinator has moved to the transaction
+// coordinator's node: the step then runs with no fault, as a plain check of the marker.
+func (r *txnOffsetsRig) logSameNode(node int32, step string) {
+	if node == r.txnNode {
+		r.t.Logf("%s step: the coordinator of %s is on the transaction coordinator's node %d; no fault injected", step, r.group, node)
+	}
+}
+
 // newCoordinator waits for the group's coordinator to be a node other than old.
 func (r *txnOffsetsRig) newCoordinator(old int32) int32 {
 	var node int32
@@ -304,6 +312,7 @@ func TestTxnOffsetsGroupCoordinatorKilled(t *testing.T) {
 	values = r.begin(2, 100)
 	r.waitUnstable(10 * time.Second)
 	old = groupCoordinator(t, r.adm, r.group)
+	r.logSameNode(old, "abort")
 	if old != r.txnNode {
 		t.Logf("kill -9 node %d, coordinator of %s", old, r.group)
 		c.Node(old).Kill()
@@ -319,6 +328,7 @@ func TestTxnOffsetsGroupCoordinatorKilled(t *testing.T) {
 	// Commit across a SIGSTOP of the coordinator, resumed after the commit.
 	values = r.begin(2, 9)
 	old = groupCoordinator(t, r.adm, r.group)
+	r.logSameNode(old, "SIGSTOP")
 	if old != r.txnNode {
 		t.Logf("SIGSTOP node %d, coordinator of %s", old, r.group)
 		c.Node(old).Pause()
@@ -334,6 +344,7 @@ func TestTxnOffsetsGroupCoordinatorKilled(t *testing.T) {
 
 	// A plain commit acknowledged just before a kill.
 	old = groupCoordinator(t, r.adm, r.group)
+	r.logSameNode(old, "plain commit")
 	offs := kadm.Offsets{}
 	offs.AddOffset(r.in, 0, 42, -1)
 	resp, err := r.adm.CommitOffsets(ctxT(t, 30*time.Second), r.group, offs)
