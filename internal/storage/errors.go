@@ -25,8 +25,8 @@ var (
 	// ErrTransactionCoordinatorFenced: a marker from a coordinator epoch older than
 	// the one that last wrote a marker for the producer.
 	ErrTransactionCoordinatorFenced = errors.New("storage: transaction coordinator fenced")
-	// ErrUnknownProducerID is kept for completeness; modern Kafka answers
-	// OUT_OF_ORDER_SEQUENCE_NUMBER instead and so does this package.
+	// ErrUnknownProducerID is kept for completeness; modern Kafka never answers it:
+	// a producer without state is accepted at any sequence, and so it is here.
 	ErrUnknownProducerID = errors.New("storage: unknown producer id")
 	// ErrCorrupt marks on-disk data or an appended batch that cannot be parsed.
 	ErrCorrupt = errors.New("storage: corrupt data")

@@ -211,7 +211,8 @@ func (l *Log) Producers() []ProducerInfo {
 
 // ExpireProducers forgets idempotent producers with no open transaction whose last
 // batch is older than producer.id.expiration.ms; it returns how many went. A forgotten
-// producer that comes back with a sequence other than 0 gets ErrOutOfOrderSequence.
+// producer that comes back is accepted at whatever sequence it sends (as in Kafka),
+// without duplicate detection for the batches it sent before.
 func (l *Log) ExpireProducers(now time.Time) int {
 	cutoff := now.UnixMilli() - l.config().ProducerIDExpirationMs
 	l.mu.Lock()

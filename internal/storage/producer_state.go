@@ -129,9 +129,11 @@ func (ps *producerState) check(h *record.Header, marker *record.ControlRecord, c
 	}
 	first, last := h.BaseSequence, h.LastSequence()
 	if e == nil {
-		if first != 0 {
-			return nil, fmt.Errorf("%w: new producer %d starts at sequence %d", ErrOutOfOrderSequence, h.ProducerID, first)
-		}
+		// No state here (a new producer, one expired after producer.id.expiration.ms,
+		// or one whose batches retention removed before a snapshot kept it): any
+		// sequence is accepted, as Kafka's ProducerAppendInfo.checkSequence does for a
+		// producer without an epoch. Refusing would fail the next send of a producer
+		// that merely idled.
 		return nil, nil
 	}
 	switch {

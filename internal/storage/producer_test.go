@@ -24,7 +24,7 @@ func TestIdempotentProducer(t *testing.T) {
 		{"duplicate of older cached batch", []step{{0, 0, 1, nil, false, 0}, {0, 1, 1, nil, false, 1}, {0, 2, 1, nil, false, 2}, {0, 0, 1, nil, true, 0}}},
 		{"duplicate evicted after five", []step{{0, 0, 1, nil, false, 0}, {0, 1, 1, nil, false, 1}, {0, 2, 1, nil, false, 2}, {0, 3, 1, nil, false, 3}, {0, 4, 1, nil, false, 4}, {0, 5, 1, nil, false, 5}, {0, 0, 1, ErrOutOfOrderSequence, false, 0}}},
 		{"gap", []step{{0, 0, 2, nil, false, 0}, {0, 3, 1, ErrOutOfOrderSequence, false, 0}}},
-		{"new producer not at zero", []step{{0, 7, 1, ErrOutOfOrderSequence, false, 0}}},
+		{"new producer at any sequence", []step{{0, 7, 1, nil, false, 0}, {0, 9, 1, ErrOutOfOrderSequence, false, 0}, {0, 8, 1, nil, false, 1}}},
 		{"epoch bump resets", []step{{0, 0, 3, nil, false, 0}, {1, 0, 1, nil, false, 3}, {1, 1, 1, nil, false, 4}}},
 		{"epoch bump not at zero", []step{{0, 0, 3, nil, false, 0}, {1, 3, 1, ErrOutOfOrderSequence, false, 0}}},
 		{"old epoch fenced", []step{{2, 0, 1, nil, false, 0}, {1, 1, 1, ErrInvalidProducerEpoch, false, 0}}},
@@ -50,8 +50,7 @@ func TestIdempotentProducer(t *testing.T) {
 
 func TestSequenceWrapAround(t *testing.T) {
 	l := openTest(t, Config{})
-	// Establish state near the top of the sequence space through a follower append
-	// (a leader would refuse a new producer starting there).
+	// Establish state near the top of the sequence space through a follower append.
 	b := mkBatch(t, batchSpec{n: 1, pid: 9, epoch: 0, seq: math.MaxInt32})
 	if _, err := l.Append(b, AppendOptions{Follower: true}); err != nil {
 		t.Fatal(err)
@@ -182,8 +181,37 @@ func TestExpireProducers(t *testing.T) {
 	if len(ps) != 2 || ps[0].ProducerID != 2 || ps[1].ProducerID != 3 {
 		t.Fatalf("producers left %+v", ps)
 	}
-	// The forgotten producer must restart at sequence 0.
-	if _, err := l.Append(mkBatch(t, batchSpec{n: 1, pid: 1, seq: 1, ts: now}), AppendOptions{}); !errors.Is(err, ErrOutOfOrderSequence) {
+	// The forgotten producer is accepted where it stands (TestUnknownProducerAnySequence).
+	if _, err := l.Append(mkBatch(t, batchSpec{n: 1, pid: 1, seq: 1, ts: now}), AppendOptions{}); err != nil {
 		t.Fatalf("expired producer continuing: %v", err)
+	}
+}
+
+// TestUnknownProducerAnySequence: a producer the partition holds no state for (expired
+// after producer.id.expiration.ms, or never seen) is accepted at whatever sequence it
+// sends, as Kafka's ProducerAppendInfo.checkSequence does when the producer has no
+// epoch here; from then on its sequences are checked again.
+func TestUnknownProducerAnySequence(t *testing.T) {
+	l := openTest(t, Config{ProducerIDExpirationMs: 1000})
+	now := t0.UnixMilli()
+	l.mustAppend(mkBatch(t, batchSpec{n: 2, pid: 1, seq: 0, ts: now - 5000}))
+	if n := l.ExpireProducers(t0); n != 1 {
+		t.Fatalf("expired %d producers, want 1", n)
+	}
+	// The producer comes back after idling, numbering on from where it stood.
+	info, err := l.Append(mkBatch(t, batchSpec{n: 1, pid: 1, seq: 2, ts: now}), AppendOptions{})
+	if err != nil || info.Duplicate || info.BaseOffset != 2 {
+		t.Fatalf("expired producer continuing at sequence 2: %+v %v", info, err)
+	}
+	if _, err := l.Append(mkBatch(t, batchSpec{n: 1, pid: 1, seq: 4, ts: now}), AppendOptions{}); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("gap after it came back: %v, want ErrOutOfOrderSequence", err)
+	}
+	if info, err := l.Append(mkBatch(t, batchSpec{n: 1, pid: 1, seq: 2, ts: now}), AppendOptions{}); err != nil || !info.Duplicate || info.BaseOffset != 2 {
+		t.Fatalf("retry after it came back: %+v %v", info, err)
+	}
+	// A producer never seen here, at a later epoch and sequence.
+	info, err = l.Append(mkBatch(t, batchSpec{n: 1, pid: 2, epoch: 4, seq: 77, ts: now}), AppendOptions{})
+	if err != nil || info.BaseOffset != 3 {
+		t.Fatalf("unknown producer at sequence 77: %+v %v", info, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -198,9 +199,14 @@ func TestIdempotentRacingSequences(t *testing.T) {
 	}
 	pid, epoch := initResp.ProducerID, initResp.ProducerEpoch
 
+	// Sequence 0 first: a producer the partition does not know yet is accepted at any
+	// sequence (as in Kafka), so a racing sequence 1 must not find it unknown.
+	if p := produceRaw(t, c0, topic, rawBatch(pid, epoch, 0, "0/9")); p.ErrorCode != 0 || p.BaseOffset != 0 {
+		t.Fatalf("sequence 0: %+v", p)
+	}
 	var mu sync.Mutex
-	next := int32(0)             // one past the highest sequence answered without error
-	written := map[int32]int64{} // sequence -> the offset it was answered with
+	next := int32(1)                 // one past the highest sequence answered without error
+	written := map[int32]int64{0: 1} // sequence -> the offset it was answered with, +1
 	refused := 0
 	deadline := time.Now().Add(8 * time.Second)
 	var wg sync.WaitGroup
@@ -244,4 +250,51 @@ func TestIdempotentRacingSequences(t *testing.T) {
 		}
 	}
 	t.Logf("%d sequences written once each, in order; %d batches refused past a gap", len(stored), refused)
+}
+
+// TestIdempotentProducerWithoutStateKeepsCounting: DeleteRecords removes every batch
+// of a producer and the broker is killed before any producer snapshot was written,
+// so the restarted broker rebuilds no state for it. As in Kafka (a producer without
+// state is accepted at any sequence), the producer's next sequence is written, not
+// refused with OUT_OF_ORDER_SEQUENCE_NUMBER; from then on its sequences are checked.
+func TestIdempotentProducerWithoutStateKeepsCounting(t *testing.T) {
+	t.Parallel()
+	b := testutil.StartBroker(t)
+	const topic = "idem-stateless"
+	adm := newAdmin(t, b)
+	createTopic(t, adm, topic, 1, nil)
+	c := newClient(t, b)
+	initResp, err := kmsg.NewPtrInitProducerIDRequest().RequestWith(ctxT(t, 10*time.Second), c)
+	if err != nil || initResp.ErrorCode != 0 {
+		t.Fatalf("init producer id: %v %v", err, initResp)
+	}
+	pid, epoch := initResp.ProducerID, initResp.ProducerEpoch
+	for seq := range int32(3) {
+		if p := produceRaw(t, c, topic, rawBatch(pid, epoch, seq, fmt.Sprint(seq))); p.ErrorCode != 0 || p.BaseOffset != int64(seq) {
+			t.Fatalf("sequence %d: %+v", seq, p)
+		}
+	}
+	var at kadm.Offsets
+	at.AddOffset(topic, 0, 3, -1)
+	if res, err := adm.DeleteRecords(ctxT(t, 10*time.Second), at); err != nil || res.Error() != nil {
+		t.Fatalf("DeleteRecords to 3: %v %v", err, res.Error())
+	}
+	b.Kill()
+	b.StartAgain(t)
+	c = newClient(t, b)
+	if p := produceRaw(t, c, topic, rawBatch(pid, epoch, 3, "3")); p.ErrorCode != 0 || p.BaseOffset != 3 {
+		t.Fatalf("the producer's next sequence after the restart: error %v, %+v", kerr.ErrorForCode(p.ErrorCode), p)
+	}
+	if p := produceRaw(t, c, topic, rawBatch(pid, epoch, 3, "3")); p.ErrorCode != 0 || p.BaseOffset != 3 {
+		t.Fatalf("its retry: %+v, want a duplicate at offset 3", p)
+	}
+	if p := produceRaw(t, c, topic, rawBatch(pid, epoch, 5, "5")); p.ErrorCode != kerr.OutOfOrderSequenceNumber.Code {
+		t.Fatalf("a gap: error %v, want OUT_OF_ORDER_SEQUENCE_NUMBER", kerr.ErrorForCode(p.ErrorCode))
+	}
+	if p := produceRaw(t, c, topic, rawBatch(pid, epoch, 4, "4")); p.ErrorCode != 0 || p.BaseOffset != 4 {
+		t.Fatalf("sequence 4: %+v", p)
+	}
+	if got := consumePartition(t, b, topic, 0); len(got) != 2 || got[0] != "3" || got[1] != "4" {
+		t.Fatalf("stored after the log start: %q, want [3 4]", got)
+	}
 }
