@@ -215,3 +215,30 @@ func TestUnknownProducerAnySequence(t *testing.T) {
 		t.Fatalf("unknown producer at sequence 77: %+v %v", info, err)
 	}
 }
+
+// TestTruncateFullyForgetsProducers: starting the log over at an offset (a follower
+// behind the leader's log start) drops the producer state and its snapshots, as
+// Kafka's ProducerStateManager.truncateFullyAndStartAt does: a snapshot of the old log
+// must not come back as the state of the new one.
+func TestTruncateFullyForgetsProducers(t *testing.T) {
+	l := openTest(t, Config{SegmentBytes: int64(2 * len(mkBatch(t, batchSpec{n: 1, pid: 1, seq: 0})))})
+	for seq := int32(0); seq < 5; seq++ {
+		l.mustAppend(mkBatch(t, batchSpec{n: 1, pid: 1, seq: seq}))
+	}
+	if err := l.TruncateFullyAndStartAt(100); err != nil {
+		t.Fatal(err)
+	}
+	if ps := l.Producers(); len(ps) != 0 {
+		t.Fatalf("producers after starting over at 100: %+v", ps)
+	}
+	// The producer's sequence 0 is not a duplicate of a batch at an offset gone.
+	info, err := l.Append(mkBatch(t, batchSpec{n: 1, pid: 1, seq: 0}), AppendOptions{})
+	if err != nil || info.Duplicate || info.BaseOffset != 100 {
+		t.Fatalf("sequence 0 after starting over: %+v %v", info, err)
+	}
+	l.crash()
+	l.reopen(false)
+	if ps := l.Producers(); len(ps) != 1 || ps[0].LastSequence != 0 {
+		t.Fatalf("producers after a crash: %+v", ps)
+	}
+}

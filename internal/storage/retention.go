@@ -279,7 +279,16 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 // log is the new one in memory whatever fails next; a full disk failing a checkpoint
 // write then (unlikely, the removals freed space) is ErrNoSpace, and the next
 // checkpoint writes it.
+//
+// The producer state goes with the segments (Kafka's ProducerStateManager.
+// truncateFullyAndStartAt): the snapshots are removed first, so that neither the
+// state reloaded below nor, after a crash, the loader finds a snapshot of the old log
+// for the new one (a crash before the segments go replays them instead).
 func (l *Log) truncateFullyLocked(offset int64) error {
+	if err := pruneSnapshots(l.fs, l.dir, 0); err != nil {
+		return fmt.Errorf("removing the producer snapshots of %s: %w", l.dir, err)
+	}
+	l.mu.snapshotAt = -1
 	var s *segment
 	if first := l.segs()[0]; first.base == offset {
 		if err := l.dropSegmentsFrom(1); err != nil {
