@@ -45,7 +45,7 @@ func (b *Broker) reconcile(img *metadata.Image) {
 			b.logger.Error("topic config does not resolve; using broker defaults", "topic", t.Name, "err", err)
 			topicCfg, _ = config.ResolveTopic(b.cfg, nil)
 		}
-		logCfg := storageConfig(topicCfg)
+		logCfg := storageConfig(topicCfg, b.cfg)
 		for _, part := range t.Partitions {
 			if !contains(part.Replicas, b.nodeID) {
 				continue
@@ -272,11 +272,12 @@ func (b *Broker) logConfig(img *metadata.Image, topic string) storage.Config {
 	if err != nil {
 		tc, _ = config.ResolveTopic(b.cfg, nil)
 	}
-	return storageConfig(tc)
+	return storageConfig(tc, b.cfg)
 }
 
-// storageConfig turns resolved topic configs into the log's settings.
-func storageConfig(t config.Topic) storage.Config {
+// storageConfig turns resolved topic configs (and the broker's settings of every log)
+// into the log's settings.
+func storageConfig(t config.Topic, bc *config.Broker) storage.Config {
 	flushMessages := t.FlushMessages
 	if flushMessages <= 0 {
 		flushMessages = math.MaxInt64
@@ -306,6 +307,7 @@ func storageConfig(t config.Topic) storage.Config {
 		LogAppendTime:          t.LogAppendTime(),
 		FileDeleteDelayMs:      t.FileDeleteDelayMs,
 		Preallocate:            t.Preallocate,
+		ProducerIDExpirationMs: int64(bc.ProducerIDExpirationMs),
 	}
 }
 

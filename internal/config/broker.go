@@ -234,6 +234,7 @@ type Broker struct {
 	ReplicaSelectorClass        string
 	TransactionalIDExpirationMs int32 // transactional.id.expiration.ms
 	TransactionMaxTimeoutMs     int32 // transaction.max.timeout.ms
+	ProducerIDExpirationMs      int32 // producer.id.expiration.ms
 	// transaction.state.log.{num.partitions,replication.factor,min.isr}: the shape
 	// of __transaction_state; see TransactionStateRF and TransactionStateMinISR.
 	TransactionStateLogNumPartitions     int32

@@ -97,6 +97,7 @@ func TestDefaultsMatchKafka(t *testing.T) {
 		"ReplicaSelectorClass":                        "",
 		"TransactionalIDExpirationMs":                 int32(604800000),
 		"TransactionMaxTimeoutMs":                     int32(900000),
+		"ProducerIDExpirationMs":                      int32(86400000),
 		"LogCleanerEnable":                            true,
 		"LogCleanerThreads":                           int32(1),
 		"LogCleanerBackoffMs":                         int64(15000),

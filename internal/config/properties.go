@@ -544,6 +544,10 @@ var coreProperties = []property{
 	property{name: "transactional.id.expiration.ms", spec: atLeast(TypeInt, 1), def: "604800000",
 		doc: "A transactional id unused for this long is forgotten."}.
 		bind(i32(func(b *Broker) *int32 { return &b.TransactionalIDExpirationMs })),
+	property{name: "producer.id.expiration.ms", spec: atLeast(TypeInt, 1), def: "86400000",
+		doc:  "A producer id with no open transaction whose last batch in a partition is older than this is forgotten by the partition; its next batch there is accepted at any sequence.",
+		note: "Checked every log.retention.check.interval.ms (Kafka: producer.id.expiration.check.interval.ms, 10 minutes); not dynamic."}.
+		bind(i32(func(b *Broker) *int32 { return &b.ProducerIDExpirationMs })),
 	property{name: "transaction.max.timeout.ms", spec: atLeast(TypeInt, 1), def: "900000",
 		doc: "Largest transaction timeout a producer may ask for."}.
 		bind(i32(func(b *Broker) *int32 { return &b.TransactionMaxTimeoutMs })),

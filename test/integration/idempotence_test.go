@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -296,5 +297,58 @@ func TestIdempotentProducerWithoutStateKeepsCounting(t *testing.T) {
 	}
 	if got := consumePartition(t, b, topic, 0); len(got) != 2 || got[0] != "3" || got[1] != "4" {
 		t.Fatalf("stored after the log start: %q, want [3 4]", got)
+	}
+}
+
+// describeProducers returns the active producers of partition 0 of topic.
+func describeProducers(t *testing.T, c *kgo.Client, topic string) []kmsg.DescribeProducersResponseTopicPartitionActiveProducer {
+	t.Helper()
+	dp := kmsg.NewPtrDescribeProducersRequest()
+	dt := kmsg.NewDescribeProducersRequestTopic()
+	dt.Topic, dt.Partitions = topic, []int32{0}
+	dp.Topics = append(dp.Topics, dt)
+	resp, err := dp.RequestWith(ctxT(t, 10*time.Second), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := resp.Topics[0].Partitions[0]
+	if p.ErrorCode != 0 {
+		t.Fatalf("DescribeProducers: %v", kerr.ErrorForCode(p.ErrorCode))
+	}
+	return p.ActiveProducers
+}
+
+// TestIdempotentProducerExpiration: producer.id.expiration.ms is a broker property, as
+// in Kafka. A producer idle for longer is forgotten by the partition; when it comes
+// back, its next sequence is accepted (it has no state there to be out of order with).
+func TestIdempotentProducerExpiration(t *testing.T) {
+	t.Parallel()
+	b := testutil.StartBroker(t, "producer.id.expiration.ms=2000", "log.retention.check.interval.ms=200")
+	const topic = "idem-expiry"
+	createTopic(t, newAdmin(t, b), topic, 1, nil)
+	c := newClient(t, b)
+	initResp, err := kmsg.NewPtrInitProducerIDRequest().RequestWith(ctxT(t, 10*time.Second), c)
+	if err != nil || initResp.ErrorCode != 0 {
+		t.Fatalf("init producer id: %v %v", err, initResp)
+	}
+	pid, epoch := initResp.ProducerID, initResp.ProducerEpoch
+	for seq := range int32(2) {
+		if p := produceRaw(t, c, topic, rawBatch(pid, epoch, seq, fmt.Sprint(seq))); p.ErrorCode != 0 || p.BaseOffset != int64(seq) {
+			t.Fatalf("sequence %d: %+v", seq, p)
+		}
+	}
+	if ps := describeProducers(t, c, topic); len(ps) != 1 || ps[0].ProducerID != pid || ps[0].LastSequence != 1 {
+		t.Fatalf("producers before expiry: %+v", ps)
+	}
+	testutil.WaitFor(t, 20*time.Second, func() bool { return len(describeProducers(t, c, topic)) == 0 },
+		"the idle producer to expire")
+	if p := produceRaw(t, c, topic, rawBatch(pid, epoch, 2, "2")); p.ErrorCode != 0 || p.BaseOffset != 2 {
+		t.Fatalf("the producer back after expiry: error %v, %+v", kerr.ErrorForCode(p.ErrorCode), p)
+	}
+	if p := produceRaw(t, c, topic, rawBatch(pid, epoch, 4, "4")); p.ErrorCode != kerr.OutOfOrderSequenceNumber.Code {
+		t.Fatalf("a gap after it came back: error %v", kerr.ErrorForCode(p.ErrorCode))
+	}
+	if got := consumePartition(t, b, topic, 0); !slices.Equal(got, []string{"0", "1", "2"}) {
+		t.Fatalf("stored %q", got)
 	}
 }
