@@ -700,6 +700,12 @@ func (l *Log) epochsFromBatches(leo int64) ([]EpochEntry, error) {
 // after it. ents is the directory's listing. The aborted transactions whose markers
 // lie in the replayed range are dropped from the transaction indexes and found again
 // by the replay, so that they always agree with the log (after a crash, a truncation).
+//
+// The replay starts at the snapshot even when the log start is past it: the batches
+// between the two (DeleteRecords into a segment) are still in the files, and their
+// producers' state is kept until producer.id.expiration.ms, as if they were readable.
+// Starting at the log start would reload those producers with the older sequences of
+// the snapshot, and refuse their next batches as out of order.
 func (l *Log) loadProducerState(ents []os.DirEntry, leo int64) error {
 	ps, from := l.loadLatestSnapshot(snapshotsIn(ents), leo)
 	l.mu.producers = ps
@@ -707,7 +713,7 @@ func (l *Log) loadProducerState(ents []os.DirEntry, leo int64) error {
 	if from == leo {
 		l.mu.snapshotAt = leo
 	}
-	from = max(from, l.logStart.Load())
+	from = max(from, l.segs()[0].base)
 	l.dropAbortedFromLocked(min(from, leo))
 	defer l.noteTxnsLocked()
 	if from < leo {

@@ -242,3 +242,29 @@ func TestTruncateFullyForgetsProducers(t *testing.T) {
 		t.Fatalf("producers after a crash: %+v", ps)
 	}
 }
+
+// TestProducerStateAfterDeleteRecordsAndCrash: DeleteRecords moves the log start past
+// the newest producer snapshot, into batches still on disk, and the process dies
+// before the next snapshot. Loading replays the batches after the snapshot, those
+// below the log start included: the producer's state is where its last batch left
+// it, so its next sequence is accepted and its last batch is still a duplicate.
+func TestProducerStateAfterDeleteRecordsAndCrash(t *testing.T) {
+	l := openTest(t, Config{SegmentBytes: int64(3 * len(mkBatch(t, batchSpec{n: 1, pid: 1, seq: 0})))})
+	for seq := int32(0); seq < 6; seq++ { // segments [0, 3) and [3, 6): a snapshot at 3
+		l.mustAppend(mkBatch(t, batchSpec{n: 1, pid: 1, seq: seq}))
+	}
+	if start, err := l.DeleteRecordsBefore(6); err != nil || start != 6 {
+		t.Fatalf("DeleteRecordsBefore(6): %d %v", start, err)
+	}
+	l.crash()
+	l.reopen(false)
+	if ps := l.Producers(); len(ps) != 1 || ps[0].LastSequence != 5 {
+		t.Fatalf("producers after the crash: %+v, want producer 1 at sequence 5", ps)
+	}
+	if info, err := l.Append(mkBatch(t, batchSpec{n: 1, pid: 1, seq: 5}), AppendOptions{}); err != nil || !info.Duplicate || info.BaseOffset != 5 {
+		t.Fatalf("retry of sequence 5: %+v %v", info, err)
+	}
+	if info, err := l.Append(mkBatch(t, batchSpec{n: 1, pid: 1, seq: 6}), AppendOptions{}); err != nil || info.Duplicate || info.BaseOffset != 6 {
+		t.Fatalf("sequence 6: %+v %v", info, err)
+	}
+}

@@ -352,3 +352,49 @@ func TestIdempotentProducerExpiration(t *testing.T) {
 		t.Fatalf("stored %q", got)
 	}
 }
+
+// TestIdempotentProducerAfterDeleteRecordsAndKill: DeleteRecords moves the log start
+// into the segment after the newest producer snapshot, past every batch of the
+// producer, and the broker is killed (-9). Restarted, it still knows the producer
+// where its last batch left it: a retry of that batch is a duplicate at its offset
+// and the next sequence is written, not refused as out of order.
+func TestIdempotentProducerAfterDeleteRecordsAndKill(t *testing.T) {
+	t.Parallel()
+	b := testutil.StartBroker(t)
+	const topic = "idem-deleted"
+	adm := newAdmin(t, b)
+	c := newClient(t, b)
+	initResp, err := kmsg.NewPtrInitProducerIDRequest().RequestWith(ctxT(t, 10*time.Second), c)
+	if err != nil || initResp.ErrorCode != 0 {
+		t.Fatalf("init producer id: %v %v", err, initResp)
+	}
+	pid, epoch := initResp.ProducerID, initResp.ProducerEpoch
+	// Three batches a segment: a roll (and a producer snapshot) at offset 3.
+	segment := fmt.Sprint(3 * len(rawBatch(pid, epoch, 0, "0")))
+	createTopic(t, adm, topic, 1, map[string]*string{"segment.bytes": &segment})
+	for seq := range int32(6) {
+		if p := produceRaw(t, c, topic, rawBatch(pid, epoch, seq, fmt.Sprint(seq))); p.ErrorCode != 0 || p.BaseOffset != int64(seq) {
+			t.Fatalf("sequence %d: %+v", seq, p)
+		}
+	}
+	var at kadm.Offsets
+	at.AddOffset(topic, 0, 6, -1)
+	if res, err := adm.DeleteRecords(ctxT(t, 10*time.Second), at); err != nil || res.Error() != nil {
+		t.Fatalf("DeleteRecords to 6: %v %v", err, res.Error())
+	}
+	b.Kill()
+	b.StartAgain(t)
+	c = newClient(t, b)
+	if p := produceRaw(t, c, topic, rawBatch(pid, epoch, 5, "5")); p.ErrorCode != 0 || p.BaseOffset != 5 {
+		t.Fatalf("retry of sequence 5 after the restart: error %v, %+v, want a duplicate at offset 5", kerr.ErrorForCode(p.ErrorCode), p)
+	}
+	if p := produceRaw(t, c, topic, rawBatch(pid, epoch, 6, "6")); p.ErrorCode != 0 || p.BaseOffset != 6 {
+		t.Fatalf("sequence 6 after the restart: error %v, %+v", kerr.ErrorForCode(p.ErrorCode), p)
+	}
+	if p := produceRaw(t, c, topic, rawBatch(pid, epoch, 8, "8")); p.ErrorCode != kerr.OutOfOrderSequenceNumber.Code {
+		t.Fatalf("a gap: error %v, want OUT_OF_ORDER_SEQUENCE_NUMBER", kerr.ErrorForCode(p.ErrorCode))
+	}
+	if got := consumePartition(t, b, topic, 0); !slices.Equal(got, []string{"6"}) {
+		t.Fatalf("stored after the log start: %q, want [6]", got)
+	}
+}
