@@ -53,13 +53,22 @@ func newTxnOffsetsRig(t *testing.T, c *testutil.Cluster, name string) *txnOffset
 			r.inID = mt.TopicID
 		}
 	}
+	// The preferred replica of the group's partition, where coordinatorOffTxnNode
+	// brings the coordinator back.
+	preferred := groupNode
+	gp := coordkey.Partition(r.group, int32(len(partitionsOf(md, "__consumer_offsets"))))
+	for _, mp := range partitionsOf(md, "__consumer_offsets") {
+		if mp.Partition == gp && len(mp.Replicas) > 0 {
+			preferred = mp.Replicas[0]
+		}
+	}
 	// A transactional id whose coordinator is not the group's.
 	testutil.WaitFor(t, 30*time.Second, func() bool {
 		return r.adm.FindTxnCoordinators(ctxT(t, 5*time.Second), name+"-probe").Error() == nil
 	}, "__transaction_state")
 	for i := 0; r.id == ""; i++ {
 		id := fmt.Sprintf("%s-tx-%d", name, i)
-		if node := txnStateLeader(t, cl, id); node != groupNode {
+		if node := txnStateLeader(t, cl, id); node != groupNode && node != preferred {
 			r.id, r.txnNode = id, node
 		}
 		if i > 200 {
@@ -255,12 +264,33 @@ func (r *txnOffsetsRig) waitISR(id int32) {
 	}
 }
 
-// logSameNode says so when the group's coordinator has moved to the transaction
-// coordinator's node: the step then runs with no fault, as a plain check of the marker.
-func (r *txnOffsetsRig) logSameNode(node int32, step string) {
-	if node == r.txnNode {
-		r.t.Logf("%s step: the coordinator of %s is on the transaction coordinator's node %d; no fault injected", step, r.group, node)
+// coordinatorOffTxnNode returns the group's coordinator once it is on another node
+// than the transaction's: a failover may have moved it there, and then the preferred
+// replica of the group's __consumer_offsets partition (never the transaction's node,
+// see newTxnOffsetsRig) is elected its leader again.
+func (r *txnOffsetsRig) coordinatorOffTxnNode() int32 {
+	cl := newNodeClient(r.t, r.c.Node(r.txnNode).Addr)
+	md, err := cl.metadata(ctxT(r.t, 5*time.Second))
+	if err != nil {
+		r.t.Fatal(err)
 	}
+	p := coordkey.Partition(r.group, int32(len(partitionsOf(md, "__consumer_offsets"))))
+	var node int32
+	testutil.WaitFor(r.t, 60*time.Second, func() bool {
+		n, err := tryGroupCoordinator(r.adm, r.group)
+		if node = n; err == nil && n != r.txnNode {
+			return true
+		}
+		req := kmsg.NewPtrElectLeadersRequest()
+		req.SetVersion(2)
+		req.TimeoutMillis = 5000
+		rt := kmsg.NewElectLeadersRequestTopic()
+		rt.Topic, rt.Partitions = "__consumer_offsets", []int32{p}
+		req.Topics = append(req.Topics, rt)
+		_, _ = cl.request(ctxT(r.t, 10*time.Second), req)
+		return false
+	}, "the coordinator of "+r.group+" on another node than the transaction's")
+	return node
 }
 
 // newCoordinator waits for the group's coordinator to be a node other than old.
@@ -309,42 +339,31 @@ func TestTxnOffsetsGroupCoordinatorKilled(t *testing.T) {
 	r.restart(old)
 
 	// Abort across a kill -9.
+	old = r.coordinatorOffTxnNode()
 	values = r.begin(2, 100)
 	r.waitUnstable(10 * time.Second)
-	old = groupCoordinator(t, r.adm, r.group)
-	r.logSameNode(old, "abort")
-	if old != r.txnNode {
-		t.Logf("kill -9 node %d, coordinator of %s", old, r.group)
-		c.Node(old).Kill()
-		r.newCoordinator(old)
-		r.waitUnstable(30 * time.Second)
-	}
+	t.Logf("kill -9 node %d, coordinator of %s", old, r.group)
+	c.Node(old).Kill()
+	r.newCoordinator(old)
+	r.waitUnstable(30 * time.Second)
 	r.end(false, values)
 	r.waitStable(6, 30*time.Second)
-	if old != r.txnNode {
-		r.restart(old)
-	}
+	r.restart(old)
 
 	// Commit across a SIGSTOP of the coordinator, resumed after the commit.
+	old = r.coordinatorOffTxnNode()
 	values = r.begin(2, 9)
-	old = groupCoordinator(t, r.adm, r.group)
-	r.logSameNode(old, "SIGSTOP")
-	if old != r.txnNode {
-		t.Logf("SIGSTOP node %d, coordinator of %s", old, r.group)
-		c.Node(old).Pause()
-		r.newCoordinator(old)
-		r.waitUnstable(30 * time.Second)
-	}
+	t.Logf("SIGSTOP node %d, coordinator of %s", old, r.group)
+	c.Node(old).Pause()
+	r.newCoordinator(old)
+	r.waitUnstable(30 * time.Second)
 	r.end(true, values)
 	r.waitStable(9, 30*time.Second)
-	if old != r.txnNode {
-		c.Node(old).Resume()
-		r.waitISR(old)
-	}
+	c.Node(old).Resume()
+	r.waitISR(old)
 
 	// A plain commit acknowledged just before a kill.
-	old = groupCoordinator(t, r.adm, r.group)
-	r.logSameNode(old, "plain commit")
+	old = r.coordinatorOffTxnNode()
 	offs := kadm.Offsets{}
 	offs.AddOffset(r.in, 0, 42, -1)
 	resp, err := r.adm.CommitOffsets(ctxT(t, 30*time.Second), r.group, offs)
@@ -354,14 +373,11 @@ func TestTxnOffsetsGroupCoordinatorKilled(t *testing.T) {
 	if err != nil {
 		t.Fatalf("OffsetCommit: %v", err)
 	}
-	if old != r.txnNode {
-		c.Node(old).Kill()
-		r.newCoordinator(old)
-	}
+	t.Logf("kill -9 node %d, coordinator of %s", old, r.group)
+	c.Node(old).Kill()
+	r.newCoordinator(old)
 	r.waitStable(42, 30*time.Second)
-	if old != r.txnNode {
-		r.restart(old)
-	}
+	r.restart(old)
 
 	r.checkHistory()
 	inv.check()
