@@ -506,6 +506,30 @@ func (b *Broker) after(d time.Duration) (<-chan struct{}, func()) {
 // image returns the current metadata image.
 func (b *Broker) image() *metadata.Image { return b.meta.Image() }
 
+// topicReplica returns this node's replica of partition of the topic with id, nil
+// when it has none, or when the one it has is of another topic of the same name: a
+// handler's image can already hold a topic deleted and created again while reconcile
+// (which runs after the image is published) has not replaced the old topic's local
+// partition yet, and reading or writing that one would serve the old log as the new
+// topic's — a write acknowledged there is deleted with it.
+func (b *Broker) topicReplica(topic string, id metadata.TopicID, partition int32) *replica.Partition {
+	p := b.replicas.Get(topic, partition)
+	if p == nil || id.IsZero() || p.TopicID != [16]byte(id) {
+		return nil
+	}
+	return p
+}
+
+// namedReplica is topicReplica for a topic named in a request: the topic of that
+// name in img, nil if img has none.
+func (b *Broker) namedReplica(img *metadata.Image, topic string, partition int32) *replica.Partition {
+	t, ok := img.Topic(topic)
+	if !ok {
+		return nil
+	}
+	return b.topicReplica(topic, t.ID, partition)
+}
+
 // requestContext bounds work done on behalf of one request; it ends at StopServing
 // too.
 func (b *Broker) requestContext(timeoutMs int32) (context.Context, context.CancelFunc) {

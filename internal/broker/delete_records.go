@@ -21,6 +21,7 @@ func (b *Broker) handleDeleteRecords(req *protocol.Request) <-chan protocol.Resp
 	r := req.Body.(*kmsg.DeleteRecordsRequest)
 	resp := kmsg.NewPtrDeleteRecordsResponse()
 	resp.SetVersion(req.Version)
+	img := b.image()
 	for _, rt := range r.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
@@ -29,7 +30,7 @@ func (b *Broker) handleDeleteRecords(req *protocol.Request) <-chan protocol.Resp
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
-			p := b.replicas.Get(rt.Topic, rp.Partition)
+			p := b.namedReplica(img, rt.Topic, rp.Partition)
 			if err := cmp.Or(authErr, fetchablePartition(p, -1)); err != nil {
 				sp.ErrorCode = errorCode(err)
 				st.Partitions = append(st.Partitions, sp)

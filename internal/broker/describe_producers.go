@@ -21,6 +21,7 @@ func (b *Broker) handleDescribeProducers(req *protocol.Request) <-chan protocol.
 	r := req.Body.(*kmsg.DescribeProducersRequest)
 	resp := kmsg.NewPtrDescribeProducersResponse()
 	resp.SetVersion(req.Version)
+	img := b.image()
 	for _, rt := range r.Topics {
 		st := kmsg.NewDescribeProducersResponseTopic()
 		st.Topic = rt.Topic
@@ -28,7 +29,7 @@ func (b *Broker) handleDescribeProducers(req *protocol.Request) <-chan protocol.
 		for _, idx := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = idx
-			p := b.replicas.Get(rt.Topic, idx)
+			p := b.namedReplica(img, rt.Topic, idx)
 			if err := cmp.Or(authErr, fetchablePartition(p, -1)); err != nil {
 				sp.ErrorCode = errorCode(err)
 				st.Partitions = append(st.Partitions, sp)

@@ -339,13 +339,18 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 		}
 		tr := &topics[n]
 		tr.name, tr.id, tr.partitions = rt.Topic, rt.TopicID, tr.partitions[:0]
-		var topicErr int16
+		var (
+			topicErr int16
+			topicID  [16]byte // the topic's id in img: local partitions of another id are not read
+		)
 		if r.Version >= 13 {
 			if t, ok := img.TopicByID(metadata.TopicID(rt.TopicID)); ok {
-				tr.name = t.Name
+				tr.name, topicID = t.Name, [16]byte(t.ID)
 			} else {
 				topicErr = kerr.UnknownTopicID.Code
 			}
+		} else if t, ok := img.Topic(rt.Topic); ok {
+			topicID = [16]byte(t.ID)
 		}
 		if topicErr == 0 && i < len(st.denied) && st.denied[i] {
 			topicErr = kerr.TopicAuthorizationFailed.Code
@@ -365,6 +370,9 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, st *fetchState) (int64, bool) {
 				p = s.replica(b.replicas, i, len(tr.partitions), tr.name, rp.Partition)
 			} else {
 				p = b.replicas.Get(tr.name, rp.Partition)
+			}
+			if p != nil && (p.TopicID != topicID || topicID == [16]byte{}) {
+				p = nil // the old topic's, deleted and created again (Broker.topicReplica)
 			}
 			maxBytes := max(min(int64(rp.PartitionMaxBytes), remaining), 0)
 			st.limited = st.limited || remaining < int64(rp.PartitionMaxBytes)

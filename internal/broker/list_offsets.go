@@ -50,6 +50,7 @@ func (b *Broker) handleListOffsets(req *protocol.Request) <-chan protocol.Respon
 	resp := kmsg.NewPtrListOffsetsResponse()
 	resp.SetVersion(req.Version)
 	dup := duplicateListed(r)
+	img := b.image()
 	for _, rt := range r.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
@@ -58,7 +59,7 @@ func (b *Broker) handleListOffsets(req *protocol.Request) <-chan protocol.Respon
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
-			p := b.replicas.Get(rt.Topic, rp.Partition)
+			p := b.namedReplica(img, rt.Topic, rp.Partition)
 			err := authErr
 			if err == nil && dup[topicPartition{rt.Topic, rp.Partition}] {
 				err = kerr.InvalidRequest

@@ -22,6 +22,7 @@ func (b *Broker) handleOffsetForLeaderEpoch(req *protocol.Request) <-chan protoc
 	r := req.Body.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := kmsg.NewPtrOffsetForLeaderEpochResponse()
 	resp.SetVersion(req.Version)
+	img := b.image()
 	for _, rt := range r.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
@@ -37,7 +38,7 @@ func (b *Broker) handleOffsetForLeaderEpoch(req *protocol.Request) <-chan protoc
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
-			p := b.replicas.Get(rt.Topic, rp.Partition)
+			p := b.namedReplica(img, rt.Topic, rp.Partition)
 			if err := cmp.Or(authErr, fetchablePartition(p, rp.CurrentLeaderEpoch)); err != nil {
 				sp.ErrorCode = errorCode(err)
 			} else {

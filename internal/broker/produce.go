@@ -110,6 +110,9 @@ type produceRequest struct {
 	// topicErr answers every partition of the current topic (an unknown topic id,
 	// a topic or transactional id the principal may not write).
 	topicErr error
+	// topicID is the id of the current topic in the image (zero if it has none): a
+	// local partition of another id is not written (Broker.topicReplica).
+	topicID metadata.TopicID
 	// The request's API, version, client and principal (for authorization,
 	// authorize.go, and logs), and the answer to every partition when its
 	// transactional id may not write (nil if it may).
@@ -163,14 +166,18 @@ func (b *Broker) StartProduce(req *protocol.Request, h protocol.ProduceHeader) p
 
 // Topic implements protocol.ProduceStream. A topic named by id (v13) is looked up in
 // the metadata image; an id it does not hold is UNKNOWN_TOPIC_ID for each partition.
+// A topic named by name is written only if its local partitions are of the topic the
+// image has under that name.
 func (pr *produceRequest) Topic(name string, id [16]byte, partitions int) {
-	pr.topicErr = nil
+	pr.topicErr, pr.topicID = nil, metadata.TopicID{}
 	if pr.version >= 13 {
 		if t, ok := pr.b.image().TopicByID(metadata.TopicID(id)); ok {
-			name = t.Name
+			name, pr.topicID = t.Name, t.ID
 		} else {
 			pr.topicErr = kerr.UnknownTopicID
 		}
+	} else if t, ok := pr.b.image().Topic(name); ok {
+		pr.topicID = t.ID
 	}
 	n := len(pr.resp.Topics)
 	if n < cap(pr.resp.Topics) {
@@ -272,7 +279,7 @@ func (b *Broker) produceOne(pr *produceRequest, topic string, partition int32, r
 	if isInternalTopic(topic) {
 		return nil, storage.AppendInfo{}, kerr.InvalidTopicException
 	}
-	p := b.replicas.Get(topic, partition)
+	p := b.topicReplica(topic, pr.topicID, partition)
 	if p == nil {
 		return nil, storage.AppendInfo{}, kerr.UnknownTopicOrPartition
 	}

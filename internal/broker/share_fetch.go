@@ -317,7 +317,7 @@ func (b *Broker) sharePartition(k share.Key) (*replica.Partition, error) {
 	if !ok {
 		return nil, kerr.UnknownTopicID
 	}
-	p := b.replicas.Get(t.Name, k.Partition)
+	p := b.topicReplica(t.Name, t.ID, k.Partition)
 	if err := fetchablePartition(p, -1); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,147 @@
+package broker
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/clock"
+	"github.com/samsa-streaming/samsa/internal/config"
+	"github.com/samsa-streaming/samsa/internal/controller"
+	"github.com/samsa-streaming/samsa/internal/metadata"
+	"github.com/samsa-streaming/samsa/internal/protocol"
+	"github.com/samsa-streaming/samsa/internal/record"
+)
+
+// aheadMetadata is the broker's metadata source with an image that its handlers see
+// but its local partitions have not been reconciled with: the state of a node
+// between applying metadata entries and reconciling them (reconcile runs after the
+// image is published, from the notifier).
+type aheadMetadata struct {
+	controller.Metadata
+	ahead atomic.Pointer[metadata.Image]
+}
+
+func (m *aheadMetadata) Image() *metadata.Image {
+	if img := m.ahead.Load(); img != nil {
+		return img
+	}
+	return m.Metadata.Image()
+}
+
+func startAheadBroker(t *testing.T) (*Broker, *aheadMetadata) {
+	t.Helper()
+	cfg, err := config.Load("", []string{"log.dirs=" + t.TempDir(), "listeners=PLAINTEXT://127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Options{Config: cfg, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	meta := &aheadMetadata{Metadata: b.meta}
+	b.meta = meta
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return b, meta
+}
+
+// recreatedAhead makes the broker's handlers see topic deleted and created again
+// (one partition, led here) while its local partition is still the old topic's.
+func recreatedAhead(t *testing.T, b *Broker, meta *aheadMetadata, topic string) (old, recreated *metadata.Topic) {
+	t.Helper()
+	img := b.image()
+	old, _ = img.Topic(topic)
+	id := metadata.NewTopicID()
+	p := old.Partitions[0]
+	next, err := metadata.Apply(img, img.Offset()+1, []metadata.Record{
+		metadata.RemoveTopicRecord{ID: old.ID},
+		metadata.TopicRecord{Name: topic, ID: id},
+		metadata.PartitionRecord{Topic: id, Partition: 0, Replicas: p.Replicas, ISR: p.ISR, Leader: p.Leader},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta.ahead.Store(next)
+	recreated, _ = next.Topic(topic)
+	if lp := b.replicas.Get(topic, 0); lp == nil || lp.TopicID != [16]byte(old.ID) {
+		t.Fatal("the local partition is not the old topic's")
+	}
+	return old, recreated
+}
+
+// produceByID produces one record to partition 0 of the topic with id at version 13
+// (acks=1) and returns the partition's answer.
+func produceByID(t *testing.T, b *Broker, id metadata.TopicID) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
+	batch, err := record.Build(record.DefaultBuildOptions(), []record.Record{{Value: []byte("v")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(13)
+	req.Acks, req.TimeoutMillis = 1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.TopicID = id
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	r := <-b.Handle(&protocol.Request{Key: req.Key(), Version: 13, Body: req})
+	return r.Body.(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+}
+
+// TestRecreatedTopicNotServedFromTheOldLog: between a node's image re-creating a
+// topic and its local partitions being reconciled with it, requests for the topic —
+// Produce and Fetch by the new id, ListOffsets by name — must not write to or read
+// from the old topic's log (a write there is acknowledged and then deleted with
+// it); they answer a retriable error until the new partition is open. The old id is
+// UNKNOWN_TOPIC_ID.
+func TestRecreatedTopicNotServedFromTheOldLog(t *testing.T) {
+	b, meta := startAheadBroker(t)
+	createTestTopic(t, b, "re", 1)
+	for range 3 {
+		if code := produceTo(t, b, "re"); code != 0 {
+			t.Fatalf("produce: %v", kerr.ErrorForCode(code))
+		}
+	}
+	old, recreated := recreatedAhead(t, b, meta, "re")
+
+	if sp := produceByID(t, b, old.ID); sp.ErrorCode != kerr.UnknownTopicID.Code {
+		t.Errorf("produce by the old id: %v, want UNKNOWN_TOPIC_ID", kerr.ErrorForCode(sp.ErrorCode))
+	}
+	if sp := produceByID(t, b, recreated.ID); sp.ErrorCode == 0 {
+		t.Errorf("produce by the new id acknowledged at offset %d, in the old topic's log", sp.BaseOffset)
+	}
+	for _, tc := range []struct {
+		name string
+		tp   *metadata.Topic
+	}{{"old id", old}, {"new id", recreated}} {
+		resp := <-sendFetch(t, b, consumerFetch(0, 0, 1<<20, tc.tp))
+		rp := resp.Topics[0].Partitions[0]
+		if tc.tp == old && rp.ErrorCode != kerr.UnknownTopicID.Code {
+			t.Errorf("fetch by the old id: %v, want UNKNOWN_TOPIC_ID", kerr.ErrorForCode(rp.ErrorCode))
+		}
+		if rp.ErrorCode == 0 || len(rp.RecordBatches) > 0 || rp.HighWatermark > 0 {
+			t.Errorf("fetch by the %s answered from the old topic's log: %v, high watermark %d, %d bytes of records",
+				tc.name, kerr.ErrorForCode(rp.ErrorCode), rp.HighWatermark, len(rp.RecordBatches))
+		}
+	}
+
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = "re"
+	lp := kmsg.NewListOffsetsRequestTopicPartition()
+	lp.Timestamp = listLatest
+	lt.Partitions = append(lt.Partitions, lp)
+	lo.Topics = append(lo.Topics, lt)
+	if sp := call[*kmsg.ListOffsetsResponse](t, b, lo).Topics[0].Partitions[0]; sp.ErrorCode == 0 {
+		t.Errorf("ListOffsets of the re-created topic answered the old log's end offset %d", sp.Offset)
+	}
+}
