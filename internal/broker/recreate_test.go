@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -15,6 +16,7 @@ import (
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/record"
+	"github.com/samsa-streaming/samsa/internal/testutil"
 )
 
 // aheadMetadata is the broker's metadata source with an image that its handlers see
@@ -143,5 +145,72 @@ func TestRecreatedTopicNotServedFromTheOldLog(t *testing.T) {
 	lo.Topics = append(lo.Topics, lt)
 	if sp := call[*kmsg.ListOffsetsResponse](t, b, lo).Topics[0].Partitions[0]; sp.ErrorCode == 0 {
 		t.Errorf("ListOffsets of the re-created topic answered the old log's end offset %d", sp.Offset)
+	}
+}
+
+// commitOffset commits offset for partition 0 of topic in group (a standalone commit:
+// no generation, no member) and returns the partition's error code.
+func commitOffset(t *testing.T, b *Broker, group, topic string, offset int64) int16 {
+	t.Helper()
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.Generation = group, -1
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = topic
+	if tp, ok := b.image().Topic(topic); ok {
+		rt.TopicID = tp.ID
+	}
+	rp := kmsg.NewOffsetCommitRequestTopicPartition()
+	rp.Offset, rp.LeaderEpoch = offset, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return call[*kmsg.OffsetCommitResponse](t, b, req).Topics[0].Partitions[0].ErrorCode
+}
+
+// fetchOffset returns group's committed offset for partition 0 of topic (-1: none).
+func fetchOffset(t *testing.T, b *Broker, group, topic string) int64 {
+	t.Helper()
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.SetVersion(7) // names the group and topic at the top level
+	req.Group = group
+	rt := kmsg.NewOffsetFetchRequestTopic()
+	rt.Topic, rt.Partitions = topic, []int32{0}
+	req.Topics = append(req.Topics, rt)
+	r := <-b.Handle(&protocol.Request{Key: req.Key(), Version: 7, Body: req})
+	resp := r.Body.(*kmsg.OffsetFetchResponse)
+	if resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("offset fetch: %v / %v", kerr.ErrorForCode(resp.ErrorCode), kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode))
+	}
+	return resp.Topics[0].Partitions[0].Offset
+}
+
+// TestDeletedTopicOffsetsRemoved: deleting a topic removes the offsets groups
+// committed for it, as Kafka's group coordinator does (onPartitionsDeleted), so a
+// consumer group of a topic deleted and created again does not resume the new
+// topic at the old topic's offset (skipping its first records).
+func TestDeletedTopicOffsetsRemoved(t *testing.T) {
+	b := startTestBroker(t)
+	createTestTopic(t, b, "gone", 1)
+	createTestTopic(t, b, "kept", 1)
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKeys = []string{"g"}
+	untilDone(t, "FindCoordinator", func() int16 {
+		return call[*kmsg.FindCoordinatorResponse](t, b, fc).Coordinators[0].ErrorCode
+	})
+	untilDone(t, "OffsetCommit", func() int16 { return commitOffset(t, b, "g", "kept", 5) })
+	if code := commitOffset(t, b, "g", "gone", 5); code != 0 {
+		t.Fatalf("commit: %v", kerr.ErrorForCode(code))
+	}
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	dt := kmsg.NewDeleteTopicsRequestTopic()
+	dt.Topic = kmsg.StringPtr("gone")
+	del.TopicNames, del.Topics = []string{"gone"}, []kmsg.DeleteTopicsRequestTopic{dt}
+	if code := call[*kmsg.DeleteTopicsResponse](t, b, del).Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("delete: %v", kerr.ErrorForCode(code))
+	}
+	createTestTopic(t, b, "gone", 1)
+	testutil.WaitFor(t, 10*time.Second, func() bool { return fetchOffset(t, b, "g", "gone") == -1 },
+		"the deleted topic's committed offset removed")
+	if o := fetchOffset(t, b, "g", "kept"); o != 5 {
+		t.Fatalf("the other topic's committed offset is %d, want 5", o)
 	}
 }

@@ -568,6 +568,62 @@ func (c *Coordinator) removeOffsetsLocked(part *partition, g *group, tps []Topic
 	})
 }
 
+// RemoveTopicOffsets removes what every group committed for the topics named (they
+// were deleted), as Kafka's group coordinator does when partitions are deleted
+// (onPartitionsDeleted): tombstones on the __consumer_offsets partitions this node
+// coordinates, so that a topic created again with the same name is not consumed
+// from the old topic's offsets. A group left Empty without offsets is deleted with
+// them. A partition still loading is left alone.
+func (c *Coordinator) RemoveTopicOffsets(topics map[string]bool) {
+	if len(topics) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.closed {
+		return
+	}
+	now := c.clock.Now()
+	for _, part := range c.mu.partitions {
+		if part.loading {
+			continue
+		}
+		ids := make([]string, 0, len(part.groups))
+		for id := range part.groups {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			g := part.groups[id]
+			if g.state == StateDead {
+				continue
+			}
+			var tps []TopicPartition
+			for tp := range g.offsets {
+				if topics[tp.Topic] {
+					tps = append(tps, tp)
+				}
+			}
+			for _, tp := range g.txnPartitions() {
+				if topics[tp.Topic] {
+					tps = append(tps, tp)
+				}
+			}
+			for tp := range g.queued {
+				if topics[tp.Topic] {
+					tps = append(tps, tp)
+				}
+			}
+			if len(tps) == 0 {
+				continue
+			}
+			slices.SortFunc(tps, compareTopicPartition)
+			c.logger.Info("removing offsets of deleted topics", "group", g.id, "offsets", len(tps))
+			c.removeOffsetsLocked(part, g, tps, now, func(int16) {})
+		}
+	}
+}
+
 // expireOffsetsLocked removes offsets older than offsets.retention.minutes, with
 // Kafka 2.1+ semantics: offsets of a group with members are kept (except those of
 // topics a consumer group no longer subscribes to); once a group is Empty they expire
