@@ -16,9 +16,8 @@ import (
 )
 
 // offsetMap maps a key (by a 128-bit hash, as Kafka's SkimpyOffsetMap uses MD5) to the
-// latest offset at which the key is written in the dirty section. Offsets only grow:
-// put keeps the larger one, so records applied late (a committed transaction, replayed
-// when its marker is seen) never shadow a newer write.
+// latest offset at which the key is written in the dirty section. put keeps the larger
+// offset.
 type offsetMap struct {
 	seed1, seed2 maphash.Seed
 	m            map[[2]uint64]int64
@@ -121,17 +120,16 @@ func groupSegments(segs []*segment, end, maxSize int64) [][]*segment {
 }
 
 // buildOffsetMap reads the dirty segments and records the latest offset of every key.
-// Records of a transaction count only once its commit marker is seen (an aborted or
-// undecided transaction must not shadow committed data). It stops after a whole segment
-// once the map holds mapCapacity keys; mapEnd is then that segment's end.
+// As in Kafka, the records of an aborted transaction never enter the map (they must not
+// shadow committed data) and those of any other transaction do: the dirty section ends
+// below the first unstable offset, so every transaction there is decided, and one not
+// in the aborted-transaction index was committed, even when its marker lies beyond the
+// dirty section. It stops after a whole segment once the map holds mapCapacity keys;
+// mapEnd is then that segment's end.
 func (j *cleanJob) buildOffsetMap() error {
 	j.offsets = newOffsetMap()
 	j.mapEnd = j.firstDirty
-	type pendingKey struct {
-		key    [2]uint64
-		offset int64
-	}
-	pending := map[int64][]pendingKey{} // producer id → keys of its open transaction
+	txn := newTxnCleaning(j.log.AbortedTransactions(j.firstDirty, j.firstUncleanable, nil))
 	segs := j.view.segs
 	for i, s := range segs {
 		if i == len(segs)-1 || s.base < j.firstDirty || s.base >= j.firstUncleanable {
@@ -157,28 +155,21 @@ func (j *cleanJob) buildOffsetMap() error {
 				return fmt.Errorf("%w: batch at offset %d of %s: %w", ErrCorrupt, h.BaseOffset, s.path(logSuffix), err)
 			}
 			if h.IsControl() {
-				if len(recs) > 0 && h.ProducerID >= 0 {
-					c, err := record.ParseControlRecord(recs[0].Key, recs[0].Value)
-					if err == nil && c.Type == record.ControlCommit {
-						for _, p := range pending[h.ProducerID] {
-							j.offsets.put(p.key, p.offset)
-						}
-					}
-					if err == nil && (c.Type == record.ControlCommit || c.Type == record.ControlAbort) {
-						delete(pending, h.ProducerID)
+				var marker *record.ControlRecord
+				if len(recs) > 0 {
+					if c, err := record.ParseControlRecord(recs[0].Key, recs[0].Value); err == nil {
+						marker = &c
 					}
 				}
+				txn.onMarker(&h, marker) // ends the producer's aborted transaction
 				continue
 			}
+			if txn.onData(&h) {
+				continue // aborted
+			}
 			for _, r := range recs {
-				if r.Key == nil {
-					continue
-				}
-				k, off := j.offsets.hash(r.Key), h.BaseOffset+int64(r.OffsetDelta)
-				if h.IsTransactional() && h.ProducerID >= 0 {
-					pending[h.ProducerID] = append(pending[h.ProducerID], pendingKey{k, off})
-				} else {
-					j.offsets.put(k, off)
+				if r.Key != nil {
+					j.offsets.put(j.offsets.hash(r.Key), h.BaseOffset+int64(r.OffsetDelta))
 				}
 			}
 		}

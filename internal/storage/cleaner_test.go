@@ -878,3 +878,45 @@ func TestGroupSegments(t *testing.T) {
 		})
 	}
 }
+
+// TestCleanerTxnTombstoneWithMarkerInLaterSegment: a committed transaction deletes a
+// key and its commit marker lands in the next segment (still active when the data's
+// segment is cleaned). The transaction's records count in the offset map as soon as
+// they are below the last stable offset (Kafka: a batch not in the aborted list is
+// committed), so the older value goes; it must not come back once the tombstone's
+// delete horizon passed.
+func TestCleanerTxnTombstoneWithMarkerInLaterSegment(t *testing.T) {
+	cfg := compactConfig()
+	cfg.DeleteRetentionMs = time.Hour.Milliseconds()
+	cfg.MinCleanableDirtyRatio = 0.01
+	tl := openTest(t, cfg)
+	txn := tl.plainOpts()
+	txn.ProducerID, txn.ProducerEpoch, txn.BaseSequence, txn.Transactional = 9, 0, 0, true
+	marker := tl.plainOpts()
+	marker.ProducerID, marker.ProducerEpoch, marker.Transactional, marker.Control = 9, 0, true, true
+	commit, err := record.Build(marker, []record.Record{record.ControlRecord{Type: record.ControlCommit}.Record()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl.mustAppend(kvBatch(t, tl.plainOpts(), kv{k: "a", v: "old"})) // 0
+	tl.mustAppend(kvBatch(t, txn, kv{k: "a", del: true}))           // 1, deletes a
+	forceRoll(tl)
+	tl.mustAppend(commit) // 2, in the active segment
+	c := newTestCleaner(tl)
+	cleanOnce(t, c)
+	tl.mustAppend(kvBatch(t, tl.plainOpts(), kv{k: "b", v: "x"})) // 3
+	forceRoll(tl)
+	cleanOnce(t, c)
+	tl.clock.Advance(time.Hour + time.Millisecond)
+	for range 3 {
+		if _, err := c.CleanOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		tl.clock.Advance(time.Hour + time.Millisecond)
+	}
+	for _, r := range tl.readRecords() {
+		if r.key == "a" && r.value == "old" {
+			t.Fatalf("the deleted key came back: %v", describe(tl.readRecords()))
+		}
+	}
+}

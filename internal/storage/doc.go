@@ -94,8 +94,8 @@
 // uncleanable offset: the active segment, the first segment with a record newer than
 // min.compaction.lag.ms, the first offset of an open transaction and the optional
 // CleanerOptions.MaxCleanableOffset bound (high watermark), aligned down to a segment
-// start. A map key → latest offset is built over the dirty section (records of a
-// transaction count once its commit marker is seen), then every segment below the end
+// start. A map key → latest offset is built over the dirty section (records of aborted
+// transactions, as the transaction indexes name them, do not count), then every segment below the end
 // of the map is rewritten, in groups that fit segment.bytes, keeping a record when no
 // later offset of its key is in the map:
 //
