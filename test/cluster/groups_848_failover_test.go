@@ -220,3 +220,124 @@ func TestCluster848CoordinatorFailover(t *testing.T) {
 		}
 	}
 }
+
+// TestCluster848StaticMemberAcrossFailover: a static member (group.instance.id) closes
+// — leaving for a while, epoch -2 — then the coordinator is killed; the member's next
+// incarnation, through the new coordinator, gets its partitions back without a new
+// assignment, and nobody else held them meanwhile. Every record is processed.
+func TestCluster848StaticMemberAcrossFailover(t *testing.T) {
+	t.Parallel()
+	const topic, group, partitions = "static848", "static848-group", 4
+	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: append([]string{
+		"min.insync.replicas=2",
+		"group.consumer.min.heartbeat.interval.ms=50", "group.consumer.heartbeat.interval.ms=250",
+		"group.consumer.min.session.timeout.ms=500", "group.consumer.session.timeout.ms=30000",
+		"offsets.topic.num.partitions=3",
+	}, replicationOverrides...)})
+	createTopic(t, newNodeClient(t, c.Node(1).Addr), topic, partitions, 3)
+	l := startLoadAt(t, c, topic, 50)
+	l.waitAcks(t, 200, "records before the consumers start")
+	a := startGroupConsumer(t, c, group, topic, kgo.ServerSideBalancer(), kgo.InstanceID("inst-a"))
+	b := startGroupConsumer(t, c, group, topic, kgo.ServerSideBalancer(), kgo.InstanceID("inst-b"))
+	adm := kadm.NewClient(newNodeClient(t, c.Node(1).Addr).cl)
+	var epochs map[string]int32
+	var parts map[string][]int32
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		var state string
+		var err error
+		epochs, parts, state, err = describe848Members(adm, group, topic)
+		return err == nil && state == "Stable" && len(parts) == 2 && len(parts[a.memberID()]) == 2 && len(parts[b.memberID()]) == 2
+	}, "two static members with two partitions each")
+	aID := a.memberID()
+	kept := slices.Sorted(slices.Values(parts[aID]))
+	for _, p := range a.stop(t) {
+		t.Error(p)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		e, _, _, err := describe848Members(adm, group, topic)
+		return err == nil && e[aID] == -2
+	}, "a away (epoch -2)")
+
+	coordinator := groupCoordinator(t, adm, group)
+	c.Node(coordinator).Kill()
+	t.Logf("a (%s, partitions %v, epoch %d) away; kill -9 of node %d, the coordinator", aID, kept, epochs[aID], coordinator)
+	survivor := kadm.NewClient(clientExcept(t, c, coordinator).cl)
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		next, err := tryGroupCoordinator(survivor, group)
+		return err == nil && next != coordinator
+	}, "another coordinator")
+	time.Sleep(time.Second) // b heartbeats to the new coordinator: it must not take a's partitions
+	if _, p, _, err := describe848Members(survivor, group, topic); err == nil {
+		for _, q := range p[b.memberID()] {
+			if slices.Contains(kept, q) {
+				t.Errorf("b got partition %d of static member a while a was away: %v", q, p)
+			}
+		}
+	}
+	a2 := startGroupConsumer(t, c, group, topic, kgo.ServerSideBalancer(), kgo.InstanceID("inst-a"))
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		e, p, state, err := describe848Members(survivor, group, topic)
+		id := a2.memberID()
+		return err == nil && state == "Stable" && id != "" && len(e) == 2 && slices.Equal(slices.Sorted(slices.Values(p[id])), kept)
+	}, "a's next incarnation back with its partitions")
+	e, _, _, _ := describe848Members(survivor, group, topic)
+	if got := e[a2.memberID()]; got != epochs[aID] {
+		t.Errorf("a's next incarnation has epoch %d; a had %d (a static member's return is no new assignment)", got, epochs[aID])
+	}
+	l.waitAcks(t, 200, "records after the failover")
+	h := l.stop(t)
+	ends := map[int32]int64{}
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		o, err := survivor.ListEndOffsets(ctxT(t, 5*time.Second), topic)
+		if err != nil || o.Error() != nil {
+			return false
+		}
+		o.Each(func(lo kadm.ListedOffset) { ends[lo.Partition] = lo.Offset })
+		return true
+	}, "end offsets")
+	testutil.WaitFor(t, 90*time.Second, func() bool {
+		resp, err := survivor.FetchOffsets(ctxT(t, 5*time.Second), group)
+		if err != nil {
+			return false
+		}
+		for p, end := range ends {
+			if o, ok := resp.Lookup(topic, p); !ok || o.At < end {
+				return false
+			}
+		}
+		return true
+	}, "the group committing every partition's end")
+	processed := map[int32]map[int64]bool{}
+	for _, gc := range []*groupConsumer{a, b, a2} {
+		if gc != a {
+			for _, p := range gc.stop(t) {
+				t.Error(p)
+			}
+		}
+		gc.mu.Lock()
+		for p, offs := range gc.processed {
+			if processed[p] == nil {
+				processed[p] = map[int64]bool{}
+			}
+			for o := range offs {
+				processed[p][o] = true
+			}
+		}
+		gc.mu.Unlock()
+	}
+	got := h.check(t, c, topic)
+	for p, end := range got {
+		for o := int64(0); o < end; o++ {
+			if !processed[p][o] {
+				t.Errorf("%s-%d offset %d never processed (end %d)", topic, p, o, end)
+				break
+			}
+		}
+	}
+}
+
+// memberID is the member id the client has from the coordinator ("" before).
+func (g *groupConsumer) memberID() string {
+	id, _ := g.cl.GroupMetadata()
+	return id
+}
