@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -538,5 +539,31 @@ func TestCommitsQueuedDuringAnAppendShareTheNext(t *testing.T) {
 	}
 	if got := h.fetch("simple"); got[TopicPartition{"t", 0}] != 5 {
 		t.Fatalf("last commit must win: %v", got)
+	}
+}
+
+// TestRemoveTopicOffsets: a deleted topic's committed offsets are tombstoned
+// in every group (Kafka's onPartitionsDeleted), other topics' stay, and a reload
+// replays the deletion.
+func TestRemoveTopicOffsets(t *testing.T) {
+	h := newHarness(t, nil)
+	for _, g := range []string{"g1", "g2"} {
+		r := h.commit(g, "", -1, map[TopicPartition]int64{{"gone", 0}: 20, {"gone", 1}: 30, {"kept", 0}: 5})
+		for tp, code := range commitErrors(r) {
+			if code != 0 {
+				t.Fatalf("commit %s %v: error %d", g, tp, code)
+			}
+		}
+	}
+	h.c.RemoveTopicOffsets(map[string]bool{"gone": true})
+	want := map[TopicPartition]int64{{"kept", 0}: 5}
+	waitFor(t, "the deleted topic's offsets gone", func() bool {
+		return maps.Equal(h.fetch("g1"), want) && maps.Equal(h.fetch("g2"), want)
+	})
+	h.start()
+	for _, g := range []string{"g1", "g2"} {
+		if got := h.fetch(g); !maps.Equal(got, want) {
+			t.Fatalf("%s after a reload: offsets %v, want %v", g, got, want)
+		}
 	}
 }
