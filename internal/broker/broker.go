@@ -314,6 +314,9 @@ func (b *Broker) Start(ctx context.Context) error {
 	b.meta.Subscribe(func(prev, next *metadata.Image) { b.groups.RemoveTopicOffsets(deletedTopics(prev, next)) })
 	runCtx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
+	deletedShares := &deletedShareTopics{wake: make(chan struct{}, 1)}
+	b.meta.Subscribe(func(prev, next *metadata.Image) { deletedShares.add(deletedTopicPartitions(prev, next)) })
+	b.wg.Go(func() { deletedShares.run(runCtx, b.deleteDeletedShareStates) })
 	if voters, _ := b.cfg.QuorumVoters(); b.controller != nil && len(voters) > 1 {
 		b.wg.Go(func() {
 			b.watchMetadataLog(runCtx, b.controller, func(err error) error {

@@ -318,6 +318,11 @@ func (b *Broker) initNewShareState(ctx context.Context, groupID string, topic gr
 	if _, exists, _, _ := b.groups.ShareStateTopics(groupID); !exists {
 		return fmt.Errorf("share group %s was deleted", groupID)
 	}
+	// A topic deleted meanwhile has had its share state deleted
+	// (deleteDeletedShareStates, under this lock): none is written for it again.
+	if _, ok := b.image().TopicByID(metadata.TopicID(topic)); !ok {
+		return fmt.Errorf("topic %s was deleted", metadataTopicID(topic))
+	}
 	var keys []share.Key
 	for p := from; p < to; p++ {
 		keys = append(keys, share.Key{Group: groupID, TopicID: topic, Partition: p})
@@ -396,5 +401,107 @@ func (l *groupLocks) release(groups []string) {
 	for _, g := range groups {
 		close(l.held[g])
 		delete(l.held, g)
+	}
+}
+
+// deletedTopicPartitions returns the topics of prev that next no longer has (by id:
+// a topic deleted and created again is among them) with their partition counts, nil
+// if none.
+func deletedTopicPartitions(prev, next *metadata.Image) map[group.TopicID]int32 {
+	if prev == nil {
+		return nil
+	}
+	var out map[group.TopicID]int32
+	for _, t := range prev.Topics() {
+		if _, ok := next.TopicByID(t.ID); !ok {
+			if out == nil {
+				out = map[group.TopicID]int32{}
+			}
+			out[group.TopicID(t.ID)] = int32(len(t.Partitions))
+		}
+	}
+	return out
+}
+
+// deleteDeletedShareStates deletes the share state that the share groups this node
+// coordinates held on deleted topics, then drops the topics from the groups, as
+// Kafka's group coordinator does when partitions are deleted (onPartitionsDeleted,
+// which deletes their share state): otherwise the state would stay in
+// __share_group_state for good (DeleteGroups and DeleteShareGroupOffsets find a
+// group's topics by name, in the image, where a deleted topic no longer is). Each
+// group is done under its admin lock; a failure is logged and the state left.
+func (b *Broker) deleteDeletedShareStates(ctx context.Context, deleted map[group.TopicID]int32) {
+	groups := b.groups.ShareGroupsOnTopics(maps.Collect(func(yield func(group.TopicID, bool) bool) {
+		for id := range deleted {
+			if !yield(id, true) {
+				return
+			}
+		}
+	}))
+	for _, groupID := range slices.Sorted(maps.Keys(groups)) {
+		ids := groups[groupID]
+		var keys []share.Key
+		for _, id := range ids {
+			for p := range deleted[id] {
+				keys = append(keys, share.Key{Group: groupID, TopicID: id, Partition: p})
+			}
+		}
+		unlock, err := b.groupAdmin.lockContext(ctx, groupID)
+		if err != nil {
+			return
+		}
+		dctx, cancel := context.WithTimeout(ctx, shareStoreTimeout)
+		if err = b.deleteShareStates(dctx, keys); err == nil {
+			if code := <-b.groups.ForgetDeletedShareTopics(groupID, ids); code != 0 {
+				err = kerr.ErrorForCode(code)
+			}
+		}
+		cancel()
+		unlock()
+		if err != nil {
+			b.logger.Warn("deleting the share state of deleted topics failed", "group", groupID, "err", err)
+			continue
+		}
+		b.logger.Info("deleted the share state of deleted topics", "group", groupID, "share_partitions", len(keys))
+	}
+}
+
+// deletedShareTopics queues the topics deleted from the image (metadata subscribers
+// must not block) for deleteDeletedShareStates, which run takes them to in order. It
+// is safe for concurrent use.
+type deletedShareTopics struct {
+	mu      sync.Mutex
+	pending []map[group.TopicID]int32
+	wake    chan struct{}
+}
+
+func (q *deletedShareTopics) add(deleted map[group.TopicID]int32) {
+	if len(deleted) == 0 {
+		return
+	}
+	q.mu.Lock()
+	q.pending = append(q.pending, deleted)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run hands each queued deletion to fn until ctx ends.
+func (q *deletedShareTopics) run(ctx context.Context, fn func(context.Context, map[group.TopicID]int32)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-q.wake:
+		}
+		q.mu.Lock()
+		pending := q.pending
+		q.pending = nil
+		q.mu.Unlock()
+		for _, deleted := range pending {
+			fn(ctx, deleted)
+		}
 	}
 }

@@ -581,6 +581,18 @@ func (c *Coordinator) shareInitDone(groupID string, p shareInit, err error) {
 // as new topics if it subscribes to them again. The channel receives 0 or an error
 // code.
 func (c *Coordinator) ForgetShareTopics(groupID string, ids []TopicID) <-chan int16 {
+	return c.forgetShareTopics(groupID, ids, true)
+}
+
+// ForgetDeletedShareTopics drops deleted topics from a share group's topics (those
+// initialized and those being initialized), whether it has members or not, once their
+// share state was deleted: Kafka's group coordinator does so when partitions are
+// deleted (onPartitionsDeleted). The channel receives 0 or an error code.
+func (c *Coordinator) ForgetDeletedShareTopics(groupID string, ids []TopicID) <-chan int16 {
+	return c.forgetShareTopics(groupID, ids, false)
+}
+
+func (c *Coordinator) forgetShareTopics(groupID string, ids []TopicID, onlyEmpty bool) <-chan int16 {
 	ch := make(chan int16, 1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -590,7 +602,7 @@ func (c *Coordinator) ForgetShareTopics(groupID string, ids []TopicID) <-chan in
 		return ch
 	}
 	g := part.groups[groupID]
-	if g == nil || g.share == nil || g.state == StateDead || len(g.share.members) > 0 {
+	if g == nil || g.share == nil || g.state == StateDead || (onlyEmpty && len(g.share.members) > 0) {
 		ch <- kerrNone // nothing to forget; a group being deleted forgets everything
 		return ch
 	}
@@ -598,6 +610,9 @@ func (c *Coordinator) ForgetShareTopics(groupID string, ids []TopicID) <-chan in
 	initialized := maps.Clone(sg.initialized)
 	for _, id := range ids {
 		delete(initialized, id)
+		if !onlyEmpty {
+			delete(sg.initializing, id)
+		}
 	}
 	if len(initialized) == len(sg.initialized) {
 		ch <- kerrNone
@@ -612,6 +627,43 @@ func (c *Coordinator) ForgetShareTopics(groupID string, ids []TopicID) <-chan in
 		ch <- kerrNone
 	})
 	return ch
+}
+
+// ShareGroupsOnTopics returns the share groups this node coordinates that may hold
+// share state on any of the topics ids (deleted topics), each with those of ids it
+// may hold state on (all of them for a group recorded before its topics were kept).
+// A partition still loading is left out.
+func (c *Coordinator) ShareGroupsOnTopics(ids map[TopicID]bool) map[string][]TopicID {
+	if len(ids) == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out map[string][]TopicID
+	for _, part := range c.mu.partitions {
+		if part.loading {
+			continue
+		}
+		for id, g := range part.groups {
+			if g.share == nil || g.state == StateDead {
+				continue
+			}
+			held, all := g.share.stateTopics()
+			var on []TopicID
+			for t := range ids {
+				if all || slices.Contains(held, t) {
+					on = append(on, t)
+				}
+			}
+			if len(on) > 0 {
+				if out == nil {
+					out = map[string][]TopicID{}
+				}
+				out[id] = on
+			}
+		}
+	}
+	return out
 }
 
 func shareMemberEqual(a, b *shareMember) bool {
