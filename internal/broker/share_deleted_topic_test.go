@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-streaming/samsa/internal/group"
+	"github.com/samsa-streaming/samsa/internal/protocol"
+	"github.com/samsa-streaming/samsa/internal/share"
 	"github.com/samsa-streaming/samsa/internal/testutil"
 )
 
@@ -76,5 +78,62 @@ func TestDeletedTopicShareStateDeleted(t *testing.T) {
 		if err != nil || (found && snap.Start >= 0) {
 			t.Fatalf("%v: stored %+v %v %v", k, snap, found, err)
 		}
+	}
+}
+
+// TestShareFetchHeldWhileTopicDeleted: a share fetch waiting for records when one of
+// its session's topics is deleted is answered soon, that topic's partition with
+// UNKNOWN_TOPIC_ID (as Kafka completes the delayed share fetches of a deleted
+// partition), and the session goes on serving the group's other topic.
+func TestShareFetchHeldWhileTopicDeleted(t *testing.T) {
+	b := startTestBroker(t)
+	ka, kb := shareTestTopic(t, b, "held-gone"), shareTestTopic(t, b, "held-stays")
+	req := kmsg.NewPtrShareFetchRequest()
+	req.SetVersion(1)
+	req.GroupID, req.MemberID = kmsg.StringPtr("g"), kmsg.StringPtr("m")
+	req.MaxWaitMillis, req.MaxRecords, req.MaxBytes = 30_000, 100, 1<<20
+	for _, k := range []share.Key{ka, kb} {
+		rt := kmsg.NewShareFetchRequestTopic()
+		rt.TopicID = k.TopicID
+		rt.Partitions = append(rt.Partitions, kmsg.NewShareFetchRequestTopicPartition())
+		req.Topics = append(req.Topics, rt)
+	}
+	ch := b.Handle(&protocol.Request{Key: req.Key(), Version: req.GetVersion(), Body: req, ConnID: 1})
+	select {
+	case r := <-ch:
+		t.Fatalf("answered before the deletion: %+v", r.Body)
+	case <-time.After(300 * time.Millisecond):
+	}
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	dt := kmsg.NewDeleteTopicsRequestTopic()
+	dt.Topic = kmsg.StringPtr("held-gone")
+	del.Topics = append(del.Topics, dt)
+	if code := call[*kmsg.DeleteTopicsResponse](t, b, del).Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("delete: %v", kerr.ErrorForCode(code))
+	}
+	select {
+	case r := <-ch:
+		resp := r.Body.(*kmsg.ShareFetchResponse)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("ShareFetch: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		codes := map[[16]byte]int16{}
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				codes[rt.TopicID] = rp.ErrorCode
+			}
+		}
+		if c := codes[ka.TopicID]; c != kerr.UnknownTopicID.Code && c != kerr.UnknownTopicOrPartition.Code {
+			t.Fatalf("the deleted topic's partition answered %v, want UNKNOWN_TOPIC_ID", kerr.ErrorForCode(c))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the held share fetch was not answered within 5 s of its topic's deletion")
+	}
+	if code := produceTo(t, b, "held-stays"); code != 0 {
+		t.Fatalf("produce: %v", kerr.ErrorForCode(code))
+	}
+	got := shareFetchKeys(t, b, "m", 1, 100, []share.Key{kb}, nil)
+	if rp := got[kb]; rp.ErrorCode != 0 || len(rp.AcquiredRecords) == 0 {
+		t.Fatalf("the other topic answered %v, %d acquired runs; want its record", kerr.ErrorForCode(rp.ErrorCode), len(rp.AcquiredRecords))
 	}
 }

@@ -38,7 +38,8 @@ package broker
 // acquired without them); those of other partitions beside it, each before its
 // partition is read. When nothing is acquired the request
 // waits up to MaxWaitMillis, woken by new records or by records becoming available
-// again. A group whose
+// again; a partition that stops being served meanwhile (its topic deleted, its
+// leadership moved) ends the wait, its error answered. A group whose
 // share.isolation.level is read_committed acquires only below the last stable offset,
 // and the records of aborted transactions are archived instead of delivered (Kafka
 // does the same). Transaction markers are acquired like records, and clients
@@ -839,7 +840,26 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 		}()
 		expired, stop := b.after(time.Duration(r.MaxWaitMillis) * time.Millisecond)
 		defer stop()
+		// The partitions served here when the wait starts: one that stops being
+		// served (its topic deleted, its leadership moved) ends the wait, so that its
+		// error is answered at once, as Kafka completes the delayed share fetches of
+		// a partition this broker stops leading or deletes.
+		var served []share.Key
+		for _, k := range parts {
+			if _, err := b.sharePartition(k); err == nil {
+				served = append(served, k)
+			}
+		}
+		lost := func() bool {
+			for _, k := range served {
+				if _, err := b.sharePartition(k); err != nil {
+					return true
+				}
+			}
+			return false
+		}
 		for {
+			imageChanged := b.imageWatch.next()
 			for _, k := range parts {
 				if p, err := b.sharePartition(k); err == nil {
 					p.Wait(wake)
@@ -849,11 +869,13 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 				}
 				b.shares.Wait(k, wake)
 			}
-			if fetchAll() > 0 || heldBySelf {
+			if fetchAll() > 0 || heldBySelf || lost() {
 				break
 			}
 			select {
 			case <-wake:
+				continue
+			case <-imageChanged:
 				continue
 			case <-expired:
 			case <-sess.done: // ended (its connection closed, most likely): stop waiting
