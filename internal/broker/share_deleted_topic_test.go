@@ -19,7 +19,7 @@ import (
 // share group held on its partitions and drops the topic from the group's topics, as
 // Kafka's group coordinator does (onPartitionsDeleted): the state does not linger in
 // __share_group_state, where DeleteGroups (which looks at the group's topics in the
-// image) would never find it again.
+// image) would never find it again. Its share partitions leave memory.
 func TestDeletedTopicShareStateDeleted(t *testing.T) {
 	b := startTestBroker(t)
 	createTestTopic(t, b, "gone", 2)
@@ -58,6 +58,9 @@ func TestDeletedTopicShareStateDeleted(t *testing.T) {
 		t.Fatalf("before the deletion: %v %v", sums, failed)
 	}
 
+	if err := b.shares.Do(ctx, keys[0], func(*share.Partition) error { return nil }); err != nil {
+		t.Fatalf("load the share partition: %v", err)
+	}
 	del := kmsg.NewPtrDeleteTopicsRequest()
 	dt := kmsg.NewDeleteTopicsRequestTopic()
 	dt.Topic = kmsg.StringPtr("gone")
@@ -67,12 +70,12 @@ func TestDeletedTopicShareStateDeleted(t *testing.T) {
 	}
 	testutil.WaitFor(t, 10*time.Second, func() bool {
 		_, _, ids, _ := b.groups.ShareStateTopics("g")
-		if slices.Contains(ids, group.TopicID(old.ID)) {
+		if slices.Contains(ids, group.TopicID(old.ID)) || len(b.shares.Loaded("g")) > 0 {
 			return false
 		}
 		sums, failed := b.shareStore.SummaryEach(ctx, keys)
 		return len(failed) == 0 && !sums[keys[0]].found && !sums[keys[1]].found
-	}, "the deleted topic's share state deleted and the topic dropped from the group")
+	}, "the deleted topic's share state deleted and the topic dropped from the group and from memory")
 	for _, k := range keys {
 		snap, found, err := b.shareState.summary(ctx, k, -1)
 		if err != nil || (found && snap.Start >= 0) {
@@ -84,7 +87,8 @@ func TestDeletedTopicShareStateDeleted(t *testing.T) {
 // TestShareFetchHeldWhileTopicDeleted: a share fetch waiting for records when one of
 // its session's topics is deleted is answered soon, that topic's partition with
 // UNKNOWN_TOPIC_ID (as Kafka completes the delayed share fetches of a deleted
-// partition), and the session goes on serving the group's other topic.
+// partition), its share partition leaves memory, and the session goes on serving the
+// group's other topic.
 func TestShareFetchHeldWhileTopicDeleted(t *testing.T) {
 	b := startTestBroker(t)
 	ka, kb := shareTestTopic(t, b, "held-gone"), shareTestTopic(t, b, "held-stays")
@@ -129,6 +133,10 @@ func TestShareFetchHeldWhileTopicDeleted(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the held share fetch was not answered within 5 s of its topic's deletion")
 	}
+	// The deleted topic's share partition leaves memory on its leader, whichever node
+	// coordinates the group (here none: the group never joined).
+	testutil.WaitFor(t, 5*time.Second, func() bool { return !slices.Contains(b.shares.Loaded("g"), ka) },
+		"the deleted topic's share partition gone from memory")
 	if code := produceTo(t, b, "held-stays"); code != 0 {
 		t.Fatalf("produce: %v", kerr.ErrorForCode(code))
 	}

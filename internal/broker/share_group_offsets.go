@@ -423,14 +423,17 @@ func deletedTopicPartitions(prev, next *metadata.Image) map[group.TopicID]int32 
 	return out
 }
 
-// deleteDeletedShareStates deletes the share state that the share groups this node
-// coordinates held on deleted topics, then drops the topics from the groups, as
+// deleteDeletedShareStates drops the share partitions of deleted topics from memory,
+// deletes the share state that the share groups this node coordinates held on them, then drops the topics from the groups, as
 // Kafka's group coordinator does when partitions are deleted (onPartitionsDeleted,
 // which deletes their share state): otherwise the state would stay in
 // __share_group_state for good (DeleteGroups and DeleteShareGroupOffsets find a
 // group's topics by name, in the image, where a deleted topic no longer is). Each
 // group is done under its admin lock; a failure is logged and the state left.
 func (b *Broker) deleteDeletedShareStates(ctx context.Context, deleted map[group.TopicID]int32) {
+	for id := range deleted { // on every node: the share partitions it led leave memory
+		b.shares.ForgetTopic(id)
+	}
 	groups := b.groups.ShareGroupsOnTopics(maps.Collect(func(yield func(group.TopicID, bool) bool) {
 		for id := range deleted {
 			if !yield(id, true) {

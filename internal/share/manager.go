@@ -466,6 +466,22 @@ func (m *Manager) Forget(key Key) {
 	e.mu.Unlock()
 }
 
+// ForgetTopic drops from memory the partitions of every group on the topic with id
+// (it was deleted), as Forget does each.
+func (m *Manager) ForgetTopic(id [16]byte) {
+	m.mu.Lock()
+	var keys []Key
+	for k := range m.mu.parts {
+		if k.TopicID == id {
+			keys = append(keys, k)
+		}
+	}
+	m.mu.Unlock()
+	for _, k := range keys {
+		m.Forget(k)
+	}
+}
+
 // DropGroup drops every partition of group from memory, as Kafka's brokers do once
 // no member of the group has a share session on them: each leaves under its lock,
 // after the change under way on it (written, or undone), so what leaves is what the
