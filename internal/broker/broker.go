@@ -315,7 +315,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
 	deletedShares := &deletedShareTopics{wake: make(chan struct{}, 1)}
-	b.meta.Subscribe(func(prev, next *metadata.Image) { deletedShares.add(deletedTopicPartitions(prev, next)) })
+	b.meta.Subscribe(func(prev, next *metadata.Image) { deletedShares.add(deletedTopicsByID(prev, next)) })
 	b.wg.Go(func() { deletedShares.run(runCtx, b.deleteDeletedShareStates) })
 	if voters, _ := b.cfg.QuorumVoters(); b.controller != nil && len(voters) > 1 {
 		b.wg.Go(func() {

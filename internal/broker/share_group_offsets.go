@@ -404,20 +404,19 @@ func (l *groupLocks) release(groups []string) {
 	}
 }
 
-// deletedTopicPartitions returns the topics of prev that next no longer has (by id:
-// a topic deleted and created again is among them) with their partition counts, nil
-// if none.
-func deletedTopicPartitions(prev, next *metadata.Image) map[group.TopicID]int32 {
+// deletedTopicsByID returns the topics of prev that next no longer has (by id: a
+// topic deleted and created again is among them), as prev has them; nil if none.
+func deletedTopicsByID(prev, next *metadata.Image) map[group.TopicID]*metadata.Topic {
 	if prev == nil {
 		return nil
 	}
-	var out map[group.TopicID]int32
+	var out map[group.TopicID]*metadata.Topic
 	for _, t := range prev.Topics() {
 		if _, ok := next.TopicByID(t.ID); !ok {
 			if out == nil {
-				out = map[group.TopicID]int32{}
+				out = map[group.TopicID]*metadata.Topic{}
 			}
-			out[group.TopicID(t.ID)] = int32(len(t.Partitions))
+			out[group.TopicID(t.ID)] = t
 		}
 	}
 	return out
@@ -430,22 +429,18 @@ func deletedTopicPartitions(prev, next *metadata.Image) map[group.TopicID]int32 
 // __share_group_state for good (DeleteGroups and DeleteShareGroupOffsets find a
 // group's topics by name, in the image, where a deleted topic no longer is). Each
 // group is done under its admin lock; a failure is logged and the state left.
-func (b *Broker) deleteDeletedShareStates(ctx context.Context, deleted map[group.TopicID]int32) {
-	for id := range deleted { // on every node: the share partitions it led leave memory
-		b.shares.ForgetTopic(id)
+func (b *Broker) deleteDeletedShareStates(ctx context.Context, deleted map[group.TopicID]*metadata.Topic) {
+	names := make(map[group.TopicID]string, len(deleted))
+	for id, t := range deleted {
+		b.shares.ForgetTopic(id) // on every node: the share partitions it led leave memory
+		names[id] = t.Name
 	}
-	groups := b.groups.ShareGroupsOnTopics(maps.Collect(func(yield func(group.TopicID, bool) bool) {
-		for id := range deleted {
-			if !yield(id, true) {
-				return
-			}
-		}
-	}))
+	groups := b.groups.ShareGroupsOnTopics(names)
 	for _, groupID := range slices.Sorted(maps.Keys(groups)) {
 		ids := groups[groupID]
 		var keys []share.Key
 		for _, id := range ids {
-			for p := range deleted[id] {
+			for p := range int32(len(deleted[id].Partitions)) {
 				keys = append(keys, share.Key{Group: groupID, TopicID: id, Partition: p})
 			}
 		}
@@ -474,11 +469,11 @@ func (b *Broker) deleteDeletedShareStates(ctx context.Context, deleted map[group
 // is safe for concurrent use.
 type deletedShareTopics struct {
 	mu      sync.Mutex
-	pending []map[group.TopicID]int32
+	pending []map[group.TopicID]*metadata.Topic
 	wake    chan struct{}
 }
 
-func (q *deletedShareTopics) add(deleted map[group.TopicID]int32) {
+func (q *deletedShareTopics) add(deleted map[group.TopicID]*metadata.Topic) {
 	if len(deleted) == 0 {
 		return
 	}
@@ -492,7 +487,7 @@ func (q *deletedShareTopics) add(deleted map[group.TopicID]int32) {
 }
 
 // run hands each queued deletion to fn until ctx ends.
-func (q *deletedShareTopics) run(ctx context.Context, fn func(context.Context, map[group.TopicID]int32)) {
+func (q *deletedShareTopics) run(ctx context.Context, fn func(context.Context, map[group.TopicID]*metadata.Topic)) {
 	for {
 		select {
 		case <-ctx.Done():

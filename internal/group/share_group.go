@@ -630,11 +630,13 @@ func (c *Coordinator) forgetShareTopics(groupID string, ids []TopicID, onlyEmpty
 }
 
 // ShareGroupsOnTopics returns the share groups this node coordinates that may hold
-// share state on any of the topics ids (deleted topics), each with those of ids it
-// may hold state on (all of them for a group recorded before its topics were kept).
-// A partition still loading is left out.
-func (c *Coordinator) ShareGroupsOnTopics(ids map[TopicID]bool) map[string][]TopicID {
-	if len(ids) == 0 {
+// share state on any of the deleted topics (names by id), each with those it may hold
+// state on: those among its topics (all of them for a group recorded before its
+// topics were kept), and those a member subscribes to or is assigned, as a member's
+// heartbeat drops a deleted topic from the group's topics as soon as it sees it gone,
+// possibly before its state is deleted. A partition still loading is left out.
+func (c *Coordinator) ShareGroupsOnTopics(deleted map[TopicID]string) map[string][]TopicID {
+	if len(deleted) == 0 {
 		return nil
 	}
 	c.mu.Lock()
@@ -650,8 +652,8 @@ func (c *Coordinator) ShareGroupsOnTopics(ids map[TopicID]bool) map[string][]Top
 			}
 			held, all := g.share.stateTopics()
 			var on []TopicID
-			for t := range ids {
-				if all || slices.Contains(held, t) {
+			for t, name := range deleted {
+				if all || slices.Contains(held, t) || g.share.memberOn(t, name) {
 					on = append(on, t)
 				}
 			}
@@ -664,6 +666,17 @@ func (c *Coordinator) ShareGroupsOnTopics(ids map[TopicID]bool) map[string][]Top
 		}
 	}
 	return out
+}
+
+// memberOn reports whether a member subscribes to the topic name or is assigned
+// (or targeted) partitions of the topic id.
+func (sg *shareGroup) memberOn(id TopicID, name string) bool {
+	for _, m := range sg.members {
+		if slices.Contains(m.subscribedNames, name) || len(m.assignment[id]) > 0 || len(m.target[id]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func shareMemberEqual(a, b *shareMember) bool {

@@ -363,3 +363,43 @@ func TestShareStateTopics(t *testing.T) {
 		t.Fatalf("the partitions a gained were not initialized")
 	}
 }
+
+// TestShareGroupsOnDeletedTopics: the share groups that may hold state on a deleted
+// topic are found whether the topic is still among the group's topics (an empty
+// group named it) or a member's heartbeat already dropped it from them on seeing it
+// gone (the member subscribes to it), and ForgetDeletedShareTopics drops it from the
+// group's topics.
+func TestShareGroupsOnDeletedTopics(t *testing.T) {
+	h, ft := newConsumerHarness(t, nil)
+	h.shareInitsSucceed()
+	h.start()
+	ft.set("t", 2)
+	ft.set("u", 1)
+	if code := recv(t, h.c.EnsureShareGroup("empty", map[TopicID]int32{topicIDOf("u"): 1})); code != 0 {
+		t.Fatalf("EnsureShareGroup: error %d", code)
+	}
+	a := &smember{id: "a", topics: []string{"t"}}
+	if r := h.shHeartbeat("g", a); r.ErrorCode != 0 || a.owned.size() != 2 {
+		t.Fatalf("join: error %d, owns %v", r.ErrorCode, a.owned)
+	}
+	delete(ft.parts, "t")
+	delete(ft.parts, "u")
+	ft.version++
+	if r := h.shHeartbeat("g", a); r.ErrorCode != 0 || a.owned.size() != 0 {
+		t.Fatalf("heartbeat after the deletion: error %d, owns %v", r.ErrorCode, a.owned)
+	}
+	if _, ids, _ := stateTopics(t, h.c, "g"); slices.Contains(ids, topicIDOf("t")) {
+		t.Fatalf("the heartbeat kept the deleted topic among the group's topics")
+	}
+	got := h.c.ShareGroupsOnTopics(map[TopicID]string{topicIDOf("t"): "t", topicIDOf("u"): "u"})
+	if !slices.Equal(got["g"], []TopicID{topicIDOf("t")}) || !slices.Equal(got["empty"], []TopicID{topicIDOf("u")}) || len(got) != 2 {
+		t.Fatalf("groups on the deleted topics: %v; want g on t and empty on u", got)
+	}
+	if code := recv(t, h.c.ForgetDeletedShareTopics("empty", []TopicID{topicIDOf("u")})); code != 0 {
+		t.Fatalf("ForgetDeletedShareTopics: error %d", code)
+	}
+	h.start() // the forgetting is durable
+	if exists, ids, _ := stateTopics(t, h.c, "empty"); !exists || len(ids) != 0 {
+		t.Fatalf("empty group after forgetting u: exists %v, topics %v", exists, ids)
+	}
+}
