@@ -34,7 +34,7 @@ func TestShareGroupsConsumeRecreatedTopic(t *testing.T) {
 	b := startGroupBroker(t, "group.share.min.heartbeat.interval.ms=1000", "group.share.heartbeat.interval.ms=1000")
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, l := range strings.Split(b.Log(), "\n") {
+			for _, l := range strings.Split(b.FullLog(), "\n") {
 				if strings.Contains(l, "share") || strings.Contains(l, "WARN") || strings.Contains(l, "ERROR") {
 					t.Log(l)
 				}
