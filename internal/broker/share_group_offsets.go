@@ -450,8 +450,13 @@ func (b *Broker) deleteDeletedShareStates(ctx context.Context, deleted map[group
 		}
 		dctx, cancel := context.WithTimeout(ctx, shareStoreTimeout)
 		if err = b.deleteShareStates(dctx, keys); err == nil {
-			if code := <-b.groups.ForgetDeletedShareTopics(groupID, ids); code != 0 {
-				err = kerr.ErrorForCode(code)
+			select { // the broker closing does not wait for the group's write
+			case code := <-b.groups.ForgetDeletedShareTopics(groupID, ids):
+				if code != 0 {
+					err = kerr.ErrorForCode(code)
+				}
+			case <-ctx.Done():
+				err = ctx.Err()
 			}
 		}
 		cancel()
