@@ -311,11 +311,21 @@ func (b *Broker) Start(ctx context.Context) error {
 	b.meta.Subscribe(func(_, _ *metadata.Image) { b.imageWatch.changed() })
 	b.quotas.Update(b.meta.Image())
 	b.meta.Subscribe(func(_, next *metadata.Image) { b.quotas.Update(next) })
-	b.meta.Subscribe(func(prev, next *metadata.Image) { b.groups.RemoveTopicOffsets(deletedTopics(prev, next)) })
 	runCtx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
+	// Deleted topics (Kafka's onPartitionsDeleted): the groups' offsets on them are
+	// removed, and the share state the share groups held on them deleted.
 	deletedShares := &deletedShareTopics{wake: make(chan struct{}, 1)}
-	b.meta.Subscribe(func(prev, next *metadata.Image) { deletedShares.add(deletedTopicsByID(prev, next)) })
+	b.meta.Subscribe(func(prev, next *metadata.Image) {
+		if deleted := deletedTopics(prev, next); len(deleted) > 0 {
+			names := make(map[string]bool, len(deleted))
+			for _, t := range deleted {
+				names[t.Name] = true
+			}
+			b.groups.RemoveTopicOffsets(names)
+			deletedShares.add(deleted)
+		}
+	})
 	b.wg.Go(func() { deletedShares.run(runCtx, b.deleteDeletedShareStates) })
 	if voters, _ := b.cfg.QuorumVoters(); b.controller != nil && len(voters) > 1 {
 		b.wg.Go(func() {
@@ -509,24 +519,6 @@ func (b *Broker) after(d time.Duration) (<-chan struct{}, func()) {
 
 // image returns the current metadata image.
 func (b *Broker) image() *metadata.Image { return b.meta.Image() }
-
-// deletedTopics returns the names of the topics of prev that next no longer has (by
-// id: a topic deleted and created again is among them), nil if none.
-func deletedTopics(prev, next *metadata.Image) map[string]bool {
-	if prev == nil {
-		return nil
-	}
-	var out map[string]bool
-	for _, t := range prev.Topics() {
-		if _, ok := next.TopicByID(t.ID); !ok {
-			if out == nil {
-				out = map[string]bool{}
-			}
-			out[t.Name] = true
-		}
-	}
-	return out
-}
 
 // topicReplica returns this node's replica of partition of the topic with id, nil
 // when it has none, or when the one it has is of another topic of the same name: a

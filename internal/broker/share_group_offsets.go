@@ -404,9 +404,9 @@ func (l *groupLocks) release(groups []string) {
 	}
 }
 
-// deletedTopicsByID returns the topics of prev that next no longer has (by id: a
-// topic deleted and created again is among them), as prev has them; nil if none.
-func deletedTopicsByID(prev, next *metadata.Image) map[group.TopicID]*metadata.Topic {
+// deletedTopics returns the topics of prev that next no longer has (by id: a topic
+// deleted and created again is among them), as prev has them; nil if none.
+func deletedTopics(prev, next *metadata.Image) map[group.TopicID]*metadata.Topic {
 	if prev == nil {
 		return nil
 	}
