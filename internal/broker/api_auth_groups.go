@@ -7,9 +7,11 @@ package broker
 //	                                              every subscribed topic
 //	ConsumerGroupDescribe, ShareGroupDescribe     DESCRIBE on each group
 //	ShareFetch, ShareAcknowledge                  READ on the group; READ on each topic
-//	DescribeShareGroupOffsets                     DESCRIBE on each group
-//	AlterShareGroupOffsets                        READ on the group
-//	DeleteShareGroupOffsets                       DELETE on the group
+//	DescribeShareGroupOffsets                     DESCRIBE on each group; DESCRIBE on
+//	                                              each topic (an all-topics answer
+//	                                              leaves out the others)
+//	AlterShareGroupOffsets                        READ on the group; READ on each topic
+//	DeleteShareGroupOffsets                       DELETE on the group; READ on each topic
 //	DescribeTopicPartitions                       DESCRIBE on each topic
 
 import (
@@ -207,43 +209,126 @@ func splitTopics[T, R any](items []T, allowed func(T) bool, refuse func(T) R) (k
 	return keep, refused
 }
 
+// authorizeDescribeShareGroupOffsets checks DESCRIBE on each group and on each topic:
+// a named topic the principal may not describe answers TOPIC_AUTHORIZATION_FAILED
+// (and is not looked up), an all-topics answer leaves such topics out.
 func (b *Broker) authorizeDescribeShareGroupOffsets(req *protocol.Request) (kmsg.Response, *protocol.Request, func(kmsg.Response)) {
 	r := req.Body.(*kmsg.DescribeShareGroupOffsetsRequest)
+	describe := func(topic string) bool { return b.allowed(req, auth.OpDescribe, auth.ResourceTopic, topic) }
 	denied := map[string]bool{}
+	refused := map[string][]kmsg.DescribeShareGroupOffsetsResponseGroupTopic{}
+	keep := *r
+	keep.Groups = make([]kmsg.DescribeShareGroupOffsetsRequestGroup, 0, len(r.Groups))
 	for _, g := range r.Groups {
 		if !b.authorize(req, auth.OpDescribe, auth.ResourceGroup, g.GroupID) {
 			denied[g.GroupID] = true
+			g.Topics = []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{}
+			keep.Groups = append(keep.Groups, g)
+			continue
 		}
+		if g.Topics != nil {
+			kept := make([]kmsg.DescribeShareGroupOffsetsRequestGroupTopic, 0, len(g.Topics))
+			for _, t := range g.Topics {
+				if b.authorize(req, auth.OpDescribe, auth.ResourceTopic, t.Topic) {
+					kept = append(kept, t)
+					continue
+				}
+				rt := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
+					rp.Partition, rp.StartOffset, rp.ErrorCode = p, -1, kerr.TopicAuthorizationFailed.Code
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				refused[g.GroupID] = append(refused[g.GroupID], rt)
+			}
+			g.Topics = kept
+		}
+		keep.Groups = append(keep.Groups, g)
 	}
-	if len(denied) == 0 {
-		return nil, req, nil
-	}
-	return nil, req, func(resp kmsg.Response) {
+	return nil, withRequestBody(req, &keep), func(resp kmsg.Response) {
 		out := resp.(*kmsg.DescribeShareGroupOffsetsResponse)
 		for i := range out.Groups {
-			if g := &out.Groups[i]; denied[g.GroupID] {
+			g := &out.Groups[i]
+			if denied[g.GroupID] {
 				g.ErrorCode, g.ErrorMessage, g.Topics = kerr.GroupAuthorizationFailed.Code, nil, nil
+				continue
+			}
+			kept := g.Topics[:0]
+			for _, t := range g.Topics {
+				if describe(t.Topic) {
+					kept = append(kept, t)
+				}
+			}
+			g.Topics = kept
+			if g.ErrorCode == 0 {
+				g.Topics = append(g.Topics, refused[g.GroupID]...)
+				delete(refused, g.GroupID) // a group named twice gets them once
 			}
 		}
 	}
 }
 
+// authorizeAlterShareGroupOffsets checks READ on the group and on each topic: a topic
+// the principal may not read answers TOPIC_AUTHORIZATION_FAILED and is not altered.
 func (b *Broker) authorizeAlterShareGroupOffsets(req *protocol.Request) (kmsg.Response, *protocol.Request, func(kmsg.Response)) {
-	if b.authorize(req, auth.OpRead, auth.ResourceGroup, req.Body.(*kmsg.AlterShareGroupOffsetsRequest).GroupID) {
+	r := req.Body.(*kmsg.AlterShareGroupOffsetsRequest)
+	if !b.authorize(req, auth.OpRead, auth.ResourceGroup, r.GroupID) {
+		resp := kmsg.NewPtrAlterShareGroupOffsetsResponse()
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil, nil
+	}
+	keep := *r
+	var refused []kmsg.AlterShareGroupOffsetsResponseTopic
+	keep.Topics, refused = splitTopics(r.Topics, func(t kmsg.AlterShareGroupOffsetsRequestTopic) bool {
+		return b.authorize(req, auth.OpRead, auth.ResourceTopic, t.Topic)
+	}, func(t kmsg.AlterShareGroupOffsetsRequestTopic) kmsg.AlterShareGroupOffsetsResponseTopic {
+		rt := kmsg.NewAlterShareGroupOffsetsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewAlterShareGroupOffsetsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		return rt
+	})
+	if len(refused) == 0 {
 		return nil, req, nil
 	}
-	resp := kmsg.NewPtrAlterShareGroupOffsetsResponse()
-	resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-	return resp, nil, nil
+	return nil, withRequestBody(req, &keep), func(resp kmsg.Response) {
+		if out := resp.(*kmsg.AlterShareGroupOffsetsResponse); out.ErrorCode == 0 {
+			out.Topics = append(out.Topics, refused...)
+		}
+	}
 }
 
+// authorizeDeleteShareGroupOffsets checks DELETE on the group and READ on each topic:
+// a topic the principal may not read answers TOPIC_AUTHORIZATION_FAILED and keeps its
+// state.
 func (b *Broker) authorizeDeleteShareGroupOffsets(req *protocol.Request) (kmsg.Response, *protocol.Request, func(kmsg.Response)) {
-	if b.authorize(req, auth.OpDelete, auth.ResourceGroup, req.Body.(*kmsg.DeleteShareGroupOffsetsRequest).GroupID) {
+	r := req.Body.(*kmsg.DeleteShareGroupOffsetsRequest)
+	if !b.authorize(req, auth.OpDelete, auth.ResourceGroup, r.GroupID) {
+		resp := kmsg.NewPtrDeleteShareGroupOffsetsResponse()
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil, nil
+	}
+	keep := *r
+	var refused []kmsg.DeleteShareGroupOffsetsResponseTopic
+	keep.Topics, refused = splitTopics(r.Topics, func(t kmsg.DeleteShareGroupOffsetsRequestTopic) bool {
+		return b.authorize(req, auth.OpRead, auth.ResourceTopic, t.Topic)
+	}, func(t kmsg.DeleteShareGroupOffsetsRequestTopic) kmsg.DeleteShareGroupOffsetsResponseTopic {
+		rt := kmsg.NewDeleteShareGroupOffsetsResponseTopic()
+		rt.Topic, rt.ErrorCode = t.Topic, kerr.TopicAuthorizationFailed.Code
+		return rt
+	})
+	if len(refused) == 0 {
 		return nil, req, nil
 	}
-	resp := kmsg.NewPtrDeleteShareGroupOffsetsResponse()
-	resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-	return resp, nil, nil
+	return nil, withRequestBody(req, &keep), func(resp kmsg.Response) {
+		if out := resp.(*kmsg.DeleteShareGroupOffsetsResponse); out.ErrorCode == 0 {
+			out.Topics = append(out.Topics, refused...)
+		}
+	}
 }
 
 // authorizeDescribeTopicPartitions answers TOPIC_AUTHORIZATION_FAILED for a named

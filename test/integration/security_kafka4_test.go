@@ -1,0 +1,155 @@
+package integration
+
+// Authorization of the APIs Kafka 4 added (KIP-848, KIP-932, KIP-966) and of the
+// multi-group OffsetFetch, against Kafka's KafkaApis: a principal sees nothing of a
+// topic it may not DESCRIBE and changes nothing of a topic it may not READ.
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/samsa-streaming/samsa/internal/testutil"
+)
+
+// aclBroker starts a broker with an authorizer, topics "pub" (alice may do anything)
+// and "secret" (no ACL for alice), and groups prefixed "g-" alice may do anything
+// with. It returns the admin's (super user) and alice's clients.
+func aclBroker(t *testing.T) (admin, alice *kgo.Client) {
+	t.Helper()
+	opts := secureUsers
+	opts.Overrides = []string{
+		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"super.users=User:admin",
+	}
+	sb := testutil.StartSecureBroker(t, opts)
+	admin = secureClient(t, sb.SASLPlaintext, nil, plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())
+	adm := kadm.NewClient(admin)
+	for _, topic := range []string{"pub", "secret"} {
+		createTopic(t, adm, topic, 1, nil)
+	}
+	ctx := ctxT(t, 30*time.Second)
+	for _, b := range []*kadm.ACLBuilder{
+		kadm.NewACLs().Allow("User:alice").Topics("pub").Operations(kadm.OpAll).ResourcePatternType(kadm.ACLPatternLiteral),
+		kadm.NewACLs().Allow("User:alice").Groups("g-").Operations(kadm.OpAll).ResourcePatternType(kadm.ACLPatternPrefixed),
+	} {
+		results, err := adm.CreateACLs(ctx, b)
+		checkACLResults(t, results, err)
+	}
+	alice = secureClient(t, sb.SASLPlaintext, nil, plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism())
+	return admin, alice
+}
+
+func shareOffsetsOf(ctx context.Context, t *testing.T, cl *kgo.Client, group string, topics ...string) kmsg.DescribeShareGroupOffsetsResponseGroup {
+	t.Helper()
+	req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+	rg.GroupID = group
+	for _, name := range topics {
+		rt := kmsg.NewDescribeShareGroupOffsetsRequestGroupTopic()
+		rt.Topic, rt.Partitions = name, []int32{0}
+		rg.Topics = append(rg.Topics, rt)
+	}
+	req.Groups = append(req.Groups, rg)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || len(resp.Groups) != 1 {
+		t.Fatalf("DescribeShareGroupOffsets: %+v, %v", resp, err)
+	}
+	return resp.Groups[0]
+}
+
+func alterShareOffsets(ctx context.Context, t *testing.T, cl *kgo.Client, group string, topics ...string) *kmsg.AlterShareGroupOffsetsResponse {
+	t.Helper()
+	req := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+	req.GroupID = group
+	for _, name := range topics {
+		rt := kmsg.NewAlterShareGroupOffsetsRequestTopic()
+		rt.Topic = name
+		rp := kmsg.NewAlterShareGroupOffsetsRequestTopicPartition()
+		rp.Partition, rp.StartOffset = 0, 0
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("AlterShareGroupOffsets: %v", err)
+	}
+	return resp
+}
+
+func topicNamesOf(g kmsg.DescribeShareGroupOffsetsResponseGroup) map[string]int16 {
+	m := map[string]int16{}
+	for _, rt := range g.Topics {
+		code := int16(0)
+		for _, p := range rt.Partitions {
+			if p.ErrorCode != 0 {
+				code = p.ErrorCode
+			}
+		}
+		m[rt.Topic] = code
+	}
+	return m
+}
+
+// The share group offset APIs need DESCRIBE (describe) or READ (alter, delete) on
+// each topic besides the group ACL, as Kafka's KafkaApis checks.
+func TestShareGroupOffsetsNeedTopicACLs(t *testing.T) {
+	admin, alice := aclBroker(t)
+	ctx := ctxT(t, 60*time.Second)
+	const group = "g-share"
+	if resp := alterShareOffsets(ctx, t, admin, group, "pub", "secret"); resp.ErrorCode != 0 {
+		t.Fatalf("admin alter: %+v", resp)
+	}
+
+	// Describe of all topics leaves out what alice may not describe; a named one is refused.
+	all := topicNamesOf(shareOffsetsOf(ctx, t, alice, group))
+	if _, leaked := all["secret"]; leaked || all["pub"] != 0 {
+		t.Errorf("alice's describe of all topics: %v; want pub only", all)
+	}
+	named := topicNamesOf(shareOffsetsOf(ctx, t, alice, group, "pub", "secret"))
+	if named["secret"] != kerr.TopicAuthorizationFailed.Code || named["pub"] != 0 {
+		t.Errorf("alice's describe of pub and secret: %v; want secret TOPIC_AUTHORIZATION_FAILED", named)
+	}
+
+	// Alter needs READ on the topic.
+	resp := alterShareOffsets(ctx, t, alice, group, "pub", "secret")
+	codes := map[string]int16{}
+	for _, rt := range resp.Topics {
+		for _, p := range rt.Partitions {
+			codes[rt.Topic] = p.ErrorCode
+		}
+	}
+	if resp.ErrorCode != 0 || codes["pub"] != 0 || codes["secret"] != kerr.TopicAuthorizationFailed.Code {
+		t.Errorf("alice's alter of pub and secret: %d %v; want secret TOPIC_AUTHORIZATION_FAILED", resp.ErrorCode, codes)
+	}
+
+	// Delete needs READ on the topic: secret's state stays.
+	del := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+	del.GroupID = group
+	for _, name := range []string{"pub", "secret"} {
+		rt := kmsg.NewDeleteShareGroupOffsetsRequestTopic()
+		rt.Topic = name
+		del.Topics = append(del.Topics, rt)
+	}
+	dresp, err := del.RequestWith(ctx, alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes = map[string]int16{}
+	for _, rt := range dresp.Topics {
+		codes[rt.Topic] = rt.ErrorCode
+	}
+	if dresp.ErrorCode != 0 || codes["pub"] != 0 || codes["secret"] != kerr.TopicAuthorizationFailed.Code {
+		t.Errorf("alice's delete of pub and secret: %d %v; want secret TOPIC_AUTHORIZATION_FAILED", dresp.ErrorCode, codes)
+	}
+	left := topicNamesOf(shareOffsetsOf(ctx, t, admin, group))
+	if _, ok := left["secret"]; !ok {
+		t.Errorf("after alice's delete the admin sees %v; secret's state is gone", left)
+	}
+}
