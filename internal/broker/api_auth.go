@@ -183,10 +183,13 @@ func (b *Broker) authorizeOffsetFetch(req *protocol.Request) (kmsg.Response, *pr
 			out.Topics = kept
 		}
 	}
-	deniedGroups := map[string]bool{}
+	deniedGroups, allTopics := map[string]bool{}, map[string]bool{}
 	for _, g := range r.Groups {
 		if !b.authorize(req, auth.OpDescribe, auth.ResourceGroup, g.Group) {
 			deniedGroups[g.Group] = true
+		}
+		if g.Topics == nil {
+			allTopics[g.Group] = true
 		}
 	}
 	return nil, req, func(resp kmsg.Response) {
@@ -205,6 +208,9 @@ func (b *Broker) authorizeOffsetFetch(req *protocol.Request) (kmsg.Response, *pr
 				}
 				if name == "" || describe(name) {
 					kept = append(kept, t)
+					continue
+				}
+				if allTopics[g.Group] { // not named: not shown
 					continue
 				}
 				for j := range t.Partitions {

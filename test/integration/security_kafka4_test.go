@@ -153,3 +153,47 @@ func TestShareGroupOffsetsNeedTopicACLs(t *testing.T) {
 		t.Errorf("after alice's delete the admin sees %v; secret's state is gone", left)
 	}
 }
+
+// OffsetFetch of all topics (v8+, groups listed) leaves out the topics the principal
+// may not describe, as it does before v8.
+func TestOffsetFetchAllTopicsHidesUndescribable(t *testing.T) {
+	admin, alice := aclBroker(t)
+	ctx := ctxT(t, 60*time.Second)
+	const group = "g-classic"
+	var offsets kadm.Offsets
+	offsets.AddOffset("pub", 0, 0, -1)
+	offsets.AddOffset("secret", 0, 0, -1)
+	if err := kadm.NewClient(admin).CommitAllOffsets(ctx, group, offsets); err != nil {
+		t.Fatal(err)
+	}
+	for _, version := range []int16{8, 9, 10} {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Version = version
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group = group
+		req.Groups = append(req.Groups, rg)
+		resp, err := req.RequestWith(ctx, alice)
+		if err != nil || len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 {
+			t.Fatalf("v%d: %+v, %v", version, resp, err)
+		}
+		seen := map[string]bool{}
+		for _, rt := range resp.Groups[0].Topics {
+			seen[rt.Topic] = true
+			if rt.TopicID == secretID(ctx, t, admin) {
+				seen["secret"] = true
+			}
+		}
+		if seen["secret"] || len(resp.Groups[0].Topics) != 1 {
+			t.Errorf("v%d: alice sees %+v; want pub only", version, resp.Groups[0].Topics)
+		}
+	}
+}
+
+func secretID(ctx context.Context, t *testing.T, admin *kgo.Client) [16]byte {
+	t.Helper()
+	td, err := kadm.NewClient(admin).ListTopics(ctx, "secret")
+	if err != nil || td["secret"].Err != nil {
+		t.Fatalf("secret: %v", err)
+	}
+	return td["secret"].ID
+}
