@@ -5,7 +5,10 @@ package broker
 //
 //	ConsumerGroupHeartbeat, ShareGroupHeartbeat   READ on the group; DESCRIBE on
 //	                                              every subscribed topic
-//	ConsumerGroupDescribe, ShareGroupDescribe     DESCRIBE on each group
+//	ConsumerGroupDescribe, ShareGroupDescribe     DESCRIBE on each group; a group
+//	                                              whose assignments name a topic the
+//	                                              principal may not DESCRIBE answers
+//	                                              TOPIC_AUTHORIZATION_FAILED
 //	ShareFetch, ShareAcknowledge                  READ on the group; READ on each topic
 //	DescribeShareGroupOffsets                     DESCRIBE on each group; DESCRIBE on
 //	                                              each topic (an all-topics answer
@@ -99,29 +102,74 @@ func (b *Broker) authorizeGroupDescribe(req *protocol.Request) (kmsg.Response, *
 	ops := func(g string) int32 {
 		return b.authorizedOperations(req, includeOps, auth.ResourceGroup, g)
 	}
+	// A group whose assignments name a topic the principal may not describe is
+	// refused whole, as Kafka does: its members would show the topic.
+	hidden := func(topics ...string) bool {
+		for _, t := range topics {
+			if !b.allowed(req, auth.OpDescribe, auth.ResourceTopic, t) {
+				return true
+			}
+		}
+		return false
+	}
+	topicMsg := "The group has described topic(s) that the client is not authorized to describe."
 	return nil, req, func(resp kmsg.Response) {
 		switch out := resp.(type) {
 		case *kmsg.ConsumerGroupDescribeResponse:
 			for i := range out.Groups {
 				g := &out.Groups[i]
-				if name := g.Group; denied[name] {
+				name := g.Group
+				switch {
+				case denied[name]:
 					*g = kmsg.NewConsumerGroupDescribeResponseGroup()
 					g.Group, g.ErrorCode = name, code
+				case hidden(consumerGroupTopics(g)...):
+					*g = kmsg.NewConsumerGroupDescribeResponseGroup()
+					g.Group, g.ErrorCode, g.ErrorMessage = name, kerr.TopicAuthorizationFailed.Code, &topicMsg
 				}
 				g.AuthorizedOperations = ops(g.Group)
 			}
 		case *kmsg.ShareGroupDescribeResponse:
 			for i := range out.Groups {
 				g := &out.Groups[i]
-				if denied[g.GroupID] {
-					id := g.GroupID
+				id := g.GroupID
+				switch {
+				case denied[id]:
 					*g = kmsg.NewShareGroupDescribeResponseGroup()
 					g.GroupID, g.ErrorCode = id, code
+				case hidden(shareGroupTopics(g)...):
+					*g = kmsg.NewShareGroupDescribeResponseGroup()
+					g.GroupID, g.ErrorCode, g.ErrorMessage = id, kerr.TopicAuthorizationFailed.Code, &topicMsg
 				}
 				g.AuthorizedOperations = ops(g.GroupID)
 			}
 		}
 	}
+}
+
+// consumerGroupTopics are the topics a described consumer group's members' current
+// and target assignments name.
+func consumerGroupTopics(g *kmsg.ConsumerGroupDescribeResponseGroup) []string {
+	var topics []string
+	for _, m := range g.Members {
+		for _, a := range []kmsg.Assignment{m.Assignment, m.TargetAssignment} {
+			for _, tp := range a.TopicPartitions {
+				topics = append(topics, tp.Topic)
+			}
+		}
+	}
+	return topics
+}
+
+// shareGroupTopics are the topics a described share group's members' assignments name.
+func shareGroupTopics(g *kmsg.ShareGroupDescribeResponseGroup) []string {
+	var topics []string
+	for _, m := range g.Members {
+		for _, tp := range m.Assignment.TopicPartitions {
+			topics = append(topics, tp.Topic)
+		}
+	}
+	return topics
 }
 
 // topicName is the name of a topic named by id, "" when the image has none.
@@ -331,28 +379,39 @@ func (b *Broker) authorizeDeleteShareGroupOffsets(req *protocol.Request) (kmsg.R
 	}
 }
 
-// authorizeDescribeTopicPartitions answers TOPIC_AUTHORIZATION_FAILED for a named
-// topic the principal may not describe and leaves such topics out when all are
-// listed.
+// authorizeDescribeTopicPartitions answers TOPIC_AUTHORIZATION_FAILED (without the
+// topic id) for a named topic the principal may not describe, whether or not it
+// exists, as Kafka does; such a topic is not looked up. When all topics are listed,
+// the handler itself leaves them out before paging (so that neither the page nor
+// the cursor reveals one).
 func (b *Broker) authorizeDescribeTopicPartitions(req *protocol.Request) (kmsg.Response, *protocol.Request, func(kmsg.Response)) {
-	all := len(req.Body.(*kmsg.DescribeTopicPartitionsRequest).Topics) == 0
-	return nil, req, func(resp kmsg.Response) {
+	r := req.Body.(*kmsg.DescribeTopicPartitionsRequest)
+	keep := *r
+	var refused []kmsg.DescribeTopicPartitionsResponseTopic
+	keep.Topics, refused = splitTopics(r.Topics, func(t kmsg.DescribeTopicPartitionsRequestTopic) bool {
+		return b.authorize(req, auth.OpDescribe, auth.ResourceTopic, t.Topic)
+	}, func(t kmsg.DescribeTopicPartitionsRequestTopic) kmsg.DescribeTopicPartitionsResponseTopic {
+		rt := kmsg.NewDescribeTopicPartitionsResponseTopic()
+		name := t.Topic
+		rt.Topic, rt.ErrorCode, rt.AuthorizedOperations = &name, kerr.TopicAuthorizationFailed.Code, authorizedOperationsOmitted
+		return rt
+	})
+	if len(refused) > 0 && len(keep.Topics) == 0 { // an empty list would be all topics
+		resp := kmsg.NewPtrDescribeTopicPartitionsResponse()
+		resp.Topics = refused
+		return resp, nil, nil
+	}
+	complete := func(resp kmsg.Response) {
 		out := resp.(*kmsg.DescribeTopicPartitionsResponse)
-		kept := out.Topics[:0]
-		for _, t := range out.Topics {
-			switch {
-			case t.Topic == nil || t.ErrorCode != 0:
-			case !b.allowed(req, auth.OpDescribe, auth.ResourceTopic, *t.Topic):
-				if all {
-					continue
-				}
-				b.authorize(req, auth.OpDescribe, auth.ResourceTopic, *t.Topic) // logs the denial
-				t.ErrorCode, t.Partitions, t.AuthorizedOperations = kerr.TopicAuthorizationFailed.Code, nil, authorizedOperationsOmitted
-			default:
+		for i := range out.Topics {
+			if t := &out.Topics[i]; t.Topic != nil && t.ErrorCode == 0 {
 				t.AuthorizedOperations = b.authorizedOperations(req, true, auth.ResourceTopic, *t.Topic)
 			}
-			kept = append(kept, t)
 		}
-		out.Topics = kept
+		out.Topics = append(out.Topics, refused...)
 	}
+	if len(refused) == 0 {
+		return nil, req, complete
+	}
+	return nil, withRequestBody(req, &keep), complete
 }

@@ -6,8 +6,9 @@ package broker
 // response (at most 2000, Kafka's max.request.partition.size.limit); when partitions
 // are left, NextCursor names the first of them and a request with that cursor
 // continues there. A requested topic that does not exist answers
-// UNKNOWN_TOPIC_OR_PARTITION. Eligible leader replicas (KIP-966's ELR) are not kept:
-// those fields are null.
+// UNKNOWN_TOPIC_OR_PARTITION; one the principal may not describe answers
+// TOPIC_AUTHORIZATION_FAILED, and an all-topics answer leaves those out. Eligible
+// leader replicas (KIP-966's ELR) are not kept: those fields are null.
 
 import (
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 )
 
@@ -33,7 +35,11 @@ func (b *Broker) handleDescribeTopicPartitions(req *protocol.Request) <-chan pro
 	var names []string
 	if len(r.Topics) == 0 {
 		for _, t := range img.Topics() {
-			names = append(names, t.Name)
+			// Topics the principal may not describe are not listed, nor paged over
+			// (api_auth_groups.go refuses the named ones).
+			if b.allowed(req, auth.OpDescribe, auth.ResourceTopic, t.Name) {
+				names = append(names, t.Name)
+			}
 		}
 	} else {
 		for _, t := range r.Topics {
