@@ -148,6 +148,7 @@ func New(o Options) (*Broker, error) {
 		o.AuthorizerLogger = o.Logger
 	}
 	b.authz = newAuthorizer(cfg, o.AuthorizerLogger)
+	b.groupTops.authorizing = b.authz != nil
 	b.quotas = auth.NewQuotas(int(cfg.Security.QuotaWindowNum), time.Duration(cfg.Security.QuotaWindowSizeSeconds)*time.Second)
 	b.bootstrapScram = o.BootstrapScram
 	b.shareSessionCache.max = int(cfg.GroupShareMaxShareSessions)

@@ -7,7 +7,8 @@ package broker
 // records are committed to __consumer_offsets. v1 (Kafka 4) has the member id chosen by
 // the client and adds SubscribedTopicRegex, resolved here against the topics of the
 // metadata image (a topic created later is assigned at the next heartbeat, with no
-// metadata refresh on the client). The assignors see topics by id, partition counts
+// metadata refresh on the client) that the member may DESCRIBE, as Kafka filters a
+// resolved regex. The assignors see topics by id, partition counts
 // and the racks of each partition's replicas (broker.rack), for rack-aware placement.
 //
 // Differences from Kafka: classic-protocol members cannot join a non-empty consumer
@@ -20,6 +21,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/group"
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
@@ -31,12 +33,17 @@ func init() {
 
 func (b *Broker) handleConsumerGroupHeartbeat(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.ConsumerGroupHeartbeatRequest)
-	return relayGroupResponse(b.groups.ConsumerGroupHeartbeat(r, req.ClientID, groupClientHost(req.ClientAddr)))
+	var describable func(string) bool
+	if b.authz != nil { // a regex resolves to the topics the member may describe
+		describable = func(topic string) bool { return b.allowed(req, auth.OpDescribe, auth.ResourceTopic, topic) }
+	}
+	return relayGroupResponse(b.groups.ConsumerGroupHeartbeat(r, req.ClientID, groupClientHost(req.ClientAddr), describable))
 }
 
 // groupTopics caches the coordinator's view of the topics for one metadata image.
 type groupTopics struct {
-	cached atomic.Pointer[groupTopicsEntry]
+	cached      atomic.Pointer[groupTopicsEntry]
+	authorizing bool // an authorizer is configured (group.Topics.AuthorizeRegex)
 }
 
 type groupTopicsEntry struct {
@@ -55,7 +62,8 @@ func (gt *groupTopics) get(img *metadata.Image) *group.Topics {
 			racks[int32(br.NodeID)] = br.Rack
 		}
 	}
-	out := &group.Topics{Version: img.Offset(), ByName: map[string]group.TopicInfo{}, ByID: map[group.TopicID]string{}}
+	out := &group.Topics{Version: img.Offset(), ByName: map[string]group.TopicInfo{}, ByID: map[group.TopicID]string{},
+		AuthorizeRegex: gt.authorizing}
 	for _, t := range img.Topics() {
 		info := group.TopicInfo{Name: t.Name, ID: group.TopicID(t.ID), Partitions: int32(len(t.Partitions))}
 		if len(racks) > 0 {

@@ -43,6 +43,10 @@ type Topics struct {
 	ByName  map[string]TopicInfo
 	Names   []string // sorted
 	ByID    map[TopicID]string
+	// AuthorizeRegex is set when an authorizer decides what a member may describe:
+	// a member's regex then resolves to nothing until it has sent its describable
+	// (a member loaded from the log has not), rather than to every topic.
+	AuthorizeRegex bool
 }
 
 // Assignment maps topic ids to sorted partition lists.
@@ -148,7 +152,10 @@ type consumerMember struct {
 
 	// Memory only.
 	sessionDeadline time.Time
-	revokeDeadline  time.Time // while memberUnrevoked: fenced if not revoked by then
+	// describable filters what subscribedRegex resolves to (nil: every topic); it is
+	// the member's last heartbeat's (ConsumerGroupHeartbeat).
+	describable    func(topic string) bool
+	revokeDeadline time.Time // while memberUnrevoked: fenced if not revoked by then
 }
 
 func (m *consumerMember) static() bool { return m.instanceID != "" }
@@ -234,7 +241,7 @@ func (cg *consumerGroup) subscribedTopics(m *consumerMember, topics *Topics) map
 			out[name] = true
 		}
 	}
-	if m.subscribedRegex != "" {
+	if m.subscribedRegex != "" && (m.describable != nil || !topics.AuthorizeRegex) {
 		re := cg.regexes[m.subscribedRegex]
 		if re == nil {
 			var err error
@@ -247,7 +254,7 @@ func (cg *consumerGroup) subscribedTopics(m *consumerMember, topics *Topics) map
 			cg.regexes[m.subscribedRegex] = re
 		}
 		for _, name := range topics.Names {
-			if re.MatchString(name) {
+			if re.MatchString(name) && (m.describable == nil || m.describable(name)) {
 				out[name] = true
 			}
 		}

@@ -104,7 +104,7 @@ func (h *harness) cgHeartbeat(group string, m *cmember, full bool) *kmsg.Consume
 			}
 		}
 	}
-	resp := recv(h.t, h.c.ConsumerGroupHeartbeat(req, "client", "/127.0.0.1"))
+	resp := recv(h.t, h.c.ConsumerGroupHeartbeat(req, "client", "/127.0.0.1", nil))
 	if resp.ErrorCode != 0 {
 		return resp
 	}

@@ -24,13 +24,18 @@ var (
 // joining (epoch 0), heartbeating, leaving (-1) or leaving for a while as a static
 // member (-2). The channel receives exactly one response, once the records the
 // heartbeat wrote (and every write before them on the partition) are committed.
-func (c *Coordinator) ConsumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string) <-chan *kmsg.ConsumerGroupHeartbeatResponse {
+//
+// describable reports whether the member may describe a topic (nil: every topic): a
+// regex subscription resolves only to those, as Kafka's coordinator filters a
+// resolved regex by the DESCRIBE ACLs of the member that sent it. The member keeps
+// the last one it sent (in memory only; see Topics.AuthorizeRegex).
+func (c *Coordinator) ConsumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string, describable func(topic string) bool) <-chan *kmsg.ConsumerGroupHeartbeatResponse {
 	ch := make(chan *kmsg.ConsumerGroupHeartbeatResponse, 1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
-	hb := &heartbeat{c: c, req: req, resp: resp, clientID: clientID, clientHost: clientHost, now: now}
+	hb := &heartbeat{c: c, req: req, resp: resp, clientID: clientID, clientHost: clientHost, now: now, describable: describable}
 	if code, msg := hb.run(); code != kerrNone {
 		resp.ErrorCode = code
 		if msg != "" {
@@ -64,6 +69,7 @@ type heartbeat struct {
 	resp                 *kmsg.ConsumerGroupHeartbeatResponse
 	clientID, clientHost string
 	now                  time.Time
+	describable          func(topic string) bool
 
 	part    *partition
 	records []Record
@@ -276,6 +282,7 @@ func (hb *heartbeat) join(g *group, cg *consumerGroup) (int16, string) {
 	}
 	before := m.clone()
 	subscriptionChanged := updateFromRequest(m, req, hb.clientID, hb.clientHost) || old == nil && replaced == nil
+	m.describable = hb.describable
 	if m.epoch == staticLeaveEpoch {
 		m.epoch = max(m.previousEpoch, 0) // back before its session expired
 	}

@@ -193,7 +193,7 @@ func TestHeartbeatIntoGroupBeingDeleted(t *testing.T) {
 			req.Version, req.Group, req.MemberID, req.RebalanceTimeoutMillis = 1, "g", member, 5000
 			req.SubscribedTopicNames = []string{"t"}
 			req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
-			ch := h.c.ConsumerGroupHeartbeat(req, "client", "/127.0.0.1")
+			ch := h.c.ConsumerGroupHeartbeat(req, "client", "/127.0.0.1", nil)
 			return func() int16 { return recv(h.t, ch).ErrorCode }
 		},
 		settle: func(t *testing.T, h *harness, member string) {

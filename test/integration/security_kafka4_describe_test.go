@@ -101,3 +101,48 @@ func TestDescribeTopicPartitionsHidesUndescribable(t *testing.T) {
 		}
 	}
 }
+
+// A regex subscription resolves only to the topics the member may describe, as in
+// Kafka's GroupMetadataManager: it is neither assigned a hidden topic (whose id the
+// assignment would reveal) nor does the group's description then name one.
+func TestRegexSubscriptionSkipsUndescribableTopics(t *testing.T) {
+	admin, alice := aclBroker(t)
+	ctx := ctxT(t, 60*time.Second)
+	secret, pub := secretID(ctx, t, admin), topicID(t, admin, "pub")
+	const group = "g-regex"
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.RebalanceTimeoutMillis = group, "member-regex-000000000", 30000
+	hb.SubscribedTopicRegex, hb.Topics = kmsg.StringPtr("pub|secret"), []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	for {
+		resp, err := hb.RequestWith(ctx, alice)
+		if err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("alice's heartbeat: %+v, %v", resp, err)
+		}
+		var got [][16]byte
+		if resp.Assignment != nil {
+			for _, at := range resp.Assignment.Topics {
+				got = append(got, at.TopicID)
+			}
+		}
+		for _, id := range got {
+			if id == secret {
+				t.Fatalf("alice is assigned secret (%v)", got)
+			}
+		}
+		if len(got) == 1 && got[0] == pub {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("alice's assignment: %v; want pub", got)
+		}
+		hb.MemberEpoch = resp.MemberEpoch
+		hb.SubscribedTopicRegex, hb.Topics, hb.RebalanceTimeoutMillis = nil, nil, -1
+		time.Sleep(50 * time.Millisecond)
+	}
+	cd := kmsg.NewPtrConsumerGroupDescribeRequest()
+	cd.Groups = []string{group}
+	c, err := cd.RequestWith(ctx, alice)
+	if err != nil || len(c.Groups) != 1 || c.Groups[0].ErrorCode != 0 {
+		t.Fatalf("alice describes her group: %+v, %v", c, err)
+	}
+}

@@ -191,9 +191,5 @@ func TestOffsetFetchAllTopicsHidesUndescribable(t *testing.T) {
 
 func secretID(ctx context.Context, t *testing.T, admin *kgo.Client) [16]byte {
 	t.Helper()
-	td, err := kadm.NewClient(admin).ListTopics(ctx, "secret")
-	if err != nil || td["secret"].Err != nil {
-		t.Fatalf("secret: %v", err)
-	}
-	return td["secret"].ID
+	return topicID(t, admin, "secret")
 }
