@@ -19,14 +19,30 @@ func TestGroupDescribeHidesUndescribableTopics(t *testing.T) {
 	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	hb.Group, hb.MemberID, hb.RebalanceTimeoutMillis = consumer, "member-one-0000000000", 30000
 	hb.SubscribedTopicNames, hb.Topics = []string{"pub", "secret"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
-	if resp, err := hb.RequestWith(ctx, admin); err != nil || resp.ErrorCode != 0 {
-		t.Fatalf("admin joins %s: %+v, %v", consumer, resp, err)
+	for {
+		resp, err := hb.RequestWith(ctx, admin)
+		if err == nil && coordinatorNotReady(resp.ErrorCode) && ctx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("admin joins %s: %+v, %v", consumer, resp, err)
+		}
+		break
 	}
 	shb := kmsg.NewPtrShareGroupHeartbeatRequest()
 	shb.GroupID, shb.MemberID = shareGroup, "member-two-0000000000"
 	shb.SubscribedTopicNames = []string{"secret"}
-	if resp, err := shb.RequestWith(ctx, admin); err != nil || resp.ErrorCode != 0 {
-		t.Fatalf("admin joins %s: %+v, %v", shareGroup, resp, err)
+	for {
+		resp, err := shb.RequestWith(ctx, admin)
+		if err == nil && coordinatorNotReady(resp.ErrorCode) && ctx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("admin joins %s: %+v, %v", shareGroup, resp, err)
+		}
+		break
 	}
 
 	cd := kmsg.NewPtrConsumerGroupDescribeRequest()
@@ -115,6 +131,10 @@ func TestRegexSubscriptionSkipsUndescribableTopics(t *testing.T) {
 	hb.SubscribedTopicRegex, hb.Topics = kmsg.StringPtr("pub|secret"), []kmsg.ConsumerGroupHeartbeatRequestTopic{}
 	for {
 		resp, err := hb.RequestWith(ctx, alice)
+		if err == nil && coordinatorNotReady(resp.ErrorCode) && ctx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
 		if err != nil || resp.ErrorCode != 0 {
 			t.Fatalf("alice's heartbeat: %+v, %v", resp, err)
 		}
@@ -145,4 +165,11 @@ func TestRegexSubscriptionSkipsUndescribableTopics(t *testing.T) {
 	if err != nil || len(c.Groups) != 1 || c.Groups[0].ErrorCode != 0 {
 		t.Fatalf("alice describes her group: %+v, %v", c, err)
 	}
+}
+
+// coordinatorNotReady reports the errors a group request answers while the broker's
+// group coordinator is still loading.
+func coordinatorNotReady(code int16) bool {
+	return code == kerr.NotCoordinator.Code || code == kerr.CoordinatorLoadInProgress.Code ||
+		code == kerr.CoordinatorNotAvailable.Code
 }

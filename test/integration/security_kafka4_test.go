@@ -103,8 +103,16 @@ func TestShareGroupOffsetsNeedTopicACLs(t *testing.T) {
 	admin, alice := aclBroker(t)
 	ctx := ctxT(t, 60*time.Second)
 	const group = "g-share"
-	if resp := alterShareOffsets(ctx, t, admin, group, "pub", "secret"); resp.ErrorCode != 0 {
-		t.Fatalf("admin alter: %+v", resp)
+	for {
+		resp := alterShareOffsets(ctx, t, admin, group, "pub", "secret")
+		if coordinatorNotReady(resp.ErrorCode) && ctx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if resp.ErrorCode != 0 {
+			t.Fatalf("admin alter: %+v", resp)
+		}
+		break
 	}
 
 	// Describe of all topics leaves out what alice may not describe; a named one is refused.
