@@ -138,3 +138,34 @@ func TestConsumerGroupTopicRecreated(t *testing.T) {
 		}
 	}
 }
+
+// TestConsumerGroupReloadRegexUnderACLs: with an authorizer, a member's regex resolves
+// through the ACL check its heartbeats carry, which a reload does not bring back. Until
+// the member heartbeats again, its regex still resolves to the topics it holds: another
+// member's heartbeat after the reload starts no new assignment (before, the regex
+// resolved to nothing, the group epoch moved and the member's partitions were taken).
+func TestConsumerGroupReloadRegexUnderACLs(t *testing.T) {
+	h, ft := newConsumerHarness(t, nil)
+	ft.authorize = true
+	ft.set("pa", 2)
+	ft.set("pb", 2)
+	ft.set("secret", 2)
+	a := &cmember{id: "a", regex: "p.*|secret", describable: func(topic string) bool { return topic != "secret" }}
+	b := &cmember{id: "b", topics: []string{"pb"}}
+	settle(t, h, "g", []*cmember{a, b}, 4)
+	if a.owned[topicIDOf("secret")] != nil {
+		t.Fatalf("a owns %v of a topic it may not describe", a.owned[topicIDOf("secret")])
+	}
+	aOwned, aEpoch, bOwned, bEpoch := a.owned.clone(), a.epoch, b.owned.clone(), b.epoch
+
+	h.start() // the new coordinator replays the partition; a has not heartbeated since
+
+	for range 3 {
+		if r := h.cgHeartbeat("g", b, true); r.ErrorCode != 0 || b.epoch != bEpoch || !b.owned.equal(bOwned) {
+			t.Fatalf("b after the reload: error %d, epoch %d (was %d), owns %v (was %v)", r.ErrorCode, b.epoch, bEpoch, b.owned, bOwned)
+		}
+	}
+	if r := h.cgHeartbeat("g", a, false); r.ErrorCode != 0 || a.epoch != aEpoch || !a.owned.equal(aOwned) {
+		t.Fatalf("a after the reload: error %d, epoch %d (was %d), owns %v (was %v)", r.ErrorCode, a.epoch, aEpoch, a.owned, aOwned)
+	}
+}

@@ -44,8 +44,9 @@ type Topics struct {
 	Names   []string // sorted
 	ByID    map[TopicID]string
 	// AuthorizeRegex is set when an authorizer decides what a member may describe:
-	// a member's regex then resolves to nothing until it has sent its describable
-	// (a member loaded from the log has not), rather than to every topic.
+	// the regex of a member that has not sent its describable since it was loaded from
+	// the log then resolves only to the topics it holds or is to hold (resolved under
+	// its ACLs before), rather than to every topic.
 	AuthorizeRegex bool
 }
 
@@ -241,7 +242,7 @@ func (cg *consumerGroup) subscribedTopics(m *consumerMember, topics *Topics) map
 			out[name] = true
 		}
 	}
-	if m.subscribedRegex != "" && (m.describable != nil || !topics.AuthorizeRegex) {
+	if m.subscribedRegex != "" {
 		re := cg.regexes[m.subscribedRegex]
 		if re == nil {
 			var err error
@@ -254,9 +255,24 @@ func (cg *consumerGroup) subscribedTopics(m *consumerMember, topics *Topics) map
 			cg.regexes[m.subscribedRegex] = re
 		}
 		for _, name := range topics.Names {
-			if re.MatchString(name) && (m.describable == nil || m.describable(name)) {
-				out[name] = true
+			if !re.MatchString(name) {
+				continue
 			}
+			switch {
+			case m.describable != nil:
+				if !m.describable(name) {
+					continue
+				}
+			case topics.AuthorizeRegex:
+				// Loaded from the log and not heard from since (its ACL check is kept in
+				// memory only): the topics it holds or is to hold were resolved under its
+				// ACLs, and stay; a topic new to it waits for its next heartbeat. Kafka
+				// keeps the resolved regex in the log instead.
+				if id := topics.ByName[name].ID; len(m.assigned[id]) == 0 && len(m.revoking[id]) == 0 && len(m.target[id]) == 0 {
+					continue
+				}
+			}
+			out[name] = true
 		}
 	}
 	return out

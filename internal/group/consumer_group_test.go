@@ -12,13 +12,14 @@ import (
 
 // fakeTopics is a mutable topic set for the coordinator's Topics option.
 type fakeTopics struct {
-	version int64
-	parts   map[string]int32
-	racks   map[string][][]string
+	version   int64
+	parts     map[string]int32
+	racks     map[string][][]string
+	authorize bool // Topics.AuthorizeRegex
 }
 
 func (f *fakeTopics) snapshot() *Topics {
-	out := &Topics{Version: f.version, ByName: map[string]TopicInfo{}, ByID: map[TopicID]string{}}
+	out := &Topics{Version: f.version, ByName: map[string]TopicInfo{}, ByID: map[TopicID]string{}, AuthorizeRegex: f.authorize}
 	for name, n := range f.parts {
 		info := TopicInfo{Name: name, ID: topicIDOf(name), Partitions: n, Racks: f.racks[name]}
 		out.ByName[name] = info
@@ -53,6 +54,8 @@ type cmember struct {
 	assignor string
 	rack     string
 	gone     bool
+	// describable is what its heartbeats say it may describe (nil: every topic).
+	describable func(topic string) bool
 }
 
 func newConsumerHarness(t *testing.T, mutate func(*Config)) (*harness, *fakeTopics) {
@@ -104,7 +107,7 @@ func (h *harness) cgHeartbeat(group string, m *cmember, full bool) *kmsg.Consume
 			}
 		}
 	}
-	resp := recv(h.t, h.c.ConsumerGroupHeartbeat(req, "client", "/127.0.0.1", nil))
+	resp := recv(h.t, h.c.ConsumerGroupHeartbeat(req, "client", "/127.0.0.1", m.describable))
 	if resp.ErrorCode != 0 {
 		return resp
 	}
