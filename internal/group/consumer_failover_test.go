@@ -169,3 +169,33 @@ func TestConsumerGroupReloadRegexUnderACLs(t *testing.T) {
 		t.Fatalf("a after the reload: error %d, epoch %d (was %d), owns %v (was %v)", r.ErrorCode, a.epoch, aEpoch, a.owned, aOwned)
 	}
 }
+
+// TestConsumerGroupRegexUnderACLsNewTopic: with an authorizer, a topic created that a
+// member's regex matches (and its ACLs let it describe) is assigned to it also when
+// another member's heartbeat is the first to see the topic: the member's ACL check
+// outlives the replay of its own records.
+func TestConsumerGroupRegexUnderACLsNewTopic(t *testing.T) {
+	h, ft := newConsumerHarness(t, nil)
+	ft.authorize = true
+	ft.set("pa", 2)
+	ft.set("pb", 2)
+	a := &cmember{id: "a", regex: "p.*|secret", describable: func(topic string) bool { return topic != "secret" }}
+	b := &cmember{id: "b", topics: []string{"pb"}}
+	settle(t, h, "g", []*cmember{a, b}, 4)
+	ft.set("pc", 2)
+	ft.set("secret", 2)
+	if r := h.cgHeartbeat("g", b, false); r.ErrorCode != 0 {
+		t.Fatalf("b: error %d", r.ErrorCode)
+	}
+	for range 10 { // a reconciles (b keeps pb; pa and pc are a's alone)
+		for _, m := range []*cmember{b, a} {
+			if r := h.cgHeartbeat("g", m, true); r.ErrorCode != 0 {
+				t.Fatalf("%s: error %d", m.id, r.ErrorCode)
+			}
+		}
+		checkExclusive(t, []*cmember{a, b})
+	}
+	if len(a.owned[topicIDOf("pc")]) != 2 || a.owned[topicIDOf("secret")] != nil {
+		t.Fatalf("a owns %v, want both partitions of pc and none of secret", a.owned)
+	}
+}

@@ -368,6 +368,7 @@ func (hb *heartbeat) join(g *group, cg *consumerGroup) (int16, string) {
 			return
 		}
 		live.sessionDeadline = hb.now.Add(timeouts.ConsumerSession)
+		live.describable = hb.describable // memory only: the replayed record has none
 		switch {
 		case live.state != memberUnrevoked:
 			live.revokeDeadline = time.Time{}
