@@ -86,6 +86,7 @@ another site.`,
 	f := cmd.Flags()
 	f.StringVarP(&brokers, "brokers", "b", def, "comma-separated bootstrap brokers host:port (env "+brokersEnv+")")
 	f.StringVar(&cfg.Listen, "listen", DefaultListen, "HTTP listen address host:port")
+	f.StringSliceVar(&cfg.AllowedHosts, "allowed-host", nil, "a host name the console answers to besides localhost, IP addresses and --listen's own (repeatable; * for any): others are refused against DNS rebinding")
 	f.DurationVar(&cfg.Timeout, "timeout", defaultTimeout, "how long a page waits for the cluster")
 	f.DurationVar(&cfg.LagInterval, "lag-interval", defaultLagInterval, "how often every group's lag is sampled")
 	f.IntVar(&cfg.LagHistory, "lag-history", defaultLagHistory, "lag samples kept per group")

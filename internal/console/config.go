@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -19,6 +20,10 @@ type Config struct {
 	ClientOpts []kgo.Opt
 	// Listen is the HTTP listen address (default 127.0.0.1:8080; port 0 picks one).
 	Listen string
+	// AllowedHosts are the host names (of the Host header, without the port) the
+	// console answers to besides IP literals, localhost and Listen's own host name;
+	// "*" allows any. Against DNS rebinding: see Server.checkHost.
+	AllowedHosts []string
 	// Timeout bounds the Kafka requests behind one page (default 5s).
 	Timeout time.Duration
 	// RetryInterval is how often a page that could not reach the cluster reloads
@@ -100,6 +105,11 @@ func (c Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen: %q is not host:port", c.Listen)
+	}
+	for _, h := range c.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, ":/ ") {
+			bad("allowed hosts: %q is not a host name (no port, no scheme)", h)
+		}
 	}
 	positive := func(name string, d time.Duration) {
 		if d < 0 {

@@ -18,8 +18,9 @@
 // (topic and group names, keys, values, headers) is escaped as text; responses carry a
 // Content-Security-Policy that allows only the console's own script and styles. Every
 // change is a POST behind http.CrossOriginProtection: a request from another site is
-// refused with 403 before any handler runs. On a loopback address the console answers
-// only loopback host names (against DNS rebinding). Pages work without JavaScript;
+// refused with 403 before any handler runs. On any listen address the console answers
+// only to IP literals, localhost, its listen name and Config.AllowedHosts (against
+// DNS rebinding). Pages work without JavaScript;
 // the one script (static/app.js) only refreshes a group's lag section in place.
 //
 // The message browser reads at most what it shows: bounded Fetch requests sent to

@@ -87,26 +87,40 @@ func (s *Server) routes() http.Handler {
 	return s.logRequests(securityHeaders(s.checkHost(cop.Handler(mux))))
 }
 
-// checkHost refuses, when the console listens on a loopback address, requests whose
-// Host is not a loopback name: a web page whose own host name was re-pointed at
-// 127.0.0.1 (DNS rebinding) would otherwise be same-origin with the console.
+// checkHost refuses requests whose Host is a name the console was not told to
+// answer to: a web page whose own host name was re-pointed at the console's address
+// (DNS rebinding) would otherwise be same-origin with the console, and so pass the
+// cross-origin check. That holds on every listen address, not only on a loopback
+// one: a console listening on 0.0.0.0 inside a container whose port is published on
+// the host's 127.0.0.1 is reached the same way. Answered: IP literals (a rebound page
+// always has a name), localhost, Listen's own host name and Config.AllowedHosts.
 func (s *Server) checkHost(next http.Handler) http.Handler {
-	listenHost, _, _ := net.SplitHostPort(s.cfg.Listen)
-	if !isLoopback(listenHost) {
-		return next
+	allowed := map[string]bool{"localhost": true}
+	if listenHost, _, _ := net.SplitHostPort(s.cfg.Listen); listenHost != "" {
+		allowed[normalHost(listenHost)] = true
+	}
+	for _, h := range s.cfg.AllowedHosts {
+		allowed[normalHost(h)] = true
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host := r.Host
 		if h, _, err := net.SplitHostPort(host); err == nil {
 			host = h
 		}
-		if !isLoopback(host) {
-			s.render(w, http.StatusMisdirectedRequest, "message", page{Title: "Refused",
-				Data: messageData{Error: "refused: this console listens on a loopback address and answers only to localhost or a loopback IP, not to " + r.Host}})
+		host = normalHost(host)
+		if allowed["*"] || allowed[host] || (host != "" && net.ParseIP(host) != nil) {
+			next.ServeHTTP(w, r)
 			return
 		}
-		next.ServeHTTP(w, r)
+		s.render(w, http.StatusMisdirectedRequest, "message", page{Title: "Refused",
+			Data: messageData{Error: "refused: this console answers only to localhost, an IP address or the host names it is told to allow (samsa console --allowed-host NAME), not to " + r.Host}})
 	})
+}
+
+// normalHost is a host name as checkHost compares it: lower case, without the
+// brackets of an IPv6 literal or a final dot.
+func normalHost(host string) string {
+	return strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
 }
 
 // isLoopback reports whether host is localhost or a loopback IP.
