@@ -299,9 +299,10 @@ func startConsole(cfg *config.Broker, srv *server.Server, listeners []server.Lis
 			"listener", listeners[plaintext].Name, "addr", addr)
 	}
 	web, err := console.New(console.Config{
-		Brokers: []string{addr},
-		Listen:  cfg.ConsoleListener,
-		Logger:  logger.With("component", "console"),
+		Brokers:      []string{addr},
+		Listen:       cfg.ConsoleListener,
+		AllowedHosts: cfg.ConsoleAllowedHosts,
+		Logger:       logger.With("component", "console"),
 	})
 	if err != nil {
 		return nil, err

@@ -262,6 +262,9 @@ type Broker struct {
 
 	MetricsListener string // metrics.listener (Samsa's own): "" = off, else host:port
 	ConsoleListener string // console.listener (Samsa's own): "" = off, else host:port
+	// ConsoleAllowedHosts (console.allowed.hosts, Samsa's own): host names the
+	// console answers to besides IP addresses, localhost and its listen host.
+	ConsoleAllowedHosts []string
 
 	// Security: listeners' protocols, SASL, the authorizer, quotas, connection
 	// limits (security.go).

@@ -108,6 +108,7 @@ func TestDefaultsMatchKafka(t *testing.T) {
 		"LogCleanerIoMaxBytesPerSecond":               math.MaxFloat64,
 		"MetricsListener":                             "",
 		"ConsoleListener":                             "",
+		"ConsoleAllowedHosts":                         []string(nil),
 		"ControllerListenerNames":                     []string{"CONTROLLER"},
 		"InterBrokerListenerName":                     "PLAINTEXT",
 		"BrokerRack":                                  "",

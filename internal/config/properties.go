@@ -146,6 +146,12 @@ var (
 		}
 		return checkHostPort(s)
 	}}
+	consoleHosts = list{valid: "host names, or *", item: func(s string) error {
+		if strings.ContainsAny(s, ":/ ") {
+			return fmt.Errorf("%q is not a host name (no port, no scheme)", s)
+		}
+		return nil
+	}}
 	cleanupPolicies  = list{values: []string{"compact", "delete"}, nonEmpty: true}
 	timestampTypes   = enum{values: []string{"CreateTime", "LogAppendTime"}}
 	compressionTypes = enum{values: []string{"producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd"}}
@@ -261,6 +267,10 @@ var coreProperties = []property{
 		doc:  "host:port serving the web console (as `samsa console` does) for this node's cluster; empty turns it off. Needs the broker role and a PLAINTEXT client listener, through which it connects as `User:ANONYMOUS` (against SSL and SASL listeners run `samsa console` with its security flags).",
 		note: "Samsa only, not a Kafka property."}.
 		bind(str(func(b *Broker) *string { return &b.ConsoleListener })),
+	property{name: "console.allowed.hosts", spec: consoleHosts, def: "",
+		doc:  "Host names the web console of console.listener answers to besides IP addresses, localhost and console.listener's own host; * allows any. Other names are refused (421) against DNS rebinding.",
+		note: "Samsa only, not a Kafka property."}.
+		bind(strs(func(b *Broker) *[]string { return &b.ConsoleAllowedHosts })),
 
 	// Topic defaults.
 	property{name: "num.partitions", spec: atLeast(TypeInt, 1), def: "1",
