@@ -117,14 +117,24 @@ func TestCommandRefusesBadSettings(t *testing.T) {
 // console for its own cluster.
 func TestServeConsoleListener(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	testutil.StartBroker(t, "console.listener="+addr)
-	resp, err := http.Get("http://" + addr + "/")
-	if err != nil {
-		t.Fatal(err)
+	testutil.StartBroker(t, "console.listener="+addr, "console.allowed.hosts=console.example")
+	get := func(host string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(body)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `data-testid="broker-count">1<`) {
-		t.Errorf("GET / of the console in samsa serve: %d\n%.500s", resp.StatusCode, body)
+	for _, host := range []string{addr, "console.example"} {
+		if status, body := get(host); status != http.StatusOK || !strings.Contains(body, `data-testid="broker-count">1<`) {
+			t.Errorf("GET / of the console in samsa serve, Host %s: %d\n%.500s", host, status, body)
+		}
+	}
+	if status, _ := get("evil.example"); status != http.StatusMisdirectedRequest {
+		t.Errorf("GET / with Host evil.example (not in console.allowed.hosts): %d, want 421", status)
 	}
 }
