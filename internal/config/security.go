@@ -558,6 +558,7 @@ type JAAS struct {
 func ParseJAAS(s string) (JAAS, error) {
 	j := JAAS{Options: map[string]string{}}
 	p := jaasParser{s: strings.TrimSpace(s)}
+	options := 0 // options read
 	j.LoginModule = p.word()
 	j.Flag = p.word()
 	if j.LoginModule == "" {
@@ -568,6 +569,15 @@ func ParseJAAS(s string) (JAAS, error) {
 	default:
 		return j, fmt.Errorf("login module %s: control flag %q is not required, requisite, sufficient or optional", j.LoginModule, j.Flag)
 	}
+	// The entry holds passwords: an error quotes no text of it past the control flag
+	// (not even an option name, which a value with an unquoted space can make of a
+	// password's end); it says after how many options the mistake is.
+	after := func() string {
+		if options == 0 {
+			return "after the control flag"
+		}
+		return fmt.Sprintf("after option %d", options)
+	}
 	for {
 		p.skipSpace()
 		if p.done() {
@@ -577,20 +587,21 @@ func ParseJAAS(s string) (JAAS, error) {
 			p.i++
 			p.skipSpace()
 			if !p.done() {
-				return j, fmt.Errorf("more than one login module (only one is read): %q", p.s[p.i:])
+				return j, fmt.Errorf("text follows the ';' that ends the entry %s: only one login module is read, and a value holding ';' must be quoted", after())
 			}
 			return j, nil
 		}
 		key := p.until('=')
 		if key == "" || p.done() || p.peek() != '=' {
-			return j, fmt.Errorf("option %q has no value", key)
+			return j, fmt.Errorf("%s: text that is not name=value (a value holding spaces or ';' must be quoted)", after())
 		}
 		p.i++
 		value, err := p.value()
 		if err != nil {
-			return j, fmt.Errorf("option %s: %v", key, err)
+			return j, fmt.Errorf("option %d: %v", options+1, err)
 		}
 		j.Options[key] = value
+		options++
 	}
 }
 

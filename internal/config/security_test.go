@@ -211,3 +211,28 @@ func TestParseJAAS(t *testing.T) {
 		}
 	}
 }
+
+// A JAAS entry holds passwords: the error for a malformed one (which ends up in a
+// log line or on a client command's stderr) names no text of the entry but the
+// login module, the control flag and the option names before the mistake.
+func TestParseJAASErrorsEchoNoSecret(t *testing.T) {
+	const module = "org.apache.kafka.common.security.plain.PlainLoginModule required "
+	for _, bad := range []string{
+		module + `username="alice" password=correct horse battery;`,    // unquoted spaces
+		module + `username="alice" password=correct;horse-battery;`,    // unquoted ';'
+		module + `username="alice" password="correct"; horse-battery;`, // text after the entry
+		module + `username="alice" user_bob=correct horse-battery=x`,   // no final ';'
+		module + `username="alice" password="correct\" horse-battery`,  // unterminated quote
+	} {
+		_, err := ParseJAAS(bad)
+		if err == nil {
+			t.Errorf("ParseJAAS(%q) = nil error", bad)
+			continue
+		}
+		for _, secret := range []string{"correct", "horse", "battery", "staple"} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("ParseJAAS(%q) = %q, which shows part of a password (%q)", bad, err, secret)
+			}
+		}
+	}
+}
