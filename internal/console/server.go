@@ -113,7 +113,7 @@ func (s *Server) checkHost(next http.Handler) http.Handler {
 			return
 		}
 		s.render(w, http.StatusMisdirectedRequest, "message", page{Title: "Refused",
-			Data: messageData{Error: "refused: this console answers only to localhost, an IP address or the host names it is told to allow (samsa console --allowed-host NAME), not to " + r.Host}})
+			Data: messageData{Error: "refused: this console answers only to localhost, an IP address or the host names it is told to allow, not to " + r.Host + "; allow it with samsa console --allowed-host " + host + " (or console.allowed.hosts for the console of samsa serve)"}})
 	})
 }
 
