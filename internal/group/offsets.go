@@ -1,6 +1,7 @@
 package group
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -588,12 +589,7 @@ func (c *Coordinator) RemoveTopicOffsets(topics map[string]bool) {
 		if part.loading {
 			continue
 		}
-		ids := make([]string, 0, len(part.groups))
-		for id := range part.groups {
-			ids = append(ids, id)
-		}
-		slices.Sort(ids)
-		for _, id := range ids {
+		for _, id := range slices.Sorted(maps.Keys(part.groups)) {
 			g := part.groups[id]
 			if g.state == StateDead {
 				continue
@@ -630,12 +626,7 @@ func (c *Coordinator) RemoveTopicOffsets(topics map[string]bool) {
 // a retention period after it became Empty. Standalone offsets expire a retention
 // period after their commit.
 func (c *Coordinator) expireOffsetsLocked(part *partition, now time.Time) {
-	ids := make([]string, 0, len(part.groups))
-	for id := range part.groups {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(part.groups)) {
 		g := part.groups[id]
 		if g.state == StateDead {
 			continue
