@@ -100,7 +100,11 @@ type security struct {
 	acls   map[string]ACL                      // by id
 	quotas map[string]Quota                    // by QuotaKey
 
-	aclVersion, quotaVersion uint64 // bumped by every ACL, quota record
+	// aclVersion and quotaVersion are 1 + the offset of the last entry that changed
+	// the ACLs, the quotas (0: never changed). An offset, not a count of records: an
+	// image replayed from a snapshot holds fewer records than the log it replaces,
+	// and a count could repeat the version of an image with other ACLs.
+	aclVersion, quotaVersion uint64
 }
 
 // Quota is the quotas of one client-quota entity.
@@ -144,10 +148,11 @@ func (img *Image) ACL(id string) (ACL, bool) {
 // ACLCount is the number of ACLs.
 func (img *Image) ACLCount() int { return len(img.sec.acls) }
 
-// ACLsVersion changes exactly when the ACLs change (images of one log).
+// ACLsVersion changes whenever the ACLs change, also from an image to one loaded
+// from a later snapshot of the log.
 func (img *Image) ACLsVersion() uint64 { return img.sec.aclVersion }
 
-// QuotasVersion changes exactly when the client quotas change.
+// QuotasVersion changes whenever the client quotas change, as ACLsVersion.
 func (img *Image) QuotasVersion() uint64 { return img.sec.quotaVersion }
 
 // Quotas returns the client quotas by entity key (QuotaKey). Shared: read only.
@@ -207,7 +212,7 @@ func (b *builder) applySecurity(r Record) (bool, error) {
 		}
 		acls[r.ID] = ACL(r)
 		b.next.sec.acls = acls
-		b.next.sec.aclVersion++
+		b.next.sec.aclVersion = uint64(b.next.offset) + 1
 	case RemoveAccessControlEntryRecord:
 		if _, ok := b.next.sec.acls[r.ID]; !ok {
 			return true, invalid("remove unknown ACL %s", r.ID)
@@ -215,7 +220,7 @@ func (b *builder) applySecurity(r Record) (bool, error) {
 		acls := maps.Clone(b.next.sec.acls)
 		delete(acls, r.ID)
 		b.next.sec.acls = acls
-		b.next.sec.aclVersion++
+		b.next.sec.aclVersion = uint64(b.next.offset) + 1
 	case ClientQuotaRecord:
 		if len(r.Entity) == 0 || r.Key == "" {
 			return true, invalid("client quota record without an entity or a key")
@@ -241,7 +246,7 @@ func (b *builder) applySecurity(r Record) (bool, error) {
 			quotas[key] = Quota{Entity: slices.Clone(r.Entity), Values: values}
 		}
 		b.next.sec.quotas = quotas
-		b.next.sec.quotaVersion++
+		b.next.sec.quotaVersion = uint64(b.next.offset) + 1
 	default:
 		return false, nil
 	}
