@@ -56,7 +56,7 @@ func NewAuthorizer(o AuthorizerOptions) *Authorizer {
 		a.logger = o.Logger.With("logger", "kafka.authorizer.logger")
 		a.logAllowed = o.LogLevel == "DEBUG"
 	}
-	a.index.Store(&aclIndex{version: ^uint64(0)})
+	a.index.Store(&aclIndex{}) // version 0: the ACLs of an image no ACL record changed, none
 	return a
 }
 
@@ -71,9 +71,13 @@ type typeACLs struct {
 	prefixed []metadata.ACL
 }
 
-// Update indexes the ACLs of img if they changed since the last Update.
+// Update indexes the ACLs of img if they changed since the last Update. Requests
+// call it concurrently, each with the image it read: an image whose ACLs are older
+// than the index (ACL versions only grow along the metadata log) leaves it as it is,
+// so a late Update never brings back ACLs a newer image removed.
 func (a *Authorizer) Update(img *metadata.Image) {
-	if a.index.Load().version == img.ACLsVersion() {
+	cur := a.index.Load()
+	if cur.version >= img.ACLsVersion() {
 		return
 	}
 	idx := &aclIndex{version: img.ACLsVersion(), byType: map[ResourceType]*typeACLs{}}
@@ -90,7 +94,11 @@ func (a *Authorizer) Update(img *metadata.Image) {
 			t.literal[acl.ResourceName] = append(t.literal[acl.ResourceName], acl)
 		}
 	}
-	a.index.Store(idx)
+	for !a.index.CompareAndSwap(cur, idx) {
+		if cur = a.index.Load(); cur.version >= idx.version {
+			return
+		}
+	}
 }
 
 // Action is one operation on one resource by a client, for Authorize.

@@ -144,4 +144,35 @@ func TestAuthorizerFollowsSnapshotImage(t *testing.T) {
 	if read("alice") || !read("bob") {
 		t.Fatalf("after the snapshot: alice reads %v (want false), bob reads %v (want true)", read("alice"), read("bob"))
 	}
+	// Bob's ACL deleted too: the next snapshot holds no ACL record at all.
+	empty, err := metadata.Apply(metadata.EmptyImage(), 60, []metadata.Record{metadata.ClusterRecord{ClusterID: "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Update(empty)
+	if read("bob") {
+		t.Fatal("after a snapshot without ACLs: bob still reads")
+	}
+}
+
+// Requests update the authorizer concurrently, each with the image it read: one that
+// read the image before an ACL was deleted must not put the deleted ACL back for
+// the requests after the change.
+func TestAuthorizerIgnoresOlderImage(t *testing.T) {
+	a1 := acl(ResourceTopic, "orders", PatternLiteral, "User:alice", "*", OpRead, PermissionAllow)
+	a1.ID = "a1"
+	old, err := metadata.Apply(metadata.EmptyImage(), 3, []metadata.Record{metadata.AccessControlEntryRecord(a1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := metadata.Apply(old, 4, []metadata.Record{metadata.RemoveAccessControlEntryRecord{ID: "a1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewAuthorizer(AuthorizerOptions{})
+	a.Update(deleted)
+	a.Update(old) // a slower request's Update, with the image it read earlier
+	if a.Authorize(Action{Principal: Principal{Type: "User", Name: "alice"}, Operation: OpRead, Resource: ResourceTopic, Name: "orders"}) {
+		t.Fatal("alice reads with a deleted ACL")
+	}
 }

@@ -17,6 +17,12 @@ func Apply(img *Image, offset int64, recs []Record) (*Image, error) {
 	}
 	b := builder{prev: img, next: *img}
 	b.next.offset = offset
+	if img.offset < 0 {
+		// A replay from scratch (a snapshot): whatever ACLs and quotas it holds are
+		// as of offset, and their versions must be above those of any image of the
+		// log before it (security.go).
+		b.next.sec.aclVersion, b.next.sec.quotaVersion = uint64(offset)+1, uint64(offset)+1
+	}
 	for i, r := range recs {
 		if err := b.apply(r); err != nil {
 			return nil, fmt.Errorf("record %d (%T): %w", i, r, err)

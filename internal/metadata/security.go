@@ -101,9 +101,10 @@ type security struct {
 	quotas map[string]Quota                    // by QuotaKey
 
 	// aclVersion and quotaVersion are 1 + the offset of the last entry that changed
-	// the ACLs, the quotas (0: never changed). An offset, not a count of records: an
-	// image replayed from a snapshot holds fewer records than the log it replaces,
-	// and a count could repeat the version of an image with other ACLs.
+	// the ACLs, the quotas, or of the snapshot the image was replayed from (0: the
+	// empty image). They only grow along the log, also across a snapshot, which a
+	// count of records would not: a snapshot holds fewer records than the log it
+	// replaces, and a count could repeat the version of an image with other ACLs.
 	aclVersion, quotaVersion uint64
 }
 
