@@ -25,7 +25,9 @@ import (
 // connection closes. When the listener's connections.max.reauth.ms is set, the
 // SaslAuthenticate answer carries the session lifetime; the client re-authenticates
 // (SaslHandshake and SaslAuthenticate again, same mechanism, same principal) before it
-// ends, or its next request after the end closes the connection.
+// ends, or its next request after the end closes the connection. As in Kafka, only a
+// session that ends is re-authenticated, at most once a second; another SaslHandshake
+// on an authenticated connection is answered ILLEGAL_SASL_STATE.
 const (
 	saslHandshakeKey    int16 = 17
 	saslAuthenticateKey int16 = 36
@@ -39,7 +41,12 @@ type saslState struct {
 	raw           bool           // SaslHandshake v0: tokens arrive as raw frames
 	authenticated bool
 	expiry        time.Time // the session's end; zero: none
+	reauthStart   time.Time // the last re-authentication's SaslHandshake; zero: none yet
 }
+
+// minReauthInterval is how often a connection may start re-authenticating, as in
+// Kafka (KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS).
+const minReauthInterval = time.Second
 
 // setUp reports whether the connection is past its setup: authenticated on a SASL
 // listener, or having sent a request on any other.
@@ -127,11 +134,23 @@ func (c *conn) saslHandshake(p pending, r *kmsg.SASLHandshakeRequest) bool {
 		c.closeAfterPending()
 		return false
 	}
+	now := time.Now()
 	switch {
 	case s.mech != nil:
 		return fail(kerr.IllegalSaslState.Code, "a SASL exchange is already in progress")
+	case s.authenticated && (s.expiry.IsZero() || !s.reauthStart.IsZero() && now.Sub(s.reauthStart) < minReauthInterval):
+		// Not a re-authentication, as Kafka (KafkaChannel.maybeBeginServerReauthentication)
+		// decides: the session does not end, or the last one began less than a second
+		// ago. Kafka then serves the handshake as any request, with ILLEGAL_SASL_STATE.
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		c.log.Info("SaslHandshake on an authenticated connection that may not re-authenticate now", "remote", c.remote,
+			"listener", c.listener.Name, "principal", c.principal.String(), "session_ends", !s.expiry.IsZero())
+		return c.respond(p, resp)
 	case s.authenticated && (p.version == 0 || r.Mechanism != s.mechName):
 		return fail(kerr.IllegalSaslState.Code, "re-authentication must use SaslHandshake v1 and the same mechanism ("+s.mechName+")")
+	}
+	if s.authenticated {
+		s.reauthStart = now
 	}
 	m, ok := s.cfg.Authenticator.New(r.Mechanism)
 	if !ok {

@@ -343,6 +343,51 @@ func TestReauthentication(t *testing.T) {
 	expectClosed(t, c)
 }
 
+// Kafka re-authenticates only a session that ends (connections.max.reauth.ms or a
+// token's lifetime) and at most once a second: any other SaslHandshake on an
+// authenticated connection is answered ILLEGAL_SASL_STATE and starts no exchange.
+func TestHandshakeAfterAuthentication(t *testing.T) {
+	handshake := func(c net.Conn, corr int32) int16 {
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.Mechanism = "PLAIN"
+		send(t, c, encodeRequest(hs, 1, corr, "x"))
+		resp := kmsg.NewPtrSASLHandshakeResponse()
+		readResponse(t, c, resp, 1, false)
+		return resp.ErrorCode
+	}
+	whoAmI := func(c net.Conn, corr int32) string {
+		send(t, c, encodeRequest(kmsg.NewPtrMetadataRequest(), 9, corr, "x"))
+		resp := kmsg.NewPtrMetadataResponse()
+		readResponse(t, c, resp, 9, true)
+		return *resp.ClusterID
+	}
+	t.Run("no session lifetime", func(t *testing.T) {
+		c := dial(t, secureServer(t, saslListener(), nil))
+		if ar := authenticatePlain(t, c, 1, "alice", "alice-secret"); ar.ErrorCode != 0 || ar.SessionLifetimeMillis != 0 {
+			t.Fatalf("authenticate: %+v", ar)
+		}
+		if code := handshake(c, 3); code != kerr.IllegalSaslState.Code {
+			t.Fatalf("second handshake: %v, want ILLEGAL_SASL_STATE", kerr.ErrorForCode(code))
+		}
+		if got := whoAmI(c, 4); got != "User:alice@SASL_PLAINTEXT" {
+			t.Fatalf("after the refused handshake: %q", got)
+		}
+	})
+	t.Run("twice within a second", func(t *testing.T) {
+		c := dial(t, secureServer(t, append(saslListener(), "connections.max.reauth.ms=60000"), nil))
+		authenticatePlain(t, c, 1, "alice", "alice-secret")
+		if ar := authenticatePlain(t, c, 3, "alice", "alice-secret"); ar.ErrorCode != 0 {
+			t.Fatalf("re-authenticate: %+v", ar)
+		}
+		if code := handshake(c, 5); code != kerr.IllegalSaslState.Code {
+			t.Fatalf("re-authentication again at once: %v, want ILLEGAL_SASL_STATE", kerr.ErrorForCode(code))
+		}
+		if got := whoAmI(c, 6); got != "User:alice@SASL_PLAINTEXT" {
+			t.Fatalf("after the refused handshake: %q", got)
+		}
+	})
+}
+
 func TestConnectionLimits(t *testing.T) {
 	_, addr := startServer(t, whoAmI, func(c *Config) { c.MaxConnectionsPerIP = 2 })
 	a, b := dial(t, addr), dial(t, addr)
