@@ -144,10 +144,13 @@ func (b *Broker) authorizeOffsetCommit(req *protocol.Request) (kmsg.Response, *p
 		}
 		refused = append(refused, rt)
 	}
-	if len(refused) == 0 {
+	if len(refused) == 0 && groupOK {
 		return nil, req, nil
 	}
 	if len(keep.Topics) == 0 {
+		// Every topic refused, or none and the group refused: as in Kafka, the
+		// coordinator does not see the request (it would take the member id and
+		// generation of a principal that may not READ the group as a sign of life).
 		resp := kmsg.NewPtrOffsetCommitResponse()
 		resp.Topics = refused
 		return resp, nil, nil
