@@ -50,19 +50,24 @@ const rateExpiry = time.Hour
 // NewQuotas returns quotas measured over samples windows of window each.
 func NewQuotas(samples int, window time.Duration) *Quotas {
 	q := &Quotas{window: window, samples: max(samples, 2)}
-	q.version.Store(^uint64(0))
 	q.mu.configs = map[string]metadata.Quota{}
 	q.mu.rates = map[string]*rate{}
 	return q
 }
 
-// Update takes the quotas of img when they changed.
+// Update takes the quotas of img when they are newer than those it has: requests
+// call it concurrently, each with the image it read, and a late one with an older
+// image must not bring back quotas a newer one changed. Version 0 (no quota record
+// yet) is the empty set it starts with.
 func (q *Quotas) Update(img *metadata.Image) {
-	if q.version.Load() == img.QuotasVersion() {
+	if q.version.Load() >= img.QuotasVersion() {
 		return
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.version.Load() >= img.QuotasVersion() {
+		return // a newer image was applied meanwhile (versions only grow along the log)
+	}
 	q.mu.configs = img.Quotas()
 	q.configured.Store(len(q.mu.configs) > 0)
 	q.version.Store(img.QuotasVersion())

@@ -92,3 +92,31 @@ func TestIdleQuotaUsageExpires(t *testing.T) {
 		t.Fatalf("%d client ids measured after the others were idle for an hour, want 1 (busy)", n)
 	}
 }
+
+// TestQuotasIgnoreOlderImage: requests update the quotas concurrently, each with the
+// image it read; one with an image older than the quotas already taken leaves them,
+// so a removed quota does not come back.
+func TestQuotasIgnoreOlderImage(t *testing.T) {
+	entity := []metadata.QuotaEntity{{Type: "user", Name: name("alice")}}
+	old, err := metadata.Apply(metadata.EmptyImage(), 3, []metadata.Record{
+		metadata.ClientQuotaRecord{Entity: entity, Key: ProducerByteRate, Value: 1000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed, err := metadata.Apply(old, 4, []metadata.Record{
+		metadata.ClientQuotaRecord{Entity: entity, Key: ProducerByteRate, Remove: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := NewQuotas(11, time.Second)
+	q.Update(removed)
+	q.Update(old) // a slower request's Update, with the image it read earlier
+	if q.Enabled() {
+		t.Fatal("the removed quota came back with an older image")
+	}
+	q = NewQuotas(11, time.Second)
+	q.Update(old)
+	if !q.Enabled() {
+		t.Fatal("the quota of the first image was not taken")
+	}
+}
