@@ -495,9 +495,10 @@ func (x *xerialReader) Read(p []byte) (int, error) {
 // unknown) at every level up to 19 — Kafka's default level 3 uses 2 MiB — and of the
 // Go encoder's default (franz-go, sarama, this package's Compress); only levels 20–22
 // (zstd's "ultra" levels, 32–128 MiB) declare more. A batch whose frames declare more
-// is decompressed whole instead, as before streaming (bounded by
-// MaxDecompressedBytes): Kafka, through zstd-jni, accepts windows up to 128 MiB, and a
-// stream decoder would allocate the declared window however little the batch holds.
+// is streamed by a decoder of its own holding its window, up to zstdMaxLargeWindow
+// (Kafka, through zstd-jni, accepts windows up to 128 MiB), within the process-wide
+// largeWindows budget: a stream decoder allocates the declared window however little
+// the batch holds, and decoding it whole instead cost what it expands to.
 const zstdMaxWindow = 8 << 20
 
 // zstdStream is a pooled streaming zstd decoder with the reader of its input.

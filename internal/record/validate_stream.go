@@ -1,6 +1,8 @@
 package record
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -15,10 +17,10 @@ import (
 // record larger than the whole buffer is checked field by field as it streams past
 // (walk.largeRecord), holding only its varints. So a batch costs the buffer plus the
 // codec's state however far it expands: gzip's 32 KiB window, lz4's blocks (at most
-// 4 MiB), zstd's window (at most zstdMaxWindow), a snappy chunk (xerial framing) or
-// block (raw snappy, decoded whole: at most 64/3 times its input). Two kinds of batch
-// are still decompressed whole, bounded by MaxDecompressedBytes: raw snappy, and zstd
-// whose frames declare a window past zstdMaxWindow.
+// 4 MiB), zstd's window (at most zstdMaxWindow; past it, up to zstdMaxLargeWindow
+// within the process-wide largeWindows budget), a snappy chunk (xerial framing) or
+// block (raw snappy, decoded whole: at most 64/3 times its input, bounded by
+// MaxDecompressedBytes).
 
 // streamBufferSize is the size of the buffer a compressed batch is walked in.
 const streamBufferSize = 128 << 10
@@ -80,6 +82,12 @@ func (w *walk) compressed(payload []byte, c Compression) error {
 		r.reset(nil)
 		xerialReaders.Put(r)
 	case CompressionZstd:
+		if window := zstdLargestWindow(payload); window > zstdMaxWindow {
+			// A frame declares a window past zstdMaxWindow (a Java producer at levels
+			// 20–22, which Kafka accepts).
+			err = w.largeWindowZstd(payload, s, window)
+			break
+		}
 		r := zstdStreams.Get().(*zstdStream)
 		if err = r.reset(payload); err == nil {
 			s.r = r.dec
@@ -87,13 +95,6 @@ func (w *walk) compressed(payload []byte, c Compression) error {
 		}
 		r.reset(nil)
 		zstdStreams.Put(r)
-		if errors.Is(err, zstd.ErrWindowSizeExceeded) {
-			// A frame declares a window past zstdMaxWindow (a Java producer at levels
-			// 20–22, which Kafka accepts): walked again, decoded whole.
-			s.r = nil
-			w.next = 0
-			return w.whole(payload, c, MaxDecompressedBytes)
-		}
 	default:
 		return fmt.Errorf("%w: %w %d", ErrInvalid, errUnknownCodec, int8(c))
 	}
@@ -102,6 +103,134 @@ func (w *walk) compressed(payload []byte, c Compression) error {
 		err = fmt.Errorf("%w (%s batch of %d bytes, %d decompressed)", err, c, len(payload), s.read)
 	}
 	return err
+}
+
+// zstdMaxLargeWindow is the largest zstd window Validate decodes: 128 MiB, zstd's
+// default limit (ZSTD_WINDOWLOG_LIMIT_DEFAULT, window log 27), with which Kafka
+// decodes through zstd-jni and refuses a frame declaring more.
+const zstdMaxLargeWindow = 128 << 20
+
+// largeWindows bounds the memory of the windows past zstdMaxWindow being decoded at
+// once, whatever the number of connections sending them.
+var largeWindows = budget{limit: 2 * zstdMaxLargeWindow}
+
+// largeWindowZstd walks the records of zstd frames declaring windows up to window
+// bytes (past zstdMaxWindow) as a stream, with a decoder of its own holding that
+// window, once largeWindows has room for it. A window past zstdMaxLargeWindow is
+// ErrCorrupt, as Kafka refuses it. Decoding the frames whole instead would cost what
+// they expand to (MaxDecompressedBytes, and its growing buffers' garbage), for a few
+// kilobytes of input.
+func (w *walk) largeWindowZstd(payload []byte, s *recordStream, window uint64) error {
+	if window > zstdMaxLargeWindow {
+		return fmt.Errorf("%w: %s: a frame declares a window of %d bytes, more than %d",
+			ErrCorrupt, CompressionZstd, window, zstdMaxLargeWindow)
+	}
+	largeWindows.acquire(int64(window))
+	defer largeWindows.release(int64(window))
+	// bytes.Reader has no Bytes method: the decoder streams (see zstdStreams).
+	dec, err := zstd.NewReader(bytes.NewReader(payload), zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderMaxWindow(window), zstd.WithDecoderMaxMemory(MaxDecompressedBytes))
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrCorrupt, CompressionZstd, err)
+	}
+	defer dec.Close()
+	s.r = dec
+	return w.stream(s)
+}
+
+// zstdLargestWindow returns the largest window the zstd frames of src declare (a
+// single-segment frame's is its content size), reading frame and block headers only.
+// It stops at the first malformed frame, where the decoder will stop too.
+func zstdLargestWindow(src []byte) uint64 {
+	var largest uint64
+	for pos := 0; len(src)-pos >= 8; {
+		magic := binary.LittleEndian.Uint32(src[pos:])
+		if magic&^0xf == zstdSkippableMagic {
+			pos += 8 + int(min(uint64(binary.LittleEndian.Uint32(src[pos+4:])), uint64(len(src))))
+			continue
+		}
+		if magic != zstdMagic {
+			break
+		}
+		descriptor := src[pos+4]
+		singleSegment := descriptor&0x20 != 0
+		dictLen := [4]int{0, 1, 2, 4}[descriptor&3]
+		fcsLen := [4]int{0, 2, 4, 8}[descriptor>>6]
+		if singleSegment && fcsLen == 0 {
+			fcsLen = 1
+		}
+		p := pos + 5
+		var window uint64
+		if !singleSegment {
+			exponent, mantissa := uint64(src[p]>>3), uint64(src[p]&7)
+			base := uint64(1) << (10 + exponent)
+			window = base + base/8*mantissa
+			p++
+		}
+		if len(src)-p < dictLen+fcsLen {
+			break
+		}
+		p += dictLen
+		if singleSegment {
+			switch fcsLen {
+			case 1:
+				window = uint64(src[p])
+			case 2:
+				window = uint64(binary.LittleEndian.Uint16(src[p:])) + 256
+			case 4:
+				window = uint64(binary.LittleEndian.Uint32(src[p:]))
+			case 8:
+				window = binary.LittleEndian.Uint64(src[p:])
+			}
+		}
+		p += fcsLen
+		largest = max(largest, window)
+		for last := false; !last; { // the blocks
+			if len(src)-p < 3 {
+				return largest
+			}
+			header := uint32(src[p]) | uint32(src[p+1])<<8 | uint32(src[p+2])<<16
+			last = header&1 != 0
+			size := int(header >> 3)
+			if header>>1&3 == 1 { // RLE
+				size = 1
+			}
+			p += 3 + size
+		}
+		if descriptor&4 != 0 {
+			p += 4
+		}
+		pos = p
+	}
+	return largest
+}
+
+// budget is a count of bytes that callers take and give back, waiting while taking
+// them would pass limit. One caller may take up to limit.
+type budget struct {
+	limit int64
+	mu    sync.Mutex
+	cond  *sync.Cond
+	used  int64
+}
+
+func (b *budget) acquire(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cond == nil {
+		b.cond = sync.NewCond(&b.mu)
+	}
+	for b.used > 0 && b.used+n > b.limit {
+		b.cond.Wait()
+	}
+	b.used += n
+}
+
+func (b *budget) release(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+	b.cond.Broadcast()
 }
 
 // whole decompresses payload whole into a pooled buffer, refusing more than limit

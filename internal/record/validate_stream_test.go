@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/snappy"
 	"github.com/klauspost/compress/zstd"
@@ -247,4 +248,115 @@ func ExampleValidateOptions_check() {
 	// 0 false
 	// 1 true
 	// <nil>
+}
+
+// largeWindowZstdBomb is a zstd frame declaring a window of 2^windowLog bytes, with
+// no content size, whose RLE blocks of 128 KiB of zeros expand to n bytes (4 bytes
+// each: a 3-byte block header and the repeated byte).
+func largeWindowZstdBomb(windowLog int, n int) []byte {
+	frame := []byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, byte(windowLog-10) << 3} // no content size
+	const block = 128 << 10
+	for left := n; left > 0; left -= block {
+		header := uint32(block<<3 | 1<<1) // RLE
+		if left <= block {
+			header |= 1 // last
+		}
+		frame = append(frame, byte(header), byte(header>>8), byte(header>>16), 0)
+	}
+	return frame
+}
+
+// TestValidateZstdLargeWindowBombBounded: a batch of 32 KiB whose zstd frame declares
+// a 16 MiB window (beyond zstdMaxWindow) and expands to 1 GiB is refused having
+// allocated about its window, not the MaxDecompressedBytes a whole decode takes.
+func TestValidateZstdLargeWindowBombBounded(t *testing.T) {
+	o := producerOpts(CompressionZstd)
+	payload := largeWindowZstdBomb(24, 1<<30)
+	batch := kmsgBatch(o, 1, 0, o.BaseTimestamp, payload)
+	var err error
+	n := allocatedBy(func() { _, err = Validate(batch, ValidateOptions{}) })
+	if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrInvalid) {
+		t.Errorf("Validate = %v, want ErrCorrupt or ErrInvalid", err)
+	}
+	if bound := uint64(48 << 20); n > bound {
+		t.Errorf("a %d KiB batch expanding to 1 GiB with a 16 MiB window: Validate allocated %d MiB, more than %d MiB",
+			len(batch)>>10, n>>20, bound>>20)
+	}
+}
+
+// singleSegmentZstdBomb is a single-segment zstd frame stating n bytes of content,
+// n bytes of zeros in RLE blocks: its window is its content size, whatever the
+// decoder's window limit.
+func singleSegmentZstdBomb(n int) []byte {
+	frame := binary.LittleEndian.AppendUint64([]byte{0x28, 0xb5, 0x2f, 0xfd, 0xe0}, uint64(n))
+	return append(frame, largeWindowZstdBomb(24, n)[6:]...)
+}
+
+// TestValidateZstdSingleSegmentBombBounded: a batch of 8 KiB whose single-segment
+// zstd frame states 200 MiB of zeros is refused having allocated far less than 200
+// MiB: the window a single-segment frame declares is its content size, which the
+// stream decoder's window limit does not bound.
+func TestValidateZstdSingleSegmentBombBounded(t *testing.T) {
+	o := producerOpts(CompressionZstd)
+	batch := kmsgBatch(o, 1, 0, o.BaseTimestamp, singleSegmentZstdBomb(200<<20))
+	var err error
+	n := allocatedBy(func() { _, err = Validate(batch, ValidateOptions{}) })
+	if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrInvalid) {
+		t.Errorf("Validate = %v, want ErrCorrupt or ErrInvalid", err)
+	}
+	if bound := uint64(48 << 20); n > bound {
+		t.Errorf("a %d KiB batch stating 200 MiB in one segment: Validate allocated %d MiB, more than %d MiB",
+			len(batch)>>10, n>>20, bound>>20)
+	}
+}
+
+// TestValidateZstdSingleSegmentLargeWindow: a single-segment zstd frame of records
+// past zstdMaxWindow, whose window is its content size, is walked as a stream and
+// passes (it was refused: the stream decoder's window limit applies to it).
+func TestValidateZstdSingleSegmentLargeWindow(t *testing.T) {
+	enc, err := zstd.NewWriter(nil, zstd.WithSingleSegment(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	o := producerOpts(CompressionZstd)
+	recs := []Record{{Value: bytes.Repeat([]byte("0123456789"), 2<<20)}} // 20 MiB
+	payload := enc.EncodeAll(kmsgRecords(recs), nil)
+	if payload[4]&0x20 == 0 {
+		t.Fatal("not a single-segment frame")
+	}
+	var verdict error
+	n := allocatedBy(func() { _, verdict = Validate(kmsgBatch(o, 1, 0, o.BaseTimestamp, payload), ValidateOptions{}) })
+	if verdict != nil {
+		t.Fatalf("a single-segment frame of 20 MiB: %v", verdict)
+	}
+	if n > 32<<20 {
+		t.Errorf("a single-segment frame of 20 MiB: Validate allocated %d MiB", n>>20)
+	}
+}
+
+// TestLargeWindowBudget: a caller taking room in the budget waits while the room
+// others hold would pass its limit, and goes on once they give it back.
+func TestLargeWindowBudget(t *testing.T) {
+	b := budget{limit: 100}
+	b.acquire(60)
+	took := make(chan struct{})
+	go func() {
+		b.acquire(60)
+		close(took)
+	}()
+	select {
+	case <-took:
+		t.Fatal("took 60 of 100 while 60 were held")
+	case <-time.After(50 * time.Millisecond):
+	}
+	b.release(60)
+	select {
+	case <-took:
+	case <-time.After(10 * time.Second):
+		t.Fatal("still waiting after the room was given back")
+	}
+	b.release(60)
+	b.acquire(150) // one caller alone may take more than the limit
+	b.release(150)
 }
