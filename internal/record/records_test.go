@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -145,5 +146,54 @@ func TestControlRecords(t *testing.T) {
 				t.Fatalf("ParseControlRecord = %+v, %v; want %+v", c, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestTimestampsMatchesIterator: Timestamps yields the offset deltas and timestamps
+// Iterator decodes, for each codec, with the gaps compaction leaves, stops when told,
+// and refuses offset deltas that do not increase.
+func TestTimestampsMatchesIterator(t *testing.T) {
+	recs := []Record{
+		{OffsetDelta: 0, TimestampDelta: 3, Value: []byte("a")},
+		{OffsetDelta: 2, TimestampDelta: 1, Value: bytes.Repeat([]byte("b"), 300<<10)},
+		{OffsetDelta: 7, TimestampDelta: 9, Key: []byte("k")},
+	}
+	for _, c := range []Compression{CompressionNone, CompressionGzip, CompressionSnappy, CompressionLZ4, CompressionZstd} {
+		o := producerOpts(c)
+		b := mustBuild(t, o, recs)
+		var got []int64
+		if err := Timestamps(b, func(d int32, ts int64) bool {
+			got = append(got, int64(d), ts)
+			return true
+		}); err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+		var want []int64
+		it, err := NewIterator(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r Record
+		for it.Next(&r) {
+			want = append(want, int64(r.OffsetDelta), o.BaseTimestamp+r.TimestampDelta)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: Timestamps %v, Iterator %v", c, got, want)
+		}
+		calls := 0
+		if err := Timestamps(b, func(int32, int64) bool { calls++; return false }); err != nil || calls != 1 {
+			t.Errorf("%s: stopped at the first record: %d calls, %v", c, calls, err)
+		}
+	}
+	bad := mustBuild(t, producerOpts(CompressionNone), recs)
+	// Make the third record's offset delta 2, as the second's (zig-zag 4, one byte).
+	third := bytes.LastIndex(bad, []byte{0x0e, 0x02, 'k'}) // delta 7, key length 1, 'k'
+	if third < 0 {
+		t.Fatal("third record not found")
+	}
+	bad[third] = 0x04
+	bad = fixCRC(bad)
+	if err := Timestamps(bad, func(int32, int64) bool { return true }); !errors.Is(err, ErrInvalid) {
+		t.Errorf("offset deltas 0, 2, 2: %v, want ErrInvalid", err)
 	}
 }

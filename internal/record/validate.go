@@ -89,6 +89,66 @@ type walk struct {
 	next          int32
 	baseTimestamp int64
 	check         func(offsetDelta int32, timestamp int64, keyNull bool) error
+	// gaps walks a batch from a log, whose offset deltas need only increase up to
+	// lastOffsetDelta (compaction leaves gaps); last is the previous record's.
+	gaps            bool
+	lastOffsetDelta int32
+	last            int32
+}
+
+// checkDelta checks record i's offset delta d: i itself in a client's batch; in a
+// log's (w.gaps), more than the previous record's and at most lastOffsetDelta.
+func (w *walk) checkDelta(i, d int32) error {
+	if !w.gaps {
+		if d != i {
+			return fmt.Errorf("%w: record %d has offset delta %d", ErrInvalid, i, d)
+		}
+		return nil
+	}
+	if d <= w.last || d > w.lastOffsetDelta {
+		return fmt.Errorf("%w: record %d has offset delta %d (previous %d, last %d)",
+			ErrInvalid, i, d, w.last, w.lastOffsetDelta)
+	}
+	w.last = d
+	return nil
+}
+
+// errStopWalk stops Timestamps' walk when its function has seen enough.
+var errStopWalk = errors.New("record: walk stopped")
+
+// Timestamps calls fn with the offset delta and timestamp of each record of one whole
+// batch from a log, in order, until fn returns false. It checks the frame and CRC
+// (ErrCorrupt) and the records' structure as Iterator does (ErrInvalid; offset
+// deltas may have gaps), as far as it walks. A compressed batch is walked as it is
+// decompressed, as Validate walks one, so it costs a small buffer and the codec's
+// window, not what the batch expands to; Iterator holds the whole decompressed
+// payload. A LogAppendTime batch's timestamps are its records' own: the caller
+// substitutes the batch's.
+func Timestamps(b []byte, fn func(offsetDelta int32, timestamp int64) bool) error {
+	h, err := checkFrame(b)
+	if err != nil {
+		return err
+	}
+	if h.NumRecords < 0 {
+		return fmt.Errorf("%w: negative record count %d", ErrInvalid, h.NumRecords)
+	}
+	w := walk{count: h.NumRecords, baseTimestamp: h.BaseTimestamp, gaps: true,
+		lastOffsetDelta: h.LastOffsetDelta, last: -1,
+		check: func(d int32, ts int64, _ bool) error {
+			if !fn(d, ts) {
+				return errStopWalk
+			}
+			return nil
+		}}
+	if c := h.Compression(); c != CompressionNone {
+		err = w.compressed(b[HeaderSize:], c)
+	} else {
+		err = w.uncompressed(b[HeaderSize:])
+	}
+	if errors.Is(err, errStopWalk) {
+		return nil
+	}
+	return err
 }
 
 // minRecordSize is the smallest encoded record: seven one-byte varints (length,
@@ -143,7 +203,7 @@ func (w *walk) records(payload []byte, final bool) (int, error) {
 	pos, count, check := 0, w.count, w.check
 	i := w.next
 	for ; i < count; i++ {
-		n := plainRecordSize(payload, pos, i)
+		n, d := plainRecordSize(payload, pos, i), i
 		if n == 0 {
 			if !final && !wholeRecord(payload[pos:]) {
 				break
@@ -151,18 +211,21 @@ func (w *walk) records(payload []byte, final bool) (int, error) {
 			if pos == len(payload) {
 				return 0, fmt.Errorf("%w: %d records present, header says %d", ErrInvalid, i, count)
 			}
-			var d int32
 			var err error
 			if n, d, err = scanRecord(payload[pos:], nil); err != nil {
 				return 0, fmt.Errorf("%w: record %d: %w", ErrInvalid, i, err)
 			}
-			if d != i {
-				return 0, fmt.Errorf("%w: record %d has offset delta %d", ErrInvalid, i, d)
+			if err := w.checkDelta(i, d); err != nil {
+				return 0, err
+			}
+		} else if w.gaps {
+			if err := w.checkDelta(i, d); err != nil {
+				return 0, err
 			}
 		}
 		if check != nil {
 			tsDelta, keyNull := timestampAndNullKey(payload[pos : pos+n])
-			if err := check(i, w.baseTimestamp+tsDelta, keyNull); err != nil {
+			if err := check(d, w.baseTimestamp+tsDelta, keyNull); err != nil {
 				return 0, err
 			}
 		}

@@ -355,11 +355,11 @@ func (w *walk) largeRecord(s *recordStream) error {
 	if err != nil {
 		return fmt.Errorf("%w: record %d: %w", ErrInvalid, i, err)
 	}
-	if delta != i {
-		return fmt.Errorf("%w: record %d has offset delta %d", ErrInvalid, i, delta)
+	if err := w.checkDelta(i, delta); err != nil {
+		return err
 	}
 	if w.check != nil {
-		if err := w.check(i, w.baseTimestamp+tsDelta, keyNull); err != nil {
+		if err := w.check(delta, w.baseTimestamp+tsDelta, keyNull); err != nil {
 			return err
 		}
 	}

@@ -240,20 +240,20 @@ func recordAtOrAfter(s *segment, pos int64, h *record.Header, ts, minOffset int6
 	if err != nil {
 		return 0, 0, false
 	}
-	it, err := record.NewIterator(b)
-	if err != nil {
+	// Walked as decompressed (record.Timestamps): a batch of a few kilobytes may
+	// expand to hundreds of megabytes, which every lookup would otherwise hold.
+	var off, rts int64
+	found := false
+	err = record.Timestamps(b, func(delta int32, t int64) bool {
+		off, rts = h.BaseOffset+int64(delta), t
+		found = t >= ts && off >= minOffset
+		return !found
+	})
+	if err != nil && !found {
 		// Cannot decode the records: answer at batch granularity.
 		return max(h.BaseOffset, minOffset), h.MaxTimestamp, true
 	}
-	var r record.Record
-	for it.Next(&r) {
-		off := h.BaseOffset + int64(r.OffsetDelta)
-		rts := h.BaseTimestamp + r.TimestampDelta
-		if rts >= ts && off >= minOffset {
-			return off, rts, true
-		}
-	}
-	return 0, 0, false
+	return off, rts, found
 }
 
 // MaxTimestamp returns the largest record timestamp in the log and the offset of the
@@ -290,15 +290,13 @@ func (l *Log) MaxTimestamp() (timestamp, offset int64) {
 	if err != nil {
 		return bestTs, bestBase
 	}
-	it, err := record.NewIterator(b)
-	if err != nil {
-		return bestTs, h.LastOffset()
-	}
-	var r record.Record
-	for it.Next(&r) {
-		if h.BaseTimestamp+r.TimestampDelta == bestTs {
-			return bestTs, h.BaseOffset + int64(r.OffsetDelta)
+	offset = h.LastOffset()
+	record.Timestamps(b, func(delta int32, t int64) bool { // walked as decompressed
+		if t == bestTs {
+			offset = h.BaseOffset + int64(delta)
+			return false
 		}
-	}
-	return bestTs, h.LastOffset()
+		return true
+	})
+	return bestTs, offset
 }

@@ -3,11 +3,13 @@ package storage
 import (
 	"bytes"
 	"math"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/samsa-streaming/samsa/internal/clock"
+	"github.com/samsa-streaming/samsa/internal/record"
 )
 
 // ReadBytesInto returns exactly the bytes of the ranges Read names, for reads of
@@ -95,4 +97,53 @@ func TestReadBytesIntoMatchesRead(t *testing.T) {
 	if !crossed {
 		t.Fatal("no read went past the walk's buffer")
 	}
+}
+
+// TestTimestampLookupsBoundMemory: a stored zstd batch of a few kilobytes whose
+// record expands to 200 MiB (a record as a client may produce it: its batch is well
+// within max.message.bytes) costs a lookup by timestamp (ListOffsets) far less than
+// it expands to: its records are walked as they are decompressed, as Validate walks
+// them, so concurrent lookups cannot each hold the batch's decompressed bytes.
+func TestTimestampLookupsBoundMemory(t *testing.T) {
+	tl := openTest(t, DefaultConfig())
+	opts := record.DefaultBuildOptions()
+	opts.BaseTimestamp, opts.Compression = 1000, record.CompressionZstd
+	b, err := record.Build(opts, []record.Record{
+		{Value: make([]byte, 200<<20)},
+		{OffsetDelta: 1, TimestampDelta: 5, Value: []byte("after")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl.mustAppend(b)
+	t.Logf("a batch of %d KiB holding 200 MiB", len(b)>>10)
+	b = nil
+	runtime.GC()
+	var (
+		off, rts int64
+		ok       bool
+	)
+	n := allocatedBy(func() { off, rts, ok = tl.OffsetForTimestamp(1003) })
+	if !ok || off != 1 || rts != 1005 {
+		t.Fatalf("OffsetForTimestamp(1003) = %d, %d, %v; want 1, 1005", off, rts, ok)
+	}
+	if n > 32<<20 {
+		t.Errorf("OffsetForTimestamp allocated %d MiB", n>>20)
+	}
+	n = allocatedBy(func() { rts, off = tl.MaxTimestamp() })
+	if off != 1 || rts != 1005 {
+		t.Fatalf("MaxTimestamp() = %d, %d; want 1005, 1", rts, off)
+	}
+	if n > 32<<20 {
+		t.Errorf("MaxTimestamp allocated %d MiB", n>>20)
+	}
+}
+
+// allocatedBy returns the bytes f allocates.
+func allocatedBy(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
 }
