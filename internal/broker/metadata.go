@@ -7,7 +7,9 @@ package broker
 // leader epochs and topic IDs) from its topics. The controller id is the active
 // controller when it is also a broker, else a live broker, which forwards admin
 // requests to it. A null topic list means all topics
-// (v1+); an empty list means none, except in v0, where empty means all. Unknown topics are created when
+// (v1+); an empty list means none, except in v0, where empty means all. A topic named
+// more than once is answered once, as Kafka answers the set of the topics named (each
+// mention would otherwise cost the topic's whole metadata again). Unknown topics are created when
 // auto.create.topics.enable is on and the request allows it (v4+; always before v4),
 // with num.partitions and default.replication.factor; creation commits through the
 // metadata quorum before the response is built, so the new topic is answered in full
@@ -44,6 +46,7 @@ func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response 
 	if r.Version == 0 && len(r.Topics) == 0 {
 		r.Topics = nil
 	}
+	r.Topics = distinctTopics(r.Topics)
 	resp := kmsg.NewPtrMetadataResponse()
 	resp.SetVersion(req.Version)
 	img := b.image()
@@ -257,4 +260,35 @@ func (b *Broker) controllerID(img *metadata.Image) int32 {
 
 func isInternalTopic(name string) bool {
 	return name == offsetsTopic || name == "__transaction_state" || name == shareStateTopic
+}
+
+// distinctTopics returns topics without the repeats of a name, or of an id for those
+// named by id, keeping the first of each in order (topics itself when none repeats).
+func distinctTopics(topics []kmsg.MetadataRequestTopic) []kmsg.MetadataRequestTopic {
+	if len(topics) < 2 {
+		return topics
+	}
+	names := make(map[string]struct{}, len(topics))
+	ids := make(map[[16]byte]struct{})
+	var out []kmsg.MetadataRequestTopic
+	for i, rt := range topics {
+		var seen bool
+		if rt.Topic != nil {
+			_, seen = names[*rt.Topic]
+			names[*rt.Topic] = struct{}{}
+		} else {
+			_, seen = ids[rt.TopicID]
+			ids[rt.TopicID] = struct{}{}
+		}
+		switch {
+		case seen && out == nil:
+			out = append(make([]kmsg.MetadataRequestTopic, 0, len(topics)), topics[:i]...)
+		case !seen && out != nil:
+			out = append(out, rt)
+		}
+	}
+	if out == nil {
+		return topics
+	}
+	return out
 }

@@ -1,0 +1,41 @@
+package broker
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestMetadataAnswersEachTopicOnce: a Metadata request naming one topic many times
+// (or one topic id) is answered with that topic once, as Kafka answers the set of the
+// topics named: otherwise each three bytes of a request naming a topic of many
+// partitions cost the broker the whole topic's metadata again, and a 1 MiB request
+// could make it build and encode gigabytes.
+func TestMetadataAnswersEachTopicOnce(t *testing.T) {
+	b := startTestBroker(t)
+	createTestTopic(t, b, "wide", 16)
+	id := call[*kmsg.MetadataResponse](t, b, &kmsg.MetadataRequest{
+		Version: 12, Topics: []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("wide")}},
+	}).Topics[0].TopicID
+	for name, rt := range map[string]kmsg.MetadataRequestTopic{
+		"name":    {Topic: kmsg.StringPtr("wide")},
+		"id":      {TopicID: id},
+		"unknown": {Topic: kmsg.StringPtr("nowhere")},
+	} {
+		req := &kmsg.MetadataRequest{Version: 12}
+		for range 10000 {
+			req.Topics = append(req.Topics, rt)
+		}
+		resp := call[*kmsg.MetadataResponse](t, b, req)
+		if len(resp.Topics) != 1 {
+			t.Errorf("one topic by %s named 10,000 times: %d topics answered, want 1", name, len(resp.Topics))
+		}
+	}
+	req := &kmsg.MetadataRequest{Version: 12, Topics: []kmsg.MetadataRequestTopic{
+		{Topic: kmsg.StringPtr("wide")}, {Topic: kmsg.StringPtr("nowhere")}, {Topic: kmsg.StringPtr("wide")},
+	}}
+	if resp := call[*kmsg.MetadataResponse](t, b, req); len(resp.Topics) != 2 ||
+		*resp.Topics[0].Topic != "wide" || *resp.Topics[1].Topic != "nowhere" {
+		t.Errorf("wide, nowhere, wide: %d topics answered, want wide and nowhere", len(resp.Topics))
+	}
+}
