@@ -16,7 +16,11 @@ package broker
 // and take effect on the partitions at once; AlterConfigs replaces a topic's whole set
 // of overrides (as Kafka's legacy API does) while IncrementalAlterConfigs applies SET,
 // DELETE, APPEND and SUBTRACT per config. A resource named twice in one Alter request
-// is INVALID_REQUEST wherever it appears, and not applied, as on Kafka. Broker
+// is INVALID_REQUEST wherever it appears, and not applied, as on Kafka. A resource
+// named again in one DescribeConfigs request is described where it is first named and
+// answered INVALID_REQUEST after: each mention of a broker would otherwise cost its
+// whole configuration again (some 30 KB with documentation, for 5 bytes of request),
+// so that one request could make the broker build gigabytes. Broker
 // properties are static in Samsa: altering them is refused with INVALID_REQUEST and a
 // message saying so.
 
@@ -48,9 +52,22 @@ func (b *Broker) handleDescribeConfigs(req *protocol.Request) <-chan protocol.Re
 	resp := kmsg.NewPtrDescribeConfigsResponse()
 	resp.SetVersion(req.Version)
 	img := b.image()
+	type resource struct {
+		typ  kmsg.ConfigResourceType
+		name string
+	}
+	seen := make(map[resource]bool, len(r.Resources))
 	for _, res := range r.Resources {
 		sr := kmsg.NewDescribeConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = res.ResourceType, res.ResourceName
+		if key := (resource{res.ResourceType, res.ResourceName}); seen[key] {
+			sr.ErrorCode = kerr.InvalidRequest.Code
+			sr.ErrorMessage = kmsg.StringPtr("resource named more than once; described where first named")
+			resp.Resources = append(resp.Resources, sr)
+			continue
+		} else {
+			seen[key] = true
+		}
 		var entries []config.Entry
 		switch res.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:

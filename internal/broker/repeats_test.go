@@ -3,6 +3,7 @@ package broker
 import (
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -37,5 +38,34 @@ func TestMetadataAnswersEachTopicOnce(t *testing.T) {
 	if resp := call[*kmsg.MetadataResponse](t, b, req); len(resp.Topics) != 2 ||
 		*resp.Topics[0].Topic != "wide" || *resp.Topics[1].Topic != "nowhere" {
 		t.Errorf("wide, nowhere, wide: %d topics answered, want wide and nowhere", len(resp.Topics))
+	}
+}
+
+// TestDescribeConfigsDescribesEachResourceOnce: a DescribeConfigs request naming
+// the broker 10,000 times (5 bytes each) is answered with its configuration once and
+// INVALID_REQUEST for each repeat, not with 10,000 copies of some 30 KB each.
+func TestDescribeConfigsDescribesEachResourceOnce(t *testing.T) {
+	b := startTestBroker(t)
+	createTestTopic(t, b, "t", 1)
+	req := &kmsg.DescribeConfigsRequest{Version: 4, IncludeDocumentation: true, IncludeSynonyms: true}
+	for range 10000 {
+		req.Resources = append(req.Resources,
+			kmsg.DescribeConfigsRequestResource{ResourceType: kmsg.ConfigResourceTypeBroker, ResourceName: "1"},
+			kmsg.DescribeConfigsRequestResource{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: "t"})
+	}
+	resp := call[*kmsg.DescribeConfigsResponse](t, b, req)
+	if len(resp.Resources) != len(req.Resources) {
+		t.Fatalf("%d resources answered, want %d", len(resp.Resources), len(req.Resources))
+	}
+	for i, r := range resp.Resources {
+		switch first := i < 2; {
+		case first && (r.ErrorCode != 0 || len(r.Configs) == 0):
+			t.Fatalf("resource %d (%s): error %d, %d configs; want its configs", i, r.ResourceName, r.ErrorCode, len(r.Configs))
+		case !first && (r.ErrorCode != kerr.InvalidRequest.Code || len(r.Configs) != 0):
+			t.Fatalf("resource %d, a repeat: error %d, %d configs; want INVALID_REQUEST and none", i, r.ErrorCode, len(r.Configs))
+		}
+	}
+	if n := len(resp.AppendTo(nil)); n > 4<<20 { // it was some 300 MiB
+		t.Errorf("a %d KiB request answered with %d MiB", len(req.AppendTo(nil))>>10, n>>20)
 	}
 }
