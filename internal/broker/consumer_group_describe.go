@@ -16,5 +16,7 @@ func init() {
 }
 
 func (b *Broker) handleConsumerGroupDescribe(req *protocol.Request) <-chan protocol.Response {
-	return reply(b.groups.ConsumerGroupDescribe(req.Body.(*kmsg.ConsumerGroupDescribeRequest)))
+	r := req.Body.(*kmsg.ConsumerGroupDescribeRequest)
+	r.Groups = distinctNames(r.Groups) // each group once (distinctNames)
+	return reply(b.groups.ConsumerGroupDescribe(r))
 }

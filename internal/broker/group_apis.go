@@ -149,7 +149,36 @@ func (b *Broker) handleOffsetFetch(req *protocol.Request) <-chan protocol.Respon
 }
 
 func (b *Broker) handleDescribeGroups(req *protocol.Request) <-chan protocol.Response {
-	return reply(b.groups.DescribeGroups(req.Body.(*kmsg.DescribeGroupsRequest)))
+	r := req.Body.(*kmsg.DescribeGroupsRequest)
+	r.Groups = distinctNames(r.Groups)
+	return reply(b.groups.DescribeGroups(r))
+}
+
+// distinctNames returns names without repeats, keeping the first of each in order
+// (names itself when none repeats). A describe request naming a group again is
+// answered once for it, as Metadata is for a topic: each mention would otherwise cost
+// the group's whole state again (every member, with its metadata and assignment) for
+// a few bytes of request.
+func distinctNames(names []string) []string {
+	if len(names) < 2 {
+		return names
+	}
+	seen := make(map[string]struct{}, len(names))
+	var out []string
+	for i, n := range names {
+		_, repeat := seen[n]
+		seen[n] = struct{}{}
+		switch {
+		case repeat && out == nil:
+			out = append(make([]string, 0, len(names)), names[:i]...)
+		case !repeat && out != nil:
+			out = append(out, n)
+		}
+	}
+	if out == nil {
+		return names
+	}
+	return out
 }
 
 func (b *Broker) handleListGroups(req *protocol.Request) <-chan protocol.Response {

@@ -69,3 +69,27 @@ func TestDescribeConfigsDescribesEachResourceOnce(t *testing.T) {
 		t.Errorf("a %d KiB request answered with %d MiB", len(req.AppendTo(nil))>>10, n>>20)
 	}
 }
+
+// TestGroupDescribesAnswerEachGroupOnce: DescribeGroups, ConsumerGroupDescribe and
+// ShareGroupDescribe naming a group many times describe it once: each mention would
+// otherwise cost the group's whole state again (every member, with its metadata and
+// assignment), for a few bytes of request.
+func TestGroupDescribesAnswerEachGroupOnce(t *testing.T) {
+	b := startTestBroker(t)
+	names := func() []string {
+		var out []string
+		for range 10000 {
+			out = append(out, "g", "h")
+		}
+		return out
+	}
+	if n := len(call[*kmsg.DescribeGroupsResponse](t, b, &kmsg.DescribeGroupsRequest{Version: 5, Groups: names()}).Groups); n != 2 {
+		t.Errorf("DescribeGroups: %d groups answered, want 2", n)
+	}
+	if n := len(call[*kmsg.ConsumerGroupDescribeResponse](t, b, &kmsg.ConsumerGroupDescribeRequest{Version: 0, Groups: names()}).Groups); n != 2 {
+		t.Errorf("ConsumerGroupDescribe: %d groups answered, want 2", n)
+	}
+	if n := len(call[*kmsg.ShareGroupDescribeResponse](t, b, &kmsg.ShareGroupDescribeRequest{Version: 1, GroupIDs: names()}).Groups); n != 2 {
+		t.Errorf("ShareGroupDescribe: %d groups answered, want 2", n)
+	}
+}

@@ -34,5 +34,7 @@ func (b *Broker) handleShareGroupHeartbeat(req *protocol.Request) <-chan protoco
 }
 
 func (b *Broker) handleShareGroupDescribe(req *protocol.Request) <-chan protocol.Response {
-	return reply(b.groups.ShareGroupDescribe(req.Body.(*kmsg.ShareGroupDescribeRequest)))
+	r := req.Body.(*kmsg.ShareGroupDescribeRequest)
+	r.GroupIDs = distinctNames(r.GroupIDs) // each group once (distinctNames)
+	return reply(b.groups.ShareGroupDescribe(r))
 }
