@@ -117,6 +117,7 @@ func (b *Broker) handleOffsetCommit(req *protocol.Request) <-chan protocol.Respo
 
 func (b *Broker) handleOffsetFetch(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.OffsetFetchRequest)
+	r.Groups = distinctAllOffsets(r.Groups)
 	if r.Version < 10 {
 		return reply(b.groups.OffsetFetch(r))
 	}
@@ -152,6 +153,28 @@ func (b *Broker) handleDescribeGroups(req *protocol.Request) <-chan protocol.Res
 	r := req.Body.(*kmsg.DescribeGroupsRequest)
 	r.Groups = distinctNames(r.Groups)
 	return reply(b.groups.DescribeGroups(r))
+}
+
+// distinctAllOffsets returns groups (an OffsetFetch v8+ request's) without the
+// repeats of a group asking for all its offsets (null topics), keeping the first in
+// order: each would otherwise cost every committed offset of the group again, for a
+// few bytes of request.
+func distinctAllOffsets(groups []kmsg.OffsetFetchRequestGroup) []kmsg.OffsetFetchRequestGroup {
+	if len(groups) < 2 {
+		return groups
+	}
+	all := make(map[string]struct{})
+	out := groups[:0:0]
+	for _, g := range groups {
+		if g.Topics == nil {
+			if _, repeat := all[g.Group]; repeat {
+				continue
+			}
+			all[g.Group] = struct{}{}
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 // distinctNames returns names without repeats, keeping the first of each in order

@@ -93,3 +93,19 @@ func TestGroupDescribesAnswerEachGroupOnce(t *testing.T) {
 		t.Errorf("ShareGroupDescribe: %d groups answered, want 2", n)
 	}
 }
+
+// TestOffsetFetchAnswersAllOffsetsOfAGroupOnce: an OffsetFetch (v8+) asking for all
+// the offsets of one group many times answers them once: each mention would otherwise
+// cost every committed offset of the group again.
+func TestOffsetFetchAnswersAllOffsetsOfAGroupOnce(t *testing.T) {
+	b := startTestBroker(t)
+	req := &kmsg.OffsetFetchRequest{Version: 8}
+	for range 10000 {
+		req.Groups = append(req.Groups, kmsg.OffsetFetchRequestGroup{Group: "g"})
+	}
+	req.Groups = append(req.Groups, kmsg.OffsetFetchRequestGroup{Group: "g", Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "t", Partitions: []int32{0}}}})
+	resp := call[*kmsg.OffsetFetchResponse](t, b, req)
+	if len(resp.Groups) != 2 || resp.Groups[0].Group != "g" || resp.Groups[1].Group != "g" {
+		t.Errorf("all of g 10,000 times, then g's t-0: %d groups answered, want all of g once, then t-0", len(resp.Groups))
+	}
+}
