@@ -13,6 +13,7 @@ import (
 
 	"github.com/samsa-streaming/samsa/internal/auth"
 	"github.com/samsa-streaming/samsa/internal/protocol"
+	"github.com/samsa-streaming/samsa/internal/replica"
 )
 
 func init() { register(kmsg.DescribeProducers, 0, 0, (*Broker).handleDescribeProducers) }
@@ -22,11 +23,18 @@ func (b *Broker) handleDescribeProducers(req *protocol.Request) <-chan protocol.
 	resp := kmsg.NewPtrDescribeProducersResponse()
 	resp.SetVersion(req.Version)
 	img := b.image()
+	// A partition named again is described once: each mention would otherwise cost
+	// every producer it holds state for again, for 4 bytes of request.
+	seen := make(map[replica.Key]struct{})
 	for _, rt := range r.Topics {
 		st := kmsg.NewDescribeProducersResponseTopic()
 		st.Topic = rt.Topic
 		authErr := b.topicAuthError(req, auth.OpRead, rt.Topic)
 		for _, idx := range rt.Partitions {
+			if _, repeat := seen[replica.Key{Topic: rt.Topic, Partition: idx}]; repeat {
+				continue
+			}
+			seen[replica.Key{Topic: rt.Topic, Partition: idx}] = struct{}{}
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = idx
 			p := b.namedReplica(img, rt.Topic, idx)
@@ -47,7 +55,9 @@ func (b *Broker) handleDescribeProducers(req *protocol.Request) <-chan protocol.
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
-		resp.Topics = append(resp.Topics, st)
+		if len(st.Partitions) > 0 || len(rt.Partitions) == 0 {
+			resp.Topics = append(resp.Topics, st)
+		}
 	}
 	return reply(resp)
 }

@@ -109,3 +109,27 @@ func TestOffsetFetchAnswersAllOffsetsOfAGroupOnce(t *testing.T) {
 		t.Errorf("all of g 10,000 times, then g's t-0: %d groups answered, want all of g once, then t-0", len(resp.Groups))
 	}
 }
+
+// TestDescribeProducersAnswersEachPartitionOnce: a DescribeProducers request naming
+// a partition many times (4 bytes each) describes it once: each mention would
+// otherwise cost every producer the partition holds state for again.
+func TestDescribeProducersAnswersEachPartitionOnce(t *testing.T) {
+	b := startTestBroker(t)
+	createTestTopic(t, b, "t", 2)
+	req := &kmsg.DescribeProducersRequest{Version: 0}
+	for range 2 {
+		rt := kmsg.DescribeProducersRequestTopic{Topic: "t"}
+		for range 5000 {
+			rt.Partitions = append(rt.Partitions, 0, 1)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	resp := call[*kmsg.DescribeProducersResponse](t, b, req)
+	n := 0
+	for _, rt := range resp.Topics {
+		n += len(rt.Partitions)
+	}
+	if n != 2 {
+		t.Errorf("two partitions named 10,000 times: %d partitions answered, want 2", n)
+	}
+}
