@@ -94,6 +94,27 @@ func FuzzRecords(f *testing.F) {
 		_, _, _ = Records(b)
 		framed := withFrame(b)
 		h, rs, err := Records(framed)
+		// Timestamps walks what Records decodes: the same deltas and timestamps, and
+		// an error for a batch Records refuses (unless both fail or Records holds one
+		// only a whole decompression bound refuses).
+		var walked []Record
+		werr := Timestamps(framed, func(d int32, ts int64) bool {
+			walked = append(walked, Record{OffsetDelta: d, TimestampDelta: ts - h.BaseTimestamp})
+			return true
+		})
+		if err == nil && werr != nil {
+			t.Fatalf("Records decodes %d records, Timestamps fails: %v", len(rs), werr)
+		}
+		if err == nil {
+			if len(walked) != len(rs) {
+				t.Fatalf("Timestamps walked %d records, Records %d", len(walked), len(rs))
+			}
+			for i := range rs {
+				if walked[i].OffsetDelta != rs[i].OffsetDelta || walked[i].TimestampDelta != rs[i].TimestampDelta {
+					t.Fatalf("record %d: Timestamps %+v, Records %+v", i, walked[i], rs[i])
+				}
+			}
+		}
 		if err != nil || len(rs) == 0 {
 			return
 		}
