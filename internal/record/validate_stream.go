@@ -2,7 +2,6 @@ package record
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -82,12 +81,6 @@ func (w *walk) compressed(payload []byte, c Compression) error {
 		r.reset(nil)
 		xerialReaders.Put(r)
 	case CompressionZstd:
-		if window := zstdLargestWindow(payload); window > zstdMaxWindow {
-			// A frame declares a window past zstdMaxWindow (a Java producer at levels
-			// 20–22, which Kafka accepts).
-			err = w.largeWindowZstd(payload, s, window)
-			break
-		}
 		r := zstdStreams.Get().(*zstdStream)
 		if err = r.reset(payload); err == nil {
 			s.r = r.dec
@@ -95,6 +88,15 @@ func (w *walk) compressed(payload []byte, c Compression) error {
 		}
 		r.reset(nil)
 		zstdStreams.Put(r)
+		if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+			// A frame declares a window past zstdMaxWindow (a Java producer at levels
+			// 20–22, which Kafka accepts; a single-segment frame's window is its
+			// content size, refused as ErrDecoderSizeExceeded): walked again from the
+			// start. (A batch past MaxDecompressedBytes fails the same way again.)
+			s.start, s.end, s.read, s.eof = 0, 0, 0, false
+			w.next, w.last = 0, -1
+			err = w.largeWindowZstd(payload, s)
+		}
 	default:
 		return fmt.Errorf("%w: %w %d", ErrInvalid, errUnknownCodec, int8(c))
 	}
@@ -111,98 +113,31 @@ func (w *walk) compressed(payload []byte, c Compression) error {
 const zstdMaxLargeWindow = 128 << 20
 
 // largeWindows bounds the memory of the windows past zstdMaxWindow being decoded at
-// once, whatever the number of connections sending them.
+// once, whatever the number of connections sending them: two of the largest.
 var largeWindows = budget{limit: 2 * zstdMaxLargeWindow}
 
-// largeWindowZstd walks the records of zstd frames declaring windows up to window
-// bytes (past zstdMaxWindow) as a stream, with a decoder of its own holding that
-// window, once largeWindows has room for it. A window past zstdMaxLargeWindow is
-// ErrCorrupt, as Kafka refuses it. Decoding the frames whole instead would cost what
-// they expand to (MaxDecompressedBytes, and its growing buffers' garbage), for a few
-// kilobytes of input.
-func (w *walk) largeWindowZstd(payload []byte, s *recordStream, window uint64) error {
-	if window > zstdMaxLargeWindow {
-		return fmt.Errorf("%w: %s: a frame declares a window of %d bytes, more than %d",
-			ErrCorrupt, CompressionZstd, window, zstdMaxLargeWindow)
-	}
-	largeWindows.acquire(int64(window))
-	defer largeWindows.release(int64(window))
+// largeWindowZstd walks the records of zstd frames declaring windows past
+// zstdMaxWindow as a stream, with a decoder of its own allowed Kafka's largest
+// window, once largeWindows has room for it; a frame declaring more is ErrCorrupt, as
+// Kafka refuses it. Decoding the frames whole instead would cost what they expand to
+// (up to MaxDecompressedBytes, and its growing buffers' garbage) for a few kilobytes
+// of input.
+func (w *walk) largeWindowZstd(payload []byte, s *recordStream) error {
+	largeWindows.acquire(zstdMaxLargeWindow)
+	defer largeWindows.release(zstdMaxLargeWindow)
 	// bytes.Reader has no Bytes method: the decoder streams (see zstdStreams).
 	dec, err := zstd.NewReader(bytes.NewReader(payload), zstd.WithDecoderConcurrency(1),
-		zstd.WithDecoderMaxWindow(window), zstd.WithDecoderMaxMemory(MaxDecompressedBytes))
+		zstd.WithDecoderMaxWindow(zstdMaxLargeWindow), zstd.WithDecoderMaxMemory(MaxDecompressedBytes))
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrCorrupt, CompressionZstd, err)
 	}
 	defer dec.Close()
 	s.r = dec
-	return w.stream(s)
-}
-
-// zstdLargestWindow returns the largest window the zstd frames of src declare (a
-// single-segment frame's is its content size), reading frame and block headers only.
-// It stops at the first malformed frame, where the decoder will stop too.
-func zstdLargestWindow(src []byte) uint64 {
-	var largest uint64
-	for pos := 0; len(src)-pos >= 8; {
-		magic := binary.LittleEndian.Uint32(src[pos:])
-		if magic&^0xf == zstdSkippableMagic {
-			pos += 8 + int(min(uint64(binary.LittleEndian.Uint32(src[pos+4:])), uint64(len(src))))
-			continue
-		}
-		if magic != zstdMagic {
-			break
-		}
-		descriptor := src[pos+4]
-		singleSegment := descriptor&0x20 != 0
-		dictLen := [4]int{0, 1, 2, 4}[descriptor&3]
-		fcsLen := [4]int{0, 2, 4, 8}[descriptor>>6]
-		if singleSegment && fcsLen == 0 {
-			fcsLen = 1
-		}
-		p := pos + 5
-		var window uint64
-		if !singleSegment {
-			exponent, mantissa := uint64(src[p]>>3), uint64(src[p]&7)
-			base := uint64(1) << (10 + exponent)
-			window = base + base/8*mantissa
-			p++
-		}
-		if len(src)-p < dictLen+fcsLen {
-			break
-		}
-		p += dictLen
-		if singleSegment {
-			switch fcsLen {
-			case 1:
-				window = uint64(src[p])
-			case 2:
-				window = uint64(binary.LittleEndian.Uint16(src[p:])) + 256
-			case 4:
-				window = uint64(binary.LittleEndian.Uint32(src[p:]))
-			case 8:
-				window = binary.LittleEndian.Uint64(src[p:])
-			}
-		}
-		p += fcsLen
-		largest = max(largest, window)
-		for last := false; !last; { // the blocks
-			if len(src)-p < 3 {
-				return largest
-			}
-			header := uint32(src[p]) | uint32(src[p+1])<<8 | uint32(src[p+2])<<16
-			last = header&1 != 0
-			size := int(header >> 3)
-			if header>>1&3 == 1 { // RLE
-				size = 1
-			}
-			p += 3 + size
-		}
-		if descriptor&4 != 0 {
-			p += 4
-		}
-		pos = p
+	if err = w.stream(s); errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		return fmt.Errorf("%w: %s: a frame declares a window of more than %d bytes, or the batch decompresses to more than %d: %w",
+			ErrCorrupt, CompressionZstd, zstdMaxLargeWindow, MaxDecompressedBytes, err)
 	}
-	return largest
+	return err
 }
 
 // budget is a count of bytes that callers take and give back, waiting while taking
