@@ -1,0 +1,481 @@
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/testutil"
+)
+
+// compactingInternalTopics are overrides under which the internal topics have one
+// partition, small segments, and are cleaned (tombstones and transaction markers
+// included) within a second.
+var compactingInternalTopics = []string{
+	"offsets.topic.num.partitions=1",
+	"offsets.topic.segment.bytes=2048",
+	"transaction.state.log.num.partitions=1",
+	"transaction.state.log.segment.bytes=2048",
+	"log.cleaner.backoff.ms=100",
+	"log.cleaner.min.cleanable.ratio=0.01",
+	"log.cleaner.delete.retention.ms=300",
+	"log.retention.check.interval.ms=100",
+	"group.initial.rebalance.delay.ms=0",
+}
+
+// txnOffsetCommit commits offsets of group in one transaction of transactional id
+// txnID through raw requests (InitProducerId, AddOffsetsToTxn, TxnOffsetCommit,
+// EndTxn), committed or aborted.
+func txnOffsetCommit(t testing.TB, cl *kgo.Client, txnID, group, topic string, offsets map[int32]int64, commit bool) {
+	t.Helper()
+	ctx := ctxT(t, 30*time.Second)
+	var pid int64
+	var epoch int16
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		init := kmsg.NewPtrInitProducerIDRequest()
+		init.TransactionalID = kmsg.StringPtr(txnID)
+		init.TransactionTimeoutMillis = 30000
+		resp, err := init.RequestWith(ctx, cl)
+		if err != nil || resp.ErrorCode != 0 {
+			return false
+		}
+		pid, epoch = resp.ProducerID, resp.ProducerEpoch
+		return true
+	}, "InitProducerId")
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = txnID, pid, epoch, group
+	if resp, err := add.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("AddOffsetsToTxn: %v %v", err, resp)
+	}
+	tc := kmsg.NewPtrTxnOffsetCommitRequest()
+	tc.TransactionalID, tc.Group, tc.ProducerID, tc.ProducerEpoch, tc.Generation = txnID, group, pid, epoch, -1
+	tt := kmsg.NewTxnOffsetCommitRequestTopic()
+	tt.Topic = topic
+	for p, o := range offsets {
+		tp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		tp.Partition, tp.Offset, tp.LeaderEpoch = p, o, -1
+		tt.Partitions = append(tt.Partitions, tp)
+	}
+	tc.Topics = append(tc.Topics, tt)
+	resp, err := tc.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("TxnOffsetCommit: %v", err)
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.ErrorCode != 0 {
+				t.Fatalf("TxnOffsetCommit %d: %v", rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
+			}
+		}
+	}
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = txnID, pid, epoch, commit
+	if resp, err := end.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("EndTxn: %v %v", err, resp)
+	}
+}
+
+func commitOffsets(t testing.TB, adm *kadm.Client, group, topic string, offsets map[int32]int64) {
+	t.Helper()
+	os := kadm.Offsets{}
+	for p, o := range offsets {
+		os.AddOffset(topic, p, o, -1)
+	}
+	resp, err := adm.CommitOffsets(ctxT(t, 30*time.Second), group, os)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatalf("commit %s: %v", group, err)
+	}
+}
+
+func fetchOffsets(t testing.TB, adm *kadm.Client, group string) map[string]int64 {
+	t.Helper()
+	resp, err := adm.FetchOffsets(ctxT(t, 30*time.Second), group)
+	if err != nil {
+		t.Fatalf("fetch offsets of %s: %v", group, err)
+	}
+	got := map[string]int64{}
+	resp.Each(func(o kadm.OffsetResponse) {
+		if o.Err != nil {
+			t.Fatalf("fetch offsets of %s: %s/%d: %v", group, o.Topic, o.Partition, o.Err)
+		}
+		got[fmt.Sprintf("%s/%d", o.Topic, o.Partition)] = o.At
+	})
+	return got
+}
+
+// TestConsumerOffsetsCompactionRestart: many plain commits to the same keys,
+// transactional offset commits committed and aborted, a deleted group and a deleted
+// offset; once the cleaner has compacted __consumer_offsets and dropped the
+// tombstones, a restart (kill -9, then a clean stop) shows exactly the last committed
+// offsets and no deleted group or offset.
+func TestConsumerOffsetsCompactionRestart(t *testing.T) {
+	b := testutil.StartBroker(t, compactingInternalTopics...)
+	adm := newAdmin(t, b)
+	const topic = "offsets-compaction"
+	createTopic(t, adm, topic, 3, nil)
+	cl := newClient(t, b)
+
+	for i := range 60 {
+		commitOffsets(t, adm, "plain", topic, map[int32]int64{0: int64(i), 1: int64(2 * i), 2: int64(3 * i)})
+	}
+	commitOffsets(t, adm, "txn", topic, map[int32]int64{0: 5, 1: 5, 2: 5})
+	txnOffsetCommit(t, cl, "tx-a", "txn", topic, map[int32]int64{0: 100}, true)
+	txnOffsetCommit(t, cl, "tx-a", "txn", topic, map[int32]int64{0: 200, 1: 200}, false)
+	txnOffsetCommit(t, cl, "tx-b", "txn", topic, map[int32]int64{1: 50}, true)
+	commitOffsets(t, adm, "txn", topic, map[int32]int64{2: 7})
+	for i := range 30 {
+		commitOffsets(t, adm, "gone", topic, map[int32]int64{0: int64(i), 1: int64(i)})
+		commitOffsets(t, adm, "partly", topic, map[int32]int64{0: int64(i), 1: int64(i)})
+	}
+	if resp, err := adm.DeleteGroups(ctxT(t, 30*time.Second), "gone"); err != nil || resp.Error() != nil {
+		t.Fatalf("DeleteGroups: %v %v", err, resp.Error())
+	}
+	if resp, err := adm.DeleteOffsets(ctxT(t, 30*time.Second), "partly", kadm.TopicsSet{topic: {1: {}}}); err != nil || resp.Error() != nil {
+		t.Fatalf("OffsetDelete: %v %v", err, resp.Error())
+	}
+
+	// Keep committing elsewhere so that segments roll and the cleaner runs again until
+	// every record and tombstone of the deleted group is gone.
+	i := 0
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		i++
+		commitOffsets(t, adm, "filler", topic, map[int32]int64{0: int64(i)})
+		for k := range readKeyed(t, b, "__consumer_offsets", false) {
+			if strings.Contains(k, "gone") {
+				return false
+			}
+		}
+		return true
+	}, "the cleaner to drop the deleted group's records and tombstones")
+
+	want := map[string]map[string]int64{
+		"plain":  {topic + "/0": 59, topic + "/1": 118, topic + "/2": 177},
+		"txn":    {topic + "/0": 100, topic + "/1": 50, topic + "/2": 7},
+		"partly": {topic + "/0": 29},
+		"gone":   {},
+	}
+	check := func(when string) {
+		t.Helper()
+		adm := newAdmin(t, b)
+		for g, w := range want {
+			got := fetchOffsets(t, adm, g)
+			if fmt.Sprint(got) != fmt.Sprint(w) {
+				t.Errorf("%s: offsets of %s = %v, want %v", when, g, got, w)
+			}
+		}
+		groups, err := adm.ListGroups(ctxT(t, 30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := groups["gone"]; ok {
+			t.Errorf("%s: deleted group listed: %v", when, groups.Groups())
+		}
+	}
+	check("before restart")
+	b.Kill()
+	b.StartAgain(t)
+	check("after kill -9")
+	b.Restart(t)
+	check("after a clean restart")
+}
+
+func initTxnProducerID(t testing.TB, cl *kgo.Client, txnID string) (int64, int16) {
+	t.Helper()
+	ctx := ctxT(t, 30*time.Second)
+	var pid int64
+	var epoch int16
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		init := kmsg.NewPtrInitProducerIDRequest()
+		init.TransactionalID = kmsg.StringPtr(txnID)
+		init.TransactionTimeoutMillis = 30000
+		resp, err := init.RequestWith(ctx, cl)
+		if err != nil || resp.ErrorCode != 0 {
+			return false
+		}
+		pid, epoch = resp.ProducerID, resp.ProducerEpoch
+		return true
+	}, "InitProducerId of "+txnID)
+	return pid, epoch
+}
+
+// TestTransactionStateCompactionRestart: a transactional id runs many transactions,
+// another one expires (tombstoned); once the cleaner has compacted
+// __transaction_state and dropped the tombstone, a restart (kill -9, then a clean
+// stop) keeps the live id's producer id, whose InitProducerId bumps its epoch, and
+// forgets the expired id.
+func TestTransactionStateCompactionRestart(t *testing.T) {
+	b := testutil.StartBroker(t, append(compactingInternalTopics,
+		"transactional.id.expiration.ms=2000",
+		"transaction.remove.expired.transaction.cleanup.interval.ms=200")...)
+	adm := newAdmin(t, b)
+	const topic = "txn-state-compaction"
+	createTopic(t, adm, topic, 1, nil)
+	cl := newClient(t, b)
+
+	run := func(id string, commit bool) (int64, int16) {
+		pid, epoch := initTxnProducerID(t, cl, id)
+		ctx := ctxT(t, 30*time.Second)
+		add := kmsg.NewPtrAddPartitionsToTxnRequest()
+		add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, pid, epoch
+		at := kmsg.NewAddPartitionsToTxnRequestTopic()
+		at.Topic, at.Partitions = topic, []int32{0}
+		add.Topics = append(add.Topics, at)
+		if _, err := add.RequestWith(ctx, cl); err != nil {
+			t.Fatal(err)
+		}
+		end := kmsg.NewPtrEndTxnRequest()
+		end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = id, pid, epoch, commit
+		if resp, err := end.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("EndTxn %s: %v %v", id, err, resp)
+		}
+		return pid, epoch
+	}
+	run("expiring", true)
+	var livePID int64
+	var liveEpoch int16
+	for i := range 30 {
+		livePID, liveEpoch = run("live", i%3 != 0)
+	}
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		livePID, liveEpoch = run("live", true) // stays live, rolls segments
+		for k := range readKeyed(t, b, "__transaction_state", false) {
+			if strings.Contains(k, "expiring") {
+				return false
+			}
+		}
+		return true
+	}, "the expired id's records and tombstone to be cleaned away")
+
+	for _, when := range []string{"after kill -9", "after a clean restart"} {
+		if when == "after kill -9" {
+			b.Kill()
+			b.StartAgain(t)
+		} else {
+			b.Restart(t)
+		}
+		cl := newClient(t, b)
+		pid, epoch := initTxnProducerID(t, cl, "live")
+		if pid != livePID || epoch <= liveEpoch {
+			t.Errorf("%s: InitProducerId of the live id = %d/%d, want producer id %d with an epoch above %d", when, pid, epoch, livePID, liveEpoch)
+		}
+		livePID, liveEpoch = pid, epoch
+		if when != "after kill -9" {
+			continue // the expired id was initialized again just above
+		}
+		if pid, epoch := initTxnProducerID(t, cl, "expiring"); epoch != 0 || pid == livePID {
+			t.Errorf("%s: InitProducerId of the expired id = %d/%d, want a fresh producer id at epoch 0", when, pid, epoch)
+		}
+	}
+}
+
+// TestConsumerOffsetsCompactionOpenTxnAcrossRestart: a transactional offset commit
+// stays open across a kill -9 while the cleaner compacts __consumer_offsets; once it
+// is aborted, the group's earlier committed offset is still there, and one committed
+// afterwards in another transaction replaces it, before and after a restart.
+func TestConsumerOffsetsCompactionOpenTxnAcrossRestart(t *testing.T) {
+	b := testutil.StartBroker(t, compactingInternalTopics...)
+	adm := newAdmin(t, b)
+	const topic = "offsets-open-txn"
+	createTopic(t, adm, topic, 2, nil)
+	cl := newClient(t, b)
+	commitOffsets(t, adm, "g", topic, map[int32]int64{0: 5, 1: 6})
+
+	ctx := ctxT(t, 60*time.Second)
+	pid, epoch := initTxnProducerID(t, cl, "open")
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = "open", pid, epoch, "g"
+	if resp, err := add.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("AddOffsetsToTxn: %v %v", err, resp)
+	}
+	tc := kmsg.NewPtrTxnOffsetCommitRequest()
+	tc.TransactionalID, tc.Group, tc.ProducerID, tc.ProducerEpoch, tc.Generation = "open", "g", pid, epoch, -1
+	tt := kmsg.NewTxnOffsetCommitRequestTopic()
+	tt.Topic = topic
+	tp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	tp.Partition, tp.Offset, tp.LeaderEpoch = 0, 500, -1
+	tt.Partitions = append(tt.Partitions, tp)
+	tc.Topics = append(tc.Topics, tt)
+	if resp, err := tc.RequestWith(ctx, cl); err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("TxnOffsetCommit: %v %v", err, resp)
+	}
+	filler := func(n int) {
+		adm := newAdmin(t, b)
+		for i := range n {
+			commitOffsets(t, adm, "filler", topic, map[int32]int64{0: int64(i)})
+		}
+	}
+	filler(100)
+	b.Restart(t)
+	filler(100)
+	time.Sleep(time.Second) // let the cleaner run over what it may clean
+	filler(50)
+
+	cl = newClient(t, b)
+	ctx = ctxT(t, 60*time.Second)
+	var endErr error
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		end := kmsg.NewPtrEndTxnRequest()
+		end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = "open", pid, epoch, false
+		resp, err := end.RequestWith(ctx, cl)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		endErr = err
+		return err == nil || !kerr.IsRetriable(err) && err != kerr.ConcurrentTransactions
+	}, "EndTxn")
+	if endErr != nil {
+		t.Fatalf("EndTxn abort: %v", endErr)
+	}
+	filler(100)
+	time.Sleep(time.Second)
+	filler(50)
+	want := fmt.Sprint(map[string]int64{topic + "/0": 5, topic + "/1": 6})
+	check := func(when string) {
+		t.Helper()
+		var got map[string]int64
+		testutil.WaitFor(t, 30*time.Second, func() bool {
+			got = fetchOffsets(t, newAdmin(t, b), "g")
+			return fmt.Sprint(got) == want
+		}, fmt.Sprintf("%s: offsets of g to be %s", when, want))
+	}
+	check("after the abort")
+	b.Kill()
+	b.StartAgain(t)
+	check("after kill -9")
+}
+
+// rawMember848 is a consumer-protocol member driven by raw ConsumerGroupHeartbeats.
+type rawMember848 struct {
+	id    string
+	epoch int32
+	owned []kmsg.ConsumerGroupHeartbeatRequestTopic
+}
+
+func (m *rawMember848) heartbeat(t testing.TB, cl *kgo.Client, group, topic string, leave bool) {
+	t.Helper()
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Group, req.MemberID, req.MemberEpoch = group, m.id, m.epoch
+	req.SubscribedTopicNames, req.RebalanceTimeoutMillis = []string{topic}, 60000
+	req.Topics = m.owned
+	if req.Topics == nil {
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	}
+	if leave {
+		req.MemberEpoch = -1
+	}
+	resp, err := req.RequestWith(ctxT(t, 30*time.Second), cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("heartbeat of %s: %v", m.id, err)
+	}
+	m.epoch = resp.MemberEpoch
+	if resp.Assignment != nil {
+		m.owned = nil
+		for _, a := range resp.Assignment.Topics {
+			ot := kmsg.NewConsumerGroupHeartbeatRequestTopic()
+			ot.TopicID, ot.Partitions = a.TopicID, a.Partitions
+			m.owned = append(m.owned, ot)
+		}
+	}
+}
+
+// TestConsumerGroup848CompactionRestart: members of a consumer group (KIP-848) join
+// and leave many times and another consumer group is deleted; once the cleaner has
+// compacted __consumer_offsets and dropped the tombstones, a restart (kill -9, then a
+// clean stop) shows the same group epoch, members, epochs and assignments, and no
+// member that left nor the deleted group.
+func TestConsumerGroup848CompactionRestart(t *testing.T) {
+	b := testutil.StartBroker(t, append(compactingInternalTopics,
+		"group.consumer.session.timeout.ms=60000", "group.consumer.max.session.timeout.ms=60000")...)
+	adm := newAdmin(t, b)
+	const topic, group = "c848-compaction", "c848"
+	createTopic(t, adm, topic, 4, nil)
+	cl := newClient(t, b)
+
+	commitOffsets(t, adm, group, topic, map[int32]int64{0: 1, 1: 2, 2: 3, 3: 4})
+	var live []*rawMember848
+	converge := func() {
+		for range 4 {
+			for _, m := range live {
+				m.heartbeat(t, cl, group, topic, false)
+			}
+		}
+	}
+	for i := range 16 {
+		m := &rawMember848{id: fmt.Sprintf("member-%02d", i)}
+		live = append(live, m)
+		converge()
+		if len(live) > 2 {
+			live[0].heartbeat(t, cl, group, topic, true)
+			live = live[1:]
+			converge()
+		}
+	}
+	gone := &rawMember848{id: "gone-member"}
+	for range 3 {
+		gone.heartbeat(t, cl, "c848-gone", topic, false)
+	}
+	gone.heartbeat(t, cl, "c848-gone", topic, true)
+	commitOffsets(t, adm, "c848-gone", topic, map[int32]int64{0: 9})
+	if resp, err := adm.DeleteGroups(ctxT(t, 30*time.Second), "c848-gone"); err != nil || resp.Error() != nil {
+		t.Fatalf("DeleteGroups: %v %v", err, resp.Error())
+	}
+	want, err := describe848(ctxT(t, 30*time.Second), adm, group, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !want.balanced(2, 4) {
+		t.Fatalf("before compaction: %v", want)
+	}
+
+	i := 0
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		i++
+		commitOffsets(t, adm, "filler", topic, map[int32]int64{0: int64(i)})
+		for k := range readKeyed(t, b, "__consumer_offsets", false) {
+			if strings.Contains(k, "member-00") || strings.Contains(k, "c848-gone") {
+				return false
+			}
+		}
+		return true
+	}, "the cleaner to drop the records and tombstones of the departed members")
+
+	check := func(when string) {
+		t.Helper()
+		adm := newAdmin(t, b)
+		got, err := describe848(ctxT(t, 30*time.Second), adm, group, topic)
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		if got.String() != want.String() {
+			t.Errorf("%s: group %v, want %v", when, got, want)
+		}
+		groups, err := adm.ListGroups(ctxT(t, 30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := groups["c848-gone"]; ok {
+			t.Errorf("%s: deleted group listed", when)
+		}
+		if got := fetchOffsets(t, adm, "c848-gone"); len(got) != 0 {
+			t.Errorf("%s: deleted group has offsets %v", when, got)
+		}
+	}
+	check("before restart")
+	b.Kill()
+	b.StartAgain(t)
+	check("after kill -9")
+	b.Restart(t)
+	check("after a clean restart")
+}
