@@ -402,11 +402,15 @@ func shareErrorCode(err error) int16 {
 	return kerr.CoordinatorNotAvailable.Code
 }
 
-// ensureShareStateTopic creates __share_group_state on first use.
+// ensureShareStateTopic creates __share_group_state on first use, compacted, with
+// segments of share.coordinator.state.topic.segment.bytes as in Kafka (without it the
+// topic would take log.segment.bytes, 1 GiB, and a partition would grow that much
+// before the cleaner could compact any of it).
 func (b *Broker) ensureShareStateTopic() (*metadata.Image, error) {
 	return b.ensureInternalTopic(shareStateTopic, func() internalTopic {
 		return internalTopic{b.cfg.ShareCoordinatorStateTopicNumPartitions, b.cfg.ShareStateRF(), "share.coordinator.state.topic.replication.factor", map[string]string{
 			"cleanup.policy":      "compact",
+			"segment.bytes":       strconv.FormatInt(b.cfg.ShareCoordinatorStateTopicSegmentBytes, 10),
 			"min.insync.replicas": strconv.Itoa(int(b.cfg.ShareStateMinISR())),
 		}}
 	})

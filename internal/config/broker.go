@@ -215,6 +215,7 @@ type Broker struct {
 	ShareCoordinatorStateTopicNumPartitions     int32
 	ShareCoordinatorStateTopicReplicationFactor int16
 	ShareCoordinatorStateTopicMinIsr            int16
+	ShareCoordinatorStateTopicSegmentBytes      int64
 
 	ConnectionsMaxIdleMs int64 // connections.max.idle.ms
 

@@ -84,6 +84,7 @@ func TestDefaultsMatchKafka(t *testing.T) {
 		"ShareCoordinatorStateTopicNumPartitions":     int32(50),
 		"ShareCoordinatorStateTopicReplicationFactor": int16(3),
 		"ShareCoordinatorStateTopicMinIsr":            int16(2),
+		"ShareCoordinatorStateTopicSegmentBytes":      int64(104857600),
 		"ConnectionsMaxIdleMs":                        int64(600000),
 		"ReplicaLagTimeMaxMs":                         int64(30000),
 		"ReplicaFetchWaitMaxMs":                       int32(500),

@@ -520,6 +520,9 @@ var coreProperties = []property{
 		doc:  "min.insync.replicas of __share_group_state.",
 		note: "When controller.quorum.voters is empty and the property is not set, 1."}.
 		bind(i16(func(b *Broker) *int16 { return &b.ShareCoordinatorStateTopicMinIsr })),
+	property{name: "share.coordinator.state.topic.segment.bytes", spec: atLeast(TypeInt, 1), def: "104857600",
+		doc: "segment.bytes of __share_group_state."}.
+		bind(i64(func(b *Broker) *int64 { return &b.ShareCoordinatorStateTopicSegmentBytes })),
 	property{name: "group.consumer.session.timeout.ms", spec: atLeast(TypeInt, 1), def: "45000",
 		doc: "Session timeout of consumer-protocol (KIP-848) members: one that does not heartbeat for this long is removed."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerSessionTimeoutMs })),

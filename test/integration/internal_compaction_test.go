@@ -277,6 +277,55 @@ func TestTransactionStateCompactionRestart(t *testing.T) {
 	}
 }
 
+// TestShareGroupStateCompactionRestart: a share consumer accepts many small batches
+// (a state write each) and dies holding the rest; __share_group_state rolls segments
+// of share.coordinator.state.topic.segment.bytes (as Kafka creates it), so the
+// cleaner compacts it, and a restart (kill -9) redelivers exactly the records not
+// accepted.
+func TestShareGroupStateCompactionRestart(t *testing.T) {
+	b := testutil.StartBroker(t, append(compactingInternalTopics,
+		"share.coordinator.state.topic.segment.bytes=2048",
+		"share.coordinator.state.topic.num.partitions=1",
+		"group.share.min.heartbeat.interval.ms=1000", "group.share.heartbeat.interval.ms=1000")...)
+	adm := newAdmin(t, b)
+	const topic, group = "share-state-compaction", "share-state-compaction-g"
+	createTopic(t, adm, topic, 1, nil)
+	setGroupConfigs(t, b, group, map[string]string{"share.auto.offset.reset": "earliest"})
+	vals := produceValues(t, b, topic, "s", 120)
+
+	before := &shareLedger{}
+	_, kill, _ := shareMember(t, b, "before", group, topic, before, acceptFirst(90), kgo.ShareMaxRecords(2), kgo.ShareMaxRecordsStrict())
+	testutil.WaitFor(t, 60*time.Second, func() bool { return len(before.accepted()) >= 90 }, "90 records accepted")
+	raw := newClient(t, b)
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		for _, vs := range readKeyed(t, b, "__share_group_state", false) {
+			if len(vs) > 2 {
+				return false
+			}
+		}
+		start, _ := shareStartOffset(t, raw, group, topic)
+		return start >= 90 && cleanedUpTo(b, "__share_group_state", 1)
+	}, "__share_group_state to be compacted")
+	kill.Kill()
+	b.Kill()
+	b.StartAgain(t)
+
+	after := &shareLedger{}
+	_, _, stop := shareMember(t, b, "after", group, topic, after, acceptAll)
+	raw = newClient(t, b)
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		start, lag := shareStartOffset(t, raw, group, topic)
+		return start == int64(len(vals)) && lag == 0
+	}, "the rest to be accepted after the restart")
+	stop()
+	got, was := after.accepted(), before.accepted()
+	for _, v := range vals {
+		if got[v]+was[v] != 1 {
+			t.Errorf("%s accepted %d times before the restart and %d after", v, was[v], got[v])
+		}
+	}
+}
+
 // TestConsumerOffsetsCompactionOpenTxnAcrossRestart: a transactional offset commit
 // stays open across a kill -9 while the cleaner compacts __consumer_offsets; once it
 // is aborted, the group's earlier committed offset is still there, and one committed
