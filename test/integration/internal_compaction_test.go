@@ -528,3 +528,118 @@ func TestConsumerGroup848CompactionRestart(t *testing.T) {
 	b.Restart(t)
 	check("after a clean restart")
 }
+
+// TestExactlyOncePipelineCompactedBrokerKills: the consume-transform-produce pipeline
+// of TestExactlyOncePipelineSurvivesKills while __consumer_offsets and
+// __transaction_state are compacted all along and the broker is killed (kill -9) and
+// restarted twice in the middle of the stream: every input record reaches the output
+// exactly once.
+func TestExactlyOncePipelineCompactedBrokerKills(t *testing.T) {
+	b := testutil.StartBroker(t, append(append([]string{}, eosBrokerOverrides...), compactingInternalTopics...)...)
+	adm := newAdmin(t, b)
+	p := testutil.NewEOSPipeline(t, []string{b.Addr}, "eos-compacted")
+	createTopic(t, adm, p.In, 4, nil)
+	createTopic(t, adm, p.Out, 4, nil)
+	const n = 4000
+	for _, name := range []string{"a", "b"} {
+		p.Start(name)
+	}
+	fed := p.Feed(newClient(t, b), n, 0, 120*time.Second)
+	for i := range 2 {
+		p.WaitProgress(int64((i+1)*n/3), 120*time.Second)
+		b.Kill()
+		b.StartAgain(t)
+	}
+	if err := <-fed; err != nil {
+		p.Fatalf("producing the input: %v", err)
+	}
+	adm = newAdmin(t, b)
+	p.WaitCaughtUp(adm, 120*time.Second)
+	p.StopAll()
+	p.WaitSettled(adm, 60*time.Second)
+	if !cleanedUpTo(b, "__consumer_offsets", 1) || !cleanedUpTo(b, "__transaction_state", 1) {
+		t.Errorf("the internal topics were not compacted")
+	}
+	testutil.CheckExactlyOnce(t, testutil.ReadAll(t, []string{b.Addr}, p.Out, true, 30*time.Second), n)
+}
+
+// TestAbortedTxnOffsetsLeaveNoGroup: a group that only ever had offsets committed in
+// an aborted transaction is an empty group without offsets, which the offsets
+// expiration check deletes (Kafka's cleanupGroupMetadata), before or after a restart.
+func TestAbortedTxnOffsetsLeaveNoGroup(t *testing.T) {
+	b := testutil.StartBroker(t, append(compactingInternalTopics, "offsets.retention.check.interval.ms=200")...)
+	adm := newAdmin(t, b)
+	const topic = "aborted-only"
+	createTopic(t, adm, topic, 1, nil)
+	cl := newClient(t, b)
+	check := func(when string) {
+		t.Helper()
+		adm := newAdmin(t, b)
+		testutil.WaitFor(t, 10*time.Second, func() bool {
+			groups, err := adm.ListGroups(ctxT(t, 30*time.Second))
+			_, ok := groups["ghost"]
+			return err == nil && !ok
+		}, when+": the group of aborted offsets to be gone")
+		if got := fetchOffsets(t, adm, "ghost"); len(got) != 0 {
+			t.Errorf("%s: offsets %v", when, got)
+		}
+	}
+	txnOffsetCommit(t, cl, "tx-ghost", "ghost", topic, map[int32]int64{0: 10}, false)
+	check("after the abort")
+	txnOffsetCommit(t, cl, "tx-ghost", "ghost", topic, map[int32]int64{0: 11}, false)
+	b.Kill()
+	b.StartAgain(t)
+	check("after kill -9")
+}
+
+// TestTransactionOpenAtKillCompacted: a transactional id runs many transactions over a
+// compacted __transaction_state and is killed (the broker, kill -9) with one open;
+// after the restart InitProducerId keeps its producer id with a higher epoch, the open
+// transaction is aborted (read_committed never sees it and the last stable offset
+// reaches the log end), and the next transaction commits.
+func TestTransactionOpenAtKillCompacted(t *testing.T) {
+	b := testutil.StartBroker(t, compactingInternalTopics...)
+	adm := newAdmin(t, b)
+	const topic = "txn-open-at-kill"
+	createTopic(t, adm, topic, 1, nil)
+	p := newTxnProducer(t, b, "open-at-kill", kgo.ProducerLinger(0))
+	for i := range 40 {
+		inTxn(t, p, i%4 != 0, &kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte(fmt.Sprintf("v%d", i))})
+	}
+	testutil.WaitFor(t, 30*time.Second, func() bool { return cleanedUpTo(b, "__transaction_state", 1) }, "__transaction_state to be compacted")
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctxT(t, 20*time.Second), &kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte("open")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	described, err := adm.DescribeTransactions(ctxT(t, 10*time.Second), "open-at-kill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := described["open-at-kill"]
+	pid, epoch := d.ProducerID, d.ProducerEpoch
+	if d.State != "Ongoing" {
+		t.Fatalf("before the kill: %+v", d)
+	}
+	b.Kill()
+	b.StartAgain(t)
+	cl := newClient(t, b)
+	pid2, epoch2 := initTxnProducerID(t, cl, "open-at-kill")
+	if pid2 != pid || epoch2 <= epoch {
+		t.Errorf("InitProducerId after the restart = %d/%d, want producer id %d above epoch %d", pid2, epoch2, pid, epoch)
+	}
+	adm = newAdmin(t, b)
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		lso, err1 := adm.ListCommittedOffsets(ctxT(t, 10*time.Second), topic)
+		hw, err2 := adm.ListEndOffsets(ctxT(t, 10*time.Second), topic)
+		l, _ := lso.Lookup(topic, 0)
+		h, _ := hw.Lookup(topic, 0)
+		return err1 == nil && err2 == nil && l.Offset == h.Offset
+	}, "the last stable offset to reach the log end")
+	for _, v := range readKeyed(t, b, topic, true)["k"] {
+		if v == "open" {
+			t.Fatalf("read_committed sees the transaction open at the kill")
+		}
+	}
+}
