@@ -4,7 +4,10 @@ package broker
 //
 // Moves a partition's log start offset forward (offset -1 means the high watermark);
 // whole segments below it are deleted and ListOffsets earliest / Fetch follow the new
-// start. An offset above the high watermark is OFFSET_OUT_OF_RANGE.
+// start. An offset above the high watermark is OFFSET_OUT_OF_RANGE. The internal
+// topics are INVALID_TOPIC_EXCEPTION, as in Kafka: their coordinators replay them from
+// the log start, so records deleted there would take committed offsets, groups and
+// transactional ids with them at the next load.
 
 import (
 	"cmp"
@@ -31,7 +34,11 @@ func (b *Broker) handleDeleteRecords(req *protocol.Request) <-chan protocol.Resp
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
 			p := b.namedReplica(img, rt.Topic, rp.Partition)
-			if err := cmp.Or(authErr, fetchablePartition(p, -1)); err != nil {
+			var internalErr error
+			if isInternalTopic(rt.Topic) {
+				internalErr = kerr.InvalidTopicException
+			}
+			if err := cmp.Or(authErr, internalErr, fetchablePartition(p, -1)); err != nil {
 				sp.ErrorCode = errorCode(err)
 				st.Partitions = append(st.Partitions, sp)
 				continue

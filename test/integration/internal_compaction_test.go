@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -641,5 +642,123 @@ func TestTransactionOpenAtKillCompacted(t *testing.T) {
 		if v == "open" {
 			t.Fatalf("read_committed sees the transaction open at the kill")
 		}
+	}
+}
+
+// TestShareGroupStateCompactionRejectRelease: a share consumer rejects some records,
+// releases others once and accepts the rest, in many small batches, then dies holding
+// some; once __share_group_state is compacted, after a kill -9 and restart the
+// rejected and accepted records are never delivered again, and every other record is
+// accepted exactly once, the released ones with their delivery count kept.
+func TestShareGroupStateCompactionRejectRelease(t *testing.T) {
+	b := testutil.StartBroker(t, append(compactingInternalTopics,
+		"share.coordinator.state.topic.segment.bytes=2048",
+		"share.coordinator.state.topic.num.partitions=1",
+		"group.share.min.heartbeat.interval.ms=1000", "group.share.heartbeat.interval.ms=1000")...)
+	adm := newAdmin(t, b)
+	const topic, group = "share-state-reject", "share-state-reject-g"
+	createTopic(t, adm, topic, 1, nil)
+	setGroupConfigs(t, b, group, map[string]string{"share.auto.offset.reset": "earliest", "share.delivery.count.limit": "5"})
+	vals := produceValues(t, b, topic, "r", 120)
+
+	var mu sync.Mutex
+	released := map[string]bool{}
+	decided := 0
+	decide := func(r *kgo.Record) kgo.AckStatus {
+		mu.Lock()
+		defer mu.Unlock()
+		v := string(r.Value)
+		switch {
+		case decided >= 90:
+			return holdAck
+		case strings.HasSuffix(v, "3"):
+			decided++
+			return kgo.AckReject
+		case strings.HasSuffix(v, "7") && !released[v]:
+			released[v] = true
+			return kgo.AckRelease
+		}
+		decided++
+		return kgo.AckAccept
+	}
+	before := &shareLedger{}
+	_, kill, _ := shareMember(t, b, "before", group, topic, before, decide, kgo.ShareMaxRecords(2), kgo.ShareMaxRecordsStrict())
+	raw := newClient(t, b)
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		mu.Lock()
+		n := decided
+		mu.Unlock()
+		start, _ := shareStartOffset(t, raw, group, topic)
+		return n >= 90 && start >= 80 && cleanedUpTo(b, "__share_group_state", 1)
+	}, "90 records decided and __share_group_state compacted")
+	kill.Kill()
+	b.Kill()
+	b.StartAgain(t)
+
+	after := &shareLedger{}
+	_, _, stop := shareMember(t, b, "after", group, topic, after, acceptAll)
+	raw = newClient(t, b)
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		start, lag := shareStartOffset(t, raw, group, topic)
+		return start == int64(len(vals)) && lag == 0
+	}, "the rest to be accepted after the restart")
+	stop()
+	decidedBefore := map[string]kgo.AckStatus{}
+	for _, s := range before.all() {
+		if s.ack == kgo.AckAccept || s.ack == kgo.AckReject {
+			decidedBefore[s.value] = s.ack
+		}
+	}
+	got := after.accepted()
+	for _, s := range after.all() {
+		if ack, ok := decidedBefore[s.value]; ok {
+			t.Errorf("%s (ack %v before the restart) delivered again, delivery %d", s.value, ack, s.deliveries)
+		}
+	}
+	for _, v := range vals {
+		if _, ok := decidedBefore[v]; !ok && got[v] != 1 {
+			t.Errorf("%s, undecided before the restart, accepted %d times after", v, got[v])
+		}
+	}
+}
+
+// TestDeleteRecordsRefusedOnInternalTopics: as in Kafka, DeleteRecords on
+// __consumer_offsets or __transaction_state is INVALID_TOPIC_EXCEPTION and moves no
+// log start offset, so the committed offsets and transactional ids survive a
+// restart.
+func TestDeleteRecordsRefusedOnInternalTopics(t *testing.T) {
+	b := testutil.StartBroker(t, compactingInternalTopics...)
+	adm := newAdmin(t, b)
+	const topic = "delete-records-internal"
+	createTopic(t, adm, topic, 1, nil)
+	cl := newClient(t, b)
+	commitOffsets(t, adm, "kept", topic, map[int32]int64{0: 42})
+	pid, epoch := initTxnProducerID(t, cl, "kept-txn")
+
+	for _, internal := range []string{"__consumer_offsets", "__transaction_state"} {
+		resp, err := adm.DeleteRecords(ctxT(t, 30*time.Second), kadm.Offsets{internal: {0: {Topic: internal, Partition: 0, At: -1}}})
+		if err != nil {
+			t.Fatalf("DeleteRecords %s: %v", internal, err)
+		}
+		r, _ := resp.Lookup(internal, 0)
+		if r.Err != kerr.InvalidTopicException {
+			t.Errorf("DeleteRecords %s-0: %v (low watermark %d), want INVALID_TOPIC_EXCEPTION", internal, r.Err, r.LowWatermark)
+		}
+		starts, err := adm.ListStartOffsets(ctxT(t, 30*time.Second), internal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, _ := starts.Lookup(internal, 0); s.Offset != 0 {
+			t.Errorf("%s-0 starts at %d after a refused DeleteRecords", internal, s.Offset)
+		}
+	}
+	b.Kill()
+	b.StartAgain(t)
+	cl = newClient(t, b)
+	if got := fetchOffsets(t, newAdmin(t, b), "kept"); got[topic+"/0"] != 42 {
+		t.Errorf("after the restart: offsets of kept = %v", got)
+	}
+	if p2, e2 := initTxnProducerID(t, cl, "kept-txn"); p2 != pid || e2 != epoch+1 {
+		t.Errorf("after the restart: InitProducerId of kept-txn = %d/%d, want %d/%d", p2, e2, pid, epoch+1)
 	}
 }
