@@ -56,7 +56,7 @@ func (l *loader) apply(r Record) error {
 				delete(l.groups, d.group)
 				if len(offsets) > 0 || len(g.txnOffsets) > 0 {
 					ng := newGroup(d.group, l.partition, time.Time{})
-					ng.offsets, ng.txnOffsets = offsets, g.txnOffsets
+					ng.offsets, ng.txnOffsets, ng.txnSeq = offsets, g.txnOffsets, g.txnSeq
 					l.groups[d.group] = ng
 				}
 			}

@@ -166,6 +166,7 @@ type group struct {
 	// txnOffsets are the offsets committed in transactions not decided yet, by
 	// producer id (txn_offsets.go).
 	txnOffsets map[int64]map[TopicPartition]*txnOffset
+	txnSeq     int64 // the seq of the last transactional commit replayed (txnOffset.seq)
 	// queued counts, by partition, the offset commits (plain or transactional) handed
 	// to the partition's writer and not replayed yet: a deletion decided meanwhile must
 	// tombstone them too, since they reach the log before its tombstones.

@@ -35,8 +35,14 @@ type TxnInfo struct {
 // txnOffset is an offset committed in a transaction not decided yet.
 type txnOffset struct {
 	offset CommittedOffset
-	// overtaken: a plain commit of the partition was written after it, so the
-	// transaction's commit leaves that one in place (Kafka compares their log offsets).
+	// seq orders the transactional commits of the group as they were written
+	// (group.txnSeq when it was replayed).
+	seq int64
+	// overtaken: an offset of the partition written after it became the group's (a
+	// plain commit, or another transaction's that committed), so the transaction's
+	// commit leaves that one in place. Kafka compares their log offsets: the record
+	// written last wins, whatever order the transactions end in, which is also what
+	// compaction of __consumer_offsets keeps.
 	overtaken bool
 }
 
@@ -47,7 +53,8 @@ func (g *group) addTxnOffset(producerID int64, tp TopicPartition, o CommittedOff
 	if g.txnOffsets[producerID] == nil {
 		g.txnOffsets[producerID] = map[TopicPartition]*txnOffset{}
 	}
-	g.txnOffsets[producerID][tp] = &txnOffset{offset: o}
+	g.txnSeq++
+	g.txnOffsets[producerID][tp] = &txnOffset{offset: o, seq: g.txnSeq}
 }
 
 // overtakeTxnOffsets notes a plain commit (or, deleted, a tombstone) of tp written
@@ -79,8 +86,16 @@ func (g *group) completeTxn(producerID int64, commit bool) {
 		return
 	}
 	for tp, p := range offsets {
-		if !p.overtaken {
-			g.offsets[tp] = p.offset
+		if p.overtaken {
+			continue
+		}
+		g.offsets[tp] = p.offset
+		// The pending offsets of other transactions written before this one are
+		// overtaken by it; those written after it stay ahead.
+		for _, other := range g.txnOffsets {
+			if q := other[tp]; q != nil && q.seq < p.seq {
+				q.overtaken = true
+			}
 		}
 	}
 }

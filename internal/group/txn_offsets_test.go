@@ -156,6 +156,31 @@ func TestTxnOffsetsOvertakenByPlainCommit(t *testing.T) {
 	}
 }
 
+// TestTxnOffsetsLaterRecordWins: two transactions commit an offset of the same
+// partition and the one written first ends last; as in Kafka (record offsets
+// compared), the offset written later stays the group's, live and reloaded.
+func TestTxnOffsetsLaterRecordWins(t *testing.T) {
+	h := newHarness(t, nil)
+	tp0 := TopicPartition{"in", 0}
+	h.txnCommit("g", 7, "", -1, map[TopicPartition]int64{tp0: 10})
+	h.txnCommit("g", 8, "", -1, map[TopicPartition]int64{tp0: 20})
+	h.marker(8, true)
+	h.marker(7, true)
+	if got := h.fetch("g"); got[tp0] != 20 {
+		t.Fatalf("live: %v", got)
+	}
+	h.start()
+	if got := h.fetch("g"); got[tp0] != 20 {
+		t.Fatalf("reloaded: %v", got)
+	}
+	// Written after the committed one, a transaction's offset wins when it commits.
+	h.txnCommit("g", 9, "", -1, map[TopicPartition]int64{tp0: 30})
+	h.marker(9, true)
+	if got := h.fetch("g"); got[tp0] != 30 {
+		t.Fatalf("a later transaction: %v", got)
+	}
+}
+
 // TestTxnOffsetCommitChecksMember: from v3 the member and generation must be current
 // (KIP-447).
 func TestTxnOffsetCommitChecksMember(t *testing.T) {

@@ -762,3 +762,83 @@ func TestDeleteRecordsRefusedOnInternalTopics(t *testing.T) {
 		t.Errorf("after the restart: InitProducerId of kept-txn = %d/%d, want %d/%d", p2, e2, pid, epoch+1)
 	}
 }
+
+// openTxnOffsetCommit starts a transaction of txnID committing offsets of group and
+// returns a function that ends it.
+func openTxnOffsetCommit(t testing.TB, cl *kgo.Client, txnID, group, topic string, offsets map[int32]int64) (end func(commit bool)) {
+	t.Helper()
+	ctx := ctxT(t, 30*time.Second)
+	pid, epoch := initTxnProducerID(t, cl, txnID)
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = txnID, pid, epoch, group
+	if resp, err := add.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("AddOffsetsToTxn: %v %v", err, resp)
+	}
+	tc := kmsg.NewPtrTxnOffsetCommitRequest()
+	tc.TransactionalID, tc.Group, tc.ProducerID, tc.ProducerEpoch, tc.Generation = txnID, group, pid, epoch, -1
+	tt := kmsg.NewTxnOffsetCommitRequestTopic()
+	tt.Topic = topic
+	for p, o := range offsets {
+		tp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		tp.Partition, tp.Offset, tp.LeaderEpoch = p, o, -1
+		tt.Partitions = append(tt.Partitions, tp)
+	}
+	tc.Topics = append(tc.Topics, tt)
+	resp, err := tc.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("TxnOffsetCommit: %v", err)
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.ErrorCode != 0 {
+				t.Fatalf("TxnOffsetCommit %d: %v", rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
+			}
+		}
+	}
+	return func(commit bool) {
+		t.Helper()
+		end := kmsg.NewPtrEndTxnRequest()
+		end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = txnID, pid, epoch, commit
+		if resp, err := end.RequestWith(ctxT(t, 30*time.Second), cl); err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("EndTxn: %v %v", err, resp)
+		}
+	}
+}
+
+// TestTxnOffsetCommitsOfTwoProducersCompacted: two transactions commit an offset of the
+// same partition; the one written later to __consumer_offsets commits first. As in
+// Kafka (the later record wins: OffsetMetadataManager compares record offsets), the
+// group's offset is the one written later, before compaction and after it and a
+// restart alike (compaction keeps only that record).
+func TestTxnOffsetCommitsOfTwoProducersCompacted(t *testing.T) {
+	b := testutil.StartBroker(t, compactingInternalTopics...)
+	adm := newAdmin(t, b)
+	const topic = "two-txn-producers"
+	createTopic(t, adm, topic, 1, nil)
+	cl := newClient(t, b)
+	end1 := openTxnOffsetCommit(t, cl, "tx-first", "two", topic, map[int32]int64{0: 10})
+	end2 := openTxnOffsetCommit(t, cl, "tx-second", "two", topic, map[int32]int64{0: 20})
+	end2(true)
+	end1(true)
+	want := fmt.Sprint(map[string]int64{topic + "/0": 20})
+	if got := fetchOffsets(t, adm, "two"); fmt.Sprint(got) != want {
+		t.Errorf("before compaction: offsets %v, want %v", got, want)
+	}
+	i := 0
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		i++
+		commitOffsets(t, adm, "filler", topic, map[int32]int64{0: int64(i)})
+		n := 0
+		for k, vs := range readKeyed(t, b, "__consumer_offsets", false) {
+			if strings.Contains(k, "two-txn-producers") && strings.Contains(k, "\x00\x03two") {
+				n += len(vs)
+			}
+		}
+		return n == 1
+	}, "the cleaner to keep one offset record of the group")
+	b.Kill()
+	b.StartAgain(t)
+	if got := fetchOffsets(t, newAdmin(t, b), "two"); fmt.Sprint(got) != want {
+		t.Errorf("after compaction and kill -9: offsets %v, want %v", got, want)
+	}
+}
