@@ -39,6 +39,15 @@ func (b *Broker) reconcile(img *metadata.Image) {
 		locals  []local
 		missing []local
 	)
+	// The coordinators map keys to the partitions their topics have, whatever the
+	// *.num.partitions properties say now (Kafka's coordinators take the count from
+	// the metadata cache).
+	if t, ok := img.Topic(offsetsTopic); ok {
+		b.groups.SetNumPartitions(int32(len(t.Partitions)))
+	}
+	if t, ok := img.Topic(transactionStateTopic); ok {
+		b.txns.SetNumPartitions(int32(len(t.Partitions)))
+	}
 	for _, t := range img.Topics() {
 		topicCfg, err := config.ResolveTopic(b.cfg, t.Configs)
 		if err != nil {

@@ -115,9 +115,16 @@ func shareCoordinatorKey(k share.Key) string {
 	return k.Group + ":" + metadataTopicID(k.TopicID) + ":" + strconv.Itoa(int(k.Partition))
 }
 
-// statePartition is the __share_group_state partition of a share partition.
+// statePartition is the __share_group_state partition of a share partition: by the
+// topic's partition count once it exists (share.coordinator.state.topic.num.partitions
+// only sizes it when it is created), as Kafka's share coordinator takes it from the
+// metadata cache.
 func (b *Broker) statePartition(k share.Key) int32 {
-	return coordkey.Partition(shareCoordinatorKey(k), b.cfg.ShareCoordinatorStateTopicNumPartitions)
+	n := b.cfg.ShareCoordinatorStateTopicNumPartitions
+	if t, ok := b.image().Topic(shareStateTopic); ok && len(t.Partitions) > 0 {
+		n = int32(len(t.Partitions))
+	}
+	return coordkey.Partition(shareCoordinatorKey(k), n)
 }
 
 // metadataTopicID formats a topic id as Kafka's Uuid.toString does (base64 URL, no

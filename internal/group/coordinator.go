@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/samsa-streaming/samsa/internal/appendq"
@@ -90,6 +91,10 @@ type Coordinator struct {
 		epoch       uint64
 		expiryTimer clock.Timer
 	}
+
+	// numPartitions is the partition count of the coordinator's topic: the topic's
+	// own once it exists (SetNumPartitions), Config.NumPartitions until then.
+	numPartitions atomic.Int32
 }
 
 // partition is one __consumer_offsets partition this node coordinates.
@@ -130,6 +135,7 @@ func New(o Options) *Coordinator {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.mu.partitions = map[int32]*partition{}
+	c.numPartitions.Store(c.cfg.NumPartitions)
 	return c
 }
 
@@ -159,10 +165,21 @@ func randomUUID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
+// SetNumPartitions sets the partition count of __consumer_offsets as the metadata has
+// it (n > 0). As in Kafka, the topic's count wins over
+// offsets.topic.num.partitions, which only sizes the topic when it is created: a broker
+// restarted with another value must find the state where it was written.
+func (c *Coordinator) SetNumPartitions(n int32) {
+	if n > 0 {
+		c.numPartitions.Store(n)
+	}
+}
+
 // PartitionFor returns the __consumer_offsets partition of a group, as Kafka computes
-// it: Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions.
+// it: Utils.abs(groupId.hashCode()) % the topic's partition count
+// (offsets.topic.num.partitions until the topic exists; SetNumPartitions).
 func (c *Coordinator) PartitionFor(group string) int32 {
-	return coordkey.Partition(group, c.cfg.NumPartitions)
+	return coordkey.Partition(group, c.numPartitions.Load())
 }
 
 // IsCoordinator reports whether this node serves the group: 0, NOT_COORDINATOR or

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/samsa-streaming/samsa/internal/appendq"
@@ -90,6 +91,10 @@ type Coordinator struct {
 		expireTimer  clock.Timer
 		loadSequence uint64
 	}
+
+	// numPartitions is the partition count of the coordinator's topic: the topic's
+	// own once it exists (SetNumPartitions), Config.NumPartitions until then.
+	numPartitions atomic.Int32
 }
 
 // partition is one __transaction_state partition this node coordinates.
@@ -136,14 +141,26 @@ func New(o Options) *Coordinator {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.mu.partitions = map[int32]*partition{}
+	c.numPartitions.Store(c.cfg.NumPartitions)
 	return c
 }
 
+// SetNumPartitions sets the partition count of __transaction_state as the metadata has
+// it (n > 0). As in Kafka, the topic's count wins over
+// transaction.state.log.num.partitions, which only sizes the topic when it is created: a broker
+// restarted with another value must find the state where it was written.
+func (c *Coordinator) SetNumPartitions(n int32) {
+	if n > 0 {
+		c.numPartitions.Store(n)
+	}
+}
+
 // PartitionFor returns the __transaction_state partition of a transactional id, as
-// Kafka computes it: Utils.abs(transactionalId.hashCode()) %
-// transaction.state.log.num.partitions.
+// Kafka computes it: Utils.abs(transactionalId.hashCode()) % the topic's partition
+// count (transaction.state.log.num.partitions until the topic exists;
+// SetNumPartitions).
 func (c *Coordinator) PartitionFor(id string) int32 {
-	return coordkey.Partition(id, c.cfg.NumPartitions)
+	return coordkey.Partition(id, c.numPartitions.Load())
 }
 
 // IsCoordinator reports whether this node serves the transactional id: 0,

@@ -842,3 +842,57 @@ func TestTxnOffsetCommitsOfTwoProducersCompacted(t *testing.T) {
 		t.Errorf("after compaction and kill -9: offsets %v, want %v", got, want)
 	}
 }
+
+// TestInternalTopicPartitionsChangedAcrossRestart: a broker restarted with other
+// offsets.topic.num.partitions, transaction.state.log.num.partitions and
+// share.coordinator.state.topic.num.partitions than the
+// internal topics were created with keeps using the topics' partition counts, as
+// Kafka does (the properties only size the topics when they are created): the groups'
+// offsets, the transactional ids and the share-partition state are found where they
+// were written.
+func TestInternalTopicPartitionsChangedAcrossRestart(t *testing.T) {
+	b := testutil.StartBroker(t, "offsets.topic.num.partitions=4", "transaction.state.log.num.partitions=4",
+		"share.coordinator.state.topic.num.partitions=4")
+	adm := newAdmin(t, b)
+	const topic, shareGroup = "partitions-changed", "partitions-changed-share"
+	createTopic(t, adm, topic, 1, nil)
+	cl := newClient(t, b)
+	setGroupConfigs(t, b, shareGroup, map[string]string{"share.auto.offset.reset": "earliest"})
+	produceValues(t, b, topic, "p", 40)
+	led := &shareLedger{}
+	_, _, stopShare := shareMember(t, b, "before", shareGroup, topic, led, acceptFirst(20), kgo.ShareMaxRecords(10), kgo.ShareMaxRecordsStrict())
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		start, _ := shareStartOffset(t, cl, shareGroup, topic)
+		return start == 20
+	}, "20 records accepted")
+	stopShare()
+	pids := map[string][2]int64{}
+	for i := range 8 {
+		commitOffsets(t, adm, fmt.Sprintf("group-%d", i), topic, map[int32]int64{0: int64(100 + i)})
+		id := fmt.Sprintf("txn-%d", i)
+		pid, epoch := initTxnProducerID(t, cl, id)
+		pids[id] = [2]int64{pid, int64(epoch)}
+	}
+	if err := b.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	b.Overrides = []string{"offsets.topic.num.partitions=1", "transaction.state.log.num.partitions=1",
+		"share.coordinator.state.topic.num.partitions=1"}
+	b.StartAgain(t)
+	adm = newAdmin(t, b)
+	cl = newClient(t, b)
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		start, _ := shareStartOffset(t, cl, shareGroup, topic)
+		return start == 20
+	}, "the share group's start offset to be 20 after the restart")
+	for i := range 8 {
+		g := fmt.Sprintf("group-%d", i)
+		if got := fetchOffsets(t, adm, g); got[topic+"/0"] != int64(100+i) {
+			t.Errorf("after the restart: offsets of %s = %v", g, got)
+		}
+		id := fmt.Sprintf("txn-%d", i)
+		if pid, epoch := initTxnProducerID(t, cl, id); pid != pids[id][0] || int64(epoch) != pids[id][1]+1 {
+			t.Errorf("after the restart: InitProducerId of %s = %d/%d, want %d/%d", id, pid, epoch, pids[id][0], pids[id][1]+1)
+		}
+	}
+}
