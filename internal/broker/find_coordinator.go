@@ -19,7 +19,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/samsa-streaming/samsa/internal/coordkey"
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 )
@@ -87,7 +86,7 @@ func (b *Broker) findCoordinator(key string, keyType int8) kmsg.FindCoordinatorR
 // ("group:topicId:partition"): the leader of its __share_group_state partition.
 func (b *Broker) shareCoordinatorOf(key string) (metadata.Broker, error) {
 	return b.coordinatorOf(shareStateTopic, "share.coordinator.state.topic.num.partitions",
-		coordkey.Partition(key, b.cfg.ShareCoordinatorStateTopicNumPartitions), b.ensureShareStateTopic)
+		b.shareStatePartitionOf(key), b.ensureShareStateTopic)
 }
 
 // errNoCoordinator: the coordinator's partition has no live leader now.

@@ -120,11 +120,16 @@ func shareCoordinatorKey(k share.Key) string {
 // only sizes it when it is created), as Kafka's share coordinator takes it from the
 // metadata cache.
 func (b *Broker) statePartition(k share.Key) int32 {
+	return b.shareStatePartitionOf(shareCoordinatorKey(k))
+}
+
+// shareStatePartitionOf is the __share_group_state partition of a share-partition key.
+func (b *Broker) shareStatePartitionOf(key string) int32 {
 	n := b.cfg.ShareCoordinatorStateTopicNumPartitions
 	if t, ok := b.image().Topic(shareStateTopic); ok && len(t.Partitions) > 0 {
 		n = int32(len(t.Partitions))
 	}
-	return coordkey.Partition(shareCoordinatorKey(k), n)
+	return coordkey.Partition(key, n)
 }
 
 // metadataTopicID formats a topic id as Kafka's Uuid.toString does (base64 URL, no
