@@ -119,6 +119,7 @@ func fetchOffsets(t testing.TB, adm *kadm.Client, group string) map[string]int64
 // tombstones, a restart (kill -9, then a clean stop) shows exactly the last committed
 // offsets and no deleted group or offset.
 func TestConsumerOffsetsCompactionRestart(t *testing.T) {
+	t.Parallel()
 	b := testutil.StartBroker(t, compactingInternalTopics...)
 	adm := newAdmin(t, b)
 	const topic = "offsets-compaction"
@@ -214,6 +215,7 @@ func initTxnProducerID(t testing.TB, cl *kgo.Client, txnID string) (int64, int16
 // stop) keeps the live id's producer id, whose InitProducerId bumps its epoch, and
 // forgets the expired id.
 func TestTransactionStateCompactionRestart(t *testing.T) {
+	t.Parallel()
 	b := testutil.StartBroker(t, append(compactingInternalTopics,
 		"transactional.id.expiration.ms=2000",
 		"transaction.remove.expired.transaction.cleanup.interval.ms=200")...)
@@ -284,6 +286,7 @@ func TestTransactionStateCompactionRestart(t *testing.T) {
 // cleaner compacts it, and a restart (kill -9) redelivers exactly the records not
 // accepted.
 func TestShareGroupStateCompactionRestart(t *testing.T) {
+	t.Parallel()
 	b := testutil.StartBroker(t, append(compactingInternalTopics,
 		"share.coordinator.state.topic.segment.bytes=2048",
 		"share.coordinator.state.topic.num.partitions=1",
@@ -332,6 +335,7 @@ func TestShareGroupStateCompactionRestart(t *testing.T) {
 // is aborted, the group's earlier committed offset is still there, and one committed
 // afterwards in another transaction replaces it, before and after a restart.
 func TestConsumerOffsetsCompactionOpenTxnAcrossRestart(t *testing.T) {
+	t.Parallel()
 	b := testutil.StartBroker(t, compactingInternalTopics...)
 	adm := newAdmin(t, b)
 	const topic = "offsets-open-txn"
@@ -446,6 +450,7 @@ func (m *rawMember848) heartbeat(t testing.TB, cl *kgo.Client, group, topic stri
 // clean stop) shows the same group epoch, members, epochs and assignments, and no
 // member that left nor the deleted group.
 func TestConsumerGroup848CompactionRestart(t *testing.T) {
+	t.Parallel()
 	b := testutil.StartBroker(t, append(compactingInternalTopics,
 		"group.consumer.session.timeout.ms=60000", "group.consumer.max.session.timeout.ms=60000")...)
 	adm := newAdmin(t, b)
@@ -536,6 +541,7 @@ func TestConsumerGroup848CompactionRestart(t *testing.T) {
 // restarted twice in the middle of the stream: every input record reaches the output
 // exactly once.
 func TestExactlyOncePipelineCompactedBrokerKills(t *testing.T) {
+	t.Parallel()
 	b := testutil.StartBroker(t, append(append([]string{}, eosBrokerOverrides...), compactingInternalTopics...)...)
 	adm := newAdmin(t, b)
 	p := testutil.NewEOSPipeline(t, []string{b.Addr}, "eos-compacted")
@@ -568,6 +574,7 @@ func TestExactlyOncePipelineCompactedBrokerKills(t *testing.T) {
 // an aborted transaction is an empty group without offsets, which the offsets
 // expiration check deletes (Kafka's cleanupGroupMetadata), before or after a restart.
 func TestAbortedTxnOffsetsLeaveNoGroup(t *testing.T) {
+	t.Parallel()
 	b := testutil.StartBroker(t, append(compactingInternalTopics, "offsets.retention.check.interval.ms=200")...)
 	adm := newAdmin(t, b)
 	const topic = "aborted-only"
@@ -599,6 +606,7 @@ func TestAbortedTxnOffsetsLeaveNoGroup(t *testing.T) {
 // transaction is aborted (read_committed never sees it and the last stable offset
 // reaches the log end), and the next transaction commits.
 func TestTransactionOpenAtKillCompacted(t *testing.T) {
+	t.Parallel()
 	b := testutil.StartBroker(t, compactingInternalTopics...)
 	adm := newAdmin(t, b)
 	const topic = "txn-open-at-kill"
@@ -651,6 +659,7 @@ func TestTransactionOpenAtKillCompacted(t *testing.T) {
 // rejected and accepted records are never delivered again, and every other record is
 // accepted exactly once, the released ones with their delivery count kept.
 func TestShareGroupStateCompactionRejectRelease(t *testing.T) {
+	t.Parallel()
 	b := testutil.StartBroker(t, append(compactingInternalTopics,
 		"share.coordinator.state.topic.segment.bytes=2048",
 		"share.coordinator.state.topic.num.partitions=1",
@@ -727,6 +736,7 @@ func TestShareGroupStateCompactionRejectRelease(t *testing.T) {
 // log start offset, so the committed offsets and transactional ids survive a
 // restart.
 func TestDeleteRecordsRefusedOnInternalTopics(t *testing.T) {
+	t.Parallel()
 	b := testutil.StartBroker(t, compactingInternalTopics...)
 	adm := newAdmin(t, b)
 	const topic = "delete-records-internal"
@@ -811,6 +821,7 @@ func openTxnOffsetCommit(t testing.TB, cl *kgo.Client, txnID, group, topic strin
 // group's offset is the one written later, before compaction and after it and a
 // restart alike (compaction keeps only that record).
 func TestTxnOffsetCommitsOfTwoProducersCompacted(t *testing.T) {
+	t.Parallel()
 	b := testutil.StartBroker(t, compactingInternalTopics...)
 	adm := newAdmin(t, b)
 	const topic = "two-txn-producers"
@@ -851,6 +862,7 @@ func TestTxnOffsetCommitsOfTwoProducersCompacted(t *testing.T) {
 // offsets, the transactional ids and the share-partition state are found where they
 // were written.
 func TestInternalTopicPartitionsChangedAcrossRestart(t *testing.T) {
+	t.Parallel()
 	b := testutil.StartBroker(t, "offsets.topic.num.partitions=4", "transaction.state.log.num.partitions=4",
 		"share.coordinator.state.topic.num.partitions=4")
 	adm := newAdmin(t, b)
