@@ -35,51 +35,7 @@ var compactingInternalTopics = []string{
 // EndTxn), committed or aborted.
 func txnOffsetCommit(t testing.TB, cl *kgo.Client, txnID, group, topic string, offsets map[int32]int64, commit bool) {
 	t.Helper()
-	ctx := ctxT(t, 30*time.Second)
-	var pid int64
-	var epoch int16
-	testutil.WaitFor(t, 30*time.Second, func() bool {
-		init := kmsg.NewPtrInitProducerIDRequest()
-		init.TransactionalID = kmsg.StringPtr(txnID)
-		init.TransactionTimeoutMillis = 30000
-		resp, err := init.RequestWith(ctx, cl)
-		if err != nil || resp.ErrorCode != 0 {
-			return false
-		}
-		pid, epoch = resp.ProducerID, resp.ProducerEpoch
-		return true
-	}, "InitProducerId")
-	add := kmsg.NewPtrAddOffsetsToTxnRequest()
-	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = txnID, pid, epoch, group
-	if resp, err := add.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 {
-		t.Fatalf("AddOffsetsToTxn: %v %v", err, resp)
-	}
-	tc := kmsg.NewPtrTxnOffsetCommitRequest()
-	tc.TransactionalID, tc.Group, tc.ProducerID, tc.ProducerEpoch, tc.Generation = txnID, group, pid, epoch, -1
-	tt := kmsg.NewTxnOffsetCommitRequestTopic()
-	tt.Topic = topic
-	for p, o := range offsets {
-		tp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-		tp.Partition, tp.Offset, tp.LeaderEpoch = p, o, -1
-		tt.Partitions = append(tt.Partitions, tp)
-	}
-	tc.Topics = append(tc.Topics, tt)
-	resp, err := tc.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatalf("TxnOffsetCommit: %v", err)
-	}
-	for _, rt := range resp.Topics {
-		for _, rp := range rt.Partitions {
-			if rp.ErrorCode != 0 {
-				t.Fatalf("TxnOffsetCommit %d: %v", rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
-			}
-		}
-	}
-	end := kmsg.NewPtrEndTxnRequest()
-	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = txnID, pid, epoch, commit
-	if resp, err := end.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 {
-		t.Fatalf("EndTxn: %v %v", err, resp)
-	}
+	openTxnOffsetCommit(t, cl, txnID, group, topic, offsets)(commit)
 }
 
 func commitOffsets(t testing.TB, adm *kadm.Client, group, topic string, offsets map[int32]int64) {
