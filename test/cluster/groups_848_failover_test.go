@@ -172,53 +172,7 @@ func TestCluster848CoordinatorFailover(t *testing.T) {
 	if len(doubled) > 0 {
 		t.Errorf("ConsumerGroupDescribe showed partitions owned twice: %v", doubled[:min(5, len(doubled))])
 	}
-	h := l.stop(t)
-	ends := map[int32]int64{}
-	testutil.WaitFor(t, 60*time.Second, func() bool {
-		o, err := adm.ListEndOffsets(ctxT(t, 5*time.Second), topic)
-		if err != nil || o.Error() != nil {
-			return false
-		}
-		o.Each(func(lo kadm.ListedOffset) { ends[lo.Partition] = lo.Offset })
-		return true
-	}, "end offsets")
-	testutil.WaitFor(t, 90*time.Second, func() bool {
-		resp, err := adm.FetchOffsets(ctxT(t, 5*time.Second), group)
-		if err != nil {
-			return false
-		}
-		for p, end := range ends {
-			if o, ok := resp.Lookup(topic, p); !ok || o.At < end {
-				return false
-			}
-		}
-		return true
-	}, "the group committing every partition's end")
-	processed := map[int32]map[int64]bool{}
-	for _, gc := range consumers {
-		for _, p := range gc.stop(t) {
-			t.Error(p)
-		}
-		gc.mu.Lock()
-		for p, offs := range gc.processed {
-			if processed[p] == nil {
-				processed[p] = map[int64]bool{}
-			}
-			for o := range offs {
-				processed[p][o] = true
-			}
-		}
-		gc.mu.Unlock()
-	}
-	got := h.check(t, c, topic)
-	for p, end := range got {
-		for o := int64(0); o < end; o++ {
-			if !processed[p][o] {
-				t.Errorf("%s-%d offset %d never processed (end %d)", topic, p, o, end)
-				break
-			}
-		}
-	}
+	checkGroupProcessedAll(t, c, adm, group, topic, l.stop(t), consumers, nil)
 }
 
 // TestCluster848StaticMemberAcrossFailover: a static member (group.instance.id) closes
@@ -285,10 +239,18 @@ func TestCluster848StaticMemberAcrossFailover(t *testing.T) {
 		t.Errorf("a's next incarnation has epoch %d; a had %d (a static member's return is no new assignment)", got, epochs[aID])
 	}
 	l.waitAcks(t, 200, "records after the failover")
-	h := l.stop(t)
+	checkGroupProcessedAll(t, c, survivor, group, topic, l.stop(t), []*groupConsumer{b, a2}, []*groupConsumer{a})
+}
+
+// checkGroupProcessedAll ends a group test: the group has committed every partition's
+// end, the running consumers stop cleanly, the history holds each acknowledged record
+// once, in order, at its offset, and every offset below a partition's end was processed
+// by one of the consumers, running or stopped before.
+func checkGroupProcessedAll(t *testing.T, c *testutil.Cluster, adm *kadm.Client, group, topic string, h *history, running, stopped []*groupConsumer) {
+	t.Helper()
 	ends := map[int32]int64{}
 	testutil.WaitFor(t, 60*time.Second, func() bool {
-		o, err := survivor.ListEndOffsets(ctxT(t, 5*time.Second), topic)
+		o, err := adm.ListEndOffsets(ctxT(t, 5*time.Second), topic)
 		if err != nil || o.Error() != nil {
 			return false
 		}
@@ -296,7 +258,7 @@ func TestCluster848StaticMemberAcrossFailover(t *testing.T) {
 		return true
 	}, "end offsets")
 	testutil.WaitFor(t, 90*time.Second, func() bool {
-		resp, err := survivor.FetchOffsets(ctxT(t, 5*time.Second), group)
+		resp, err := adm.FetchOffsets(ctxT(t, 5*time.Second), group)
 		if err != nil {
 			return false
 		}
@@ -307,13 +269,13 @@ func TestCluster848StaticMemberAcrossFailover(t *testing.T) {
 		}
 		return true
 	}, "the group committing every partition's end")
-	processed := map[int32]map[int64]bool{}
-	for _, gc := range []*groupConsumer{a, b, a2} {
-		if gc != a {
-			for _, p := range gc.stop(t) {
-				t.Error(p)
-			}
+	for _, gc := range running {
+		for _, p := range gc.stop(t) {
+			t.Error(p)
 		}
+	}
+	processed := map[int32]map[int64]bool{}
+	for _, gc := range append(slices.Clone(running), stopped...) {
 		gc.mu.Lock()
 		for p, offs := range gc.processed {
 			if processed[p] == nil {

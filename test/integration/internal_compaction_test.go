@@ -266,18 +266,7 @@ func TestShareGroupStateCompactionRestart(t *testing.T) {
 		start, _ := shareStartOffset(t, raw, group, topic)
 		return start >= 90 && cleanedUpTo(b, "__share_group_state", 1)
 	}, "__share_group_state to be compacted")
-	kill.Kill()
-	b.Kill()
-	b.StartAgain(t)
-
-	after := &shareLedger{}
-	_, _, stop := shareMember(t, b, "after", group, topic, after, acceptAll)
-	raw = newClient(t, b)
-	testutil.WaitFor(t, 60*time.Second, func() bool {
-		start, lag := shareStartOffset(t, raw, group, topic)
-		return start == int64(len(vals)) && lag == 0
-	}, "the rest to be accepted after the restart")
-	stop()
+	after := killAndAcceptTheRest(t, b, kill, group, topic, int64(len(vals)))
 	got, was := after.accepted(), before.accepted()
 	for _, v := range vals {
 		if got[v]+was[v] != 1 {
@@ -609,6 +598,25 @@ func TestTransactionOpenAtKillCompacted(t *testing.T) {
 	}
 }
 
+// killAndAcceptTheRest kills the share member behind kill and then the broker with
+// kill -9, starts the broker again, and has a new member of group accept what is left
+// of topic's first n records; it returns what that member accepted.
+func killAndAcceptTheRest(t *testing.T, b *testutil.Broker, kill *killSwitch, group, topic string, n int64) *shareLedger {
+	t.Helper()
+	kill.Kill()
+	b.Kill()
+	b.StartAgain(t)
+	after := &shareLedger{}
+	_, _, stop := shareMember(t, b, "after", group, topic, after, acceptAll)
+	raw := newClient(t, b)
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		start, lag := shareStartOffset(t, raw, group, topic)
+		return start == n && lag == 0
+	}, "the rest to be accepted after the restart")
+	stop()
+	return after
+}
+
 // TestShareGroupStateCompactionRejectRelease: a share consumer rejects some records,
 // releases others once and accepts the rest, in many small batches, then dies holding
 // some; once __share_group_state is compacted, after a kill -9 and restart the
@@ -656,18 +664,7 @@ func TestShareGroupStateCompactionRejectRelease(t *testing.T) {
 		start, _ := shareStartOffset(t, raw, group, topic)
 		return n >= 90 && start >= 80 && cleanedUpTo(b, "__share_group_state", 1)
 	}, "90 records decided and __share_group_state compacted")
-	kill.Kill()
-	b.Kill()
-	b.StartAgain(t)
-
-	after := &shareLedger{}
-	_, _, stop := shareMember(t, b, "after", group, topic, after, acceptAll)
-	raw = newClient(t, b)
-	testutil.WaitFor(t, 60*time.Second, func() bool {
-		start, lag := shareStartOffset(t, raw, group, topic)
-		return start == int64(len(vals)) && lag == 0
-	}, "the rest to be accepted after the restart")
-	stop()
+	after := killAndAcceptTheRest(t, b, kill, group, topic, int64(len(vals)))
 	decidedBefore := map[string]kgo.AckStatus{}
 	for _, s := range before.all() {
 		if s.ack == kgo.AckAccept || s.ack == kgo.AckReject {
