@@ -22,8 +22,9 @@ const (
 // client id, default user and default client, default user, client id, default client
 // — and the usage is measured per quota entity over quota.window.num samples of
 // quota.window.size.seconds. A client over its quota is told to wait
-// (value − quota) / quota × window: the broker answers with that throttle time and
-// does not read the connection's next request until it has passed.
+// (value − quota) / quota × window (at most quota.window.num windows, and one window
+// for request_percentage, as Kafka bounds it): the broker answers with that throttle
+// time and does not read the connection's next request until it has passed.
 //
 // Quotas is safe for concurrent use. It reads the clock it is given.
 type Quotas struct {
@@ -148,7 +149,14 @@ func (q *Quotas) throttle(kind, user, clientID string, value float64, record boo
 		r.record(value, now)
 	}
 	q.sweepLocked(now)
-	return r.throttle(limit, now)
+	d := r.throttle(limit, now)
+	if kind == RequestPercentage {
+		// Kafka's ClientRequestQuotaManager bounds this one throttle at one window
+		// (its maxThrottleTimeMs): handler time is measured after the fact, so one
+		// slow request would otherwise mute a connection for many seconds.
+		d = min(d, q.window)
+	}
+	return d
 }
 
 // sweepLocked drops the usage of entities idle for rateExpiry. q.mu held.

@@ -120,3 +120,21 @@ func TestQuotasIgnoreOlderImage(t *testing.T) {
 		t.Fatal("the quota of the first image was not taken")
 	}
 }
+
+// TestRequestPercentageThrottleBoundedByWindow: a client far over its
+// request_percentage quota waits at most one quota window, as Kafka's
+// ClientRequestQuotaManager bounds it; the byte rates keep the longer bound.
+func TestRequestPercentageThrottleBoundedByWindow(t *testing.T) {
+	q := quotasWith(t,
+		metadata.ClientQuotaRecord{Entity: []metadata.QuotaEntity{{Type: "user", Name: name("alice")}}, Key: RequestPercentage, Value: 10},
+		metadata.ClientQuotaRecord{Entity: []metadata.QuotaEntity{{Type: "user", Name: name("alice")}}, Key: ProducerByteRate, Value: 10},
+	)
+	now := time.Unix(1000, 0)
+	// 10 % of a thread over 10 s is 100 percent-seconds; 1,000 is ten times that.
+	if d := q.Record(RequestPercentage, "alice", "app", 1000, now); d != time.Second {
+		t.Fatalf("request_percentage far over its quota: throttle %s, want one window (1s)", d)
+	}
+	if d := q.Record(ProducerByteRate, "alice", "app", 1000, now); d <= time.Second {
+		t.Fatalf("producer_byte_rate far over its quota: throttle %s, want more than one window", d)
+	}
+}
