@@ -297,6 +297,13 @@ func storageConfig(t config.Topic, bc *config.Broker) storage.Config {
 	if dirtyRatio <= 0 {
 		dirtyRatio = 1e-9
 	}
+	retentionMs, retentionBytes := t.RetentionMs, t.RetentionBytes
+	if retentionMs == 0 {
+		retentionMs = storage.RetainNothing // keep nothing, not the default
+	}
+	if retentionBytes == 0 {
+		retentionBytes = storage.RetainNothing
+	}
 	return storage.Config{
 		Compact:                containsString(t.CleanupPolicy, "compact"),
 		DeleteRetentionMs:      max(t.DeleteRetentionMs, 1),
@@ -306,8 +313,8 @@ func storageConfig(t config.Topic, bc *config.Broker) storage.Config {
 		SegmentBytes:           t.SegmentBytes,
 		SegmentMs:              t.SegmentMs,
 		SegmentJitterMs:        t.SegmentJitterMs,
-		RetentionMs:            t.RetentionMs,
-		RetentionBytes:         t.RetentionBytes,
+		RetentionMs:            retentionMs,
+		RetentionBytes:         retentionBytes,
 		DeleteRetention:        containsString(t.CleanupPolicy, "delete"),
 		IndexIntervalBytes:     int(t.IndexIntervalBytes),
 		SegmentIndexBytes:      int(t.SegmentIndexBytes),

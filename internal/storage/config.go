@@ -14,8 +14,8 @@ type Config struct {
 	// SegmentJitterMs is segment.jitter.ms: each segment rolls a random amount below
 	// this (and below segment.ms) before segment.ms (default 0).
 	SegmentJitterMs       int64
-	RetentionMs           int64 // retention.ms, -1 = unlimited
-	RetentionBytes        int64 // retention.bytes, -1 = unlimited
+	RetentionMs           int64 // retention.ms, -1 = unlimited, RetainNothing = 0
+	RetentionBytes        int64 // retention.bytes, negative = unlimited, RetainNothing = 0
 	DeleteRetention       bool  // cleanup.policy contains "delete" (retention applies)
 	IndexIntervalBytes    int   // index.interval.bytes, default 4096
 	SegmentIndexBytes     int   // segment.index.bytes: max index file size, default 10 MiB
@@ -128,11 +128,8 @@ func (c Config) Validate() error {
 	if c.SegmentJitterMs < 0 {
 		errs = append(errs, fmt.Errorf("segment.jitter.ms must be 0 or more, got %d", c.SegmentJitterMs))
 	}
-	if c.RetentionMs < -1 {
+	if c.RetentionMs < -1 && c.RetentionMs != RetainNothing {
 		errs = append(errs, fmt.Errorf("retention.ms must be -1 or more, got %d", c.RetentionMs))
-	}
-	if c.RetentionBytes < -1 {
-		errs = append(errs, fmt.Errorf("retention.bytes must be -1 or more, got %d", c.RetentionBytes))
 	}
 	if c.IndexIntervalBytes < 0 {
 		errs = append(errs, fmt.Errorf("index.interval.bytes must be positive, got %d", c.IndexIntervalBytes))

@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"syscall"
 	"time"
@@ -103,13 +104,33 @@ func (l *Log) scheduleRemoveLocked(s *segment, delay time.Duration) {
 	})
 }
 
+// RetainNothing in Config.RetentionMs or Config.RetentionBytes stands for Kafka's
+// retention.ms=0 or retention.bytes=0, which keep nothing: the zero value of those
+// fields means Kafka's default.
+const RetainNothing = math.MinInt64
+
+// retentionLimits returns retention.ms and retention.bytes as Kafka reads them: a
+// negative value is unlimited, 0 keeps nothing.
+func (c Config) retentionLimits() (ms, bytes int64) {
+	ms, bytes = c.RetentionMs, c.RetentionBytes
+	if ms == RetainNothing {
+		ms = 0
+	}
+	if bytes == RetainNothing {
+		bytes = 0
+	}
+	return ms, bytes
+}
+
 // EnforceRetention deletes the oldest segments that break retention.ms (their largest
-// timestamp is older) or retention.bytes (while the log stays above it without them),
-// only when cleanup.policy includes delete. An expired, non-empty active segment is
-// rolled first so that it can go too. It returns how many segments were deleted.
+// timestamp is older) or retention.bytes (while the log stays at or above it without
+// them), only when cleanup.policy includes delete. An expired, non-empty active
+// segment (or one retention.bytes deletes, which only 0 does) is rolled first so that
+// it can go too. It returns how many segments were deleted.
 func (l *Log) EnforceRetention(now time.Time) (int, error) {
 	cfg := l.config()
-	if !cfg.DeleteRetention || (cfg.RetentionMs < 0 && cfg.RetentionBytes < 0) {
+	retentionMs, retentionBytes := cfg.retentionLimits()
+	if !cfg.DeleteRetention || (retentionMs < 0 && retentionBytes < 0) {
 		return 0, nil
 	}
 	l.mu.Lock()
@@ -119,7 +140,7 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 	}
 	nowMs := now.UnixMilli()
 	expired := func(s *segment) (bool, error) {
-		if cfg.RetentionMs < 0 {
+		if retentionMs < 0 {
 			return false, nil
 		}
 		ts, _, err := s.maxTimestamp(cfg.IndexIntervalBytes)
@@ -134,7 +155,7 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 			}
 			ts = st.ModTime().UnixMilli()
 		}
-		return nowMs-ts > cfg.RetentionMs, nil
+		return nowMs-ts > retentionMs, nil
 	}
 	segs := l.segs()
 	n := 0
@@ -148,8 +169,31 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 		}
 		n++
 	}
-	if n == len(segs) {
-		// Every segment expired, the active one included.
+	deleted, err := l.deleteOldestOrAllLocked(n, now, "retention.ms")
+	if err != nil {
+		return deleted, err
+	}
+	if retentionBytes >= 0 {
+		segs = l.segs()
+		excess := l.size.Load() - retentionBytes
+		k := 0
+		for k < len(segs) && excess-segs[k].size.Load() >= 0 {
+			excess -= segs[k].size.Load()
+			k++
+		}
+		more, err := l.deleteOldestOrAllLocked(k, now, "retention.bytes")
+		deleted += more
+		if err != nil {
+			return deleted, err
+		}
+	}
+	return deleted, nil
+}
+
+// deleteOldestOrAllLocked deletes the n oldest segments; n may count the active
+// segment, which is then rolled first when it holds anything (an empty one stays).
+func (l *Log) deleteOldestOrAllLocked(n int, now time.Time, reason string) (int, error) {
+	if segs := l.segs(); n == len(segs) {
 		if segs[n-1].size.Load() > 0 {
 			if err := l.rollLocked(now, l.logEnd.Load()); err != nil {
 				return 0, err
@@ -158,25 +202,7 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 			n--
 		}
 	}
-	deleted, err := l.deleteOldestLocked(n, "retention.ms")
-	if err != nil {
-		return deleted, err
-	}
-	if cfg.RetentionBytes >= 0 {
-		segs = l.segs()
-		excess := l.size.Load() - cfg.RetentionBytes
-		k := 0
-		for k < len(segs)-1 && excess-segs[k].size.Load() >= 0 {
-			excess -= segs[k].size.Load()
-			k++
-		}
-		more, err := l.deleteOldestLocked(k, "retention.bytes")
-		deleted += more
-		if err != nil {
-			return deleted, err
-		}
-	}
-	return deleted, nil
+	return l.deleteOldestLocked(n, reason)
 }
 
 // TruncateTo removes every batch at or after offset (a follower taking back a divergent

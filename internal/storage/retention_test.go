@@ -296,3 +296,27 @@ func TestEndOffsetForEpoch(t *testing.T) {
 		t.Fatalf("entries after DeleteRecords: %v", got)
 	}
 }
+
+// TestRetentionZero: retention.ms=0 and retention.bytes=0 are valid Kafka settings
+// that keep nothing (Kafka's UnifiedLog.deleteRetentionMsBreachedSegments and
+// deleteRetentionSizeBreachedSegments): every segment goes, the active one rolled
+// first. A Config field's zero value means Kafka's default, so the broker passes them
+// as RetainNothing.
+func TestRetentionZero(t *testing.T) {
+	one := int64(len(simple(t, 1, 0)))
+	for _, cfg := range []Config{
+		{RetentionMs: RetainNothing, RetentionBytes: -1},
+		{RetentionMs: -1, RetentionBytes: RetainNothing},
+	} {
+		cfg.SegmentBytes, cfg.DeleteRetention = 2*one, true
+		l := openTest(t, cfg)
+		for range 5 {
+			l.mustAppend(simple(t, 1, t0.UnixMilli()))
+		}
+		n, err := l.EnforceRetention(t0.Add(time.Millisecond))
+		if err != nil || n != 3 || l.LogStartOffset() != 5 || l.Size() != 0 {
+			t.Fatalf("retention.ms %d, retention.bytes %d: deleted %d (err %v), log start %d, size %d; want 3, 5, 0",
+				cfg.RetentionMs, cfg.RetentionBytes, n, err, l.LogStartOffset(), l.Size())
+		}
+	}
+}
