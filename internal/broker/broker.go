@@ -159,6 +159,7 @@ func New(o Options) (*Broker, error) {
 		RetentionCheckInterval: time.Duration(cfg.LogRetentionCheckIntervalMs) * time.Millisecond,
 		FlushCheckInterval:     time.Duration(cfg.LogFlushSchedulerIntervalMs) * time.Millisecond,
 		FS:                     o.FS,
+		HighWatermark:          b.highWatermarkOf,
 	})
 	if err != nil {
 		return nil, err

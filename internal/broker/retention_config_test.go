@@ -42,3 +42,36 @@ func TestRetentionZeroKeepsNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestRetentionKeepsRecordsAboveHighWatermark: retention deletes only segments wholly
+// below the high watermark, so that the log start offset never passes it (Kafka's
+// UnifiedLog.deletableSegments: highWatermark >= the segment's upper bound; the
+// active segment only when the high watermark is the log end).
+func TestRetentionKeepsRecordsAboveHighWatermark(t *testing.T) {
+	b := startTestBroker(t)
+	createTestTopic(t, b, "hw", 1)
+	if code := produceTo(t, b, "hw"); code != 0 { // timestamp 0: long expired
+		t.Fatalf("produce: %v", code)
+	}
+	p := b.replicas.Get("hw", 0)
+	batch, err := record.Build(record.DefaultBuildOptions(), []record.Record{{Value: []byte("not replicated yet")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Appended under the high watermark's feet, as a leader's append waits for its
+	// followers: high watermark 1, log end 2.
+	if _, err := p.Log.Append(batch, storage.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.logs.RetentionPass()
+	if start, hw := p.Log.LogStartOffset(), p.HighWatermark(); start > hw {
+		t.Fatalf("retention moved the log start to %d, past the high watermark %d", start, hw)
+	}
+	if code := produceTo(t, b, "hw"); code != 0 { // high watermark 3 = log end
+		t.Fatalf("produce: %v", code)
+	}
+	b.logs.RetentionPass()
+	if start := p.Log.LogStartOffset(); start != 3 {
+		t.Fatalf("log start %d after retention below the high watermark, want 3", start)
+	}
+}

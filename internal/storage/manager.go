@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -44,6 +45,10 @@ type ManagerOptions struct {
 	OpenWorkers int
 	// FS is the file system the directories are on; nil means OSFS.
 	FS FS
+	// HighWatermark optionally bounds retention for a log: only segments wholly below
+	// the offset it returns are deleted (Log.EnforceRetentionBelow). The broker passes
+	// the partition's high watermark, which storage does not know; nil: no bound.
+	HighWatermark func(*Log) int64
 }
 
 // Manager owns the log directories of a broker and the logs in them. It is safe for
@@ -530,7 +535,11 @@ func (m *Manager) every(ctx context.Context, d time.Duration, f func(now time.Ti
 func (m *Manager) retentionPass(now time.Time) {
 	for k, l := range m.Logs() {
 		l.ExpireProducers(now)
-		n, err := l.EnforceRetention(now)
+		highWatermark := int64(math.MaxInt64)
+		if m.opts.HighWatermark != nil {
+			highWatermark = m.opts.HighWatermark(l)
+		}
+		n, err := l.EnforceRetentionBelow(now, highWatermark)
 		if err != nil && !errors.Is(err, ErrLogClosed) {
 			m.opts.Logger.Warn("retention failed", "topic", k.Topic, "partition", k.Partition, "err", err)
 		} else if n > 0 {

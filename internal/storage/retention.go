@@ -128,6 +128,14 @@ func (c Config) retentionLimits() (ms, bytes int64) {
 // segment (or one retention.bytes deletes, which only 0 does) is rolled first so that
 // it can go too. It returns how many segments were deleted.
 func (l *Log) EnforceRetention(now time.Time) (int, error) {
+	return l.EnforceRetentionBelow(now, math.MaxInt64)
+}
+
+// EnforceRetentionBelow is EnforceRetention deleting only the segments whose every
+// offset is below highWatermark (the active segment only when highWatermark reaches
+// the log end), as Kafka's UnifiedLog.deletableSegments: the log start offset never
+// passes the high watermark, and records not yet replicated are not deleted.
+func (l *Log) EnforceRetentionBelow(now time.Time, highWatermark int64) (int, error) {
 	cfg := l.config()
 	retentionMs, retentionBytes := cfg.retentionLimits()
 	if !cfg.DeleteRetention || (retentionMs < 0 && retentionBytes < 0) {
@@ -157,9 +165,17 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 		}
 		return nowMs-ts > retentionMs, nil
 	}
+	// deletable: segment i ends at or below the high watermark.
+	deletable := func(segs []*segment, i int) bool {
+		end := l.logEnd.Load()
+		if i+1 < len(segs) {
+			end = segs[i+1].base
+		}
+		return end <= highWatermark
+	}
 	segs := l.segs()
 	n := 0
-	for n < len(segs) {
+	for n < len(segs) && deletable(segs, n) {
 		ok, err := expired(segs[n])
 		if err != nil {
 			return 0, err
@@ -177,7 +193,7 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 		segs = l.segs()
 		excess := l.size.Load() - retentionBytes
 		k := 0
-		for k < len(segs) && excess-segs[k].size.Load() >= 0 {
+		for k < len(segs) && deletable(segs, k) && excess-segs[k].size.Load() >= 0 {
 			excess -= segs[k].size.Load()
 			k++
 		}

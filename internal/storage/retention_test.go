@@ -320,3 +320,22 @@ func TestRetentionZero(t *testing.T) {
 		}
 	}
 }
+
+// TestRetentionBelowHighWatermark: only segments wholly below the high watermark go,
+// by time and by size (Kafka's UnifiedLog.deletableSegments).
+func TestRetentionBelowHighWatermark(t *testing.T) {
+	one := int64(len(simple(t, 1, 0)))
+	for _, cfg := range []Config{{RetentionMs: 1000, RetentionBytes: -1}, {RetentionMs: -1, RetentionBytes: RetainNothing}} {
+		cfg.SegmentBytes, cfg.DeleteRetention = 2*one, true
+		l := openTest(t, cfg)
+		for range 5 { // segments [0,1], [2,3], [4]
+			l.mustAppend(simple(t, 1, t0.UnixMilli()))
+		}
+		if n, err := l.EnforceRetentionBelow(t0.Add(time.Hour), 3); err != nil || n != 1 || l.LogStartOffset() != 2 {
+			t.Fatalf("%+v: deleted %d (err %v), log start %d; want 1, 2", cfg, n, err, l.LogStartOffset())
+		}
+		if n, err := l.EnforceRetentionBelow(t0.Add(time.Hour), 5); err != nil || n != 2 || l.LogStartOffset() != 5 {
+			t.Fatalf("%+v: deleted %d (err %v), log start %d; want 2, 5", cfg, n, err, l.LogStartOffset())
+		}
+	}
+}
