@@ -296,7 +296,7 @@ func (b *Broker) produceOne(pr *produceRequest, topic string, partition int32, r
 		// batch is validated and appended.
 		return nil, storage.AppendInfo{}, kerr.InvalidRequiredAcks
 	}
-	opts := record.ValidateOptions{MaxBatchBytes: settings.MaxMessageBytes}
+	opts := record.ValidateOptions{MaxBatchBytes: settings.MaxMessageBytes, SetMaxTimestamp: true}
 	if settings.RequireKeys || settings.Timestamps != nil {
 		opts.Check = recordRules(now, settings.RequireKeys, settings.Timestamps)
 	}

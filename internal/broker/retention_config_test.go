@@ -1,8 +1,12 @@
 package broker
 
 import (
+	"encoding/binary"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-streaming/samsa/internal/clock"
 	"github.com/samsa-streaming/samsa/internal/config"
@@ -73,5 +77,37 @@ func TestRetentionKeepsRecordsAboveHighWatermark(t *testing.T) {
 	b.logs.RetentionPass()
 	if start := p.Log.LogStartOffset(); start != 3 {
 		t.Fatalf("log start %d after retention below the high watermark, want 3", start)
+	}
+}
+
+// TestProduceRecomputesMaxTimestamp: the broker sets a batch's maxTimestamp to the
+// largest timestamp of its records, whatever the producer wrote there (Kafka's
+// LogValidator: batch.setMaxTimestamp(CREATE_TIME, maxTimestamp) after the walk).
+// Trusted, a header claiming the far future would keep its segment from retention
+// forever and answer ListOffsets MAX_TIMESTAMP with a time no record has.
+func TestProduceRecomputesMaxTimestamp(t *testing.T) {
+	b := startTestBroker(t)
+	createTestTopic(t, b, "maxts", 1)
+	opts := record.DefaultBuildOptions()
+	opts.BaseTimestamp = 1000
+	batch, err := record.Build(opts, []record.Record{{Value: []byte("a")}, {TimestampDelta: 5, Value: []byte("b")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.BigEndian.PutUint64(batch[35:], uint64(time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()))
+	binary.BigEndian.PutUint32(batch[record.CRCOffset:], record.Checksum(batch))
+	if code := produceBatch(t, b, "maxts", batch); code != 0 {
+		t.Fatalf("produce: %v", kerr.ErrorForCode(code))
+	}
+	req := kmsg.NewPtrListOffsetsRequest()
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = "maxts"
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Timestamp = listMaxTimestamp
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	got := call[*kmsg.ListOffsetsResponse](t, b, req).Topics[0].Partitions[0]
+	if got.ErrorCode != 0 || got.Timestamp != 1005 || got.Offset != 1 {
+		t.Fatalf("MAX_TIMESTAMP: timestamp %d offset %d (%v); want 1005 at offset 1", got.Timestamp, got.Offset, kerr.ErrorForCode(got.ErrorCode))
 	}
 }

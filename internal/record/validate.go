@@ -30,6 +30,13 @@ type ValidateOptions struct {
 	// It is not given the key itself: a compressed batch's records are walked as they
 	// are decompressed, and a record larger than the walk's buffer is never held whole.
 	Check func(offsetDelta int32, timestamp int64, keyNull bool) error
+	// SetMaxTimestamp rewrites a client's CreateTime batch whose maxTimestamp is not
+	// the largest timestamp of its records (-1 when none is larger) with that one,
+	// and a batch flagged LogAppendTime as CreateTime, recomputing the CRC, as Kafka's
+	// LogValidator does (setMaxTimestamp(CREATE_TIME, maxTimestamp)): a producer's
+	// header does not decide what retention, the time index and ListOffsets see. The
+	// header returned is the rewritten one.
+	SetMaxTimestamp bool
 }
 
 // Validate checks one whole v2 batch as a producer sent it and returns its header.
@@ -74,11 +81,21 @@ func Validate(b []byte, opts ValidateOptions) (Header, error) {
 	if err := checkClientHeader(&h); err != nil {
 		return h, err
 	}
-	w := walk{count: h.NumRecords, baseTimestamp: h.BaseTimestamp, check: opts.Check}
+	w := walk{count: h.NumRecords, baseTimestamp: h.BaseTimestamp, check: opts.Check, maxTimestamp: -1}
 	if h.Compression() != CompressionNone {
-		return h, w.compressed(b[HeaderSize:], h.Compression())
+		err = w.compressed(b[HeaderSize:], h.Compression())
+	} else {
+		err = w.uncompressed(b[HeaderSize:])
 	}
-	return h, w.uncompressed(b[HeaderSize:])
+	if err == nil && opts.SetMaxTimestamp && (h.MaxTimestamp != w.maxTimestamp || h.LogAppendTime()) {
+		h.Attributes &^= AttrTimestampType
+		h.MaxTimestamp = w.maxTimestamp
+		binary.BigEndian.PutUint16(b[AttributesOffset:], uint16(h.Attributes))
+		binary.BigEndian.PutUint64(b[35:], uint64(h.MaxTimestamp))
+		binary.BigEndian.PutUint32(b[CRCOffset:], Checksum(b))
+		h.CRC = binary.BigEndian.Uint32(b[CRCOffset:])
+	}
+	return h, err
 }
 
 // walk checks the records of one batch: count of them, and each passed to check
@@ -94,6 +111,9 @@ type walk struct {
 	gaps            bool
 	lastOffsetDelta int32
 	last            int32
+	// maxTimestamp is the largest record timestamp walked, -1 when none is larger
+	// (Kafka's starting value, RecordBatch.NO_TIMESTAMP).
+	maxTimestamp int64
 }
 
 // checkDelta checks record i's offset delta d: i itself in a client's batch; in a
@@ -203,7 +223,8 @@ func (w *walk) records(payload []byte, final bool) (int, error) {
 	pos, count, check := 0, w.count, w.check
 	i := w.next
 	for ; i < count; i++ {
-		n, d := plainRecordSize(payload, pos, i), i
+		n, tsDelta := plainRecordSize(payload, pos, i)
+		d := i
 		if n == 0 {
 			if !final && !wholeRecord(payload[pos:]) {
 				break
@@ -218,13 +239,15 @@ func (w *walk) records(payload []byte, final bool) (int, error) {
 			if err := w.checkDelta(i, d); err != nil {
 				return 0, err
 			}
+			tsDelta, _ = timestampAndNullKey(payload[pos : pos+n])
 		} else if w.gaps {
 			if err := w.checkDelta(i, d); err != nil {
 				return 0, err
 			}
 		}
+		w.maxTimestamp = max(w.maxTimestamp, w.baseTimestamp+tsDelta)
 		if check != nil {
-			tsDelta, keyNull := timestampAndNullKey(payload[pos : pos+n])
+			_, keyNull := timestampAndNullKey(payload[pos : pos+n])
 			if err := check(d, w.baseTimestamp+tsDelta, keyNull); err != nil {
 				return 0, err
 			}
@@ -260,38 +283,39 @@ func timestampAndNullKey(rec []byte) (tsDelta int64, keyNull bool) {
 }
 
 // plainRecordSize returns the size of the record at b[pos:] when it is well formed,
+// with its timestamp delta,
 // has offset delta delta and no headers, and each of its varints takes one or two
 // bytes — what producers write, records under 8 KiB —, and 0 for any other record,
 // which scanRecord then checks. It decodes only what the walk needs, with no call
 // and no loop: at 100-byte records the full parser's walk was a third of the
 // broker's produce CPU.
-func plainRecordSize(b []byte, pos int, delta int32) int {
+func plainRecordSize(b []byte, pos int, delta int32) (int, int64) {
 	length, p := varint12(b, pos)
 	if p == pos || length < 6 || int(length) > len(b)-p {
-		return 0
+		return 0, 0
 	}
 	end := p + int(length)
 	b = b[:end]
 	// The attributes and the timestamp delta may be anything.
-	_, q := varint12(b, p+1)
+	tsDelta, q := varint12(b, p+1)
 	if q == p+1 {
-		return 0
+		return 0, 0
 	}
 	d, p := varint12(b, q)
 	if p == q || d != delta {
-		return 0
+		return 0, 0
 	}
 	for range 2 { // key and value: null or within the record
 		l, q := varint12(b, p)
 		if q == p || l < -1 || int(l) > end-q {
-			return 0
+			return 0, 0
 		}
 		p = q + max(int(l), 0)
 	}
 	if p != end-1 || b[p] != 0 { // the last byte: no headers
-		return 0
+		return 0, 0
 	}
-	return end - pos
+	return end - pos, int64(tsDelta)
 }
 
 // varint12 decodes the zig-zag varint at b[p:] when it takes one or two bytes and is

@@ -293,6 +293,7 @@ func (w *walk) largeRecord(s *recordStream) error {
 	if err := w.checkDelta(i, delta); err != nil {
 		return err
 	}
+	w.maxTimestamp = max(w.maxTimestamp, w.baseTimestamp+tsDelta)
 	if w.check != nil {
 		if err := w.check(delta, w.baseTimestamp+tsDelta, keyNull); err != nil {
 			return err

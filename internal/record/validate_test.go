@@ -298,8 +298,8 @@ func TestPlainRecordSize(t *testing.T) {
 			plain := len(r.Headers) == 0 && len(enc) < 8192 && len(r.Key) < 8192 && r.TimestampDelta >= -8192 && r.TimestampDelta < 8192 && delta < 8192
 			// The short path needs the byte after a varint: the next record's, in a batch.
 			b := append(bytes.Clone(enc), 0)
-			if got := plainRecordSize(b, 0, delta); (got > 0) != plain || got > 0 && got != len(enc) {
-				t.Fatalf("record %d (delta %d, %d bytes): plainRecordSize = %d, want %d (plain %v)", i, delta, len(enc), got, len(enc), plain)
+			if got, ts := plainRecordSize(b, 0, delta); (got > 0) != plain || got > 0 && (got != len(enc) || ts != r.TimestampDelta) {
+				t.Fatalf("record %d (delta %d, %d bytes): plainRecordSize = %d, %d; want %d, %d (plain %v)", i, delta, len(enc), got, ts, len(enc), r.TimestampDelta, plain)
 			}
 			for j := range enc {
 				if j >= 24 && j < len(enc)-4 {
@@ -308,7 +308,7 @@ func TestPlainRecordSize(t *testing.T) {
 				orig := b[j]
 				for _, v := range []byte{0, 1, 2, 0x7f, 0x80, 0xfe, 0xff, orig + 1, orig - 1} {
 					b[j] = v
-					got := plainRecordSize(b, 0, delta)
+					got, _ := plainRecordSize(b, 0, delta)
 					if got == 0 {
 						continue
 					}
@@ -368,5 +368,36 @@ func TestValidateCheck(t *testing.T) {
 				t.Fatalf("Check failing at record 4: err %v after %d calls, want %v after 5", err, calls, errStop)
 			}
 		})
+	}
+}
+
+// TestValidateSetMaxTimestamp: with SetMaxTimestamp a client's batch leaves Validate
+// with its records' largest timestamp as maxTimestamp and the CreateTime flag, CRC
+// recomputed (Kafka's LogValidator, setMaxTimestamp(CREATE_TIME, maxTimestamp)); a
+// batch already right is left byte for byte.
+func TestValidateSetMaxTimestamp(t *testing.T) {
+	for _, c := range []Compression{CompressionNone, CompressionGzip, CompressionZstd} {
+		opts := DefaultBuildOptions()
+		opts.Compression, opts.BaseTimestamp = c, 1000
+		b, err := Build(opts, []Record{{TimestampDelta: 7, Value: []byte("a")}, {TimestampDelta: -3, Value: []byte("b")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		orig := bytes.Clone(b)
+		if h, err := Validate(b, ValidateOptions{SetMaxTimestamp: true}); err != nil || h.MaxTimestamp != 1007 || !bytes.Equal(b, orig) {
+			t.Fatalf("%s, right header: max %d, %v, rewritten %v", c, h.MaxTimestamp, err, !bytes.Equal(b, orig))
+		}
+		for _, lie := range []struct {
+			attrs uint16
+			max   int64
+		}{{0, 1 << 50}, {0, -1}, {AttrTimestampType, 1007}} {
+			binary.BigEndian.PutUint16(b[AttributesOffset:], binary.BigEndian.Uint16(orig[AttributesOffset:])|lie.attrs)
+			binary.BigEndian.PutUint64(b[35:], uint64(lie.max))
+			binary.BigEndian.PutUint32(b[CRCOffset:], Checksum(b))
+			h, err := Validate(b, ValidateOptions{SetMaxTimestamp: true})
+			if err != nil || h.MaxTimestamp != 1007 || h.LogAppendTime() || !bytes.Equal(b, orig) {
+				t.Fatalf("%s, header %+v: max %d, LogAppendTime %v, %v; batch restored %v", c, lie, h.MaxTimestamp, h.LogAppendTime(), err, bytes.Equal(b, orig))
+			}
+		}
 	}
 }
