@@ -111,3 +111,32 @@ func TestProduceRecomputesMaxTimestamp(t *testing.T) {
 		t.Fatalf("MAX_TIMESTAMP: timestamp %d offset %d (%v); want 1005 at offset 1", got.Timestamp, got.Offset, kerr.ErrorForCode(got.ErrorCode))
 	}
 }
+
+// TestSmallSegmentIndexBytes: segment.index.bytes accepts 4 and more, as Kafka's
+// LogConfig does (atLeast(4)); a partition so configured opens and takes records
+// (each index then holds no entry: every append rolls the non-empty segment).
+func TestSmallSegmentIndexBytes(t *testing.T) {
+	b := startTestBroker(t)
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "tinyindex", 1, 1
+	c := kmsg.NewCreateTopicsRequestTopicConfig()
+	c.Name, c.Value = "segment.index.bytes", kmsg.StringPtr("4")
+	rt.Configs = append(rt.Configs, c)
+	req.Topics = append(req.Topics, rt)
+	if code := call[*kmsg.CreateTopicsResponse](t, b, req).Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("create: %v", kerr.ErrorForCode(code))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for b.replicas.Get("tinyindex", 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("partition never opened")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for range 2 {
+		if code := produceTo(t, b, "tinyindex"); code != 0 {
+			t.Fatalf("produce: %v", kerr.ErrorForCode(code))
+		}
+	}
+}

@@ -116,6 +116,11 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// minSegmentIndexBytes is Kafka's lower bound of segment.index.bytes (LogConfig,
+// atLeast(4)): below one index entry, so that every append to a non-empty segment
+// rolls it.
+const minSegmentIndexBytes = 4
+
 // Validate reports every out-of-bounds field at once, naming Kafka's property.
 func (c Config) Validate() error {
 	var errs []error
@@ -134,8 +139,8 @@ func (c Config) Validate() error {
 	if c.IndexIntervalBytes < 0 {
 		errs = append(errs, fmt.Errorf("index.interval.bytes must be positive, got %d", c.IndexIntervalBytes))
 	}
-	if c.SegmentIndexBytes != 0 && c.SegmentIndexBytes < offsetEntrySize {
-		errs = append(errs, fmt.Errorf("segment.index.bytes must be at least %d, got %d", offsetEntrySize, c.SegmentIndexBytes))
+	if c.SegmentIndexBytes != 0 && c.SegmentIndexBytes < minSegmentIndexBytes {
+		errs = append(errs, fmt.Errorf("segment.index.bytes must be at least %d, got %d", minSegmentIndexBytes, c.SegmentIndexBytes))
 	}
 	if c.FileDeleteDelayMs < 0 {
 		errs = append(errs, fmt.Errorf("file.delete.delay.ms must be 0 or more, got %d", c.FileDeleteDelayMs))

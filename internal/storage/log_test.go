@@ -250,6 +250,19 @@ func TestRollWhenIndexFull(t *testing.T) {
 	}
 }
 
+// TestSegmentIndexBytesBelowOneEntry: segment.index.bytes may be as small as 4, as
+// in Kafka (LogConfig: atLeast(4)); no entry fits, so every append to a non-empty
+// segment rolls it.
+func TestSegmentIndexBytesBelowOneEntry(t *testing.T) {
+	l := openTest(t, Config{SegmentIndexBytes: 4})
+	for i := range 3 {
+		l.mustAppend(simple(t, 1, t0.UnixMilli()+int64(i)))
+	}
+	if n := len(l.segs()); n != 3 {
+		t.Fatalf("%d segments, want 3", n)
+	}
+}
+
 // TestIndexLookupMatchesScan compares the index-assisted position of every offset with
 // a linear walk of the segment, before and after a clean reopen (lazily loaded index)
 // and after an unclean one (rebuilt index).
