@@ -297,6 +297,10 @@ func storageConfig(t config.Topic, bc *config.Broker) storage.Config {
 	if dirtyRatio <= 0 {
 		dirtyRatio = 1e-9
 	}
+	flushMs := t.FlushMs
+	if flushMs == 0 {
+		flushMs = 1 // flush at every pass of the flush scheduler, as Kafka does for 0
+	}
 	retentionMs, retentionBytes := t.RetentionMs, t.RetentionBytes
 	if retentionMs == 0 {
 		retentionMs = storage.RetainNothing // keep nothing, not the default
@@ -319,7 +323,7 @@ func storageConfig(t config.Topic, bc *config.Broker) storage.Config {
 		IndexIntervalBytes:     int(t.IndexIntervalBytes),
 		SegmentIndexBytes:      int(t.SegmentIndexBytes),
 		FlushIntervalMessages:  flushMessages,
-		FlushIntervalMs:        t.FlushMs,
+		FlushIntervalMs:        flushMs,
 		LogAppendTime:          t.LogAppendTime(),
 		FileDeleteDelayMs:      t.FileDeleteDelayMs,
 		Preallocate:            t.Preallocate,

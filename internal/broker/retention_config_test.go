@@ -140,3 +140,31 @@ func TestSmallSegmentIndexBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestFlushMsZeroFlushes: flush.ms=0 (Kafka's LogConfig: atLeast(0)) flushes at every
+// pass of the flush scheduler (Kafka's LogManager.flushDirtyLogs flushes when the
+// time since the last flush is at least flush.ms); it is not "never".
+func TestFlushMsZeroFlushes(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	clk := clock.NewFake(now)
+	tc, err := config.ResolveTopic(config.Default(), map[string]string{"flush.ms": "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := storage.Open(storage.Options{Dir: t.TempDir(), Topic: "t", Config: storageConfig(tc, config.Default()), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	batch, err := record.Build(record.DefaultBuildOptions(), []record.Record{{Value: []byte("v")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(batch, storage.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second) // the next flush scheduler pass
+	if err := l.MaybeFlush(clk.Now()); err != nil || l.RecoveryPoint() != 1 {
+		t.Fatalf("MaybeFlush: %v, recovery point %d; want 1", err, l.RecoveryPoint())
+	}
+}
