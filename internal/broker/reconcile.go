@@ -297,6 +297,10 @@ func storageConfig(t config.Topic, bc *config.Broker) storage.Config {
 	if dirtyRatio <= 0 {
 		dirtyRatio = 1e-9
 	}
+	indexInterval := int(t.IndexIntervalBytes)
+	if indexInterval == 0 {
+		indexInterval = 1 // every batch indexed, as Kafka does for 0: none is 1 byte
+	}
 	flushMs := t.FlushMs
 	if flushMs == 0 {
 		flushMs = 1 // flush at every pass of the flush scheduler, as Kafka does for 0
@@ -320,7 +324,7 @@ func storageConfig(t config.Topic, bc *config.Broker) storage.Config {
 		RetentionMs:            retentionMs,
 		RetentionBytes:         retentionBytes,
 		DeleteRetention:        containsString(t.CleanupPolicy, "delete"),
-		IndexIntervalBytes:     int(t.IndexIntervalBytes),
+		IndexIntervalBytes:     indexInterval,
 		SegmentIndexBytes:      int(t.SegmentIndexBytes),
 		FlushIntervalMessages:  flushMessages,
 		FlushIntervalMs:        flushMs,

@@ -2,6 +2,8 @@ package broker
 
 import (
 	"encoding/binary"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -166,5 +168,37 @@ func TestFlushMsZeroFlushes(t *testing.T) {
 	clk.Advance(time.Second) // the next flush scheduler pass
 	if err := l.MaybeFlush(clk.Now()); err != nil || l.RecoveryPoint() != 1 {
 		t.Fatalf("MaybeFlush: %v, recovery point %d; want 1", err, l.RecoveryPoint())
+	}
+}
+
+// TestIndexIntervalBytesZero: index.interval.bytes=0 (Kafka's LogConfig: atLeast(0))
+// indexes every batch but the segment's first (Kafka's LogSegment.append adds an
+// entry when more than index.interval.bytes were appended since the last one); it
+// is not the 4096-byte default.
+func TestIndexIntervalBytesZero(t *testing.T) {
+	tc, err := config.ResolveTopic(config.Default(), map[string]string{"index.interval.bytes": "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	l, err := storage.Open(storage.Options{Dir: dir, Topic: "t", Config: storageConfig(tc, config.Default()), Clock: clock.NewFake(time.UnixMilli(0))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		batch, err := record.Build(record.DefaultBuildOptions(), []record.Record{{Value: []byte("v")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Append(batch, storage.AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(l.Dir(), "00000000000000000000.index"))
+	if err != nil || st.Size() != 2*8 {
+		t.Fatalf("offset index: %v, %d bytes; want 2 entries of 8 bytes", err, st.Size())
 	}
 }
