@@ -10,6 +10,8 @@ package broker
 // earliest offset whose record timestamp is at least that, looked up through the time
 // index, or -1 when there is none below the high watermark. A special timestamp in a
 // version that does not know it is UNSUPPORTED_VERSION, as on Kafka.
+// The leader epoch answered is that of the offset answered (the leader epoch cache's,
+// which is the batch's), -1 when unknown; the current epoch for latest.
 // CurrentLeaderEpoch is validated (v4+). A partition named twice in the request is
 // INVALID_REQUEST wherever it appears, as on Kafka. v10's TimeoutMillis bounds
 // remote-storage lookups, which Samsa never makes.
@@ -130,7 +132,8 @@ func listOffset(p *replica.Partition, ts int64, readCommitted bool) (int64, int6
 	lagging := p.CheckHighWatermarkCaughtUp()
 	switch ts {
 	case listEarliest, listEarliestLocal:
-		return -1, p.Log.LogStartOffset(), -1, nil
+		start := p.Log.LogStartOffset()
+		return -1, start, p.Log.EpochAt(start), nil
 	case listLatestTiered, listEarliestToUpload:
 		return -1, -1, -1, nil
 	case listLatest:
@@ -140,11 +143,11 @@ func listOffset(p *replica.Partition, ts int64, readCommitted bool) (int64, int6
 		if off < 0 || off >= limit {
 			return -1, -1, -1, lagging
 		}
-		return maxTS, off, -1, nil
+		return maxTS, off, p.Log.EpochAt(off), nil
 	}
 	off, found, ok := p.Log.OffsetForTimestamp(ts)
 	if !ok || off >= limit {
 		return -1, -1, -1, lagging
 	}
-	return found, off, -1, nil
+	return found, off, p.Log.EpochAt(off), nil
 }

@@ -202,3 +202,30 @@ func TestIndexIntervalBytesZero(t *testing.T) {
 		t.Fatalf("offset index: %v, %d bytes; want 2 entries of 8 bytes", err, st.Size())
 	}
 }
+
+// TestListOffsetsLeaderEpoch: ListOffsets answers the leader epoch of the offset it
+// returns, as Kafka does: the earliest epoch for EARLIEST (UnifiedLog.
+// fetchOffsetByTimestamp), the found batch's partition leader epoch for a timestamp
+// and MAX_TIMESTAMP (FileRecords.searchForTimestamp, largestTimestampAfter). Clients
+// keep it with the position to validate it after a leader change (KIP-320).
+func TestListOffsetsLeaderEpoch(t *testing.T) {
+	b := startTestBroker(t)
+	createTestTopic(t, b, "epochs", 1)
+	if code := produceTo(t, b, "epochs"); code != 0 {
+		t.Fatalf("produce: %v", kerr.ErrorForCode(code))
+	}
+	want := b.replicas.Get("epochs", 0).LeaderEpoch()
+	for _, ts := range []int64{listEarliest, listMaxTimestamp, 0} {
+		req := kmsg.NewPtrListOffsetsRequest()
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "epochs"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp, rp.CurrentLeaderEpoch = ts, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		got := call[*kmsg.ListOffsetsResponse](t, b, req).Topics[0].Partitions[0]
+		if got.ErrorCode != 0 || got.Offset != 0 || got.LeaderEpoch != want {
+			t.Errorf("timestamp %d: offset %d, leader epoch %d (%v); want 0, %d", ts, got.Offset, got.LeaderEpoch, kerr.ErrorForCode(got.ErrorCode), want)
+		}
+	}
+}

@@ -199,6 +199,11 @@ func (l *Log) AssignLeaderEpoch(epoch int32) error {
 	return nil
 }
 
+// EpochAt is the leader epoch the record at offset was appended in, from the leader
+// epoch cache: the epoch of the latest entry starting at or before offset, -1 when
+// none does.
+func (l *Log) EpochAt(offset int64) int32 { return l.epochs.epochAt(offset) }
+
 // EpochEntries returns a copy of the leader epoch cache.
 func (l *Log) EpochEntries() []EpochEntry { return l.epochs.all() }
 
