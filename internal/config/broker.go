@@ -588,6 +588,11 @@ func (b *Broker) crossChecks() []error {
 	if b.GroupShareHeartbeatIntervalMs >= b.GroupShareSessionTimeoutMs {
 		add(conflict("group.share.heartbeat.interval.ms=%d must be below group.share.session.timeout.ms=%d", b.GroupShareHeartbeatIntervalMs, b.GroupShareSessionTimeoutMs))
 	}
+	if b.LogRetentionMs == 0 {
+		// Kafka's KafkaConfig: "log.retention.ms must be unlimited (-1) or, greater than
+		// or equal to 1" (retention.ms=0 is a topic's choice, not every topic's default).
+		add(conflict("log.retention.ms (or .minutes, .hours) is 0: it must be -1 (unlimited) or at least 1 ms"))
+	}
 	if b.LogCleanerMinCompactionLagMs > b.LogCleanerMaxCompactionLagMs {
 		add(conflict("log.cleaner.min.compaction.lag.ms=%d is above log.cleaner.max.compaction.lag.ms=%d", b.LogCleanerMinCompactionLagMs, b.LogCleanerMaxCompactionLagMs))
 	}

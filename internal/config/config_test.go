@@ -466,6 +466,7 @@ func TestValidateCrossChecks(t *testing.T) {
 		{"inter-broker listener not advertised", func(b *Broker) { b.InterBrokerListenerName = "REPLICATION" }, "inter.broker.listener.name=REPLICATION"},
 		{"heartbeat slower than the session", func(b *Broker) { b.BrokerHeartbeatIntervalMs = 9000 }, "broker.heartbeat.interval.ms"},
 		{"group timeouts crossed", func(b *Broker) { b.GroupMinSessionTimeoutMs = 10; b.GroupMaxSessionTimeoutMs = 5 }, "group.min.session.timeout.ms"},
+		{"retention zero", func(b *Broker) { b.LogRetentionMs = 0 }, "log.retention.ms"},
 		{"compaction lags crossed", func(b *Broker) { b.LogCleanerMinCompactionLagMs = 10; b.LogCleanerMaxCompactionLagMs = 5 }, "log.cleaner.min.compaction.lag.ms"},
 		{"field out of bounds", func(b *Broker) { b.LogSegmentBytes = 10 }, "log.segment.bytes"},
 		{"segment above int32", func(b *Broker) { b.LogSegmentBytes = 1 << 31 }, "log.segment.bytes"},
