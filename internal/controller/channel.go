@@ -159,6 +159,17 @@ func (ch *Channel) sendTo(ctx context.Context, id int32, req kmsg.Request) (kmsg
 // controller (so that the request should go elsewhere).
 func notController(resp kmsg.Response) bool {
 	nc := kerr.NotController.Code
+	// anyOf is for the requests the controller carries out in one proposal: a
+	// NOT_CONTROLLER anywhere means none of it was done (or it may not have been),
+	// and the other items (invalid ones) are answered the same on any controller.
+	anyOf := func(n int, code func(i int) int16) bool {
+		for i := range n {
+			if code(i) == nc {
+				return true
+			}
+		}
+		return false
+	}
 	all := func(n int, code func(i int) int16) bool {
 		if n == 0 {
 			return false
@@ -181,6 +192,14 @@ func notController(resp kmsg.Response) bool {
 		return all(len(r.Resources), func(i int) int16 { return r.Resources[i].ErrorCode })
 	case *kmsg.IncrementalAlterConfigsResponse:
 		return all(len(r.Resources), func(i int) int16 { return r.Resources[i].ErrorCode })
+	case *kmsg.CreateACLsResponse:
+		return anyOf(len(r.Results), func(i int) int16 { return r.Results[i].ErrorCode })
+	case *kmsg.DeleteACLsResponse:
+		return anyOf(len(r.Results), func(i int) int16 { return r.Results[i].ErrorCode })
+	case *kmsg.AlterClientQuotasResponse:
+		return anyOf(len(r.Entries), func(i int) int16 { return r.Entries[i].ErrorCode })
+	case *kmsg.AlterUserSCRAMCredentialsResponse:
+		return anyOf(len(r.Results), func(i int) int16 { return r.Results[i].ErrorCode })
 	case *kmsg.ElectLeadersResponse:
 		return r.ErrorCode == nc
 	case *kmsg.AlterPartitionAssignmentsResponse:
