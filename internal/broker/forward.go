@@ -153,6 +153,49 @@ func failedResponse(req kmsg.Request, code int16, message string) kmsg.Response 
 			sr.ResourceType, sr.ResourceName, sr.ErrorCode, sr.ErrorMessage = res.ResourceType, res.ResourceName, code, msg
 			out.Resources = append(out.Resources, sr)
 		}
+	case *kmsg.CreateACLsRequest:
+		out := resp.(*kmsg.CreateACLsResponse)
+		for range r.Creations {
+			res := kmsg.NewCreateACLsResponseResult()
+			res.ErrorCode, res.ErrorMessage = code, msg
+			out.Results = append(out.Results, res)
+		}
+	case *kmsg.DeleteACLsRequest:
+		out := resp.(*kmsg.DeleteACLsResponse)
+		for range r.Filters {
+			res := kmsg.NewDeleteACLsResponseResult()
+			res.ErrorCode, res.ErrorMessage = code, msg
+			out.Results = append(out.Results, res)
+		}
+	case *kmsg.AlterClientQuotasRequest:
+		out := resp.(*kmsg.AlterClientQuotasResponse)
+		for _, e := range r.Entries {
+			res := kmsg.NewAlterClientQuotasResponseEntry()
+			for _, ent := range e.Entity {
+				re := kmsg.NewAlterClientQuotasResponseEntryEntity()
+				re.Type, re.Name = ent.Type, ent.Name
+				res.Entity = append(res.Entity, re)
+			}
+			res.ErrorCode, res.ErrorMessage = code, msg
+			out.Entries = append(out.Entries, res)
+		}
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		out := resp.(*kmsg.AlterUserSCRAMCredentialsResponse)
+		seen := map[string]bool{}
+		add := func(user string) {
+			if !seen[user] {
+				seen[user] = true
+				res := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+				res.User, res.ErrorCode, res.ErrorMessage = user, code, msg
+				out.Results = append(out.Results, res)
+			}
+		}
+		for _, d := range r.Deletions {
+			add(d.Name)
+		}
+		for _, u := range r.Upsertions {
+			add(u.Name)
+		}
 	case *kmsg.ElectLeadersRequest:
 		out := resp.(*kmsg.ElectLeadersResponse)
 		out.ErrorCode = code
