@@ -30,7 +30,9 @@ type ChannelOptions struct {
 	// used when this node is the leader. Nil on other nodes.
 	Local func(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
 	// RequestTimeout (controller.quorum.request.timeout.ms) bounds one attempt
-	// (default 2s); the caller's context bounds the whole call.
+	// (default 2s) — for a forwarded admin request only on a node not known as the
+	// active controller (see attemptContext); the caller's context bounds the whole
+	// call.
 	RequestTimeout time.Duration
 	// RetryBackoff (controller.quorum.retry.backoff.ms) is the first pause between
 	// attempts (default 20ms), doubling up to 500ms.
@@ -48,14 +50,31 @@ type ChannelOptions struct {
 // When this node itself leads, the request is served in process (Local), so a single
 // node never talks to itself over the network.
 //
-// Safe for concurrent use; requests to one controller share one connection.
+// Safe for concurrent use. Requests to one controller go over two connections, as
+// Kafka's brokers keep a channel for their own lifecycle apart from the one that
+// forwards clients' requests: responses come back in request order on a
+// connection, and a heartbeat must not wait behind an admin request that takes
+// seconds to commit (nor, timing out, break the connection that request waits on).
 type Channel struct {
 	opts   ChannelOptions
 	logger *slog.Logger
 	voters []int32
-	conns  map[int32]*peer.Conn
+	conns  map[int32]*peer.Conn // the broker's own requests (lifecycleRequest)
+	admin  map[int32]*peer.Conn // the admin requests forwarded for clients
 	mu     sync.Mutex
 	next   int // round-robin position among the voters when the leader is unknown
+}
+
+// lifecycleRequest reports whether req is one of the broker's own requests
+// (registration, heartbeats, ISR changes, producer-id blocks, offline replicas)
+// rather than a client's admin request it forwards.
+func lifecycleRequest(req kmsg.Request) bool {
+	switch req.Key() {
+	case int16(kmsg.BrokerRegistration), int16(kmsg.BrokerHeartbeat), int16(kmsg.AlterPartition),
+		int16(kmsg.AllocateProducerIDs), protocol.ReplicasOfflineKey:
+		return true
+	}
+	return false
 }
 
 // NewChannel returns a channel; connections open on first use.
@@ -69,10 +88,13 @@ func NewChannel(o ChannelOptions) *Channel {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	ch := &Channel{opts: o, logger: o.Logger, voters: slices.Sorted(maps.Keys(o.Voters)), conns: map[int32]*peer.Conn{}}
+	ch := &Channel{opts: o, logger: o.Logger, voters: slices.Sorted(maps.Keys(o.Voters)), conns: map[int32]*peer.Conn{}, admin: map[int32]*peer.Conn{}}
 	for id, addr := range o.Voters {
 		if id != o.NodeID || o.Local == nil {
-			ch.conns[id] = peer.New(addr, peer.Options{ClientID: fmt.Sprintf("samsa-broker-%d", o.NodeID), BackoffMin: o.RetryBackoff, DialTimeout: o.RequestTimeout, Security: o.Security})
+			opts := peer.Options{ClientID: fmt.Sprintf("samsa-broker-%d", o.NodeID), BackoffMin: o.RetryBackoff, DialTimeout: o.RequestTimeout, Security: o.Security}
+			ch.conns[id] = peer.New(addr, opts)
+			opts.ClientID = fmt.Sprintf("samsa-broker-%d-forwarding", o.NodeID)
+			ch.admin[id] = peer.New(addr, opts)
 		}
 	}
 	return ch
@@ -81,6 +103,9 @@ func NewChannel(o ChannelOptions) *Channel {
 // Close closes the connections.
 func (ch *Channel) Close() {
 	for _, c := range ch.conns {
+		c.Close()
+	}
+	for _, c := range ch.admin {
 		c.Close()
 	}
 }
@@ -146,13 +171,52 @@ func (ch *Channel) sendTo(ctx context.Context, id int32, req kmsg.Request) (kmsg
 		// their logs before it answers).
 		return ch.opts.Local(ctx, req)
 	}
-	actx, cancel := context.WithTimeout(ctx, ch.opts.RequestTimeout)
-	defer cancel()
-	c := ch.conns[id]
+	if lifecycleRequest(req) {
+		c := ch.conns[id]
+		if c == nil {
+			return nil, fmt.Errorf("node %d is not a controller", id)
+		}
+		actx, cancel := context.WithTimeout(ctx, ch.opts.RequestTimeout)
+		defer cancel()
+		return c.Request(actx, req)
+	}
+	c := ch.admin[id]
 	if c == nil {
 		return nil, fmt.Errorf("node %d is not a controller", id)
 	}
+	actx, cancel := ch.attemptContext(ctx, id)
+	defer cancel()
 	return c.Request(actx, req)
+}
+
+// attemptContext bounds one attempt of a forwarded admin request on node id (the
+// broker's own requests have RequestTimeout per attempt): by RequestTimeout while id is not
+// known as the active controller (a node that may be gone or deposed: try another),
+// by ctx alone while it is. The active controller answers once its change is
+// committed, which can take longer than RequestTimeout (a topic of thousands of
+// partitions); giving up on it and sending the request again would have the second
+// attempt answered for the first one's change (TOPIC_ALREADY_EXISTS for the topic
+// the first attempt created). Kafka's forwarding broker, too, sends a request again
+// only on NOT_CONTROLLER or a dropped connection.
+func (ch *Channel) attemptContext(ctx context.Context, id int32) (context.Context, context.CancelFunc) {
+	actx, cancel := context.WithCancel(ctx)
+	go func() {
+		t := time.NewTimer(ch.opts.RequestTimeout)
+		defer t.Stop()
+		for {
+			select {
+			case <-actx.Done():
+				return
+			case <-t.C:
+			}
+			if ch.opts.Leader() != id {
+				cancel()
+				return
+			}
+			t.Reset(min(ch.opts.RequestTimeout, 100*time.Millisecond))
+		}
+	}()
+	return actx, cancel
 }
 
 // notController reports whether an answer says the node is not the active

@@ -2,12 +2,16 @@ package controller
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/protocol"
+	"github.com/samsa-streaming/samsa/internal/server"
 )
 
 // TestChannelRetriesEveryForwardedAPIOnNotController checks that a broker's channel
@@ -115,4 +119,123 @@ func notControllerAnywhere(resp kmsg.Response) bool {
 		}
 	}
 	return false
+}
+
+// slowController is a controller listener whose active controller takes longer than
+// one request timeout to commit a CreateTopics (a topic of thousands of partitions,
+// whose logs it creates before it answers), and serves its commands one at a time
+// as the command goroutine does.
+type slowController struct {
+	mu      sync.Mutex
+	created map[string]bool
+	delay   time.Duration
+	calls   atomic.Int32
+}
+
+func (s *slowController) Handle(req *protocol.Request) <-chan protocol.Response {
+	if hb, ok := req.Body.(*kmsg.BrokerHeartbeatRequest); ok {
+		resp := kmsg.NewPtrBrokerHeartbeatResponse()
+		resp.SetVersion(hb.Version)
+		return protocol.Ready(protocol.Response{Body: resp})
+	}
+	r, ok := req.Body.(*kmsg.CreateTopicsRequest)
+	if !ok {
+		return protocol.Ready(protocol.Response{Close: true, None: true})
+	}
+	s.calls.Add(1)
+	out := make(chan protocol.Response, 1)
+	go func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		resp := kmsg.NewPtrCreateTopicsResponse()
+		resp.SetVersion(r.Version)
+		for _, t := range r.Topics {
+			st := kmsg.NewCreateTopicsResponseTopic()
+			st.Topic = t.Topic
+			if s.created[t.Topic] {
+				st.ErrorCode = kerr.TopicAlreadyExists.Code
+			} else {
+				time.Sleep(s.delay) // the commit and the controller node's own logs
+				s.created[t.Topic] = true
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		out <- protocol.Response{Body: resp}
+	}()
+	return out
+}
+
+// TestChannelWaitsForTheActiveControllerPastTheRequestTimeout checks that a broker
+// forwarding a CreateTopics to the active controller waits for its answer, however
+// long the controller takes within the client's timeout, rather than giving up
+// after one request timeout and sending the request again: the first attempt
+// created the topic, and the second, answered TOPIC_ALREADY_EXISTS, would tell the
+// client that its own creation failed. Kafka's forwarding broker re-sends a request
+// only when the controller answers NOT_CONTROLLER or the connection drops
+// (NodeToControllerRequestThread.handleResponse); it waits request.timeout.ms, not
+// controller.quorum.request.timeout.ms, for an answer.
+func TestChannelWaitsForTheActiveControllerPastTheRequestTimeout(t *testing.T) {
+	ctrl := &slowController{created: map[string]bool{}, delay: 600 * time.Millisecond}
+	srv, err := server.New(server.Config{
+		Listeners: server.Listen("127.0.0.1:0"),
+		Handler:   ctrl,
+		Versions: func(key int16) (int16, int16, bool) {
+			return 0, 7, key == int16(kmsg.CreateTopics) || key == int16(kmsg.BrokerHeartbeat)
+		},
+		NewRequest: func(key int16) kmsg.Request { return kmsg.RequestForKey(key) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+
+	ch := NewChannel(ChannelOptions{
+		NodeID:         2,
+		Voters:         map[int32]string{1: srv.Addrs()[0].String()},
+		Leader:         func() int32 { return 1 }, // node 1 stays the active controller
+		RequestTimeout: 150 * time.Millisecond,
+		RetryBackoff:   10 * time.Millisecond,
+	})
+	defer ch.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(5)
+	topic := kmsg.NewCreateTopicsRequestTopic()
+	topic.Topic, topic.NumPartitions, topic.ReplicationFactor = "big", 3000, 3
+	req.Topics = append(req.Topics, topic)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Meanwhile the broker heartbeats, each within its own short deadline: a
+	// heartbeat must not wait behind the CreateTopics (responses come back in
+	// request order on one connection) and, timing out, break the connection the
+	// CreateTopics waits on.
+	stop := make(chan struct{})
+	heartbeats := make(chan struct{})
+	go func() {
+		defer close(heartbeats)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			hb := kmsg.NewPtrBrokerHeartbeatRequest()
+			hb.SetVersion(1)
+			hb.BrokerID, hb.BrokerEpoch = 2, 1
+			hctx, hcancel := context.WithTimeout(ctx, 150*time.Millisecond)
+			_, _ = ch.Send(hctx, hb)
+			hcancel()
+		}
+	}()
+	defer func() { close(stop); <-heartbeats }()
+	r, err := ch.Send(ctx, req)
+	if err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	got := r.(*kmsg.CreateTopicsResponse).Topics[0]
+	if got.ErrorCode != 0 {
+		t.Fatalf("CreateTopics answered %v after %d attempts; the first attempt created the topic", kerr.ErrorForCode(got.ErrorCode), ctrl.calls.Load())
+	}
 }
