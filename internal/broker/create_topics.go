@@ -43,7 +43,13 @@ func (b *Broker) handleCreateTopics(req *protocol.Request) <-chan protocol.Respo
 			return true
 		}
 		for _, t := range resp.(*kmsg.CreateTopicsResponse).Topics {
-			if tp, ok := img.Topic(t.Topic); t.ErrorCode == 0 && (!ok || tp.ID != metadata.TopicID(t.TopicID)) {
+			if t.ErrorCode != 0 {
+				continue
+			}
+			// Before v7 the answer has no topic id (a remote controller's answer,
+			// decoded at the client's version, has it zero): the name tells.
+			tp, ok := img.Topic(t.Topic)
+			if id := metadata.TopicID(t.TopicID); !ok || !id.IsZero() && tp.ID != id {
 				return false
 			}
 		}
