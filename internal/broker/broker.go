@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/samsa-streaming/samsa/internal/auth"
@@ -88,6 +89,10 @@ type Broker struct {
 	producers        producerIDs
 	lifecycle        lifecycle
 	imageWatch       imageWatch
+	// acted is the latest image this node has acted on — its partitions opened,
+	// led or followed, deleted (reconcile) — once it serves as a broker; nil before
+	// (and on a controller-only node). awaitImage reads it.
+	acted atomic.Pointer[metadata.Image]
 
 	// Issue 14: the topics the group coordinator assigns, incremental fetch sessions,
 	// share groups' partition state and share sessions.
@@ -379,7 +384,15 @@ func (b *Broker) Start(ctx context.Context) error {
 	// created a topic finds its partitions); reconcile once more for anything committed
 	// between the image read above and the subscription.
 	b.meta.Subscribe(func(prev, next *metadata.Image) { b.reconcile(next) })
-	b.reconcile(b.meta.Image())
+	// Subscribed after reconcile, so called after it for each image.
+	b.meta.Subscribe(func(_, next *metadata.Image) {
+		b.acted.Store(next)
+		b.imageWatch.changed()
+	})
+	now := b.meta.Image()
+	b.reconcile(now)
+	b.acted.CompareAndSwap(nil, now)
+	b.imageWatch.changed()
 
 	b.wg.Go(func() { b.heartbeatLoop(runCtx, epoch) })
 	b.wg.Go(func() { b.isrLoop(runCtx) })

@@ -62,11 +62,19 @@ func (b *Broker) forward(req *protocol.Request, timeoutMs int32, visible func(*m
 	return out
 }
 
-// awaitImage waits until cond holds for this node's image or ctx ends.
+// awaitImage waits until cond holds for this node's image or ctx ends. Once the node
+// serves as a broker, that is the image it has acted on (reconcile has run for it),
+// not merely the latest one published: a topic whose partitions this node has not
+// opened yet would answer UNKNOWN_TOPIC_OR_PARTITION to the client that created it
+// here.
 func (b *Broker) awaitImage(ctx context.Context, cond func(*metadata.Image) bool) {
 	for {
 		changed := b.imageWatch.next()
-		if cond(b.image()) {
+		img := b.acted.Load()
+		if img == nil {
+			img = b.image()
+		}
+		if cond(img) {
 			return
 		}
 		select {

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/samsa-streaming/samsa/internal/record"
 	"github.com/samsa-streaming/samsa/internal/testutil"
 )
 
@@ -60,4 +62,70 @@ func TestCreateTopicsBeforeTopicIDsThroughAnotherBroker(t *testing.T) {
 			via.ID, leader, took.Round(time.Millisecond))
 	}
 	t.Logf("CreateTopics v5 through node %d answered in %v", via.ID, took.Round(time.Millisecond))
+}
+
+// TestCreatedTopicIsUsableAtOnceThroughTheBrokerAsked: a broker that is not the active
+// controller answers CreateTopics (and CreatePartitions) once it has acted on the
+// change — opened the partitions it leads — not merely once its image holds it, so a
+// produce sent to it right after the answer finds the partitions (Samsa's promise in
+// create_topics.go; without it every such produce met UNKNOWN_TOPIC_OR_PARTITION or
+// NOT_LEADER_OR_FOLLOWER for a moment).
+func TestCreatedTopicIsUsableAtOnceThroughTheBrokerAsked(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartCluster(t, testutil.ClusterOptions{})
+	first := c.Nodes()[0]
+	leader := activeController(t, newNodeClient(t, first.Addr))
+	var via *testutil.Node
+	for _, n := range c.Nodes() {
+		if n.ID != leader {
+			via = n
+			break
+		}
+	}
+	cl := newNodeClient(t, via.Addr)
+	const partitions = 20
+	produce := func(topic string, id [16]byte, partition int32) int16 {
+		batch, err := record.Build(record.DefaultBuildOptions(), []record.Record{{Value: []byte("v")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = 1, 5000
+		pt := kmsg.NewProduceRequestTopic()
+		pt.Topic, pt.TopicID = topic, id
+		pp := kmsg.NewProduceRequestTopicPartition()
+		pp.Partition, pp.Records = partition, batch
+		pt.Partitions = append(pt.Partitions, pp)
+		req.Topics = append(req.Topics, pt)
+		r, err := cl.request(ctxT(t, 10*time.Second), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	for i := range 5 {
+		name := fmt.Sprintf("usable-%d", i)
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.TimeoutMillis = 15_000
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, -1, -1
+		for p := range int32(partitions) {
+			a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+			a.Partition, a.Replicas = p, []int32{via.ID} // led by the broker asked
+			rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+		}
+		req.Topics = append(req.Topics, rt)
+		r, err := cl.request(ctxT(t, 20*time.Second), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := r.(*kmsg.CreateTopicsResponse).Topics[0]
+		if st.ErrorCode != 0 {
+			t.Fatalf("CreateTopics %s: %v %v", name, kerr.ErrorForCode(st.ErrorCode), deref(st.ErrorMessage))
+		}
+		if code := produce(name, st.TopicID, partitions-1); code != 0 {
+			t.Fatalf("produce to %s-%d on node %d right after node %d answered CreateTopics: %v",
+				name, partitions-1, via.ID, via.ID, kerr.ErrorForCode(code))
+		}
+	}
 }
