@@ -223,9 +223,12 @@ func (ch *Channel) attemptContext(ctx context.Context, id int32) (context.Contex
 // controller (so that the request should go elsewhere).
 func notController(resp kmsg.Response) bool {
 	nc := kerr.NotController.Code
-	// anyOf is for the requests the controller carries out in one proposal: a
-	// NOT_CONTROLLER anywhere means none of it was done (or it may not have been),
-	// and the other items (invalid ones) are answered the same on any controller.
+	// anyOf is for the requests the controller carries out in one proposal (a
+	// NOT_CONTROLLER anywhere means none of it was done, or it may not have been,
+	// and the other items, invalid ones, are answered the same on any controller),
+	// and for those whose items apply the same twice. Kafka retries any forwarded
+	// answer holding NOT_CONTROLLER; topic creations and deletions, one proposal
+	// per topic and not to be done twice, are retried only when all say it (all).
 	anyOf := func(n int, code func(i int) int16) bool {
 		for i := range n {
 			if code(i) == nc {
@@ -253,9 +256,12 @@ func notController(resp kmsg.Response) bool {
 	case *kmsg.CreatePartitionsResponse:
 		return all(len(r.Topics), func(i int) int16 { return r.Topics[i].ErrorCode })
 	case *kmsg.AlterConfigsResponse:
-		return all(len(r.Resources), func(i int) int16 { return r.Resources[i].ErrorCode })
+		// A config change applies the same twice (SET, DELETE, and APPEND and
+		// SUBTRACT of list items): resources done before the leadership moved may
+		// be done again.
+		return anyOf(len(r.Resources), func(i int) int16 { return r.Resources[i].ErrorCode })
 	case *kmsg.IncrementalAlterConfigsResponse:
-		return all(len(r.Resources), func(i int) int16 { return r.Resources[i].ErrorCode })
+		return anyOf(len(r.Resources), func(i int) int16 { return r.Resources[i].ErrorCode })
 	case *kmsg.CreateACLsResponse:
 		return anyOf(len(r.Results), func(i int) int16 { return r.Results[i].ErrorCode })
 	case *kmsg.DeleteACLsResponse:

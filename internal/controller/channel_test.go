@@ -89,6 +89,64 @@ func TestChannelRetriesEveryForwardedAPIOnNotController(t *testing.T) {
 	}
 }
 
+// TestChannelRetriesConfigChangesOnAnyNotController: an AlterConfigs or
+// IncrementalAlterConfigs answer with NOT_CONTROLLER for one resource and another
+// error for the next (a broker resource, refused on any controller; or a resource the
+// controller changed before it lost the leadership) is retried, as Kafka retries any
+// forwarded answer holding NOT_CONTROLLER: a config change applies the same twice.
+func TestChannelRetriesConfigChangesOnAnyNotController(t *testing.T) {
+	nc, invalid := kerr.NotController.Code, kerr.InvalidRequest.Code
+	cases := []struct {
+		name   string
+		req    kmsg.Request
+		answer func(first bool) kmsg.Response
+	}{
+		{"IncrementalAlterConfigs", kmsg.NewPtrIncrementalAlterConfigsRequest(), func(first bool) kmsg.Response {
+			r := kmsg.NewPtrIncrementalAlterConfigsResponse()
+			broker, topic := kmsg.NewIncrementalAlterConfigsResponseResource(), kmsg.NewIncrementalAlterConfigsResponseResource()
+			broker.ErrorCode = invalid
+			if first {
+				topic.ErrorCode = nc
+			}
+			r.Resources = append(r.Resources, broker, topic)
+			return r
+		}},
+		{"AlterConfigs", kmsg.NewPtrAlterConfigsRequest(), func(first bool) kmsg.Response {
+			r := kmsg.NewPtrAlterConfigsResponse()
+			broker, topic := kmsg.NewAlterConfigsResponseResource(), kmsg.NewAlterConfigsResponseResource()
+			broker.ErrorCode = invalid
+			if first {
+				topic.ErrorCode = nc
+			}
+			r.Resources = append(r.Resources, broker, topic)
+			return r
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int32
+			ch := NewChannel(ChannelOptions{
+				NodeID: 1,
+				Voters: map[int32]string{1: "127.0.0.1:1"},
+				Leader: func() int32 { return 1 },
+				Local: func(context.Context, kmsg.Request) (kmsg.Response, error) {
+					return tc.answer(calls.Add(1) == 1), nil
+				},
+				RetryBackoff: time.Millisecond,
+			})
+			defer ch.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if _, err := ch.Send(ctx, tc.req); err != nil {
+				t.Fatalf("Send: %v", err)
+			}
+			if calls.Load() != 2 {
+				t.Fatalf("%d attempts, want 2: a NOT_CONTROLLER answer went back to the client", calls.Load())
+			}
+		})
+	}
+}
+
 // notControllerAnywhere reports whether any item of resp is NOT_CONTROLLER.
 func notControllerAnywhere(resp kmsg.Response) bool {
 	nc := kerr.NotController.Code
