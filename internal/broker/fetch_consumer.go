@@ -18,6 +18,10 @@ package broker
 // most caught-up in-sync follower in the rack that holds the fetch offset (see
 // replica.Partition.ReadReplicas). When that is a follower the answer carries no
 // records, only preferred_read_replica, and is sent at once.
+//
+// A consumer naming the epoch of the last batch it fetched (LastFetchedEpoch, v12+)
+// gets DivergingEpoch, and no records, when that epoch ends here before its fetch
+// offset (KIP-320, as Kafka checks it for every fetch).
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -50,6 +54,17 @@ func (b *Broker) serveConsumer(st *fetchState, r *kmsg.FetchRequest, img *metada
 			pr.preferredReadReplica = id
 			return 0, true
 		}
+	}
+	// KIP-320: a consumer naming the epoch of the last batch it fetched (v12+) learns
+	// that its log diverged from this one, as a follower does.
+	diverging, epoch, end, err := p.ConsumerDivergence(rp.LastFetchedEpoch, rp.FetchOffset)
+	if err != nil {
+		pr.errorCode = errorCode(err)
+		return 0, true
+	}
+	if diverging {
+		pr.diverging, pr.divergingEpoch, pr.divergingEnd = true, epoch, end
+		return 0, true
 	}
 	limit := pr.highWatermark
 	if r.IsolationLevel == 1 {

@@ -28,7 +28,7 @@ type fetchPartitionResult struct {
 	// preferredReadReplica (v11+) is the replica a consumer should fetch from instead
 	// (KIP-392), -1 for none.
 	preferredReadReplica int32
-	// diverging (v12+, a follower's fetch): the follower's last fetched epoch diverged;
+	// diverging (v12+): the fetching follower's or consumer's last fetched epoch diverged;
 	// divergingEpoch and divergingEnd say where it ends here (tagged field 0).
 	diverging      bool
 	divergingEpoch int32

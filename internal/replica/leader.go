@@ -236,6 +236,26 @@ func (p *Partition) ServeFollower(replicaID int32, fp FetchPartition, maxBytes i
 	return res, all, nil
 }
 
+// ConsumerDivergence checks a consumer's last fetched epoch (KIP-320; -1: none)
+// against this replica's log, as Kafka's Partition.readRecords does for every fetch:
+// when that epoch ends here before fetchOffset (or this log's epoch at or below it is
+// an older one), the consumer's log diverged and is told the epoch and where it ends
+// here (diverging, with nothing read); an epoch this log cannot place, or a fetch
+// offset below the log start, is ErrFetchOffsetOutOfRange.
+func (p *Partition) ConsumerDivergence(lastFetchedEpoch int32, fetchOffset int64) (diverging bool, epoch int32, end int64, err error) {
+	if lastFetchedEpoch < 0 {
+		return false, -1, -1, nil
+	}
+	epoch, end = p.Log.EndOffsetForEpoch(lastFetchedEpoch)
+	switch {
+	case epoch < 0 || end < 0, fetchOffset < p.Log.LogStartOffset():
+		return false, -1, -1, ErrFetchOffsetOutOfRange
+	case epoch < lastFetchedEpoch || end < fetchOffset:
+		return true, epoch, end, nil
+	}
+	return false, -1, -1, nil
+}
+
 func (p *Partition) checkLeader() error {
 	if !p.IsLeader() {
 		return ErrNotLeader
