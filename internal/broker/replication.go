@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
@@ -202,7 +203,7 @@ func (b *Broker) proposeISRChanges(ctx context.Context, lagMax time.Duration) {
 		chs   []replica.ISRChange
 	)
 	for _, p := range b.replicas.All() {
-		ch, ok := p.ProposeISR(now, lagMax)
+		ch, ok := p.ProposeISR(now, lagMax, func(id int32) bool { return isrEligible(img, p, id) })
 		if !ok {
 			continue
 		}
@@ -264,6 +265,20 @@ func (b *Broker) proposeISRChanges(ctx context.Context, lagMax time.Duration) {
 				"added", chs[i].Added, "removed", chs[i].Removed, "recovered", chs[i].Recovered)
 		}
 	}
+}
+
+// isrEligible reports whether broker id may join the ISR of p (Kafka's
+// isReplicaIsrEligible, and what the controller checks): registered, unfenced, not
+// shutting down, and its replica of p not offline.
+func isrEligible(img *metadata.Image, p *replica.Partition, id int32) bool {
+	br, ok := img.Broker(metadata.NodeID(id))
+	if !ok || br.Fenced || br.InControlledShutdown {
+		return false
+	}
+	if t, ok := img.TopicByID(metadata.TopicID(p.TopicID)); ok && int(p.Index) < len(t.Partitions) {
+		return !slices.Contains(t.Partitions[p.Index].OfflineReplicas, id)
+	}
+	return true
 }
 
 func findAlterResult(results []controller.AlterPartitionResult, item controller.AlterPartitionItem) *controller.AlterPartitionResult {

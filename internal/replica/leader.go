@@ -67,12 +67,19 @@ type ISRChange struct {
 // ProposeISR returns the ISR change the leader should ask for now, if any:
 // followers that have not caught up for lagMax leave; followers not in the ISR whose
 // log end has reached the high watermark and the start of the current leader epoch
-// join (Kafka's conditions); a leader elected uncleanly says it recovered. Only one
+// join (Kafka's conditions) if eligible says they may (nil: all may); a leader
+// elected uncleanly says it recovered. Only one
 // change is in flight at a time: until the metadata brings it (or CancelISR is called
 // after the controller refused it), ProposeISR returns nothing but that change again
 // after RetryISR, and the high watermark counts the members of both the committed and
 // the proposed ISR.
-func (p *Partition) ProposeISR(now time.Time, lagMax time.Duration) (ISRChange, bool) {
+//
+// eligible is Kafka's isReplicaIsrEligible: a follower that is fenced, shutting
+// down, unregistered or offline must not be proposed however caught up it is — the
+// controller refuses the whole change (INELIGIBLE_REPLICA), so that the members it
+// removes for their lag would stay in the ISR, holding the high watermark, for as
+// long as that follower fetches.
+func (p *Partition) ProposeISR(now time.Time, lagMax time.Duration, eligible func(id int32) bool) (ISRChange, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.mu.state
@@ -98,7 +105,7 @@ func (p *Partition) ProposeISR(now time.Time, lagMax time.Duration) (ISRChange, 
 	if !s.Recovering {
 		for _, r := range s.Replicas {
 			f := p.mu.followers[r]
-			if r == p.localNode || slices.Contains(s.ISR, r) || f == nil {
+			if r == p.localNode || slices.Contains(s.ISR, r) || f == nil || eligible != nil && !eligible(r) {
 				continue
 			}
 			if f.logEnd >= hw && f.logEnd >= p.mu.epochStart && now.Sub(f.lastCaughtUp) <= lagMax {

@@ -217,7 +217,7 @@ func TestISRShrinksAndExpands(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the high watermark", func() bool { return leader.HighWatermark() == 2 })
-	if _, ok := leader.ProposeISR(c.clock.Now(), 30*time.Second); ok {
+	if _, ok := leader.ProposeISR(c.clock.Now(), 30*time.Second, nil); ok {
 		t.Fatal("an ISR change proposed with every follower caught up")
 	}
 
@@ -230,7 +230,7 @@ func TestISRShrinksAndExpands(t *testing.T) {
 	var change ISRChange
 	var ok bool
 	waitUntil(t, "a proposal without node 3 once node 2 fetched after the clock moved", func() bool {
-		change, ok = leader.ProposeISR(c.clock.Now(), 30*time.Second)
+		change, ok = leader.ProposeISR(c.clock.Now(), 30*time.Second, nil)
 		if ok && !slices.Equal(change.Removed, []int32{3}) {
 			leader.CancelISR() // node 2 has not fetched since the clock moved
 			return false
@@ -240,7 +240,7 @@ func TestISRShrinksAndExpands(t *testing.T) {
 	if !slices.Equal(change.ISR, []int32{1, 2}) {
 		t.Fatalf("proposal %+v, want node 3 out", change)
 	}
-	if _, again := leader.ProposeISR(c.clock.Now(), 30*time.Second); again {
+	if _, again := leader.ProposeISR(c.clock.Now(), 30*time.Second, nil); again {
 		t.Fatal("a second change proposed while one is in flight")
 	}
 	if hw := leader.HighWatermark(); hw != 2 {
@@ -256,7 +256,7 @@ func TestISRShrinksAndExpands(t *testing.T) {
 	var back ISRChange
 	waitUntil(t, "node 3 proposed back into the ISR", func() bool {
 		leader.CancelISR()
-		back, ok = leader.ProposeISR(c.clock.Now(), 30*time.Second)
+		back, ok = leader.ProposeISR(c.clock.Now(), 30*time.Second, nil)
 		return ok
 	})
 	if !slices.Equal(back.ISR, []int32{1, 2, 3}) || !slices.Equal(back.Added, []int32{3}) || back.PartitionEpoch != 2 {
@@ -540,7 +540,7 @@ func TestISRChangeOfUnknownOutcomeStaysCounted(t *testing.T) {
 	if hw := p.HighWatermark(); hw != 2 {
 		t.Fatalf("high watermark %d, want 2", hw)
 	}
-	change, ok := p.ProposeISR(now, 30*time.Second)
+	change, ok := p.ProposeISR(now, 30*time.Second, nil)
 	if !ok || !slices.Equal(change.Added, []int32{2}) {
 		t.Fatalf("proposal %+v (%v), want node 2 added", change, ok)
 	}
@@ -556,11 +556,11 @@ func TestISRChangeOfUnknownOutcomeStaysCounted(t *testing.T) {
 	if hw := p.HighWatermark(); hw != 2 {
 		t.Fatalf("high watermark %d with the expansion's outcome unknown; node 2, which it adds, holds 2", hw)
 	}
-	again, ok := p.ProposeISR(now, 30*time.Second)
+	again, ok := p.ProposeISR(now, 30*time.Second, nil)
 	if !ok || !slices.Equal(again.ISR, change.ISR) || again.PartitionEpoch != change.PartitionEpoch {
 		t.Fatalf("after RetryISR: proposal %+v (%v), want the same change %+v", again, ok, change)
 	}
-	if _, ok := p.ProposeISR(now, 30*time.Second); ok {
+	if _, ok := p.ProposeISR(now, 30*time.Second, nil); ok {
 		t.Fatal("the change proposed a third time without another RetryISR")
 	}
 
@@ -568,5 +568,24 @@ func TestISRChangeOfUnknownOutcomeStaysCounted(t *testing.T) {
 	p.CancelISR()
 	if hw := p.HighWatermark(); hw != 4 {
 		t.Fatalf("high watermark %d after the refusal, want 4", hw)
+	}
+}
+
+// TestISRProposalLeavesOutIneligibleFollowers: a caught-up follower that may not join
+// the ISR (fenced, shutting down: Kafka's isReplicaIsrEligible) is not proposed, so
+// the removal of a lagging member goes ahead alone; the controller would refuse a
+// change naming it, the removal with it.
+func TestISRProposalLeavesOutIneligibleFollowers(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	leader := newNode(t, 1)
+	leader.apply(t, State{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}}, now)
+	p := leader.p
+	later := now.Add(time.Minute) // node 2 has not fetched since the epoch began
+	if err := p.FollowerFetch(3, 0, 0, later); err != nil {
+		t.Fatal(err)
+	}
+	change, ok := p.ProposeISR(later, 30*time.Second, func(id int32) bool { return id != 3 })
+	if !ok || !slices.Equal(change.ISR, []int32{1}) || len(change.Added) != 0 {
+		t.Fatalf("proposal %+v (%v), want the ISR [1]: node 2 removed, the ineligible node 3 not added", change, ok)
 	}
 }
