@@ -418,7 +418,10 @@ func (b *Broker) servePartition(st *fetchState, r *kmsg.FetchRequest, img *metad
 	rp *kmsg.FetchRequestTopicPartition, pr *fetchPartitionResult, maxBytes int64, minOneBatch bool) (int64, bool) {
 	if st.replicaID >= 0 {
 		n := b.serveFollower(st, p, rp, pr, maxBytes, minOneBatch)
-		return n, pr.errorCode != 0
+		// A follower behind the leader's log start (DeleteRecords moved it) hears of it
+		// at once: DeleteRecords waits for the followers' log starts.
+		behind := rp.LogStartOffset >= 0 && pr.logStartOffset > rp.LogStartOffset
+		return n, pr.errorCode != 0 || behind
 	}
 	return b.serveConsumer(st, r, img, p, rp, pr, maxBytes, minOneBatch)
 }

@@ -44,14 +44,44 @@ func (p *Partition) FollowerFetch(replicaID int32, fetchOffset, logStartOffset i
 		f.lastCaughtUp = f.lastFetch
 	}
 	f.lastFetchLeaderEnd, f.lastFetch = leaderEnd, now
-	moved := fetchOffset != f.logEnd
+	moved, startMoved := fetchOffset != f.logEnd, logStartOffset != f.logStart
 	f.logEnd, f.logStart = fetchOffset, logStartOffset
 	p.mu.Unlock()
 	if moved {
 		p.maybeAdvanceHighWatermark()
 	}
+	if startMoved {
+		p.wake() // DeleteRecords waits for the low watermark (LowWatermark)
+	}
 	return nil
 }
+
+// LowWatermark returns, on the leader, the smallest log start offset over this
+// replica and its followers whose broker alive says is alive (registered and
+// unfenced), as their fetches last reported it — a follower that has not fetched in
+// this epoch yet counts as -1 — (Kafka's lowWatermarkIfLeader): DeleteRecords answers
+// once it reached the offset. Waiters (Wait) are woken when a follower reports a
+// new log start. ErrNotLeader when this node does not lead.
+func (p *Partition) LowWatermark(alive func(id int32) bool) (int64, error) {
+	low := p.Log.LogStartOffset()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.state.Leader != p.localNode {
+		return 0, ErrNotLeader
+	}
+	for r, f := range p.mu.followers {
+		if slices.Contains(p.mu.state.Replicas, r) && (alive == nil || alive(r)) {
+			low = min(low, f.logStart)
+		}
+	}
+	return low, nil
+}
+
+// LogStartMoved tells the partition that its log start moved on the leader
+// (DeleteRecords): follower fetches waiting for records are answered at once, so that
+// the followers learn the new log start (and report theirs) without waiting for
+// replica.fetch.wait.max.ms.
+func (p *Partition) LogStartMoved() { p.wakeAll() }
 
 // ISRChange is an ISR the leader asks the controller for, in the epochs it acts on.
 type ISRChange struct {
