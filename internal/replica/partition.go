@@ -77,10 +77,13 @@ type Partition struct {
 		state State
 		// leader state (this node leads): the followers' positions, the ISR change in
 		// flight (nil when none) and the offset the current leader epoch started at.
-		followers     map[int32]*follower
-		pendingISR    *ISRChange
-		resendISR     bool // send pendingISR again (RetryISR)
-		epochStart    int64
+		followers  map[int32]*follower
+		pendingISR *ISRChange
+		resendISR  bool // send pendingISR again (RetryISR)
+		epochStart int64
+		// leaderSince is the leader epoch this node leads in without a break: the epoch
+		// it became leader in after following or having no leader.
+		leaderSince   int32
 		waiters       waiterList // woken when the high watermark or leadership moves
 		endWaiters    waiterList // woken when the log end moves (follower fetches wait)
 		appliedOnce   bool
@@ -173,6 +176,7 @@ func (p *Partition) Apply(s State, now time.Time) (Change, error) {
 		return Change{}, nil
 	}
 	newEpoch := !p.mu.appliedOnce || s.LeaderEpoch != cur.LeaderEpoch
+	wasLeader := p.mu.appliedOnce && cur.Leader == p.localNode
 	p.mu.appliedOnce = true
 	s.Replicas, s.ISR = slices.Clone(s.Replicas), slices.Clone(s.ISR)
 	p.mu.state = s
@@ -182,6 +186,9 @@ func (p *Partition) Apply(s State, now time.Time) (Change, error) {
 	case s.Leader == p.localNode && newEpoch:
 		ch.BecameLeader = true
 		assignEpoch = true
+		if !wasLeader {
+			p.mu.leaderSince = s.LeaderEpoch
+		}
 		p.mu.epochStart = p.Log.LogEndOffset()
 		p.mu.followers = make(map[int32]*follower, len(s.Replicas))
 		for _, r := range s.Replicas {
@@ -363,12 +370,16 @@ func (p *Partition) AppendAsLeaderTxn(batch []byte, requireISR bool, now time.Ti
 }
 
 // AckState is what an acks=all produce waiting for the high watermark checks each
-// time it is woken: whether the partition is still led here in the epoch the batch
-// was appended in, and whether the ISR is still at least min.insync.replicas.
+// time it is woken: whether the partition is still led here without a break since
+// the epoch the batch was appended in (a later epoch under the same leader — a
+// reassignment dropping a follower — keeps the log as it was, as Kafka's
+// checkEnoughReplicasReachOffset asks only whether the log is led here; a node that
+// followed in between may have truncated the batch), and whether the ISR is still at
+// least min.insync.replicas.
 func (p *Partition) AckState(epoch int32) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.mu.state.Leader != p.localNode || p.mu.state.LeaderEpoch != epoch {
+	if p.mu.state.Leader != p.localNode || epoch < p.mu.leaderSince || epoch > p.mu.state.LeaderEpoch {
 		return ErrNotLeader
 	}
 	if len(p.mu.state.ISR) < p.Settings().MinInsyncReplicas {

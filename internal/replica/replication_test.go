@@ -589,3 +589,38 @@ func TestISRProposalLeavesOutIneligibleFollowers(t *testing.T) {
 		t.Fatalf("proposal %+v (%v), want the ISR [1]: node 2 removed, the ineligible node 3 not added", change, ok)
 	}
 }
+
+// TestAckStateKeepsALeaderThatStaysLeader: an acks=all batch appended in one leader
+// epoch is acknowledged once the high watermark covers it when the same node still
+// leads in a later epoch (a reassignment that drops a follower bumps the epoch, the
+// leader staying): Kafka's DelayedProduce asks only whether the log is still led
+// here (Partition.checkEnoughReplicasReachOffset). A node that stopped leading in
+// between (it may have been truncated) answers NOT_LEADER_OR_FOLLOWER.
+func TestAckStateKeepsALeaderThatStaysLeader(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	leader := newNode(t, 1)
+	leader.apply(t, State{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}, now)
+	p := leader.p
+	info, err := p.AppendAsLeader(batch(t, 2), true, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Node 3 leaves the replicas: a new leader epoch, node 1 still leading.
+	leader.apply(t, State{Leader: 1, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, now)
+	if err := p.FollowerFetch(2, 2, 0, now); err != nil {
+		t.Fatal(err)
+	}
+	if hw := p.HighWatermark(); hw != 2 {
+		t.Fatalf("high watermark %d, want 2", hw)
+	}
+	if err := p.AckState(info.LeaderEpoch); err != nil {
+		t.Fatalf("ack of a batch of epoch %d, committed under the same leader in epoch 2: %v", info.LeaderEpoch, err)
+	}
+
+	// Follower in epoch 3, leader again in epoch 4: the batch of epoch 1 is not acked.
+	leader.apply(t, State{Leader: 2, LeaderEpoch: 3, PartitionEpoch: 3, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, now)
+	leader.apply(t, State{Leader: 1, LeaderEpoch: 4, PartitionEpoch: 4, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, now)
+	if err := p.AckState(info.LeaderEpoch); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("ack of a batch of epoch %d after leading again in epoch 4: %v, want ErrNotLeader", info.LeaderEpoch, err)
+	}
+}
