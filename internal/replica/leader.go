@@ -95,7 +95,8 @@ type ISRChange struct {
 }
 
 // ProposeISR returns the ISR change the leader should ask for now, if any:
-// followers that have not caught up for lagMax leave; followers not in the ISR whose
+// followers that have not caught up for lagMax leave, unless their log end is the
+// leader's; followers not in the ISR whose
 // log end has reached the high watermark and the start of the current leader epoch
 // join (Kafka's conditions) if eligible says they may (nil: all may); a leader
 // elected uncleanly says it recovered. Only one
@@ -121,12 +122,14 @@ func (p *Partition) ProposeISR(now time.Time, lagMax time.Duration, eligible fun
 		p.mu.resendISR = false
 		return *p.mu.pendingISR, resend
 	}
-	hw := p.highWatermark.Load()
+	hw, leaderEnd := p.highWatermark.Load(), p.Log.LogEndOffset()
 	var next []int32
 	ch := ISRChange{LeaderEpoch: s.LeaderEpoch, PartitionEpoch: s.PartitionEpoch, Recovered: s.Recovering}
 	for _, r := range s.ISR {
+		// Out of sync: not caught up within lagMax, unless its log end is the leader's
+		// (Kafka's isCaughtUp: an idle partition's follower lacks nothing).
 		f := p.mu.followers[r]
-		if r != p.localNode && (f == nil || now.Sub(f.lastCaughtUp) > lagMax) && !s.Recovering {
+		if r != p.localNode && (f == nil || f.logEnd != leaderEnd && now.Sub(f.lastCaughtUp) > lagMax) && !s.Recovering {
 			ch.Removed = append(ch.Removed, r)
 			continue
 		}

@@ -624,3 +624,34 @@ func TestAckStateKeepsALeaderThatStaysLeader(t *testing.T) {
 		t.Fatalf("ack of a batch of epoch %d after leading again in epoch 4: %v, want ErrNotLeader", info.LeaderEpoch, err)
 	}
 }
+
+// TestISRKeepsAnIdleFollowerThatHoldsEverything: a follower whose log end is the
+// leader's is in sync however long ago it last fetched — on a partition nobody
+// writes to, it lacks nothing (Kafka's ReplicaState.isCaughtUp: leaderEndOffset ==
+// logEndOffset, or caught up within replica.lag.time.max.ms). Dropping it would
+// leave the partition offline if the leader then failed, its only complete copy
+// elsewhere out of the ISR. Once the leader appends, the same follower is behind and
+// leaves after the lag.
+func TestISRKeepsAnIdleFollowerThatHoldsEverything(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	leader := newNode(t, 1)
+	leader.apply(t, State{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, now)
+	p := leader.p
+	if _, err := p.AppendAsLeader(batch(t, 2), true, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.FollowerFetch(2, 2, 0, now); err != nil {
+		t.Fatal(err)
+	}
+	later := now.Add(time.Minute) // node 2 has not fetched since; nothing was written
+	if change, ok := p.ProposeISR(later, 30*time.Second, nil); ok {
+		t.Fatalf("proposal %+v for an idle partition whose follower holds every record, want none", change)
+	}
+	if _, err := p.AppendAsLeader(batch(t, 1), false, later); err != nil {
+		t.Fatal(err)
+	}
+	change, ok := p.ProposeISR(later, 30*time.Second, nil)
+	if !ok || !slices.Equal(change.Removed, []int32{2}) {
+		t.Fatalf("proposal %+v (%v) once node 2 is behind, want it removed", change, ok)
+	}
+}
