@@ -17,8 +17,9 @@ import (
 // unfenced, not shutting down, at the broker epoch it fetched with); the controller
 // refuses an AlterPartition naming another (INELIGIBLE_REPLICA), lagging member and
 // all. Node 1 is the only controller and leads; 3 is fenced and out of the ISR; then
-// 2 stops (SIGSTOP): the leader drops it after replica.lag.time.max.ms, well before
-// broker.session.timeout.ms fences it.
+// 2 stops (SIGSTOP) and a record is written: the leader drops 2 after
+// replica.lag.time.max.ms, well before broker.session.timeout.ms fences it, and the
+// acks=all write is acknowledged.
 func TestISRShrinkPastAFencedFollower(t *testing.T) {
 	t.Parallel()
 	const topic = "isr-eligible"
@@ -43,6 +44,11 @@ func TestISRShrinkPastAFencedFollower(t *testing.T) {
 	c.Node(2).Pause()
 	t.Cleanup(c.Node(2).Resume)
 	paused := time.Now()
+	// A record node 2 lacks (on an idle partition it would lack nothing and stay in
+	// sync): the acks=all write is acknowledged once node 2 left the ISR.
+	if err := produceRawTo(t, admin, topic, 0, "after the pause", 7*time.Second); err != nil {
+		t.Fatalf("acks=all write with node 2 stopped (%v after it stopped): %v", time.Since(paused), err)
+	}
 	waitPartition(t, admin, topic, 0, 7*time.Second, "the ISR down to the leader, node 2 removed for its lag",
 		func(m kmsg.MetadataResponseTopicPartition) bool {
 			return m.Leader == 1 && slices.Equal(m.ISR, []int32{1})
