@@ -59,7 +59,12 @@ func (c *Coordinator) commitLocked(req *kmsg.OffsetCommitRequest, resp *kmsg.Off
 	g := part.groups[req.Group]
 	if g == nil {
 		if generation >= 0 {
-			fail(kerrIllegalGeneration)
+			// Kafka answers GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before.
+			if req.Version >= 9 {
+				fail(kerrGroupIDNotFound)
+			} else {
+				fail(kerrIllegalGeneration)
+			}
 			return
 		}
 		g = newGroup(req.Group, part.id, now)

@@ -567,3 +567,22 @@ func TestRemoveTopicOffsets(t *testing.T) {
 		}
 	}
 }
+
+// Kafka (OffsetMetadataManager.validateOffsetCommit) answers a member commit into a
+// group it does not know with GROUP_ID_NOT_FOUND from OffsetCommit v9, and
+// ILLEGAL_GENERATION before.
+func TestCommitIntoUnknownGroupByVersion(t *testing.T) {
+	h := newHarness(t, nil)
+	for _, tt := range []struct {
+		version int16
+		want    int16
+	}{{8, kerrIllegalGeneration}, {9, kerrGroupIDNotFound}} {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version = tt.version
+		req.Group, req.MemberID, req.Generation = "nope", "m", 1
+		req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
+		if code := recv(t, h.c.OffsetCommit(req)).Topics[0].Partitions[0].ErrorCode; code != tt.want {
+			t.Errorf("v%d: %d, want %d", tt.version, code, tt.want)
+		}
+	}
+}
