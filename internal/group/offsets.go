@@ -193,6 +193,11 @@ func validateCommit(g *group, memberID string, instanceID *string, generation in
 	if g.state == StateDead {
 		return kerrCoordinatorNotAvailable
 	}
+	if generation < 0 && g.state == StateEmpty {
+		// A commit from outside the group (the admin client, or a consumer that
+		// assigns its partitions itself, whatever member or instance id it names).
+		return kerrNone
+	}
 	if generation >= 0 || memberID != "" || instanceID != nil {
 		if g.staticFenced(instanceID, memberID) {
 			return kerrFencedInstanceID

@@ -586,3 +586,22 @@ func TestCommitIntoUnknownGroupByVersion(t *testing.T) {
 		}
 	}
 }
+
+// Kafka (ClassicGroup.validateOffsetCommit) accepts any commit with generation -1 into
+// an Empty group, whatever member or instance id it names: a consumer with a
+// group.instance.id that assigns its partitions itself commits so.
+func TestSimpleCommitNamingAnInstanceIntoEmptyGroup(t *testing.T) {
+	h := newHarness(t, nil)
+	for _, group := range []string{"new", "new"} { // created by the first, Empty after
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version = 8
+		req.Group, req.Generation, req.InstanceID = group, -1, strPtr("instance-1")
+		req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 5}}}}
+		if code := recv(t, h.c.OffsetCommit(req)).Topics[0].Partitions[0].ErrorCode; code != 0 {
+			t.Fatalf("commit: %d, want 0", code)
+		}
+	}
+	if got := h.fetch("new"); got[TopicPartition{"t", 0}] != 5 {
+		t.Fatalf("fetch: %v", got)
+	}
+}
