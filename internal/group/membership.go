@@ -229,7 +229,9 @@ func (c *Coordinator) addMemberLocked(part *partition, g *group, id string, jr j
 		m.static = true
 		m.instanceID = *jr.instanceID
 	}
-	if g.state == StatePreparingRebalance && g.generation == 0 {
+	if g.state == StatePreparingRebalance && g.prevState == StateEmpty {
+		// The initial rebalance delay of a rebalance out of Empty (whatever the
+		// generation) is extended by members joining during it, as in Kafka.
 		g.newMemberAdded = true
 	}
 	g.add(m, w)

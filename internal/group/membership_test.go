@@ -552,3 +552,33 @@ func TestDescribeUnknownGroupV6(t *testing.T) {
 		t.Errorf("v6 simple: %+v, want Empty without an error", d)
 	}
 }
+
+// Kafka extends the initial rebalance delay whenever a member joins during it, for
+// every rebalance out of Empty (previousState() == EMPTY in
+// addMemberThenRebalanceOrCompleteJoin), not only a brand-new group's first one.
+func TestInitialRebalanceDelayExtendedForAGroupEmptyAgain(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.InitialRebalanceDelay = 3 * time.Second })
+	ids, _, _ := h.stable("g", joinOpts{})
+	leave := kmsg.NewPtrLeaveGroupRequest()
+	leave.Version = 0
+	leave.Group, leave.MemberID = "g", ids[0]
+	if r := h.c.LeaveGroup(leave); r.ErrorCode != 0 {
+		t.Fatalf("leave: %d", r.ErrorCode)
+	}
+	if s := h.describe("g").State; s != "Empty" {
+		t.Fatalf("state after leave: %s", s)
+	}
+	a := h.newMemberID("g", joinOpts{})
+	ja := h.join("g", joinOpts{member: a})
+	h.clock.Advance(2 * time.Second)
+	b := h.newMemberID("g", joinOpts{})
+	jb := h.join("g", joinOpts{member: b})
+	h.clock.Advance(time.Second) // t=3s: extended to 6s
+	none(t, ja)
+	h.clock.Advance(3 * time.Second) // t=6s
+	for _, ch := range []<-chan *kmsg.JoinGroupResponse{ja, jb} {
+		if r := recv(t, ch); r.ErrorCode != 0 {
+			t.Fatalf("join: %+v", r)
+		}
+	}
+}

@@ -136,6 +136,7 @@ type group struct {
 	id           string
 	partition    int32
 	state        State
+	prevState    State // the state before the last transition
 	stateTime    time.Time
 	generation   int32
 	protocolType string // "" for groups that only store offsets
@@ -200,6 +201,7 @@ func newGroup(id string, partition int32, now time.Time) *group {
 }
 
 func (g *group) transition(s State, now time.Time) {
+	g.prevState = g.state
 	g.state = s
 	g.stateTime = now
 }
