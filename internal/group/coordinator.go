@@ -249,6 +249,11 @@ func (c *Coordinator) LoadPartition(ctx context.Context, p int32) error {
 	part.loading = false
 	part.writer = c.startWriter(part)
 	for _, g := range part.groups {
+		if g.consumer == nil && g.share == nil && len(g.members) > int(c.cfg.MaxSize) {
+			// group.max.size was lowered: let the members beyond it be turned away
+			// when they rejoin (Kafka's GroupMetadataManager.onLoaded).
+			c.prepareRebalanceLocked(part, g, now, "group is over group.max.size")
+		}
 		c.settleGroupLocked(part, g)
 	}
 	c.armExpiryLocked()

@@ -582,3 +582,29 @@ func TestInitialRebalanceDelayExtendedForAGroupEmptyAgain(t *testing.T) {
 		}
 	}
 }
+
+// Kafka rebalances a classic group loaded with more members than group.max.size
+// (GroupMetadataManager.onLoaded), so that the members beyond it are turned away
+// (GROUP_MAX_SIZE_REACHED) when they rejoin.
+func TestGroupOverMaxSizeAfterLoadRebalances(t *testing.T) {
+	h := newHarness(t, nil)
+	ids, _, gen := h.stable("g", joinOpts{}, joinOpts{}, joinOpts{})
+	h.cfg.MaxSize = 2
+	h.start()
+	if s := h.describe("g").State; s != "PreparingRebalance" {
+		t.Fatalf("state after load over capacity: %s", s)
+	}
+	if code := h.heartbeat("g", ids[0], gen, ""); code != kerrRebalanceInProgress {
+		t.Fatalf("heartbeat: %d", code)
+	}
+	j0 := h.join("g", joinOpts{member: ids[0]})
+	j1 := h.join("g", joinOpts{member: ids[1]})
+	if r := recv(t, h.join("g", joinOpts{member: ids[2]})); r.ErrorCode != kerrGroupMaxSizeReached {
+		t.Fatalf("third member rejoining: %+v", r)
+	}
+	for _, ch := range []<-chan *kmsg.JoinGroupResponse{j0, j1} {
+		if r := recv(t, ch); r.ErrorCode != 0 || r.Generation != gen+1 {
+			t.Fatalf("rejoin: %+v", r)
+		}
+	}
+}
