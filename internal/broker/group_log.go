@@ -64,6 +64,7 @@ func groupConfig(c *config.Broker) group.Config {
 		OffsetsRetention:              time.Duration(c.OffsetsRetentionMinutes) * time.Minute,
 		OffsetsRetentionCheckInterval: ms(c.OffsetsRetentionCheckIntervalMs),
 		OffsetCommitTimeout:           ms(int64(c.OffsetsCommitTimeoutMs)),
+		MaxMetadataSize:               int(c.OffsetMetadataMaxBytes),
 		ConsumerSessionTimeout:        ms(int64(c.GroupConsumerSessionTimeoutMs)),
 		ConsumerHeartbeatInterval:     ms(int64(c.GroupConsumerHeartbeatIntervalMs)),
 		ConsumerMaxSize:               c.GroupConsumerMaxSize,

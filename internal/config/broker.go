@@ -183,6 +183,7 @@ type Broker struct {
 	OffsetsRetentionMinutes         int64 // offsets.retention.minutes
 	OffsetsRetentionCheckIntervalMs int64 // offsets.retention.check.interval.ms
 	OffsetsCommitTimeoutMs          int32 // offsets.commit.timeout.ms
+	OffsetMetadataMaxBytes          int32 // offset.metadata.max.bytes
 
 	GroupInitialRebalanceDelayMs int32 // group.initial.rebalance.delay.ms
 	GroupMinSessionTimeoutMs     int32 // group.min.session.timeout.ms

@@ -57,6 +57,7 @@ func TestDefaultsMatchKafka(t *testing.T) {
 		"OffsetsRetentionMinutes":                     int64(10080),
 		"OffsetsRetentionCheckIntervalMs":             int64(600000),
 		"OffsetsCommitTimeoutMs":                      int32(5000),
+		"OffsetMetadataMaxBytes":                      int32(4096),
 		"GroupInitialRebalanceDelayMs":                int32(3000),
 		"GroupMinSessionTimeoutMs":                    int32(6000),
 		"GroupMaxSessionTimeoutMs":                    int32(1800000),

@@ -461,6 +461,9 @@ var coreProperties = []property{
 	property{name: "offsets.commit.timeout.ms", spec: atLeast(TypeInt, 1), def: "5000",
 		doc: "How long an offset commit waits for its write to __consumer_offsets to be replicated."}.
 		bind(i32(func(b *Broker) *int32 { return &b.OffsetsCommitTimeoutMs })),
+	property{name: "offset.metadata.max.bytes", spec: atLeast(TypeInt, 1), def: "4096",
+		doc: "Largest metadata an offset commit may carry (OFFSET_METADATA_TOO_LARGE above it)."}.
+		bind(i32(func(b *Broker) *int32 { return &b.OffsetMetadataMaxBytes })),
 	property{name: "group.initial.rebalance.delay.ms", spec: atLeast(TypeInt, 0), def: "3000",
 		doc: "How long the first rebalance of an empty group waits for more members to join."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupInitialRebalanceDelayMs })),
