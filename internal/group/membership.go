@@ -537,13 +537,11 @@ func (c *Coordinator) syncLocked(req *kmsg.SyncGroupRequest, w *syncWaiter, now 
 		return
 	}
 	m := g.members[req.MemberID]
-	switch {
+	switch invalid := g.validateMember(req.MemberID, req.InstanceID); {
 	case g.state == StateDead:
 		w.fail(kerrCoordinatorNotAvailable)
-	case g.staticFenced(req.InstanceID, req.MemberID):
-		w.fail(kerrFencedInstanceID)
-	case m == nil:
-		w.fail(kerrUnknownMemberID)
+	case invalid != kerrNone:
+		w.fail(invalid)
 	case req.Generation != g.generation:
 		w.fail(kerrIllegalGeneration)
 	case req.ProtocolType != nil && *req.ProtocolType != g.protocolType,
@@ -634,13 +632,11 @@ func (c *Coordinator) heartbeatLocked(req *kmsg.HeartbeatRequest, now time.Time)
 		return kerrUnknownMemberID
 	}
 	m := g.members[req.MemberID]
-	switch {
+	switch invalid := g.validateMember(req.MemberID, req.InstanceID); {
 	case g.state == StateDead:
 		return kerrCoordinatorNotAvailable
-	case g.staticFenced(req.InstanceID, req.MemberID):
-		return kerrFencedInstanceID
-	case m == nil:
-		return kerrUnknownMemberID
+	case invalid != kerrNone:
+		return invalid
 	case req.Generation != g.generation:
 		return kerrIllegalGeneration
 	case g.state == StateEmpty:
@@ -718,13 +714,9 @@ func (c *Coordinator) leaveOneLocked(part *partition, g *group, l kmsg.LeaveGrou
 		c.removePendingMemberLocked(part, g, l.MemberID, now)
 		return kerrNone
 	}
-	if g.staticFenced(l.InstanceID, l.MemberID) {
-		return kerrFencedInstanceID
+	if code := g.validateMember(l.MemberID, l.InstanceID); code != kerrNone {
+		return code
 	}
-	m := g.members[l.MemberID]
-	if m == nil {
-		return kerrUnknownMemberID
-	}
-	c.removeMemberLocked(part, g, m, now, "member left the group")
+	c.removeMemberLocked(part, g, g.members[l.MemberID], now, "member left the group")
 	return kerrNone
 }

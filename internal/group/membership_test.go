@@ -608,3 +608,36 @@ func TestGroupOverMaxSizeAfterLoadRebalances(t *testing.T) {
 		}
 	}
 }
+
+// Kafka's ClassicGroup.validateMember: a request naming a group.instance.id the group
+// does not know is UNKNOWN_MEMBER_ID, even with the member id of a (dynamic) member.
+func TestUnknownInstanceIDIsUnknownMember(t *testing.T) {
+	h := newHarness(t, nil)
+	ids, _, gen := h.stable("g", joinOpts{})
+	if code := h.heartbeat("g", ids[0], gen, "ghost"); code != kerrUnknownMemberID {
+		t.Errorf("heartbeat: %d", code)
+	}
+	sreq := kmsg.NewPtrSyncGroupRequest()
+	sreq.Version = 5
+	sreq.Group, sreq.MemberID, sreq.Generation, sreq.InstanceID = "g", ids[0], gen, strPtr("ghost")
+	if code := recv(t, h.c.SyncGroup(sreq)).ErrorCode; code != kerrUnknownMemberID {
+		t.Errorf("sync: %d", code)
+	}
+	creq := kmsg.NewPtrOffsetCommitRequest()
+	creq.Version = 8
+	creq.Group, creq.MemberID, creq.Generation, creq.InstanceID = "g", ids[0], gen, strPtr("ghost")
+	creq.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
+	if code := recv(t, h.c.OffsetCommit(creq)).Topics[0].Partitions[0].ErrorCode; code != kerrUnknownMemberID {
+		t.Errorf("commit: %d", code)
+	}
+	lreq := kmsg.NewPtrLeaveGroupRequest()
+	lreq.Version = 5
+	lreq.Group = "g"
+	lreq.Members = []kmsg.LeaveGroupRequestMember{{MemberID: ids[0], InstanceID: strPtr("ghost")}}
+	if r := h.c.LeaveGroup(lreq); len(r.Members) != 1 || r.Members[0].ErrorCode != kerrUnknownMemberID {
+		t.Errorf("leave: %+v", r)
+	}
+	if s := h.describe("g").State; s != "Stable" {
+		t.Fatalf("state: %s", s)
+	}
+}

@@ -199,11 +199,8 @@ func validateCommit(g *group, memberID string, instanceID *string, generation in
 		return kerrNone
 	}
 	if generation >= 0 || memberID != "" || instanceID != nil {
-		if g.staticFenced(instanceID, memberID) {
-			return kerrFencedInstanceID
-		}
-		if g.members[memberID] == nil {
-			return kerrUnknownMemberID
+		if code := g.validateMember(memberID, instanceID); code != kerrNone {
+			return code
 		}
 		if generation != g.generation {
 			return kerrIllegalGeneration

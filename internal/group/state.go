@@ -345,6 +345,25 @@ func (g *group) replaceStaticMember(instanceID, oldID, newID string) *member {
 	return m
 }
 
+// validateMember is Kafka's ClassicGroup.validateMember: with an instance id, the
+// instance must be known (UNKNOWN_MEMBER_ID) and held by memberID (FENCED_INSTANCE_ID);
+// without one, memberID must be a member.
+func (g *group) validateMember(memberID string, instanceID *string) int16 {
+	if instanceID != nil {
+		cur, ok := g.static[*instanceID]
+		switch {
+		case !ok:
+			return kerrUnknownMemberID
+		case cur != memberID:
+			return kerrFencedInstanceID
+		}
+	}
+	if g.members[memberID] == nil {
+		return kerrUnknownMemberID
+	}
+	return kerrNone
+}
+
 // staticFenced is Kafka's isStaticMemberFenced.
 func (g *group) staticFenced(instanceID *string, memberID string) bool {
 	if instanceID == nil {
