@@ -80,6 +80,7 @@ func (l *loader) finish(now time.Time) map[string]*group {
 		}
 		if len(g.members) == 0 {
 			g.state = StateEmpty
+			g.subscribedTopics = g.computeSubscribedTopics()
 			continue
 		}
 		g.state = StateStable

@@ -393,7 +393,7 @@ func (c *Coordinator) completeJoinLocked(part *partition, g *group, now time.Tim
 	g.pendingSync = map[string]bool{}
 	if len(g.members) == 0 {
 		g.protocol = ""
-		g.subscribedTopics = nil
+		g.subscribedTopics = g.computeSubscribedTopics()
 		g.transition(StateEmpty, now)
 		c.logger.Info("group is now empty", "group", g.id, "generation", g.generation)
 		c.appendLocked(part, nil, []Record{groupRecord(g, nil)}, func(error) {})

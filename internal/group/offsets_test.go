@@ -605,3 +605,60 @@ func TestSimpleCommitNamingAnInstanceIntoEmptyGroup(t *testing.T) {
 		t.Fatalf("fetch: %v", got)
 	}
 }
+
+// Kafka's ClassicGroup keeps, for a consumer group without members, an empty set of
+// subscribed topics (computeSubscribedTopics); so while such a group rebalances again
+// (PreparingRebalance out of Empty), OffsetDelete deletes its offsets rather than
+// answering GROUP_SUBSCRIBED_TO_TOPIC — also after the group is loaded.
+func TestOffsetDeleteWhileAnEmptiedGroupRebalances(t *testing.T) {
+	h := newHarness(t, nil)
+	ids, _, gen := h.stable("g", joinOpts{})
+	h.commit("g", ids[0], gen, map[TopicPartition]int64{{"t", 0}: 1, {"t", 1}: 2})
+	leave := kmsg.NewPtrLeaveGroupRequest()
+	leave.Group, leave.MemberID = "g", ids[0]
+	h.c.LeaveGroup(leave)
+	for i, reload := range []bool{false, true} {
+		if reload {
+			h.start()
+		}
+		if s := h.describe("g").State; s != "Empty" {
+			t.Fatalf("state: %s", s)
+		}
+		ch := h.join("g", joinOpts{member: h.newMemberID("g", joinOpts{})})
+		req := kmsg.NewPtrOffsetDeleteRequest()
+		req.Group = "g"
+		req.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: int32(i)}}}}
+		if r := recv(t, h.c.OffsetDelete(req)); r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("offset delete (reload %v): %+v", reload, r)
+		}
+		h.clock.Advance(h.cfg.InitialRebalanceDelay)
+		jr := recv(t, ch)
+		leave.MemberID = jr.MemberID
+		recv(t, h.sync("g", jr.MemberID, jr.Generation, map[string][]byte{jr.MemberID: {}}))
+		h.c.LeaveGroup(leave)
+	}
+}
+
+// A KIP-848 consumer group without members subscribes to nothing either (Kafka's
+// ConsumerGroup.isSubscribedToTopic): OffsetDelete deletes its offsets.
+func TestOffsetDeleteInEmptyConsumerGroup(t *testing.T) {
+	h, ft := newConsumerHarness(t, nil)
+	ft.set("t", 1)
+	m := &cmember{id: "m0", topics: []string{"t"}}
+	h.cgHeartbeat("g", m, true)
+	c := kmsg.NewPtrOffsetCommitRequest()
+	c.Version = 9
+	c.Group, c.MemberID, c.Generation = "g", m.id, m.epoch
+	c.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
+	if code := recv(t, h.c.OffsetCommit(c)).Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Fatalf("commit: %d", code)
+	}
+	m.epoch = leaveEpoch
+	h.cgHeartbeat("g", m, false)
+	req := kmsg.NewPtrOffsetDeleteRequest()
+	req.Group = "g"
+	req.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}}}
+	if r := recv(t, h.c.OffsetDelete(req)); r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("offset delete: %+v", r)
+	}
+}

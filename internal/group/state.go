@@ -403,10 +403,17 @@ func (g *group) selectProtocol() string {
 	return best
 }
 
-// computeSubscribedTopics parses the consumer protocol subscriptions; nil when the group
-// is not a consumer group or a subscription cannot be parsed.
+// computeSubscribedTopics parses the consumer protocol subscriptions: empty for a
+// consumer group without members; nil (unknown) when the group is not a consumer
+// group, has no protocol selected, or a subscription cannot be parsed.
 func (g *group) computeSubscribedTopics() map[string]bool {
-	if g.protocolType != consumerProtocolType || g.protocol == "" {
+	if g.protocolType != consumerProtocolType {
+		return nil
+	}
+	if len(g.members) == 0 {
+		return map[string]bool{}
+	}
+	if g.protocol == "" {
 		return nil
 	}
 	topics := map[string]bool{}
@@ -422,10 +429,11 @@ func (g *group) computeSubscribedTopics() map[string]bool {
 	return topics
 }
 
-// subscribedTo is Kafka's isSubscribedToTopic: unknown subscriptions count as subscribed.
+// subscribedTo is Kafka's isSubscribedToTopic: unknown subscriptions of a consumer
+// group count as subscribed.
 func (g *group) subscribedTo(topic string) bool {
 	if g.subscribedTopics == nil {
-		return true
+		return g.protocolType == consumerProtocolType
 	}
 	return g.subscribedTopics[topic]
 }
