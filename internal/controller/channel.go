@@ -31,7 +31,7 @@ type ChannelOptions struct {
 	Local func(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
 	// RequestTimeout (controller.quorum.request.timeout.ms) bounds one attempt
 	// (default 2s) — for a forwarded admin request only on a node not known as the
-	// active controller (see attemptContext); the caller's context bounds the whole
+	// active controller (see giveUp); the caller's context bounds the whole
 	// call.
 	RequestTimeout time.Duration
 	// RetryBackoff (controller.quorum.retry.backoff.ms) is the first pause between
@@ -184,39 +184,48 @@ func (ch *Channel) sendTo(ctx context.Context, id int32, req kmsg.Request) (kmsg
 	if c == nil {
 		return nil, fmt.Errorf("node %d is not a controller", id)
 	}
-	actx, cancel := ch.attemptContext(ctx, id)
-	defer cancel()
-	return c.Request(actx, req)
+	gone, stop := ch.giveUp(id)
+	defer stop()
+	return c.RequestAbandoning(ctx, gone, req)
 }
 
-// attemptContext bounds one attempt of a forwarded admin request on node id (the
-// broker's own requests have RequestTimeout per attempt): by RequestTimeout while id is not
-// known as the active controller (a node that may be gone or deposed: try another),
-// by ctx alone while it is. The active controller answers once its change is
-// committed, which can take longer than RequestTimeout (a topic of thousands of
-// partitions); giving up on it and sending the request again would have the second
-// attempt answered for the first one's change (TOPIC_ALREADY_EXISTS for the topic
-// the first attempt created). Kafka's forwarding broker, too, sends a request again
-// only on NOT_CONTROLLER or a dropped connection.
-func (ch *Channel) attemptContext(ctx context.Context, id int32) (context.Context, context.CancelFunc) {
-	actx, cancel := context.WithCancel(ctx)
+// giveUp bounds one attempt of a forwarded admin request on node id (the broker's
+// own requests have RequestTimeout per attempt): gone closes once id has not been
+// known as the active controller for RequestTimeout (a node that may be gone or
+// deposed: try another), never while it is; stop ends the watch. The active
+// controller answers once its change is committed, which can take longer than
+// RequestTimeout (a topic of thousands of partitions); giving up on it and sending
+// the request again would have the second attempt answered for the first one's
+// change (TOPIC_ALREADY_EXISTS for the topic the first attempt created). Kafka's
+// forwarding broker, too, sends a request again only on NOT_CONTROLLER or a
+// dropped connection.
+//
+// The caller's context (the client's own timeout) ending abandons the request
+// without breaking the connection (peer.Conn.RequestAbandoning): the connection
+// carries other clients' forwarded requests, which breaking it would fail and have
+// sent again — a CreateTopics answered TOPIC_ALREADY_EXISTS for its own creation.
+// Kafka's ForwardingManager does not cancel a forwarded request when its client
+// gives up; only the channel's request timeout disconnects.
+func (ch *Channel) giveUp(id int32) (gone <-chan struct{}, stop func()) {
+	g := make(chan struct{})
+	done := make(chan struct{})
 	go func() {
 		t := time.NewTimer(ch.opts.RequestTimeout)
 		defer t.Stop()
 		for {
 			select {
-			case <-actx.Done():
+			case <-done:
 				return
 			case <-t.C:
 			}
 			if ch.opts.Leader() != id {
-				cancel()
+				close(g)
 				return
 			}
 			t.Reset(min(ch.opts.RequestTimeout, 100*time.Millisecond))
 		}
 	}()
-	return actx, cancel
+	return g, func() { close(done) }
 }
 
 // notController reports whether an answer says the node is not the active

@@ -297,3 +297,129 @@ func TestChannelWaitsForTheActiveControllerPastTheRequestTimeout(t *testing.T) {
 		t.Fatalf("CreateTopics answered %v after %d attempts; the first attempt created the topic", kerr.ErrorForCode(got.ErrorCode), ctrl.calls.Load())
 	}
 }
+
+// gatedController is a controller listener that holds its answer to a CreateTopics
+// of topic "held" until release is closed (a commit taking its time), counting the
+// CreateTopics it received per topic; others are answered at once (but, on one
+// connection, after "held", as responses come back in request order).
+type gatedController struct {
+	arrived chan struct{} // closed when the first "held" arrives
+	release chan struct{}
+	mu      sync.Mutex
+	calls   map[string]int
+}
+
+func (g *gatedController) Handle(req *protocol.Request) <-chan protocol.Response {
+	r, ok := req.Body.(*kmsg.CreateTopicsRequest)
+	if !ok {
+		return protocol.Ready(protocol.Response{Close: true, None: true})
+	}
+	g.mu.Lock()
+	first := map[string]bool{}
+	for _, t := range r.Topics {
+		g.calls[t.Topic]++
+		first[t.Topic] = g.calls[t.Topic] == 1
+		if t.Topic == "held" && first[t.Topic] {
+			close(g.arrived)
+		}
+	}
+	g.mu.Unlock()
+	out := make(chan protocol.Response, 1)
+	go func() {
+		resp := kmsg.NewPtrCreateTopicsResponse()
+		resp.SetVersion(r.Version)
+		for _, t := range r.Topics {
+			if t.Topic == "held" {
+				<-g.release
+			}
+			st := kmsg.NewCreateTopicsResponseTopic()
+			st.Topic = t.Topic
+			if !first[t.Topic] {
+				st.ErrorCode = kerr.TopicAlreadyExists.Code
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		out <- protocol.Response{Body: resp}
+	}()
+	return out
+}
+
+// TestChannelKeepsTheConnectionWhenAForwardedRequestTimesOut checks that a forwarded
+// request whose client gives up (its own timeout_ms) is abandoned without breaking
+// the connection to the active controller that other forwarded requests wait on:
+// breaking it failed them, and the channel sent them again — a CreateTopics then
+// answered TOPIC_ALREADY_EXISTS for the topic its first attempt created. Kafka's
+// ForwardingManager does not cancel a forwarded request when its client gives up;
+// the NetworkClient disconnects only when a request outlives the channel's own
+// request timeout.
+func TestChannelKeepsTheConnectionWhenAForwardedRequestTimesOut(t *testing.T) {
+	ctrl := &gatedController{arrived: make(chan struct{}), release: make(chan struct{}), calls: map[string]int{}}
+	srv, err := server.New(server.Config{
+		Listeners:  server.Listen("127.0.0.1:0"),
+		Handler:    ctrl,
+		Versions:   func(key int16) (int16, int16, bool) { return 0, 7, key == int16(kmsg.CreateTopics) },
+		NewRequest: func(key int16) kmsg.Request { return kmsg.RequestForKey(key) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+
+	ch := NewChannel(ChannelOptions{
+		NodeID:         2,
+		Voters:         map[int32]string{1: srv.Addrs()[0].String()},
+		Leader:         func() int32 { return 1 }, // node 1 stays the active controller
+		RequestTimeout: 100 * time.Millisecond,
+		RetryBackoff:   10 * time.Millisecond,
+	})
+	defer ch.Close()
+	createTopic := func(name string) *kmsg.CreateTopicsRequest {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.SetVersion(5)
+		topic := kmsg.NewCreateTopicsRequestTopic()
+		topic.Topic, topic.NumPartitions, topic.ReplicationFactor = name, 1, 1
+		req.Topics = append(req.Topics, topic)
+		return req
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	type result struct {
+		resp kmsg.Response
+		err  error
+	}
+	held := make(chan result, 1)
+	go func() {
+		r, err := ch.Send(ctx, createTopic("held"))
+		held <- result{r, err}
+	}()
+	select {
+	case <-ctrl.arrived:
+	case <-ctx.Done():
+		t.Fatal("the controller never received the CreateTopics")
+	}
+	// Another client's CreateTopics, with a short timeout, gives up while "held" is
+	// still being committed.
+	qctx, qcancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err = ch.Send(qctx, createTopic("quick"))
+	qcancel()
+	if err == nil {
+		t.Fatal("the short CreateTopics was answered before the one ahead of it on the connection")
+	}
+	close(ctrl.release)
+
+	res := <-held
+	if res.err != nil {
+		t.Fatalf("Send: %v", res.err)
+	}
+	got := res.resp.(*kmsg.CreateTopicsResponse).Topics[0]
+	ctrl.mu.Lock()
+	calls := ctrl.calls["held"]
+	ctrl.mu.Unlock()
+	if got.ErrorCode != 0 || calls != 1 {
+		t.Fatalf("CreateTopics answered %v after %d attempts; the first attempt created the topic", kerr.ErrorForCode(got.ErrorCode), calls)
+	}
+}

@@ -92,7 +92,19 @@ func (c *Conn) Addr() string { return c.addr }
 // version. If ctx ends first the connection is broken (a peer that does not answer
 // in time is presumed gone) and ctx's error returned.
 func (c *Conn) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	resp, _, err := c.request(ctx, req, nil)
+	resp, _, err := c.request(ctx, req, nil, nil)
+	return resp, err
+}
+
+// RequestAbandoning is Request for a request whose deadline (ctx) says nothing
+// about the peer's health — a client's own timeout on a request forwarded for it:
+// if ctx ends first the request is abandoned (its answer, when it comes, is read
+// and dropped) and the connection is kept for the other requests in flight on it,
+// as Kafka's NetworkClient keeps a connection until a request outlives its
+// request.timeout.ms. If gone is closed first the peer is presumed gone and the
+// connection broken, as Request does when ctx ends.
+func (c *Conn) RequestAbandoning(ctx context.Context, gone <-chan struct{}, req kmsg.Request) (kmsg.Response, error) {
+	resp, _, err := c.request(ctx, req, nil, gone)
 	return resp, err
 }
 
@@ -101,10 +113,12 @@ func (c *Conn) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, er
 // without a copy). The response is valid until release is called, which gives the
 // buffer back; release is nil when err is not.
 func (c *Conn) RequestPooled(ctx context.Context, req kmsg.Request, pool *bufpool.Pool) (resp kmsg.Response, release func(), err error) {
-	return c.request(ctx, req, pool)
+	return c.request(ctx, req, pool, nil)
 }
 
-func (c *Conn) request(ctx context.Context, req kmsg.Request, pool *bufpool.Pool) (kmsg.Response, func(), error) {
+// request sends req and waits for its answer. With gone nil, ctx ending breaks the
+// connection; else ctx ending abandons the request and gone closing breaks it.
+func (c *Conn) request(ctx context.Context, req kmsg.Request, pool *bufpool.Pool, gone <-chan struct{}) (kmsg.Response, func(), error) {
 	l, err := c.connect(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -126,9 +140,15 @@ func (c *Conn) request(ctx context.Context, req kmsg.Request, pool *bufpool.Pool
 		}
 		return r.resp, release, nil
 	case <-ctx.Done():
-		c.broke(l, fmt.Errorf("no response within the request's deadline: %w", ctx.Err()))
-		// The reader may still fill the buffer: it is not given back.
+		if gone == nil {
+			c.broke(l, fmt.Errorf("no response within the request's deadline: %w", ctx.Err()))
+		}
+		// Abandoned: the reader still takes the answer off the connection (call.done
+		// has room for it). It may fill the buffer: it is not given back.
 		return nil, nil, ctx.Err()
+	case <-gone:
+		c.broke(l, errors.New("no response before the peer was given up on"))
+		return nil, nil, fmt.Errorf("%w: %s: given up on", ErrBroken, c.addr)
 	}
 }
 
