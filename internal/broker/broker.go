@@ -113,6 +113,13 @@ type Broker struct {
 		m map[replica.Key]bool
 	}
 
+	// autoCreating holds the topics a Metadata request's auto-creation is creating
+	// (metadata.go): later requests do not send them to the controller again.
+	autoCreating struct {
+		sync.Mutex
+		m map[string]bool
+	}
+
 	// serving ends when the broker stops serving requests (StopServing): the waits of
 	// requests still in progress (for replicas, coordinators, the controller) end
 	// with it.

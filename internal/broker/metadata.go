@@ -9,13 +9,14 @@ package broker
 // requests to it. A null topic list means all topics
 // (v1+); an empty list means none, except in v0, where empty means all. A topic named
 // more than once is answered once, as Kafka answers the set of the topics named (each
-// mention would otherwise cost the topic's whole metadata again). Unknown topics are created when
-// auto.create.topics.enable is on and the request allows it (v4+; always before v4),
-// with num.partitions and default.replication.factor; creation commits through the
-// metadata quorum before the response is built, so the new topic is answered in full
-// rather than with LEADER_NOT_AVAILABLE. v13's top-level error code (KIP-1102:
-// REBOOTSTRAP_REQUIRED) is always 0, as on Kafka's brokers, which never ask a client
-// to rebootstrap through Metadata.
+// mention would otherwise cost the topic's whole metadata again). Unknown topics are
+// created when auto.create.topics.enable is on and the request allows it (v4+;
+// always before v4), with num.partitions and default.replication.factor. As Kafka's
+// brokers do (AutoTopicCreationManager), the creation is sent to the active
+// controller and not waited for: the topic is answered UNKNOWN_TOPIC_OR_PARTITION
+// until a later Metadata finds it, and a topic whose creation is in flight is not
+// sent again. v13's top-level error code (KIP-1102: REBOOTSTRAP_REQUIRED) is always
+// 0, as on Kafka's brokers, which never ask a client to rebootstrap through Metadata.
 //
 // With an authorizer, a topic the principal may not DESCRIBE is left out of an
 // all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named; auto-creation
@@ -52,7 +53,7 @@ func (b *Broker) handleMetadata(req *protocol.Request) <-chan protocol.Response 
 	img := b.image()
 
 	if r.Topics != nil && b.cfg.AutoCreateTopicsEnable && (r.Version < 4 || r.AllowAutoTopicCreation) {
-		img = b.autoCreate(img, b.creatable(req, img, r.Topics))
+		b.autoCreate(img, b.creatable(req, img, r.Topics))
 	}
 
 	for _, br := range img.Brokers() {
@@ -144,39 +145,59 @@ func (b *Broker) creatable(req *protocol.Request, img *metadata.Image, topics []
 	return out
 }
 
-// autoCreate creates the requested topics that do not exist yet (through the active
-// controller) and returns the image after creation.
-func (b *Broker) autoCreate(img *metadata.Image, topics []kmsg.MetadataRequestTopic) *metadata.Image {
+// autoCreate starts creating, through the active controller, the requested topics
+// that do not exist yet and are not being created already, and returns at once:
+// the topics are answered UNKNOWN_TOPIC_OR_PARTITION (they are not in img) until a
+// later Metadata finds them created, as Kafka's AutoTopicCreationManager answers
+// (it sends the CreateTopics without waiting for it, and a topic already in flight
+// is not sent again). Waiting for the creation here held the Metadata — and every
+// request after it on the client's connection — for as long as the controller took
+// to answer: 30 s when the controllers had no majority.
+func (b *Broker) autoCreate(img *metadata.Image, topics []kmsg.MetadataRequestTopic) {
 	var create []kmsg.CreateTopicsRequestTopic
+	b.autoCreating.Lock()
 	for _, rt := range topics {
 		if rt.Topic == nil {
 			continue
 		}
-		if _, ok := img.Topic(*rt.Topic); ok {
+		if _, ok := img.Topic(*rt.Topic); ok || b.autoCreating.m[*rt.Topic] {
 			continue
 		}
 		if controller.ValidateTopicName(*rt.Topic) != nil {
 			continue
 		}
+		if b.autoCreating.m == nil {
+			b.autoCreating.m = make(map[string]bool)
+		}
+		b.autoCreating.m[*rt.Topic] = true
 		create = append(create, newTopic(*rt.Topic, -1, -1, nil))
 	}
+	b.autoCreating.Unlock()
 	if len(create) == 0 {
-		return img
+		return
 	}
-	ctx, cancel := b.requestContext(0)
-	defer cancel()
-	results, err := b.createTopics(ctx, create)
-	if err != nil {
-		b.logger.Info("auto-create failed", "err", err)
-	}
-	for _, res := range results {
-		if res.ErrorCode != 0 && res.ErrorCode != kerr.TopicAlreadyExists.Code {
-			b.logger.Info("auto-create failed", "topic", res.Topic, "err", kerr.ErrorForCode(res.ErrorCode), "message", res.ErrorMessage)
-		} else if res.ErrorCode == 0 {
-			b.logger.Info("auto-created topic", "topic", res.Topic, "partitions", res.NumPartitions)
+	go func() {
+		defer func() {
+			b.autoCreating.Lock()
+			for _, t := range create {
+				delete(b.autoCreating.m, t.Topic)
+			}
+			b.autoCreating.Unlock()
+		}()
+		ctx, cancel := b.requestContext(0)
+		defer cancel()
+		results, err := b.createTopics(ctx, create)
+		if err != nil {
+			b.logger.Info("auto-create failed", "err", err)
 		}
-	}
-	return b.image()
+		for _, res := range results {
+			if res.ErrorCode != 0 && res.ErrorCode != kerr.TopicAlreadyExists.Code {
+				b.logger.Info("auto-create failed", "topic", res.Topic, "err", kerr.ErrorForCode(res.ErrorCode), "message", res.ErrorMessage)
+			} else if res.ErrorCode == 0 {
+				b.logger.Info("auto-created topic", "topic", res.Topic, "partitions", res.NumPartitions)
+			}
+		}
+	}()
 }
 
 // topicMetadata describes a topic as the image has it, with the replicas on brokers
