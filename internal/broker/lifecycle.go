@@ -118,11 +118,7 @@ func (b *Broker) heartbeatLoop(ctx context.Context, epoch int64) {
 	timeout := time.Duration(b.cfg.ControllerQuorumRequestTimeoutMs) * time.Millisecond
 	failing := false
 	for {
-		req := kmsg.NewPtrBrokerHeartbeatRequest()
-		req.SetVersion(1)
-		req.BrokerID, req.BrokerEpoch = b.nodeID, epoch
-		req.CurrentMetadataOffset = b.meta.Image().Offset()
-		req.WantShutdown = l.wantShutdown.Load()
+		req := b.heartbeatRequest(epoch)
 		hctx, cancel := context.WithTimeout(ctx, timeout)
 		r, err := b.channel.Send(hctx, req)
 		cancel()
@@ -167,6 +163,27 @@ func (b *Broker) heartbeatLoop(ctx context.Context, epoch int64) {
 			stop()
 		}
 	}
+}
+
+// heartbeatRequest is the next heartbeat of broker epoch epoch. Its metadata
+// offset is that of the image this node has acted on (reconcile opened, led and
+// followed its partitions), not the latest one published, as Kafka's broker reports
+// the metadata loader's last applied offset, which the loader advances only once
+// its publishers (the replica manager among them) have run
+// (MetadataLoader.maybePublishMetadata): the controller unfences a broker, and lets
+// a broker in controlled shutdown go, on the strength of that offset — the new
+// leaders must lead before the old one leaves.
+func (b *Broker) heartbeatRequest(epoch int64) *kmsg.BrokerHeartbeatRequest {
+	req := kmsg.NewPtrBrokerHeartbeatRequest()
+	req.SetVersion(1)
+	req.BrokerID, req.BrokerEpoch = b.nodeID, epoch
+	img := b.acted.Load()
+	if img == nil {
+		img = b.meta.Image()
+	}
+	req.CurrentMetadataOffset = img.Offset()
+	req.WantShutdown = b.lifecycle.wantShutdown.Load()
+	return req
 }
 
 // pokeHeartbeat has the heartbeat loop send its next heartbeat now.
