@@ -236,8 +236,9 @@ func notController(resp kmsg.Response) bool {
 	// NOT_CONTROLLER anywhere means none of it was done, or it may not have been,
 	// and the other items, invalid ones, are answered the same on any controller),
 	// and for those whose items apply the same twice. Kafka retries any forwarded
-	// answer holding NOT_CONTROLLER; topic creations and deletions, one proposal
-	// per topic and not to be done twice, are retried only when all say it (all).
+	// answer holding NOT_CONTROLLER. Topic creations and deletions are one proposal
+	// per request (as Kafka's atomicOf); partition creations, one proposal per
+	// topic and not to be done twice, are retried only when all say it (all).
 	anyOf := func(n int, code func(i int) int16) bool {
 		for i := range n {
 			if code(i) == nc {
@@ -259,9 +260,9 @@ func notController(resp kmsg.Response) bool {
 	}
 	switch r := resp.(type) {
 	case *kmsg.CreateTopicsResponse:
-		return all(len(r.Topics), func(i int) int16 { return r.Topics[i].ErrorCode })
+		return anyOf(len(r.Topics), func(i int) int16 { return r.Topics[i].ErrorCode })
 	case *kmsg.DeleteTopicsResponse:
-		return all(len(r.Topics), func(i int) int16 { return r.Topics[i].ErrorCode })
+		return anyOf(len(r.Topics), func(i int) int16 { return r.Topics[i].ErrorCode })
 	case *kmsg.CreatePartitionsResponse:
 		return all(len(r.Topics), func(i int) int16 { return r.Topics[i].ErrorCode })
 	case *kmsg.AlterConfigsResponse:

@@ -577,3 +577,46 @@ func TestSingleNodeKeepsLeadershipAcrossElectionTimeouts(t *testing.T) {
 		t.Fatal(r[0].Err)
 	}
 }
+
+// TestCreateTopicsCommitsTheRequestInOneEntry: the topics one CreateTopics creates
+// (or one DeleteTopics deletes) go in one metadata log entry, committed or lost
+// together, as Kafka's ReplicationControlManager.createTopics (and deleteTopics)
+// returns ControllerResult.atomicOf. One
+// entry per topic let a leadership move in the middle commit some and answer the
+// others NOT_CONTROLLER; the Java admin client and franz-go then send the whole
+// request again and are answered TOPIC_ALREADY_EXISTS for topics they created.
+func TestCreateTopicsCommitsTheRequestInOneEntry(t *testing.T) {
+	c := startSingle(t, t.TempDir(), 1)
+	before := c.Image().Offset()
+	res := c.CreateTopics(ctx(t), []CreateTopic{
+		{Name: "one", NumPartitions: 1, ReplicationFactor: 1},
+		{Name: "bad/name", NumPartitions: 1, ReplicationFactor: 1},
+		{Name: "two", NumPartitions: 2, ReplicationFactor: 1},
+		{Name: "three", NumPartitions: 3, ReplicationFactor: 1},
+	}, false)
+	for _, r := range res {
+		if (r.Err != nil) != (r.Name == "bad/name") {
+			t.Fatalf("%s: %v", r.Name, r.Err)
+		}
+	}
+	img := c.Image()
+	for _, name := range []string{"one", "two", "three"} {
+		if _, ok := img.Topic(name); !ok {
+			t.Fatalf("topic %s not created", name)
+		}
+	}
+	if entries := img.Offset() - before; entries != 1 {
+		t.Fatalf("the request's topics took %d metadata log entries, want 1", entries)
+	}
+
+	// DeleteTopics likewise (ReplicationControlManager.deleteTopics: atomicOf).
+	before = img.Offset()
+	for _, r := range c.DeleteTopics(ctx(t), []string{"one", "two", "three"}, nil) {
+		if r.Err != nil {
+			t.Fatalf("delete %s: %v", r.Name, r.Err)
+		}
+	}
+	if entries := c.Image().Offset() - before; entries != 1 {
+		t.Fatalf("deleting the request's topics took %d metadata log entries, want 1", entries)
+	}
+}

@@ -123,14 +123,21 @@ func (c *Controller) createTopics(ctx context.Context, topics []CreateTopic, val
 	// Names accepted so far in this call, by their normalized form, so that two of
 	// them cannot collide.
 	accepted := map[string]string{}
-	var batches [][]metadata.Record
-	var batchOf []int // result index of each batch
+	// The topics go in one entry, committed or lost together, as Kafka's
+	// ReplicationControlManager.createTopics returns ControllerResult.atomicOf: a
+	// leadership move in the middle must not leave some created and others answered
+	// NOT_CONTROLLER, for a client then sends them all again (Kafka's admin client
+	// and franz-go retry the whole request on NOT_CONTROLLER) and is answered
+	// TOPIC_ALREADY_EXISTS for the ones it created. maxNewPartitions bounds the
+	// entry.
+	var recs []metadata.Record
+	var created []int // result indexes of the topics in the entry
 	for i, t := range topics {
 		if count[t.Name] > 1 {
 			results[i] = errorResult(t.Name, fmt.Errorf("%w: topic %q appears more than once in the request", ErrInvalidRequest, t.Name))
 			continue
 		}
-		recs, res := c.planTopic(img, t, accepted)
+		trecs, res := c.planTopic(img, t, accepted)
 		results[i] = res
 		if res.Err != nil {
 			continue
@@ -140,15 +147,14 @@ func (c *Controller) createTopics(ctx context.Context, topics []CreateTopic, val
 			results[i].ID = metadata.TopicID{}
 			continue
 		}
-		batches = append(batches, recs)
-		batchOf = append(batchOf, i)
+		recs = append(recs, trecs...)
+		created = append(created, i)
 	}
-	if len(batches) == 0 {
+	if len(created) == 0 {
 		return results
 	}
-	errs := c.proposeAll(ctx, batches)
-	for j, err := range errs {
-		i := batchOf[j]
+	err := c.propose(ctx, recs)
+	for _, i := range created {
 		if err != nil {
 			results[i] = errorResult(results[i].Name, err)
 			continue
@@ -368,8 +374,10 @@ func (c *Controller) deleteTopics(ctx context.Context, names []string, ids []met
 		}
 		targets = append(targets, tg)
 	}
-	var batches [][]metadata.Record
-	var batchOf []int
+	// One entry for the request, as for CreateTopics: Kafka's
+	// ReplicationControlManager.deleteTopics returns ControllerResult.atomicOf.
+	var recs []metadata.Record
+	var removed []int // target indexes of the topics in the entry
 	for i := range targets {
 		tg := &targets[i]
 		switch {
@@ -380,13 +388,14 @@ func (c *Controller) deleteTopics(ctx context.Context, names []string, ids []met
 		case leaderErr != nil:
 			tg.res.Err = leaderErr
 		default:
-			batches = append(batches, []metadata.Record{metadata.RemoveTopicRecord{ID: tg.topic.ID}})
-			batchOf = append(batchOf, i)
+			recs = append(recs, metadata.RemoveTopicRecord{ID: tg.topic.ID})
+			removed = append(removed, i)
 		}
 	}
-	if len(batches) > 0 {
-		for j, err := range c.proposeAll(ctx, batches) {
-			tg := &targets[batchOf[j]]
+	if len(recs) > 0 {
+		err := c.propose(ctx, recs)
+		for _, i := range removed {
+			tg := &targets[i]
 			tg.res.Err = err
 			if err == nil {
 				c.logger.Info("deleted topic", "topic", tg.topic.Name, "topic_id", tg.topic.ID.String())
