@@ -240,11 +240,12 @@ func TestTransactionStateCompactionRestart(t *testing.T) {
 // (a state write each) and dies holding the rest; __share_group_state rolls segments
 // of share.coordinator.state.topic.segment.bytes (as Kafka creates it), so the
 // cleaner compacts it, and a restart (kill -9) redelivers exactly the records not
-// accepted.
+// accepted. The segments hold one state write each, so that once the writes stop
+// the active segment (never cleaned) holds no more than the last one.
 func TestShareGroupStateCompactionRestart(t *testing.T) {
 	t.Parallel()
 	b := testutil.StartBroker(t, append(compactingInternalTopics,
-		"share.coordinator.state.topic.segment.bytes=2048",
+		"share.coordinator.state.topic.segment.bytes=256",
 		"share.coordinator.state.topic.num.partitions=1",
 		"group.share.min.heartbeat.interval.ms=1000", "group.share.heartbeat.interval.ms=1000")...)
 	adm := newAdmin(t, b)
