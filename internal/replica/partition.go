@@ -320,8 +320,17 @@ func (p *Partition) HighWatermark() int64 { return p.highWatermark.Load() }
 // LastStableOffset returns the offset below which every transaction is decided: the
 // smaller of the high watermark and the first offset of the oldest transaction that
 // is open or whose marker the high watermark has not passed yet. read_committed
-// consumers read up to it.
-func (p *Partition) LastStableOffset() int64 { return p.lastStable.Load() }
+// consumers read up to it. Like Kafka (UnifiedLog.maybeIncrementFirstUnstableOffset)
+// it is never below the log start offset: DeleteRecords or retention may remove the
+// start of a transaction still open, and an offset below the log start is one no
+// consumer can fetch.
+func (p *Partition) LastStableOffset() int64 {
+	lso := p.lastStable.Load()
+	if hw := p.highWatermark.Load(); lso < hw {
+		lso = min(hw, max(lso, p.Log.LogStartOffset()))
+	}
+	return lso
+}
 
 // refreshLastStable recomputes the last stable offset after the high watermark moved
 // (it changes only then: a transaction starts above the high watermark and its marker

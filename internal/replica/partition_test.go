@@ -149,3 +149,26 @@ func TestLastStableOffset(t *testing.T) {
 	follow(7)
 	expect(7, 7)
 }
+
+// TestLastStableOffsetNotBelowLogStart: DeleteRecords past the first offset of an
+// open transaction leaves the last stable offset at the log start, not below it, as
+// Kafka's UnifiedLog.maybeIncrementFirstUnstableOffset clamps the first unstable
+// offset to the log start offset.
+func TestLastStableOffsetNotBelowLogStart(t *testing.T) {
+	p := newTestPartition(t)
+	for _, b := range [][]byte{txnBatch(t, 7, 0, 3, false), batch(t, 2)} { // 0-2 open, 3-4
+		if _, err := p.AppendAsLeader(b, false, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.HighWatermark() != 5 || p.LastStableOffset() != 0 {
+		t.Fatalf("high watermark %d, last stable offset %d; want 5, 0", p.HighWatermark(), p.LastStableOffset())
+	}
+	if _, err := p.Log.DeleteRecordsBefore(4); err != nil {
+		t.Fatal(err)
+	}
+	p.LogStartMoved()
+	if got := p.LastStableOffset(); got != 4 {
+		t.Fatalf("last stable offset %d after the log start moved to 4, want 4", got)
+	}
+}
