@@ -502,6 +502,23 @@ func TestListAndDescribe(t *testing.T) {
 	}
 }
 
+// TestListDurationFilterIsStrict: ListTransactions' duration filter (KIP-994) keeps
+// the transactions running longer than it, not those running exactly that long
+// (Kafka's TransactionStateManager.listTransactionStates drops now - start <= filter).
+func TestListDurationFilterIsStrict(t *testing.T) {
+	h := newHarness(t)
+	a := h.mustInit("alpha")
+	h.add("alpha", a, false, tp("t", 0))
+	h.clock.Advance(500 * time.Millisecond)
+	if got, _ := h.c.List(ListFilter{MinDuration: 500 * time.Millisecond}); len(got) != 0 {
+		t.Fatalf("a transaction open for exactly the filter's 500ms is listed: %+v", got)
+	}
+	h.clock.Advance(time.Millisecond)
+	if got, _ := h.c.List(ListFilter{MinDuration: 500 * time.Millisecond}); len(got) != 1 {
+		t.Fatalf("a transaction open for 501ms is not listed: %+v", got)
+	}
+}
+
 // TestConcurrentAdds: adds to one transaction may follow one another while the first
 // is being written.
 func TestConcurrentAdds(t *testing.T) {

@@ -397,8 +397,8 @@ func (c *Coordinator) Describe(id string) (Metadata, int16) {
 }
 
 // ListFilter selects transactions (ListTransactions): empty lists match everything,
-// MinDuration < 0 every transaction (else those running at least that long), a nil
-// Pattern every id.
+// MinDuration < 0 every transaction (else the Ongoing ones running longer than that,
+// in milliseconds, as Kafka compares them), a nil Pattern every id.
 type ListFilter struct {
 	States      []State
 	ProducerIDs []int64
@@ -426,7 +426,7 @@ func (c *Coordinator) List(f ListFilter) ([]Metadata, int16) {
 			case m.Epoch < 0:
 			case len(f.States) > 0 && !slices.Contains(f.States, m.State):
 			case len(f.ProducerIDs) > 0 && !slices.Contains(f.ProducerIDs, m.ProducerID):
-			case f.MinDuration >= 0 && (m.State != StateOngoing || now.Sub(m.Started) < f.MinDuration):
+			case f.MinDuration >= 0 && (m.State != StateOngoing || now.UnixMilli()-m.Started.UnixMilli() <= f.MinDuration.Milliseconds()):
 			case f.Pattern != nil && !f.Pattern.MatchString(m.TransactionalID):
 			default:
 				out = append(out, m.clone())
