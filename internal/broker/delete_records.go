@@ -126,18 +126,14 @@ func (b *Broker) waitLowWatermarks(resp *kmsg.DeleteRecordsResponse, pending []p
 		}
 		select {
 		case <-wake:
+			continue
 		case <-expired:
-			for _, pd := range pending {
-				pd.p.StopWaiting(wake)
-				resp.Topics[pd.topic].Partitions[pd.index].ErrorCode = kerr.RequestTimedOut.Code
-			}
-			return
 		case <-b.serving.Done():
-			for _, pd := range pending {
-				pd.p.StopWaiting(wake)
-				resp.Topics[pd.topic].Partitions[pd.index].ErrorCode = kerr.RequestTimedOut.Code
-			}
-			return
 		}
+		for _, pd := range pending {
+			pd.p.StopWaiting(wake)
+			resp.Topics[pd.topic].Partitions[pd.index].ErrorCode = kerr.RequestTimedOut.Code
+		}
+		return
 	}
 }

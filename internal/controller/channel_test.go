@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -234,25 +235,10 @@ func (s *slowController) Handle(req *protocol.Request) <-chan protocol.Response 
 // controller.quorum.request.timeout.ms, for an answer.
 func TestChannelWaitsForTheActiveControllerPastTheRequestTimeout(t *testing.T) {
 	ctrl := &slowController{created: map[string]bool{}, delay: 600 * time.Millisecond}
-	srv, err := server.New(server.Config{
-		Listeners: server.Listen("127.0.0.1:0"),
-		Handler:   ctrl,
-		Versions: func(key int16) (int16, int16, bool) {
-			return 0, 7, key == int16(kmsg.CreateTopics) || key == int16(kmsg.BrokerHeartbeat)
-		},
-		NewRequest: func(key int16) kmsg.Request { return kmsg.RequestForKey(key) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-
+	addr := serveFakeController(t, ctrl, kmsg.CreateTopics, kmsg.BrokerHeartbeat)
 	ch := NewChannel(ChannelOptions{
 		NodeID:         2,
-		Voters:         map[int32]string{1: srv.Addrs()[0].String()},
+		Voters:         map[int32]string{1: addr},
 		Leader:         func() int32 { return 1 }, // node 1 stays the active controller
 		RequestTimeout: 150 * time.Millisecond,
 		RetryBackoff:   10 * time.Millisecond,
@@ -354,23 +340,10 @@ func (g *gatedController) Handle(req *protocol.Request) <-chan protocol.Response
 // request timeout.
 func TestChannelKeepsTheConnectionWhenAForwardedRequestTimesOut(t *testing.T) {
 	ctrl := &gatedController{arrived: make(chan struct{}), release: make(chan struct{}), calls: map[string]int{}}
-	srv, err := server.New(server.Config{
-		Listeners:  server.Listen("127.0.0.1:0"),
-		Handler:    ctrl,
-		Versions:   func(key int16) (int16, int16, bool) { return 0, 7, key == int16(kmsg.CreateTopics) },
-		NewRequest: func(key int16) kmsg.Request { return kmsg.RequestForKey(key) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-
+	addr := serveFakeController(t, ctrl, kmsg.CreateTopics)
 	ch := NewChannel(ChannelOptions{
 		NodeID:         2,
-		Voters:         map[int32]string{1: srv.Addrs()[0].String()},
+		Voters:         map[int32]string{1: addr},
 		Leader:         func() int32 { return 1 }, // node 1 stays the active controller
 		RequestTimeout: 100 * time.Millisecond,
 		RetryBackoff:   10 * time.Millisecond,
@@ -404,7 +377,7 @@ func TestChannelKeepsTheConnectionWhenAForwardedRequestTimesOut(t *testing.T) {
 	// Another client's CreateTopics, with a short timeout, gives up while "held" is
 	// still being committed.
 	qctx, qcancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	_, err = ch.Send(qctx, createTopic("quick"))
+	_, err := ch.Send(qctx, createTopic("quick"))
 	qcancel()
 	if err == nil {
 		t.Fatal("the short CreateTopics was answered before the one ahead of it on the connection")
@@ -422,4 +395,26 @@ func TestChannelKeepsTheConnectionWhenAForwardedRequestTimesOut(t *testing.T) {
 	if got.ErrorCode != 0 || calls != 1 {
 		t.Fatalf("CreateTopics answered %v after %d attempts; the first attempt created the topic", kerr.ErrorForCode(got.ErrorCode), calls)
 	}
+}
+
+// serveFakeController serves h on a loopback port for the request keys given (versions
+// 0–7) until the test ends, and returns its address.
+func serveFakeController(t *testing.T, h protocol.Handler, keys ...kmsg.Key) string {
+	t.Helper()
+	srv, err := server.New(server.Config{
+		Listeners: server.Listen("127.0.0.1:0"),
+		Handler:   h,
+		Versions: func(key int16) (int16, int16, bool) {
+			return 0, 7, slices.Contains(keys, kmsg.Key(key))
+		},
+		NewRequest: func(key int16) kmsg.Request { return kmsg.RequestForKey(key) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv.Addrs()[0].String()
 }

@@ -24,15 +24,7 @@ import (
 func TestCreateTopicsBeforeTopicIDsThroughAnotherBroker(t *testing.T) {
 	t.Parallel()
 	c := testutil.StartCluster(t, testutil.ClusterOptions{})
-	first := c.Nodes()[0]
-	leader := activeController(t, newNodeClient(t, first.Addr))
-	var via *testutil.Node
-	for _, n := range c.Nodes() {
-		if n.ID != leader {
-			via = n
-			break
-		}
-	}
+	via := notTheActiveController(t, c)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(via.Addr), kgo.MaxVersions(kversion.V2_4_0()))
 	if err != nil {
 		t.Fatal(err)
@@ -40,15 +32,13 @@ func TestCreateTopicsBeforeTopicIDsThroughAnotherBroker(t *testing.T) {
 	t.Cleanup(cl.Close)
 
 	req := kmsg.NewPtrCreateTopicsRequest()
-	req.TimeoutMillis = 20_000
+	req.TimeoutMillis = 600_000 // a broker waiting it out never answers within the 30 s below
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "old-client", 3, 3
 	req.Topics = append(req.Topics, rt)
-	start := time.Now()
 	r, err := cl.Broker(int(via.ID)).Request(ctxT(t, 30*time.Second), req)
-	took := time.Since(start)
 	if err != nil {
-		t.Fatalf("CreateTopics through node %d: %v", via.ID, err)
+		t.Fatalf("CreateTopics v5 through node %d: %v (did the broker wait out timeout_ms though the topic was created?)", via.ID, err)
 	}
 	resp := r.(*kmsg.CreateTopicsResponse)
 	if resp.Version != 5 {
@@ -57,11 +47,6 @@ func TestCreateTopicsBeforeTopicIDsThroughAnotherBroker(t *testing.T) {
 	if st := resp.Topics[0]; st.ErrorCode != 0 {
 		t.Fatalf("CreateTopics: %v %v", kerr.ErrorForCode(st.ErrorCode), deref(st.ErrorMessage))
 	}
-	if took > 10*time.Second {
-		t.Fatalf("CreateTopics v5 through node %d (active controller %d) answered after %v: the broker waited out timeout_ms (20 s) though the topic was created",
-			via.ID, leader, took.Round(time.Millisecond))
-	}
-	t.Logf("CreateTopics v5 through node %d answered in %v", via.ID, took.Round(time.Millisecond))
 }
 
 // TestCreatedTopicIsUsableAtOnceThroughTheBrokerAsked: a broker that is not the active
@@ -73,15 +58,7 @@ func TestCreateTopicsBeforeTopicIDsThroughAnotherBroker(t *testing.T) {
 func TestCreatedTopicIsUsableAtOnceThroughTheBrokerAsked(t *testing.T) {
 	t.Parallel()
 	c := testutil.StartCluster(t, testutil.ClusterOptions{})
-	first := c.Nodes()[0]
-	leader := activeController(t, newNodeClient(t, first.Addr))
-	var via *testutil.Node
-	for _, n := range c.Nodes() {
-		if n.ID != leader {
-			via = n
-			break
-		}
-	}
+	via := notTheActiveController(t, c)
 	cl := newNodeClient(t, via.Addr)
 	const partitions = 20
 	produce := func(topic string, id [16]byte, partition int32) int16 {

@@ -195,6 +195,19 @@ func activeController(t testing.TB, c *nodeClient) int32 {
 	return leader
 }
 
+// notTheActiveController returns a node of c that is not the active controller.
+func notTheActiveController(t testing.TB, c *testutil.Cluster) *testutil.Node {
+	t.Helper()
+	leader := activeController(t, newNodeClient(t, c.Nodes()[0].Addr))
+	for _, n := range c.Nodes() {
+		if n.ID != leader {
+			return n
+		}
+	}
+	t.Fatalf("every node is the active controller %d", leader)
+	return nil
+}
+
 // liveBrokers returns the broker ids in a Metadata answer (the unfenced ones).
 func liveBrokers(md *kmsg.MetadataResponse) []int32 {
 	var out []int32
