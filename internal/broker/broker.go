@@ -523,6 +523,9 @@ func (b *Broker) ConnClosed(connID uint64) { b.endShareSessions(connID) }
 // serve runs a request's handler, behind its authorization hook when there is an
 // authorizer (api_auth.go).
 func (b *Broker) serve(fn handlerFunc, req *protocol.Request) <-chan protocol.Response {
+	if out, ok := b.protocolDisabled(req); ok {
+		return out
+	}
 	if b.authz != nil {
 		if hook, ok := authHooks[req.Key]; ok {
 			return b.handleAuthorized(hook, fn, req)

@@ -11,6 +11,9 @@ package broker
 // resolved regex. The assignors see topics by id, partition counts
 // and the racks of each partition's replicas (broker.rack), for rack-aware placement.
 //
+// When group.coordinator.rebalance.protocols leaves out consumer, this API and
+// ConsumerGroupDescribe answer UNSUPPORTED_VERSION (rebalance_protocols.go).
+//
 // Differences from Kafka: classic-protocol members cannot join a non-empty consumer
 // group (nor the other way round); an empty group changes protocol when
 // group.consumer.migration.policy allows. Per-group configs (consumer.session.timeout.ms

@@ -200,6 +200,10 @@ type Broker struct {
 	GroupConsumerAssignors              []string // group.consumer.assignors: "uniform", "range"
 	GroupConsumerMigrationPolicy        string   // group.consumer.migration.policy
 
+	// GroupCoordinatorRebalanceProtocols: group.coordinator.rebalance.protocols, the
+	// group protocols served (classic always; consumer, share, streams).
+	GroupCoordinatorRebalanceProtocols []string
+
 	GroupShareSessionTimeoutMs        int32 // group.share.session.timeout.ms
 	GroupShareMinSessionTimeoutMs     int32 // group.share.min.session.timeout.ms
 	GroupShareMaxSessionTimeoutMs     int32 // group.share.max.session.timeout.ms
@@ -453,6 +457,12 @@ func (b *Broker) QuorumVoters() (map[int32]string, error) {
 	return v, nil
 }
 
+// ConsumerProtocolEnabled reports whether group.coordinator.rebalance.protocols
+// lists consumer: the KIP-848 consumer group protocol is served.
+func (b *Broker) ConsumerProtocolEnabled() bool {
+	return contains(b.GroupCoordinatorRebalanceProtocols, "consumer")
+}
+
 // HasRole reports whether process.roles contains role ("broker" or "controller").
 func (b *Broker) HasRole(role string) bool { return contains(b.ProcessRoles, role) }
 
@@ -504,6 +514,10 @@ func (b *Broker) crossChecks() []error {
 	}
 	if dup := firstDuplicate(b.LogDirs); dup != "" {
 		add(conflict("log.dirs names %q twice", dup))
+	}
+	if !contains(b.GroupCoordinatorRebalanceProtocols, "classic") {
+		add(conflict("group.coordinator.rebalance.protocols=%q leaves out classic, which cannot be disabled (as in Kafka)",
+			strings.Join(b.GroupCoordinatorRebalanceProtocols, ",")))
 	}
 
 	names := map[string]bool{}

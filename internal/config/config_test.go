@@ -71,6 +71,7 @@ func TestDefaultsMatchKafka(t *testing.T) {
 		"GroupConsumerMaxSize":                        int32(math.MaxInt32),
 		"GroupConsumerAssignors":                      []string{"uniform", "range"},
 		"GroupConsumerMigrationPolicy":                "bidirectional",
+		"GroupCoordinatorRebalanceProtocols":          []string{"classic", "consumer", "streams"},
 		"MaxIncrementalFetchSessionCacheSlots":        int32(1000),
 		"GroupShareSessionTimeoutMs":                  int32(45000),
 		"GroupShareMinSessionTimeoutMs":               int32(45000),
@@ -632,5 +633,38 @@ func TestReplicaSelectorClass(t *testing.T) {
 	_, err := Load("", []string{"replica.selector.class=com.example.MySelector"})
 	if err == nil || !strings.Contains(err.Error(), "replica.selector.class") || !strings.Contains(err.Error(), RackAwareReplicaSelector) {
 		t.Fatalf("a custom selector class: %v, want a refusal naming the property and the supported classes", err)
+	}
+}
+
+// group.coordinator.rebalance.protocols: Kafka's values are accepted, classic cannot
+// be left out, and leaving consumer out turns the consumer protocol off.
+func TestRebalanceProtocols(t *testing.T) {
+	b, err := Load("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.ConsumerProtocolEnabled() || strings.Join(b.GroupCoordinatorRebalanceProtocols, ",") != "classic,consumer,streams" {
+		t.Errorf("default = %v, want classic,consumer,streams with consumer on", b.GroupCoordinatorRebalanceProtocols)
+	}
+	for _, v := range []string{"classic", "classic,share", "classic,consumer,share,streams"} {
+		b, err := Load("", []string{"group.coordinator.rebalance.protocols=" + v})
+		if err != nil {
+			t.Errorf("%s: %v", v, err)
+			continue
+		}
+		if got, want := b.ConsumerProtocolEnabled(), strings.Contains(v, "consumer"); got != want {
+			t.Errorf("%s: ConsumerProtocolEnabled = %v, want %v", v, got, want)
+		}
+	}
+	for v, sentinel := range map[string]error{
+		"consumer":       ErrInvalidConfig,
+		"consumer,share": ErrInvalidConfig,
+		"classic,eager":  ErrInvalidValue,
+		"":               ErrInvalidValue,
+	} {
+		_, err := Load("", []string{"group.coordinator.rebalance.protocols=" + v})
+		if !errors.Is(err, sentinel) || !strings.Contains(err.Error(), "group.coordinator.rebalance.protocols") {
+			t.Errorf("%q: err = %v, want %v naming the property", v, err, sentinel)
+		}
 	}
 }

@@ -178,7 +178,9 @@ var (
 		}
 		return nil
 	}}
-	migrationPolicies = enum{values: []string{"bidirectional", "upgrade", "downgrade", "disabled"}}
+	// rebalanceProtocols are Kafka's group types; classic must be among them (crossChecks).
+	rebalanceProtocols = list{values: []string{"classic", "consumer", "share", "streams"}, nonEmpty: true}
+	migrationPolicies  = enum{values: []string{"bidirectional", "upgrade", "downgrade", "disabled"}}
 )
 
 const maxLong = "9223372036854775807"
@@ -555,6 +557,12 @@ var coreProperties = []property{
 		doc:  "Whether a group may change between the classic and the consumer protocol: bidirectional, upgrade (classic to consumer), downgrade or disabled.",
 		note: "Samsa converts a group only once it is empty (its committed offsets stay); Kafka also migrates a non-empty group member by member."}.
 		bind(str(func(b *Broker) *string { return &b.GroupConsumerMigrationPolicy })),
+	property{name: "group.coordinator.rebalance.protocols", spec: rebalanceProtocols, def: "classic,consumer,streams",
+		doc: "Group protocols the coordinator serves. classic cannot be left out. Without consumer, ConsumerGroupHeartbeat and ConsumerGroupDescribe " +
+			"answer UNSUPPORTED_VERSION (still listed by ApiVersions, as in Kafka), so a KIP-848 client falls back to the classic protocol or fails as it does against Kafka.",
+		note: "Kafka 4.2's default. share is accepted and changes nothing: share groups are served whether it is listed or not, as Kafka 4.1 and later gate them on the share.version feature instead. " +
+			"streams is accepted; Samsa serves no streams group APIs (KIP-1071) either way."}.
+		bind(strs(func(b *Broker) *[]string { return &b.GroupCoordinatorRebalanceProtocols })),
 
 	// Transactions.
 	property{name: "transactional.id.expiration.ms", spec: atLeast(TypeInt, 1), def: "604800000",
