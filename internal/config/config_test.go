@@ -668,3 +668,51 @@ func TestRebalanceProtocols(t *testing.T) {
 		}
 	}
 }
+
+// Kafka 4 coordinator and buffer properties that change nothing in Samsa load at
+// Kafka's defaults and are reported as ignored; the ones guarding data or access
+// that Samsa cannot honour are refused, each with what Samsa does instead.
+func TestKafka4PropertiesAcceptedOrRefused(t *testing.T) {
+	accepted := []string{
+		"group.coordinator.threads=4", "group.coordinator.append.linger.ms=5",
+		"offsets.load.buffer.size=5242880", "offsets.topic.compression.codec=0",
+		"transaction.state.log.load.buffer.size=5242880", "share.coordinator.threads=1",
+		"share.coordinator.load.buffer.size=5242880", "share.coordinator.append.linger.ms=10",
+		"share.coordinator.state.topic.compression.codec=0", "socket.listen.backlog.size=50",
+		"fetch.purgatory.purge.interval.requests=1000", "producer.purgatory.purge.interval.requests=1000",
+		"delete.records.purgatory.purge.interval.requests=1", "eligible.leader.replicas.enable=false",
+	}
+	b, err := Load("", accepted)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	for _, kv := range accepted {
+		name, value, _ := strings.Cut(kv, "=")
+		if p := brokerIndex[name]; p == nil || !p.ignored {
+			t.Errorf("%s is not an ignored property", name)
+		}
+		if b.Raw[name] != value {
+			t.Errorf("Raw[%s] = %q, want %q", name, b.Raw[name], value)
+		}
+	}
+
+	refused := map[string]struct {
+		sentinel error
+		why      string
+	}{
+		"eligible.leader.replicas.enable=true": {ErrInvalidValue, "elects leaders from the ISR only"},
+		"create.topic.policy.class.name=x.Y":   {ErrUnsupported, "ACLs"},
+		"alter.config.policy.class.name=x.Y":   {ErrUnsupported, "ACLs"},
+		"delegation.token.secret.key=s3cret":   {ErrUnsupported, "SCRAM"},
+		"delegation.token.master.key=s3cret":   {ErrUnsupported, "SCRAM"},
+		"offsets.topic.compression.codec=9":    {ErrInvalidValue, "offsets.topic.compression.codec"},
+		"group.coordinator.threads=0":          {ErrInvalidValue, "group.coordinator.threads"},
+	}
+	for kv, want := range refused {
+		_, err := Load("", []string{kv})
+		name, _, _ := strings.Cut(kv, "=")
+		if !errors.Is(err, want.sentinel) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), want.why) {
+			t.Errorf("%s: err = %v, want %v naming it and saying %q", kv, err, want.sentinel, want.why)
+		}
+	}
+}

@@ -74,6 +74,8 @@ func Load(path string, overrides []string) (*Broker, error) {
 			b.Security.ListenerOverrides[listener][prop] = strings.TrimSpace(value)
 		case name == "":
 			errs = append(errs, fmt.Errorf("%w: a line sets %q without a property name", ErrUnknownProperty, value))
+		case unsupportedProperties[name] != "":
+			errs = append(errs, fmt.Errorf("%w: %s: %s", ErrUnsupported, name, unsupportedProperties[name]))
 		case strings.HasPrefix(name, "zookeeper."):
 			errs = append(errs, fmt.Errorf("%w: %s: Samsa runs in KRaft mode only; remove ZooKeeper settings and use process.roles and controller.quorum.voters", ErrUnsupported, name))
 		case IsTopicConfig(name):
@@ -91,6 +93,16 @@ func Load(path string, overrides []string) (*Broker, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// unsupportedProperties are Kafka properties that guard data or access and that
+// Samsa cannot honour: ignoring one would leave the operator believing a protection
+// holds, so each is refused with what Samsa does instead.
+var unsupportedProperties = map[string]string{
+	"create.topic.policy.class.name": "Samsa runs no topic policy plugins; limit who creates topics with ACLs (CREATE on the cluster or on topics) and bound topic configs with the broker defaults",
+	"alter.config.policy.class.name": "Samsa runs no config policy plugins; limit who alters configs with ACLs (ALTER_CONFIGS on the cluster or on topics)",
+	"delegation.token.secret.key":    "Samsa does not issue delegation tokens; authenticate with SASL/SCRAM, SASL/PLAIN, OAUTHBEARER or TLS client certificates",
+	"delegation.token.master.key":    "Samsa does not issue delegation tokens; authenticate with SASL/SCRAM, SASL/PLAIN, OAUTHBEARER or TLS client certificates",
 }
 
 // KeyValue is one entry of a properties file.

@@ -626,6 +626,40 @@ var coreProperties = []property{
 		doc: "Kafka's SO_RCVBUF.", note: "The operating system's default is used."},
 	{name: "controller.quorum.bootstrap.servers", spec: text{typ: TypeList}, def: "", ignored: true,
 		doc: "Kafka 4's dynamic quorum bootstrap list.", note: "Use controller.quorum.voters."},
+	{name: "socket.listen.backlog.size", spec: atLeast(TypeInt, 1), def: "50", ignored: true,
+		doc: "Kafka's listen(2) backlog.", note: "The operating system's limit (net.core.somaxconn) is used."},
+	{name: "fetch.purgatory.purge.interval.requests", spec: anyOf(TypeInt), def: "1000", ignored: true,
+		doc: "Kafka's purge interval of completed delayed fetches.", note: "A delayed fetch is dropped when it completes; there is nothing to purge."},
+	{name: "producer.purgatory.purge.interval.requests", spec: anyOf(TypeInt), def: "1000", ignored: true,
+		doc: "Kafka's purge interval of completed delayed produces.", note: "A delayed produce is dropped when it completes; there is nothing to purge."},
+	{name: "delete.records.purgatory.purge.interval.requests", spec: anyOf(TypeInt), def: "1", ignored: true,
+		doc: "Kafka's purge interval of completed delayed DeleteRecords.", note: "Nothing to purge, as for fetches."},
+	{name: "group.coordinator.threads", spec: atLeast(TypeInt, 1), def: "4", ignored: true,
+		doc: "Kafka's group coordinator thread count.", note: "The coordinator's requests run on goroutines."},
+	{name: "group.coordinator.append.linger.ms", spec: atLeast(TypeInt, -1), def: "5", ignored: true,
+		doc:  "How long Kafka's group coordinator waits to batch its writes to __consumer_offsets.",
+		note: "Samsa appends each coordinator write at once; answers still wait for its replication (offsets.commit.timeout.ms)."},
+	{name: "offsets.load.buffer.size", spec: atLeast(TypeInt, 1), def: "5242880", ignored: true,
+		doc: "Kafka's read size when loading __consumer_offsets into the coordinator.", note: "Samsa reads the log batch by batch; the whole log is still loaded."},
+	{name: "offsets.topic.compression.codec", spec: between(TypeInt, 0, 4), def: "0", ignored: true,
+		doc: "Kafka's codec (by id) for the coordinator's batches in __consumer_offsets.", note: "Samsa writes them uncompressed (Kafka's default, 0)."},
+	{name: "transaction.state.log.load.buffer.size", spec: atLeast(TypeInt, 1), def: "5242880", ignored: true,
+		doc: "Kafka's read size when loading __transaction_state.", note: "Samsa reads the log batch by batch; the whole log is still loaded."},
+	{name: "share.coordinator.threads", spec: atLeast(TypeInt, 1), def: "1", ignored: true,
+		doc: "Kafka's share coordinator thread count.", note: "The share coordinator's requests run on goroutines."},
+	{name: "share.coordinator.load.buffer.size", spec: atLeast(TypeInt, 1), def: "5242880", ignored: true,
+		doc: "Kafka's read size when loading __share_group_state.", note: "Samsa reads the log batch by batch; the whole log is still loaded."},
+	{name: "share.coordinator.append.linger.ms", spec: atLeast(TypeInt, -1), def: "10", ignored: true,
+		doc: "How long Kafka's share coordinator waits to batch its writes to __share_group_state.", note: "Samsa appends each write at once."},
+	{name: "share.coordinator.state.topic.compression.codec", spec: between(TypeInt, 0, 4), def: "0", ignored: true,
+		doc: "Kafka's codec (by id) for the share coordinator's batches.", note: "Samsa writes them uncompressed (Kafka's default, 0)."},
+	{name: "eligible.leader.replicas.enable", spec: text{typ: TypeBoolean, valid: "false", fn: func(s string) error {
+		if strings.EqualFold(s, "false") {
+			return nil
+		}
+		return errors.New("Samsa keeps no eligible leader replicas (KIP-966): it elects leaders from the ISR only (never an out-of-sync replica unless unclean.leader.election.enable), and min.insync.replicas guards acks=all writes; remove the property or set it to false")
+	}}, def: "false", ignored: true,
+		doc: "Kafka's eligible leader replicas (KIP-966).", note: "Only false is accepted: true asks for a durability mechanism Samsa does not have, so it is refused rather than ignored."},
 }
 
 var brokerIndex = func() map[string]*property {

@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -72,4 +74,59 @@ func TestCleanShutdown(t *testing.T) {
 	if !strings.Contains(b.Log(), "stopped cleanly") {
 		t.Fatalf("no clean-stop log line:\n%s", b.Log())
 	}
+}
+
+// kafka4Sample is Kafka 4.x's combined-mode config/server.properties as shipped
+// (comments dropped), adapted: listeners, advertised.listeners and log.dirs come from
+// the test harness (free port, temporary directory); then group coordinator and
+// buffer properties an operator of Kafka 4 commonly sets.
+const kafka4Sample = `
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=localhost:9093
+inter.broker.listener.name=PLAINTEXT
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+
+group.coordinator.rebalance.protocols=classic,consumer,streams
+group.coordinator.threads=4
+group.coordinator.append.linger.ms=5
+offsets.load.buffer.size=5242880
+offsets.topic.compression.codec=0
+transaction.state.log.load.buffer.size=5242880
+share.coordinator.threads=1
+share.coordinator.load.buffer.size=5242880
+share.coordinator.append.linger.ms=10
+share.coordinator.state.topic.compression.codec=0
+socket.listen.backlog.size=50
+fetch.purgatory.purge.interval.requests=1000
+producer.purgatory.purge.interval.requests=1000
+delete.records.purgatory.purge.interval.requests=1
+eligible.leader.replicas.enable=false
+`
+
+// TestServeKafka4Sample: Kafka 4's sample server.properties, with the group
+// coordinator properties, starts samsa serve unchanged.
+func TestServeKafka4Sample(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "server.properties")
+	if err := os.WriteFile(path, []byte(kafka4Sample), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := testutil.StartBrokerArgs(t, []string{"-c", path})
+	createTopic(t, newAdmin(t, b), "from-kafka-sample", 1, nil)
 }
