@@ -231,7 +231,10 @@ func TestRecompressBoundsMemory(t *testing.T) {
 		records = append(binary.AppendVarint(records, int64(len(body))), body...)
 	}
 	batch := zstdBomb(t, records, n)
-	c := newClient(t, b)
+	// The recompression takes seconds under -race on a loaded machine: the client
+	// must not give up on the connection and send the batch again (it would be
+	// stored twice: the producer is not idempotent).
+	c := newClient(t, b, kgo.RequestTimeoutOverhead(2*time.Minute))
 	produceRaw(t, c, "regzip", rawBatch(-1, -1, -1, "warm-up"))
 	before := peakRSS(t, b.Pid())
 	if r := produceRawWithin(t, c, nil, "regzip", batch, 2*time.Minute); r.ErrorCode != 0 {
