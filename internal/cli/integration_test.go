@@ -650,3 +650,16 @@ func TestDoctorOfflineLogDir(t *testing.T) {
 		}
 	}
 }
+
+// A broker's refusal to delete a topic reaches the user in the broker's words, not
+// as the generic description of its error code.
+func TestTopicDeleteRefusalSaysWhy(t *testing.T) {
+	b := testutil.StartBroker(t, "delete.topic.enable=false")
+	ok(t, b, "", "topic", "create", "orders", "-p", "1")
+	res := run(t, b, "", "topic", "delete", "orders")
+	want := `Error: delete topic "orders": TOPIC_DELETION_DISABLED: delete.topic.enable is false on this broker` + "\n"
+	if res.code != cli.ExitFailed || res.stderr != want {
+		t.Fatalf("delete with delete.topic.enable=false: exit %d, stderr %q; want exit %d and %q",
+			res.code, res.stderr, cli.ExitFailed, want)
+	}
+}

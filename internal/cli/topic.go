@@ -193,7 +193,7 @@ func renderDeleted(g *globals, o *output, names []string, resps kadm.DeleteTopic
 		case !ok:
 			r.Error = "missing from the broker's answer"
 		case resp.Err != nil:
-			err := g.explain(fmt.Sprintf("delete topic %q", name), resp.Err)
+			err := g.explain(fmt.Sprintf("delete topic %q", name), withBrokerMessage(resp.Err, resp.ErrMessage))
 			r.Error = err.Error()
 		}
 		if r.Error != "" {
