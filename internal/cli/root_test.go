@@ -53,6 +53,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"topic", "alter-config", "t"}, "nothing to change"},
 		{[]string{"topic", "alter-config", "t", "--set", "a=1", "--delete", "a"}, "both set and deleted"},
 		{[]string{"topic", "add-partitions", "t"}, "--total N is required"},
+		{[]string{"topic", "add-partitions", "t", "--total", "99999999999"}, "99999999999"},
 		{[]string{"produce", "t", "--acks", "2"}, "--acks must be all, 1 or 0"},
 		{[]string{"produce", "t", "--key", "k", "--key-separator", ":"}, "cannot be used together"},
 		{[]string{"consume", "t", "--from", "yesterday"}, "--from wants"},

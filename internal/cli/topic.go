@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -326,6 +327,9 @@ different partition after the change, so per-key ordering does not hold across i
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if total < 1 {
 				return usagef("--total N is required and must be at least 1")
+			}
+			if total > math.MaxInt32 {
+				return usagef("--total must be at most %d (a partition count is a 32-bit number), not %d", math.MaxInt32, total)
 			}
 			return runAddPartitions(cmd, g, a[0], total)
 		},
