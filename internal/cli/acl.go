@@ -209,11 +209,12 @@ func renderACLs(o *output, acls []aclEntry) error {
 	})
 }
 
+// withMessage is withBrokerMessage for the optional messages of raw kmsg responses.
 func withMessage(err error, msg *string) error {
-	if msg == nil || *msg == "" {
+	if msg == nil {
 		return err
 	}
-	return fmt.Errorf("%w: %s", err, *msg)
+	return withBrokerMessage(err, *msg)
 }
 
 // filter builds a DeleteAcls filter from selecting flags.

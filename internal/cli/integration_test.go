@@ -651,15 +651,28 @@ func TestDoctorOfflineLogDir(t *testing.T) {
 	}
 }
 
-// A broker's refusal to delete a topic reaches the user in the broker's words, not
-// as the generic description of its error code.
-func TestTopicDeleteRefusalSaysWhy(t *testing.T) {
+// A broker's refusal reaches the user once, in the broker's words: not as the
+// generic description of its error code, nor that description and the broker's
+// message and a hint all saying the same.
+func TestRefusalsInTheBrokersWords(t *testing.T) {
 	b := testutil.StartBroker(t, "delete.topic.enable=false")
 	ok(t, b, "", "topic", "create", "orders", "-p", "1")
-	res := run(t, b, "", "topic", "delete", "orders")
-	want := `Error: delete topic "orders": TOPIC_DELETION_DISABLED: delete.topic.enable is false on this broker` + "\n"
-	if res.code != cli.ExitFailed || res.stderr != want {
-		t.Fatalf("delete with delete.topic.enable=false: exit %d, stderr %q; want exit %d and %q",
-			res.code, res.stderr, cli.ExitFailed, want)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"topic", "delete", "orders"},
+			`delete topic "orders": TOPIC_DELETION_DISABLED: delete.topic.enable is false on this broker`},
+		{[]string{"acl", "list"},
+			`list ACLs: SECURITY_DISABLED: no authorizer is configured (authorizer.class.name)`},
+		{[]string{"acl", "create", "--topic", "orders", "--allow", "User:bob", "--operation", "read"},
+			`create ACL Allow User:bob Read on Topic:Literal:orders from *: SECURITY_DISABLED: no authorizer is configured (authorizer.class.name)`},
+	} {
+		res := run(t, b, "", c.args...)
+		want := "Error: " + c.want + "\n"
+		if res.code != cli.ExitFailed || res.stderr != want {
+			t.Errorf("samsa %s: exit %d, stderr %q; want exit %d and %q",
+				strings.Join(c.args, " "), res.code, res.stderr, cli.ExitFailed, want)
+		}
 	}
 }
