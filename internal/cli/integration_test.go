@@ -667,6 +667,10 @@ func TestRefusalsInTheBrokersWords(t *testing.T) {
 			`list ACLs: SECURITY_DISABLED: no authorizer is configured (authorizer.class.name)`},
 		{[]string{"acl", "create", "--topic", "orders", "--allow", "User:bob", "--operation", "read"},
 			`create ACL Allow User:bob Read on Topic:Literal:orders from *: SECURITY_DISABLED: no authorizer is configured (authorizer.class.name)`},
+		{[]string{"quota", "set", "--entity-user", "bob", "foo=1"},
+			`set quotas: INVALID_REQUEST: unknown quota "foo" (one of [producer_byte_rate consumer_byte_rate request_percentage controller_mutation_rate])`},
+		{[]string{"user", "scram", "delete", "nobody"},
+			`delete the SCRAM credential of nobody: RESOURCE_NOT_FOUND: nobody has no SCRAM-SHA-256 credential`},
 	} {
 		res := run(t, b, "", c.args...)
 		want := "Error: " + c.want + "\n"

@@ -94,7 +94,7 @@ func newQuotaSetCmd(g *globals) *cobra.Command {
 			defer done()
 			res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: entity, Ops: ops}})
 			if err == nil && len(res) == 1 {
-				err = res[0].Err
+				err = withBrokerMessage(res[0].Err, res[0].ErrMessage)
 			}
 			if err != nil {
 				return g.explain("set quotas", err)

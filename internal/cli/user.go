@@ -64,7 +64,7 @@ func newUserScramSetCmd(g *globals) *cobra.Command {
 			defer done()
 			res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: a[0], Mechanism: m, Iterations: iterations, Password: password}})
 			if err == nil {
-				err = res[a[0]].Err
+				err = withBrokerMessage(res[a[0]].Err, res[a[0]].ErrMessage)
 			}
 			if err != nil {
 				return g.explain("set the SCRAM credential of "+a[0], err)
@@ -155,7 +155,7 @@ func newUserScramDeleteCmd(g *globals) *cobra.Command {
 			defer done()
 			res, err := adm.AlterUserSCRAMs(ctx, []kadm.DeleteSCRAM{{User: a[0], Mechanism: m}}, nil)
 			if err == nil {
-				err = res[a[0]].Err
+				err = withBrokerMessage(res[a[0]].Err, res[a[0]].ErrMessage)
 			}
 			if err != nil {
 				return g.explain("delete the SCRAM credential of "+a[0], err)
