@@ -144,6 +144,25 @@ func TestTransactionCommands(t *testing.T) {
 		t.Fatalf("find-hanging after the abort: %+v", hanging)
 	}
 	doctor(t, b, cli.ExitOK, "--window", "0", "--topic", "stray")
+
+	// A partition or topic that does not exist is named as such, not as a shard
+	// error of the DescribeProducers request.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"transactions", "abort", "--topic", "stray", "--partition", "7", "--start-offset", "0"},
+			`topic "stray" has no partition 7 (it has 1)`},
+		{[]string{"transactions", "describe-producers", "stray", "--partition", "7"},
+			`topic "stray" has no partition 7 (it has 1)`},
+		{[]string{"transactions", "abort", "--topic", "nowhere", "--partition", "0", "--start-offset", "0"},
+			"topic \"nowhere\" does not exist; see `samsa topic list`"},
+	} {
+		res := run(t, b, "", c.args...)
+		if want := "Error: " + c.want + "\n"; res.code != cli.ExitFailed || res.stderr != want {
+			t.Errorf("samsa %v: exit %d, stderr %q; want exit %d and %q", c.args, res.code, res.stderr, cli.ExitFailed, want)
+		}
+	}
 }
 
 // strayProduce writes one transactional batch of an idempotent producer id to stray.

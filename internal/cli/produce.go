@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -251,8 +252,16 @@ func checkTopicPartition(cmd *cobra.Command, g *globals, topic string, partition
 	if err != nil {
 		return err
 	}
-	if _, ok := detail.Partitions[partition]; partition >= 0 && !ok {
-		return fmt.Errorf("topic %q has no partition %d (it has %d)", topic, partition, len(detail.Partitions))
+	if partition < 0 {
+		return nil
+	}
+	return hasPartition(detail, partition)
+}
+
+// hasPartition fails unless the topic detail has that partition.
+func hasPartition(detail kadm.TopicDetail, partition int32) error {
+	if _, ok := detail.Partitions[partition]; !ok {
+		return fmt.Errorf("topic %q has no partition %d (it has %d)", detail.Topic, partition, len(detail.Partitions))
 	}
 	return nil
 }

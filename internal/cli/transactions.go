@@ -200,19 +200,18 @@ marker, and the first offset of their open transaction (-1 when none).`,
 
 // describeProducers returns the producers of topic's partitions (one when partition ≥ 0).
 func describeProducers(ctx context.Context, g *globals, adm *kadm.Client, topic string, partition int32) ([]producerRow, error) {
+	detail, err := topicExists(ctx, g, adm, topic)
+	if err != nil {
+		return nil, err
+	}
 	set := kadm.TopicsSet{}
 	if partition >= 0 {
+		if err := hasPartition(detail, partition); err != nil {
+			return nil, err
+		}
 		set.Add(topic, partition)
 	} else {
-		md, err := adm.Metadata(ctx, topic)
-		if err != nil {
-			return nil, g.explain("read metadata", err)
-		}
-		td, ok := md.Topics[topic]
-		if !ok || td.Err != nil {
-			return nil, fmt.Errorf("topic %q does not exist; see `samsa topic list`", topic)
-		}
-		for _, p := range td.Partitions.Sorted() {
+		for _, p := range detail.Partitions.Sorted() {
 			set.Add(topic, p.Partition)
 		}
 	}
