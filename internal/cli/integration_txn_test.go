@@ -153,6 +153,8 @@ func TestTransactionCommands(t *testing.T) {
 	}{
 		{[]string{"transactions", "abort", "--topic", "stray", "--partition", "7", "--start-offset", "0"},
 			`topic "stray" has no partition 7 (it has 1)`},
+		{[]string{"transactions", "abort", "--topic", "stray", "--partition", "7", "--producer-id", "5", "--producer-epoch", "0"},
+			`topic "stray" has no partition 7 (it has 1)`},
 		{[]string{"transactions", "describe-producers", "stray", "--partition", "7"},
 			`topic "stray" has no partition 7 (it has 1)`},
 		{[]string{"transactions", "abort", "--topic", "nowhere", "--partition", "0", "--start-offset", "0"},

@@ -384,7 +384,15 @@ transaction whose producer and coordinator will not end it (find-hanging).`,
 			defer done()
 			marker := kadm.TxnMarkers{ProducerID: producerID, ProducerEpoch: producerEpoch, CoordinatorEpoch: coordinatorEpoch,
 				Topics: kadm.TopicsSet{topic: {partition: {}}}}
-			if startOffset >= 0 {
+			if startOffset < 0 {
+				detail, err := topicExists(ctx, g, adm, topic)
+				if err != nil {
+					return err
+				}
+				if err := hasPartition(detail, partition); err != nil {
+					return err
+				}
+			} else {
 				rows, err := describeProducers(ctx, g, adm, topic, partition)
 				if err != nil {
 					return err
