@@ -142,13 +142,10 @@ func electionError(err error, msg string) string {
 	return s
 }
 
-// errorText is a Kafka error with the broker's message, when that adds something.
+// errorText is a Kafka error in the broker's words when it gave some (the code's
+// name and the broker's message), else the code's name and description.
 func errorText(err error, msg string) string {
-	s := err.Error()
-	if msg != "" && !strings.Contains(s, msg) {
-		s += ": " + msg
-	}
-	return s
+	return withBrokerMessage(err, msg).Error()
 }
 
 func renderElection(w io.Writer, res electionResult) {

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 func TestParseReassignmentPlan(t *testing.T) {
@@ -38,5 +40,17 @@ func TestParseReassignmentPlan(t *testing.T) {
 		if _, usage := errors.AsType[*usageError](err); !usage || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("plan %s: %v, want a usage error mentioning %q", tt.plan, err, tt.want)
 		}
+	}
+}
+
+// A partition's error says the code's name once and then the broker's message, not
+// the code's generic description as well.
+func TestErrorTextSaysItOnce(t *testing.T) {
+	msg := "partition 0 is assigned to broker 5, which is not registered"
+	if got, want := errorText(kerr.InvalidReplicaAssignment, msg), "INVALID_REPLICA_ASSIGNMENT: "+msg; got != want {
+		t.Errorf("with a broker message: %q, want %q", got, want)
+	}
+	if got, want := errorText(kerr.InvalidReplicaAssignment, ""), kerr.InvalidReplicaAssignment.Error(); got != want {
+		t.Errorf("without one: %q, want %q", got, want)
 	}
 }
