@@ -21,6 +21,23 @@ func (e *unreachableError) Error() string {
 	return fmt.Sprintf("cannot reach %s: is the broker running? set -b or %s", strings.Join(e.seeds, ","), BrokersEnv)
 }
 
+// noAnswerError means the cluster accepted connections but did not answer what
+// needed within --timeout. It names the seeds; the context error it wraps would
+// only add "context deadline exceeded".
+type noAnswerError struct {
+	what    string
+	seeds   []string
+	timeout time.Duration
+	err     error
+}
+
+func (e *noAnswerError) Error() string {
+	return fmt.Sprintf("%s: no answer from the cluster at %s within %s (raise --timeout, or check the broker's logs)",
+		e.what, strings.Join(e.seeds, ","), e.timeout)
+}
+
+func (e *noAnswerError) Unwrap() error { return e.err }
+
 // clientID is how the CLI introduces itself to brokers.
 const clientID = "samsa-cli"
 
@@ -105,8 +122,7 @@ func (g *globals) explain(what string, err error) error {
 		return &unreachableError{seeds: g.seeds()}
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s: no answer from the cluster within %s (raise --timeout, or check the broker's logs): %w",
-			what, g.timeout, err)
+		return &noAnswerError{what: what, seeds: g.seeds(), timeout: g.timeout, err: err}
 	}
 	if strings.Contains(err.Error(), "broker is too old") {
 		return fmt.Errorf("%s: the broker does not serve the request this needs: %w", what, err)

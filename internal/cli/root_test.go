@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -132,6 +133,61 @@ func TestUnreachableBrokerSaysWhatToDo(t *testing.T) {
 			want := "cannot reach " + addr + ": is the broker running? set -b or SAMSA_BROKERS"
 			if !strings.Contains(stderr, want) || stdout != "" {
 				t.Fatalf("stdout %q, stderr %q; want stderr to contain %q", stdout, stderr, want)
+			}
+		})
+	}
+}
+
+// silentBroker returns the address of a listener that accepts connections and
+// never answers.
+func silentBroker(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	return l.Addr().String()
+}
+
+// A broker that accepts connections but does not answer is named, with the
+// timeout, within --timeout (doctor's --window is for sampling, not for waiting).
+func TestSilentBrokerNamedWithinTimeout(t *testing.T) {
+	addr := silentBroker(t)
+	for _, tt := range []struct {
+		args  []string
+		what  string
+		stdin string
+	}{
+		{[]string{"topic", "list"}, "list topics", ""},
+		{[]string{"produce", "t"}, "read metadata", "x\n"},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			start := time.Now()
+			code, stdout, stderr := runRoot(t, tt.stdin, append([]string{"-b", addr, "--timeout", "1s"}, tt.args...)...)
+			took := time.Since(start)
+			want := "Error: " + tt.what + ": no answer from the cluster at " + addr +
+				" within 1s (raise --timeout, or check the broker's logs)\n"
+			if code != ExitFailed || stdout != "" || stderr != want {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit %d and %q", code, stdout, stderr, ExitFailed, want)
+			}
+			if took > 5*time.Second {
+				t.Errorf("took %s with --timeout 1s", took)
 			}
 		})
 	}
