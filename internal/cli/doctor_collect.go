@@ -146,7 +146,11 @@ func (c *collector) skip(format string, args ...any) {
 }
 
 func (c *collector) collect(ctx context.Context, window time.Duration) (Snapshot, error) {
-	md, err := c.adm.Metadata(ctx)
+	// The window is for sampling: a cluster that does not answer at all is
+	// reported after --timeout, as the other commands do.
+	mdCtx, cancel := c.g.withTimeout(ctx)
+	md, err := c.adm.Metadata(mdCtx)
+	cancel()
 	if err != nil {
 		return Snapshot{}, c.g.explain("read metadata", err)
 	}

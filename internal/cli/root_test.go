@@ -176,6 +176,7 @@ func TestSilentBrokerNamedWithinTimeout(t *testing.T) {
 	}{
 		{[]string{"topic", "list"}, "list topics", ""},
 		{[]string{"produce", "t"}, "read metadata", "x\n"},
+		{[]string{"doctor"}, "read metadata", ""},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			start := time.Now()
