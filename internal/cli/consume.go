@@ -131,7 +131,7 @@ func (o consumeOptions) clientOpts(topic string, jsonOut bool) ([]kgo.Opt, error
 	}
 	switch {
 	case o.count < 0:
-		return nil, usagef("--count must not be negative")
+		return nil, usagef("--count must not be negative, not %d", o.count)
 	case o.partition < -1:
 		return nil, usagef("--partition must be a partition number, not %d", o.partition)
 	case o.partition >= 0 && o.group != "":

@@ -60,7 +60,7 @@ consume it; with neither, everything. Exit code 0 means no problems were found,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if window < 0 {
-				return usagef("--window must not be negative")
+				return usagef("--window must not be negative, not %s", window)
 			}
 			return runDoctor(cmd, g, scope, window)
 		},

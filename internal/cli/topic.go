@@ -58,8 +58,11 @@ Without -p or -r the broker's num.partitions and default.replication.factor appl
 			if err != nil {
 				return err
 			}
-			if partitions == 0 || partitions < -1 || replicas == 0 || replicas < -1 {
-				return usagef("-p and -r must be positive (or -1 for the broker's default)")
+			if partitions == 0 || partitions < -1 {
+				return usagef("-p must be positive (or -1 for the broker's default), not %d", partitions)
+			}
+			if replicas == 0 || replicas < -1 {
+				return usagef("-r must be positive (or -1 for the broker's default), not %d", replicas)
 			}
 			return runTopicCreate(cmd, g, a[0], partitions, replicas, cfg)
 		},
