@@ -97,6 +97,11 @@ func runElectLeaders(cmd *cobra.Command, g *globals, topic string, partitions []
 		if len(partitions) == 0 {
 			partitions = d.Partitions.Numbers()
 		}
+		for _, p := range partitions {
+			if err := hasPartition(d, p); err != nil {
+				return err
+			}
+		}
 		set.Add(topic, partitions...)
 	}
 	results, err := adm.ElectLeaders(ctx, how, set)

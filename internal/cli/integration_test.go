@@ -485,6 +485,14 @@ func TestClusterInfo(t *testing.T) {
 			t.Fatalf("cluster info text lacks %q:\n%s", want, text)
 		}
 	}
+
+	// A partition the topic lacks is named before any election is asked for.
+	ok(t, b, "", "topic", "create", "orders", "-p", "2")
+	res := run(t, b, "", "cluster", "elect-leaders", "--topic", "orders", "--partition", "0", "--partition", "7")
+	if want := `Error: topic "orders" has no partition 7 (it has 2)` + "\n"; res.code != cli.ExitFailed || res.stdout != "" || res.stderr != want {
+		t.Fatalf("elect-leaders on a missing partition: exit %d, stdout %q, stderr %q; want exit %d and %q",
+			res.code, res.stdout, res.stderr, cli.ExitFailed, want)
+	}
 }
 
 // TestClusterUnregister: an unknown broker id is refused with the code and which
