@@ -216,6 +216,8 @@ func kafkaHint(err error) string {
 		return "check --user, --password and --sasl-mechanism"
 	case kerr.UnsupportedSaslMechanism:
 		return "the listener does not enable this --sasl-mechanism"
+	case kerr.IllegalSaslState:
+		return "the listener does not use SASL: drop --sasl-mechanism, or connect to the cluster's SASL listener"
 	case kerr.SecurityDisabled:
 		return "the cluster has no authorizer (authorizer.class.name)"
 	}

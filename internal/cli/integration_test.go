@@ -675,6 +675,8 @@ func TestRefusalsInTheBrokersWords(t *testing.T) {
 			`list ACLs: SECURITY_DISABLED: no authorizer is configured (authorizer.class.name)`},
 		{[]string{"acl", "create", "--topic", "orders", "--allow", "User:bob", "--operation", "read"},
 			`create ACL Allow User:bob Read on Topic:Literal:orders from *: SECURITY_DISABLED: no authorizer is configured (authorizer.class.name)`},
+		{[]string{"topic", "list", "--sasl-mechanism", "PLAIN", "--user", "bob", "--password", "secret"},
+			`list topics: ILLEGAL_SASL_STATE: Request is not valid given the current SASL state. (the listener does not use SASL: drop --sasl-mechanism, or connect to the cluster's SASL listener)`},
 		{[]string{"quota", "set", "--entity-user", "bob", "foo=1"},
 			`set quotas: INVALID_REQUEST: unknown quota "foo" (one of [producer_byte_rate consumer_byte_rate request_percentage controller_mutation_rate])`},
 		{[]string{"user", "scram", "delete", "nobody"},
