@@ -58,11 +58,17 @@ func defaultProduceConfig() produceConfig {
 	}
 }
 
+// badFlagError is ErrBadFlag: a usage error, so that samsa exits with code 2.
+type badFlagError struct{}
+
+func (badFlagError) Error() string        { return "bench: invalid flag" }
+func (badFlagError) Is(target error) bool { return target == cli.ErrUsage }
+
 // Errors of the bench commands.
 var (
-	ErrBadFlag     = errors.New("bench: invalid flag")
-	ErrProduceFail = errors.New("bench: produce failed")
-	ErrConsumeFail = errors.New("bench: consume failed")
+	ErrBadFlag     error = badFlagError{}
+	ErrProduceFail       = errors.New("bench: produce failed")
+	ErrConsumeFail       = errors.New("bench: consume failed")
 )
 
 func (c *produceConfig) validate() error {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/samsa-streaming/samsa/internal/bench"
 	"github.com/samsa-streaming/samsa/internal/cli"
 	"github.com/samsa-streaming/samsa/internal/testutil"
 )
@@ -688,5 +689,20 @@ func TestRefusalsInTheBrokersWords(t *testing.T) {
 			t.Errorf("samsa %s: exit %d, stderr %q; want exit %d and %q",
 				strings.Join(c.args, " "), res.code, res.stderr, cli.ExitFailed, want)
 		}
+	}
+}
+
+// The bench commands' flag errors are usage errors too: exit code 2 and a pointer
+// to --help.
+func TestBenchFlagErrorsExitTwo(t *testing.T) {
+	root := cli.NewRoot()
+	root.AddCommand(bench.NewCommand())
+	var stdout, stderr bytes.Buffer
+	root.SetArgs([]string{"-b", "127.0.0.1:1", "bench", "produce", "--records", "0"})
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	if code := cli.Execute(root); code != cli.ExitUsage || !strings.Contains(stderr.String(), "give --records or --duration") ||
+		!strings.Contains(stderr.String(), "Run 'samsa bench produce --help' for usage.") {
+		t.Fatalf("bench produce --records 0: exit %d, stderr %q; want exit %d and a pointer to --help", code, stderr.String(), cli.ExitUsage)
 	}
 }

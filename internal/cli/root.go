@@ -29,6 +29,10 @@ const BrokersEnv = "SAMSA_BROKERS"
 // it into ExitFindings without printing anything more.
 var ErrFindings = errors.New("doctor found problems")
 
+// ErrUsage is what errors of commands added by the caller (bench) match with
+// errors.Is when the command line is wrong: Execute exits with ExitUsage for them.
+var ErrUsage = errors.New("usage error")
+
 // usageError marks an error as the user's command line being wrong (exit code 2).
 type usageError struct{ err error }
 
@@ -144,8 +148,12 @@ func Execute(root *cobra.Command) int {
 		return ExitFindings
 	}
 	stderr := root.ErrOrStderr()
-	if ue, ok := errors.AsType[*usageError](err); ok {
-		fmt.Fprintf(stderr, "Error: %v\nRun '%s --help' for usage.\n", ue, cmd.CommandPath())
+	if ue, ok := errors.AsType[*usageError](err); ok || errors.Is(err, ErrUsage) {
+		msg := error(ue)
+		if !ok {
+			msg = err
+		}
+		fmt.Fprintf(stderr, "Error: %v\nRun '%s --help' for usage.\n", msg, cmd.CommandPath())
 		return ExitUsage
 	}
 	fmt.Fprintf(stderr, "Error: %v\n", err)
