@@ -455,6 +455,15 @@ func (b *Broker) highWatermarkOf(l *storage.Log) int64 {
 	return l.LogStartOffset() // not a partition served here: clean nothing
 }
 
+// actedImage is the latest image this node has acted on (Broker.acted), or before it
+// serves as a broker (and on a controller-only node) the latest one published.
+func (b *Broker) actedImage() *metadata.Image {
+	if img := b.acted.Load(); img != nil {
+		return img
+	}
+	return b.image()
+}
+
 // ClusterID returns the cluster id the metadata quorum agreed on ("" before Start).
 func (b *Broker) ClusterID() string { return b.clusterID }
 

@@ -70,11 +70,7 @@ func (b *Broker) forward(req *protocol.Request, timeoutMs int32, visible func(*m
 func (b *Broker) awaitImage(ctx context.Context, cond func(*metadata.Image) bool) {
 	for {
 		changed := b.imageWatch.next()
-		img := b.acted.Load()
-		if img == nil {
-			img = b.image()
-		}
-		if cond(img) {
+		if cond(b.actedImage()) {
 			return
 		}
 		select {

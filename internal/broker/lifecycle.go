@@ -177,11 +177,7 @@ func (b *Broker) heartbeatRequest(epoch int64) *kmsg.BrokerHeartbeatRequest {
 	req := kmsg.NewPtrBrokerHeartbeatRequest()
 	req.SetVersion(1)
 	req.BrokerID, req.BrokerEpoch = b.nodeID, epoch
-	img := b.acted.Load()
-	if img == nil {
-		img = b.meta.Image()
-	}
-	req.CurrentMetadataOffset = img.Offset()
+	req.CurrentMetadataOffset = b.actedImage().Offset()
 	req.WantShutdown = b.lifecycle.wantShutdown.Load()
 	return req
 }

@@ -18,8 +18,8 @@ import (
 // protocolDisabled answers a request of a group protocol that
 // group.coordinator.rebalance.protocols leaves out, and reports whether it did.
 func (b *Broker) protocolDisabled(req *protocol.Request) (<-chan protocol.Response, bool) {
-	if b.cfg.ConsumerProtocolEnabled() {
-		return nil, false
+	if k := kmsg.Key(req.Key); k != kmsg.ConsumerGroupHeartbeat && k != kmsg.ConsumerGroupDescribe || b.cfg.ConsumerProtocolEnabled() {
+		return nil, false // every other request goes on at the cost of one comparison
 	}
 	code := kerr.UnsupportedVersion.Code
 	var resp kmsg.Response

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -236,6 +237,16 @@ func TestTransactionStateCompactionRestart(t *testing.T) {
 	}
 }
 
+// startShareStateBroker starts a broker whose internal topics compact eagerly and
+// whose one __share_group_state partition rolls segments of segmentBytes.
+func startShareStateBroker(t *testing.T, segmentBytes int) *testutil.Broker {
+	t.Helper()
+	return testutil.StartBroker(t, append(slices.Clone(compactingInternalTopics),
+		fmt.Sprintf("share.coordinator.state.topic.segment.bytes=%d", segmentBytes),
+		"share.coordinator.state.topic.num.partitions=1",
+		"group.share.min.heartbeat.interval.ms=1000", "group.share.heartbeat.interval.ms=1000")...)
+}
+
 // TestShareGroupStateCompactionRestart: a share consumer accepts many small batches
 // (a state write each) and dies holding the rest; __share_group_state rolls segments
 // of share.coordinator.state.topic.segment.bytes (as Kafka creates it), so the
@@ -244,10 +255,7 @@ func TestTransactionStateCompactionRestart(t *testing.T) {
 // the active segment (never cleaned) holds no more than the last one.
 func TestShareGroupStateCompactionRestart(t *testing.T) {
 	t.Parallel()
-	b := testutil.StartBroker(t, append(compactingInternalTopics,
-		"share.coordinator.state.topic.segment.bytes=256",
-		"share.coordinator.state.topic.num.partitions=1",
-		"group.share.min.heartbeat.interval.ms=1000", "group.share.heartbeat.interval.ms=1000")...)
+	b := startShareStateBroker(t, 256)
 	adm := newAdmin(t, b)
 	const topic, group = "share-state-compaction", "share-state-compaction-g"
 	createTopic(t, adm, topic, 1, nil)
@@ -625,10 +633,7 @@ func killAndAcceptTheRest(t *testing.T, b *testutil.Broker, kill *killSwitch, gr
 // accepted exactly once, the released ones with their delivery count kept.
 func TestShareGroupStateCompactionRejectRelease(t *testing.T) {
 	t.Parallel()
-	b := testutil.StartBroker(t, append(compactingInternalTopics,
-		"share.coordinator.state.topic.segment.bytes=2048",
-		"share.coordinator.state.topic.num.partitions=1",
-		"group.share.min.heartbeat.interval.ms=1000", "group.share.heartbeat.interval.ms=1000")...)
+	b := startShareStateBroker(t, 2048)
 	adm := newAdmin(t, b)
 	const topic, group = "share-state-reject", "share-state-reject-g"
 	createTopic(t, adm, topic, 1, nil)
