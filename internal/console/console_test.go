@@ -201,6 +201,43 @@ func TestConsole(t *testing.T) {
 		br.checkProblems(t)
 	})
 
+	t.Run("refusals say what failed once", func(t *testing.T) {
+		// Each page's error names the thing refused in the broker's (or the console's)
+		// words, not followed by the Kafka code's generic description as well.
+		once := func(t *testing.T, what, got, want, generic string) {
+			t.Helper()
+			if strings.Count(got, want) != 1 || strings.Contains(got, generic) {
+				t.Errorf("%s: error %q, want %q once and not %q", what, got, want, generic)
+			}
+		}
+		br.open(t, base+"/topics", `[data-testid="topics"]`)
+		br.fill(t, "Name", "orders")
+		br.fill(t, "Partitions", "1")
+		br.fill(t, "Replication factor", "1")
+		br.clickButton(t, "Create topic", `[data-testid="error"]`)
+		once(t, "creating an existing topic", br.text(t, `[data-testid="error"]`), "already exists", kerr.TopicAlreadyExists.Description)
+		br.screenshot(t, "topic-exists")
+
+		br.open(t, base+"/topics/no-such-topic", `[data-testid="error"]`)
+		once(t, "an unknown topic", br.text(t, `[data-testid="error"]`), `topic "no-such-topic" does not exist`, kerr.UnknownTopicOrPartition.Description)
+		br.open(t, base+"/groups/no-such-group", `[data-testid="error"]`)
+		once(t, "an unknown group", br.text(t, `[data-testid="error"]`), `group "no-such-group" does not exist`, kerr.GroupIDNotFound.Description)
+
+		// An offset past the log end is a record that is not there (404), not a
+		// failed read.
+		br.open(t, base+"/topics/orders/messages/0/999999", `[data-testid="error"]`)
+		once(t, "an offset past the end", br.text(t, `[data-testid="error"]`), "no record at offset 999999", kerr.OffsetOutOfRange.Description)
+		resp, err := http.Get(base + "/topics/orders/messages/0/999999")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET a record past the log end: status %d, want 404", resp.StatusCode)
+		}
+		br.screenshot(t, "offset-past-end")
+	})
+
 	t.Run("untrusted data is shown as text", func(t *testing.T) {
 		const (
 			key    = `<script>window.__xss="key"</script>`

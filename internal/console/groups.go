@@ -213,7 +213,7 @@ func (s *Server) loadGroup(ctx context.Context, name string) (groupState, error)
 		return st, fmt.Errorf("fetch committed offsets of group %q: %w", name, err)
 	}
 	if _, ok := listed[name]; !ok && len(st.members) == 0 && len(st.commits) == 0 {
-		return st, fmt.Errorf("group %q: %w", name, kerr.GroupIDNotFound)
+		return st, groupNotFound(name)
 	}
 	return st, nil
 }
@@ -226,7 +226,7 @@ func (s *Server) describeClassicGroup(ctx context.Context, name string, st *grou
 	d, ok := described[name]
 	switch {
 	case !ok || errors.Is(d.Err, kerr.GroupIDNotFound):
-		return fmt.Errorf("group %q: %w", name, kerr.GroupIDNotFound)
+		return groupNotFound(name)
 	case d.Err != nil:
 		return fmt.Errorf("describe group %q: %w", name, d.Err)
 	}
@@ -256,7 +256,7 @@ func (s *Server) describeConsumerGroup(ctx context.Context, name string, st *gro
 	d, ok := described[name]
 	switch {
 	case !ok || errors.Is(d.Err, kerr.GroupIDNotFound):
-		return fmt.Errorf("group %q: %w", name, kerr.GroupIDNotFound)
+		return groupNotFound(name)
 	case d.Err != nil:
 		return fmt.Errorf("describe group %q: %w", name, d.Err)
 	}
@@ -442,4 +442,9 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request, execute bool) {
 		return
 	}
 	s.render(w, http.StatusOK, "reset", page{Title: "Reset offsets of " + name, Nav: "groups", Data: d})
+}
+
+// groupNotFound is the error of a page for a group the cluster does not know.
+func groupNotFound(name string) error {
+	return withMessage(kerr.GroupIDNotFound, fmt.Sprintf("group %q does not exist", name))
 }

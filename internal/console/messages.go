@@ -260,6 +260,9 @@ func (s *Server) fetchOnce(ctx context.Context, leader int32, topic string, topi
 // decodePartition decodes a partition's fetched batches and keeps the planned
 // records: from plan.Start, before plan.Stop, at most plan.Count.
 func decodePartition(topic string, plan *readPlan, rp *kmsg.FetchResponseTopicPartition) ([]*kgo.Record, error) {
+	if rp.ErrorCode == kerr.OffsetOutOfRange.Code {
+		return nil, nil // no record there: deleted by retention, or not written yet
+	}
 	fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Topic: topic, Partition: plan.Partition, Offset: plan.Start},
 		rp, kgo.DefaultDecompressor(), nil)
 	if fp.Err != nil && len(fp.Records) == 0 {
