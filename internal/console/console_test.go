@@ -236,6 +236,19 @@ func TestConsole(t *testing.T) {
 			t.Errorf("GET a record past the log end: status %d, want 404", resp.StatusCode)
 		}
 		br.screenshot(t, "offset-past-end")
+
+		// A reset asked for wrongly is the request's fault (400), not the group's (409).
+		for _, q := range []string{"to=bogus&topic=orders", "to=timestamp&time=yesterday-ish&topic=orders"} {
+			resp, err := http.Get(base + "/groups/any-group/reset?" + q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `data-testid="error"`) {
+				t.Errorf("GET reset?%s: status %d, want 400 with the error shown", q, resp.StatusCode)
+			}
+		}
 	})
 
 	t.Run("untrusted data is shown as text", func(t *testing.T) {

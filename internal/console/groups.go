@@ -401,10 +401,14 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request, execute bool) {
 	_ = r.ParseForm()
 	d := resetData{Group: name}
 	var err error
+	status := http.StatusBadRequest // what was asked is wrong, until it is checked against the group
 	if execute {
 		d.To = r.PostForm.Get("spec") // exactly what was reviewed
 	} else {
 		d.To, d.Label, err = resetSpec(r.Form.Get("to"), r.Form.Get("time"))
+	}
+	if err == nil && d.To == "" {
+		err = errors.New("spec: nothing to reset to")
 	}
 	spec := d.To
 	ctx, cancel := s.requestContext(r)
@@ -418,14 +422,13 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request, execute bool) {
 		}
 		d.Topics = groupTopics(st)
 	}
-	if err == nil && len(d.Topics) == 0 {
-		err = errors.New("the group has no topics to reset: it has committed nothing and is assigned nothing")
-	}
-	if err == nil && spec == "" {
-		err = errors.New("nothing to reset to")
-	}
 	if err == nil {
-		d.Rows, err = cli.ResetOffsets(ctx, s.adm, s.cfg.Brokers, s.cfg.Timeout, name, d.Topics, spec, execute)
+		status = http.StatusConflict // the group's state refuses it: active members, nothing committed
+		if len(d.Topics) == 0 {
+			err = errors.New("the group has no topics to reset: it has committed nothing and is assigned nothing")
+		} else {
+			d.Rows, err = cli.ResetOffsets(ctx, s.adm, s.cfg.Brokers, s.cfg.Timeout, name, d.Topics, spec, execute)
+		}
 	}
 	if err != nil {
 		if isUnreachable(classify(err)) {
@@ -433,7 +436,7 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request, execute bool) {
 			return
 		}
 		d.Error = err.Error()
-		s.render(w, http.StatusConflict, "reset", page{Title: "Reset offsets of " + name, Nav: "groups", Data: d})
+		s.render(w, status, "reset", page{Title: "Reset offsets of " + name, Nav: "groups", Data: d})
 		return
 	}
 	if execute {
