@@ -72,6 +72,7 @@ var errorTable = []struct {
 	{replica.ErrNotEnoughReplicasAfterAppend, kerr.NotEnoughReplicasAfterAppend},
 	{replica.ErrFetchOffsetOutOfRange, kerr.OffsetOutOfRange},
 	{replica.ErrNotAssigned, kerr.ReplicaNotAvailable},
+	{replica.ErrStaleReplicaEpoch, kerr.NotLeaderForPartition},
 	{replica.ErrOffsetNotAvailable, kerr.OffsetNotAvailable},
 }
 

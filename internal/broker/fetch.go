@@ -16,6 +16,11 @@ package broker
 // moves (the last stable offset moves only with it), until enough data arrives below
 // the fetch's bound (high watermark or last stable offset) or max.wait.ms passes.
 //
+// A follower names itself by ReplicaID before v15 and by ReplicaState from v15, with
+// its broker epoch: a fetch of an older incarnation than the one registered (or than
+// one already heard from) is answered NOT_LEADER_OR_FOLLOWER and moves nothing
+// (KIP-903; serveFollower).
+//
 // From v11 a consumer's fetch may be served by a follower, and a leader configured
 // with the rack-aware replica selector names the replica a consumer should read from
 // (KIP-392; fetch_consumer.go).
@@ -52,15 +57,15 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 	if code != 0 {
 		return protocol.Ready(fetchSessionError(req.Body.(*kmsg.FetchRequest), code))
 	}
-	replicaID := r.ReplicaID
+	replicaID, replicaEpoch := r.ReplicaID, int64(-1) // before v15 a follower's broker epoch is unknown
 	if r.Version >= 15 {
-		replicaID = r.ReplicaState.ID
+		replicaID, replicaEpoch = r.ReplicaState.ID, r.ReplicaState.Epoch
 	}
 	st := fetchStates.Get().(*fetchState)
 	if session.session == nil { // a session keeps each partition once already
 		r = st.dropRepeats(r)
 	}
-	st.replicaID, st.session, st.req = replicaID, session, req
+	st.replicaID, st.replicaEpoch, st.session, st.req = replicaID, replicaEpoch, session, req
 	b.authorizeFetch(req, r, st)
 	total, answerNow := b.readFetch(r, st)
 	if answerNow || total >= int64(r.MinBytes) || r.MaxWaitMillis <= 0 || len(st.parts) == 0 {
@@ -126,10 +131,12 @@ func (b *Broker) handleFetch(req *protocol.Request) <-chan protocol.Response {
 // slices keeping their capacity, so a Fetch of many partitions allocates nothing per
 // partition; one goes back to the pool once its response has been written.
 type fetchState struct {
-	replicaID int32  // a follower's fetch (≥ 0) or a consumer's (-1)
-	denied    []bool // by topic of the request: TOPIC_AUTHORIZATION_FAILED; empty without an authorizer
-	req       *protocol.Request
-	topics    []fetchTopicResult
+	replicaID int32 // a follower's fetch (≥ 0) or a consumer's (-1)
+	// replicaEpoch is a follower's broker epoch (Fetch v15's ReplicaState), -1 unknown.
+	replicaEpoch int64
+	denied       []bool // by topic of the request: TOPIC_AUTHORIZATION_FAILED; empty without an authorizer
+	req          *protocol.Request
+	topics       []fetchTopicResult
 	// parts are the partitions read (to wait on), with a change count each
 	// (replica.Partition.Changes: loaded before it was read, then the one its
 	// registration to wait returned) and where its request and result are (slots:
@@ -417,7 +424,7 @@ func newFetchPartitionResult(partition int32) fetchPartitionResult {
 func (b *Broker) servePartition(st *fetchState, r *kmsg.FetchRequest, img *metadata.Image, p *replica.Partition,
 	rp *kmsg.FetchRequestTopicPartition, pr *fetchPartitionResult, maxBytes int64, minOneBatch bool) (int64, bool) {
 	if st.replicaID >= 0 {
-		n := b.serveFollower(st, p, rp, pr, maxBytes, minOneBatch)
+		n := b.serveFollower(st, img, p, rp, pr, maxBytes, minOneBatch)
 		// A follower behind the leader's log start (DeleteRecords moved it) hears of it
 		// at once: DeleteRecords waits for the followers' log starts.
 		behind := rp.LogStartOffset >= 0 && pr.logStartOffset > rp.LogStartOffset
@@ -452,17 +459,26 @@ func (b *Broker) readAgain(r *kmsg.FetchRequest, st *fetchState, indexes []int) 
 
 // serveFollower reads one partition of a follower's fetch into pr and returns the
 // record bytes found. The follower's position moves the high watermark; a follower
-// out of the ISR that caught up nudges the ISR loop.
-func (b *Broker) serveFollower(st *fetchState, p *replica.Partition, rp *kmsg.FetchRequestTopicPartition,
+// out of the ISR that caught up nudges the ISR loop. A fetch sent at a broker epoch
+// older than the follower's registration in img comes from an incarnation that is
+// gone: NOT_LEADER_OR_FOLLOWER, its position not taken (KIP-903, as Kafka's
+// Replica.updateFetchStateOrThrow).
+func (b *Broker) serveFollower(st *fetchState, img *metadata.Image, p *replica.Partition, rp *kmsg.FetchRequestTopicPartition,
 	pr *fetchPartitionResult, maxBytes int64, minOneBatch bool) int64 {
 	if p == nil {
 		pr.errorCode = kerr.UnknownTopicOrPartition.Code
 		return 0
 	}
+	if st.replicaEpoch >= 0 {
+		if br, ok := img.Broker(metadata.NodeID(st.replicaID)); ok && br.Epoch > st.replicaEpoch {
+			pr.errorCode = kerr.NotLeaderForPartition.Code
+			return 0
+		}
+	}
 	fp := replica.FetchPartition{CurrentLeaderEpoch: rp.CurrentLeaderEpoch, FetchOffset: rp.FetchOffset,
 		LastFetchedEpoch: rp.LastFetchedEpoch, LogStartOffset: rp.LogStartOffset}
 	mark := p.Changes() // before p is read: a change while it is read moves it
-	res, ranges, err := p.ServeFollower(st.replicaID, fp, int(maxBytes), minOneBatch, st.ranges, b.clock.Now())
+	res, ranges, err := p.ServeFollower(st.replicaID, st.replicaEpoch, fp, int(maxBytes), minOneBatch, st.ranges, b.clock.Now())
 	st.ranges = ranges
 	pr.highWatermark, pr.lastStableOffset, pr.logStartOffset = res.HighWatermark, res.HighWatermark, res.LogStartOffset
 	if err != nil {

@@ -1,7 +1,7 @@
 package broker
 
 // The data plane of replication, on the broker: followers fetch from their leaders
-// through a replica.FetcherManager whose LeaderClient is a Fetch v12 request over a
+// through a replica.FetcherManager whose LeaderClient is a Fetch v15 request over a
 // peer connection to the leader's inter-broker listener; leaders serve those fetches in
 // fetch.go (ServeFollower); the ISR loop asks the active controller for ISR changes
 // (AlterPartition) and applies nothing until the metadata brings them back.
@@ -25,9 +25,16 @@ import (
 	"github.com/samsa-streaming/samsa/internal/replica"
 )
 
-// replicaFetchVersion is the Fetch version followers send: flexible, with topic names,
-// the last fetched epoch and diverging epochs in the answer (KIP-320, v12).
-const replicaFetchVersion = 12
+// replicaFetchVersion is the Fetch version followers send: flexible, the last fetched
+// epoch and diverging epochs in the answer (KIP-320, v12), topics named by id (v13),
+// and the follower's id with its broker epoch in ReplicaState (KIP-903, v15), so
+// that the leader tells a restarted follower from the incarnation before it.
+// replicaFetchVersionByName is what a fetch with a partition whose topic id is not
+// known yet is sent at (topic names, the replica id alone).
+const (
+	replicaFetchVersion       = 15
+	replicaFetchVersionByName = 12
+)
 
 // newFetchers builds the follower fetchers of this node.
 func (b *Broker) newFetchers() *replica.FetcherManager {
@@ -103,11 +110,21 @@ func (c *leaderClient) Fetch(ctx context.Context, req *replica.FetchRequest) ([]
 	c.releasePrevious()
 	r := kmsg.NewPtrFetchRequest()
 	r.SetVersion(replicaFetchVersion)
-	r.ReplicaID = req.ReplicaID
+	r.ReplicaID = -1 // v15 carries the replica's id in ReplicaState
+	r.ReplicaState.ID, r.ReplicaState.Epoch = req.ReplicaID, req.BrokerEpoch
+	for _, fp := range req.Partitions {
+		if fp.TopicID == ([16]byte{}) {
+			r.SetVersion(replicaFetchVersionByName)
+			r.ReplicaID, r.ReplicaState = req.ReplicaID, kmsg.NewFetchRequestReplicaState()
+			break
+		}
+	}
 	r.MaxWaitMillis = int32(req.MaxWait / time.Millisecond)
 	r.MinBytes, r.MaxBytes = req.MinBytes, req.MaxBytes
 	byTopic := map[string]int{}
+	names := map[[16]byte]string{} // a v13+ answer names topics by id alone
 	for _, fp := range req.Partitions {
+		names[fp.TopicID] = fp.Topic
 		i, ok := byTopic[fp.Topic]
 		if !ok {
 			i = len(r.Topics)
@@ -134,9 +151,13 @@ func (c *leaderClient) Fetch(ctx context.Context, req *replica.FetchRequest) ([]
 	}
 	var out []replica.FetchResult
 	for _, t := range resp.Topics {
+		topic := t.Topic
+		if r.Version >= 13 {
+			topic = names[t.TopicID]
+		}
 		for _, p := range t.Partitions {
 			out = append(out, replica.FetchResult{
-				Topic: t.Topic, Partition: p.Partition, Err: fetchErr(p.ErrorCode),
+				Topic: topic, Partition: p.Partition, Err: fetchErr(p.ErrorCode),
 				HighWatermark: p.HighWatermark, LogStartOffset: p.LogStartOffset,
 				DivergingEpoch: p.DivergingEpoch.Epoch, DivergingEndOffset: p.DivergingEpoch.EndOffset,
 				Records: p.RecordBatches,
@@ -160,6 +181,8 @@ func fetchErr(code int16) error {
 	case kerr.NotLeaderForPartition.Code:
 		return replica.ErrNotLeader
 	}
+	// Any other (UNKNOWN_TOPIC_ID: the leader has not applied the topic yet) is
+	// retried after a backoff.
 	return fmt.Errorf("%w: %v", replica.ErrRetriable, kerr.ErrorForCode(code))
 }
 
@@ -203,22 +226,11 @@ func (b *Broker) proposeISRChanges(ctx context.Context, lagMax time.Duration) {
 		chs   []replica.ISRChange
 	)
 	for _, p := range b.replicas.All() {
-		ch, ok := p.ProposeISR(now, lagMax, func(id int32) bool { return isrEligible(img, p, id) })
+		ch, ok := p.ProposeISR(now, lagMax, func(id int32, epoch int64) bool { return isrEligible(img, p, id, epoch) })
 		if !ok {
 			continue
 		}
-		item := controller.AlterPartitionItem{TopicID: metadata.TopicID(p.TopicID), Topic: p.Topic, Partition: p.Index,
-			LeaderEpoch: ch.LeaderEpoch, PartitionEpoch: ch.PartitionEpoch}
-		for _, id := range ch.ISR {
-			m := controller.ISRMember{BrokerID: id, BrokerEpoch: -1}
-			if br, ok := img.Broker(metadata.NodeID(id)); ok {
-				m.BrokerEpoch = br.Epoch
-			}
-			item.NewISR = append(item.NewISR, m)
-		}
-		if ch.Recovered {
-			item.LeaderRecoveryState = metadata.Recovered
-		}
+		item := alterPartitionItem(p, ch, b.nodeID, b.BrokerEpoch())
 		items, parts, chs = append(items, item), append(parts, p), append(chs, ch)
 	}
 	if len(items) == 0 {
@@ -267,12 +279,37 @@ func (b *Broker) proposeISRChanges(ctx context.Context, lagMax time.Duration) {
 	}
 }
 
-// isrEligible reports whether broker id may join the ISR of p (Kafka's
-// isReplicaIsrEligible, and what the controller checks): registered, unfenced, not
-// shutting down, and its replica of p not offline.
-func isrEligible(img *metadata.Image, p *replica.Partition, id int32) bool {
+// alterPartitionItem is the AlterPartition entry asking for ch on p, led here by
+// node at brokerEpoch. Each follower is named with the broker epoch it fetched with
+// (Kafka's Partition.addBrokerEpochToIsr), not the one its registration has now: the
+// controller refuses a member whose registration moved on (KIP-903), so a restarted
+// broker never joins on its previous incarnation's fetches.
+func alterPartitionItem(p *replica.Partition, ch replica.ISRChange, node int32, brokerEpoch int64) controller.AlterPartitionItem {
+	item := controller.AlterPartitionItem{TopicID: metadata.TopicID(p.TopicID), Topic: p.Topic, Partition: p.Index,
+		LeaderEpoch: ch.LeaderEpoch, PartitionEpoch: ch.PartitionEpoch}
+	for i, id := range ch.ISR {
+		m := controller.ISRMember{BrokerID: id, BrokerEpoch: -1}
+		switch {
+		case id == node:
+			m.BrokerEpoch = brokerEpoch
+		case i < len(ch.BrokerEpochs):
+			m.BrokerEpoch = ch.BrokerEpochs[i]
+		}
+		item.NewISR = append(item.NewISR, m)
+	}
+	if ch.Recovered {
+		item.LeaderRecoveryState = metadata.Recovered
+	}
+	return item
+}
+
+// isrEligible reports whether broker id, whose fetches came at fetchEpoch (-1:
+// unknown), may join the ISR of p (Kafka's isReplicaIsrEligible, and what the
+// controller checks): registered, unfenced, not shutting down, registered at the
+// epoch it fetched with, and its replica of p not offline.
+func isrEligible(img *metadata.Image, p *replica.Partition, id int32, fetchEpoch int64) bool {
 	br, ok := img.Broker(metadata.NodeID(id))
-	if !ok || br.Fenced || br.InControlledShutdown {
+	if !ok || br.Fenced || br.InControlledShutdown || fetchEpoch != -1 && fetchEpoch != br.Epoch {
 		return false
 	}
 	if t, ok := img.TopicByID(metadata.TopicID(p.TopicID)); ok && int(p.Index) < len(t.Partitions) {

@@ -19,13 +19,25 @@ type follower struct {
 	lastFetch    time.Time
 	// lastFetchLeaderEnd is the leader's log end offset when the previous fetch came.
 	lastFetchLeaderEnd int64
+	// brokerEpoch is the broker epoch of the incarnation whose fetch set this state
+	// (KIP-903: Fetch v15's ReplicaState); -1 unknown (no fetch yet, or one older
+	// than v15).
+	brokerEpoch int64
 }
 
+// newFollower is a follower the leader has not heard from.
+func newFollower() *follower { return &follower{logEnd: -1, logStart: -1, brokerEpoch: -1} }
+
 // FollowerFetch records a follower's fetch at fetchOffset (its log end offset) with
-// its log start offset: its position, whether it is caught up, and the high watermark
-// that follows. It returns ErrNotLeader when this node does not lead and
-// ErrNotAssigned when replicaID holds no replica of the partition.
-func (p *Partition) FollowerFetch(replicaID int32, fetchOffset, logStartOffset int64, now time.Time) error {
+// its log start offset, sent by the follower's incarnation at brokerEpoch (-1:
+// unknown): its position, whether it is caught up, and the high watermark that
+// follows. A fetch of a newer incarnation than the one recorded starts the
+// follower's state over (KIP-903: what the previous incarnation fetched says nothing
+// of what a restarted broker still holds); one of an older incarnation is refused
+// with ErrStaleReplicaEpoch and changes nothing. It returns ErrNotLeader when this
+// node does not lead and ErrNotAssigned when replicaID holds no replica of the
+// partition.
+func (p *Partition) FollowerFetch(replicaID int32, brokerEpoch, fetchOffset, logStartOffset int64, now time.Time) error {
 	leaderEnd := p.Log.LogEndOffset()
 	p.mu.Lock()
 	if p.mu.state.Leader != p.localNode {
@@ -37,6 +49,17 @@ func (p *Partition) FollowerFetch(replicaID int32, fetchOffset, logStartOffset i
 		p.mu.Unlock()
 		return ErrNotAssigned
 	}
+	if brokerEpoch >= 0 && f.brokerEpoch >= 0 && brokerEpoch != f.brokerEpoch {
+		if brokerEpoch < f.brokerEpoch {
+			p.mu.Unlock()
+			return ErrStaleReplicaEpoch
+		}
+		// A new incarnation: the previous one's fetches are no evidence of its log. The
+		// last time it was caught up stays, as in Kafka, so that an ISR member is not
+		// dropped before replica.lag.time.max.ms for having restarted.
+		f.lastFetch, f.lastFetchLeaderEnd = time.Time{}, 0
+	}
+	f.brokerEpoch = brokerEpoch
 	switch {
 	case fetchOffset >= leaderEnd:
 		f.lastCaughtUp = now
@@ -89,6 +112,10 @@ type ISRChange struct {
 	ISR                         []int32
 	// Recovered: the leader was elected uncleanly and has its log in order now.
 	Recovered bool
+	// BrokerEpochs are, by index of ISR, the broker epoch each follower fetched with
+	// when its state was last set (KIP-903), -1 unknown, and -1 for the leader itself:
+	// the controller refuses a member whose registration is at another epoch.
+	BrokerEpochs []int64
 	// Added and Removed are the members the change adds and removes (for metrics and
 	// logs).
 	Added, Removed []int32
@@ -105,12 +132,14 @@ type ISRChange struct {
 // after RetryISR, and the high watermark counts the members of both the committed and
 // the proposed ISR.
 //
-// eligible is Kafka's isReplicaIsrEligible: a follower that is fenced, shutting
-// down, unregistered or offline must not be proposed however caught up it is — the
+// eligible is Kafka's isReplicaIsrEligible, given the broker epoch the follower
+// fetched with (-1 unknown): a follower that is fenced, shutting down, unregistered,
+// offline or known only from another incarnation must not be proposed however caught
+// up it is — the
 // controller refuses the whole change (INELIGIBLE_REPLICA), so that the members it
 // removes for their lag would stay in the ISR, holding the high watermark, for as
 // long as that follower fetches.
-func (p *Partition) ProposeISR(now time.Time, lagMax time.Duration, eligible func(id int32) bool) (ISRChange, bool) {
+func (p *Partition) ProposeISR(now time.Time, lagMax time.Duration, eligible func(id int32, brokerEpoch int64) bool) (ISRChange, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.mu.state
@@ -138,7 +167,7 @@ func (p *Partition) ProposeISR(now time.Time, lagMax time.Duration, eligible fun
 	if !s.Recovering {
 		for _, r := range s.Replicas {
 			f := p.mu.followers[r]
-			if r == p.localNode || slices.Contains(s.ISR, r) || f == nil || eligible != nil && !eligible(r) {
+			if r == p.localNode || slices.Contains(s.ISR, r) || f == nil || eligible != nil && !eligible(r, f.brokerEpoch) {
 				continue
 			}
 			if f.logEnd >= hw && f.logEnd >= p.mu.epochStart && now.Sub(f.lastCaughtUp) <= lagMax {
@@ -151,6 +180,13 @@ func (p *Partition) ProposeISR(now time.Time, lagMax time.Duration, eligible fun
 		return ISRChange{}, false
 	}
 	ch.ISR = next
+	for _, r := range next {
+		epoch := int64(-1)
+		if f := p.mu.followers[r]; f != nil && r != p.localNode {
+			epoch = f.brokerEpoch
+		}
+		ch.BrokerEpochs = append(ch.BrokerEpochs, epoch)
+	}
 	p.mu.pendingISR, p.mu.resendISR = &ch, false
 	return ch, true
 }
@@ -246,7 +282,7 @@ type FollowerRead struct {
 // divergence is answered with where that epoch ends here, and the follower's position
 // is not taken), its fetch offset becomes its known position (moving the high
 // watermark), and the batches from there on are read, appended to ranges.
-func (p *Partition) ServeFollower(replicaID int32, fp FetchPartition, maxBytes int, minOneBatch bool, ranges []storage.FileRange, now time.Time) (FollowerRead, []storage.FileRange, error) {
+func (p *Partition) ServeFollower(replicaID int32, brokerEpoch int64, fp FetchPartition, maxBytes int, minOneBatch bool, ranges []storage.FileRange, now time.Time) (FollowerRead, []storage.FileRange, error) {
 	res := FollowerRead{HighWatermark: p.HighWatermark(), LogStartOffset: p.Log.LogStartOffset(), DivergingEpoch: -1, DivergingEndOffset: -1}
 	if p.Offline() {
 		return res, ranges, ErrOffline
@@ -264,7 +300,7 @@ func (p *Partition) ServeFollower(replicaID int32, fp FetchPartition, maxBytes i
 	if fp.FetchOffset < res.LogStartOffset || fp.FetchOffset > p.Log.LogEndOffset() {
 		return res, ranges, ErrFetchOffsetOutOfRange
 	}
-	if err := p.FollowerFetch(replicaID, fp.FetchOffset, fp.LogStartOffset, now); err != nil {
+	if err := p.FollowerFetch(replicaID, brokerEpoch, fp.FetchOffset, fp.LogStartOffset, now); err != nil {
 		return res, ranges, err
 	}
 	res.HighWatermark = p.HighWatermark()

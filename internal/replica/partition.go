@@ -25,6 +25,10 @@ var (
 	// ErrNotAssigned: a replica fetch from a broker that holds no replica of the
 	// partition.
 	ErrNotAssigned = errors.New("replica: the fetching broker is not a replica of this partition")
+	// ErrStaleReplicaEpoch: a replica fetch from an older incarnation of the follower
+	// than one the leader already heard from (KIP-903); Kafka answers
+	// NOT_LEADER_OR_FOLLOWER.
+	ErrStaleReplicaEpoch = errors.New("replica: the fetching broker's epoch is older than its latest incarnation's")
 	// ErrOffsetNotAvailable: a leader just elected has not yet raised its high
 	// watermark to where its leader epoch starts, so it cannot tell the latest
 	// committed offset (KIP-207); the client retries.
@@ -195,7 +199,7 @@ func (p *Partition) Apply(s State, now time.Time) (Change, error) {
 			if r == p.localNode {
 				continue
 			}
-			f := &follower{logEnd: -1, logStart: -1}
+			f := newFollower()
 			if slices.Contains(s.ISR, r) {
 				// An in-sync follower counts as caught up from the start of the epoch
 				// (Kafka does the same), so it is not dropped before it fetches.
@@ -208,7 +212,7 @@ func (p *Partition) Apply(s State, now time.Time) (Change, error) {
 		// Same epoch, new partition epoch: an ISR change (or a reassignment) committed.
 		for _, r := range s.Replicas {
 			if _, ok := p.mu.followers[r]; !ok && r != p.localNode {
-				p.mu.followers[r] = &follower{logEnd: -1, logStart: -1}
+				p.mu.followers[r] = newFollower()
 			}
 		}
 		for r := range p.mu.followers {

@@ -127,7 +127,7 @@ func TestLastStableOffset(t *testing.T) {
 	}
 	follow := func(offset int64) {
 		t.Helper()
-		if err := p.FollowerFetch(2, offset, 0, now); err != nil {
+		if err := p.FollowerFetch(2, -1, offset, 0, now); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -89,7 +89,7 @@ func (c *localClient) Fetch(ctx context.Context, req *FetchRequest) ([]FetchResu
 func (c *localClient) serve(req *FetchRequest) []FetchResult {
 	var out []FetchResult
 	for _, fp := range req.Partitions {
-		read, _, err := c.leader.p.ServeFollower(req.ReplicaID, fp, int(fp.MaxBytes), true, nil, c.clock.Now())
+		read, _, err := c.leader.p.ServeFollower(req.ReplicaID, req.BrokerEpoch, fp, int(fp.MaxBytes), true, nil, c.clock.Now())
 		r := FetchResult{Topic: fp.Topic, Partition: fp.Partition, HighWatermark: read.HighWatermark,
 			LogStartOffset: read.LogStartOffset, DivergingEpoch: read.DivergingEpoch, DivergingEndOffset: read.DivergingEndOffset}
 		if !read.Diverging {
@@ -398,7 +398,7 @@ func TestReadReplicas(t *testing.T) {
 	fetch := func(id int32, offset, logStart int64) {
 		t.Helper()
 		fp := FetchPartition{CurrentLeaderEpoch: 1, FetchOffset: offset, LastFetchedEpoch: -1, LogStartOffset: logStart}
-		if _, _, err := n.p.ServeFollower(id, fp, 1<<20, true, nil, now); err != nil {
+		if _, _, err := n.p.ServeFollower(id, -1, fp, 1<<20, true, nil, now); err != nil {
 			t.Fatalf("fetch of node %d: %v", id, err)
 		}
 	}
@@ -450,7 +450,7 @@ func TestHighWatermarkBehindNewEpoch(t *testing.T) {
 		t.Fatalf("a new leader with high watermark %d below its epoch start 5: %v", n.p.HighWatermark(), err)
 	}
 	fp := FetchPartition{CurrentLeaderEpoch: 2, FetchOffset: 5, LastFetchedEpoch: -1, LogStartOffset: 0}
-	if _, _, err := n.p.ServeFollower(2, fp, 1<<20, true, nil, now); err != nil {
+	if _, _, err := n.p.ServeFollower(2, -1, fp, 1<<20, true, nil, now); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.p.CheckHighWatermarkCaughtUp(); err != nil || n.p.HighWatermark() != 5 {
@@ -533,7 +533,7 @@ func TestISRChangeOfUnknownOutcomeStaysCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range []int32{2, 3} {
-		if err := p.FollowerFetch(r, 2, 0, now); err != nil {
+		if err := p.FollowerFetch(r, -1, 2, 0, now); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -550,7 +550,7 @@ func TestISRChangeOfUnknownOutcomeStaysCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.RetryISR()
-	if err := p.FollowerFetch(3, 4, 0, now); err != nil {
+	if err := p.FollowerFetch(3, -1, 4, 0, now); err != nil {
 		t.Fatal(err)
 	}
 	if hw := p.HighWatermark(); hw != 2 {
@@ -581,10 +581,10 @@ func TestISRProposalLeavesOutIneligibleFollowers(t *testing.T) {
 	leader.apply(t, State{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}}, now)
 	p := leader.p
 	later := now.Add(time.Minute) // node 2 has not fetched since the epoch began
-	if err := p.FollowerFetch(3, 0, 0, later); err != nil {
+	if err := p.FollowerFetch(3, -1, 0, 0, later); err != nil {
 		t.Fatal(err)
 	}
-	change, ok := p.ProposeISR(later, 30*time.Second, func(id int32) bool { return id != 3 })
+	change, ok := p.ProposeISR(later, 30*time.Second, func(id int32, _ int64) bool { return id != 3 })
 	if !ok || !slices.Equal(change.ISR, []int32{1}) || len(change.Added) != 0 {
 		t.Fatalf("proposal %+v (%v), want the ISR [1]: node 2 removed, the ineligible node 3 not added", change, ok)
 	}
@@ -607,7 +607,7 @@ func TestAckStateKeepsALeaderThatStaysLeader(t *testing.T) {
 	}
 	// Node 3 leaves the replicas: a new leader epoch, node 1 still leading.
 	leader.apply(t, State{Leader: 1, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, now)
-	if err := p.FollowerFetch(2, 2, 0, now); err != nil {
+	if err := p.FollowerFetch(2, -1, 2, 0, now); err != nil {
 		t.Fatal(err)
 	}
 	if hw := p.HighWatermark(); hw != 2 {
@@ -640,7 +640,7 @@ func TestISRKeepsAnIdleFollowerThatHoldsEverything(t *testing.T) {
 	if _, err := p.AppendAsLeader(batch(t, 2), true, now); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.FollowerFetch(2, 2, 0, now); err != nil {
+	if err := p.FollowerFetch(2, -1, 2, 0, now); err != nil {
 		t.Fatal(err)
 	}
 	later := now.Add(time.Minute) // node 2 has not fetched since; nothing was written
@@ -653,5 +653,60 @@ func TestISRKeepsAnIdleFollowerThatHoldsEverything(t *testing.T) {
 	change, ok := p.ProposeISR(later, 30*time.Second, nil)
 	if !ok || !slices.Equal(change.Removed, []int32{2}) {
 		t.Fatalf("proposal %+v (%v) once node 2 is behind, want it removed", change, ok)
+	}
+}
+
+// TestFollowerIncarnations (KIP-903): the leader keeps, per follower, the broker
+// epoch of the fetch that set its position, and an ISR proposal names each follower
+// with it, so the controller refuses a member that restarted since. A fetch of a
+// newer incarnation starts the follower over at what it fetches now; one of the
+// previous incarnation arriving after it (a fetch in flight when it crashed) is
+// refused and moves nothing, or it would put back the lost tail's position.
+func TestFollowerIncarnations(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	leader := newNode(t, 1)
+	leader.apply(t, State{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 3}}, now)
+	p := leader.p
+	if _, err := p.AppendAsLeader(batch(t, 4), true, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.FollowerFetch(3, 7, 4, 0, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.FollowerFetch(2, 5, 4, 0, now); err != nil {
+		t.Fatal(err)
+	}
+	// Node 2 restarts as epoch 6, its log cut to 1 record; then its previous
+	// incarnation's last fetch arrives.
+	if err := p.FollowerFetch(2, 6, 1, 0, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.FollowerFetch(2, 5, 4, 0, now); !errors.Is(err, ErrStaleReplicaEpoch) {
+		t.Fatalf("a fetch of epoch 5 after one of epoch 6: %v, want ErrStaleReplicaEpoch", err)
+	}
+	if change, ok := p.ProposeISR(now, 30*time.Second, nil); ok {
+		t.Fatalf("proposal %+v for node 2 at offset 1 of 4, want none", change)
+	}
+	var asked []int64
+	if err := p.FollowerFetch(2, 6, 4, 0, now); err != nil {
+		t.Fatal(err)
+	}
+	change, ok := p.ProposeISR(now, 30*time.Second, func(id int32, epoch int64) bool {
+		asked = append(asked, epoch)
+		return true
+	})
+	if !ok || !slices.Equal(change.ISR, []int32{1, 3, 2}) || !slices.Equal(change.BrokerEpochs, []int64{-1, 7, 6}) {
+		t.Fatalf("proposal %+v (%v), want the ISR [1 3 2] at broker epochs [-1 7 6]", change, ok)
+	}
+	if !slices.Equal(asked, []int64{6}) {
+		t.Fatalf("eligibility asked at broker epochs %v, want [6] (node 2's new incarnation)", asked)
+	}
+	// A fetch without ReplicaState (before Fetch v15) leaves the epoch unknown.
+	p.CancelISR()
+	if err := p.FollowerFetch(2, -1, 4, 0, now); err != nil {
+		t.Fatal(err)
+	}
+	if change, ok = p.ProposeISR(now, 30*time.Second, nil); !ok || !slices.Equal(change.BrokerEpochs, []int64{-1, 7, -1}) {
+		t.Fatalf("proposal %+v (%v), want broker epochs [-1 7 -1]", change, ok)
 	}
 }
