@@ -388,17 +388,33 @@ func (p *Partition) AppendAsLeaderTxn(batch []byte, requireISR bool, now time.Ti
 // reassignment dropping a follower — keeps the log as it was, as Kafka's
 // checkEnoughReplicasReachOffset asks only whether the log is led here; a node that
 // followed in between may have truncated the batch), and whether the ISR is still at
-// least min.insync.replicas.
+// least min.insync.replicas — the maximal ISR, counting the members an ISR change in
+// flight adds (Kafka's partitionState.maximalIsr; the check before the append counts
+// the committed ISR alone).
 func (p *Partition) AckState(epoch int32) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mu.state.Leader != p.localNode || epoch < p.mu.leaderSince || epoch > p.mu.state.LeaderEpoch {
 		return ErrNotLeader
 	}
-	if len(p.mu.state.ISR) < p.Settings().MinInsyncReplicas {
+	if p.maximalISRSizeLocked() < p.Settings().MinInsyncReplicas {
 		return ErrNotEnoughReplicasAfterAppend
 	}
 	return nil
+}
+
+// maximalISRSizeLocked is the number of replicas in the committed ISR or in the ISR
+// change in flight (Kafka's maximal ISR).
+func (p *Partition) maximalISRSizeLocked() int {
+	n := len(p.mu.state.ISR)
+	if p.mu.pendingISR != nil {
+		for _, r := range p.mu.pendingISR.ISR {
+			if !slices.Contains(p.mu.state.ISR, r) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // maybeAdvanceHighWatermark moves the high watermark of a leader to the smallest log

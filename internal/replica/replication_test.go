@@ -710,3 +710,43 @@ func TestFollowerIncarnations(t *testing.T) {
 		t.Fatalf("proposal %+v (%v), want broker epochs [-1 7 -1]", change, ok)
 	}
 }
+
+// TestAckStateCountsTheMaximalISR: an acks=all batch whose high watermark was
+// reached is acknowledged when the committed ISR plus the members an ISR change in
+// flight adds reach min.insync.replicas (Kafka's checkEnoughReplicasReachOffset
+// counts partitionState.maximalIsr), while a new append still needs the committed
+// ISR alone (appendRecordsToLeader).
+func TestAckStateCountsTheMaximalISR(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	leader := newNode(t, 1)
+	leader.apply(t, State{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, now)
+	p := leader.p
+	settings := p.Settings()
+	settings.MinInsyncReplicas = 2
+	p.SetSettings(settings)
+	info, err := p.AppendAsLeader(batch(t, 2), true, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Node 2 leaves the ISR (committed), then fetches the batch and is proposed back.
+	leader.apply(t, State{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1}}, now)
+	if err := p.FollowerFetch(2, 5, 2, 0, now); err != nil {
+		t.Fatal(err)
+	}
+	if change, ok := p.ProposeISR(now, 30*time.Second, nil); !ok || !slices.Equal(change.Added, []int32{2}) {
+		t.Fatalf("proposal %+v (%v), want node 2 added", change, ok)
+	}
+	if hw := p.HighWatermark(); hw != 2 {
+		t.Fatalf("high watermark %d, want 2", hw)
+	}
+	if err := p.AckState(info.LeaderEpoch); err != nil {
+		t.Fatalf("ack with node 2 being added back (maximal ISR [1 2]): %v, want none", err)
+	}
+	if _, err := p.AppendAsLeader(batch(t, 1), true, now); !errors.Is(err, ErrNotEnoughReplicas) {
+		t.Fatalf("acks=all append with the committed ISR [1]: %v, want ErrNotEnoughReplicas", err)
+	}
+	p.CancelISR()
+	if err := p.AckState(info.LeaderEpoch); !errors.Is(err, ErrNotEnoughReplicasAfterAppend) {
+		t.Fatalf("ack with the ISR [1] and no change in flight: %v, want ErrNotEnoughReplicasAfterAppend", err)
+	}
+}
