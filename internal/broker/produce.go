@@ -25,7 +25,11 @@ package broker
 // after any lost response (idempotent producers are deduplicated).
 //
 // With an authorizer, each topic needs WRITE (TOPIC_AUTHORIZATION_FAILED for its
-// partitions otherwise) and a transactional id WRITE on it. A topic named by id
+// partitions otherwise). A request carrying transactional batches needs a
+// transactional id, and with an authorizer WRITE on it: otherwise every partition is
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as in Kafka (which decides it before any
+// partition; here it is decided at the first transactional batch, see
+// checkTransactionalID). A topic named by id
 // (v13) is resolved first, as in Kafka: an id the metadata image does not hold is
 // UNKNOWN_TOPIC_ID whatever the ACLs, a known one needs WRITE on the topic it names.
 //
@@ -108,16 +112,18 @@ type produceRequest struct {
 	pending []pendingAck
 	failed  bool
 	// topicErr answers every partition of the current topic (an unknown topic id,
-	// a topic or transactional id the principal may not write).
+	// a topic the principal may not write).
 	topicErr error
 	// topicID is the id of the current topic in the image (zero if it has none): a
 	// local partition of another id is not written (Broker.topicReplica).
 	topicID metadata.TopicID
 	// The request's API, version, client and principal (for authorization,
-	// authorize.go, and logs), and the answer to every partition when its
-	// transactional id may not write (nil if it may).
-	who    protocol.Request
-	txnErr error
+	// authorize.go, and logs). txnErr answers every partition from the first
+	// transactional batch on when the request has no transactional id or one the
+	// principal may not write (nil otherwise); txnChecked is set once that is decided.
+	who        protocol.Request
+	txnErr     error
+	txnChecked bool
 	// throttle is how long the client must wait for its producer_byte_rate quota.
 	throttle time.Duration
 }
@@ -150,17 +156,12 @@ func (b *Broker) StartProduce(req *protocol.Request, h protocol.ProduceHeader) p
 	pr.b, pr.version, pr.acks, pr.timeout, pr.now = b, req.Version, h.Acks, h.TimeoutMillis, b.clock.Now()
 	pr.txnID = h.TransactionalID
 	pr.pending, pr.failed = pr.pending[:0], false
-	pr.txnErr, pr.throttle = nil, 0
+	pr.txnErr, pr.txnChecked, pr.throttle = nil, false, 0
 	if b.quotas.Enabled() {
 		pr.throttle = b.quotas.Record(auth.ProducerByteRate, req.Principal.Name, req.ClientID, float64(req.Size), pr.now)
 		pr.resp.ThrottleMillis = int32(pr.throttle / time.Millisecond)
 	}
 	pr.who = protocol.Request{Key: req.Key, Version: req.Version, Principal: req.Principal, ClientAddr: req.ClientAddr}
-	if b.authz != nil {
-		if h.TransactionalID != nil && !b.authorize(&pr.who, auth.OpWrite, auth.ResourceTransactionalID, *h.TransactionalID) {
-			pr.txnErr = kerr.TransactionalIDAuthorizationFailed
-		}
-	}
 	return pr
 }
 
@@ -192,11 +193,8 @@ func (pr *produceRequest) Topic(name string, id [16]byte, partitions int) {
 	}
 	*t = kmsg.NewProduceResponseTopic()
 	t.Topic, t.TopicID, t.Partitions = name, id, parts
-	if pr.topicErr == nil && pr.b.authz != nil {
-		pr.topicErr = pr.txnErr
-		if pr.topicErr == nil && !pr.b.authorize(&pr.who, auth.OpWrite, auth.ResourceTopic, name) {
-			pr.topicErr = kerr.TopicAuthorizationFailed
-		}
+	if pr.topicErr == nil && pr.b.authz != nil && !pr.b.authorize(&pr.who, auth.OpWrite, auth.ResourceTopic, name) {
+		pr.topicErr = kerr.TopicAuthorizationFailed
 	}
 }
 
@@ -210,7 +208,13 @@ func (pr *produceRequest) Partition(partition int32, records []byte) {
 	b := pr.b
 	var p *replica.Partition
 	var info storage.AppendInfo
-	err := pr.topicErr
+	if !pr.txnChecked && transactionalBatch(records) {
+		pr.checkTransactionalID()
+	}
+	err := pr.txnErr
+	if err == nil {
+		err = pr.topicErr
+	}
 	if err == nil {
 		p, info, err = b.produceOne(pr, t.Topic, partition, records, sp)
 	}
@@ -231,6 +235,35 @@ func (pr *produceRequest) Partition(partition int32, records []byte) {
 		}
 	}
 }
+
+// transactionalBatch reports whether records starts with a transactional v2 batch
+// (Produce v3+ carries one batch per partition; Validate checks the rest).
+func transactionalBatch(records []byte) bool {
+	h, err := record.ParseHeader(records)
+	return err == nil && h.IsTransactional()
+}
+
+// checkTransactionalID decides, at the request's first transactional batch, whether
+// it may write transactionally: as Kafka's handleProduceRequest, a request without a
+// transactional id, or with one the principal may not write, is
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition. Kafka decides it before
+// any partition; a request read as it streams in decides it at the first
+// transactional batch, so a plain batch before that one in the same request is
+// written (no client sends such a request: one producer's batches are all
+// transactional or none are).
+func (pr *produceRequest) checkTransactionalID() {
+	pr.txnChecked = true
+	switch {
+	case pr.txnID == nil:
+		pr.txnErr = errNoTransactionalID
+	case pr.b.authz != nil && !pr.b.authorize(&pr.who, auth.OpWrite, auth.ResourceTransactionalID, *pr.txnID):
+		pr.txnErr = kerr.TransactionalIDAuthorizationFailed
+	}
+}
+
+// errNoTransactionalID answers a transactional batch in a request without a
+// transactional id.
+var errNoTransactionalID = fmt.Errorf("a transactional batch in a Produce request without a transactional id: set the transactional id of the request: %w", kerr.TransactionalIDAuthorizationFailed)
 
 // acked reports whether an acks=all batch is done: the high watermark covers it (the
 // partition's answer is then an error if the ISR fell below min.insync.replicas

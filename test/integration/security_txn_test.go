@@ -129,6 +129,15 @@ func TestTransactionAuthorization(t *testing.T) {
 		if !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
 			t.Fatalf("franz-go producer without WRITE on its transactional id: %v", err)
 		}
+		// Kafka checks the transactional id of a Produce only when it carries
+		// transactional batches.
+		noWrite := "tx-describe"
+		if code := produceRawAs(t, alice, &noWrite, "txn-data", txnBatch(1, 0, 0, "never")).ErrorCode; code != kerr.TransactionalIDAuthorizationFailed.Code {
+			t.Fatalf("transactional produce without WRITE on its transactional id: %v", kerr.ErrorForCode(code))
+		}
+		if code := produceRawAs(t, alice, &noWrite, "txn-data", rawBatch(-1, -1, -1, "plain")).ErrorCode; code != 0 {
+			t.Fatalf("plain produce naming a transactional id it may not write: %v", kerr.ErrorForCode(code))
+		}
 		end := kmsg.NewPtrEndTxnRequest()
 		end.TransactionalID, end.ProducerID, end.ProducerEpoch = "tx-describe", 1, 0
 		if r := send(alice, end).(*kmsg.EndTxnResponse); r.ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code {

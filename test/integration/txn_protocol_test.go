@@ -196,3 +196,40 @@ func TestBrokerKilledMidTransaction(t *testing.T) {
 		t.Fatalf("read_uncommitted after two kills: %q", got)
 	}
 }
+
+// TestTransactionalProduceWithoutTransactionalID: a Produce carrying a transactional
+// batch but no transactional id is TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every
+// partition of the request, a plain batch after it included, as Kafka's
+// handleProduceRequest answers before it looks at any partition; nothing is written.
+func TestTransactionalProduceWithoutTransactionalID(t *testing.T) {
+	b := testutil.StartBroker(t)
+	const topic = "txn-no-id"
+	createTopic(t, newAdmin(t, b), topic, 3, nil)
+	c := newClient(t, b)
+	pid, epoch := initTxn(t, c, "no-id")
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic, rt.TopicID = topic, topicID(t, c, topic)
+	for i, batch := range [][]byte{txnBatch(pid, epoch, 0, "t0"), txnBatch(pid, epoch, 0, "t1"), rawBatch(-1, -1, -1, "plain")} {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = int32(i), batch
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctxT(t, 10*time.Second), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 3 {
+		t.Fatalf("response: %+v", resp)
+	}
+	for _, p := range resp.Topics[0].Partitions {
+		if p.ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code {
+			t.Errorf("partition %d: %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", p.Partition, kerr.ErrorForCode(p.ErrorCode))
+		}
+	}
+	if got := readAll(t, b, topic, false); len(got) != 0 {
+		t.Fatalf("records written by the refused request: %q", got)
+	}
+}
