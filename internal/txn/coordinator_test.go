@@ -147,8 +147,8 @@ func TestTransactionsV2EndWhileMarkersAreWritten(t *testing.T) {
 			t.Fatalf("ending the next transaction (commit %v) while the markers are written: %+v", commit, got)
 		}
 	}
-	if got := h.end("app", p, false, true); got.Code != errState {
-		t.Fatalf("a retry of the commit as an abort: %+v", got)
+	if got := h.end("app", p, false, true); got.Code != errConc {
+		t.Fatalf("a retry of the commit as an abort while the markers are written: %+v", got)
 	}
 	h.markers.setHold(false)
 	h.waitState("app", StateCompleteCommit)
@@ -323,6 +323,32 @@ func TestTimedOutTransactionIsAborted(t *testing.T) {
 	}
 	if got := h.add("app", p, false, tp("t", 0)); !equalCodes(got, codes(errFence)) {
 		t.Fatalf("the timed-out producer's add: %v", got)
+	}
+}
+
+// TestTimedOutTransactionsV2LateEnd: with transactions v2 the timed-out producer's
+// epoch is the one before the abort's bump, which an end takes for a retry of its
+// own, as in Kafka: its commit is PRODUCER_FENCED (KAFKA-20785; CONCURRENT_TRANSACTIONS
+// first while the abort's markers are written), its abort answered as the abort was.
+func TestTimedOutTransactionsV2LateEnd(t *testing.T) {
+	h := newHarness(t)
+	p := h.mustInit("app")
+	h.add("app", p, false, tp("t", 0))
+	h.markers.setHold(true)
+	h.clock.Advance(61 * time.Second) // timeout is 1 min
+	h.waitState("app", StatePrepareAbort)
+	for _, commit := range []bool{true, false} {
+		if r := h.end("app", p, commit, true); r.Code != errConc {
+			t.Fatalf("late end (commit %v) while the abort's markers are written: %+v", commit, r)
+		}
+	}
+	h.markers.setHold(false)
+	m := h.waitState("app", StateCompleteAbort)
+	if r := h.end("app", p, true, true); r.Code != errFence {
+		t.Fatalf("late commit of the timed-out transaction: %+v", r)
+	}
+	if r := h.end("app", p, false, true); r.Code != 0 || r.ProducerID != m.ProducerID || r.Epoch != m.Epoch {
+		t.Fatalf("late abort of the timed-out transaction: %+v, want the abort's producer %d epoch %d", r, m.ProducerID, m.Epoch)
 	}
 }
 

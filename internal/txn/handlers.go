@@ -334,16 +334,22 @@ func (c *Coordinator) endLocked(id string, producerID int64, epoch int16, commit
 			return false
 		}
 	case StatePrepareCommit, StatePrepareAbort:
-		if (m.State == StatePrepareCommit) == commit {
-			ch <- failed(codeConcurrent)
-		} else {
-			ch <- failed(codeInvalidState)
-		}
+		// The markers are being written: whatever the end asks, it waits, as in Kafka
+		// (whose completion is pending all that time). Once they are, a retry asking
+		// the other outcome is answered below.
+		ch <- failed(codeConcurrent)
 		return false
 	case StateEmpty, StateCompleteCommit, StateCompleteAbort:
 		switch {
 		case matches && (retry || !v2):
 			ch <- current()
+			return false
+		case retry && commit && m.State == StateCompleteAbort:
+			// Only an abort the coordinator made (a timeout, or a new producer's
+			// InitProducerId) leaves the producer's own commit at the epoch before the
+			// bump: the producer is fenced, as Kafka answers it (KAFKA-20785). Its
+			// abort is answered as the abort was (matches, above), as in Kafka.
+			ch <- failed(codeFenced)
 			return false
 		case !(v2 && !commit && !retry):
 			ch <- failed(codeInvalidState)
