@@ -192,6 +192,37 @@ func TestTransactionsV2RotateAnExhaustedEpoch(t *testing.T) {
 	}
 }
 
+// TestInitAfterTransactionsV2End: KIP-360 after a transactions v2 end, as Kafka
+// answers it: the epoch before the end's bump is the last epoch, so an InitProducerId
+// naming it is taken for a retry and answered with the producer id and epoch the end
+// gave, without a bump; after an end that moved the id to a new producer id, the old
+// id at the last epoch it had (32766) is that retry too. Any older epoch is fenced.
+func TestInitAfterTransactionsV2End(t *testing.T) {
+	h := newHarness(t)
+	h.mustInit("app")
+	p := h.mustInit("app") // at epoch 1, so that an older one can be named
+	h.add("app", p, false, tp("t", 0))
+	r := h.end("app", p, true, true)
+	h.waitState("app", StateCompleteCommit)
+	if got := h.init("app", p.ProducerID, p.Epoch); got.Code != 0 || got.ProducerID != r.ProducerID || got.Epoch != r.Epoch {
+		t.Fatalf("InitProducerId at the epoch before the commit's bump: %+v, want %d/%d", got, r.ProducerID, r.Epoch)
+	}
+	if got := h.init("app", p.ProducerID, p.Epoch-1); got.Code != errFence {
+		t.Fatalf("InitProducerId at an older epoch: %+v", got)
+	}
+
+	old := h.initAtLastEpoch("rotated")
+	h.add("rotated", old, false, tp("t", 0))
+	r = h.end("rotated", old, true, true)
+	h.waitState("rotated", StateCompleteCommit)
+	if got := h.init("rotated", old.ProducerID, old.Epoch); got.Code != 0 || got.ProducerID != r.ProducerID || got.Epoch != r.Epoch {
+		t.Fatalf("InitProducerId of the old id at its last epoch after the rotation: %+v, want %d/%d", got, r.ProducerID, r.Epoch)
+	}
+	if got := h.init("rotated", old.ProducerID, old.Epoch-1); got.Code != errFence {
+		t.Fatalf("InitProducerId of the old id at an older epoch: %+v", got)
+	}
+}
+
 // TestTransactionsV2NewIDWhileMarkersAreWritten: after an end at the last epoch
 // answered a new producer id, the new id's first add (its produce's implicit add, an
 // AddOffsetsToTxn) before the old id's markers are written is CONCURRENT_TRANSACTIONS,

@@ -226,8 +226,10 @@ func (m Metadata) complete(now time.Time) Metadata {
 		next.State = StateCompleteCommit
 	}
 	if m.NextProducerID >= 0 {
+		// LastEpoch stays the old id's last epoch (32766), the last the producer saw
+		// before the new id, which a KIP-360 retry names, as in Kafka.
 		next.PrevProducerID, next.ProducerID, next.NextProducerID = m.ProducerID, m.NextProducerID, -1
-		next.Epoch, next.LastEpoch = 0, -1
+		next.Epoch = 0
 	}
 	next.Partitions, next.Updated = nil, now
 	return next

@@ -334,3 +334,36 @@ func TestTxnEndRetriedAfterKill(t *testing.T) {
 		})
 	}
 }
+
+// TestTxnInitAfterRotatingEnd: a transactions v2 commit at the last epoch moves the
+// transactional id to a new producer id; a KIP-360 InitProducerId naming the old id
+// at that last epoch (a producer that never saw the commit's answer) is a retry, as
+// in Kafka: it gets the new id at epoch 0, with no bump. An older epoch is fenced.
+func TestTxnInitAfterRotatingEnd(t *testing.T) {
+	t.Parallel()
+	b := testutil.StartBroker(t, "transaction.state.log.num.partitions=1")
+	const topic, id = "txn-init-rotated", "txn-init-rotated"
+	createTopic(t, newAdmin(t, b), topic, 1, nil)
+	c := pinnedClient(t, b, map[kmsg.Key]int16{kmsg.Produce: 12, kmsg.EndTxn: 5})
+	ctx := ctxT(t, 3*time.Minute)
+	const last = math.MaxInt16 - 1
+	pid := bumpEpochTo(t, ctx, c, id, last)
+	if code := produceTxnTo(ctx, c, id, topic, topicID(t, c, topic), 0, txnBatch(pid, last, 0, "v")); code != 0 {
+		t.Fatalf("produce: %v", kerr.ErrorForCode(code))
+	}
+	end, err := endTxnAt(ctx, c, id, pid, last, true)
+	if err != nil || end.ProducerID == pid || end.ProducerEpoch != 0 {
+		t.Fatalf("the commit at the last epoch: %v %+v", err, end)
+	}
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		st, err := describeTxn(ctx, c, id)
+		return err == nil && st.State == "CompleteCommit"
+	}, "the commit to complete")
+	r, err := initProducerID(ctx, c, id, pid, last)
+	if err != nil || r.ProducerID != end.ProducerID || r.ProducerEpoch != 0 {
+		t.Fatalf("InitProducerId of the old id at its last epoch: %v %+v, want %d/0", err, r, end.ProducerID)
+	}
+	if _, err := initProducerID(ctx, c, id, pid, last-1); !errors.Is(err, kerr.ProducerFenced) {
+		t.Fatalf("InitProducerId of the old id at an older epoch: %v, want PRODUCER_FENCED", err)
+	}
+}
