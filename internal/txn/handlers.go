@@ -304,8 +304,8 @@ func (c *Coordinator) endLocked(id string, producerID int64, epoch int16, commit
 	if v2 && !retry && (m.State == StatePrepareCommit || m.State == StatePrepareAbort) {
 		// The producer the prepare answered ends its next transaction while the
 		// markers of this one are still being written (a client aborts an empty
-		// transaction right after a commit): it waits, as for an add. Kafka answers
-		// PRODUCER_FENCED here, which no client recovers from.
+		// transaction right after a commit): it waits, as for an add, and as Kafka
+		// answers it since KAFKA-18464 (4.0; before, PRODUCER_FENCED).
 		if pid, ep := m.answerProducer(); producerID == pid && epoch == ep {
 			ch <- failed(codeConcurrent)
 			return false
