@@ -121,3 +121,60 @@ func TestAlterConfigsNullValue(t *testing.T) {
 		t.Fatalf("configs %v applied", tp.Configs)
 	}
 }
+
+// incrementalAlter sends one IncrementalAlterConfigs of configs to the topic and
+// returns the resource's error code and message.
+func incrementalAlter(t *testing.T, b *Broker, topic string, validateOnly bool, configs ...kmsg.IncrementalAlterConfigsRequestResourceConfig) (int16, string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	req.ValidateOnly = validateOnly
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName, res.Configs = kmsg.ConfigResourceTypeTopic, topic, configs
+	req.Resources = append(req.Resources, res)
+	got := call[*kmsg.IncrementalAlterConfigsResponse](t, b, req).Resources[0]
+	var msg string
+	if got.ErrorMessage != nil {
+		msg = *got.ErrorMessage
+	}
+	return got.ErrorCode, msg
+}
+
+func configOp(name string, op kmsg.IncrementalAlterConfigOp, value *string) kmsg.IncrementalAlterConfigsRequestResourceConfig {
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Op, c.Value = name, op, value
+	return c
+}
+
+// TestIncrementalAlterConfigsListFromDefault: APPEND and SUBTRACT on a list config the
+// topic does not set start from the config's default, and a list SUBTRACT empties is
+// set to "" (validated as such), as Kafka's ConfigurationControlManager does: APPEND
+// compact to a new topic's cleanup.policy is "delete,compact" (it was "compact", which
+// stopped retention), SUBTRACT delete from it is refused as an empty cleanup.policy
+// (it left the topic at delete, answering success).
+func TestIncrementalAlterConfigsListFromDefault(t *testing.T) {
+	b := startTestBroker(t)
+	createTestTopic(t, b, "lists", 1)
+	override := func(name string) (string, bool) {
+		tp, _ := b.image().Topic("lists")
+		v, ok := tp.Configs[name]
+		return v, ok
+	}
+	if code, msg := incrementalAlter(t, b, "lists", false, configOp("cleanup.policy", kmsg.IncrementalAlterConfigOpSubtract, kmsg.StringPtr("delete"))); code != kerr.InvalidConfig.Code || !strings.Contains(msg, "cleanup.policy") {
+		t.Errorf("SUBTRACT delete from the default cleanup.policy: %v %q, want INVALID_CONFIG naming cleanup.policy", kerr.ErrorForCode(code), msg)
+	}
+	if code, msg := incrementalAlter(t, b, "lists", false, configOp("cleanup.policy", kmsg.IncrementalAlterConfigOpAppend, kmsg.StringPtr("compact"))); code != 0 {
+		t.Fatalf("APPEND compact: %v %q", kerr.ErrorForCode(code), msg)
+	}
+	if v, _ := override("cleanup.policy"); v != "delete,compact" {
+		t.Errorf("cleanup.policy after APPEND compact to the default: %q, want \"delete,compact\"", v)
+	}
+	const throttled = "leader.replication.throttled.replicas"
+	for _, op := range []kmsg.IncrementalAlterConfigOp{kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract} {
+		if code, msg := incrementalAlter(t, b, "lists", false, configOp(throttled, op, kmsg.StringPtr("0:1"))); code != 0 {
+			t.Fatalf("%v %s: %v %q", op, throttled, kerr.ErrorForCode(code), msg)
+		}
+	}
+	if v, ok := override(throttled); !ok || v != "" {
+		t.Errorf("%s after APPEND and SUBTRACT of 0:1: %q (set %v), want set to \"\"", throttled, v, ok)
+	}
+}

@@ -260,6 +260,27 @@ func IsListBrokerProperty(name string) bool {
 	return ok && p.spec.kafkaType() == TypeList
 }
 
+// TopicConfigDefault is Kafka's default for the topic config name (the default of the
+// broker property it falls back to, with no property set), "" for an unknown name. It
+// is what IncrementalAlterConfigs APPEND and SUBTRACT start from on a topic that does
+// not set the config, as Kafka's KafkaConfigSchema.getDefault.
+func TopicConfigDefault(name string) string {
+	p, ok := topicIndex[name]
+	if !ok {
+		return ""
+	}
+	return p.fromBroker(Default())
+}
+
+// BrokerPropertyDefault is Kafka's default for the broker property name, "" for one
+// without a default or an unknown name; see TopicConfigDefault.
+func BrokerPropertyDefault(name string) string {
+	if p, ok := brokerIndex[name]; ok && !p.null {
+		return p.def
+	}
+	return ""
+}
+
 // ValidateTopicConfig checks one topic config: ErrUnknownProperty for a name that
 // is not a topic config, ErrInvalidValue for a value out of its bounds. The
 // message names the config and the value.

@@ -31,7 +31,9 @@ type ConfigOp struct {
 // resourceName = topic) or a broker (resourceType 4, resourceName = node id, or ""
 // for the cluster-wide default). replaceAll is the legacy AlterConfigs semantics:
 // configs not set by ops are deleted. APPEND and SUBTRACT treat the value as a
-// comma-separated list; a list emptied by SUBTRACT is deleted. Topic values are
+// comma-separated list, starting from the config's default when the resource does
+// not set it; a list emptied by SUBTRACT is set to "" (both as Kafka's
+// ConfigurationControlManager), which the config's validation may refuse. Topic values are
 // checked with Options.ValidateTopicConfig; broker values are not checked here.
 func (c *Controller) AlterConfigs(ctx context.Context, resourceType int8, resourceName string, ops []ConfigOp, replaceAll bool, validateOnly bool) error {
 	_, err := run(ctx, c, func(ctx context.Context) (struct{}, error) {
@@ -103,7 +105,11 @@ func (c *Controller) alterConfigs(ctx context.Context, resourceType int8, resour
 				return fmt.Errorf("%w: %s is not a list config; %s applies to lists only, use SET", ErrInvalidConfig, op.Name, opName(op.Op))
 			}
 			// Linear in the items: a set, then one pass.
-			list, items := splitList(next[op.Name]), splitList(*op.Value)
+			current, set := next[op.Name]
+			if !set {
+				current = listDefault(resourceType, op.Name)
+			}
+			list, items := splitList(current), splitList(*op.Value)
 			if op.Op == OpAppend {
 				in := make(map[string]bool, len(list)+len(items))
 				for _, v := range list {
@@ -122,11 +128,7 @@ func (c *Controller) alterConfigs(ctx context.Context, resourceType int8, resour
 				}
 				list = slices.DeleteFunc(list, func(v string) bool { return drop[v] })
 			}
-			if len(list) == 0 {
-				delete(next, op.Name)
-			} else {
-				next[op.Name] = strings.Join(list, ",")
-			}
+			next[op.Name] = strings.Join(list, ",")
 		default:
 			return fmt.Errorf("%w: unknown config operation %d", ErrInvalidRequest, op.Op)
 		}
@@ -175,6 +177,18 @@ func isListConfig(resourceType int8, name string) bool {
 		return config.IsListBrokerProperty(name)
 	}
 	return false
+}
+
+// listDefault is the value APPEND and SUBTRACT start from for a list config the
+// resource does not set: the config's default.
+func listDefault(resourceType int8, name string) string {
+	switch resourceType {
+	case metadata.ResourceTopic:
+		return config.TopicConfigDefault(name)
+	case metadata.ResourceBroker:
+		return config.BrokerPropertyDefault(name)
+	}
+	return ""
 }
 
 func splitList(s string) []string {
