@@ -7,14 +7,17 @@ package broker
 //
 // Topic resources describe every supported topic config with its effective value and
 // source (DYNAMIC_TOPIC_CONFIG for an override, STATIC_BROKER_CONFIG when the broker's
-// property was set, DEFAULT_CONFIG otherwise), its type (v3+) and documentation.
-// Broker resources (named by node id, or "" for the cluster default) describe the
-// broker's properties; a topic name no topic can have is INVALID_TOPIC_EXCEPTION, as
-// Kafka validates it first. Group resources (KIP-848/KIP-932 group configs: share.*) are
-// set per group through the metadata quorum, as Kafka stores them, and describe each
-// group config with its override or the broker property it defaults to. Changes to topic configs commit through the metadata quorum
-// and take effect on the partitions at once; AlterConfigs replaces a topic's whole set
-// of overrides (as Kafka's legacy API does) while IncrementalAlterConfigs applies SET,
+// property was set, DEFAULT_CONFIG otherwise), its type (v3+) and documentation; a
+// topic name no topic can have is INVALID_TOPIC_EXCEPTION, as Kafka validates it
+// first. Broker resources named by this node's id describe the broker's properties;
+// "" (the cluster-wide dynamic defaults, as Kafka describes it) has none, broker
+// properties being static; another broker's id is INVALID_REQUEST, as on Kafka. Group
+// resources (KIP-848/KIP-932 group configs: share.*) are set per group through the
+// metadata quorum, as Kafka stores them, and describe each group config with its
+// override or the broker property it defaults to. Changes to topic configs commit
+// through the metadata quorum and take effect on the partitions at once; AlterConfigs
+// replaces a topic's whole set of overrides (as Kafka's legacy API does) while
+// IncrementalAlterConfigs applies SET,
 // DELETE, APPEND and SUBTRACT per config. A resource named twice in one Alter request
 // is INVALID_REQUEST wherever it appears, and not applied, as on Kafka. A resource
 // named again in one DescribeConfigs request is described where it is first named and
@@ -87,7 +90,11 @@ func (b *Broker) handleDescribeConfigs(req *protocol.Request) <-chan protocol.Re
 				sr.ErrorCode, sr.ErrorMessage = errorCode(err), errorMessage(err)
 				break
 			}
-			entries = config.DescribeBroker(b.cfg)
+			if res.ResourceName != "" {
+				entries = config.DescribeBroker(b.cfg)
+			}
+			// "" is the cluster-wide dynamic defaults, of which Kafka describes those
+			// set: none, broker properties being static in Samsa.
 		case kmsg.ConfigResourceTypeGroupConfig:
 			if res.ResourceName == "" {
 				sr.ErrorCode, sr.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr("a group config resource needs a group name")
@@ -150,12 +157,17 @@ func legalTopicName(name string) error {
 	return controller.ValidateTopicName(name)
 }
 
-// checkBrokerResource accepts this node's id or "" (cluster default).
+// checkBrokerResource accepts this node's id or "" (cluster default); any other name
+// is INVALID_REQUEST, as Kafka's ConfigHelper answers: a broker describes its own
+// configs only.
 func (b *Broker) checkBrokerResource(name string) error {
 	if name == "" || name == strconv.Itoa(int(b.nodeID)) {
 		return nil
 	}
-	return kerr.InvalidRequest
+	if _, err := strconv.ParseInt(name, 10, 32); err != nil {
+		return &configError{fmt.Sprintf("broker resource name %q is not a node id: name broker %d or \"\" for the cluster default", name, b.nodeID)}
+	}
+	return &configError{fmt.Sprintf("this is broker %d, not %s: ask broker %s for its configs", b.nodeID, name, name)}
 }
 
 func (b *Broker) handleAlterConfigs(req *protocol.Request) <-chan protocol.Response {

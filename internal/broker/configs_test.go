@@ -178,3 +178,33 @@ func TestIncrementalAlterConfigsListFromDefault(t *testing.T) {
 		t.Errorf("%s after APPEND and SUBTRACT of 0:1: %q (set %v), want set to \"\"", throttled, v, ok)
 	}
 }
+
+// TestDescribeConfigsBrokerResources: a broker describes its own configs by id; ""
+// is the cluster-wide dynamic defaults, none of which Samsa has (Kafka's ConfigHelper
+// describes those set only: it listed every static property); another broker's id or
+// a name that is no id is INVALID_REQUEST with a message naming it.
+func TestDescribeConfigsBrokerResources(t *testing.T) {
+	b := startTestBroker(t)
+	for _, tc := range []struct {
+		name    string
+		code    int16
+		configs bool
+	}{
+		{"1", 0, true},
+		{"", 0, false},
+		{"7", kerr.InvalidRequest.Code, false},
+		{"abc", kerr.InvalidRequest.Code, false},
+	} {
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		res := kmsg.NewDescribeConfigsRequestResource()
+		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeBroker, tc.name
+		req.Resources = append(req.Resources, res)
+		got := call[*kmsg.DescribeConfigsResponse](t, b, req).Resources[0]
+		if got.ErrorCode != tc.code || (len(got.Configs) > 0) != tc.configs {
+			t.Errorf("broker %q: %v, %d configs; want %v, configs %v", tc.name, kerr.ErrorForCode(got.ErrorCode), len(got.Configs), kerr.ErrorForCode(tc.code), tc.configs)
+		}
+		if tc.code != 0 && (got.ErrorMessage == nil || !strings.Contains(*got.ErrorMessage, tc.name)) {
+			t.Errorf("broker %q: message %v does not name it", tc.name, got.ErrorMessage)
+		}
+	}
+}
