@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -205,6 +206,45 @@ func TestDescribeConfigsBrokerResources(t *testing.T) {
 		}
 		if tc.code != 0 && (got.ErrorMessage == nil || !strings.Contains(*got.ErrorMessage, tc.name)) {
 			t.Errorf("broker %q: message %v does not name it", tc.name, got.ErrorMessage)
+		}
+	}
+}
+
+// TestDescribeConfigsTopicSynonyms: a topic config's synonyms (IncludeSynonyms) are
+// its override, then the broker properties it defaults to where set and with their
+// defaults, from the first entry for the main broker property on, and its source is
+// the first synonym's, as Kafka's ConfigHelper answers: retention.ms, whose broker
+// list starts at log.retention.ms (no default), has none and DEFAULT_CONFIG even with
+// log.retention.hours set (Samsa answered STATIC_BROKER_CONFIG and listed
+// log.retention.hours).
+func TestDescribeConfigsTopicSynonyms(t *testing.T) {
+	b := startTestBrokerWith(t, nil, []string{"log.retention.hours=2", "log.roll.ms=5000"}, t.TempDir())
+	createTestTopic(t, b, "syn", 1)
+	if code, msg := incrementalAlter(t, b, "syn", false, configOp("max.message.bytes", kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr("2000"))); code != 0 {
+		t.Fatalf("set max.message.bytes: %v %q", kerr.ErrorForCode(code), msg)
+	}
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.IncludeSynonyms = true
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, "syn"
+	res.ConfigNames = []string{"retention.ms", "segment.ms", "max.message.bytes", "flush.ms"}
+	req.Resources = append(req.Resources, res)
+	got := map[string]string{}
+	for _, c := range call[*kmsg.DescribeConfigsResponse](t, b, req).Resources[0].Configs {
+		s := fmt.Sprintf("%s=%s %v:", c.Name, *c.Value, c.Source)
+		for _, syn := range c.ConfigSynonyms {
+			s += fmt.Sprintf(" %v/%s=%s", syn.Source, syn.Name, *syn.Value)
+		}
+		got[c.Name] = s
+	}
+	for name, want := range map[string]string{
+		"retention.ms":      "retention.ms=7200000 DEFAULT_CONFIG:",
+		"segment.ms":        "segment.ms=5000 STATIC_BROKER_CONFIG: STATIC_BROKER_CONFIG/log.roll.ms=5000 DEFAULT_CONFIG/log.roll.hours=168",
+		"max.message.bytes": "max.message.bytes=2000 DYNAMIC_TOPIC_CONFIG: DYNAMIC_TOPIC_CONFIG/max.message.bytes=2000 DEFAULT_CONFIG/message.max.bytes=1048588",
+		"flush.ms":          "flush.ms=9223372036854775807 DEFAULT_CONFIG:",
+	} {
+		if got[name] != want {
+			t.Errorf("got  %s\nwant %s", got[name], want)
 		}
 	}
 }

@@ -136,7 +136,7 @@ func (b *Broker) serveCreateTopics(ctx context.Context, req kmsg.Request) kmsg.R
 				v := e.Value
 				c.Value = &v
 				c.ReadOnly = e.ReadOnly
-				c.Source = e.Source
+				c.Source = e.CreateSource
 				c.IsSensitive = e.Sensitive
 				st.Configs = append(st.Configs, c)
 			}

@@ -203,7 +203,7 @@ func DescribeGroup(b *Broker, overrides map[string]string) []Entry {
 			e.Synonyms = append(e.Synonyms, Synonym{Name: c.name, Value: v, Source: SourceGroup})
 		}
 		if c.broker != "" {
-			e.Synonyms = append(e.Synonyms, brokerSynonyms(b, []string{c.broker})...)
+			e.Synonyms = append(e.Synonyms, brokerSynonyms(b, []string{c.broker}, c.broker)...)
 		}
 		out = append(out, e)
 	}

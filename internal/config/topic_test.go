@@ -177,7 +177,7 @@ func TestValidateTopicConfig(t *testing.T) {
 }
 
 func TestDescribeTopic(t *testing.T) {
-	b, err := Load("", []string{"log.retention.hours=2"})
+	b, err := Load("", []string{"log.retention.hours=2", "log.roll.ms=5000"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,18 +203,26 @@ func TestDescribeTopic(t *testing.T) {
 		}
 	}
 	check("cleanup.policy", "compact", SourceDynamicTopic, TypeList)
-	check("retention.ms", "7200000", SourceStaticBroker, TypeLong)
+	// Kafka's source is the first synonym's, and retention.ms's start at
+	// log.retention.ms, which is not set (ConfigHelper.configSynonyms).
+	check("retention.ms", "7200000", SourceDefault, TypeLong)
+	check("segment.ms", "5000", SourceStaticBroker, TypeLong)
+	if e := byName["retention.ms"]; e.CreateSource != SourceStaticBroker {
+		t.Errorf("retention.ms CreateSource %d, want STATIC_BROKER_CONFIG (KafkaConfigSchema.resolveEffectiveTopicConfig)", e.CreateSource)
+	}
 	check("segment.bytes", "1073741824", SourceDefault, TypeInt)
 	check("flush.ms", "9223372036854775807", SourceDefault, TypeLong)
 	check("min.cleanable.dirty.ratio", "0.5", SourceDefault, TypeDouble)
 	check("unclean.leader.election.enable", "false", SourceDefault, TypeBoolean)
 	check("compression.type", "producer", SourceDefault, TypeString)
 
-	// Synonyms: the override, then the broker properties where set, then their defaults.
+	// Synonyms: the override, then the broker properties where set, then their
+	// defaults, from the first entry for the main broker property on.
 	for name, want := range map[string][]Synonym{
 		"cleanup.policy": {{"cleanup.policy", "compact", SourceDynamicTopic}, {"log.cleanup.policy", "delete", SourceDefault}},
-		"retention.ms":   {{"log.retention.hours", "2", SourceStaticBroker}, {"log.retention.hours", "168", SourceDefault}},
-		"segment.ms":     {{"log.roll.hours", "168", SourceDefault}},
+		"retention.ms":   nil,
+		"segment.ms":     {{"log.roll.ms", "5000", SourceStaticBroker}, {"log.roll.hours", "168", SourceDefault}},
+		"flush.ms":       nil,
 	} {
 		if got := byName[name].Synonyms; !slices.Equal(got, want) {
 			t.Errorf("%s synonyms = %v, want %v", name, got, want)
@@ -256,9 +264,10 @@ func TestDescribeBroker(t *testing.T) {
 		}
 	}
 	for name, want := range map[string][]Synonym{
-		"log.retention.ms":    {{"log.retention.minutes", "3", SourceStaticBroker}, {"log.retention.hours", "168", SourceDefault}},
-		"num.io.threads":      {{"num.io.threads", "4", SourceStaticBroker}, {"num.io.threads", "8", SourceDefault}},
-		"log.retention.hours": {{"log.retention.hours", "168", SourceDefault}},
+		"log.retention.ms":      nil,
+		"log.retention.minutes": {{"log.retention.minutes", "3", SourceStaticBroker}, {"log.retention.hours", "168", SourceDefault}},
+		"num.io.threads":        {{"num.io.threads", "4", SourceStaticBroker}, {"num.io.threads", "8", SourceDefault}},
+		"log.retention.hours":   {{"log.retention.hours", "168", SourceDefault}},
 	} {
 		if got := byName[name].Synonyms; !slices.Equal(got, want) {
 			t.Errorf("%s synonyms = %v, want %v", name, got, want)
