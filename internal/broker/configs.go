@@ -11,7 +11,9 @@ package broker
 // topic name no topic can have is INVALID_TOPIC_EXCEPTION, as Kafka validates it
 // first. Broker resources named by this node's id describe the broker's properties;
 // "" (the cluster-wide dynamic defaults, as Kafka describes it) has none, broker
-// properties being static; another broker's id is INVALID_REQUEST, as on Kafka. Group
+// properties being static; another broker's id is INVALID_REQUEST, as on Kafka.
+// BROKER_LOGGER resources, named by this node's id, describe the root logger at the
+// level the broker logs at (read-only: Samsa sets it with --log-level). Group
 // resources (KIP-848/KIP-932 group configs: share.*) are set per group through the
 // metadata quorum, as Kafka stores them, and describe each group config with its
 // override or the broker property it defaults to. Changes to topic configs commit
@@ -30,6 +32,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 
@@ -95,6 +98,13 @@ func (b *Broker) handleDescribeConfigs(req *protocol.Request) <-chan protocol.Re
 			}
 			// "" is the cluster-wide dynamic defaults, of which Kafka describes those
 			// set: none, broker properties being static in Samsa.
+		case kmsg.ConfigResourceTypeBrokerLogger:
+			if err := b.checkBrokerLoggerResource(res.ResourceName); err != nil {
+				sr.ErrorCode, sr.ErrorMessage = errorCode(err), errorMessage(err)
+				break
+			}
+			entries = []config.Entry{{Name: "root", Value: log4jLevel(b.logger), ReadOnly: true,
+				Source: int8(kmsg.ConfigSourceDynamicBrokerLoggerConfig)}}
 		case kmsg.ConfigResourceTypeGroupConfig:
 			if res.ResourceName == "" {
 				sr.ErrorCode, sr.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr("a group config resource needs a group name")
@@ -168,6 +178,32 @@ func (b *Broker) checkBrokerResource(name string) error {
 		return &configError{fmt.Sprintf("broker resource name %q is not a node id: name broker %d or \"\" for the cluster default", name, b.nodeID)}
 	}
 	return &configError{fmt.Sprintf("this is broker %d, not %s: ask broker %s for its configs", b.nodeID, name, name)}
+}
+
+// checkBrokerLoggerResource accepts this node's id only, as Kafka's ConfigHelper does
+// for a BROKER_LOGGER resource.
+func (b *Broker) checkBrokerLoggerResource(name string) error {
+	if name == "" {
+		return &configError{fmt.Sprintf("a broker logger resource needs a broker id: name broker %d", b.nodeID)}
+	}
+	if name == strconv.Itoa(int(b.nodeID)) {
+		return nil
+	}
+	return &configError{fmt.Sprintf("this is broker %d, not %q: ask that broker for its loggers", b.nodeID, name)}
+}
+
+// log4jLevel is the level of logger as log4j names it (Kafka describes its loggers
+// so): the lowest it logs at, OFF when it logs nothing.
+func log4jLevel(logger *slog.Logger) string {
+	for _, l := range []struct {
+		level slog.Level
+		name  string
+	}{{slog.LevelDebug, "DEBUG"}, {slog.LevelInfo, "INFO"}, {slog.LevelWarn, "WARN"}, {slog.LevelError, "ERROR"}} {
+		if logger.Enabled(context.Background(), l.level) {
+			return l.name
+		}
+	}
+	return "OFF"
 }
 
 func (b *Broker) handleAlterConfigs(req *protocol.Request) <-chan protocol.Response {
@@ -278,6 +314,8 @@ func (b *Broker) alterConfigs(ctx context.Context, rt kmsg.ConfigResourceType, n
 			return &configError{"broker " + name + " is not registered"}
 		}
 		return &configError{"broker properties are static in Samsa: set them in server.properties or with --override and restart"}
+	case kmsg.ConfigResourceTypeBrokerLogger:
+		return &configError{"log levels are static in Samsa: start the broker with --log-level"}
 	default:
 		return &configError{"unsupported config resource type " + strconv.Itoa(int(rt))}
 	}

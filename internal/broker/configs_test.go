@@ -248,3 +248,29 @@ func TestDescribeConfigsTopicSynonyms(t *testing.T) {
 		}
 	}
 }
+
+// TestDescribeConfigsBrokerLogger: a BROKER_LOGGER resource named by the broker's id
+// describes its root logger with source DYNAMIC_BROKER_LOGGER_CONFIG, as Kafka
+// describes its log4j loggers (it was INVALID_REQUEST, unsupported); "" and another
+// id are INVALID_REQUEST, as on Kafka.
+func TestDescribeConfigsBrokerLogger(t *testing.T) {
+	b := startTestBroker(t)
+	for name, want := range map[string]int16{"1": 0, "": kerr.InvalidRequest.Code, "7": kerr.InvalidRequest.Code} {
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		res := kmsg.NewDescribeConfigsRequestResource()
+		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeBrokerLogger, name
+		req.Resources = append(req.Resources, res)
+		got := call[*kmsg.DescribeConfigsResponse](t, b, req).Resources[0]
+		if got.ErrorCode != want {
+			t.Errorf("broker logger %q: %v, want %v", name, kerr.ErrorForCode(got.ErrorCode), kerr.ErrorForCode(want))
+		}
+		if want != 0 {
+			continue
+		}
+		// The test broker logs nothing (slog.DiscardHandler).
+		if len(got.Configs) != 1 || got.Configs[0].Name != "root" || got.Configs[0].Value == nil || *got.Configs[0].Value != "OFF" ||
+			got.Configs[0].Source != kmsg.ConfigSourceDynamicBrokerLoggerConfig {
+			t.Errorf("broker logger %q: configs %+v, want root=OFF from DYNAMIC_BROKER_LOGGER_CONFIG", name, got.Configs)
+		}
+	}
+}
