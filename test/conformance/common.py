@@ -75,6 +75,8 @@ def parser(description):
     p.add_argument("--isolation", default="read_uncommitted",
                    help="consume: read_uncommitted or read_committed")
     p.add_argument("--txn-id", default="", help="transact: the transactional id")
+    # configs
+    p.add_argument("--broker-id", default="1", help="configs: the broker resource described")
     return p
 
 
@@ -100,6 +102,18 @@ def kafka_python_security(args):
     if args.ca:
         kw["ssl_cafile"] = args.ca
     return kw
+
+
+# Kafka's ConfigSource ids (DescribeConfigs v1+), by name.
+CONFIG_SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
+                  3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG",
+                  5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
+
+
+def config_entry(value, source, sensitive, synonyms):
+    """One config of command "configs": synonyms are (source, name, value) triples."""
+    return {"value": value, "source": source, "sensitive": sensitive,
+            "synonyms": ["%s:%s=%s" % s for s in synonyms]}
 
 
 def txn_commits(seq):

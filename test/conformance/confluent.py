@@ -2,7 +2,8 @@
 """Conformance driver for confluent-kafka-python (librdkafka), Debian's
 python3-confluent-kafka. Run with /usr/bin/python3.
 
-Commands: codecs, metadata, create, produce, transact, consume, member (see common.py).
+Commands: codecs, metadata, create, produce, transact, consume, member, configs (see
+common.py).
 """
 
 import signal
@@ -10,7 +11,7 @@ import time
 
 import confluent_kafka
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 import common
 
@@ -209,6 +210,24 @@ def cmd_member(args):
     return None
 
 
+def source_name(source):
+    """A ConfigEntry's source: a ConfigSource, or its id (synonyms, in 1.7)."""
+    return source.name if hasattr(source, "name") else common.CONFIG_SOURCES[source]
+
+
+def cmd_configs(args):
+    """Describes the topic's and the broker's configs (librdkafka asks for synonyms)."""
+    admin = AdminClient(base_conf(args))
+    out = {}
+    for kind, name in (("topic", args.topic), ("broker", args.broker_id)):
+        res = ConfigResource(kind, name)
+        configs = admin.describe_configs([res])[res].result(timeout=max(1.0, args.timeout - 5))
+        out[kind] = {n: common.config_entry(e.value, source_name(e.source), e.is_sensitive,
+                                            [(source_name(s.source), s.name, s.value) for s in e.synonyms.values()])
+                     for n, e in configs.items()}
+    return {"client": CLIENT, "configs": out}
+
+
 if __name__ == "__main__":
     common.run("confluent-kafka conformance driver", {
         "codecs": cmd_codecs,
@@ -218,4 +237,5 @@ if __name__ == "__main__":
         "transact": cmd_transact,
         "consume": cmd_consume,
         "member": cmd_member,
+        "configs": cmd_configs,
     })

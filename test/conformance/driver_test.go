@@ -77,6 +77,17 @@ type summary struct {
 	Acks                 []ack          `json:"acks"`
 	Records              []record       `json:"records"`
 	IncompletePartitions []int          `json:"incomplete_partitions"`
+	// Configs is command "configs"' answer: resource ("topic", "broker") to config name.
+	Configs map[string]map[string]configEntry `json:"configs"`
+}
+
+// configEntry is one config as a driver's DescribeConfigs reports it; synonyms are
+// "SOURCE:name=value".
+type configEntry struct {
+	Value     *string  `json:"value"`
+	Source    string   `json:"source"`
+	Sensitive bool     `json:"sensitive"`
+	Synonyms  []string `json:"synonyms"`
 }
 
 type brokerInfo struct {

@@ -2,7 +2,7 @@
 """Conformance driver for kafka-python, Debian's python3-kafka. Run with
 /usr/bin/python3.
 
-Commands: codecs, metadata, create, produce, consume, member (see common.py).
+Commands: codecs, metadata, create, produce, consume, member, configs (see common.py).
 kafka-python compresses with gzip always, and with snappy, lz4 and zstd only when
 their Python modules are importable; "codecs" reports what is usable here.
 kafka-python (2.0.x) has neither static membership nor cooperative rebalancing.
@@ -15,7 +15,7 @@ import time
 import kafka
 import kafka.codec
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import NewTopic
+from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
@@ -176,6 +176,24 @@ def cmd_member(args):
     return None
 
 
+def cmd_configs(args):
+    """Describes the topic's and the broker's configs with synonyms."""
+    admin = KafkaAdminClient(bootstrap_servers=args.bootstrap, **common.kafka_python_security(args),
+                             client_id="samsa-conformance-kafka-python")
+    out = {}
+    for kind, rtype, name in (("topic", ConfigResourceType.TOPIC, args.topic),
+                              ("broker", ConfigResourceType.BROKER, args.broker_id)):
+        for resp in admin.describe_configs([ConfigResource(rtype, name)], include_synonyms=True):
+            for err, msg, _, _, entries in resp.resources:
+                if err:
+                    raise RuntimeError("describe %s %s: error %d %s" % (kind, name, err, msg))
+                out[kind] = {e[0]: common.config_entry(e[1], common.CONFIG_SOURCES[e[3]], e[4],
+                                                       [(common.CONFIG_SOURCES[s[2]], s[0], s[1]) for s in e[5]])
+                             for e in entries}
+    admin.close()
+    return {"client": CLIENT, "configs": out}
+
+
 if __name__ == "__main__":
     common.run("kafka-python conformance driver", {
         "codecs": cmd_codecs,
@@ -184,4 +202,5 @@ if __name__ == "__main__":
         "produce": cmd_produce,
         "consume": cmd_consume,
         "member": cmd_member,
+        "configs": cmd_configs,
     })
