@@ -255,12 +255,17 @@ func serve(configFile string, overrides []string, logLevel string, addScram []st
 	}
 	// Controlled shutdown: the controller moves this broker's leaderships away while
 	// clients are still served, bounded by the broker session timeout (after which
-	// the controller would fence this broker anyway).
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.BrokerSessionTimeoutMs)*time.Millisecond)
-	if err := brk.Shutdown(shutdownCtx); err != nil {
-		logger.Warn("controlled shutdown incomplete; closing anyway", "err", err)
+	// the controller would fence this broker anyway). Skipped, as Kafka's
+	// BrokerServer skips it, when controlled.shutdown.enable is false.
+	if cfg.ControlledShutdownEnable {
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.BrokerSessionTimeoutMs)*time.Millisecond)
+		if err := brk.Shutdown(shutdownCtx); err != nil {
+			logger.Warn("controlled shutdown incomplete; closing anyway", "err", err)
+		}
+		cancel()
+	} else {
+		logger.Info("controlled shutdown skipped (controlled.shutdown.enable=false): this node's leaderships stay until the controller fences it after broker.session.timeout.ms")
 	}
-	cancel()
 	done := make(chan error, 1)
 	go func() { done <- closeAll(srv) }()
 	select {

@@ -30,6 +30,9 @@ const (
 type Quotas struct {
 	window  time.Duration
 	samples int
+	// windows are the kinds measured over windows of their own (SetWindow);
+	// written before use only.
+	windows map[string]quotaWindow
 
 	configured atomic.Bool // any quota at all: the fast path is one load
 	version    atomic.Uint64
@@ -54,6 +57,30 @@ func NewQuotas(samples int, window time.Duration) *Quotas {
 	q.mu.configs = map[string]metadata.Quota{}
 	q.mu.rates = map[string]*rate{}
 	return q
+}
+
+type quotaWindow struct {
+	samples int
+	window  time.Duration
+}
+
+// SetWindow measures kind over samples windows of window each instead of the
+// windows NewQuotas was given, as Kafka measures controller_mutation_rate over
+// controller.quota.window.num and controller.quota.window.size.seconds. Call it
+// before the Quotas are used.
+func (q *Quotas) SetWindow(kind string, samples int, window time.Duration) {
+	if q.windows == nil {
+		q.windows = map[string]quotaWindow{}
+	}
+	q.windows[kind] = quotaWindow{samples: max(samples, 2), window: window}
+}
+
+// windowOf is the measurement window of kind.
+func (q *Quotas) windowOf(kind string) quotaWindow {
+	if w, ok := q.windows[kind]; ok {
+		return w
+	}
+	return quotaWindow{samples: q.samples, window: q.window}
 }
 
 // Update takes the quotas of img when they are newer than those it has: requests
@@ -142,7 +169,8 @@ func (q *Quotas) throttle(kind, user, clientID string, value float64, record boo
 	case r == nil && !record:
 		return 0
 	case r == nil:
-		r = newRate(q.samples, q.window, now)
+		w := q.windowOf(kind)
+		r = newRate(w.samples, w.window, now)
 		q.mu.rates[key] = r
 	}
 	if record {
@@ -154,7 +182,7 @@ func (q *Quotas) throttle(kind, user, clientID string, value float64, record boo
 		// Kafka's ClientRequestQuotaManager bounds this one throttle at one window
 		// (its maxThrottleTimeMs): handler time is measured after the fact, so one
 		// slow request would otherwise mute a connection for many seconds.
-		d = min(d, q.window)
+		d = min(d, q.windowOf(kind).window)
 	}
 	return d
 }

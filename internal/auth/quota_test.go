@@ -138,3 +138,28 @@ func TestRequestPercentageThrottleBoundedByWindow(t *testing.T) {
 		t.Fatalf("producer_byte_rate far over its quota: throttle %s, want more than one window", d)
 	}
 }
+
+// TestControllerMutationWindow: controller_mutation_rate is measured over the windows
+// SetWindow gives it (controller.quota.window.*), the other quotas over
+// quota.window.*: the longest throttle is samples × window of the kind's own.
+func TestControllerMutationWindow(t *testing.T) {
+	q := quotasWith(t,
+		metadata.ClientQuotaRecord{Entity: []metadata.QuotaEntity{{Type: "client-id"}}, Key: ControllerMutationRate, Value: 1},
+		metadata.ClientQuotaRecord{Entity: []metadata.QuotaEntity{{Type: "client-id"}}, Key: ProducerByteRate, Value: 1},
+	)
+	q.SetWindow(ControllerMutationRate, 3, 2*time.Second)
+	now := time.Unix(1000, 0)
+	if d, want := q.Record(ControllerMutationRate, "u", "admin", 1000, now), 6*time.Second; d != want {
+		t.Fatalf("controller_mutation_rate far over its quota: throttle %s, want %s (3 samples of 2 s)", d, want)
+	}
+	if d, want := q.Record(ProducerByteRate, "u", "producer", 1000, now), 11*time.Second; d != want {
+		t.Fatalf("producer_byte_rate far over its quota: throttle %s, want %s (11 samples of 1 s)", d, want)
+	}
+	// The mutations age out of their own, longer window.
+	if d := q.Throttle(ControllerMutationRate, "u", "admin", now.Add(5*time.Second)); d == 0 {
+		t.Fatal("controller_mutation_rate usage gone after 5 s of a 6 s window")
+	}
+	if d := q.Throttle(ControllerMutationRate, "u", "admin", now.Add(7*time.Second)); d != 0 {
+		t.Fatalf("controller_mutation_rate usage still counted after its 6 s window: throttle %s", d)
+	}
+}

@@ -162,6 +162,7 @@ func New(o Options) (*Broker, error) {
 	b.authz = newAuthorizer(cfg, o.AuthorizerLogger)
 	b.groupTops.authorizing = b.authz != nil
 	b.quotas = auth.NewQuotas(int(cfg.Security.QuotaWindowNum), time.Duration(cfg.Security.QuotaWindowSizeSeconds)*time.Second)
+	b.quotas.SetWindow(auth.ControllerMutationRate, int(cfg.Security.ControllerQuotaWindowNum), time.Duration(cfg.Security.ControllerQuotaWindowSizeSeconds)*time.Second)
 	b.bootstrapScram = o.BootstrapScram
 	b.shareSessionCache.max = int(cfg.GroupShareMaxShareSessions)
 	logs, err := storage.NewManager(storage.ManagerOptions{

@@ -283,7 +283,9 @@ func (b *Broker) shareConfig(groupID string) share.PartitionConfig {
 	overrides := b.image().GroupConfigs(groupID)
 	atoi := func(name string) int { return atoiOr(config.GroupValue(b.cfg, overrides, name), 0) }
 	return share.PartitionConfig{
-		LockDuration: time.Duration(atoi("share.record.lock.duration.ms")) * time.Millisecond,
+		// Within the broker's bounds: an override stored when they were wider counts
+		// as the nearest bound.
+		LockDuration: time.Duration(config.GroupMillis(b.cfg, overrides, "share.record.lock.duration.ms")) * time.Millisecond,
 		// Clamped: a value stored before the limit was bounded must not wrap around.
 		DeliveryLimit: int16(min(max(atoi("share.delivery.count.limit"), 2), 10)),
 		MaxInFlight:   int(b.cfg.GroupSharePartitionMaxRecordLocks),

@@ -138,6 +138,7 @@ type Broker struct {
 	ControllerQuorumFetchTimeoutMs      int32 // controller.quorum.fetch.timeout.ms
 	ControllerQuorumRequestTimeoutMs    int32 // controller.quorum.request.timeout.ms
 	ControllerQuorumRetryBackoffMs      int32 // controller.quorum.retry.backoff.ms
+	ControlledShutdownEnable            bool  // controlled.shutdown.enable
 	AutoLeaderRebalanceEnable           bool  // auto.leader.rebalance.enable
 	LeaderImbalanceCheckIntervalSeconds int64 // leader.imbalance.check.interval.seconds
 	LeaderImbalancePerBrokerPercentage  int32 // leader.imbalance.per.broker.percentage
@@ -212,6 +213,8 @@ type Broker struct {
 	GroupShareMaxHeartbeatIntervalMs  int32 // group.share.max.heartbeat.interval.ms
 	GroupShareMaxSize                 int32 // group.share.max.size
 	GroupShareRecordLockDurationMs    int32 // group.share.record.lock.duration.ms
+	GroupShareMinRecordLockDurationMs int32 // group.share.min.record.lock.duration.ms
+	GroupShareMaxRecordLockDurationMs int32 // group.share.max.record.lock.duration.ms
 	GroupShareDeliveryCountLimit      int32 // group.share.delivery.count.limit
 	GroupShareMaxShareSessions        int32 // group.share.max.share.sessions
 	GroupSharePartitionMaxRecordLocks int32 // group.share.partition.max.record.locks
@@ -602,6 +605,9 @@ func (b *Broker) crossChecks() []error {
 	}
 	if b.GroupShareHeartbeatIntervalMs >= b.GroupShareSessionTimeoutMs {
 		add(conflict("group.share.heartbeat.interval.ms=%d must be below group.share.session.timeout.ms=%d", b.GroupShareHeartbeatIntervalMs, b.GroupShareSessionTimeoutMs))
+	}
+	if b.GroupShareRecordLockDurationMs < b.GroupShareMinRecordLockDurationMs || b.GroupShareRecordLockDurationMs > b.GroupShareMaxRecordLockDurationMs {
+		add(conflict("group.share.record.lock.duration.ms=%d is outside [group.share.min.record.lock.duration.ms=%d, group.share.max.record.lock.duration.ms=%d]", b.GroupShareRecordLockDurationMs, b.GroupShareMinRecordLockDurationMs, b.GroupShareMaxRecordLockDurationMs))
 	}
 	if b.LogRetentionMs == 0 {
 		// Kafka's KafkaConfig: "log.retention.ms must be unlimited (-1) or, greater than

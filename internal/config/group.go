@@ -83,10 +83,13 @@ var groupConfigs = []groupConfig{
 			return nil
 		},
 		def: func(*Broker) string { return "latest" }},
-	{name: "share.record.lock.duration.ms", broker: "group.share.record.lock.duration.ms", valid: "[1000,...]", typ: TypeInt,
+	{name: "share.record.lock.duration.ms", broker: "group.share.record.lock.duration.ms", valid: "[group.share.min.record.lock.duration.ms,...,group.share.max.record.lock.duration.ms]", typ: TypeInt,
 		doc:   "How long a share consumer holds the records it acquired.",
 		check: intAtLeast(1000),
-		def:   func(b *Broker) string { return strconv.Itoa(int(b.GroupShareRecordLockDurationMs)) }},
+		def:   func(b *Broker) string { return strconv.Itoa(int(b.GroupShareRecordLockDurationMs)) },
+		bounds: func(b *Broker) (int32, int32) {
+			return b.GroupShareMinRecordLockDurationMs, b.GroupShareMaxRecordLockDurationMs
+		}},
 	{name: "share.delivery.count.limit", broker: "group.share.delivery.count.limit", valid: "[2,...,10]", typ: TypeInt,
 		doc:   "How many times a record is delivered before it is archived.",
 		check: intBetween(2, 10),

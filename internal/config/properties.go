@@ -238,6 +238,10 @@ var coreProperties = []property{
 	property{name: "broker.session.timeout.ms", spec: atLeast(TypeInt, 1), def: "9000",
 		doc: "A broker without a heartbeat for this long is fenced: its leaderships move and it leaves the ISRs."}.
 		bind(i32(func(b *Broker) *int32 { return &b.BrokerSessionTimeoutMs })),
+	property{name: "controlled.shutdown.enable", spec: boolean{}, def: "true",
+		doc: "On SIGTERM, ask the active controller to move this broker's leaderships away and take it out of the ISRs before stopping (waiting up to broker.session.timeout.ms). " +
+			"When false the broker stops at once; its partitions stay led by it until the controller fences it after broker.session.timeout.ms."}.
+		bind(boolField(func(b *Broker) *bool { return &b.ControlledShutdownEnable })),
 	property{name: "controller.quorum.election.timeout.ms", spec: atLeast(TypeInt, 1), def: "1000",
 		doc:  "How long a voter waits without hearing from the leader before it calls an election; a leader that hears from no majority for as long steps down.",
 		note: "Raft randomises the timeout between one and two times this value, in ticks of 100 ms."}.
@@ -502,9 +506,15 @@ var coreProperties = []property{
 	property{name: "group.share.max.size", spec: atLeast(TypeInt, 1), def: "200",
 		doc: "Most members one share group may have."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupShareMaxSize })),
-	property{name: "group.share.record.lock.duration.ms", spec: atLeast(TypeInt, 1000), def: "30000",
+	property{name: "group.share.record.lock.duration.ms", spec: between(TypeInt, 1000, 3600000), def: "30000",
 		doc: "How long a share consumer holds the records it acquired before they go back (the default of the group config share.record.lock.duration.ms)."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupShareRecordLockDurationMs })),
+	property{name: "group.share.min.record.lock.duration.ms", spec: between(TypeInt, 1000, 30000), def: "15000",
+		doc: "Lower bound of group.share.record.lock.duration.ms and of the group config share.record.lock.duration.ms."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareMinRecordLockDurationMs })),
+	property{name: "group.share.max.record.lock.duration.ms", spec: between(TypeInt, 30000, 3600000), def: "60000",
+		doc: "Upper bound of group.share.record.lock.duration.ms and of the group config share.record.lock.duration.ms."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareMaxRecordLockDurationMs })),
 	property{name: "group.share.delivery.count.limit", spec: between(TypeInt, 2, 10), def: "5",
 		doc: "How many times a record is delivered to share consumers before it is archived (the default of the group config share.delivery.count.limit)."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupShareDeliveryCountLimit })),

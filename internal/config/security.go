@@ -67,6 +67,10 @@ type Security struct {
 
 	QuotaWindowNum         int32 // quota.window.num
 	QuotaWindowSizeSeconds int32 // quota.window.size.seconds
+	// ControllerQuotaWindowNum and ControllerQuotaWindowSizeSeconds
+	// (controller.quota.window.*) measure controller_mutation_rate.
+	ControllerQuotaWindowNum         int32
+	ControllerQuotaWindowSizeSeconds int32
 
 	// ListenerOverrides holds the listener.name.<listener>. properties: listener
 	// name (upper case) → property without the prefix → value.
@@ -237,6 +241,13 @@ var securityProperties = []property{
 	property{name: "quota.window.size.seconds", spec: atLeast(TypeInt, 1), def: "1",
 		doc: "Length of one client-quota sample."}.
 		bind(i32(func(b *Broker) *int32 { return &b.Security.QuotaWindowSizeSeconds })),
+	property{name: "controller.quota.window.num", spec: atLeast(TypeInt, 1), def: "11",
+		doc: "Number of samples controller_mutation_rate quotas are measured over."}.
+		bind(i32(func(b *Broker) *int32 { return &b.Security.ControllerQuotaWindowNum })),
+	property{name: "controller.quota.window.size.seconds", spec: atLeast(TypeInt, 1), def: "1",
+		doc:  "Length of one controller_mutation_rate sample.",
+		note: "Kafka measures controller_mutation_rate with a token bucket; Samsa with the sampled rate of the other quotas, over controller.quota.window.num samples of this length."}.
+		bind(i32(func(b *Broker) *int32 { return &b.Security.ControllerQuotaWindowSizeSeconds })),
 	{name: "principal.builder.class", spec: anything, null: true, ignored: true,
 		doc: "Kafka's pluggable principal builder.", note: "Principals are User:<name> from SASL or the mapped certificate subject, User:ANONYMOUS otherwise."},
 }

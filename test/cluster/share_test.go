@@ -121,6 +121,7 @@ var shareOverrides = []string{
 	"group.share.heartbeat.interval.ms=500",
 	"group.share.min.session.timeout.ms=10000",
 	"group.share.session.timeout.ms=10000",
+	"group.share.min.record.lock.duration.ms=10000",
 	"group.share.record.lock.duration.ms=10000",
 	"group.share.delivery.count.limit=10",
 	"min.insync.replicas=2",

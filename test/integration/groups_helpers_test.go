@@ -36,6 +36,8 @@ func startGroupBroker(t *testing.T, extra ...string) *testutil.Broker {
 		"group.initial.rebalance.delay.ms=0",
 		"group.min.session.timeout.ms=100",
 		"offsets.topic.num.partitions=4",
+		// Share tests hold records for a second or two (Kafka's floor is 15 s).
+		"group.share.min.record.lock.duration.ms=1000",
 	}, extra...)...)
 }
 

@@ -76,6 +76,29 @@ func TestCleanShutdown(t *testing.T) {
 	}
 }
 
+// TestControlledShutdownDisabled: with controlled.shutdown.enable=false SIGTERM stops
+// the broker without asking the controller to move its leaderships (as Kafka's
+// BrokerServer skips it); with the default it asks first.
+func TestControlledShutdownDisabled(t *testing.T) {
+	for _, c := range []struct {
+		enable    string
+		want, not string
+	}{
+		{"false", "controlled shutdown skipped", "controlled shutdown: asking"},
+		{"true", "controlled shutdown: asking", "controlled shutdown skipped"},
+	} {
+		b := testutil.StartBroker(t, "controlled.shutdown.enable="+c.enable)
+		createTopic(t, newAdmin(t, b), "led-here", 1, nil)
+		if err := b.Stop(); err != nil {
+			t.Fatalf("controlled.shutdown.enable=%s: SIGTERM: %v\n%s", c.enable, err, b.Log())
+		}
+		log := b.Log()
+		if !strings.Contains(log, "stopped cleanly") || !strings.Contains(log, c.want) || strings.Contains(log, c.not) {
+			t.Fatalf("controlled.shutdown.enable=%s: want %q and a clean stop, not %q:\n%s", c.enable, c.want, c.not, log)
+		}
+	}
+}
+
 // kafka4Sample is Kafka 4.x's combined-mode config/server.properties as shipped
 // (comments dropped), adapted: listeners, advertised.listeners and log.dirs come from
 // the test harness (free port, temporary directory); then group coordinator and

@@ -21,7 +21,7 @@ import (
 // accepted: they are not delivered again once A's locks would have expired.
 func TestShareAckSpanningLogStart(t *testing.T) {
 	t.Parallel()
-	b := testutil.StartBroker(t, "group.share.record.lock.duration.ms=2000")
+	b := testutil.StartBroker(t, "group.share.min.record.lock.duration.ms=1000", "group.share.record.lock.duration.ms=2000")
 	const topic, group = "share-ack-log-start", "share-ack-log-start"
 	adm := newAdmin(t, b)
 	createTopic(t, adm, topic, 1, nil)
