@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -121,6 +122,7 @@ type Broker struct {
 	ProcessRoles           []string // process.roles
 	ControllerQuorumVoters string   // controller.quorum.voters; "" = this node alone
 	LogDirs                []string // log.dirs, falling back to log.dir
+	MetadataLogDir         string   // metadata.log.dir: only the first of LogDirs, or ""
 
 	Listeners           []Listener // listeners
 	AdvertisedListeners []Listener // advertised.listeners; default = listeners other than the controller ones
@@ -605,6 +607,10 @@ func (b *Broker) crossChecks() []error {
 	}
 	if b.GroupShareHeartbeatIntervalMs >= b.GroupShareSessionTimeoutMs {
 		add(conflict("group.share.heartbeat.interval.ms=%d must be below group.share.session.timeout.ms=%d", b.GroupShareHeartbeatIntervalMs, b.GroupShareSessionTimeoutMs))
+	}
+	if b.MetadataLogDir != "" && len(b.LogDirs) > 0 && filepath.Clean(b.MetadataLogDir) != filepath.Clean(b.LogDirs[0]) {
+		add(conflict("metadata.log.dir=%s is not the first of log.dirs (%s): Samsa keeps the metadata log in %s; remove metadata.log.dir or list its directory first in log.dirs",
+			b.MetadataLogDir, b.LogDirs[0], filepath.Join(b.LogDirs[0], "__cluster_metadata-0")))
 	}
 	if b.GroupShareRecordLockDurationMs < b.GroupShareMinRecordLockDurationMs || b.GroupShareRecordLockDurationMs > b.GroupShareMaxRecordLockDurationMs {
 		add(conflict("group.share.record.lock.duration.ms=%d is outside [group.share.min.record.lock.duration.ms=%d, group.share.max.record.lock.duration.ms=%d]", b.GroupShareRecordLockDurationMs, b.GroupShareMinRecordLockDurationMs, b.GroupShareMaxRecordLockDurationMs))

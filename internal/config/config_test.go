@@ -124,6 +124,7 @@ func TestDefaultsMatchKafka(t *testing.T) {
 		"ControllerQuorumRequestTimeoutMs":            int32(2000),
 		"ControllerQuorumRetryBackoffMs":              int32(20),
 		"ControlledShutdownEnable":                    true,
+		"MetadataLogDir":                              "",
 		"AutoLeaderRebalanceEnable":                   true,
 		"LeaderImbalanceCheckIntervalSeconds":         int64(300),
 		"LeaderImbalancePerBrokerPercentage":          int32(10),
