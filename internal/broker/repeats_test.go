@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/protocol"
 )
 
 // TestMetadataAnswersEachTopicOnce: a Metadata request naming one topic many times
@@ -131,5 +133,51 @@ func TestDescribeProducersAnswersEachPartitionOnce(t *testing.T) {
 	}
 	if n != 2 {
 		t.Errorf("two partitions named 10,000 times: %d partitions answered, want 2", n)
+	}
+}
+
+// TestDescribeTransactionsAnswersEachIDOnce: a DescribeTransactions request naming a
+// transactional id many times (3 bytes each) describes it once: each mention would
+// otherwise cost every partition of its transaction again.
+func TestDescribeTransactionsAnswersEachIDOnce(t *testing.T) {
+	b := startTestBroker(t)
+	createTestTopic(t, b, "t", 200)
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorType, fc.CoordinatorKeys = 1, []string{"x"}
+	untilDone(t, "FindCoordinator", func() int16 {
+		return call[*kmsg.FindCoordinatorResponse](t, b, fc).Coordinators[0].ErrorCode
+	})
+	initReq := kmsg.NewPtrInitProducerIDRequest()
+	initReq.TransactionalID, initReq.TransactionTimeoutMillis = kmsg.StringPtr("x"), 60_000
+	add := &kmsg.AddPartitionsToTxnRequest{Version: 3, TransactionalID: "x"}
+	untilDone(t, "InitProducerID", func() int16 {
+		r := call[*kmsg.InitProducerIDResponse](t, b, initReq)
+		add.ProducerID, add.ProducerEpoch = r.ProducerID, r.ProducerEpoch
+		return r.ErrorCode
+	})
+	rt := kmsg.AddPartitionsToTxnRequestTopic{Topic: "t"}
+	for p := range int32(200) {
+		rt.Partitions = append(rt.Partitions, p)
+	}
+	add.Topics = append(add.Topics, rt)
+	untilDone(t, "AddPartitionsToTxn", func() int16 { // v3: call would send v5, which only brokers may
+		r := (<-b.Handle(&protocol.Request{Key: add.Key(), Version: add.Version, Body: add})).Body.(*kmsg.AddPartitionsToTxnResponse)
+		return r.Topics[0].Partitions[0].ErrorCode
+	})
+
+	req := &kmsg.DescribeTransactionsRequest{}
+	for range 10000 {
+		req.TransactionalIDs = append(req.TransactionalIDs, "x", "y")
+	}
+	resp := call[*kmsg.DescribeTransactionsResponse](t, b, req)
+	if len(resp.TransactionStates) != 2 {
+		t.Fatalf("x and y named 10,000 times each: %d transactions answered, want 2", len(resp.TransactionStates))
+	}
+	x, y := resp.TransactionStates[0], resp.TransactionStates[1]
+	if x.TransactionalID != "x" || x.ErrorCode != 0 || len(x.Topics) != 1 || len(x.Topics[0].Partitions) != 200 {
+		t.Errorf("first answer: %q, error %d, %d topics; want x with its 200 partitions", x.TransactionalID, x.ErrorCode, len(x.Topics))
+	}
+	if y.TransactionalID != "y" || y.ErrorCode != kerr.TransactionalIDNotFound.Code {
+		t.Errorf("second answer: %q, error %d; want y, TRANSACTIONAL_ID_NOT_FOUND", y.TransactionalID, y.ErrorCode)
 	}
 }

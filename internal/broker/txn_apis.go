@@ -9,7 +9,7 @@ package broker
 //	EndTxn                (26) v0–5   v5: transactions v2, the epoch bumps (KIP-890)
 //	TxnOffsetCommit       (28) v0–5   member and generation checked from v3 (KIP-447);
 //	                                  v5 adds the group's partition itself (KIP-890)
-//	DescribeTransactions  (65) v0
+//	DescribeTransactions  (65) v0     an id named more than once is described once
 //	ListTransactions      (66) v0–2   duration filter from v1, id pattern from v2
 //
 // AddOffsetsToTxn with an empty group id is INVALID_GROUP_ID. Kafka's KafkaApis does not
@@ -366,7 +366,9 @@ func withTopics(ch <-chan protocol.Response, refused []kmsg.TxnOffsetCommitRespo
 func (b *Broker) handleDescribeTransactions(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.DescribeTransactionsRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeTransactionsResponse)
-	for _, id := range r.TransactionalIDs {
+	// An id named again is described once, as a group is (distinctNames): each
+	// mention would otherwise cost every partition of the transaction again.
+	for _, id := range distinctNames(r.TransactionalIDs) {
 		st := kmsg.NewDescribeTransactionsResponseTransactionState()
 		st.TransactionalID = id
 		if !b.authorize(req, auth.OpDescribe, auth.ResourceTransactionalID, id) {
