@@ -4,7 +4,9 @@ package broker
 //
 // Moves a partition's log start offset forward (offset -1 means the high watermark);
 // whole segments below it are deleted and ListOffsets earliest / Fetch follow the new
-// start. An offset above the high watermark is OFFSET_OUT_OF_RANGE. As in Kafka
+// start. An offset above the high watermark is OFFSET_OUT_OF_RANGE. A partition named
+// more than once is answered once, with its last mention's offset, as Kafka keys the
+// request's partitions by topic and partition (distinctDeletes). As in Kafka
 // (DelayedDeleteRecords), the answer waits until the partition's low watermark —
 // the smallest log start over the leader and its live followers — reached the
 // offset, up to the request's timeout (REQUEST_TIMED_OUT), so that records deleted
@@ -35,7 +37,7 @@ func (b *Broker) handleDeleteRecords(req *protocol.Request) <-chan protocol.Resp
 	resp.SetVersion(req.Version)
 	img := b.image()
 	var pending []pendingDelete
-	for _, rt := range r.Topics {
+	for _, rt := range distinctDeletes(r.Topics) {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
 		authErr := b.topicAuthError(req, auth.OpDelete, rt.Topic)
@@ -81,6 +83,50 @@ func (b *Broker) handleDeleteRecords(req *protocol.Request) <-chan protocol.Resp
 		b.waitLowWatermarks(resp, pending, time.Duration(max(r.TimeoutMillis, 1))*time.Millisecond)
 		out <- protocol.Response{Body: resp}
 	})
+	return out
+}
+
+// distinctDeletes returns topics with each partition named once, as Kafka keys a
+// DeleteRecords request's partitions by topic and partition: one named again is
+// answered once, where first named, deleting before its last mention's offset; a
+// topic entry left with no partition is dropped. topics itself is returned when no
+// partition repeats.
+func distinctDeletes(topics []kmsg.DeleteRecordsRequestTopic) []kmsg.DeleteRecordsRequestTopic {
+	type slot struct{ topic, partition int }
+	seen := map[topicPartition]slot{}
+	repeats := func() bool {
+		for _, rt := range topics {
+			for _, rp := range rt.Partitions {
+				tp := topicPartition{rt.Topic, rp.Partition}
+				if _, ok := seen[tp]; ok {
+					return true
+				}
+				seen[tp] = slot{}
+			}
+		}
+		return false
+	}
+	if !repeats() {
+		return topics
+	}
+	clear(seen)
+	out := make([]kmsg.DeleteRecordsRequestTopic, 0, len(topics))
+	for _, rt := range topics {
+		ti := len(out)
+		out = append(out, kmsg.DeleteRecordsRequestTopic{Topic: rt.Topic})
+		for _, rp := range rt.Partitions {
+			tp := topicPartition{rt.Topic, rp.Partition}
+			if at, ok := seen[tp]; ok {
+				out[at.topic].Partitions[at.partition].Offset = rp.Offset
+				continue
+			}
+			seen[tp] = slot{ti, len(out[ti].Partitions)}
+			out[ti].Partitions = append(out[ti].Partitions, rp)
+		}
+		if len(out[ti].Partitions) == 0 && len(rt.Partitions) > 0 {
+			out = out[:ti]
+		}
+	}
 	return out
 }
 

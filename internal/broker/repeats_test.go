@@ -181,3 +181,47 @@ func TestDescribeTransactionsAnswersEachIDOnce(t *testing.T) {
 		t.Errorf("second answer: %q, error %d; want y, TRANSACTIONAL_ID_NOT_FOUND", y.TransactionalID, y.ErrorCode)
 	}
 }
+
+// TestDeleteRecordsAnswersEachPartitionOnce: a DeleteRecords request naming a
+// partition more than once, in one topic entry or several, is answered once for it
+// and deletes before its last mention's offset, as Kafka keys the request's
+// partitions by topic and partition.
+func TestDeleteRecordsAnswersEachPartitionOnce(t *testing.T) {
+	b := startTestBroker(t)
+	createTestTopic(t, b, "t", 2)
+	for range 5 {
+		produceTo(t, b, "t")
+	}
+	mention := func(partition int32, offset int64) kmsg.DeleteRecordsRequestTopicPartition {
+		return kmsg.DeleteRecordsRequestTopicPartition{Partition: partition, Offset: offset}
+	}
+	req := &kmsg.DeleteRecordsRequest{TimeoutMillis: 5000, Topics: []kmsg.DeleteRecordsRequestTopic{
+		{Topic: "t", Partitions: []kmsg.DeleteRecordsRequestTopicPartition{mention(0, 3), mention(1, 0)}},
+		{Topic: "t"},
+	}}
+	for range 10000 {
+		req.Topics[1].Partitions = append(req.Topics[1].Partitions, mention(0, 4))
+	}
+	req.Topics[1].Partitions = append(req.Topics[1].Partitions, mention(0, 2))
+	resp := call[*kmsg.DeleteRecordsResponse](t, b, req)
+	answers := map[int32][]int64{}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.ErrorCode != 0 {
+				t.Errorf("partition %d: %v", rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
+			}
+			answers[rp.Partition] = append(answers[rp.Partition], rp.LowWatermark)
+		}
+	}
+	if len(answers) != 2 || len(answers[0]) != 1 || len(answers[1]) != 1 {
+		t.Fatalf("partition 0 named 10,002 times, 1 once: %d and %d answers, want one each", len(answers[0]), len(answers[1]))
+	}
+	if answers[0][0] != 2 {
+		t.Errorf("partition 0 last named with offset 2: low watermark %d, want 2", answers[0][0])
+	}
+	list := &kmsg.ListOffsetsRequest{ReplicaID: -1, Topics: []kmsg.ListOffsetsRequestTopic{{Topic: "t",
+		Partitions: []kmsg.ListOffsetsRequestTopicPartition{{Partition: 0, CurrentLeaderEpoch: -1, Timestamp: -2}}}}}
+	if lp := call[*kmsg.ListOffsetsResponse](t, b, list).Topics[0].Partitions[0]; lp.ErrorCode != 0 || lp.Offset != 2 {
+		t.Errorf("earliest offset of partition 0: %d (error %d), want 2", lp.Offset, lp.ErrorCode)
+	}
+}
