@@ -160,17 +160,24 @@ func (b *Broker) handleDescribeGroups(req *protocol.Request) <-chan protocol.Res
 // order: each would otherwise cost every committed offset of the group again, for a
 // few bytes of request.
 func distinctAllOffsets(groups []kmsg.OffsetFetchRequestGroup) []kmsg.OffsetFetchRequestGroup {
+	return distinctAll(groups, func(g kmsg.OffsetFetchRequestGroup) (string, bool) { return g.Group, g.Topics == nil })
+}
+
+// distinctAll returns groups without the repeats of a group that asks for all it
+// holds, keeping the first in order; all answers a group's id and whether it asks
+// for all.
+func distinctAll[G any](groups []G, all func(G) (string, bool)) []G {
 	if len(groups) < 2 {
 		return groups
 	}
-	all := make(map[string]struct{})
+	asked := make(map[string]struct{})
 	out := groups[:0:0]
 	for _, g := range groups {
-		if g.Topics == nil {
-			if _, repeat := all[g.Group]; repeat {
+		if id, ok := all(g); ok {
+			if _, repeat := asked[id]; repeat {
 				continue
 			}
-			all[g.Group] = struct{}{}
+			asked[id] = struct{}{}
 		}
 		out = append(out, g)
 	}

@@ -225,3 +225,36 @@ func TestDeleteRecordsAnswersEachPartitionOnce(t *testing.T) {
 		t.Errorf("earliest offset of partition 0: %d (error %d), want 2", lp.Offset, lp.ErrorCode)
 	}
 }
+
+// TestDescribeShareGroupOffsetsAnswersAllOfAGroupOnce: a DescribeShareGroupOffsets
+// request asking for all the topics of one share group many times answers them
+// once: each mention would otherwise cost the state of every partition of the group
+// again.
+func TestDescribeShareGroupOffsetsAnswersAllOfAGroupOnce(t *testing.T) {
+	b := startTestBroker(t)
+	createTestTopic(t, b, "t", 100)
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKeys = []string{"s"}
+	untilDone(t, "FindCoordinator", func() int16 {
+		return call[*kmsg.FindCoordinatorResponse](t, b, fc).Coordinators[0].ErrorCode
+	})
+	starts := map[int32]int64{}
+	for p := range int32(100) {
+		starts[p] = 0
+	}
+	alterShareStarts(t, b, "s", "t", starts)
+	req := &kmsg.DescribeShareGroupOffsetsRequest{}
+	for range 10000 {
+		req.Groups = append(req.Groups, kmsg.DescribeShareGroupOffsetsRequestGroup{GroupID: "s"})
+	}
+	req.Groups = append(req.Groups, kmsg.DescribeShareGroupOffsetsRequestGroup{GroupID: "s",
+		Topics: []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{{Topic: "t", Partitions: []int32{0}}}})
+	resp := call[*kmsg.DescribeShareGroupOffsetsResponse](t, b, req)
+	if len(resp.Groups) != 2 {
+		t.Fatalf("all of s 10,000 times, then s's t-0: %d groups answered, want all of s once, then t-0", len(resp.Groups))
+	}
+	if all, one := resp.Groups[0], resp.Groups[1]; len(all.Topics) != 1 || len(all.Topics[0].Partitions) != 100 ||
+		len(one.Topics) != 1 || len(one.Topics[0].Partitions) != 1 {
+		t.Errorf("answers: %d topics, then %d; want t's 100 partitions, then t-0", len(all.Topics), len(one.Topics))
+	}
+}

@@ -25,7 +25,9 @@ package broker
 // the topics the group may hold state on (group.Coordinator.ShareStateTopics: those it
 // assigned and those AlterShareGroupOffsets named, which it records before writing the
 // state), as Kafka answers from the group's initialized partitions: its lookups grow
-// with the group's topics, not the cluster's.
+// with the group's topics, not the cluster's. A group asking for all its topics more
+// than once is answered once, at its first mention: each would otherwise cost the
+// state of all the group's partitions again.
 //
 // AlterShareGroupOffsets takes start offsets as they come, as Kafka's group
 // coordinator does (it hands them to the share coordinator unchecked): -1 leaves the
@@ -72,7 +74,8 @@ func (b *Broker) handleDescribeShareGroupOffsets(req *protocol.Request) <-chan p
 	ctx, cancel := b.requestContext(0)
 	defer cancel()
 	img := b.image()
-	for _, rg := range r.Groups {
+	groups := distinctAll(r.Groups, func(g kmsg.DescribeShareGroupOffsetsRequestGroup) (string, bool) { return g.GroupID, g.Topics == nil })
+	for _, rg := range groups {
 		out := kmsg.NewDescribeShareGroupOffsetsResponseGroup()
 		out.GroupID = rg.GroupID
 		code, ok, ids, all := b.groups.ShareStateTopics(rg.GroupID)
