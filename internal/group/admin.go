@@ -17,71 +17,76 @@ const groupAuthorizedOperations = 1<<3 | 1<<6 | 1<<8
 // DescribeGroups handles a DescribeGroups request (v0–v6). A group this node
 // coordinates but does not know is reported Dead, as Kafka does; so is a consumer
 // group (KIP-848); both with GROUP_ID_NOT_FOUND from v6.
+//
+// The lock is taken for one group at a time, so that a request naming many groups
+// does not hold off the coordinator's other work until all are described.
 func (c *Coordinator) DescribeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.DescribeGroupsResponse {
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	for _, id := range req.Groups {
-		out := kmsg.NewDescribeGroupsResponseGroup()
-		out.Group = id
-		if req.Version >= 3 && req.IncludeAuthorizedOperations {
-			out.AuthorizedOperations = groupAuthorizedOperations
-		}
-		part, code := c.partitionOfLocked(id)
-		if code != kerrNone {
-			out.ErrorCode = code
-			resp.Groups = append(resp.Groups, out)
-			continue
-		}
-		g := part.groups[id]
-		if g == nil {
-			// Kafka answers Dead, with GROUP_ID_NOT_FOUND from v6 (KIP-1043).
-			out.State = StateDead.String()
-			if req.Version >= 6 {
-				out.ErrorCode = kerrGroupIDNotFound
-				out.ErrorMessage = strPtr(fmt.Sprintf("group %q does not exist", id))
-			}
-			resp.Groups = append(resp.Groups, out)
-			continue
-		}
-		if g.consumer != nil || g.share != nil {
-			// Described by ConsumerGroupDescribe or ShareGroupDescribe; Kafka answers
-			// Dead here, with GROUP_ID_NOT_FOUND from v6.
-			out.State = StateDead.String()
-			if req.Version >= 6 {
-				out.ErrorCode = kerrGroupIDNotFound
-				out.ErrorMessage = strPtr("Group " + id + " is not a classic group.")
-			}
-			resp.Groups = append(resp.Groups, out)
-			continue
-		}
-		out.State = g.state.String()
-		out.ProtocolType = g.protocolType
-		if g.state == StateStable {
-			out.Protocol = g.protocol
-		}
-		for _, mid := range g.order {
-			m := g.members[mid]
-			dm := kmsg.NewDescribeGroupsResponseGroupMember()
-			dm.MemberID = m.id
-			if m.static {
-				dm.InstanceID = strPtr(m.instanceID)
-			}
-			dm.ClientID = m.clientID
-			dm.ClientHost = m.clientHost
-			dm.ProtocolMetadata = []byte{}
-			dm.MemberAssignment = []byte{}
-			if g.state == StateStable {
-				dm.ProtocolMetadata = m.metadataFor(g.protocol)
-				if m.assignment != nil {
-					dm.MemberAssignment = m.assignment
-				}
-			}
-			out.Members = append(out.Members, dm)
-		}
-		resp.Groups = append(resp.Groups, out)
+		resp.Groups = append(resp.Groups, c.describeGroup(req, id))
 	}
 	return resp
+}
+
+// describeGroup answers DescribeGroups for one group.
+func (c *Coordinator) describeGroup(req *kmsg.DescribeGroupsRequest, id string) kmsg.DescribeGroupsResponseGroup {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := kmsg.NewDescribeGroupsResponseGroup()
+	out.Group = id
+	if req.Version >= 3 && req.IncludeAuthorizedOperations {
+		out.AuthorizedOperations = groupAuthorizedOperations
+	}
+	part, code := c.partitionOfLocked(id)
+	if code != kerrNone {
+		out.ErrorCode = code
+		return out
+	}
+	g := part.groups[id]
+	if g == nil {
+		// Kafka answers Dead, with GROUP_ID_NOT_FOUND from v6 (KIP-1043).
+		out.State = StateDead.String()
+		if req.Version >= 6 {
+			out.ErrorCode = kerrGroupIDNotFound
+			out.ErrorMessage = strPtr(fmt.Sprintf("group %q does not exist", id))
+		}
+		return out
+	}
+	if g.consumer != nil || g.share != nil {
+		// Described by ConsumerGroupDescribe or ShareGroupDescribe; Kafka answers
+		// Dead here, with GROUP_ID_NOT_FOUND from v6.
+		out.State = StateDead.String()
+		if req.Version >= 6 {
+			out.ErrorCode = kerrGroupIDNotFound
+			out.ErrorMessage = strPtr("Group " + id + " is not a classic group.")
+		}
+		return out
+	}
+	out.State = g.state.String()
+	out.ProtocolType = g.protocolType
+	if g.state == StateStable {
+		out.Protocol = g.protocol
+	}
+	for _, mid := range g.order {
+		m := g.members[mid]
+		dm := kmsg.NewDescribeGroupsResponseGroupMember()
+		dm.MemberID = m.id
+		if m.static {
+			dm.InstanceID = strPtr(m.instanceID)
+		}
+		dm.ClientID = m.clientID
+		dm.ClientHost = m.clientHost
+		dm.ProtocolMetadata = []byte{}
+		dm.MemberAssignment = []byte{}
+		if g.state == StateStable {
+			dm.ProtocolMetadata = m.metadataFor(g.protocol)
+			if m.assignment != nil {
+				dm.MemberAssignment = m.assignment
+			}
+		}
+		out.Members = append(out.Members, dm)
+	}
+	return out
 }
 
 // ListGroups handles a ListGroups request (v0–v5): the groups of every loaded

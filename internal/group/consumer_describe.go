@@ -9,58 +9,61 @@ import (
 // is unknown, or not a consumer group, answers GROUP_ID_NOT_FOUND.
 func (c *Coordinator) ConsumerGroupDescribe(req *kmsg.ConsumerGroupDescribeRequest) *kmsg.ConsumerGroupDescribeResponse {
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	topics := c.currentTopics()
 	for _, id := range req.Groups {
-		out := kmsg.NewConsumerGroupDescribeResponseGroup()
-		out.Group = id
-		if req.IncludeAuthorizedOperations {
-			out.AuthorizedOperations = groupAuthorizedOperations
-		}
-		g, code, msg := c.groupOfTypeLocked(id, "consumer")
-		if code != kerrNone {
-			out.ErrorCode, out.ErrorMessage = code, msg
-			resp.Groups = append(resp.Groups, out)
-			continue
-		}
-		cg := g.consumer
-		out.State = cg.stateName()
-		out.Epoch = cg.epoch
-		out.AssignmentEpoch = cg.targetEpoch
-		out.AssignorName = c.groupAssignor(cg)
-		for _, mid := range cg.memberIDs() {
-			m := cg.members[mid]
-			dm := kmsg.NewConsumerGroupDescribeResponseGroupMember()
-			dm.MemberID = m.id
-			if m.static() {
-				dm.InstanceID = strPtr(m.instanceID)
-			}
-			if m.rackID != "" {
-				dm.RackID = strPtr(m.rackID)
-			}
-			dm.MemberEpoch = m.epoch
-			dm.ClientID = m.clientID
-			dm.ClientHost = m.clientHost
-			dm.SubscribedTopics = m.subscribedNames
-			if dm.SubscribedTopics == nil {
-				dm.SubscribedTopics = []string{}
-			}
-			if m.subscribedRegex != "" {
-				dm.SubscribedTopicRegex = strPtr(m.subscribedRegex)
-			}
-			dm.Assignment = describedAssignment(m.assigned, topics)
-			dm.TargetAssignment = describedAssignment(m.target, topics)
-			if req.Version >= 1 {
-				dm.MemberType = 1 // consumer protocol (0 would be a classic member)
-			}
-			out.Members = append(out.Members, dm)
-		}
-		resp.Groups = append(resp.Groups, out)
+		resp.Groups = append(resp.Groups, c.describeConsumerGroup(req, id))
 	}
 	return resp
 }
 
+// describeConsumerGroup answers ConsumerGroupDescribe for one group.
+func (c *Coordinator) describeConsumerGroup(req *kmsg.ConsumerGroupDescribeRequest, id string) kmsg.ConsumerGroupDescribeResponseGroup {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := kmsg.NewConsumerGroupDescribeResponseGroup()
+	out.Group = id
+	if req.IncludeAuthorizedOperations {
+		out.AuthorizedOperations = groupAuthorizedOperations
+	}
+	g, code, msg := c.groupOfTypeLocked(id, "consumer")
+	if code != kerrNone {
+		out.ErrorCode, out.ErrorMessage = code, msg
+		return out
+	}
+	topics := c.currentTopics()
+	cg := g.consumer
+	out.State = cg.stateName()
+	out.Epoch = cg.epoch
+	out.AssignmentEpoch = cg.targetEpoch
+	out.AssignorName = c.groupAssignor(cg)
+	for _, mid := range cg.memberIDs() {
+		m := cg.members[mid]
+		dm := kmsg.NewConsumerGroupDescribeResponseGroupMember()
+		dm.MemberID = m.id
+		if m.static() {
+			dm.InstanceID = strPtr(m.instanceID)
+		}
+		if m.rackID != "" {
+			dm.RackID = strPtr(m.rackID)
+		}
+		dm.MemberEpoch = m.epoch
+		dm.ClientID = m.clientID
+		dm.ClientHost = m.clientHost
+		dm.SubscribedTopics = m.subscribedNames
+		if dm.SubscribedTopics == nil {
+			dm.SubscribedTopics = []string{}
+		}
+		if m.subscribedRegex != "" {
+			dm.SubscribedTopicRegex = strPtr(m.subscribedRegex)
+		}
+		dm.Assignment = describedAssignment(m.assigned, topics)
+		dm.TargetAssignment = describedAssignment(m.target, topics)
+		if req.Version >= 1 {
+			dm.MemberType = 1 // consumer protocol (0 would be a classic member)
+		}
+		out.Members = append(out.Members, dm)
+	}
+	return out
+}
 func describedAssignment(a Assignment, topics *Topics) kmsg.Assignment {
 	out := kmsg.Assignment{TopicPartitions: []kmsg.AssignmentTopicPartition{}}
 	for _, t := range sortedTopicIDs(a) {

@@ -264,45 +264,14 @@ type requestedTopic struct {
 // A partition without a committed offset answers offset -1.
 func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if req.Version >= 8 {
 		for _, rg := range req.Groups {
-			var want []requestedTopic
-			if rg.Topics != nil {
-				want = []requestedTopic{}
-				for _, t := range rg.Topics {
-					want = append(want, requestedTopic{topic: t.Topic, partitions: t.Partitions})
-				}
-			}
-			code, topics := c.fetchOffsetsLocked(rg.Group, want, req.RequireStable)
-			if code == kerrNone && req.Version >= 9 {
-				code = c.validateConsumerFetchLocked(rg.Group, rg.MemberID, rg.MemberEpoch)
-				if code != kerrNone {
-					topics = nil
-				}
-			}
-			out := kmsg.NewOffsetFetchResponseGroup()
-			out.Group = rg.Group
-			out.ErrorCode = code
-			for _, t := range topics {
-				ot := kmsg.NewOffsetFetchResponseGroupTopic()
-				ot.Topic = t.topic
-				for _, p := range t.partitions {
-					op := kmsg.NewOffsetFetchResponseGroupTopicPartition()
-					op.Partition = p.partition
-					op.Offset, op.LeaderEpoch, op.Metadata = fetchedFields(p)
-					if p.unstable {
-						op.ErrorCode = kerrUnstableOffsetCommit
-					}
-					ot.Partitions = append(ot.Partitions, op)
-				}
-				out.Topics = append(out.Topics, ot)
-			}
-			resp.Groups = append(resp.Groups, out)
+			resp.Groups = append(resp.Groups, c.fetchGroupOffsets(req, rg))
 		}
 		return resp
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var want []requestedTopic
 	if req.Topics != nil || req.Version < 2 {
 		want = []requestedTopic{}
@@ -342,6 +311,45 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 		resp.Topics = append(resp.Topics, ot)
 	}
 	return resp
+}
+
+// fetchGroupOffsets answers OffsetFetch v8+ for one group, under the lock for that
+// group alone.
+func (c *Coordinator) fetchGroupOffsets(req *kmsg.OffsetFetchRequest, rg kmsg.OffsetFetchRequestGroup) kmsg.OffsetFetchResponseGroup {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var want []requestedTopic
+	if rg.Topics != nil {
+		want = []requestedTopic{}
+		for _, t := range rg.Topics {
+			want = append(want, requestedTopic{topic: t.Topic, partitions: t.Partitions})
+		}
+	}
+	code, topics := c.fetchOffsetsLocked(rg.Group, want, req.RequireStable)
+	if code == kerrNone && req.Version >= 9 {
+		code = c.validateConsumerFetchLocked(rg.Group, rg.MemberID, rg.MemberEpoch)
+		if code != kerrNone {
+			topics = nil
+		}
+	}
+	out := kmsg.NewOffsetFetchResponseGroup()
+	out.Group = rg.Group
+	out.ErrorCode = code
+	for _, t := range topics {
+		ot := kmsg.NewOffsetFetchResponseGroupTopic()
+		ot.Topic = t.topic
+		for _, p := range t.partitions {
+			op := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+			op.Partition = p.partition
+			op.Offset, op.LeaderEpoch, op.Metadata = fetchedFields(p)
+			if p.unstable {
+				op.ErrorCode = kerrUnstableOffsetCommit
+			}
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		out.Topics = append(out.Topics, ot)
+	}
+	return out
 }
 
 // validateConsumerFetchLocked is Kafka's check of an OffsetFetch (v9+) naming a member

@@ -688,42 +688,46 @@ func shareMemberEqual(a, b *shareMember) bool {
 // ShareGroupDescribe handles a ShareGroupDescribe request (v1).
 func (c *Coordinator) ShareGroupDescribe(req *kmsg.ShareGroupDescribeRequest) *kmsg.ShareGroupDescribeResponse {
 	resp := req.ResponseKind().(*kmsg.ShareGroupDescribeResponse)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	topics := c.currentTopics()
 	for _, id := range req.GroupIDs {
-		out := kmsg.NewShareGroupDescribeResponseGroup()
-		out.GroupID = id
-		if req.IncludeAuthorizedOperations {
-			out.AuthorizedOperations = groupAuthorizedOperations
-		}
-		g, code, msg := c.groupOfTypeLocked(id, "share")
-		if code != kerrNone {
-			out.ErrorCode, out.ErrorMessage = code, msg
-			resp.Groups = append(resp.Groups, out)
-			continue
-		}
-		sg := g.share
-		out.GroupState = sg.stateName()
-		out.GroupEpoch, out.AssignmentEpoch, out.Assignor = sg.epoch, sg.epoch, shareAssignorName
-		for _, mid := range slices.Sorted(maps.Keys(sg.members)) {
-			m := sg.members[mid]
-			dm := kmsg.NewShareGroupDescribeResponseGroupMember()
-			dm.MemberID, dm.MemberEpoch, dm.ClientID, dm.ClientHost = m.id, m.epoch, m.clientID, m.clientHost
-			if m.rackID != "" {
-				dm.RackID = strPtr(m.rackID)
-			}
-			dm.SubscribedTopicNames = append([]string{}, m.subscribedNames...)
-			for _, t := range sortedTopicIDs(m.assignment) {
-				dm.Assignment.TopicPartitions = append(dm.Assignment.TopicPartitions, kmsg.ShareGroupDescribeResponseGroupMemberAssignmentTopicPartition{
-					TopicID: t, Topic: topics.ByID[t], Partitions: slices.Clone(m.assignment[t]),
-				})
-			}
-			out.Members = append(out.Members, dm)
-		}
-		resp.Groups = append(resp.Groups, out)
+		resp.Groups = append(resp.Groups, c.describeShareGroup(req, id))
 	}
 	return resp
+}
+
+// describeShareGroup answers ShareGroupDescribe for one group.
+func (c *Coordinator) describeShareGroup(req *kmsg.ShareGroupDescribeRequest, id string) kmsg.ShareGroupDescribeResponseGroup {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := kmsg.NewShareGroupDescribeResponseGroup()
+	out.GroupID = id
+	if req.IncludeAuthorizedOperations {
+		out.AuthorizedOperations = groupAuthorizedOperations
+	}
+	g, code, msg := c.groupOfTypeLocked(id, "share")
+	if code != kerrNone {
+		out.ErrorCode, out.ErrorMessage = code, msg
+		return out
+	}
+	topics := c.currentTopics()
+	sg := g.share
+	out.GroupState = sg.stateName()
+	out.GroupEpoch, out.AssignmentEpoch, out.Assignor = sg.epoch, sg.epoch, shareAssignorName
+	for _, mid := range slices.Sorted(maps.Keys(sg.members)) {
+		m := sg.members[mid]
+		dm := kmsg.NewShareGroupDescribeResponseGroupMember()
+		dm.MemberID, dm.MemberEpoch, dm.ClientID, dm.ClientHost = m.id, m.epoch, m.clientID, m.clientHost
+		if m.rackID != "" {
+			dm.RackID = strPtr(m.rackID)
+		}
+		dm.SubscribedTopicNames = append([]string{}, m.subscribedNames...)
+		for _, t := range sortedTopicIDs(m.assignment) {
+			dm.Assignment.TopicPartitions = append(dm.Assignment.TopicPartitions, kmsg.ShareGroupDescribeResponseGroupMemberAssignmentTopicPartition{
+				TopicID: t, Topic: topics.ByID[t], Partitions: slices.Clone(m.assignment[t]),
+			})
+		}
+		out.Members = append(out.Members, dm)
+	}
+	return out
 }
 
 // expireShareMembersLocked removes share members whose session expired.
