@@ -150,22 +150,23 @@ func (c *Coordinator) DeleteGroupsWithShareTopics(req *kmsg.DeleteGroupsRequest)
 		r.Group = id
 		resp.Groups = append(resp.Groups, r)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	now := c.clock.Now()
-	pending := 1 // released after the loop
+	pending := 1 // guarded by c.mu; released after the loop
 	finish := func() {
 		pending--
 		if pending == 0 {
 			ch <- resp
 		}
 	}
-	for i, id := range req.Groups {
-		r := &resp.Groups[i]
+	// The lock is taken for one group at a time, as DescribeGroups does.
+	deleteOne := func(r *kmsg.DeleteGroupsResponseGroup) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		id := r.Group
 		part, code := c.partitionOfLocked(id)
 		if code != kerrNone {
 			r.ErrorCode = code
-			continue
+			return
 		}
 		g := part.groups[id]
 		switch {
@@ -185,6 +186,11 @@ func (c *Coordinator) DeleteGroupsWithShareTopics(req *kmsg.DeleteGroupsRequest)
 			})
 		}
 	}
+	for i := range resp.Groups {
+		deleteOne(&resp.Groups[i])
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	finish()
 	return ch, shares
 }

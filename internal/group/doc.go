@@ -29,10 +29,10 @@
 // Handlers run under one mutex and never block: they check the request against the
 // in-memory state and either answer at once or park the answer (a buffered channel that
 // receives exactly one response) on the member or on a pending log write. A request
-// that reads many groups (DescribeGroups, ConsumerGroupDescribe, ShareGroupDescribe,
-// OffsetFetch v8+) takes the mutex for one group at a time, so that its size does not
-// hold off every other request of the coordinator. Nothing inside
-// the state machine reads the wall clock, starts a goroutine or does I/O: the time is
+// that names many groups (DescribeGroups, ConsumerGroupDescribe, ShareGroupDescribe,
+// OffsetFetch v8+, DeleteGroups) takes the mutex for one group at a time, so that its
+// size does not hold off every other request of the coordinator. Nothing inside the
+// state machine reads the wall clock, starts a goroutine or does I/O: the time is
 // passed in (the driver reads the injected clock.Clock once per operation), timers are
 // deadlines stored on groups and members, and writes are records handed to the driver.
 // The driver arms one clock timer per group, for that group's earliest deadline, and

@@ -7,11 +7,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// TestManyGroupsDoNotHoldTheCoordinator: a request reading many groups
-// (DescribeGroups, ConsumerGroupDescribe, ShareGroupDescribe, OffsetFetch v8+) takes
-// the coordinator's lock for one group at a time, so another client's requests are
-// answered while it runs: a request naming a million groups (some 14 MB) held it for
-// seconds, and every heartbeat and commit of every group with it.
+// TestManyGroupsDoNotHoldTheCoordinator: a request naming many groups
+// (DescribeGroups, ConsumerGroupDescribe, ShareGroupDescribe, OffsetFetch v8+,
+// DeleteGroups) takes the coordinator's lock for one group at a time, so another
+// client's requests are answered while it runs: a request naming a million groups
+// (some 14 MB) held it for seconds, and every heartbeat and commit of every group
+// with it.
 func TestManyGroupsDoNotHoldTheCoordinator(t *testing.T) {
 	h := newHarness(t, nil)
 	names := make([]string, 50_000)
@@ -56,6 +57,7 @@ func TestManyGroupsDoNotHoldTheCoordinator(t *testing.T) {
 		{"ConsumerGroupDescribe", func() { h.c.ConsumerGroupDescribe(&kmsg.ConsumerGroupDescribeRequest{Groups: names}) }},
 		{"ShareGroupDescribe", func() { h.c.ShareGroupDescribe(&kmsg.ShareGroupDescribeRequest{Version: 1, GroupIDs: names}) }},
 		{"OffsetFetch", func() { h.c.OffsetFetch(fetchAll) }},
+		{"DeleteGroups", func() { <-h.c.DeleteGroups(&kmsg.DeleteGroupsRequest{Groups: names}) }},
 	} {
 		answered := -1
 		for try := 0; try < 5 && answered < 0; try++ { // a loaded machine may not show it holding the lock
