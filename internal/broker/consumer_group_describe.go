@@ -18,5 +18,5 @@ func init() {
 func (b *Broker) handleConsumerGroupDescribe(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.ConsumerGroupDescribeRequest)
 	r.Groups = distinctNames(r.Groups) // each group once (distinctNames)
-	return reply(b.groups.ConsumerGroupDescribe(r))
+	return relayGroupResponse(b.groups.ConsumerGroupDescribe(r))
 }

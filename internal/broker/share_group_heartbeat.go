@@ -36,5 +36,5 @@ func (b *Broker) handleShareGroupHeartbeat(req *protocol.Request) <-chan protoco
 func (b *Broker) handleShareGroupDescribe(req *protocol.Request) <-chan protocol.Response {
 	r := req.Body.(*kmsg.ShareGroupDescribeRequest)
 	r.GroupIDs = distinctNames(r.GroupIDs) // each group once (distinctNames)
-	return reply(b.groups.ShareGroupDescribe(r))
+	return relayGroupResponse(b.groups.ShareGroupDescribe(r))
 }

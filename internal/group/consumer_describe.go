@@ -6,19 +6,67 @@ import (
 )
 
 // ConsumerGroupDescribe handles a ConsumerGroupDescribe request (v0–v1). A group that
-// is unknown, or not a consumer group, answers GROUP_ID_NOT_FOUND.
-func (c *Coordinator) ConsumerGroupDescribe(req *kmsg.ConsumerGroupDescribeRequest) *kmsg.ConsumerGroupDescribeResponse {
+// is unknown, or not a consumer group, answers GROUP_ID_NOT_FOUND. The answer is sent
+// once what it shows is committed (committedRead).
+func (c *Coordinator) ConsumerGroupDescribe(req *kmsg.ConsumerGroupDescribeRequest) <-chan *kmsg.ConsumerGroupDescribeResponse {
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
-	for _, id := range req.Groups {
-		resp.Groups = append(resp.Groups, c.describeConsumerGroup(req, id))
+	resp.Groups = make([]kmsg.ConsumerGroupDescribeResponseGroup, len(req.Groups))
+	ch := make(chan *kmsg.ConsumerGroupDescribeResponse, 1)
+	r := &committedRead{pending: 1, send: func() { ch <- resp }}
+	for i, id := range req.Groups {
+		c.mu.Lock()
+		resp.Groups[i] = c.describeConsumerGroupLocked(req, id)
+		c.awaitCommittedLocked(r, id, func(msg string) {
+			out := kmsg.NewConsumerGroupDescribeResponseGroup()
+			out.Group, out.ErrorCode, out.ErrorMessage = id, kerrNotCoordinator, &msg
+			resp.Groups[i] = out
+		})
+		c.mu.Unlock()
 	}
-	return resp
+	c.mu.Lock()
+	r.doneLocked()
+	c.mu.Unlock()
+	return ch
 }
 
-// describeConsumerGroup answers ConsumerGroupDescribe for one group.
-func (c *Coordinator) describeConsumerGroup(req *kmsg.ConsumerGroupDescribeRequest, id string) kmsg.ConsumerGroupDescribeResponseGroup {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// committedRead holds a describe's answer until what it read is committed. The
+// describes read a group's state in memory, which a consumer or share group's
+// heartbeat changes as soon as its records are queued (consumer_write.go), before they
+// are committed; Kafka's describes read the state at the partition's last committed
+// offset instead, so that nothing they show is lost by a coordinator failover. Here
+// the answer waits for the writes queued on the partitions it read until it read them
+// (a write without records waits for the ones before it); a group whose partition
+// failed a write in between is answered NOT_COORDINATOR, as what it showed may be
+// gone, and clients retry it at the new coordinator.
+type committedRead struct {
+	pending int // under the coordinator's mutex; the request holds one until it is read
+	send    func()
+}
+
+// awaitCommittedLocked makes r wait for the writes queued on groupID's partition; failed
+// replaces the group's answer when one of them failed.
+func (c *Coordinator) awaitCommittedLocked(r *committedRead, groupID string, failed func(msg string)) {
+	part := c.mu.partitions[c.PartitionFor(groupID)]
+	if part == nil || part.loading {
+		return // answered with the coordinator's error: nothing was read
+	}
+	r.pending++
+	c.appendLocked(part, nil, nil, func(err error) {
+		if err != nil {
+			failed(fmt.Sprintf("group %q changed in a write that was not committed (%v): ask its coordinator again", groupID, err))
+		}
+		r.doneLocked()
+	})
+}
+
+func (r *committedRead) doneLocked() {
+	if r.pending--; r.pending == 0 {
+		r.send()
+	}
+}
+
+// describeConsumerGroupLocked answers ConsumerGroupDescribe for one group.
+func (c *Coordinator) describeConsumerGroupLocked(req *kmsg.ConsumerGroupDescribeRequest, id string) kmsg.ConsumerGroupDescribeResponseGroup {
 	out := kmsg.NewConsumerGroupDescribeResponseGroup()
 	out.Group = id
 	if req.IncludeAuthorizedOperations {

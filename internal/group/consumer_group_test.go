@@ -178,7 +178,7 @@ func settle(t *testing.T, h *harness, group string, members []*cmember, total in
 func describeState(t *testing.T, h *harness, group string) string {
 	req := kmsg.NewPtrConsumerGroupDescribeRequest()
 	req.Groups = []string{group}
-	resp := h.c.ConsumerGroupDescribe(req)
+	resp := <-h.c.ConsumerGroupDescribe(req)
 	if resp.Groups[0].ErrorCode != 0 {
 		t.Fatalf("describe %s: error %d", group, resp.Groups[0].ErrorCode)
 	}
@@ -368,7 +368,7 @@ func TestGroupTimeoutsPerGroup(t *testing.T) {
 	}{{"short", 0}, {"long", 1}} {
 		req := kmsg.NewPtrConsumerGroupDescribeRequest()
 		req.Groups = []string{c.group}
-		if n := len(h.c.ConsumerGroupDescribe(req).Groups[0].Members); n != c.want {
+		if n := len((<-h.c.ConsumerGroupDescribe(req)).Groups[0].Members); n != c.want {
 			t.Errorf("consumer group %s has %d members 4 s after its member's last heartbeat, want %d", c.group, n, c.want)
 		}
 	}
@@ -378,7 +378,7 @@ func TestGroupTimeoutsPerGroup(t *testing.T) {
 	}{{"share-short", 0}, {"share-long", 1}} {
 		req := kmsg.NewPtrShareGroupDescribeRequest()
 		req.GroupIDs = []string{c.group}
-		if n := len(h.c.ShareGroupDescribe(req).Groups[0].Members); n != c.want {
+		if n := len((<-h.c.ShareGroupDescribe(req)).Groups[0].Members); n != c.want {
 			t.Errorf("share group %s has %d members 4 s after its member's last heartbeat, want %d", c.group, n, c.want)
 		}
 	}

@@ -54,8 +54,8 @@ func TestManyGroupsDoNotHoldTheCoordinator(t *testing.T) {
 		run func()
 	}{
 		{"DescribeGroups", func() { h.c.DescribeGroups(&kmsg.DescribeGroupsRequest{Version: 5, Groups: names}) }},
-		{"ConsumerGroupDescribe", func() { h.c.ConsumerGroupDescribe(&kmsg.ConsumerGroupDescribeRequest{Groups: names}) }},
-		{"ShareGroupDescribe", func() { h.c.ShareGroupDescribe(&kmsg.ShareGroupDescribeRequest{Version: 1, GroupIDs: names}) }},
+		{"ConsumerGroupDescribe", func() { <-h.c.ConsumerGroupDescribe(&kmsg.ConsumerGroupDescribeRequest{Groups: names}) }},
+		{"ShareGroupDescribe", func() { <-h.c.ShareGroupDescribe(&kmsg.ShareGroupDescribeRequest{Version: 1, GroupIDs: names}) }},
 		{"OffsetFetch", func() { h.c.OffsetFetch(fetchAll) }},
 		{"DeleteGroups", func() { <-h.c.DeleteGroups(&kmsg.DeleteGroupsRequest{Groups: names}) }},
 	} {

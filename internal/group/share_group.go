@@ -685,19 +685,31 @@ func shareMemberEqual(a, b *shareMember) bool {
 		a.assignment.equal(b.assignment) && a.target.equal(b.target)
 }
 
-// ShareGroupDescribe handles a ShareGroupDescribe request (v1).
-func (c *Coordinator) ShareGroupDescribe(req *kmsg.ShareGroupDescribeRequest) *kmsg.ShareGroupDescribeResponse {
+// ShareGroupDescribe handles a ShareGroupDescribe request (v1). The answer is sent
+// once what it shows is committed (committedRead).
+func (c *Coordinator) ShareGroupDescribe(req *kmsg.ShareGroupDescribeRequest) <-chan *kmsg.ShareGroupDescribeResponse {
 	resp := req.ResponseKind().(*kmsg.ShareGroupDescribeResponse)
-	for _, id := range req.GroupIDs {
-		resp.Groups = append(resp.Groups, c.describeShareGroup(req, id))
+	resp.Groups = make([]kmsg.ShareGroupDescribeResponseGroup, len(req.GroupIDs))
+	ch := make(chan *kmsg.ShareGroupDescribeResponse, 1)
+	r := &committedRead{pending: 1, send: func() { ch <- resp }}
+	for i, id := range req.GroupIDs {
+		c.mu.Lock()
+		resp.Groups[i] = c.describeShareGroupLocked(req, id)
+		c.awaitCommittedLocked(r, id, func(msg string) {
+			out := kmsg.NewShareGroupDescribeResponseGroup()
+			out.GroupID, out.ErrorCode, out.ErrorMessage = id, kerrNotCoordinator, &msg
+			resp.Groups[i] = out
+		})
+		c.mu.Unlock()
 	}
-	return resp
+	c.mu.Lock()
+	r.doneLocked()
+	c.mu.Unlock()
+	return ch
 }
 
-// describeShareGroup answers ShareGroupDescribe for one group.
-func (c *Coordinator) describeShareGroup(req *kmsg.ShareGroupDescribeRequest, id string) kmsg.ShareGroupDescribeResponseGroup {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// describeShareGroupLocked answers ShareGroupDescribe for one group.
+func (c *Coordinator) describeShareGroupLocked(req *kmsg.ShareGroupDescribeRequest, id string) kmsg.ShareGroupDescribeResponseGroup {
 	out := kmsg.NewShareGroupDescribeResponseGroup()
 	out.GroupID = id
 	if req.IncludeAuthorizedOperations {
