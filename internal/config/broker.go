@@ -285,6 +285,10 @@ type Broker struct {
 	// (after trimming), keyed by name. It is what DescribeConfigs reports as
 	// STATIC_BROKER_CONFIG; properties absent from it are at their default.
 	Raw map[string]string
+	// DynamicDefault and DynamicBroker are the dynamic configs (KIP-226) in effect,
+	// set through the metadata quorum: the cluster-wide defaults (resource "") and
+	// this node's own. Both are nil in a static configuration; see WithDynamic.
+	DynamicDefault, DynamicBroker map[string]string
 }
 
 // Default is the embedded configuration: one combined broker+controller node,

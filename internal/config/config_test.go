@@ -154,6 +154,8 @@ func TestDefaultsMatchKafka(t *testing.T) {
 		"AddPartitionsToTxnRetryBackoffMs":          int32(20),
 		"AddPartitionsToTxnRetryBackoffMaxMs":       int32(100),
 		"Raw":                                       map[string]string{},
+		"DynamicDefault":                            map[string]string(nil),
+		"DynamicBroker":                             map[string]string(nil),
 	}
 	v := reflect.ValueOf(b).Elem()
 	for i := 0; i < v.NumField(); i++ {

@@ -34,14 +34,26 @@ type Synonym struct {
 	Source      int8
 }
 
-// brokerSynonyms lists the broker properties names where b sets them
-// (STATIC_BROKER_CONFIG), then where they have a default (DEFAULT_CONFIG), in names'
+// brokerSynonyms lists the broker properties names where this node's dynamic configs
+// set them (DYNAMIC_BROKER_CONFIG), then where the cluster-wide ones do
+// (DYNAMIC_DEFAULT_BROKER_CONFIG), where b's static configuration sets them
+// (STATIC_BROKER_CONFIG), then where they have a default (DEFAULT_CONFIG), each in names'
 // order (Kafka's precedence), from the first entry for the property from on: as
 // Kafka's ConfigHelper.configSynonyms, which drops the entries before it. So a topic's
 // retention.ms, whose list starts at log.retention.ms (which has no default), has no
 // broker synonyms unless log.retention.ms is set, even where log.retention.hours is.
 func brokerSynonyms(b *Broker, names []string, from string) []Synonym {
 	var out []Synonym
+	for _, layer := range []struct {
+		set    map[string]string
+		source int8
+	}{{b.DynamicBroker, SourceDynamicBroker}, {b.DynamicDefault, SourceDynamicDefaultBroker}} {
+		for _, n := range names {
+			if v, ok := layer.set[n]; ok {
+				out = append(out, Synonym{Name: n, Value: v, Source: layer.source})
+			}
+		}
+	}
 	for _, n := range names {
 		if v, ok := b.Raw[n]; ok {
 			out = append(out, Synonym{Name: n, Value: v, Source: SourceStaticBroker})
@@ -85,9 +97,14 @@ func DescribeTopic(b *Broker, overrides map[string]string) []Entry {
 		if _, ok := overrides[p.name]; ok {
 			e.CreateSource = SourceDynamicTopic
 		}
-		for _, bk := range p.broker {
-			if has(b.Raw, bk) && e.CreateSource == SourceDefault {
-				e.CreateSource = SourceStaticBroker
+		for _, layer := range []struct {
+			set    map[string]string
+			source int8
+		}{{b.DynamicBroker, SourceDynamicBroker}, {b.DynamicDefault, SourceDynamicDefaultBroker}, {b.Raw, SourceStaticBroker}} {
+			for _, bk := range p.broker {
+				if has(layer.set, bk) && e.CreateSource == SourceDefault {
+					e.CreateSource = layer.source
+				}
 			}
 		}
 		out = append(out, e)
@@ -97,15 +114,19 @@ func DescribeTopic(b *Broker, overrides map[string]string) []Entry {
 }
 
 // DescribeBroker lists every broker property Samsa accepts (including those
-// accepted with no effect), sorted by name, with its effective value. All are
-// read-only: Samsa does not alter broker configs at run time.
+// accepted with no effect), sorted by name, with its effective value and source
+// (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG or
+// DEFAULT_CONFIG). The dynamic properties (IsDynamicBrokerProperty) are writable, the
+// others read-only.
 func DescribeBroker(b *Broker) []Entry {
 	out := make([]Entry, 0, len(brokerProperties))
 	for i := range brokerProperties {
 		p := &brokerProperties[i]
 		e := Entry{Name: p.name, Value: brokerValue(b, p), Source: SourceDefault,
-			ReadOnly: true, Type: p.spec.kafkaType(), Doc: p.doc, Sensitive: p.spec.kafkaType() == TypePassword}
-		if has(b.Raw, p.name) {
+			ReadOnly: !dynamicProperties[p.name], Type: p.spec.kafkaType(), Doc: p.doc, Sensitive: p.spec.kafkaType() == TypePassword}
+		if _, src := dynamicSource(b, p.name); src != 0 {
+			e.Source = src
+		} else if has(b.Raw, p.name) {
 			e.Source = SourceStaticBroker
 		}
 		e.Synonyms = brokerSynonyms(b, brokerSynonymNames(p.name), p.name)

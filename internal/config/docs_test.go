@@ -104,6 +104,9 @@ func brokerTable() string {
 		if p.listener {
 			note = strings.TrimSpace(note + " Per listener: `" + listenerPrefix + "<listener>." + p.name + "`.")
 		}
+		if IsDynamicBrokerProperty(p.name) {
+			note = strings.TrimSpace("Dynamic: may be altered at run time, cluster-wide or per broker. " + note)
+		}
 		fmt.Fprintf(&sb, "| `%s` | %s | %s | %s | %s |\n", p.name, docDefault(p),
 			valid(p.spec), cell(p.doc), cell(note))
 	}

@@ -37,6 +37,18 @@ func Load(path string, overrides []string) (*Broker, error) {
 		set[k] = strings.TrimSpace(v)
 	}
 
+	b, buildErrs := build(set)
+	errs = append(errs, buildErrs...)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// build makes the configuration the properties set give (each "key" to its trimmed
+// value), over Kafka's defaults, with Raw = set; it returns every problem found.
+func build(set map[string]string) (*Broker, []error) {
+	var errs []error
 	b := Default()
 	valid := map[string]string{}
 	for _, name := range sortedKeys(set) {
@@ -89,10 +101,7 @@ func Load(path string, overrides []string) (*Broker, error) {
 	if err := b.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return b, nil
+	return b, errs
 }
 
 // unsupportedProperties are Kafka properties that guard data or access and that

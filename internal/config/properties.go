@@ -823,10 +823,14 @@ var brokerIndex = func() map[string]*property {
 }()
 
 // brokerValue is the text value of a broker property: its effective field value
-// when it has one, else what was set, else its default ("" for none).
+// when it has one, else its dynamic config (this node's, then the cluster default's),
+// else what was set, else its default ("" for none).
 func brokerValue(b *Broker, p *property) string {
 	if p.get != nil {
 		return p.get(b)
+	}
+	if v, src := dynamicSource(b, p.name); src != 0 {
+		return v
 	}
 	if v, ok := b.Raw[p.name]; ok {
 		return v

@@ -245,8 +245,8 @@ func TestDescribeBroker(t *testing.T) {
 	byName := map[string]Entry{}
 	for _, e := range entries {
 		byName[e.Name] = e
-		if !e.ReadOnly {
-			t.Errorf("%s is not read-only", e.Name)
+		if e.ReadOnly == IsDynamicBrokerProperty(e.Name) {
+			t.Errorf("%s: read-only %v, dynamic %v", e.Name, e.ReadOnly, IsDynamicBrokerProperty(e.Name))
 		}
 	}
 	for name, want := range map[string]Entry{
