@@ -49,7 +49,8 @@ type Options struct {
 // for clients, its partitions, and its lifecycle towards the active controller
 // (registration, heartbeats, controlled shutdown).
 type Broker struct {
-	cfg       *config.Broker
+	cfg       *config.Broker // static: the file and --override (see effectiveConfig)
+	dynamic   dynamicConfig
 	clock     clock.Clock
 	logger    *slog.Logger
 	metrics   *metrics.Metrics
@@ -261,6 +262,7 @@ func (b *Broker) newMetadata(storedClusterID string) error {
 			ValidateGroupConfigs: func(next map[string]string, changed []string) error {
 				return config.ValidateGroupConfigs(cfg, next, changed)
 			},
+			ValidateBrokerConfigs:        config.ValidateDynamicBrokerConfigs,
 			ElectionTimeout:              ms(cfg.ControllerQuorumElectionTimeoutMs),
 			SessionTimeout:               ms(cfg.BrokerSessionTimeoutMs),
 			UncleanLeaderElection:        cfg.UncleanLeaderElectionEnable,

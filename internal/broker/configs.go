@@ -6,12 +6,13 @@ package broker
 // is answered by the broker from its own image and configuration.
 //
 // Topic resources describe every supported topic config with its effective value and
-// source (DYNAMIC_TOPIC_CONFIG for an override, STATIC_BROKER_CONFIG when the broker's
-// property was set, DEFAULT_CONFIG otherwise), its type (v3+) and documentation; a
+// source (DYNAMIC_TOPIC_CONFIG for an override, else the broker property's:
+// DYNAMIC_BROKER_CONFIG or DYNAMIC_DEFAULT_BROKER_CONFIG when set dynamically,
+// STATIC_BROKER_CONFIG when set in the file, DEFAULT_CONFIG otherwise), its type (v3+) and documentation; a
 // topic name no topic can have is INVALID_TOPIC_EXCEPTION, as Kafka validates it
 // first. Broker resources named by this node's id describe the broker's properties;
-// "" (the cluster-wide dynamic defaults, as Kafka describes it) has none, broker
-// properties being static; another broker's id is INVALID_REQUEST, as on Kafka.
+// "" describes the cluster-wide dynamic defaults set; another broker's id is
+// INVALID_REQUEST, as on Kafka.
 // BROKER_LOGGER resources, named by this node's id, describe the root logger at the
 // level the broker logs at (read-only: Samsa sets it with --log-level). Group
 // resources (KIP-848/KIP-932 group configs: share.*) are set per group through the
@@ -25,9 +26,18 @@ package broker
 // named again in one DescribeConfigs request is described where it is first named and
 // answered INVALID_REQUEST after: each mention of a broker would otherwise cost its
 // whole configuration again (some 30 KB with documentation, for 5 bytes of request),
-// so that one request could make the broker build gigabytes. Broker
-// properties are static in Samsa: altering them is refused with INVALID_REQUEST and a
-// message saying so.
+// so that one request could make the broker build gigabytes.
+//
+// Broker resources may be altered (KIP-226), for the whole cluster ("") or one
+// registered node (its id), in the broker properties that are a topic config's default
+// (log.retention.ms, log.segment.bytes, message.max.bytes, min.insync.replicas,
+// unclean.leader.election.enable…: config.IsDynamicBrokerProperty). Another property is
+// INVALID_REQUEST naming it ("cannot update these configs dynamically"), as is a bad
+// value, as on Kafka. Each broker's effective configuration is its static one overlaid
+// by the cluster default, then by its own node's, and every partition without a topic
+// override follows it as the metadata image changes (reconcile.go); DescribeConfigs
+// reports such values with source DYNAMIC_BROKER_CONFIG or
+// DYNAMIC_DEFAULT_BROKER_CONFIG, writable, in Kafka's synonym order.
 
 import (
 	"context"
@@ -87,17 +97,18 @@ func (b *Broker) handleDescribeConfigs(req *protocol.Request) <-chan protocol.Re
 				sr.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("topic %q does not exist", res.ResourceName))
 				break
 			}
-			entries = config.DescribeTopic(b.cfg, t.Configs)
+			entries = config.DescribeTopic(b.effectiveConfig(img), t.Configs)
 		case kmsg.ConfigResourceTypeBroker:
 			if err := b.checkBrokerResource(res.ResourceName); err != nil {
 				sr.ErrorCode, sr.ErrorMessage = errorCode(err), errorMessage(err)
 				break
 			}
 			if res.ResourceName != "" {
-				entries = config.DescribeBroker(b.cfg)
+				entries = config.DescribeBroker(b.effectiveConfig(img))
+			} else {
+				// The cluster-wide dynamic defaults, of which Kafka describes those set.
+				entries = config.DescribeDynamicDefaults(b.effectiveConfig(img))
 			}
-			// "" is the cluster-wide dynamic defaults, of which Kafka describes those
-			// set: none, broker properties being static in Samsa.
 		case kmsg.ConfigResourceTypeBrokerLogger:
 			if err := b.checkBrokerLoggerResource(res.ResourceName); err != nil {
 				sr.ErrorCode, sr.ErrorMessage = errorCode(err), errorMessage(err)
@@ -313,7 +324,6 @@ func (b *Broker) alterConfigs(ctx context.Context, rt kmsg.ConfigResourceType, n
 		if _, registered := b.image().Broker(metadata.NodeID(atoiOr(name, -1))); name != "" && !registered {
 			return &configError{"broker " + name + " is not registered"}
 		}
-		return &configError{"broker properties are static in Samsa: set them in server.properties or with --override and restart"}
 	case kmsg.ConfigResourceTypeBrokerLogger:
 		return &configError{"log levels are static in Samsa: start the broker with --log-level"}
 	default:

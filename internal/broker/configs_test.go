@@ -181,7 +181,7 @@ func TestIncrementalAlterConfigsListFromDefault(t *testing.T) {
 }
 
 // TestDescribeConfigsBrokerResources: a broker describes its own configs by id; ""
-// is the cluster-wide dynamic defaults, none of which Samsa has (Kafka's ConfigHelper
+// is the cluster-wide dynamic defaults, none set here (Kafka's ConfigHelper
 // describes those set only: it listed every static property); another broker's id or
 // a name that is no id is INVALID_REQUEST with a message naming it.
 func TestDescribeConfigsBrokerResources(t *testing.T) {

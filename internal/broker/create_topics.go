@@ -130,7 +130,7 @@ func (b *Broker) serveCreateTopics(ctx context.Context, req kmsg.Request) kmsg.R
 					overrides[c.Name] = *c.Value
 				}
 			}
-			for _, e := range config.DescribeTopic(b.cfg, overrides) {
+			for _, e := range config.DescribeTopic(b.effectiveConfig(b.image()), overrides) {
 				c := kmsg.NewCreateTopicsResponseTopicConfig()
 				c.Name = e.Name
 				v := e.Value

@@ -48,13 +48,16 @@ func (b *Broker) reconcile(img *metadata.Image) {
 	if t, ok := img.Topic(transactionStateTopic); ok {
 		b.txns.SetNumPartitions(int32(len(t.Partitions)))
 	}
+	// Topic defaults follow the dynamic broker configs (KIP-226): a change of them
+	// reaches every partition without an override here.
+	cfg := b.effectiveConfig(img)
 	for _, t := range img.Topics() {
-		topicCfg, err := config.ResolveTopic(b.cfg, t.Configs)
+		topicCfg, err := config.ResolveTopic(cfg, t.Configs)
 		if err != nil {
 			b.logger.Error("topic config does not resolve; using broker defaults", "topic", t.Name, "err", err)
-			topicCfg, _ = config.ResolveTopic(b.cfg, nil)
+			topicCfg, _ = config.ResolveTopic(cfg, nil)
 		}
-		logCfg := storageConfig(topicCfg, b.cfg)
+		logCfg := storageConfig(topicCfg, cfg)
 		for _, part := range t.Partitions {
 			if !contains(part.Replicas, b.nodeID) {
 				continue
@@ -277,11 +280,12 @@ func (b *Broker) logConfig(img *metadata.Image, topic string) storage.Config {
 	if t, ok := img.Topic(topic); ok {
 		overrides = t.Configs
 	}
-	tc, err := config.ResolveTopic(b.cfg, overrides)
+	cfg := b.effectiveConfig(img)
+	tc, err := config.ResolveTopic(cfg, overrides)
 	if err != nil {
-		tc, _ = config.ResolveTopic(b.cfg, nil)
+		tc, _ = config.ResolveTopic(cfg, nil)
 	}
-	return storageConfig(tc, b.cfg)
+	return storageConfig(tc, cfg)
 }
 
 // storageConfig turns resolved topic configs (and the broker's settings of every log)

@@ -34,7 +34,7 @@ type ConfigOp struct {
 // comma-separated list, starting from the config's default when the resource does
 // not set it; a list emptied by SUBTRACT is set to "" (both as Kafka's
 // ConfigurationControlManager), which the config's validation may refuse. Topic values are
-// checked with Options.ValidateTopicConfig; broker values are not checked here.
+// checked with Options.ValidateTopicConfig, broker ones with Options.ValidateBrokerConfigs.
 func (c *Controller) AlterConfigs(ctx context.Context, resourceType int8, resourceName string, ops []ConfigOp, replaceAll bool, validateOnly bool) error {
 	_, err := run(ctx, c, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, c.alterConfigs(ctx, resourceType, resourceName, ops, replaceAll, validateOnly)
@@ -153,6 +153,11 @@ func (c *Controller) alterConfigs(ctx context.Context, resourceType int8, resour
 		if _, ok := next[name]; !ok {
 			recs = append(recs, metadata.ConfigRecord{ResourceType: resourceType, ResourceName: resourceName, Name: name})
 			changed = append(changed, name)
+		}
+	}
+	if resourceType == metadata.ResourceBroker {
+		if err := c.opts.ValidateBrokerConfigs(next, changed); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 		}
 	}
 	if resourceType == metadata.ResourceGroup {

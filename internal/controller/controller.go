@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,10 @@ type Options struct {
 	// (next), changed naming the configs set or deleted; nil: config.ValidateGroupConfigs
 	// with Kafka's default broker properties.
 	ValidateGroupConfigs func(next map[string]string, changed []string) error
+	// ValidateBrokerConfigs checks a BROKER resource's dynamic configs as a change
+	// leaves them (next), changed naming the configs set or deleted; its error is
+	// answered INVALID_REQUEST, as Kafka does. nil accepts everything.
+	ValidateBrokerConfigs func(next map[string]string, changed []string) error
 
 	// Transport carries Raft messages to other voters; required when there are
 	// other voters, ignored otherwise.
@@ -171,6 +176,9 @@ func New(o Options) (*Controller, error) {
 	}
 	if o.DefaultReplicationFactor <= 0 {
 		o.DefaultReplicationFactor = 1
+	}
+	if o.ValidateBrokerConfigs == nil {
+		o.ValidateBrokerConfigs = func(map[string]string, []string) error { return nil }
 	}
 	if o.ValidateTopicConfig == nil {
 		o.ValidateTopicConfig = func(string, string) error { return nil }
@@ -578,10 +586,19 @@ func (c *Controller) Active() bool {
 	return c.activeTerm.Load() != 0 && c.Leader() == c.opts.NodeID
 }
 
-// uncleanAllowed is the effective unclean.leader.election.enable of a topic.
+// uncleanAllowed is the effective unclean.leader.election.enable of a topic: its
+// override, else the dynamic config of this controller's node, else the cluster-wide
+// dynamic default, else the static property (Kafka's controller reads it so).
 func (c *Controller) uncleanAllowed(t *metadata.Topic) bool {
-	if v, ok := t.Configs["unclean.leader.election.enable"]; ok {
+	const name = "unclean.leader.election.enable"
+	if v, ok := t.Configs[name]; ok {
 		return strings.EqualFold(strings.TrimSpace(v), "true")
+	}
+	img := c.Image()
+	for _, res := range []string{strconv.Itoa(int(c.opts.NodeID)), ""} {
+		if v, ok := img.BrokerConfigs(res)[name]; ok {
+			return strings.EqualFold(strings.TrimSpace(v), "true")
+		}
 	}
 	return c.opts.UncleanLeaderElection
 }

@@ -620,3 +620,34 @@ func TestCreateTopicsCommitsTheRequestInOneEntry(t *testing.T) {
 		t.Fatalf("deleting the request's topics took %d metadata log entries, want 1", entries)
 	}
 }
+
+// TestUncleanAllowedFollowsDynamicBrokerConfigs: a topic without its own
+// unclean.leader.election.enable takes this controller node's dynamic config, else the
+// cluster-wide dynamic default, else the static property, as Kafka's controller does
+// (it read the static property only, so kafka-configs.sh --entity-default had no effect).
+func TestUncleanAllowedFollowsDynamicBrokerConfigs(t *testing.T) {
+	c := startSingle(t, t.TempDir())
+	const name = "unclean.leader.election.enable"
+	topic := &metadata.Topic{Name: "t", Configs: map[string]string{}}
+	set := func(resource, value string) {
+		t.Helper()
+		if err := c.AlterConfigs(ctx(t), metadata.ResourceBroker, resource, []ConfigOp{{Name: name, Value: ptr(value)}}, false, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.uncleanAllowed(topic) {
+		t.Fatal("allowed with the static default false")
+	}
+	set("", "true")
+	if !c.uncleanAllowed(topic) {
+		t.Error("not allowed with the cluster default true")
+	}
+	set("1", "false")
+	if c.uncleanAllowed(topic) {
+		t.Error("allowed with node 1's false over the cluster default true")
+	}
+	topic.Configs[name] = "true"
+	if !c.uncleanAllowed(topic) {
+		t.Error("not allowed with the topic's true")
+	}
+}
