@@ -262,7 +262,16 @@ func (b *Broker) newMetadata(storedClusterID string) error {
 			ValidateGroupConfigs: func(next map[string]string, changed []string) error {
 				return config.ValidateGroupConfigs(cfg, next, changed)
 			},
-			ValidateBrokerConfigs:        config.ValidateDynamicBrokerConfigs,
+			// Each value against its property, then the whole against this node's
+			// static properties (cross-property conflicts), as Kafka validates the
+			// configuration a change would leave.
+			ValidateBrokerConfigs: func(next map[string]string, changed []string) error {
+				if err := config.ValidateDynamicBrokerConfigs(next, changed); err != nil {
+					return err
+				}
+				_, err := cfg.WithDynamic(next, nil)
+				return err
+			},
 			ElectionTimeout:              ms(cfg.ControllerQuorumElectionTimeoutMs),
 			SessionTimeout:               ms(cfg.BrokerSessionTimeoutMs),
 			UncleanLeaderElection:        cfg.UncleanLeaderElectionEnable,

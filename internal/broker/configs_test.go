@@ -274,3 +274,24 @@ func TestDescribeConfigsBrokerLogger(t *testing.T) {
 		}
 	}
 }
+
+// TestDynamicBrokerConfigConflict: a dynamic broker config that conflicts with the
+// broker's other properties (log.cleaner.min.compaction.lag.ms above
+// log.cleaner.max.compaction.lag.ms) is refused INVALID_REQUEST naming them and not
+// stored, as Kafka validates the whole resulting configuration; it was stored, and then
+// ignored by every broker with only a warning in the log.
+func TestDynamicBrokerConfigConflict(t *testing.T) {
+	b := startTestBrokerWith(t, nil, []string{"log.cleaner.max.compaction.lag.ms=5000"}, t.TempDir())
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType = kmsg.ConfigResourceTypeBroker
+	res.Configs = append(res.Configs, configOp("log.cleaner.min.compaction.lag.ms", kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr("10000")))
+	req.Resources = append(req.Resources, res)
+	got := call[*kmsg.IncrementalAlterConfigsResponse](t, b, req).Resources[0]
+	if got.ErrorCode != kerr.InvalidRequest.Code || got.ErrorMessage == nil || !strings.Contains(*got.ErrorMessage, "log.cleaner.min.compaction.lag.ms") {
+		t.Errorf("conflicting dynamic config: %v %v, want INVALID_REQUEST naming it", kerr.ErrorForCode(got.ErrorCode), got.ErrorMessage)
+	}
+	if stored := b.image().BrokerConfigs(""); len(stored) != 0 {
+		t.Errorf("stored %v", stored)
+	}
+}

@@ -82,7 +82,7 @@ func (b *Broker) WithDynamic(clusterDefault, perBroker map[string]string) (*Brok
 		for _, n := range slices.Sorted(maps.Keys(m)) {
 			v := strings.TrimSpace(m[n])
 			if !dynamicProperties[n] {
-				errs = append(errs, fmt.Errorf("%w: dynamic config %s is not one Samsa applies at run time; ignored", ErrUnknownProperty, n))
+				errs = append(errs, fmt.Errorf("%w: %s is not a dynamic broker config in Samsa", ErrUnknownProperty, n))
 				continue
 			}
 			if err := brokerIndex[n].spec.check(v); err != nil {
@@ -105,7 +105,7 @@ func (b *Broker) WithDynamic(clusterDefault, perBroker map[string]string) (*Brok
 	maps.Copy(set, own)
 	eff, buildErrs := build(set)
 	if len(buildErrs) > 0 {
-		errs = append(errs, fmt.Errorf("dynamic broker configs conflict with the static ones; ignored: %w", errors.Join(buildErrs...)))
+		errs = append(errs, fmt.Errorf("the dynamic broker configs conflict with the broker's other properties: %w", errors.Join(buildErrs...)))
 		return b, errors.Join(errs...)
 	}
 	eff.Raw = b.Raw
