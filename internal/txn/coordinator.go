@@ -119,6 +119,9 @@ type entry struct {
 	inflight int
 	// sending: the markers of the prepared transaction md are being written.
 	sending bool
+	// allocating: a producer id is being allocated to abort md's timed out
+	// transaction at the last epoch.
+	allocating bool
 }
 
 // New returns a coordinator that coordinates no partition until LoadPartition.

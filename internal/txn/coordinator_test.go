@@ -618,3 +618,79 @@ func TestRecordsRoundTrip(t *testing.T) {
 		t.Fatal("short key accepted")
 	}
 }
+
+// initV2AtLastEpoch is initAtLastEpoch for a producer using transactions v2.
+func (h *harness) initV2AtLastEpoch(id string) ProducerResult {
+	h.t.Helper()
+	p := h.initAtLastEpoch(id)
+	h.c.mu.Lock()
+	h.c.mu.partitions[0].txns[id].md.ClientVersion = 2
+	h.c.mu.Unlock()
+	return p
+}
+
+// TestTransactionsV2TimeoutAtTheLastEpochRotates: a transactions v2 transaction
+// timed out at the last epoch (32766) is aborted with the next producer id chosen in
+// PrepareAbort, as Kafka does since KAFKA-20090: the markers go out under the old id
+// at MaxInt16 and the transactional id moves to the new id at epoch 0. The producer's
+// late abort is a retry answered with the new id, its late commit is fenced, and its
+// InitProducerId naming the old id at 32766 is a retry answered with the new id too;
+// before, the abort completed at MaxInt16 and the late abort was answered MaxInt16,
+// an epoch no producer may use.
+func TestTransactionsV2TimeoutAtTheLastEpochRotates(t *testing.T) {
+	h := newHarness(t)
+	p := h.initV2AtLastEpoch("app")
+	h.add("app", p, false, tp("t", 0))
+	h.markers.setHold(true)
+	h.clock.Advance(61 * time.Second) // timeout is 1 min
+	prep := h.waitState("app", StatePrepareAbort)
+	if prep.ProducerID != p.ProducerID || prep.Epoch != math.MaxInt16 || prep.NextProducerID < 0 || prep.NextProducerID == p.ProducerID {
+		t.Fatalf("PrepareAbort of the timed out transaction: %+v", prep)
+	}
+	if got := h.end("app", p, false, true); got.Code != errConc {
+		t.Fatalf("the late abort while the markers are written: %+v", got)
+	}
+	h.markers.setHold(false)
+	m := h.waitState("app", StateCompleteAbort)
+	if m.ProducerID != prep.NextProducerID || m.PrevProducerID != p.ProducerID || m.Epoch != 0 {
+		t.Fatalf("after the abort: %+v", m)
+	}
+	if ms := h.markers.all(); len(ms) != 1 || ms[0].ProducerID != p.ProducerID || ms[0].ProducerEpoch != math.MaxInt16 {
+		t.Fatalf("markers of the old id at the fencing epoch: %+v", ms)
+	}
+	newID := ProducerResult{ProducerID: m.ProducerID, Epoch: 0}
+	if got := h.end("app", p, false, true); got != newID {
+		t.Fatalf("the late abort: %+v, want %+v", got, newID)
+	}
+	if got := h.end("app", p, true, true); got.Code != errFence {
+		t.Fatalf("the late commit: %+v", got)
+	}
+	if got := h.init("app", p.ProducerID, p.Epoch); got != newID {
+		t.Fatalf("InitProducerId of the old id at its last epoch: %+v, want %+v", got, newID)
+	}
+	if got := h.mustInit("app"); got.ProducerID != m.ProducerID || got.Epoch != 1 {
+		t.Fatalf("InitProducerId of a new producer: %+v", got)
+	}
+}
+
+// TestTransactionsV2InitFencesAtTheLastEpoch: a new producer's InitProducerId fencing
+// a transactions v2 transaction at the last epoch aborts it with the next producer id
+// chosen in PrepareAbort (KAFKA-20090); the retry bumps the new id's epoch.
+func TestTransactionsV2InitFencesAtTheLastEpoch(t *testing.T) {
+	h := newHarness(t)
+	p := h.initV2AtLastEpoch("app")
+	h.add("app", p, false, tp("t", 0))
+	if r := h.init("app", -1, -1); r.Code != errConc {
+		t.Fatalf("init during the transaction: %+v", r)
+	}
+	m := h.waitState("app", StateCompleteAbort)
+	if m.ProducerID == p.ProducerID || m.PrevProducerID != p.ProducerID || m.Epoch != 0 {
+		t.Fatalf("after the fence: %+v", m)
+	}
+	if ms := h.markers.all(); len(ms) != 1 || ms[0].ProducerID != p.ProducerID || ms[0].ProducerEpoch != math.MaxInt16 {
+		t.Fatalf("markers of the old id at the fencing epoch: %+v", ms)
+	}
+	if got := h.mustInit("app"); got.ProducerID != m.ProducerID || got.Epoch != 1 {
+		t.Fatalf("the retried InitProducerId: %+v", got)
+	}
+}

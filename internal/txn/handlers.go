@@ -148,7 +148,7 @@ func (c *Coordinator) initLocked(id string, timeout time.Duration, exp *claimedP
 	case StateOngoing:
 		// The transaction of the previous producer is aborted with its epoch fenced;
 		// the producer retries and gets the epoch after that.
-		c.fenceLocked(part, e, now, func(err error) {
+		return c.fenceLocked(part, e, allocated, now, func(err error) {
 			if err != nil {
 				ch <- failed(appendErrorCode(err))
 				return

@@ -117,15 +117,52 @@ func (c *Coordinator) abortTimedOutLocked(now time.Time) {
 			}
 			c.logger.Info("aborting a transaction that outlived its timeout", "transactional_id", e.md.TransactionalID,
 				"producer_id", e.md.ProducerID, "epoch", e.md.Epoch, "timeout", e.md.Timeout, "age", now.Sub(e.md.Started).Round(time.Millisecond))
-			c.fenceLocked(part, e, now, func(error) {})
+			if c.fenceLocked(part, e, -1, now, func(error) {}) && !e.allocating {
+				c.fenceWithNewIDLocked(part, e)
+			}
 		}
 	}
 }
 
+// fenceWithNewIDLocked allocates, outside the lock, the producer id that the abort of
+// e's timed out transaction at the last epoch moves to, and aborts it then, unless
+// the transaction ended or moved meanwhile. Should the allocation fail, the next run
+// of the timer tries again.
+func (c *Coordinator) fenceWithNewIDLocked(part *partition, e *entry) {
+	e.allocating = true
+	producerID, epoch := e.md.ProducerID, e.md.Epoch
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		allocated, err := c.allocateProducerID()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		e.allocating = false
+		switch {
+		case err != nil:
+			c.logger.Warn("cannot allocate the producer id to abort a timed out transaction at the last epoch; retrying at the next check",
+				"transactional_id", e.md.TransactionalID, "producer_id", producerID, "err", err)
+		case c.mu.closed || !c.owns(part) || part.txns[e.md.TransactionalID] != e || e.pending != nil ||
+			e.md.State != StateOngoing || e.md.ProducerID != producerID || e.md.Epoch != epoch:
+		default:
+			c.fenceLocked(part, e, allocated, c.clock.Now(), func(error) {})
+		}
+	}()
+}
+
 // fenceLocked aborts e's Ongoing transaction with the epoch bumped past the producer's
-// (Kafka's PrepareEpochFence followed by PrepareAbort, written as one record).
-func (c *Coordinator) fenceLocked(part *partition, e *entry, now time.Time, done func(error)) {
-	c.transitLocked(part, e, e.md.prepareEnd(false, false, true, -1, now), done)
+// (Kafka's PrepareEpochFence followed by PrepareAbort, written as one record). A
+// transactions v2 transaction is bumped as its own abort would be (LastEpoch is the
+// producer's epoch, as in Kafka since KAFKA-19367), and at the last epoch it moves to
+// a new producer id when it completes (KAFKA-20090): it needs allocated then, and
+// reports needID when allocated < 0.
+func (c *Coordinator) fenceLocked(part *partition, e *entry, allocated int64, now time.Time, done func(error)) (needID bool) {
+	v2 := e.md.ClientVersion >= 2
+	if v2 && epochExhausted(e.md.Epoch) && allocated < 0 {
+		return true
+	}
+	c.transitLocked(part, e, e.md.prepareEnd(false, v2, !v2, allocated, now), done)
+	return false
 }
 
 // expireLocked forgets the transactional ids without a transaction in progress that
