@@ -83,3 +83,57 @@ func TestProduceInvalidRequiredAcks(t *testing.T) {
 		t.Fatalf("log end offset %d after requests with invalid acks, want 0", end)
 	}
 }
+
+// TestProduceEmptyTransactionalID: a Produce request whose transactional id is the
+// empty string, as Kafka answers it: its plain batches are appended (the id is only
+// looked at for transactional batches), and a transactional batch, verified with the
+// coordinator, is INVALID_REQUEST (Kafka's coordinator refuses an empty id) rather
+// than INVALID_RECORD; nothing of it is appended. InitProducerId with the empty id
+// is INVALID_REQUEST too: Kafka does not take it for a null (idempotent) one.
+func TestProduceEmptyTransactionalID(t *testing.T) {
+	b := startTestBroker(t)
+	createTestTopic(t, b, "empty-txn-id", 1)
+	plain, err := record.Build(record.DefaultBuildOptions(), []record.Record{{Value: []byte("v")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := record.DefaultBuildOptions()
+	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence, opts.Transactional = 7, 0, 0, true
+	transactional, err := record.Build(opts, []record.Record{{Value: []byte("t")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, version := range []int16{11, 12} {
+		produce := func(batch []byte) int16 {
+			req := kmsg.NewPtrProduceRequest()
+			req.SetVersion(version)
+			req.TransactionID, req.Acks, req.TimeoutMillis = kmsg.StringPtr(""), 1, 1000
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic = "empty-txn-id"
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Records = batch
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			r := <-b.Handle(&protocol.Request{Key: req.Key(), Version: req.GetVersion(), Body: req})
+			if r.Written != nil {
+				r.Written()
+			}
+			return r.Body.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+		}
+		end := b.logs.Get("empty-txn-id", 0).LogEndOffset()
+		if code := produce(transactional); code != kerr.InvalidRequest.Code {
+			t.Errorf("v%d transactional batch: %v, want INVALID_REQUEST", version, kerr.ErrorForCode(code))
+		}
+		if got := b.logs.Get("empty-txn-id", 0).LogEndOffset(); got != end {
+			t.Errorf("v%d: the refused transactional batch moved the log end from %d to %d", version, end, got)
+		}
+		if code := produce(plain); code != 0 {
+			t.Errorf("v%d plain batch: %v", version, kerr.ErrorForCode(code))
+		}
+	}
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionalID, req.TransactionTimeoutMillis = kmsg.StringPtr(""), 60_000
+	if r := call[*kmsg.InitProducerIDResponse](t, b, req); r.ErrorCode != kerr.InvalidRequest.Code || r.ProducerID != -1 {
+		t.Errorf("InitProducerId with the empty transactional id: %v, producer id %d; want INVALID_REQUEST", kerr.ErrorForCode(r.ErrorCode), r.ProducerID)
+	}
+}

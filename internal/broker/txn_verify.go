@@ -105,7 +105,7 @@ func (b *Broker) askTxnCoordinator(ctx context.Context, id string, producerID in
 // returns carry the log's verification guard. version is the Produce version: v12+
 // adds the partition (transactions v2).
 func (b *Broker) verifyProduce(p *replica.Partition, h *record.Header, txnID *string, version int16, timeoutMs int32) (storage.AppendOptions, error) {
-	if txnID == nil || *txnID == "" {
+	if txnID == nil {
 		return storage.AppendOptions{}, fmt.Errorf("a transactional batch of producer %d in a request without a transactional id: %w", h.ProducerID, kerr.InvalidRecord)
 	}
 	add := version >= 12
@@ -115,6 +115,10 @@ func (b *Broker) verifyProduce(p *replica.Partition, h *record.Header, txnID *st
 	guard, needed := p.Log.TxnVerification(h.ProducerID, h.ProducerEpoch)
 	if !needed {
 		return storage.AppendOptions{}, nil
+	}
+	if *txnID == "" {
+		// Kafka asks its coordinator, which refuses an empty transactional id.
+		return storage.AppendOptions{}, fmt.Errorf("a transactional batch of producer %d in a request whose transactional id is empty: set the producer's transactional id: %w", h.ProducerID, kerr.InvalidRequest)
 	}
 	ctx, cancel := b.requestContext(timeoutMs)
 	defer cancel()
