@@ -193,7 +193,11 @@ func GroupMillis(b *Broker, overrides map[string]string, name string) int {
 }
 
 // DescribeGroup lists every group config with its effective value for a group with
-// these overrides, sorted by name.
+// these overrides, sorted by name, with the synonyms and source Kafka's
+// ConfigHelper.createGroupConfigEntry gives (since late 2025): the group's override
+// (GROUP_CONFIG), then the broker's group.* property (see brokerSynonyms) or, for a
+// config without one, the config's own default (DEFAULT_CONFIG); the source is the
+// first synonym's.
 func DescribeGroup(b *Broker, overrides map[string]string) []Entry {
 	out := make([]Entry, 0, len(groupConfigs))
 	for _, c := range groupConfigs {
@@ -207,6 +211,9 @@ func DescribeGroup(b *Broker, overrides map[string]string) []Entry {
 		}
 		if c.broker != "" {
 			e.Synonyms = append(e.Synonyms, brokerSynonyms(b, []string{c.broker}, c.broker)...)
+		} else {
+			// No broker property: Kafka gives the group config's own default.
+			e.Synonyms = append(e.Synonyms, Synonym{Name: c.name, Value: c.def(b), Source: SourceDefault})
 		}
 		out = append(out, e)
 	}

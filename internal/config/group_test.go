@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -66,6 +67,47 @@ func TestGroupMillisKeepsWithinBounds(t *testing.T) {
 		}
 		if got := GroupMillis(b, overrides, "consumer.session.timeout.ms"); got != c.want {
 			t.Errorf("stored %q: %d ms, want %d", c.stored, got, c.want)
+		}
+	}
+}
+
+// TestDescribeGroupSynonyms: a group config's source and synonyms, as Kafka's
+// ConfigHelper.createGroupConfigEntry gives them: a config set on the group is
+// GROUP_CONFIG, followed by the broker's group.* property (STATIC_BROKER_CONFIG when
+// set in its configuration, then its DEFAULT_CONFIG); an unset one takes its source
+// from the broker property. A group config without a broker property has its own
+// default as a DEFAULT_CONFIG synonym (Samsa gave none).
+func TestDescribeGroupSynonyms(t *testing.T) {
+	b, err := Load("", []string{"group.consumer.session.timeout.ms=50000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := DescribeGroup(b, map[string]string{"share.auto.offset.reset": "earliest", "share.session.timeout.ms": "40000"})
+	byName := map[string]Entry{}
+	for _, e := range entries {
+		byName[e.Name] = e
+	}
+	cases := []struct {
+		name, value string
+		source      int8
+		synonyms    []Synonym
+	}{
+		{"consumer.session.timeout.ms", "50000", SourceStaticBroker, []Synonym{
+			{Name: "group.consumer.session.timeout.ms", Value: "50000", Source: SourceStaticBroker},
+			{Name: "group.consumer.session.timeout.ms", Value: "45000", Source: SourceDefault}}},
+		{"share.session.timeout.ms", "40000", SourceGroup, []Synonym{
+			{Name: "share.session.timeout.ms", Value: "40000", Source: SourceGroup},
+			{Name: "group.share.session.timeout.ms", Value: "45000", Source: SourceDefault}}},
+		{"share.auto.offset.reset", "earliest", SourceGroup, []Synonym{
+			{Name: "share.auto.offset.reset", Value: "earliest", Source: SourceGroup},
+			{Name: "share.auto.offset.reset", Value: "latest", Source: SourceDefault}}},
+		{"share.isolation.level", "read_uncommitted", SourceDefault, []Synonym{
+			{Name: "share.isolation.level", Value: "read_uncommitted", Source: SourceDefault}}},
+	}
+	for _, c := range cases {
+		e := byName[c.name]
+		if e.Value != c.value || e.Source != c.source || !reflect.DeepEqual(e.Synonyms, c.synonyms) {
+			t.Errorf("%s: value %q source %v synonyms %+v; want %q %v %+v", c.name, e.Value, e.Source, e.Synonyms, c.value, c.source, c.synonyms)
 		}
 	}
 }
