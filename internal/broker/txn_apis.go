@@ -167,7 +167,7 @@ func (b *Broker) handleAddPartitionsToTxn(req *protocol.Request) <-chan protocol
 		parts, known := b.txnPartitions(topics, order)
 		o := one{id: r.TransactionalID, order: order, parts: parts, refused: b.authorizeAddPartitions(req, r.TransactionalID, order)}
 		if known && !o.refused.refused() {
-			o.codes = b.txns.AddPartitions(r.TransactionalID, r.ProducerID, r.ProducerEpoch, parts, false)
+			o.codes = b.txns.AddPartitions(r.TransactionalID, r.ProducerID, r.ProducerEpoch, parts, false, false)
 		}
 		txns = append(txns, o)
 	} else if !b.authorizeCluster(req, auth.OpClusterAction) {
@@ -184,7 +184,7 @@ func (b *Broker) handleAddPartitionsToTxn(req *protocol.Request) <-chan protocol
 			parts, known := b.txnPartitions(topics, order)
 			o := one{id: rt.TransactionalID, order: order, parts: parts}
 			if known || rt.VerifyOnly {
-				o.codes = b.txns.AddPartitions(rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, parts, rt.VerifyOnly)
+				o.codes = b.txns.AddPartitions(rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, parts, rt.VerifyOnly, true)
 			}
 			txns = append(txns, o)
 		}

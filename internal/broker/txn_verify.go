@@ -61,7 +61,7 @@ func (b *Broker) askTxnCoordinator(ctx context.Context, id string, producerID in
 		return kerr.CoordinatorNotAvailable.Code
 	case node == b.nodeID:
 		select {
-		case codes := <-b.txns.AddPartitions(id, producerID, epoch, []txn.TopicPartition{tp}, !add):
+		case codes := <-b.txns.AddPartitions(id, producerID, epoch, []txn.TopicPartition{tp}, !add, add):
 			return codes[0]
 		case <-ctx.Done():
 			return kerr.RequestTimedOut.Code

@@ -583,7 +583,7 @@ func TestConcurrentAdds(t *testing.T) {
 	p := h.mustInit("app")
 	var chans []<-chan []int16
 	for i := range int32(8) {
-		chans = append(chans, h.c.AddPartitions("app", p.ProducerID, p.Epoch, []TopicPartition{tp("t", i)}, false))
+		chans = append(chans, h.c.AddPartitions("app", p.ProducerID, p.Epoch, []TopicPartition{tp("t", i)}, false, false))
 	}
 	for _, ch := range chans {
 		if got := recvT(t, ch); !equalCodes(got, codes(0)) {
@@ -619,16 +619,6 @@ func TestRecordsRoundTrip(t *testing.T) {
 	}
 }
 
-// initV2AtLastEpoch is initAtLastEpoch for a producer using transactions v2.
-func (h *harness) initV2AtLastEpoch(id string) ProducerResult {
-	h.t.Helper()
-	p := h.initAtLastEpoch(id)
-	h.c.mu.Lock()
-	h.c.mu.partitions[0].txns[id].md.ClientVersion = 2
-	h.c.mu.Unlock()
-	return p
-}
-
 // TestTransactionsV2TimeoutAtTheLastEpochRotates: a transactions v2 transaction
 // timed out at the last epoch (32766) is aborted with the next producer id chosen in
 // PrepareAbort, as Kafka does since KAFKA-20090: the markers go out under the old id
@@ -639,8 +629,8 @@ func (h *harness) initV2AtLastEpoch(id string) ProducerResult {
 // an epoch no producer may use.
 func TestTransactionsV2TimeoutAtTheLastEpochRotates(t *testing.T) {
 	h := newHarness(t)
-	p := h.initV2AtLastEpoch("app")
-	h.add("app", p, false, tp("t", 0))
+	p := h.initAtLastEpoch("app")
+	h.addV2("app", p, tp("t", 0))
 	h.markers.setHold(true)
 	h.clock.Advance(61 * time.Second) // timeout is 1 min
 	prep := h.waitState("app", StatePrepareAbort)
@@ -678,8 +668,8 @@ func TestTransactionsV2TimeoutAtTheLastEpochRotates(t *testing.T) {
 // chosen in PrepareAbort (KAFKA-20090); the retry bumps the new id's epoch.
 func TestTransactionsV2InitFencesAtTheLastEpoch(t *testing.T) {
 	h := newHarness(t)
-	p := h.initV2AtLastEpoch("app")
-	h.add("app", p, false, tp("t", 0))
+	p := h.initAtLastEpoch("app")
+	h.addV2("app", p, tp("t", 0))
 	if r := h.init("app", -1, -1); r.Code != errConc {
 		t.Fatalf("init during the transaction: %+v", r)
 	}
@@ -692,5 +682,23 @@ func TestTransactionsV2InitFencesAtTheLastEpoch(t *testing.T) {
 	}
 	if got := h.mustInit("app"); got.ProducerID != m.ProducerID || got.Epoch != 1 {
 		t.Fatalf("the retried InitProducerId: %+v", got)
+	}
+}
+
+// TestTimeoutAbortFollowsTheAddsVersion: the transaction version of a timed out
+// transaction is the one its last add implied, as Kafka records it: a transactions v2
+// produce's add makes the abort at the last epoch move to a new producer id, and an
+// AddOffsetsToTxn after it, which Kafka takes for transactions v1, makes it a v1 fence
+// at MaxInt16 under the same id.
+func TestTimeoutAbortFollowsTheAddsVersion(t *testing.T) {
+	h := newHarness(t)
+	p := h.initAtLastEpoch("app")
+	h.addV2("app", p, tp("t", 0))
+	if code := recvT(t, h.c.AddOffsets("app", p.ProducerID, p.Epoch, "g")); code != 0 {
+		t.Fatalf("AddOffsetsToTxn: %d", code)
+	}
+	h.clock.Advance(61 * time.Second) // timeout is 1 min
+	if m := h.waitState("app", StateCompleteAbort); m.ProducerID != p.ProducerID || m.Epoch != math.MaxInt16 {
+		t.Fatalf("after the timeout of a transaction whose last add was AddOffsetsToTxn: %+v", m)
 	}
 }

@@ -178,8 +178,13 @@ func checkProducer(e *entry, producerID int64, epoch int16) int16 {
 // broker sends several at once). It adds parts to the transaction (making it
 // Ongoing), or with verifyOnly checks that they are in it (KIP-890: a partition
 // leader verifying a transactional produce): INVALID_TXN_STATE for a partition that
-// is not. The channel receives one code per partition, in the order of parts.
-func (c *Coordinator) AddPartitions(id string, producerID int64, epoch int16, parts []TopicPartition, verifyOnly bool) <-chan []int16 {
+// is not. The channel receives one code per partition, in the order of parts. v2 is
+// the transaction version the request implies, which an add records, as in Kafka: set
+// for the brokers' batched AddPartitionsToTxn (v4+, as a transactions v2 produce adds
+// its partition), not for a client's AddPartitionsToTxn (v0–v3) or AddOffsetsToTxn,
+// which Kafka takes for transactions v1 whatever the producer uses. The coordinator's
+// abort of a timed out transaction follows the version recorded last.
+func (c *Coordinator) AddPartitions(id string, producerID int64, epoch int16, parts []TopicPartition, verifyOnly, v2 bool) <-chan []int16 {
 	ch := make(chan []int16, 1)
 	all := func(code int16) []int16 {
 		out := make([]int16, len(parts))
@@ -240,7 +245,12 @@ func (c *Coordinator) AddPartitions(id string, producerID int64, epoch int16, pa
 		ch <- all(0)
 		return ch
 	}
-	c.transitLocked(part, e, base.addPartitions(parts, c.clock.Now()), func(err error) {
+	next := base.addPartitions(parts, c.clock.Now())
+	next.ClientVersion = 0
+	if v2 {
+		next.ClientVersion = 2
+	}
+	c.transitLocked(part, e, next, func(err error) {
 		if err != nil {
 			ch <- all(appendErrorCode(err))
 			return
@@ -256,7 +266,7 @@ func (c *Coordinator) AddPartitions(id string, producerID int64, epoch int16, pa
 func (c *Coordinator) AddOffsets(id string, producerID int64, epoch int16, group string) <-chan int16 {
 	ch := make(chan int16, 1)
 	tp := TopicPartition{Topic: OffsetsTopic, Partition: c.offsetsPartition(group)}
-	codes := c.AddPartitions(id, producerID, epoch, []TopicPartition{tp}, false)
+	codes := c.AddPartitions(id, producerID, epoch, []TopicPartition{tp}, false, false)
 	go func() { ch <- (<-codes)[0] }()
 	return ch
 }

@@ -234,7 +234,13 @@ func (h *harness) mustInit(id string) ProducerResult {
 
 func (h *harness) add(id string, p ProducerResult, verify bool, parts ...TopicPartition) []int16 {
 	h.t.Helper()
-	return recvT(h.t, h.c.AddPartitions(id, p.ProducerID, p.Epoch, parts, verify))
+	return recvT(h.t, h.c.AddPartitions(id, p.ProducerID, p.Epoch, parts, verify, false))
+}
+
+// addV2 adds parts as a transactions v2 produce's add does.
+func (h *harness) addV2(id string, p ProducerResult, parts ...TopicPartition) []int16 {
+	h.t.Helper()
+	return recvT(h.t, h.c.AddPartitions(id, p.ProducerID, p.Epoch, parts, false, true))
 }
 
 func (h *harness) end(id string, p ProducerResult, commit, v2 bool) ProducerResult {

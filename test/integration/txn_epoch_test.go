@@ -132,8 +132,9 @@ func TestTxnNewProducerIDWhileMarkersAreWritten(t *testing.T) {
 	}
 }
 
-// TestTxnNoProducerAtTheFencingEpoch: a transaction timed out at the last epoch is
-// fenced at MaxInt16, which no producer may then use: an AddPartitionsToTxn, a
+// TestTxnNoProducerAtTheFencingEpoch: a transactions v1 transaction (its partition
+// added by AddPartitionsToTxn v3, its batch a v11 Produce) timed out at the last epoch
+// is fenced at MaxInt16, which no producer may then use: an AddPartitionsToTxn, a
 // transactions v2 Produce and an EndTxn naming MaxInt16 are refused (had they been let
 // in, the next fence would have wrapped the epoch to -32768 and left a transaction
 // open in the partition for good). The next InitProducerId moves to a new producer id,
@@ -155,7 +156,16 @@ func TestTxnNoProducerAtTheFencingEpoch(t *testing.T) {
 	if r, err := init.RequestWith(ctx, c); err != nil || r.ErrorCode != 0 || r.ProducerEpoch != math.MaxInt16-1 {
 		t.Fatalf("InitProducerId to the last epoch: %v %+v", err, r)
 	}
-	if code := produceTxnTo(ctx, c, id, topic, tid, 0, txnBatch(pid, math.MaxInt16-1, 0, "timed-out")); code != 0 {
+	v1 := pinnedClient(t, b, map[kmsg.Key]int16{kmsg.Produce: 11, kmsg.AddPartitionsToTxn: 3})
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, pid, math.MaxInt16-1
+	at := kmsg.NewAddPartitionsToTxnRequestTopic()
+	at.Topic, at.Partitions = topic, []int32{0}
+	add.Topics = append(add.Topics, at)
+	if r, err := add.RequestWith(ctx, v1); err != nil || r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("AddPartitionsToTxn v3 at the last epoch: %v %+v", err, r)
+	}
+	if code := produceTxnTo(ctx, v1, id, topic, tid, 0, txnBatch(pid, math.MaxInt16-1, 0, "timed-out")); code != 0 {
 		t.Fatalf("produce at the last epoch: %v", kerr.ErrorForCode(code))
 	}
 	testutil.WaitFor(t, 20*time.Second, func() bool {
@@ -163,10 +173,8 @@ func TestTxnNoProducerAtTheFencingEpoch(t *testing.T) {
 		return err == nil && st.State == "CompleteAbort" && st.ProducerEpoch == math.MaxInt16
 	}, "the timed-out transaction fenced at MaxInt16")
 
-	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add = kmsg.NewPtrAddPartitionsToTxnRequest()
 	add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, pid, math.MaxInt16
-	at := kmsg.NewAddPartitionsToTxnRequestTopic()
-	at.Topic, at.Partitions = topic, []int32{0}
 	add.Topics = append(add.Topics, at)
 	if r, err := add.RequestWith(ctx, c); err != nil || r.Topics[0].Partitions[0].ErrorCode != kerr.ProducerFenced.Code {
 		t.Fatalf("AddPartitionsToTxn at MaxInt16: %v %+v, want PRODUCER_FENCED", err, r)
@@ -198,6 +206,55 @@ func TestTxnNoProducerAtTheFencingEpoch(t *testing.T) {
 		h, _ := hw.Lookup(topic, 0)
 		return err1 == nil && err2 == nil && l.Offset == h.Offset
 	}, "the last stable offset to reach the high watermark")
+}
+
+// TestTxnV2TimeoutAtTheLastEpochRotates: a transactions v2 transaction (its partition
+// added by a v12 Produce) timed out at the last epoch is aborted under a new producer
+// id, as Kafka does since KAFKA-20090: its markers are the old id's at MaxInt16, the
+// transactional id moves to the new id at epoch 0, and the producer's late abort at
+// its old epoch is answered with the new id, which then commits.
+func TestTxnV2TimeoutAtTheLastEpochRotates(t *testing.T) {
+	t.Parallel()
+	b := testutil.StartBroker(t, "transaction.state.log.num.partitions=1",
+		"transaction.abort.timed.out.transaction.cleanup.interval.ms=300")
+	const topic, id = "txn-v2-timeout-rotates", "txn-v2-timeout-rotates"
+	adm := newAdmin(t, b)
+	createTopic(t, adm, topic, 1, nil)
+	c := pinnedClient(t, b, map[kmsg.Key]int16{kmsg.Produce: 12, kmsg.EndTxn: 5})
+	ctx := ctxT(t, 3*time.Minute)
+	tid := topicID(t, c, topic)
+	pid := bumpEpochTo(t, ctx, c, id, math.MaxInt16-2)
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID, init.TransactionTimeoutMillis = kmsg.StringPtr(id), 1000 // times out
+	init.ProducerID, init.ProducerEpoch = pid, math.MaxInt16-2
+	if r, err := init.RequestWith(ctx, c); err != nil || r.ErrorCode != 0 || r.ProducerEpoch != math.MaxInt16-1 {
+		t.Fatalf("InitProducerId to the last epoch: %v %+v", err, r)
+	}
+	if code := produceTxnTo(ctx, c, id, topic, tid, 0, txnBatch(pid, math.MaxInt16-1, 0, "timed-out")); code != 0 {
+		t.Fatalf("produce at the last epoch: %v", kerr.ErrorForCode(code))
+	}
+	var st kmsg.DescribeTransactionsResponseTransactionState
+	testutil.WaitFor(t, 20*time.Second, func() bool {
+		var err error
+		st, err = describeTxn(ctx, c, id)
+		return err == nil && st.State == "CompleteAbort"
+	}, "the timed-out transaction aborted")
+	if st.ProducerID == pid || st.ProducerEpoch != 0 {
+		t.Fatalf("after the abort: producer id %d epoch %d, want a new producer id at 0 (old %d)", st.ProducerID, st.ProducerEpoch, pid)
+	}
+	r, err := endTxnAt(ctx, c, id, pid, math.MaxInt16-1, false)
+	if err != nil || r.ProducerID != st.ProducerID || r.ProducerEpoch != 0 {
+		t.Fatalf("the late abort at the old epoch: %v %+v, want producer id %d at 0", err, r, st.ProducerID)
+	}
+	if code := produceTxnTo(ctx, c, id, topic, tid, 0, txnBatch(st.ProducerID, 0, 0, "committed")); code != 0 {
+		t.Fatalf("the new producer id's produce: %v", kerr.ErrorForCode(code))
+	}
+	if _, err := endTxnAt(ctx, c, id, st.ProducerID, 0, true); err != nil {
+		t.Fatalf("the new producer id's commit: %v", err)
+	}
+	if got := readAll(t, b, topic, true); !slices.Equal(got, []string{"committed"}) {
+		t.Fatalf("read_committed: %q", got)
+	}
 }
 
 // initProducerID sends InitProducerId for transactional id id (KIP-360: with the
