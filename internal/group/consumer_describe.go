@@ -12,21 +12,31 @@ func (c *Coordinator) ConsumerGroupDescribe(req *kmsg.ConsumerGroupDescribeReque
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
 	resp.Groups = make([]kmsg.ConsumerGroupDescribeResponseGroup, len(req.Groups))
 	ch := make(chan *kmsg.ConsumerGroupDescribeResponse, 1)
-	r := &committedRead{pending: 1, send: func() { ch <- resp }}
-	for i, id := range req.Groups {
-		c.mu.Lock()
-		resp.Groups[i] = c.describeConsumerGroupLocked(req, id)
-		c.awaitCommittedLocked(r, id, func(msg string) {
+	describeCommitted(c, req.Groups, resp.Groups,
+		func(id string) kmsg.ConsumerGroupDescribeResponseGroup { return c.describeConsumerGroupLocked(req, id) },
+		func(id, msg string) kmsg.ConsumerGroupDescribeResponseGroup {
 			out := kmsg.NewConsumerGroupDescribeResponseGroup()
 			out.Group, out.ErrorCode, out.ErrorMessage = id, kerrNotCoordinator, &msg
-			resp.Groups[i] = out
-		})
+			return out
+		},
+		func() { ch <- resp })
+	return ch
+}
+
+// describeCommitted sets out[i] to describe(ids[i]), under the mutex for one group at
+// a time, and calls send once what they show is committed (committedRead); a group
+// whose partition failed a write meanwhile is set to failed(id, why) instead.
+func describeCommitted[G any](c *Coordinator, ids []string, out []G, describe func(id string) G, failed func(id, why string) G, send func()) {
+	r := &committedRead{pending: 1, send: send}
+	for i, id := range ids {
+		c.mu.Lock()
+		out[i] = describe(id)
+		c.awaitCommittedLocked(r, id, func(why string) { out[i] = failed(id, why) })
 		c.mu.Unlock()
 	}
 	c.mu.Lock()
 	r.doneLocked()
 	c.mu.Unlock()
-	return ch
 }
 
 // committedRead holds a describe's answer until what it read is committed. The

@@ -691,20 +691,14 @@ func (c *Coordinator) ShareGroupDescribe(req *kmsg.ShareGroupDescribeRequest) <-
 	resp := req.ResponseKind().(*kmsg.ShareGroupDescribeResponse)
 	resp.Groups = make([]kmsg.ShareGroupDescribeResponseGroup, len(req.GroupIDs))
 	ch := make(chan *kmsg.ShareGroupDescribeResponse, 1)
-	r := &committedRead{pending: 1, send: func() { ch <- resp }}
-	for i, id := range req.GroupIDs {
-		c.mu.Lock()
-		resp.Groups[i] = c.describeShareGroupLocked(req, id)
-		c.awaitCommittedLocked(r, id, func(msg string) {
+	describeCommitted(c, req.GroupIDs, resp.Groups,
+		func(id string) kmsg.ShareGroupDescribeResponseGroup { return c.describeShareGroupLocked(req, id) },
+		func(id, msg string) kmsg.ShareGroupDescribeResponseGroup {
 			out := kmsg.NewShareGroupDescribeResponseGroup()
 			out.GroupID, out.ErrorCode, out.ErrorMessage = id, kerrNotCoordinator, &msg
-			resp.Groups[i] = out
-		})
-		c.mu.Unlock()
-	}
-	c.mu.Lock()
-	r.doneLocked()
-	c.mu.Unlock()
+			return out
+		},
+		func() { ch <- resp })
 	return ch
 }
 
