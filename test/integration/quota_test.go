@@ -37,7 +37,8 @@ func (h *throttleHook) seen() (int, time.Duration) {
 // Client quotas are observed as throttled throughput and throttle_time_ms, for
 // producers and consumers, while other clients run at full speed.
 func TestClientQuotas(t *testing.T) {
-	b := testutil.StartBroker(t, "quota.window.num=2", "quota.window.size.seconds=1")
+	b := testutil.StartBroker(t, "quota.window.num=2", "quota.window.size.seconds=1",
+		"controller.quota.window.num=2", "controller.quota.window.size.seconds=1")
 	adm := newAdmin(t, b)
 	ctx := ctxT(t, 90*time.Second)
 	createTopic(t, adm, "quota", 1, nil)
