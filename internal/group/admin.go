@@ -92,36 +92,78 @@ func (c *Coordinator) describeGroup(req *kmsg.DescribeGroupsRequest, id string) 
 // ListGroups handles a ListGroups request (v0–v5): the groups of every loaded
 // partition, filtered by state (v4+) and type (v5+: "classic" or "consumer").
 // While a partition loads the answer carries COORDINATOR_LOAD_IN_PROGRESS.
+//
+// The lock is taken per partition to copy its group ids, then per listChunk groups,
+// so that listing many groups does not hold off every other group's requests. A
+// group created meanwhile may be missing from the answer; none appears twice.
 func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
 	matches := func(filter []string, v string) bool {
 		return len(filter) == 0 || slices.ContainsFunc(filter, func(f string) bool { return strings.EqualFold(f, v) })
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, s := range c.summariesLocked() {
-		if s.State == StateDead.String() {
-			continue
-		}
-		if req.Version >= 4 && !matches(req.StatesFilter, s.State) {
-			continue
-		}
-		if req.Version >= 5 && !matches(req.TypesFilter, s.Type) {
-			continue
-		}
-		lg := kmsg.NewListGroupsResponseGroup()
-		lg.Group = s.Group
-		lg.ProtocolType = s.ProtocolType
-		lg.GroupState = s.State
-		lg.GroupType = s.Type
-		resp.Groups = append(resp.Groups, lg)
-	}
-	for _, part := range c.mu.partitions {
-		if part.loading {
+	parts := slices.Collect(maps.Values(c.mu.partitions))
+	c.mu.Unlock()
+	for _, part := range parts {
+		ids, loading := c.groupIDsOf(part)
+		if loading {
 			resp.ErrorCode = kerrCoordinatorLoadInProgress
 		}
+		for chunk := range slices.Chunk(ids, listChunk) {
+			c.mu.Lock()
+			for _, id := range chunk {
+				if c.mu.partitions[part.id] != part {
+					break // unloaded meanwhile: its groups are no longer served here
+				}
+				g := part.groups[id]
+				if g == nil {
+					continue
+				}
+				lg := listedGroup(g)
+				if lg.GroupState == StateDead.String() ||
+					req.Version >= 4 && !matches(req.StatesFilter, lg.GroupState) ||
+					req.Version >= 5 && !matches(req.TypesFilter, lg.GroupType) {
+					continue
+				}
+				resp.Groups = append(resp.Groups, lg)
+			}
+			c.mu.Unlock()
+		}
 	}
+	slices.SortFunc(resp.Groups, func(a, b kmsg.ListGroupsResponseGroup) int { return strings.Compare(a.Group, b.Group) })
 	return resp
+}
+
+// listChunk is how many groups ListGroups lists per taking of the coordinator's lock.
+const listChunk = 1000
+
+// groupIDsOf returns the ids of a partition's groups, or loading when the partition
+// is loading (nil when it is no longer served here).
+func (c *Coordinator) groupIDsOf(part *partition) (ids []string, loading bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.partitions[part.id] != part {
+		return nil, false
+	}
+	if part.loading {
+		return nil, true
+	}
+	return slices.Collect(maps.Keys(part.groups)), false
+}
+
+// listedGroup is a group as ListGroups shows it. The caller holds c.mu.
+func listedGroup(g *group) kmsg.ListGroupsResponseGroup {
+	lg := kmsg.NewListGroupsResponseGroup()
+	lg.Group = g.id
+	switch {
+	case g.consumer != nil:
+		lg.ProtocolType, lg.GroupState, lg.GroupType = consumerProtocolType, g.consumer.stateName(), "consumer"
+	case g.share != nil:
+		lg.ProtocolType, lg.GroupState, lg.GroupType = "share", g.share.stateName(), "share"
+	default:
+		lg.ProtocolType, lg.GroupState, lg.GroupType = g.protocolType, g.state.String(), "classic"
+	}
+	return lg
 }
 
 // DeleteGroups handles a DeleteGroups request (v0–v2). Only groups without members
