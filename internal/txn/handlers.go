@@ -2,6 +2,7 @@ package txn
 
 import (
 	"errors"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -425,32 +426,65 @@ type ListFilter struct {
 // List returns the transactions this node coordinates that match f, sorted by id
 // (ListTransactions). The code is COORDINATOR_LOAD_IN_PROGRESS while a partition is
 // loading (its transactions are missing from the answer).
+//
+// The lock is taken per partition to copy its transactional ids, then per listChunk
+// ids, so that listing many does not hold off every other transaction's requests.
+// An id created meanwhile may be missing from the answer; none appears twice.
 func (c *Coordinator) List(f ListFilter) ([]Metadata, int16) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	parts := slices.Collect(maps.Values(c.mu.partitions))
+	c.mu.Unlock()
 	now := c.clock.Now()
 	var out []Metadata
 	var code int16
-	for _, part := range c.mu.partitions {
-		if part.loading {
+	for _, part := range parts {
+		ids, loading := c.txnIDsOf(part)
+		if loading {
 			code = codeLoadInProgress
-			continue
 		}
-		for _, e := range part.txns {
-			m := &e.md
-			switch {
-			case m.Epoch < 0:
-			case len(f.States) > 0 && !slices.Contains(f.States, m.State):
-			case len(f.ProducerIDs) > 0 && !slices.Contains(f.ProducerIDs, m.ProducerID):
-			case f.MinDuration >= 0 && (m.State != StateOngoing || now.UnixMilli()-m.Started.UnixMilli() <= f.MinDuration.Milliseconds()):
-			case f.Pattern != nil && !f.Pattern.MatchString(m.TransactionalID):
-			default:
-				out = append(out, m.clone())
+		for chunk := range slices.Chunk(ids, listChunk) {
+			c.mu.Lock()
+			for _, id := range chunk {
+				if c.mu.partitions[part.id] != part {
+					break // unloaded meanwhile: its ids are no longer served here
+				}
+				e := part.txns[id]
+				if e == nil {
+					continue
+				}
+				m := &e.md
+				switch {
+				case m.Epoch < 0:
+				case len(f.States) > 0 && !slices.Contains(f.States, m.State):
+				case len(f.ProducerIDs) > 0 && !slices.Contains(f.ProducerIDs, m.ProducerID):
+				case f.MinDuration >= 0 && (m.State != StateOngoing || now.UnixMilli()-m.Started.UnixMilli() <= f.MinDuration.Milliseconds()):
+				case f.Pattern != nil && !f.Pattern.MatchString(m.TransactionalID):
+				default:
+					out = append(out, m.clone())
+				}
 			}
+			c.mu.Unlock()
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].TransactionalID < out[j].TransactionalID })
 	return out, code
+}
+
+// listChunk is how many transactional ids List looks at per taking of the lock.
+const listChunk = 1000
+
+// txnIDsOf returns the transactional ids of a partition, or loading when the
+// partition is loading (nil when it is no longer served here).
+func (c *Coordinator) txnIDsOf(part *partition) (ids []string, loading bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.partitions[part.id] != part {
+		return nil, false
+	}
+	if part.loading {
+		return nil, true
+	}
+	return slices.Collect(maps.Keys(part.txns)), false
 }
 
 // Stats summarizes the transactions this node coordinates, for metrics.
