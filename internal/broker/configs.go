@@ -185,10 +185,11 @@ func (b *Broker) checkBrokerResource(name string) error {
 	if name == "" || name == strconv.Itoa(int(b.nodeID)) {
 		return nil
 	}
+	// Short messages: a request naming thousands of resources is answered with one each.
 	if _, err := strconv.ParseInt(name, 10, 32); err != nil {
-		return &configError{fmt.Sprintf("broker resource name %q is not a node id: name broker %d or \"\" for the cluster default", name, b.nodeID)}
+		return &configError{fmt.Sprintf("%q is not a broker id", name)}
 	}
-	return &configError{fmt.Sprintf("this is broker %d, not %s: ask broker %s for its configs", b.nodeID, name, name)}
+	return &configError{fmt.Sprintf("this is broker %d: ask broker %s", b.nodeID, name)}
 }
 
 // checkBrokerLoggerResource accepts this node's id only, as Kafka's ConfigHelper does
@@ -200,7 +201,10 @@ func (b *Broker) checkBrokerLoggerResource(name string) error {
 	if name == strconv.Itoa(int(b.nodeID)) {
 		return nil
 	}
-	return &configError{fmt.Sprintf("this is broker %d, not %q: ask that broker for its loggers", b.nodeID, name)}
+	if _, err := strconv.ParseInt(name, 10, 32); err != nil {
+		return &configError{fmt.Sprintf("%q is not a broker id", name)}
+	}
+	return &configError{fmt.Sprintf("this is broker %d: ask broker %s", b.nodeID, name)}
 }
 
 // log4jLevel is the level of logger as log4j names it (Kafka describes its loggers

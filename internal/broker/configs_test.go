@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -207,6 +208,31 @@ func TestDescribeConfigsBrokerResources(t *testing.T) {
 		if tc.code != 0 && (got.ErrorMessage == nil || !strings.Contains(*got.ErrorMessage, tc.name)) {
 			t.Errorf("broker %q: message %v does not name it", tc.name, got.ErrorMessage)
 		}
+	}
+}
+
+// TestDescribeConfigsOtherBrokersAnswerShortly: a BROKER or BROKER_LOGGER resource
+// naming another broker or no broker id is answered with a short message naming it
+// (what to ask instead): 10,000 such resources in one request were answered with
+// 9.5 times its size, the message (about 90 bytes) saying each thing twice.
+func TestDescribeConfigsOtherBrokersAnswerShortly(t *testing.T) {
+	b := startTestBroker(t)
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	for i := range 5000 {
+		for _, typ := range []kmsg.ConfigResourceType{kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger} {
+			req.Resources = append(req.Resources,
+				kmsg.DescribeConfigsRequestResource{ResourceType: typ, ResourceName: strconv.Itoa(i + 2)},
+				kmsg.DescribeConfigsRequestResource{ResourceType: typ, ResourceName: fmt.Sprintf("x%d", i)})
+		}
+	}
+	resp := call[*kmsg.DescribeConfigsResponse](t, b, req)
+	for _, r := range resp.Resources {
+		if r.ErrorCode != kerr.InvalidRequest.Code || r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, r.ResourceName) {
+			t.Fatalf("%v %q: %v %v, want INVALID_REQUEST naming it", r.ResourceType, r.ResourceName, kerr.ErrorForCode(r.ErrorCode), r.ErrorMessage)
+		}
+	}
+	if n, m := len(resp.AppendTo(nil)), len(req.AppendTo(nil)); n > 6*m { // it was 9.5 times
+		t.Errorf("a %d KiB request answered with %d KiB, want at most 6 times the request", m>>10, n>>10)
 	}
 }
 
