@@ -92,50 +92,57 @@ func (c *Coordinator) describeGroup(req *kmsg.DescribeGroupsRequest, id string) 
 // ListGroups handles a ListGroups request (v0–v5): the groups of every loaded
 // partition, filtered by state (v4+) and type (v5+: "classic" or "consumer").
 // While a partition loads the answer carries COORDINATOR_LOAD_IN_PROGRESS.
-//
-// The lock is taken per partition to copy its group ids, then per listChunk groups,
-// so that listing many groups does not hold off every other group's requests. A
-// group created meanwhile may be missing from the answer; none appears twice.
+// The lock is taken per chunk of groups (eachGroup).
 func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
 	matches := func(filter []string, v string) bool {
 		return len(filter) == 0 || slices.ContainsFunc(filter, func(f string) bool { return strings.EqualFold(f, v) })
 	}
+	if c.eachGroup(func(_ *partition, g *group) {
+		lg := listedGroup(g)
+		if lg.GroupState == StateDead.String() ||
+			req.Version >= 4 && !matches(req.StatesFilter, lg.GroupState) ||
+			req.Version >= 5 && !matches(req.TypesFilter, lg.GroupType) {
+			return
+		}
+		resp.Groups = append(resp.Groups, lg)
+	}) {
+		resp.ErrorCode = kerrCoordinatorLoadInProgress
+	}
+	slices.SortFunc(resp.Groups, func(a, b kmsg.ListGroupsResponseGroup) int { return strings.Compare(a.Group, b.Group) })
+	return resp
+}
+
+// listChunk is how many groups eachGroup visits per taking of the coordinator's lock.
+const listChunk = 1000
+
+// eachGroup calls visit, with c.mu held, for each group of every loaded partition,
+// once, and answers whether a partition was loading. It takes the lock per partition
+// to copy the partition's group ids, then per listChunk groups, so that listing many
+// groups does not hold off every other group's requests: a group created meanwhile
+// may be missed.
+func (c *Coordinator) eachGroup(visit func(part *partition, g *group)) (loading bool) {
 	c.mu.Lock()
 	parts := slices.Collect(maps.Values(c.mu.partitions))
 	c.mu.Unlock()
 	for _, part := range parts {
-		ids, loading := c.groupIDsOf(part)
-		if loading {
-			resp.ErrorCode = kerrCoordinatorLoadInProgress
-		}
+		ids, partLoading := c.groupIDsOf(part)
+		loading = loading || partLoading
 		for chunk := range slices.Chunk(ids, listChunk) {
 			c.mu.Lock()
 			for _, id := range chunk {
 				if c.mu.partitions[part.id] != part {
 					break // unloaded meanwhile: its groups are no longer served here
 				}
-				g := part.groups[id]
-				if g == nil {
-					continue
+				if g := part.groups[id]; g != nil {
+					visit(part, g)
 				}
-				lg := listedGroup(g)
-				if lg.GroupState == StateDead.String() ||
-					req.Version >= 4 && !matches(req.StatesFilter, lg.GroupState) ||
-					req.Version >= 5 && !matches(req.TypesFilter, lg.GroupType) {
-					continue
-				}
-				resp.Groups = append(resp.Groups, lg)
 			}
 			c.mu.Unlock()
 		}
 	}
-	slices.SortFunc(resp.Groups, func(a, b kmsg.ListGroupsResponseGroup) int { return strings.Compare(a.Group, b.Group) })
-	return resp
+	return loading
 }
-
-// listChunk is how many groups ListGroups lists per taking of the coordinator's lock.
-const listChunk = 1000
 
 // groupIDsOf returns the ids of a partition's groups, or loading when the partition
 // is loading (nil when it is no longer served here).
@@ -270,28 +277,17 @@ type GroupSummary struct {
 	Members      []MemberSummary
 }
 
-// Groups lists the groups of every loaded partition, sorted by name.
+// Groups lists the groups of every loaded partition, sorted by name. The lock is
+// taken per chunk of groups (eachGroup).
 func (c *Coordinator) Groups() []GroupSummary {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.summariesLocked()
-}
-
-func (c *Coordinator) summariesLocked() []GroupSummary {
 	var out []GroupSummary
-	for _, part := range c.mu.partitions {
-		if part.loading {
-			continue
-		}
-		for _, g := range part.groups {
-			if g.consumer != nil {
-				out = append(out, consumerSummary(g, part.id))
-				continue
-			}
-			if g.share != nil {
-				out = append(out, shareSummary(g, part.id))
-				continue
-			}
+	c.eachGroup(func(part *partition, g *group) {
+		switch {
+		case g.consumer != nil:
+			out = append(out, consumerSummary(g, part.id))
+		case g.share != nil:
+			out = append(out, shareSummary(g, part.id))
+		default:
 			s := GroupSummary{
 				Group: g.id, Partition: part.id, Type: "classic", State: g.state.String(),
 				ProtocolType: g.protocolType, Protocol: g.protocol, Generation: g.generation,
@@ -302,7 +298,7 @@ func (c *Coordinator) summariesLocked() []GroupSummary {
 			}
 			out = append(out, s)
 		}
-	}
+	})
 	slices.SortFunc(out, func(a, b GroupSummary) int { return strings.Compare(a.Group, b.Group) })
 	return out
 }

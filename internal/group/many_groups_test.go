@@ -41,10 +41,11 @@ func TestManyGroupsDoNotHoldTheCoordinator(t *testing.T) {
 	}
 }
 
-// TestListGroupsDoesNotHoldTheCoordinator: ListGroups takes the coordinator's lock
-// per chunk of groups, so other requests are answered while it lists many groups
-// (200,000 groups cost one OffsetCommit each); it held the lock for the whole list.
-// The answer still has each group once, filtered as asked.
+// TestListGroupsDoesNotHoldTheCoordinator: ListGroups, and Groups (the metrics'
+// list), take the coordinator's lock per chunk of groups, so other requests are
+// answered while they list many groups (200,000 groups cost one OffsetCommit each);
+// they held the lock for the whole list. ListGroups still answers each group once,
+// filtered as asked.
 func TestListGroupsDoesNotHoldTheCoordinator(t *testing.T) {
 	h := newHarness(t, nil)
 	const n = 50_000
@@ -60,15 +61,26 @@ func TestListGroupsDoesNotHoldTheCoordinator(t *testing.T) {
 	}
 	h.c.mu.Unlock()
 	var resp *kmsg.ListGroupsResponse
-	list := func() {
-		resp = h.c.ListGroups(&kmsg.ListGroupsRequest{Version: 5, StatesFilter: []string{"empty"}, TypesFilter: []string{"classic"}})
+	var summaries []GroupSummary
+	for _, tc := range []struct {
+		api string
+		run func()
+	}{
+		{"ListGroups", func() {
+			resp = h.c.ListGroups(&kmsg.ListGroupsRequest{Version: 5, StatesFilter: []string{"empty"}, TypesFilter: []string{"classic"}})
+		}},
+		{"Groups (metrics)", func() { summaries = h.c.Groups() }},
+	} {
+		answered := -1
+		for try := 0; try < 5 && answered < 0; try++ { // a loaded machine may not show it holding the lock
+			answered = answeredWhile(h, tc.run)
+		}
+		if answered < 3 {
+			t.Errorf("%s of %d groups: %d other requests answered while it ran, want at least 3", tc.api, n, answered)
+		}
 	}
-	answered := -1
-	for try := 0; try < 5 && answered < 0; try++ { // a loaded machine may not show it holding the lock
-		answered = answeredWhile(h, list)
-	}
-	if answered < 3 {
-		t.Errorf("ListGroups of %d groups: %d other requests answered while it ran, want at least 3", n, answered)
+	if len(summaries) != n {
+		t.Errorf("Groups listed %d groups, want %d", len(summaries), n)
 	}
 	if len(resp.Groups) != n/2 {
 		t.Fatalf("ListGroups listed %d groups, want %d", len(resp.Groups), n/2)
