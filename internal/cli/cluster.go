@@ -16,10 +16,10 @@ import (
 )
 
 func newClusterCmd(g *globals) *cobra.Command {
-	cmd := newGroupingCmd("cluster", "Inspect the cluster, elect leaders, move partitions, unregister brokers",
-		"Inspect the brokers and the metadata quorum of the cluster, run preferred leader elections, move partitions between brokers and unregister decommissioned brokers.")
+	cmd := newGroupingCmd("cluster", "Inspect the cluster, elect leaders, move partitions, unregister brokers, alter broker configs",
+		"Inspect the brokers and the metadata quorum of the cluster, run preferred leader elections, move partitions between brokers, unregister decommissioned brokers and describe or alter dynamic broker configs.")
 	cmd.AddCommand(newClusterInfoCmd(g), newClusterElectLeadersCmd(g), newClusterReassignCmd(g), newClusterReassignmentsCmd(g),
-		newClusterUnregisterCmd(g))
+		newClusterUnregisterCmd(g), newClusterConfigCmd(g))
 	return cmd
 }
 

@@ -42,6 +42,15 @@ docs/config.md lists the group configs and the broker properties that bound them
 }
 
 func runGroupAlterConfig(cmd *cobra.Command, g *globals, group string, ops []kadm.AlterConfig) error {
+	return runIncrementalAlter(cmd, g, kmsg.ConfigResourceTypeGroupConfig, group,
+		configsAltered{Group: group}, "group "+strconv.Quote(group), ops)
+}
+
+// runIncrementalAlter applies ops to one config resource with IncrementalAlterConfigs
+// and reports them: res is the JSON result naming the resource, what names it in the
+// text ("group \"billing\""). Shared by `group alter-config` and `cluster config set`.
+func runIncrementalAlter(cmd *cobra.Command, g *globals, typ kmsg.ConfigResourceType, name string,
+	res configsAltered, what string, ops []kadm.AlterConfig) error {
 	cl, _, ctx, done, err := g.adminClient(cmd.Context())
 	if err != nil {
 		return err
@@ -49,14 +58,14 @@ func runGroupAlterConfig(cmd *cobra.Command, g *globals, group string, ops []kad
 	defer done()
 
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	resource := kmsg.NewIncrementalAlterConfigsRequestResource()
+	resource.ResourceType, resource.ResourceName = typ, name
 	for _, op := range ops {
 		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
 		c.Name, c.Value, c.Op = op.Name, op.Value, kmsg.IncrementalAlterConfigOp(op.Op)
-		res.Configs = append(res.Configs, c)
+		resource.Configs = append(resource.Configs, c)
 	}
-	req.Resources = append(req.Resources, res)
+	req.Resources = append(req.Resources, resource)
 	resp, err := req.RequestWith(ctx, cl)
 	if err == nil {
 		var r kmsg.IncrementalAlterConfigsResponseResource
@@ -65,9 +74,9 @@ func runGroupAlterConfig(cmd *cobra.Command, g *globals, group string, ops []kad
 		}
 	}
 	if err != nil {
-		return g.explain(fmt.Sprintf("alter configs of group %q", group), err)
+		return g.explain("alter configs of "+what, err)
 	}
-	return renderAltered(g.newOutput(cmd), configsAltered{Group: group}, "group "+strconv.Quote(group), ops)
+	return renderAltered(g.newOutput(cmd), res, what, ops)
 }
 
 // oneResource is the answer for the one config resource asked about.

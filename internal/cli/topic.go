@@ -268,12 +268,17 @@ func alterOps(sets, deletes []string) ([]kadm.AlterConfig, error) {
 	return ops, nil
 }
 
-// configsAltered is the JSON result of `topic alter-config` and `group alter-config`.
+// configsAltered is the JSON result of `topic alter-config`, `group alter-config` and
+// `cluster config set`.
 type configsAltered struct {
-	Topic   string            `json:"topic,omitempty"`
-	Group   string            `json:"group,omitempty"`
-	Set     map[string]string `json:"set"`
-	Deleted []string          `json:"deleted"`
+	Topic string `json:"topic,omitempty"`
+	Group string `json:"group,omitempty"`
+	// Broker is the node whose configs were altered; ClusterDefault is set instead
+	// when the cluster-wide default was.
+	Broker         *int32            `json:"broker,omitempty"`
+	ClusterDefault bool              `json:"cluster_default,omitempty"`
+	Set            map[string]string `json:"set"`
+	Deleted        []string          `json:"deleted"`
 }
 
 func runAlterConfig(cmd *cobra.Command, g *globals, name string, ops []kadm.AlterConfig) error {
@@ -296,8 +301,8 @@ func runAlterConfig(cmd *cobra.Command, g *globals, name string, ops []kadm.Alte
 	return renderAltered(g.newOutput(cmd), configsAltered{Topic: name}, "topic "+strconv.Quote(name), ops)
 }
 
-// renderAltered reports the operations applied to the resource res names (its Topic
-// or Group set); what names it in the text ("topic \"orders\"").
+// renderAltered reports the operations applied to the resource res names; what
+// names it in the text ("topic \"orders\"").
 func renderAltered(o *output, res configsAltered, what string, ops []kadm.AlterConfig) error {
 	res.Set, res.Deleted = map[string]string{}, []string{}
 	for _, op := range ops {
@@ -697,8 +702,13 @@ func renderConfigs(w io.Writer, configs []configEntry, configsError, own string,
 		return
 	}
 	fmt.Fprintln(w)
+	configTable(w, shown)
+}
+
+// configTable lists configs with their values and sources.
+func configTable(w io.Writer, configs []configEntry) {
 	t := newTable(w, "CONFIG", "VALUE", "SOURCE")
-	for _, c := range shown {
+	for _, c := range configs {
 		value := "<unset>"
 		switch {
 		case c.Sensitive:
