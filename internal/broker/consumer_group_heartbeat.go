@@ -15,8 +15,8 @@ package broker
 // ConsumerGroupDescribe answer UNSUPPORTED_VERSION (rebalance_protocols.go).
 //
 // Differences from Kafka: classic-protocol members cannot join a non-empty consumer
-// group (nor the other way round); an empty group changes protocol when
-// group.consumer.migration.policy allows. Per-group configs (consumer.session.timeout.ms
+// group (nor the other way round); an empty group changes protocol whatever
+// group.consumer.migration.policy says, as in Kafka. Per-group configs (consumer.session.timeout.ms
 // and friends as GROUP resources) are not served.
 
 import (

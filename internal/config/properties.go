@@ -568,8 +568,9 @@ var coreProperties = []property{
 		note: "Kafka's class names (org.apache.kafka.coordinator.group.assignor.UniformAssignor, ...RangeAssignor) are accepted for the two names."}.
 		bind(assignorList(func(b *Broker) *[]string { return &b.GroupConsumerAssignors })),
 	property{name: "group.consumer.migration.policy", spec: migrationPolicies, def: "bidirectional",
-		doc:  "Whether a group may change between the classic and the consumer protocol: bidirectional, upgrade (classic to consumer), downgrade or disabled.",
-		note: "Samsa converts a group only once it is empty (its committed offsets stay); Kafka also migrates a non-empty group member by member."}.
+		doc: "Whether a group with members may be converted between the classic and the consumer protocol: bidirectional, upgrade (classic to consumer), downgrade or disabled. " +
+			"An empty group changes protocol, its committed offsets kept, whatever the policy (as in Kafka).",
+		note: "Accepted and checked, but changes nothing: Samsa does not convert a group that has members (Kafka migrates it member by member as the policy allows)."}.
 		bind(str(func(b *Broker) *string { return &b.GroupConsumerMigrationPolicy })),
 	property{name: "group.coordinator.rebalance.protocols", spec: rebalanceProtocols, def: "classic,consumer,streams",
 		doc: "Group protocols the coordinator serves. classic cannot be left out. Without consumer, ConsumerGroupHeartbeat and ConsumerGroupDescribe " +

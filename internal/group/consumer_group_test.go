@@ -514,3 +514,54 @@ func TestConsumerGroupMigration(t *testing.T) {
 		t.Fatalf("offset after migration and restart: %d, want 42", o.Offset)
 	}
 }
+
+// TestConsumerGroupMigrationWhateverPolicy: an empty group changes protocol in both
+// directions, its offsets kept, whatever group.consumer.migration.policy says (as in
+// Kafka, where the policy only governs converting a group that has members); a group
+// with members keeps its protocol.
+func TestConsumerGroupMigrationWhateverPolicy(t *testing.T) {
+	for _, policy := range []string{"disabled", "upgrade", "downgrade", "bidirectional"} {
+		t.Run(policy, func(t *testing.T) {
+			h, ft := newConsumerHarness(t, func(c *Config) { c.MigrationPolicy = policy })
+			ft.set("t", 2)
+			tp := TopicPartition{"t", 0}
+			ids, _, gen := h.stable("g", joinOpts{})
+			if code := commitErrors(h.commit("g", ids[0], gen, map[TopicPartition]int64{tp: 42}))[tp]; code != 0 {
+				t.Fatalf("classic commit: error %d", code)
+			}
+			m := &cmember{id: "m", topics: []string{"t"}}
+			if code := h.cgHeartbeat("g", m, true).ErrorCode; code != kerrGroupIDNotFound {
+				t.Fatalf("consumer member into a classic group with members: error %d, want %d", code, kerrGroupIDNotFound)
+			}
+			leave := kmsg.NewPtrLeaveGroupRequest()
+			leave.Version = 0
+			leave.Group, leave.MemberID = "g", ids[0]
+			if r := h.c.LeaveGroup(leave); r.ErrorCode != 0 {
+				t.Fatalf("classic leave: error %d", r.ErrorCode)
+			}
+			// Empty: a consumer member takes it over.
+			settle(t, h, "g", []*cmember{m}, 2)
+			if o := h.c.CommittedOffsets("g")[tp]; o.Offset != 42 {
+				t.Fatalf("offset after upgrade: %d, want 42", o.Offset)
+			}
+			if r := recv(t, h.join("g", joinOpts{})); r.ErrorCode != kerrInconsistentGroupProtocol {
+				t.Fatalf("classic join into a consumer group with members: error %d, want %d", r.ErrorCode, kerrInconsistentGroupProtocol)
+			}
+			m.epoch = leaveEpoch
+			if code := h.cgHeartbeat("g", m, false).ErrorCode; code != 0 {
+				t.Fatalf("consumer leave: error %d", code)
+			}
+			// Empty again: a classic member takes it back.
+			if r := recv(t, h.join("g", joinOpts{})); r.ErrorCode != kerrMemberIDRequired {
+				t.Fatalf("classic join into an empty consumer group: error %d, want %d", r.ErrorCode, kerrMemberIDRequired)
+			}
+			if o := h.c.CommittedOffsets("g")[tp]; o.Offset != 42 {
+				t.Fatalf("offset after downgrade: %d, want 42", o.Offset)
+			}
+			h.start()
+			if o := h.c.CommittedOffsets("g")[tp]; o.Offset != 42 {
+				t.Fatalf("offset after both migrations and a restart: %d, want 42", o.Offset)
+			}
+		})
+	}
+}

@@ -149,10 +149,11 @@ func (hb *heartbeat) run() (int16, string) {
 		if req.MemberEpoch != 0 {
 			return kerrUnknownMemberID, ""
 		}
-		if !g.emptyClassic() || !c.migrationAllowed("upgrade") {
+		if !g.emptyClassic() {
 			return kerrGroupIDNotFound, "Group " + g.id + " is not a consumer group."
 		}
-		// An empty classic group becomes a consumer group; its offsets stay.
+		// An empty classic group becomes a consumer group, its offsets kept, whatever
+		// group.consumer.migration.policy says (as in Kafka).
 		if g.generation > 0 || g.protocolType != "" {
 			hb.records = append(hb.records, groupTombstone(g.id))
 		}
@@ -171,13 +172,6 @@ func (hb *heartbeat) run() (int16, string) {
 // emptyClassic reports whether a classic group has nobody in it (it may keep offsets).
 func (g *group) emptyClassic() bool {
 	return g.consumer == nil && g.state == StateEmpty && len(g.members) == 0 && len(g.pending) == 0
-}
-
-// migrationAllowed reports whether group.consumer.migration.policy lets an empty group
-// change protocol in the direction given ("upgrade": classic to consumer).
-func (c *Coordinator) migrationAllowed(direction string) bool {
-	p := c.cfg.MigrationPolicy
-	return p == "bidirectional" || p == direction
 }
 
 // leave handles epochs -1 and -2.

@@ -8,7 +8,8 @@
 // transaction's marker: txn_offsets.go) and group administration (DescribeGroups,
 // ListGroups, DeleteGroups), stored in the internal topic __consumer_offsets. A group
 // id names one group of one type; an empty group may change between the classic and
-// the consumer protocol, keeping its offsets (group.consumer.migration.policy).
+// the consumer protocol, keeping its offsets, whatever group.consumer.migration.policy
+// says (as in Kafka).
 //
 // # What it owns
 //

@@ -68,11 +68,13 @@ func (c *Coordinator) joinLocked(req *kmsg.JoinGroupRequest, clientID, clientHos
 		return
 	}
 	if g != nil && g.consumer != nil {
-		if len(g.consumer.members) > 0 || !c.migrationAllowed("downgrade") {
+		if len(g.consumer.members) > 0 {
 			w.fail(kerrInconsistentGroupProtocol, req.MemberID)
 			return
 		}
-		// An empty consumer group becomes a classic group; its offsets stay.
+		// An empty consumer group becomes a classic group, its offsets kept, whatever
+		// group.consumer.migration.policy says (as in Kafka: the policy governs only the
+		// conversion of a group with members, which Samsa does not do).
 		c.logger.Info("consumer group becomes a classic group", "group", g.id)
 		c.writeConsumerLocked(part, g.id, []Record{consumerGroupTombstone(g.id)}, func(error) {})
 		g = part.groups[req.Group]
