@@ -16,8 +16,9 @@ package broker
 //
 // Differences from Kafka: classic-protocol members cannot join a non-empty consumer
 // group (nor the other way round); an empty group changes protocol whatever
-// group.consumer.migration.policy says, as in Kafka. Per-group configs (consumer.session.timeout.ms
-// and friends as GROUP resources) are not served.
+// group.consumer.migration.policy says, as in Kafka. A group's own
+// consumer.session.timeout.ms and consumer.heartbeat.interval.ms (GROUP config
+// resources) are served within the broker's bounds.
 
 import (
 	"sync/atomic"
