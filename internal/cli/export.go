@@ -77,6 +77,11 @@ func ResetOffsets(ctx context.Context, adm *kadm.Client, seeds []string, timeout
 	return out, nil
 }
 
+// WithBrokerMessage puts the message a broker gave (or the caller's own words) in
+// place of a Kafka error code's generic description: "CODE: msg", still matching the
+// code with errors.Is. Any other err gets msg appended; an empty msg changes nothing.
+func WithBrokerMessage(err error, msg string) error { return withBrokerMessage(err, msg) }
+
 // HumanBytes renders a byte count with a binary unit ("1.5 MiB").
 func HumanBytes(n int64) string { return humanBytes(n) }
 

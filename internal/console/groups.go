@@ -449,5 +449,5 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request, execute bool) {
 
 // groupNotFound is the error of a page for a group the cluster does not know.
 func groupNotFound(name string) error {
-	return withMessage(kerr.GroupIDNotFound, fmt.Sprintf("group %q does not exist", name))
+	return cli.WithBrokerMessage(kerr.GroupIDNotFound, fmt.Sprintf("group %q does not exist", name))
 }

@@ -49,25 +49,6 @@ type unreachableError struct{ err error }
 func (e *unreachableError) Error() string { return e.err.Error() }
 func (e *unreachableError) Unwrap() error { return e.err }
 
-// kafkaError is a Kafka error code with the message a broker gave for it (or the
-// console's own words for it), shown instead of the code's generic description.
-type kafkaError struct {
-	code *kerr.Error
-	msg  string
-}
-
-func (e *kafkaError) Error() string { return e.code.Message + ": " + e.msg }
-func (e *kafkaError) Unwrap() error { return e.code }
-
-// withMessage puts msg in place of err's generic description when err is a bare
-// Kafka error code and msg says something; any other err is returned as it is.
-func withMessage(err error, msg string) error {
-	if ke, ok := err.(*kerr.Error); ok && msg != "" {
-		return &kafkaError{code: ke, msg: msg}
-	}
-	return err
-}
-
 // classify marks errors that mean the cluster cannot be reached; Kafka error codes
 // (a broker answered) are returned as they are.
 func classify(err error) error {

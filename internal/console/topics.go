@@ -98,7 +98,7 @@ func (s *Server) createTopic(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := s.adm.CreateTopic(ctx, int32(partitions), int16(rf), cfg, name)
 	if err != nil {
-		s.fail(w, kafkaStatus(err), "Create topic", fmt.Errorf("create topic %q: %w", name, withMessage(err, resp.ErrMessage)))
+		s.fail(w, kafkaStatus(err), "Create topic", fmt.Errorf("create topic %q: %w", name, cli.WithBrokerMessage(err, resp.ErrMessage)))
 		return
 	}
 	s.cfg.Logger.Info("created topic", "topic", name, "partitions", resp.NumPartitions)
@@ -227,7 +227,7 @@ func (s *Server) topicDetail(ctx context.Context, name string) (kadm.TopicDetail
 	}
 	d, ok := md.Topics[name]
 	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		return kadm.TopicDetail{}, withMessage(kerr.UnknownTopicOrPartition, fmt.Sprintf("topic %q does not exist", name))
+		return kadm.TopicDetail{}, cli.WithBrokerMessage(kerr.UnknownTopicOrPartition, fmt.Sprintf("topic %q does not exist", name))
 	}
 	if d.Err != nil {
 		return kadm.TopicDetail{}, fmt.Errorf("topic %q: %w", name, d.Err)
@@ -420,7 +420,7 @@ func (s *Server) alterTopicConfigs(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		for _, rr := range resps {
 			if rr.Err != nil {
-				err = withMessage(rr.Err, rr.ErrMessage)
+				err = cli.WithBrokerMessage(rr.Err, rr.ErrMessage)
 			}
 		}
 	}

@@ -162,15 +162,20 @@ func (c *Coordinator) groupIDsOf(part *partition) (ids []string, loading bool) {
 func listedGroup(g *group) kmsg.ListGroupsResponseGroup {
 	lg := kmsg.NewListGroupsResponseGroup()
 	lg.Group = g.id
+	lg.ProtocolType, lg.GroupState, lg.GroupType = g.kind()
+	return lg
+}
+
+// kind is how ListGroups and the summaries name a group: its protocol type, state and
+// type (classic, consumer or share). The caller holds c.mu.
+func (g *group) kind() (protocolType, state, typ string) {
 	switch {
 	case g.consumer != nil:
-		lg.ProtocolType, lg.GroupState, lg.GroupType = consumerProtocolType, g.consumer.stateName(), "consumer"
+		return consumerProtocolType, g.consumer.stateName(), "consumer"
 	case g.share != nil:
-		lg.ProtocolType, lg.GroupState, lg.GroupType = "share", g.share.stateName(), "share"
-	default:
-		lg.ProtocolType, lg.GroupState, lg.GroupType = g.protocolType, g.state.String(), "classic"
+		return "share", g.share.stateName(), "share"
 	}
-	return lg
+	return g.protocolType, g.state.String(), "classic"
 }
 
 // DeleteGroups handles a DeleteGroups request (v0–v2). Only groups without members
@@ -288,10 +293,8 @@ func (c *Coordinator) Groups() []GroupSummary {
 		case g.share != nil:
 			out = append(out, shareSummary(g, part.id))
 		default:
-			s := GroupSummary{
-				Group: g.id, Partition: part.id, Type: "classic", State: g.state.String(),
-				ProtocolType: g.protocolType, Protocol: g.protocol, Generation: g.generation,
-			}
+			s := GroupSummary{Group: g.id, Partition: part.id, Protocol: g.protocol, Generation: g.generation}
+			s.ProtocolType, s.State, s.Type = g.kind()
 			for _, id := range g.order {
 				m := g.members[id]
 				s.Members = append(s.Members, MemberSummary{MemberID: m.id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost})
@@ -325,10 +328,8 @@ func (c *Coordinator) CommittedOffsets(group string) map[TopicPartition]Committe
 
 func consumerSummary(g *group, partition int32) GroupSummary {
 	cg := g.consumer
-	s := GroupSummary{
-		Group: g.id, Partition: partition, Type: "consumer", State: cg.stateName(),
-		ProtocolType: consumerProtocolType, Generation: cg.epoch,
-	}
+	s := GroupSummary{Group: g.id, Partition: partition, Generation: cg.epoch}
+	s.ProtocolType, s.State, s.Type = g.kind()
 	for _, id := range cg.memberIDs() {
 		m := cg.members[id]
 		s.Members = append(s.Members, MemberSummary{MemberID: m.id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost})
@@ -338,7 +339,8 @@ func consumerSummary(g *group, partition int32) GroupSummary {
 
 func shareSummary(g *group, partition int32) GroupSummary {
 	sg := g.share
-	s := GroupSummary{Group: g.id, Partition: partition, Type: "share", State: sg.stateName(), ProtocolType: "share", Generation: sg.epoch}
+	s := GroupSummary{Group: g.id, Partition: partition, Generation: sg.epoch}
+	s.ProtocolType, s.State, s.Type = g.kind()
 	for _, id := range slices.Sorted(maps.Keys(sg.members)) {
 		m := sg.members[id]
 		s.Members = append(s.Members, MemberSummary{MemberID: m.id, ClientID: m.clientID, ClientHost: m.clientHost})
