@@ -104,8 +104,8 @@ func shareRetentionUnderLoad(t *testing.T, configs map[string]*string) {
 	}
 	led, held := &shareLedger{}, &shareLedger{}
 	shareMember(t, b, "hang", group, topic, held, holdRecords)
-	shareMember(t, b, "acc", group, topic, led, check(slow(acceptAll)))
-	shareMember(t, b, "rel", group, topic, led, check(slow(func(r *kgo.Record) kgo.AckStatus {
+	_, _, stopAcc := shareMember(t, b, "acc", group, topic, led, check(slow(acceptAll)))
+	_, _, stopRel := shareMember(t, b, "rel", group, topic, led, check(slow(func(r *kgo.Record) kgo.AckStatus {
 		if r.DeliveryCount() == 1 && offsetOf(r)%7 == 0 {
 			return kgo.AckRelease
 		}
@@ -141,6 +141,11 @@ func shareRetentionUnderLoad(t *testing.T, configs map[string]*string) {
 		start, lag := shareStartOffset(t, raw, group, topic)
 		return start == n && lag == 0
 	}, "the share partition to reach the log end")
+	// The broker may apply a consumer's last acknowledgements, and the share start
+	// reach the end, before that consumer's flush returns and the ledger records them:
+	// stopping the consumers waits for their flushes.
+	stopAcc()
+	stopRel()
 	ls = logStart()
 	t.Logf("log start at the end %d; %d values delivered", ls, len(led.accepted()))
 
