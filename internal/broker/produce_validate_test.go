@@ -4,12 +4,14 @@ import (
 	"encoding/binary"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/record"
+	"github.com/samsa-streaming/samsa/internal/replica"
 )
 
 // TestProduceRefusesCompressedBatchClaimingPhantomRecords: a snappy batch holding one
@@ -135,5 +137,32 @@ func TestProduceEmptyTransactionalID(t *testing.T) {
 	req.TransactionalID, req.TransactionTimeoutMillis = kmsg.StringPtr(""), 60_000
 	if r := call[*kmsg.InitProducerIDResponse](t, b, req); r.ErrorCode != kerr.InvalidRequest.Code || r.ProducerID != -1 {
 		t.Errorf("InitProducerId with the empty transactional id: %v, producer id %d; want INVALID_REQUEST", kerr.ErrorForCode(r.ErrorCode), r.ProducerID)
+	}
+}
+
+// TestProduceToAFollowerIsNotLeaderWhateverTheBatch: a replica that does not lead
+// answers NOT_LEADER_OR_FOLLOWER to a batch over its max.message.bytes, as Kafka's
+// Partition.appendRecordsToLeader checks leadership before the log validates the batch.
+// It answered MESSAGE_TOO_LARGE, which a client whose metadata still named it the
+// leader does not retry: the record was lost where the leader, on a larger limit of
+// its own (a per-broker dynamic config), would have taken it.
+func TestProduceToAFollowerIsNotLeaderWhateverTheBatch(t *testing.T) {
+	b := startTestBrokerWith(t, nil, []string{"message.max.bytes=1000"}, t.TempDir())
+	createTestTopic(t, b, "followed", 1)
+	big, err := record.Build(record.DefaultBuildOptions(), []record.Record{{Value: make([]byte, 2000)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := produceBatch(t, b, "followed", big); code != kerr.MessageTooLarge.Code {
+		t.Fatalf("2000 bytes to the leader: %v, want MESSAGE_TOO_LARGE", kerr.ErrorForCode(code))
+	}
+	p := b.replicas.Get("followed", 0)
+	st := p.State()
+	if _, err := p.Apply(replica.State{Leader: 2, LeaderEpoch: st.LeaderEpoch + 1, PartitionEpoch: st.PartitionEpoch + 1,
+		Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if code := produceBatch(t, b, "followed", big); code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("2000 bytes to a follower: %v, want NOT_LEADER_OR_FOLLOWER", kerr.ErrorForCode(code))
 	}
 }
