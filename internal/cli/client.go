@@ -128,6 +128,11 @@ func (g *globals) explain(what string, err error) error {
 		return fmt.Errorf("%s: the broker does not serve the request this needs: %w", what, err)
 	}
 	if hint := kafkaHint(err); hint != "" {
+		// A bare error code's own description says in general what the hint says
+		// for this case: the hint takes its place.
+		if ke, ok := errors.AsType[*kerr.Error](err); ok && ke == err {
+			return fmt.Errorf("%s: %w", what, withBrokerMessage(ke, hint))
+		}
 		return fmt.Errorf("%s: %w (%s)", what, err, hint)
 	}
 	return fmt.Errorf("%s: %w", what, err)

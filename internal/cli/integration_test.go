@@ -269,6 +269,13 @@ func TestTopicCommands(t *testing.T) {
 		t.Fatalf("delete with one missing topic: exit %d, %+v\n%s", res.code, deleted, res.stderr)
 	}
 
+	// In text, a missing topic is said once: the hint in place of the error code's
+	// own description.
+	res = run(t, b, "", "topic", "delete", "never-was")
+	if want := "delete topic \"never-was\": UNKNOWN_TOPIC_OR_PARTITION: the topic does not exist; see `samsa topic list`"; res.code != cli.ExitFailed || strings.TrimSpace(res.stderr) != "Error: "+want {
+		t.Fatalf("delete a missing topic: exit %d, stderr %q; want %q", res.code, res.stderr, want)
+	}
+
 	ok(t, b, "", "topic", "delete", "orders")
 	list = topicList{}
 	okJSON(t, b, &list, "topic", "list")
@@ -677,7 +684,7 @@ func TestRefusalsInTheBrokersWords(t *testing.T) {
 		{[]string{"acl", "create", "--topic", "orders", "--allow", "User:bob", "--operation", "read"},
 			`create ACL Allow User:bob Read on Topic:Literal:orders from *: SECURITY_DISABLED: no authorizer is configured (authorizer.class.name)`},
 		{[]string{"topic", "list", "--sasl-mechanism", "PLAIN", "--user", "bob", "--password", "secret"},
-			`list topics: ILLEGAL_SASL_STATE: Request is not valid given the current SASL state. (the listener does not use SASL: drop --sasl-mechanism, or connect to the cluster's SASL listener)`},
+			`list topics: ILLEGAL_SASL_STATE: the listener does not use SASL: drop --sasl-mechanism, or connect to the cluster's SASL listener`},
 		{[]string{"quota", "set", "--entity-user", "bob", "foo=1"},
 			`set quotas: INVALID_REQUEST: unknown quota "foo" (one of [producer_byte_rate consumer_byte_rate request_percentage controller_mutation_rate])`},
 		{[]string{"user", "scram", "delete", "nobody"},
