@@ -1,7 +1,8 @@
 package integration
 
-// The coordinators' internal topics on a full disk: __consumer_offsets and
-// __transaction_state each have their one partition in a small tmpfs log directory
+// The coordinators' internal topics on a full disk: __consumer_offsets,
+// __transaction_state and __share_group_state each have their one partition (one
+// broker per test) in a small tmpfs log directory
 // (the second of log.dirs; the metadata log stays on the first) that a ballast file
 // fills. A write a coordinator cannot append is refused with a retriable coordinator
 // error (Kafka's coordinators turn a storage error of their log into NOT_COORDINATOR,
@@ -323,4 +324,137 @@ func fullDiskTransactions(t *testing.T, opts []kgo.Opt) {
 	inTxn(t, p, true, recordsTo(topic, 0, "restarted")...)
 	committed = append(committed, "restarted")
 	check("of a transaction after a restart")
+}
+
+// shareAck acknowledges offsets of the session's partition with ackType (1 accept)
+// in a ShareAcknowledge of the session, and returns the partition's error code.
+func (s *rawShareSession) shareAck(t *testing.T, ackType int8, offsets ...int64) int16 {
+	t.Helper()
+	req := kmsg.NewPtrShareAcknowledgeRequest()
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = &s.group, &s.member, s.epoch
+	rt := kmsg.NewShareAcknowledgeRequestTopic()
+	rt.TopicID = s.topicID
+	rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	for _, o := range offsets {
+		ab := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
+		ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = o, o, []int8{ackType}
+		rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, ab)
+	}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctxT(t, time.Minute), s.c)
+	if err != nil {
+		t.Fatalf("acknowledging %v: %v", offsets, err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		t.Fatalf("acknowledging %v: %v", offsets, err)
+	}
+	s.epoch++
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("acknowledging %v: response %+v, want one partition", offsets, resp.Topics)
+	}
+	return resp.Topics[0].Partitions[0].ErrorCode
+}
+
+// TestCoordinatorFullDiskShareState: __share_group_state on a full disk. A share
+// consumer's acknowledgement that cannot be persisted is refused with a retriable
+// error once the share coordinator gave up (30 s); the record stays acquired by the
+// member, neither lost nor accepted; once space is freed the same acknowledgement and
+// the others succeed, each record accepted once, and so after a restart.
+func TestCoordinatorFullDiskShareState(t *testing.T) {
+	t.Parallel()
+	const topic, group, member = "sdata", "share-full", "member-0000000000001"
+	b, full := startFullDiskCoordinator(t, topic, "__share_group_state", func(b *testutil.Broker) {
+		cl := newClient(t, b)
+		testutil.WaitFor(t, 20*time.Second, func() bool {
+			req := kmsg.NewPtrFindCoordinatorRequest()
+			req.CoordinatorType, req.CoordinatorKeys = 2, []string{"probe:AAAAAAAAAAAAAAAAAAAAAA:0"}
+			resp, err := req.RequestWith(ctxT(t, 5*time.Second), cl)
+			return err == nil && len(resp.Coordinators) == 1 && resp.Coordinators[0].ErrorCode == 0
+		}, "the share coordinator available")
+	}, "share.coordinator.state.topic.num.partitions=1", "offsets.topic.num.partitions=1", "group.initial.rebalance.delay.ms=0",
+		// The member sends no heartbeat and holds its records through a refused
+		// acknowledgement (30 s).
+		"group.share.max.session.timeout.ms=300000", "group.share.session.timeout.ms=120000",
+		"group.share.max.record.lock.duration.ms=300000", "group.share.record.lock.duration.ms=120000")
+	const n = 300
+	produceValues(t, b, topic, "s", n)
+	setGroupConfigs(t, b, group, map[string]string{"share.auto.offset.reset": "earliest"})
+	// The broker holds a refused acknowledgement for 30 s (shareStoreTimeout) before it
+	// answers. franz-go's read deadline for it is RequestTimeoutOverhead (10 s by
+	// default), whose expiry closes the connection and with it the share session; and
+	// the connection that opened the session must not be reaped as idle meanwhile.
+	cl := newClient(t, b, kgo.RequestTimeoutOverhead(45*time.Second), kgo.ConnIdleTimeout(5*time.Minute))
+	if err := shareJoin(ctxT(t, 20*time.Second), cl, group, member, topic); err != nil {
+		t.Fatal(err)
+	}
+	s := &rawShareSession{c: cl, group: group, member: member, topicID: topicID(t, cl, topic)}
+	acquired := map[int64]bool{}
+	testutil.WaitFor(t, 20*time.Second, func() bool {
+		got, err := s.fetch(ctxT(t, 10*time.Second), 200, n, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range got {
+			acquired[o] = true
+		}
+		return len(acquired) == n
+	}, "the member acquired every record")
+	if _, err := os.Stat(filepath.Join(full, "__consumer_offsets-0")); err == nil {
+		t.Fatal("__consumer_offsets-0 is on the small disk too: this test fills only the share state's")
+	}
+	if code := s.shareAck(t, 1, 0); code != 0 {
+		t.Fatalf("accepting offset 0 before the disk filled: %v", kerr.ErrorForCode(code))
+	}
+
+	ballast := testutil.FillDisk(t, full, 0)
+	refused := int64(-1)
+	for o := int64(1); o < n && refused < 0; o++ { // until an acknowledgement meets the full disk
+		switch code := s.shareAck(t, 1, o); {
+		case code == 0:
+		case code == kerr.CoordinatorNotAvailable.Code || code == kerr.NotCoordinator.Code:
+			refused = o
+		default:
+			t.Fatalf("accepting offset %d on the full disk: %v, want COORDINATOR_NOT_AVAILABLE", o, kerr.ErrorForCode(code))
+		}
+	}
+	if refused < 0 {
+		t.Fatal("acknowledgements on the full disk kept succeeding")
+	}
+	if exited, err := b.Exited(); exited {
+		t.Fatalf("the broker exited on the full disk: %v\n%s", err, b.Log())
+	}
+
+	if err := os.Remove(ballast); err != nil {
+		t.Fatal(err)
+	}
+	// The refused acknowledgement left the record acquired by the member: accepting it
+	// again works once (a record accepted or released meanwhile is INVALID_RECORD_STATE).
+	if code := s.shareAck(t, 1, refused); code != 0 {
+		t.Fatalf("accepting offset %d again once space is freed: %v", refused, kerr.ErrorForCode(code))
+	}
+	for o := refused + 1; o < n; o++ {
+		if code := s.shareAck(t, 1, o); code != 0 {
+			t.Fatalf("accepting offset %d once space is freed: %v", o, kerr.ErrorForCode(code))
+		}
+	}
+	startAt := func(when string) {
+		t.Helper()
+		var start, lag int64
+		var err error
+		testutil.WaitFor(t, 20*time.Second, func() bool {
+			start, lag, err = shareStart(ctxT(t, 10*time.Second), newClient(t, b), group, topic)
+			return err == nil
+		}, "the share group's offsets "+when)
+		if start != n || lag != 0 {
+			t.Fatalf("share-partition start %d, lag %d %s; want %d and 0 (every record accepted once)", start, lag, when, n)
+		}
+	}
+	startAt("once space is freed")
+	cl.Close()
+	if strings.Contains(b.Log(), "panic") {
+		t.Fatalf("the broker panicked:\n%s", b.Log())
+	}
+	b.Restart(t)
+	startAt("after a restart")
 }
