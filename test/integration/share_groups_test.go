@@ -127,11 +127,25 @@ const holdAck kgo.AckStatus = 0
 func holdRecords(*kgo.Record) kgo.AckStatus { return holdAck }
 
 // shareMember runs a share consumer whose decide picks each record's acknowledgement.
-// Acks are flushed after every poll, so an accept is recorded once the broker has it.
+// Acks are flushed after every poll, so an accept is recorded once the broker has it:
+// FlushAcks returns nil even when the broker refused them, so the refusals reported to
+// the ack callback (before FlushAcks returns) mark the partition's acks of that poll
+// as not known to be applied.
 func shareMember(t *testing.T, b *testutil.Broker, name, group, topic string, led *shareLedger, decide func(r *kgo.Record) kgo.AckStatus, opts ...kgo.Opt) (*kgo.Client, *killSwitch, func()) {
 	t.Helper()
 	ks := &killSwitch{}
+	var refusedMu sync.Mutex
+	refused := map[int32]error{} // since the last flush, by partition
 	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.ShareAckCallback(func(_ *kgo.Client, rs kgo.ShareAckResults) {
+			refusedMu.Lock()
+			defer refusedMu.Unlock()
+			for _, r := range rs {
+				if r.Err != nil {
+					refused[r.Partition] = r.Err
+				}
+			}
+		}),
 		kgo.SeedBrokers(b.Addr), kgo.Dialer(ks.DialContext),
 		kgo.ShareGroup(group), kgo.ConsumeTopics(topic),
 		kgo.FetchMaxWait(200 * time.Millisecond), kgo.ShareMaxRecords(25),
@@ -150,6 +164,7 @@ func shareMember(t *testing.T, b *testutil.Broker, name, group, topic string, le
 				return
 			}
 			var pending []shareSeen
+			var partitionOf []int32
 			holding := false
 			fs.EachRecord(func(r *kgo.Record) {
 				ack := decide(r)
@@ -158,6 +173,7 @@ func shareMember(t *testing.T, b *testutil.Broker, name, group, topic string, le
 				}
 				holding = holding || ack == holdAck
 				pending = append(pending, shareSeen{member: name, offset: r.Offset, value: string(r.Value), deliveries: r.DeliveryCount(), ack: ack})
+				partitionOf = append(partitionOf, r.Partition)
 			})
 			if len(pending) == 0 {
 				continue
@@ -168,12 +184,20 @@ func shareMember(t *testing.T, b *testutil.Broker, name, group, topic string, le
 			flushCtx, cancelFlush := context.WithTimeout(context.Background(), 15*time.Second)
 			err := cl.FlushAcks(flushCtx)
 			cancelFlush()
-			if err != nil {
-				t.Logf("%s: flushing acks: %v", name, err)
-				for i := range pending {
+			refusedMu.Lock()
+			for i := range pending {
+				if p := partitionOf[i]; err != nil || refused[p] != nil {
 					pending[i].ack = 0 // not known to be applied
 				}
 			}
+			if err != nil {
+				t.Logf("%s: flushing acks: %v", name, err)
+			}
+			for p, rerr := range refused {
+				t.Logf("%s: acknowledgements of partition %d refused: %v", name, p, rerr)
+			}
+			clear(refused)
+			refusedMu.Unlock()
 			for _, s := range pending {
 				led.add(s)
 			}
