@@ -326,36 +326,6 @@ func fullDiskTransactions(t *testing.T, opts []kgo.Opt) {
 	check("of a transaction after a restart")
 }
 
-// shareAck acknowledges offsets of the session's partition with ackType (1 accept)
-// in a ShareAcknowledge of the session, and returns the partition's error code.
-func (s *rawShareSession) shareAck(t *testing.T, ackType int8, offsets ...int64) int16 {
-	t.Helper()
-	req := kmsg.NewPtrShareAcknowledgeRequest()
-	req.GroupID, req.MemberID, req.ShareSessionEpoch = &s.group, &s.member, s.epoch
-	rt := kmsg.NewShareAcknowledgeRequestTopic()
-	rt.TopicID = s.topicID
-	rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
-	for _, o := range offsets {
-		ab := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
-		ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = o, o, []int8{ackType}
-		rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, ab)
-	}
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctxT(t, time.Minute), s.c)
-	if err != nil {
-		t.Fatalf("acknowledging %v: %v", offsets, err)
-	}
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		t.Fatalf("acknowledging %v: %v", offsets, err)
-	}
-	s.epoch++
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		t.Fatalf("acknowledging %v: response %+v, want one partition", offsets, resp.Topics)
-	}
-	return resp.Topics[0].Partitions[0].ErrorCode
-}
-
 // TestCoordinatorFullDiskShareState: __share_group_state on a full disk. A share
 // consumer's acknowledgement that cannot be persisted is refused with a retriable
 // error once the share coordinator gave up (30 s); the record stays acquired by the
@@ -389,6 +359,14 @@ func TestCoordinatorFullDiskShareState(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &rawShareSession{c: cl, group: group, member: member, topicID: topicID(t, cl, topic)}
+	accept := func(o int64) int16 { // in a ShareAcknowledge of its own; the partition's error code
+		t.Helper()
+		code, err := s.acknowledge(ctxT(t, time.Minute), o, o, 1)
+		if err != nil {
+			t.Fatalf("acknowledging offset %d: %v", o, err)
+		}
+		return code
+	}
 	acquired := map[int64]bool{}
 	testutil.WaitFor(t, 20*time.Second, func() bool {
 		got, err := s.fetch(ctxT(t, 10*time.Second), 200, n, nil, 0)
@@ -403,14 +381,14 @@ func TestCoordinatorFullDiskShareState(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(full, "__consumer_offsets-0")); err == nil {
 		t.Fatal("__consumer_offsets-0 is on the small disk too: this test fills only the share state's")
 	}
-	if code := s.shareAck(t, 1, 0); code != 0 {
+	if code := accept(0); code != 0 {
 		t.Fatalf("accepting offset 0 before the disk filled: %v", kerr.ErrorForCode(code))
 	}
 
 	ballast := testutil.FillDisk(t, full, 0)
 	refused := int64(-1)
 	for o := int64(1); o < n && refused < 0; o++ { // until an acknowledgement meets the full disk
-		switch code := s.shareAck(t, 1, o); {
+		switch code := accept(o); {
 		case code == 0:
 		case code == kerr.CoordinatorNotAvailable.Code || code == kerr.NotCoordinator.Code:
 			refused = o
@@ -430,11 +408,11 @@ func TestCoordinatorFullDiskShareState(t *testing.T) {
 	}
 	// The refused acknowledgement left the record acquired by the member: accepting it
 	// again works once (a record accepted or released meanwhile is INVALID_RECORD_STATE).
-	if code := s.shareAck(t, 1, refused); code != 0 {
+	if code := accept(refused); code != 0 {
 		t.Fatalf("accepting offset %d again once space is freed: %v", refused, kerr.ErrorForCode(code))
 	}
 	for o := refused + 1; o < n; o++ {
-		if code := s.shareAck(t, 1, o); code != 0 {
+		if code := accept(o); code != 0 {
 			t.Fatalf("accepting offset %d once space is freed: %v", o, kerr.ErrorForCode(code))
 		}
 	}
