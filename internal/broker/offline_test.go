@@ -80,8 +80,14 @@ func produceTo(t testing.TB, b *Broker, topic string) int16 {
 // partition's error code.
 func produceBatch(t testing.TB, b *Broker, topic string, batch []byte) int16 {
 	t.Helper()
+	return produceBatchAcks(t, b, topic, batch, -1)
+}
+
+// produceBatchAcks is produceBatch with acks.
+func produceBatchAcks(t testing.TB, b *Broker, topic string, batch []byte, acks int16) int16 {
+	t.Helper()
 	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 5000
+	req.Acks, req.TimeoutMillis = acks, 5000
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic // v12 and older; v13 names the topic by id
 	if tp, ok := b.image().Topic(topic); ok {

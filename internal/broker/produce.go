@@ -329,13 +329,13 @@ func (b *Broker) produceOne(pr *produceRequest, topic string, partition int32, r
 		// batch is validated and appended.
 		return nil, storage.AppendInfo{}, kerr.InvalidRequiredAcks
 	}
-	if !p.Offline() && !p.IsLeader() {
-		// As Kafka's Partition.appendRecordsToLeader: a replica that does not lead says
-		// so before the batch meets its topic settings. A client whose metadata still
-		// names this broker the leader refreshes it and retries at the leader; told
-		// MESSAGE_TOO_LARGE by a follower's limit, it would fail the record for good.
-		// (An offline replica is KAFKA_STORAGE_ERROR, from the append.)
-		return nil, storage.AppendInfo{}, replica.ErrNotLeader
+	if err := p.CheckAppend(acks == -1); err != nil {
+		// As Kafka's Partition.appendRecordsToLeader: a replica that does not lead, or
+		// leads short of min.insync.replicas for acks=all, says so before the batch
+		// meets its topic settings. A client whose metadata still names this broker
+		// the leader refreshes it and retries at the leader; told MESSAGE_TOO_LARGE by
+		// a follower's limit, it would fail the record for good.
+		return nil, storage.AppendInfo{}, err
 	}
 	opts := record.ValidateOptions{MaxBatchBytes: settings.MaxMessageBytes, SetMaxTimestamp: true}
 	if settings.RequireKeys || settings.Timestamps != nil {

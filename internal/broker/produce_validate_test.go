@@ -166,3 +166,23 @@ func TestProduceToAFollowerIsNotLeaderWhateverTheBatch(t *testing.T) {
 		t.Fatalf("2000 bytes to a follower: %v, want NOT_LEADER_OR_FOLLOWER", kerr.ErrorForCode(code))
 	}
 }
+
+// TestProduceShortOfInSyncReplicasWhateverTheBatch: an acks=all batch over the topic's
+// max.message.bytes, to a leader whose ISR is below min.insync.replicas, is
+// NOT_ENOUGH_REPLICAS (retriable), as Kafka's Partition.appendRecordsToLeader checks
+// the ISR before the log validates the batch; with acks=1 the ISR does not matter and
+// the batch is MESSAGE_TOO_LARGE. It was MESSAGE_TOO_LARGE either way.
+func TestProduceShortOfInSyncReplicasWhateverTheBatch(t *testing.T) {
+	b := startTestBrokerWith(t, nil, []string{"message.max.bytes=1000", "min.insync.replicas=2"}, t.TempDir())
+	createTestTopic(t, b, "short", 1) // replication factor 1: the ISR is 1
+	big, err := record.Build(record.DefaultBuildOptions(), []record.Record{{Value: make([]byte, 2000)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := produceBatch(t, b, "short", big); code != kerr.NotEnoughReplicas.Code {
+		t.Fatalf("2000 bytes with acks=all and an ISR of 1 < 2: %v, want NOT_ENOUGH_REPLICAS", kerr.ErrorForCode(code))
+	}
+	if code := produceBatchAcks(t, b, "short", big, 1); code != kerr.MessageTooLarge.Code {
+		t.Fatalf("2000 bytes with acks=1: %v, want MESSAGE_TOO_LARGE", kerr.ErrorForCode(code))
+	}
+}

@@ -346,6 +346,34 @@ func (p *Partition) refreshLastStable() {
 	p.lsoMu.Unlock()
 }
 
+// CheckAppend returns the error an append as leader would be refused with before its
+// batch is looked at: ErrOffline, ErrNotLeader, or (requireISR: acks=all)
+// ErrNotEnoughReplicas — Kafka's Partition.appendRecordsToLeader checks leadership and
+// min.insync.replicas before the log validates the batch, so a client is told what it
+// can retry rather than a verdict on a batch this replica would not take anyway.
+func (p *Partition) CheckAppend(requireISR bool) error {
+	_, err := p.appendEpoch(requireISR)
+	return err
+}
+
+// appendEpoch is the leader epoch an append as leader goes in, or why it is refused
+// (CheckAppend).
+func (p *Partition) appendEpoch(requireISR bool) (int32, error) {
+	minISR := p.Settings().MinInsyncReplicas
+	if p.Offline() {
+		return 0, ErrOffline
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.state.Leader != p.localNode {
+		return 0, ErrNotLeader
+	}
+	if requireISR && len(p.mu.state.ISR) < minISR {
+		return 0, ErrNotEnoughReplicas
+	}
+	return p.mu.state.LeaderEpoch, nil
+}
+
 // AppendAsLeader appends one validated batch. The topic's min.insync.replicas is
 // enforced when requireISR (acks=all) is set. It returns the leader epoch the batch
 // was appended in, for waitForAcks.
@@ -356,22 +384,10 @@ func (p *Partition) AppendAsLeader(batch []byte, requireISR bool, now time.Time)
 // AppendAsLeaderTxn is AppendAsLeader with the transaction fields of the log's
 // AppendOptions (Coordinator, TxnGuard); its epoch and time are the partition's.
 func (p *Partition) AppendAsLeaderTxn(batch []byte, requireISR bool, now time.Time, txn storage.AppendOptions) (storage.AppendInfo, error) {
-	minISR := p.Settings().MinInsyncReplicas
-	if p.Offline() {
-		return storage.AppendInfo{}, ErrOffline
+	epoch, err := p.appendEpoch(requireISR)
+	if err != nil {
+		return storage.AppendInfo{}, err
 	}
-	p.mu.Lock()
-	if p.mu.state.Leader != p.localNode {
-		p.mu.Unlock()
-		return storage.AppendInfo{}, ErrNotLeader
-	}
-	if requireISR && len(p.mu.state.ISR) < minISR {
-		p.mu.Unlock()
-		return storage.AppendInfo{}, ErrNotEnoughReplicas
-	}
-	epoch := p.mu.state.LeaderEpoch
-	p.mu.Unlock()
-
 	txn.LeaderEpoch, txn.Now, txn.Follower = epoch, now, false
 	info, err := p.Log.Append(batch, txn)
 	if err != nil {
