@@ -243,23 +243,32 @@ func runTxn(ctx context.Context, p *kgo.Client, commit bool, vals ...string) err
 	return p.EndTransaction(ctx, kgo.TransactionEndTry(commit))
 }
 
-// initProducerID sends InitProducerId for transactional id id (KIP-360: with the
-// producer id and epoch the producer had, or -1, -1) until it settles: the answer,
-// with its error.
+// initProducerID sends InitProducerId for id (with pid and epoch, KIP-360) until it
+// is answered with no retriable error. The first attempt goes where c routes it; after
+// a failed one, each goes to id's coordinator found anew: c's cached coordinator may be
+// a killed node, which c would keep dialing.
 func initProducerID(ctx context.Context, c *kgo.Client, id string, pid int64, epoch int16) (*kmsg.InitProducerIDResponse, error) {
+	var to kmsg.Requestor = c
 	for {
 		req := kmsg.NewPtrInitProducerIDRequest()
 		req.TransactionalID, req.TransactionTimeoutMillis = kmsg.StringPtr(id), 60000
 		req.ProducerID, req.ProducerEpoch = pid, epoch
-		r, err := req.RequestWith(ctx, c)
-		if err != nil {
-			return nil, err
-		}
-		code := r.ErrorCode
-		if err := kerr.ErrorForCode(code); err == nil || !kerr.IsRetriable(err) && code != kerr.ConcurrentTransactions.Code || ctx.Err() != nil {
-			return r, err
+		r, err := req.RequestWith(ctx, to)
+		switch {
+		case ctx.Err() != nil:
+			return r, ctx.Err()
+		case err != nil:
+			// Not answered (the node died): try the coordinator found anew.
+		default:
+			code := r.ErrorCode
+			if err := kerr.ErrorForCode(code); err == nil || !kerr.IsRetriable(err) && code != kerr.ConcurrentTransactions.Code {
+				return r, err
+			}
 		}
 		time.Sleep(20 * time.Millisecond)
+		if node, err := findTxnCoordinator(ctx, c, id); err == nil {
+			to = c.Broker(int(node))
+		}
 	}
 }
 
