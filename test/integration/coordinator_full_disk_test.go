@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -206,9 +205,7 @@ func TestCoordinatorFullDiskOffsets(t *testing.T) {
 	}, "a KIP-848 join once space is freed")
 	member.Close()
 	raw.Close()
-	if strings.Contains(b.Log(), "panic") {
-		t.Fatalf("the broker panicked:\n%s", b.Log())
-	}
+	noPanic(t, b)
 	b.Restart(t)
 	if got := fetchCommitted(t, b, group, topic); got != acked {
 		t.Fatalf("committed offset after a restart: %d, want %d", got, acked)
@@ -315,9 +312,7 @@ func fullDiskTransactions(t *testing.T, opts []kgo.Opt) {
 	}
 	check("once space is freed")
 	p.Close()
-	if strings.Contains(b.Log(), "panic") {
-		t.Fatalf("the broker panicked:\n%s", b.Log())
-	}
+	noPanic(t, b)
 	b.Restart(t)
 	check("after a restart")
 	p = newTxnProducer(t, b, "full-disk", opts...)
@@ -430,9 +425,7 @@ func TestCoordinatorFullDiskShareState(t *testing.T) {
 	}
 	startAt("once space is freed")
 	cl.Close()
-	if strings.Contains(b.Log(), "panic") {
-		t.Fatalf("the broker panicked:\n%s", b.Log())
-	}
+	noPanic(t, b)
 	b.Restart(t)
 	startAt("after a restart")
 }

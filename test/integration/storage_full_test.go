@@ -83,9 +83,7 @@ func TestFullDisk(t *testing.T) {
 	}
 	acked[onFull].add(r)
 	c.Close()
-	if strings.Contains(b.Log(), "panic") {
-		t.Fatalf("the broker panicked:\n%s", b.Log())
-	}
+	noPanic(t, b)
 	b.Restart(t)
 	for p := range int32(2) {
 		checkPartition(t, b, "disk", p, acked[p], false, noLoss)
@@ -136,9 +134,7 @@ func TestFullDiskUnderTheMetadataLog(t *testing.T) {
 	produceTracked(t, c, "keep", onHealthy, "while-full", 50, time.Now(), acked)
 	checkPartition(t, b, "keep", onHealthy, acked, false, noLoss)
 	c.Close()
-	if strings.Contains(b.Log(), "panic") {
-		t.Fatalf("the broker panicked:\n%s", b.Log())
-	}
+	noPanic(t, b)
 	if err := os.Remove(ballast); err != nil {
 		t.Fatal(err)
 	}
@@ -153,5 +149,13 @@ func TestFullDiskUnderTheMetadataLog(t *testing.T) {
 	}
 	if err != nil {
 		t.Fatalf("a metadata change after space was freed: %v", err)
+	}
+}
+
+// noPanic fails the test if the broker's log shows a panic.
+func noPanic(t *testing.T, b *testutil.Broker) {
+	t.Helper()
+	if strings.Contains(b.Log(), "panic") {
+		t.Fatalf("the broker panicked:\n%s", b.Log())
 	}
 }
