@@ -116,7 +116,10 @@ func (c *Coordinator) describeConsumerGroupLocked(req *kmsg.ConsumerGroupDescrib
 		dm.Assignment = describedAssignment(m.assigned, topics)
 		dm.TargetAssignment = describedAssignment(m.target, topics)
 		if req.Version >= 1 {
-			dm.MemberType = 1 // consumer protocol (0 would be a classic member)
+			dm.MemberType = 1 // consumer protocol
+			if m.classic != nil {
+				dm.MemberType = 0 // classic protocol
+			}
 		}
 		out.Members = append(out.Members, dm)
 	}

@@ -150,6 +150,9 @@ type consumerMember struct {
 	assigned         Assignment
 	revoking         Assignment
 	target           Assignment
+	// classic is set for a member that speaks the classic protocol (JoinGroup,
+	// SyncGroup, Heartbeat) in a consumer group (consumer_classic.go).
+	classic *classicMember
 
 	// Memory only.
 	sessionDeadline time.Time
@@ -157,6 +160,16 @@ type consumerMember struct {
 	// the member's last heartbeat's (ConsumerGroupHeartbeat).
 	describable    func(topic string) bool
 	revokeDeadline time.Time // while memberUnrevoked: fenced if not revoked by then
+	// classicDeadline: a classic member told to rejoin must send JoinGroup, and one
+	// that joined must send SyncGroup, within its rebalance timeout.
+	classicDeadline time.Time
+}
+
+// classicMember is what a classic protocol member of a consumer group keeps besides a
+// consumer member's fields (Kafka's ClassicMemberMetadata).
+type classicMember struct {
+	sessionTimeout time.Duration
+	protocols      []protocol // as its last JoinGroup named them, in its order
 }
 
 func (m *consumerMember) static() bool { return m.instanceID != "" }

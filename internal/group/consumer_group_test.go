@@ -496,10 +496,6 @@ func TestConsumerGroupMigration(t *testing.T) {
 	}
 	m := &cmember{id: "m", topics: []string{"t"}}
 	settle(t, h, "g", []*cmember{m}, 2)
-	// A classic member cannot join while it has members.
-	if r := recv(t, h.join("g", joinOpts{})); r.ErrorCode != kerrInconsistentGroupProtocol {
-		t.Fatalf("classic join into a consumer group: error %d", r.ErrorCode)
-	}
 	m.epoch = leaveEpoch
 	h.cgHeartbeat("g", m, false)
 	// Empty again: classic members take it back, offsets kept.
@@ -517,8 +513,8 @@ func TestConsumerGroupMigration(t *testing.T) {
 
 // TestConsumerGroupMigrationWhateverPolicy: an empty group changes protocol in both
 // directions, its offsets kept, whatever group.consumer.migration.policy says (as in
-// Kafka, where the policy only governs converting a group that has members); a group
-// with members keeps its protocol.
+// Kafka, where the policy only governs converting a group that has members:
+// consumer_classic_test.go).
 func TestConsumerGroupMigrationWhateverPolicy(t *testing.T) {
 	for _, policy := range []string{"disabled", "upgrade", "downgrade", "bidirectional"} {
 		t.Run(policy, func(t *testing.T) {
@@ -530,9 +526,6 @@ func TestConsumerGroupMigrationWhateverPolicy(t *testing.T) {
 				t.Fatalf("classic commit: error %d", code)
 			}
 			m := &cmember{id: "m", topics: []string{"t"}}
-			if code := h.cgHeartbeat("g", m, true).ErrorCode; code != kerrGroupIDNotFound {
-				t.Fatalf("consumer member into a classic group with members: error %d, want %d", code, kerrGroupIDNotFound)
-			}
 			leave := kmsg.NewPtrLeaveGroupRequest()
 			leave.Version = 0
 			leave.Group, leave.MemberID = "g", ids[0]
@@ -543,9 +536,6 @@ func TestConsumerGroupMigrationWhateverPolicy(t *testing.T) {
 			settle(t, h, "g", []*cmember{m}, 2)
 			if o := h.c.CommittedOffsets("g")[tp]; o.Offset != 42 {
 				t.Fatalf("offset after upgrade: %d, want 42", o.Offset)
-			}
-			if r := recv(t, h.join("g", joinOpts{})); r.ErrorCode != kerrInconsistentGroupProtocol {
-				t.Fatalf("classic join into a consumer group with members: error %d, want %d", r.ErrorCode, kerrInconsistentGroupProtocol)
 			}
 			m.epoch = leaveEpoch
 			if code := h.cgHeartbeat("g", m, false).ErrorCode; code != 0 {

@@ -44,6 +44,9 @@ func (c *Coordinator) ConsumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatReq
 		ch <- resp
 		return ch
 	}
+	if hb.before != nil {
+		hb.before()
+	}
 	c.writeConsumerLocked(hb.part, req.Group, hb.records, func(err error) {
 		if err != nil {
 			out := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
@@ -53,6 +56,9 @@ func (c *Coordinator) ConsumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatReq
 		}
 		ch <- resp
 	})
+	if hb.afterConversion != nil {
+		hb.afterConversion()
+	}
 	if hb.after != nil {
 		hb.after()
 	}
@@ -73,7 +79,11 @@ type heartbeat struct {
 
 	part    *partition
 	records []Record
+	before  func() // runs before the records are applied
 	after   func() // runs once the records are applied (memory-only updates)
+	// afterConversion runs once the records of a classic group's conversion are
+	// applied, before after.
+	afterConversion func()
 }
 
 func (hb *heartbeat) validate() (int16, string) {
@@ -145,24 +155,45 @@ func (hb *heartbeat) run() (int16, string) {
 	if g != nil && g.share != nil {
 		return kerrGroupIDNotFound, "Group " + g.id + " is a share group."
 	}
+	cg := newConsumerGroup()
 	if g != nil && g.consumer == nil {
 		if req.MemberEpoch != 0 {
 			return kerrUnknownMemberID, ""
 		}
-		if !g.emptyClassic() {
-			return kerrGroupIDNotFound, "Group " + g.id + " is not a consumer group."
+		switch {
+		case g.emptyClassic():
+			// An empty classic group becomes a consumer group, its offsets kept, whatever
+			// group.consumer.migration.policy says (as in Kafka).
+			if g.generation > 0 || g.protocolType != "" {
+				hb.records = append(hb.records, groupTombstone(g.id))
+			}
+			c.logger.Info("classic group becomes a consumer group", "group", g.id)
+		default:
+			// One with members is converted, its members kept (consumer_classic.go).
+			upgraded, records, reason := c.upgradeLocked(g)
+			if upgraded == nil {
+				c.logger.Info("classic group not converted to a consumer group", "group", g.id, "reason", reason)
+				return kerrGroupIDNotFound, "Group " + g.id + " is not a consumer group: it is a classic group with members, and " + reason + "."
+			}
+			c.logger.Info("classic group with members becomes a consumer group", "group", g.id, "members", len(upgraded.members), "epoch", upgraded.epoch)
+			hb.records = append(hb.records, records...)
+			hb.before = func() { dropClassicRebalanceLocked(g) }
+			converted := upgraded.memberIDs()
+			hb.afterConversion = func() {
+				if g := hb.part.groups[req.Group]; g != nil && g.consumer != nil {
+					for _, id := range converted {
+						if m := g.consumer.members[id]; m != nil && m.classic != nil {
+							m.sessionDeadline = hb.now.Add(m.classic.sessionTimeout)
+						}
+					}
+				}
+			}
+			cg = upgraded
 		}
-		// An empty classic group becomes a consumer group, its offsets kept, whatever
-		// group.consumer.migration.policy says (as in Kafka).
-		if g.generation > 0 || g.protocolType != "" {
-			hb.records = append(hb.records, groupTombstone(g.id))
-		}
-		c.logger.Info("classic group becomes a consumer group", "group", g.id)
 	}
 	if g == nil && req.MemberEpoch != 0 {
 		return kerrUnknownMemberID, ""
 	}
-	cg := newConsumerGroup()
 	if g != nil && g.consumer != nil {
 		cg = g.consumer
 	}
@@ -207,7 +238,11 @@ func (hb *heartbeat) leave(g *group) (int16, string) {
 		hb.c.logger.Info("static consumer group member left temporarily", "group", g.id, "member", id, "instance", m.instanceID)
 		return kerrNone, ""
 	}
-	hb.records = append(hb.records, hb.c.removeConsumerMemberRecords(g, m)...)
+	records, downgraded := hb.c.leaveRecordsLocked(g, m, hb.now)
+	hb.records = append(hb.records, records...)
+	if downgraded {
+		hb.after = func() { hb.c.finishDowngradeLocked(hb.part, g.id, hb.now) }
+	}
 	hb.c.logger.Info("consumer group member left", "group", g.id, "member", id)
 	return kerrNone, ""
 }
@@ -229,6 +264,11 @@ func (m *consumerMember) clone() *consumerMember {
 	out.assigned = m.assigned.clone()
 	out.revoking = m.revoking.clone()
 	out.target = m.target.clone()
+	if m.classic != nil {
+		cl := *m.classic
+		cl.protocols = slices.Clone(m.classic.protocols)
+		out.classic = &cl
+	}
 	return &out
 }
 
@@ -281,19 +321,83 @@ func (hb *heartbeat) join(g *group, cg *consumerGroup) (int16, string) {
 		m.epoch = max(m.previousEpoch, 0) // back before its session expired
 	}
 
+	records, resolved := c.changeMemberLocked(req.Group, g, cg, memberChange{
+		m: m, old: old, before: before, replaced: replaced,
+		subscriptionChanged: subscriptionChanged, owned: ownedFromRequest(req.Topics),
+	})
+	hb.records = append(hb.records, records...)
+
+	hb.resp.MemberID = &id
+	hb.resp.MemberEpoch = m.epoch
+	timeouts := c.groupTimeouts(req.Group)
+	hb.resp.HeartbeatIntervalMillis = int32(timeouts.ConsumerHeartbeat.Milliseconds())
+	if m.state == memberUnreleased {
+		// It waits for partitions other members are giving up: it is asked back sooner,
+		// so a released partition is not left without an owner for a whole interval.
+		hb.resp.HeartbeatIntervalMillis = max(hb.resp.HeartbeatIntervalMillis/unreleasedHeartbeatDivisor, 1)
+	}
+	full := req.RebalanceTimeoutMillis != -1 && (req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil) && req.Topics != nil
+	if req.MemberEpoch == 0 || full || !before.assigned.equal(m.assigned) {
+		hb.resp.Assignment = responseAssignment(m.assigned)
+	}
+	hb.after = func() {
+		g := hb.part.groups[req.Group]
+		if g == nil || g.consumer == nil {
+			return
+		}
+		if resolved >= 0 {
+			g.consumer.topicsVersion = resolved
+		}
+		live := g.consumer.members[id]
+		if live == nil {
+			return
+		}
+		live.sessionDeadline = hb.now.Add(timeouts.ConsumerSession)
+		live.describable = hb.describable // memory only: the replayed record has none
+		switch {
+		case live.state != memberUnrevoked:
+			live.revokeDeadline = time.Time{}
+		case live.revokeDeadline.IsZero() || before.state != memberUnrevoked:
+			live.revokeDeadline = hb.now.Add(max(live.rebalanceTimeout, timeouts.ConsumerHeartbeat))
+		}
+	}
+	return kerrNone, ""
+}
+
+// memberChange is one member's change, as a ConsumerGroupHeartbeat or a classic
+// member's JoinGroup makes it.
+type memberChange struct {
+	m        *consumerMember // the member as it will be
+	old      *consumerMember // as it is in the group; nil when it joins
+	before   *consumerMember // m before the request's fields were copied in
+	replaced *consumerMember // a static member's earlier incarnation, or nil
+	// subscriptionChanged: the member joins, or its subscription changed.
+	subscriptionChanged bool
+	owned               Assignment // what the member says it holds; nil: not said
+}
+
+// changeMemberLocked returns the records of a member's change: the group epoch is
+// bumped when the subscriptions or the subscribed topics changed, a new target
+// assignment computed then, and the member reconciled towards its target (ch.m is
+// updated in place). cg is the consumer group as it is: g's, or a new or converted one
+// when g is not a consumer group yet. It also returns the topics version the
+// subscriptions were resolved against, -1 when they were not.
+func (c *Coordinator) changeMemberLocked(groupID string, g *group, cg *consumerGroup, ch memberChange) ([]Record, int64) {
+	m := ch.m
 	// The group as it will be: the member replaced, the subscriptions resolved.
 	members := maps.Clone(cg.members)
-	if replaced != nil {
-		delete(members, replaced.id)
+	if ch.replaced != nil {
+		delete(members, ch.replaced.id)
 	}
 	members[m.id] = m
 	topics := c.currentTopics()
 	next := &consumerGroup{epoch: cg.epoch, targetEpoch: cg.targetEpoch, members: members, regexes: cg.regexes}
 	next.subscriptionHash = cg.subscriptionHash
-	resolved := subscriptionChanged || topics.Version != cg.topicsVersion
-	if resolved {
+	resolved := int64(-1)
+	if ch.subscriptionChanged || topics.Version != cg.topicsVersion {
+		resolved = topics.Version
 		next.subscriptionHash = next.subscriptionHashOf(topics)
-		if subscriptionChanged || next.subscriptionHash != cg.subscriptionHash {
+		if ch.subscriptionChanged || next.subscriptionHash != cg.subscriptionHash {
 			next.epoch++
 		}
 	}
@@ -314,63 +418,28 @@ func (hb *heartbeat) join(g *group, cg *consumerGroup) (int16, string) {
 			changed[mid] = updated
 		}
 		next.targetEpoch = next.epoch
-		c.logger.Info("consumer group assignment computed", "group", req.Group, "epoch", next.epoch, "members", len(members))
+		c.logger.Info("consumer group assignment computed", "group", groupID, "epoch", next.epoch, "members", len(members))
 	}
-	owned := ownedFromRequest(req.Topics)
-	reconcile(next, m, owned)
+	reconcile(next, m, ch.owned)
 
 	// Records: the group epochs first, then the members.
+	var records []Record
 	groupChanged := g == nil || g.consumer == nil || next.epoch != cg.epoch || next.targetEpoch != cg.targetEpoch ||
 		next.subscriptionHash != cg.subscriptionHash
 	if groupChanged {
-		hb.records = append(hb.records, consumerGroupRecord(req.Group, next))
+		records = append(records, consumerGroupRecord(groupID, next))
 	}
 	for _, mid := range slices.Sorted(maps.Keys(changed)) {
-		hb.records = append(hb.records, consumerMemberRecord(req.Group, changed[mid]))
+		records = append(records, consumerMemberRecord(groupID, changed[mid]))
 	}
-	if replaced != nil {
-		hb.records = append(hb.records, consumerMemberTombstone(req.Group, replaced.id))
-		c.logger.Info("static consumer group member rejoined", "group", req.Group, "instance", m.instanceID, "old_member", replaced.id, "member", m.id)
+	if ch.replaced != nil {
+		records = append(records, consumerMemberTombstone(groupID, ch.replaced.id))
+		c.logger.Info("static consumer group member rejoined", "group", groupID, "instance", m.instanceID, "old_member", ch.replaced.id, "member", m.id)
 	}
-	if old == nil || !memberEqual(before, m) {
-		hb.records = append(hb.records, consumerMemberRecord(req.Group, m))
+	if ch.old == nil || !memberEqual(ch.before, m) {
+		records = append(records, consumerMemberRecord(groupID, m))
 	}
-
-	hb.resp.MemberID = &id
-	hb.resp.MemberEpoch = m.epoch
-	timeouts := c.groupTimeouts(req.Group)
-	hb.resp.HeartbeatIntervalMillis = int32(timeouts.ConsumerHeartbeat.Milliseconds())
-	if m.state == memberUnreleased {
-		// It waits for partitions other members are giving up: it is asked back sooner,
-		// so a released partition is not left without an owner for a whole interval.
-		hb.resp.HeartbeatIntervalMillis = max(hb.resp.HeartbeatIntervalMillis/unreleasedHeartbeatDivisor, 1)
-	}
-	full := req.RebalanceTimeoutMillis != -1 && (req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil) && req.Topics != nil
-	if req.MemberEpoch == 0 || full || !before.assigned.equal(m.assigned) {
-		hb.resp.Assignment = responseAssignment(m.assigned)
-	}
-	hb.after = func() {
-		g := hb.part.groups[req.Group]
-		if g == nil || g.consumer == nil {
-			return
-		}
-		if resolved {
-			g.consumer.topicsVersion = topics.Version
-		}
-		live := g.consumer.members[id]
-		if live == nil {
-			return
-		}
-		live.sessionDeadline = hb.now.Add(timeouts.ConsumerSession)
-		live.describable = hb.describable // memory only: the replayed record has none
-		switch {
-		case live.state != memberUnrevoked:
-			live.revokeDeadline = time.Time{}
-		case live.revokeDeadline.IsZero() || before.state != memberUnrevoked:
-			live.revokeDeadline = hb.now.Add(max(live.rebalanceTimeout, timeouts.ConsumerHeartbeat))
-		}
-	}
-	return kerrNone, ""
+	return records, resolved
 }
 
 // unreleasedHeartbeatDivisor shortens the heartbeat interval of a member waiting for
@@ -439,7 +508,17 @@ func memberEqual(a, b *consumerMember) bool {
 		a.clientID == b.clientID && a.clientHost == b.clientHost && a.rebalanceTimeout == b.rebalanceTimeout &&
 		slices.Equal(a.subscribedNames, b.subscribedNames) && a.subscribedRegex == b.subscribedRegex &&
 		a.serverAssignor == b.serverAssignor && a.epoch == b.epoch && a.previousEpoch == b.previousEpoch &&
-		a.state == b.state && a.assigned.equal(b.assigned) && a.revoking.equal(b.revoking) && a.target.equal(b.target)
+		a.state == b.state && a.assigned.equal(b.assigned) && a.revoking.equal(b.revoking) && a.target.equal(b.target) &&
+		classicEqual(a.classic, b.classic)
+}
+
+func classicEqual(a, b *classicMember) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.sessionTimeout == b.sessionTimeout && slices.EqualFunc(a.protocols, b.protocols, func(x, y protocol) bool {
+		return x.name == y.name && string(x.metadata) == string(y.metadata)
+	})
 }
 
 // ownedFromRequest turns the request's owned partitions into an Assignment; nil when

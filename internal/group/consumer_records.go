@@ -53,6 +53,18 @@ type consumerMemberValue struct {
 	Assigned           assignmentValue `json:"assigned"`
 	Revoking           assignmentValue `json:"revoking,omitempty"`
 	Target             assignmentValue `json:"target"`
+	// Classic is set for a member that speaks the classic protocol.
+	Classic *classicMemberValue `json:"classic,omitempty"`
+}
+
+type classicMemberValue struct {
+	SessionTimeoutMs int64                  `json:"session_timeout_ms"`
+	Protocols        []classicProtocolValue `json:"protocols"`
+}
+
+type classicProtocolValue struct {
+	Name     string `json:"name"`
+	Metadata []byte `json:"metadata"`
 }
 
 func appendKeyString(b []byte, s string) []byte {
@@ -126,12 +138,20 @@ func consumerGroupTombstone(group string) Record {
 }
 
 func consumerMemberRecord(group string, m *consumerMember) Record {
+	var classic *classicMemberValue
+	if m.classic != nil {
+		classic = &classicMemberValue{SessionTimeoutMs: m.classic.sessionTimeout.Milliseconds()}
+		for _, p := range m.classic.protocols {
+			classic.Protocols = append(classic.Protocols, classicProtocolValue{Name: p.name, Metadata: p.metadata})
+		}
+	}
 	v, _ := json.Marshal(consumerMemberValue{
 		InstanceID: m.instanceID, RackID: m.rackID, ClientID: m.clientID, ClientHost: m.clientHost,
 		RebalanceTimeoutMs: m.rebalanceTimeout.Milliseconds(),
 		SubscribedNames:    m.subscribedNames, SubscribedRegex: m.subscribedRegex, ServerAssignor: m.serverAssignor,
 		Epoch: m.epoch, PreviousEpoch: m.previousEpoch, State: int8(m.state),
 		Assigned: encodeAssignment(m.assigned), Revoking: encodeAssignment(m.revoking), Target: encodeAssignment(m.target),
+		Classic: classic,
 	})
 	return Record{Key: consumerMemberKey(group, m.id), Value: v}
 }
@@ -226,6 +246,13 @@ func replayConsumer(groups map[string]*group, partition int32, d decoded) error 
 		m.rebalanceTimeout = time.Duration(v.RebalanceTimeoutMs) * time.Millisecond
 		m.subscribedNames, m.subscribedRegex, m.serverAssignor = v.SubscribedNames, v.SubscribedRegex, v.ServerAssignor
 		m.epoch, m.previousEpoch, m.state = v.Epoch, v.PreviousEpoch, memberState(v.State)
+		m.classic = nil
+		if v.Classic != nil {
+			m.classic = &classicMember{sessionTimeout: time.Duration(v.Classic.SessionTimeoutMs) * time.Millisecond}
+			for _, p := range v.Classic.Protocols {
+				m.classic.protocols = append(m.classic.protocols, protocol{name: p.Name, metadata: p.Metadata})
+			}
+		}
 		if m.static() {
 			g.consumer.static[m.instanceID] = m.id
 		}

@@ -48,8 +48,17 @@ func (c *Coordinator) applyLocked(part *partition, records []Record) error {
 				return err
 			}
 		case kindGroup:
-			// Only written here when an empty classic group becomes a consumer group,
-			// which consumerGroupOf does on the records that follow.
+			// Written here when a classic group becomes a consumer group (a tombstone:
+			// consumerGroupOf clears the classic fields on the records that follow) and
+			// when a consumer group goes back to the classic protocol.
+			if d.meta != nil {
+				g := part.groups[d.group]
+				if g == nil {
+					g = newGroup(d.group, part.id, time.Time{})
+					part.groups[d.group] = g
+				}
+				setGroupFromValue(g, d.meta)
+			}
 		case kindOffset:
 			replayOffset(part.groups, part.id, d.group, d.tp, d.offset)
 		}
@@ -105,6 +114,9 @@ func (c *Coordinator) startConsumerSessionsLocked(part *partition, now time.Time
 		}
 		for _, m := range g.consumer.members {
 			m.sessionDeadline = now.Add(t.ConsumerSession)
+			if m.classic != nil {
+				m.sessionDeadline = now.Add(m.classic.sessionTimeout)
+			}
 			if m.state == memberUnrevoked {
 				m.revokeDeadline = now.Add(max(m.rebalanceTimeout, t.ConsumerHeartbeat))
 			}
@@ -122,6 +134,7 @@ func (g *group) consumerNextDeadline() time.Time {
 	for _, m := range g.consumer.members {
 		next = earliest(next, m.sessionDeadline)
 		next = earliest(next, m.revokeDeadline)
+		next = earliest(next, m.classicDeadline)
 	}
 	return next
 }
@@ -143,13 +156,15 @@ func (c *Coordinator) expireConsumerMembersLocked(part *partition, g *group, now
 			reason = "session timeout expired"
 		case due(m.revokeDeadline, now):
 			reason = "partitions not revoked within the rebalance timeout"
+		case due(m.classicDeadline, now):
+			reason = "no JoinGroup or SyncGroup within the rebalance timeout"
 		default:
 			continue
 		}
-		m.sessionDeadline, m.revokeDeadline = time.Time{}, time.Time{}
+		m.sessionDeadline, m.revokeDeadline, m.classicDeadline = time.Time{}, time.Time{}, time.Time{}
 		c.logger.Info("consumer group member fenced", "group", g.id, "member", id, "instance", m.instanceID, "reason", reason)
-		c.writeConsumerLocked(part, g.id, c.removeConsumerMemberRecords(g, m), func(error) {})
-		if part.groups[g.id] == nil {
+		c.removeConsumerMemberLocked(part, g, m, now, func(error) {})
+		if part.groups[g.id] != g || g.consumer == nil {
 			return
 		}
 	}

@@ -68,13 +68,17 @@ func (c *Coordinator) joinLocked(req *kmsg.JoinGroupRequest, clientID, clientHos
 		return
 	}
 	if g != nil && g.consumer != nil {
+		if g.state == StateDead {
+			w.fail(kerrCoordinatorNotAvailable, req.MemberID)
+			return
+		}
 		if len(g.consumer.members) > 0 {
-			w.fail(kerrInconsistentGroupProtocol, req.MemberID)
+			c.joinConsumerGroupLocked(part, g, jr, w, now)
 			return
 		}
 		// An empty consumer group becomes a classic group, its offsets kept, whatever
 		// group.consumer.migration.policy says (as in Kafka: the policy governs only the
-		// conversion of a group with members, which Samsa does not do).
+		// conversion of a group with members; see consumer_classic.go).
 		c.logger.Info("consumer group becomes a classic group", "group", g.id)
 		c.writeConsumerLocked(part, g.id, []Record{consumerGroupTombstone(g.id)}, func(error) {})
 		g = part.groups[req.Group]
@@ -538,6 +542,10 @@ func (c *Coordinator) syncLocked(req *kmsg.SyncGroupRequest, w *syncWaiter, now 
 		w.fail(kerrUnknownMemberID)
 		return
 	}
+	if g.consumer != nil && g.state != StateDead {
+		c.syncConsumerGroupLocked(part, g, req, w, now)
+		return
+	}
 	m := g.members[req.MemberID]
 	switch invalid := g.validateMember(req.MemberID, req.InstanceID); {
 	case g.state == StateDead:
@@ -633,6 +641,9 @@ func (c *Coordinator) heartbeatLocked(req *kmsg.HeartbeatRequest, now time.Time)
 	if g == nil {
 		return kerrUnknownMemberID
 	}
+	if g.consumer != nil && g.state != StateDead {
+		return c.heartbeatConsumerGroupLocked(g, req, now)
+	}
 	m := g.members[req.MemberID]
 	switch invalid := g.validateMember(req.MemberID, req.InstanceID); {
 	case g.state == StateDead:
@@ -660,9 +671,17 @@ func (c *Coordinator) LeaveGroup(req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupRe
 		leaving = []kmsg.LeaveGroupRequestMember{{MemberID: req.MemberID}}
 	}
 	c.mu.Lock()
-	top, members := c.leaveLocked(req.Group, leaving, c.clock.Now())
+	top, members, writes := c.leaveLocked(req.Group, leaving, c.clock.Now())
 	c.settleLocked(req.Group)
 	c.mu.Unlock()
+	for i, w := range writes {
+		if w == nil {
+			continue
+		}
+		if err := <-w; err != nil {
+			members[i].ErrorCode = appendErrorCode(err)
+		}
+	}
 	resp.ErrorCode = top
 	if req.Version >= 3 {
 		resp.Members = members
@@ -674,27 +693,34 @@ func (c *Coordinator) LeaveGroup(req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupRe
 	return resp
 }
 
-func (c *Coordinator) leaveLocked(groupID string, leaving []kmsg.LeaveGroupRequestMember, now time.Time) (int16, []kmsg.LeaveGroupResponseMember) {
+// leaveLocked removes the leaving members. A member of a consumer group is removed by
+// a write: its channel in writes (nil for the others) receives the write's outcome.
+func (c *Coordinator) leaveLocked(groupID string, leaving []kmsg.LeaveGroupRequestMember, now time.Time) (int16, []kmsg.LeaveGroupResponseMember, []<-chan error) {
 	if groupID == "" {
-		return kerrInvalidGroupID, nil
+		return kerrInvalidGroupID, nil, nil
 	}
 	part, code := c.partitionOfLocked(groupID)
 	if code != kerrNone {
-		return code, nil
+		return code, nil, nil
 	}
 	g := part.groups[groupID]
 	if g != nil && g.state == StateDead {
-		return kerrCoordinatorNotAvailable, nil
+		return kerrCoordinatorNotAvailable, nil, nil
 	}
 	out := make([]kmsg.LeaveGroupResponseMember, 0, len(leaving))
-	for _, l := range leaving {
+	writes := make([]<-chan error, len(leaving))
+	for i, l := range leaving {
 		r := kmsg.NewLeaveGroupResponseMember()
 		r.MemberID = l.MemberID
 		r.InstanceID = l.InstanceID
-		r.ErrorCode = c.leaveOneLocked(part, g, l, now)
+		if g = part.groups[groupID]; g != nil && g.consumer != nil {
+			r.ErrorCode, writes[i] = c.leaveConsumerGroupLocked(part, g, l, now)
+		} else {
+			r.ErrorCode = c.leaveOneLocked(part, g, l, now)
+		}
 		out = append(out, r)
 	}
-	return kerrNone, out
+	return kerrNone, out, writes
 }
 
 func (c *Coordinator) leaveOneLocked(part *partition, g *group, l kmsg.LeaveGroupRequestMember, now time.Time) int16 {

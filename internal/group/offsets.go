@@ -230,6 +230,12 @@ func validateConsumerCommit(g *group, memberID string, epoch int32, version int1
 	switch {
 	case m == nil:
 		return kerrUnknownMemberID
+	case m.classic != nil:
+		// A classic member commits with its generation, the member epoch.
+		if epoch != m.epoch {
+			return kerrIllegalGeneration
+		}
+		return kerrNone
 	case version < 9:
 		return kerrUnsupportedVersion
 	case epoch > m.epoch:

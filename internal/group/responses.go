@@ -85,16 +85,23 @@ func (w *joinWaiter) fail(code int16, memberID string) {
 }
 
 func (w *syncWaiter) send(code int16, g *group, assignment []byte) {
+	var protocolType, protocol string
+	if code == kerrNone && g != nil {
+		protocolType, protocol = g.protocolType, g.protocol
+	}
+	w.sendAs(code, protocolType, protocol, assignment)
+}
+
+// sendAs answers with the protocol type and name given ("" leaves them null).
+func (w *syncWaiter) sendAs(code int16, protocolType, protocol string, assignment []byte) {
 	resp := kmsg.NewPtrSyncGroupResponse()
 	resp.Version = w.version
 	resp.ErrorCode = code
-	if code == kerrNone && g != nil {
-		if g.protocolType != "" {
-			resp.ProtocolType = strPtr(g.protocolType)
-		}
-		if g.protocol != "" {
-			resp.Protocol = strPtr(g.protocol)
-		}
+	if protocolType != "" {
+		resp.ProtocolType = strPtr(protocolType)
+	}
+	if protocol != "" {
+		resp.Protocol = strPtr(protocol)
 	}
 	resp.MemberAssignment = assignment
 	if resp.MemberAssignment == nil {

@@ -1,0 +1,198 @@
+package integration
+
+// Online migration between the classic and the KIP-848 consumer protocol (Kafka 4's
+// rolling upgrade): a classic group of franz-go members becomes a consumer group when
+// a member with server-side assignment joins it, its classic members carrying on
+// through JoinGroup, SyncGroup and Heartbeat while the coordinator assigns; once only
+// classic members are left it goes back to the classic protocol.
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-streaming/samsa/internal/testutil"
+)
+
+// memberTypes returns, per member id, the member type ConsumerGroupDescribe reports
+// (0 classic, 1 consumer protocol).
+func memberTypes(t *testing.T, b *testutil.Broker, group string) map[string]int8 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{group}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 {
+		t.Fatalf("ConsumerGroupDescribe of %s: %+v", group, resp.Groups)
+	}
+	out := map[string]int8{}
+	for _, m := range resp.Groups[0].Members {
+		out[m.MemberID] = m.MemberType
+	}
+	return out
+}
+
+// TestGroupsOnlineMigration: two classic franz-go members (cooperative-sticky) share
+// six partitions; a member on the KIP-848 path joins and the group becomes a
+// consumer group, the classic members kept; a classic member leaves; the consumer
+// member leaves and the group is a classic one again, which a new classic member
+// joins. Throughout, no partition is owned by two members (their rebalance
+// callbacks), every record is processed, and the committed offsets carry over.
+func TestGroupsOnlineMigration(t *testing.T) {
+	t.Parallel()
+	b := start848Broker(t)
+	adm := newAdmin(t, b)
+	const topic, group = "migrate", "migrate-franz"
+	createTopic(t, adm, topic, 6, nil)
+	produced := []map[int32][]string{produceSpread(t, b, topic, "a", 6, 40)}
+	led := newLedger(t)
+	hooks := &ownership{}
+	classic := func(name string) *kgoMember {
+		return newKgoMember(t, b, name, group, topic, hooks, kgo.DisableAutoCommit(),
+			kgo.SessionTimeout(3*time.Second), kgo.HeartbeatInterval(100*time.Millisecond)).
+			run(commitLoop(t, name, led, 20))
+	}
+	c0, c1 := classic("c0"), classic("c1")
+	waitGroup(t, adm, group, topic, 30*time.Second, "2 classic members on 6 partitions", func(v groupView) bool { return v.balanced(2, 6) })
+	testutil.WaitFor(t, 30*time.Second, func() bool { return led.distinct() == 240 }, "the classic group to process the first 240 records")
+
+	// Upgrade: a consumer-protocol member joins the classic group.
+	n0 := new848Member(t, b, "n0", group, topic, hooks).run(commitLoop(t, "n0", led, 20))
+	v := wait848(t, adm, group, topic, 30*time.Second, "2 classic members and a consumer member on 6 partitions", func(v view848) bool { return v.balanced(3, 6) })
+	types := memberTypes(t, b, group)
+	want := map[string]int8{c0.memberID(): 0, c1.memberID(): 0, n0.memberID(): 1}
+	if fmt.Sprint(types) != fmt.Sprint(want) {
+		t.Fatalf("member types after the upgrade: %v, want %v (0 classic, 1 consumer); group %v", types, want, v)
+	}
+	for _, m := range []*kgoMember{c0, c1, n0} {
+		if len(v.Members[m.memberID()]) == 0 {
+			t.Fatalf("member %s has no partition after the upgrade: %v", m.name, v)
+		}
+	}
+	produced = append(produced, produceSpread(t, b, topic, "b", 6, 30))
+	testutil.WaitFor(t, 30*time.Second, func() bool { return led.distinct() == 420 }, "the mixed group to process 420 records")
+
+	// A classic member leaves (LeaveGroup): the group stays a consumer group.
+	c1.close()
+	hooks.releaseAll("c1")
+	wait848(t, adm, group, topic, 30*time.Second, "a classic and a consumer member on 6 partitions", func(v view848) bool { return v.balanced(2, 6) })
+
+	// Downgrade: the consumer member leaves; only a classic member is left.
+	n0.close()
+	hooks.releaseAll("n0")
+	waitGroup(t, adm, group, topic, 30*time.Second, "the classic group back, c0 on 6 partitions", func(v groupView) bool { return v.balanced(1, 6) })
+	c2 := classic("c2")
+	waitGroup(t, adm, group, topic, 30*time.Second, "2 classic members on 6 partitions", func(v groupView) bool { return v.balanced(2, 6) })
+	produced = append(produced, produceSpread(t, b, topic, "c", 6, 30))
+	all := mergeProduced(produced)
+	total := 0
+	for _, vs := range all {
+		total += len(vs)
+	}
+	testutil.WaitFor(t, 30*time.Second, func() bool { return led.distinct() == total }, fmt.Sprintf("the group to process all %d records", total))
+	c0.close()
+	c2.close()
+
+	hooks.check(t)
+	departed := map[string]bool{}
+	for _, s := range led.all() {
+		if s.Member == "c1" || s.Member == "n0" {
+			departed[s.Value] = true
+		}
+	}
+	checkAll(t, all, led.all(), departed)
+	// Committed offsets carried across both conversions: the group's end offsets.
+	committed := committedOffsets(t, adm, group, topic)
+	for p, vs := range all {
+		if committed[p] != int64(len(vs)) {
+			t.Errorf("partition %d: committed offset %d, want %d (every record)", p, committed[p], len(vs))
+		}
+	}
+}
+
+// TestGroupsOnlineMigrationSarama: the same with eager classic members — two sarama
+// members (eager sticky: they give up every partition before they join again) — and a
+// franz-go member on the KIP-848 path, which joins (upgrade) and later leaves
+// (downgrade: sarama's members rebalance as a classic group again).
+func TestGroupsOnlineMigrationSarama(t *testing.T) {
+	t.Parallel()
+	b := start848Broker(t)
+	adm := newAdmin(t, b)
+	const topic, group = "migrate-sarama", "migrate-sarama"
+	createTopic(t, adm, topic, 6, nil)
+	produced := []map[int32][]string{produceSpread(t, b, topic, "a", 6, 20)}
+	led := newLedger(t)
+	hooks := &ownership{}
+	var sms []*saramaMember
+	for _, name := range []string{"s0", "s1"} {
+		sms = append(sms, startSarama(t, b, name, group, topic, saramaCommitEach(name, led), func(cfg *sarama.Config) {
+			noAutoCommit(cfg)
+			saramaShortSession(cfg)
+		}, hooks))
+	}
+	waitGroup(t, adm, group, topic, 30*time.Second, "2 sarama members on 6 partitions", func(v groupView) bool { return v.balanced(2, 6) })
+	testutil.WaitFor(t, 30*time.Second, func() bool { return led.distinct() == 120 }, "the classic group to process the first 120 records")
+
+	n0 := new848Member(t, b, "n0", group, topic, hooks).run(commitLoop(t, "n0", led, 20))
+	wait848(t, adm, group, topic, 30*time.Second, "2 sarama members and a consumer member on 6 partitions", func(v view848) bool {
+		if !v.balanced(3, 6) {
+			return false
+		}
+		for _, ps := range v.Members {
+			if len(ps) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	types := memberTypes(t, b, group)
+	classic := 0
+	for _, typ := range types {
+		if typ == 0 {
+			classic++
+		}
+	}
+	if classic != 2 || types[n0.memberID()] != 1 {
+		t.Fatalf("member types after the upgrade: %v, want the two sarama members classic (0) and %s consumer (1)", types, n0.memberID())
+	}
+	produced = append(produced, produceSpread(t, b, topic, "b", 6, 20))
+	testutil.WaitFor(t, 30*time.Second, func() bool { return led.distinct() == 240 }, "the mixed group to process 240 records")
+
+	n0.close()
+	hooks.releaseAll("n0")
+	waitGroup(t, adm, group, topic, 30*time.Second, "the classic group back with 2 sarama members on 6 partitions", func(v groupView) bool { return v.balanced(2, 6) })
+	produced = append(produced, produceSpread(t, b, topic, "c", 6, 20))
+	all := mergeProduced(produced)
+	testutil.WaitFor(t, 30*time.Second, func() bool { return led.distinct() == 360 }, "the group to process all 360 records")
+	for _, m := range sms {
+		m.close()
+		for _, err := range m.errors() {
+			t.Logf("%s: %v", m.name, err)
+		}
+	}
+	hooks.check(t)
+	departed := map[string]bool{}
+	for _, s := range led.all() {
+		if s.Member == "n0" {
+			departed[s.Value] = true
+		}
+	}
+	// An eager member gives up its partitions and may get one back it processed
+	// before: it reads on from the committed offset, which checkAll's per-member order
+	// allows only without re-reads, and commits follow each record here.
+	checkAll(t, all, led.all(), departed)
+}
