@@ -569,8 +569,8 @@ var coreProperties = []property{
 		bind(assignorList(func(b *Broker) *[]string { return &b.GroupConsumerAssignors })),
 	property{name: "group.consumer.migration.policy", spec: migrationPolicies, def: "bidirectional",
 		doc: "Whether a group with members may be converted between the classic and the consumer protocol: bidirectional, upgrade (classic to consumer), downgrade or disabled. " +
-			"An empty group changes protocol, its committed offsets kept, whatever the policy (as in Kafka).",
-		note: "Accepted and checked, but changes nothing: Samsa does not convert a group that has members (Kafka migrates it member by member as the policy allows)."}.
+			"An upgrade happens when a consumer-protocol member joins a classic group with members, a downgrade when only classic members are left in a consumer group. " +
+			"An empty group changes protocol, its committed offsets kept, whatever the policy (as in Kafka)."}.
 		bind(str(func(b *Broker) *string { return &b.GroupConsumerMigrationPolicy })),
 	property{name: "group.coordinator.rebalance.protocols", spec: rebalanceProtocols, def: "classic,consumer,streams",
 		doc: "Group protocols the coordinator serves. classic cannot be left out. Without consumer, ConsumerGroupHeartbeat and ConsumerGroupDescribe " +

@@ -41,9 +41,9 @@ type Config struct {
 	// first is the default (default uniform, range).
 	ConsumerAssignors []string
 	// MigrationPolicy is group.consumer.migration.policy: bidirectional (default),
-	// upgrade, downgrade or disabled. In Kafka it governs only converting a group that
-	// has members, which Samsa does not do, so it changes nothing here: an empty group
-	// changes protocol whatever it says.
+	// upgrade, downgrade or disabled. It governs converting a group that has members
+	// (consumer_classic.go); an empty group changes protocol whatever it says, as in
+	// Kafka.
 	MigrationPolicy string
 
 	// ShareSessionTimeout is group.share.session.timeout.ms (default 45 s).

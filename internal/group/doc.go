@@ -9,7 +9,8 @@
 // ListGroups, DeleteGroups), stored in the internal topic __consumer_offsets. A group
 // id names one group of one type; an empty group may change between the classic and
 // the consumer protocol, keeping its offsets, whatever group.consumer.migration.policy
-// says (as in Kafka).
+// says (as in Kafka), and one with members as the policy allows, its classic members
+// carrying on inside a consumer group (consumer_classic.go).
 //
 // # What it owns
 //
