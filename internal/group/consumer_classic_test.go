@@ -1,6 +1,7 @@
 package group
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -410,4 +411,64 @@ func TestClassicRequestsToConsumerGroup(t *testing.T) {
 		t.Fatalf("members after the classic leave: %v", got)
 	}
 	settle(t, h, "g", []*cmember{n}, 4)
+}
+
+// TestOnlineMigrationWriteFails: a conversion whose records cannot be written (a full
+// disk) changes nothing: the partition is loaded again from its log, where the group
+// is what it was — the classic group with its two members and their assignment before
+// a failed upgrade, the consumer group with its three members before a failed
+// downgrade — and the conversion succeeds once the log takes writes again.
+func TestOnlineMigrationWriteFails(t *testing.T) {
+	h, ft := newConsumerHarness(t, nil)
+	ft.set("t", 4)
+	a, b := classicPair(t, h, "g")
+	full := errors.New("no space left on device")
+	loaded := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for h.describe("g").ErrorCode != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the partition was not loaded again after the failed %s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+
+	h.log.setAppendErr(full)
+	n := &cmember{id: "n", topics: []string{"t"}}
+	if r := h.cgHeartbeat("g", n, true); r.ErrorCode == 0 {
+		t.Fatal("the upgrade succeeded though its records could not be written")
+	}
+	h.log.setAppendErr(nil)
+	loaded("upgrade")
+	if d := h.describe("g"); d.State != "Stable" || len(d.Members) != 2 {
+		t.Fatalf("classic group after the failed upgrade: %+v", d)
+	}
+	for _, s := range []*csim{a, b} {
+		if code := h.heartbeat("g", s.id, s.gen, ""); code != 0 {
+			t.Fatalf("classic heartbeat of %s after the failed upgrade: error %d", s.id, code)
+		}
+	}
+	n.epoch = 0
+	if r := h.cgHeartbeat("g", n, true); r.ErrorCode != 0 {
+		t.Fatalf("upgrade once the log takes writes: error %d", r.ErrorCode)
+	}
+	settleMixed(t, h, "g", []*cmember{n}, []*csim{a, b}, 4)
+
+	h.log.setAppendErr(full)
+	n.epoch = leaveEpoch
+	if r := h.cgHeartbeat("g", n, false); r.ErrorCode == 0 {
+		t.Fatal("the downgrade succeeded though its records could not be written")
+	}
+	h.log.setAppendErr(nil)
+	loaded("downgrade")
+	if got := memberTypesOf(t, h, "g"); len(got) != 3 || got["n"] != 1 || got[a.id] != 0 || got[b.id] != 0 {
+		t.Fatalf("members after the failed downgrade: %v", got)
+	}
+	if r := h.cgHeartbeat("g", n, false); r.ErrorCode != 0 {
+		t.Fatalf("leave once the log takes writes: error %d", r.ErrorCode)
+	}
+	if d := h.describe("g"); d.ErrorCode != 0 || d.State != "PreparingRebalance" || len(d.Members) != 2 {
+		t.Fatalf("group after the downgrade: %+v", d)
+	}
 }
