@@ -49,8 +49,8 @@ func memberTypes(t *testing.T, b *testutil.Broker, group string) map[string]int8
 // TestGroupsOnlineMigration: two classic franz-go members (cooperative-sticky) share
 // six partitions; a member on the KIP-848 path joins and the group becomes a
 // consumer group, the classic members kept; a classic member leaves; the consumer
-// member leaves and the group is a classic one again, which a new classic member
-// joins. Throughout, no partition is owned by two members (their rebalance
+// member is killed and, once its session expires, the group is a classic one again,
+// which a new classic member joins. Throughout, no partition is owned by two members (their rebalance
 // callbacks), every record is processed, and the committed offsets carry over.
 func TestGroupsOnlineMigration(t *testing.T) {
 	t.Parallel()
@@ -91,8 +91,9 @@ func TestGroupsOnlineMigration(t *testing.T) {
 	hooks.releaseAll("c1")
 	wait848(t, adm, group, topic, 30*time.Second, "a classic and a consumer member on 6 partitions", func(v view848) bool { return v.balanced(2, 6) })
 
-	// Downgrade: the consumer member leaves; only a classic member is left.
-	n0.close()
+	// Downgrade: the consumer member is killed (no leave); when its session expires
+	// only a classic member is left.
+	n0.ks.Kill()
 	hooks.releaseAll("n0")
 	waitGroup(t, adm, group, topic, 30*time.Second, "the classic group back, c0 on 6 partitions", func(v groupView) bool { return v.balanced(1, 6) })
 	c2 := classic("c2")
