@@ -88,10 +88,13 @@ type groupDescription struct {
 }
 
 type groupMember struct {
-	MemberID    string            `json:"member_id"`
-	InstanceID  *string           `json:"instance_id"`
-	ClientID    string            `json:"client_id"`
-	Host        string            `json:"host"`
+	MemberID   string  `json:"member_id"`
+	InstanceID *string `json:"instance_id"`
+	ClientID   string  `json:"client_id"`
+	Host       string  `json:"host"`
+	// Protocol is, in a consumer group, the protocol the member speaks: "consumer", or
+	// "classic" for a classic member of a group being migrated.
+	Protocol    string            `json:"protocol,omitempty"`
 	Assignments []topicPartitions `json:"assignments"`
 }
 
@@ -366,9 +369,20 @@ func renderGroupDescription(o *output, d groupDescription, allConfigs bool) erro
 		fmt.Fprintf(w, "Total lag:    %d\n", d.TotalLag)
 		if len(d.Members) > 0 {
 			fmt.Fprintln(w)
-			t := newTable(w, "MEMBER-ID", "CLIENT-ID", "HOST", "ASSIGNMENTS")
+			// A consumer group with classic members (being migrated) says which
+			// protocol each member speaks.
+			mixed := slices.ContainsFunc(d.Members, func(m groupMember) bool { return m.Protocol == "classic" })
+			header := []string{"MEMBER-ID", "CLIENT-ID", "HOST", "ASSIGNMENTS"}
+			if mixed {
+				header = slices.Insert(header, 1, "PROTOCOL")
+			}
+			t := newTable(w, header...)
 			for _, m := range d.Members {
-				t.row(m.MemberID, m.ClientID, m.Host, orDash(assignmentText(m.Assignments)))
+				cells := []any{m.MemberID, m.ClientID, m.Host, orDash(assignmentText(m.Assignments))}
+				if mixed {
+					cells = slices.Insert(cells, 1, any(m.Protocol))
+				}
+				t.row(cells...)
 			}
 			t.flush()
 		}
@@ -460,8 +474,12 @@ func describeMembers(st groupState) (groupDescription, []groupMember) {
 		desc.Group, desc.Type, desc.State, desc.ProtocolType, desc.Protocol = d.Group, "consumer", d.State, "consumer", d.AssignorName
 		desc.Coordinator = d.Coordinator.NodeID
 		for _, m := range d.Members {
+			protocol := "consumer"
+			if m.MemberType == 0 {
+				protocol = "classic"
+			}
 			members = append(members, groupMember{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: m.ClientID, Host: m.ClientHost,
-				Assignments: sortedAssignments(m.Assignment)})
+				Protocol: protocol, Assignments: sortedAssignments(m.Assignment)})
 		}
 	case st.share != nil:
 		d := st.share

@@ -21,6 +21,7 @@ type groupDescription struct {
 		MemberID    string `json:"member_id"`
 		ClientID    string `json:"client_id"`
 		Host        string `json:"host"`
+		Protocol    string `json:"protocol"`
 		Assignments []struct {
 			Topic      string  `json:"topic"`
 			Partitions []int32 `json:"partitions"`

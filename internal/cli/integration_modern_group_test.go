@@ -161,3 +161,52 @@ func TestGroupAlterConfig(t *testing.T) {
 		t.Errorf("group describe with no group configs:\n%s", text)
 	}
 }
+
+// TestGroupDescribeMigratingGroup: `group describe` of a consumer group that a
+// classic member is part of (a group being migrated) says which protocol each member
+// speaks.
+func TestGroupDescribeMigratingGroup(t *testing.T) {
+	b := testutil.StartBroker(t, "group.initial.rebalance.delay.ms=0",
+		"group.consumer.min.session.timeout.ms=500", "group.consumer.session.timeout.ms=3000",
+		"group.consumer.min.heartbeat.interval.ms=50", "group.consumer.heartbeat.interval.ms=200")
+	ok(t, b, "", "topic", "create", "migrating", "-p", "4")
+	consume := func(opts ...kgo.Opt) *kgo.Client {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.Addr), kgo.ConsumerGroup("mixed"), kgo.ConsumeTopics("migrating"),
+			kgo.HeartbeatInterval(100 * time.Millisecond)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		go func() {
+			for !cl.PollFetches(context.Background()).IsClientClosed() {
+			}
+		}()
+		return cl
+	}
+	classic := consume()
+	testutil.WaitFor(t, 20*time.Second, func() bool {
+		return groupIs(t, b, "mixed", func(d groupDescription) bool { return d.Type == "classic" && d.State == "Stable" })
+	}, "the classic group to be stable")
+	modern := consume(kgo.ServerSideBalancer())
+	var d groupDescription
+	testutil.WaitFor(t, 20*time.Second, func() bool {
+		return groupIs(t, b, "mixed", func(got groupDescription) bool {
+			d = got
+			return got.Type == "consumer" && got.State == "Stable" && len(got.Members) == 2 && got.assigned() == 4
+		})
+	}, "the group to be a stable consumer group of two members")
+	want := map[string]string{}
+	for cl, protocol := range map[*kgo.Client]string{classic: "classic", modern: "consumer"} {
+		id, _ := cl.GroupMetadata()
+		want[id] = protocol
+	}
+	for _, m := range d.Members {
+		if want[m.MemberID] != m.Protocol {
+			t.Fatalf("member %s: protocol %q, want %q (%v)", m.MemberID, m.Protocol, want[m.MemberID], want)
+		}
+	}
+	out := ok(t, b, "", "group", "describe", "mixed")
+	if !regexp.MustCompile(`(?m)^MEMBER-ID\s+PROTOCOL\s+CLIENT-ID`).MatchString(out) || !strings.Contains(out, " classic ") {
+		t.Fatalf("group describe of a migrating group does not show the members' protocols:\n%s", out)
+	}
+}
