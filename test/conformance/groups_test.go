@@ -48,6 +48,7 @@ var groupScenarios = []groupScenario{
 	{"static-rolling-restart", func(c groupClient) bool { return c.static }, groupStaticRollingRestart},
 	{"poll-interval-eviction", func(c groupClient) bool { return c.pollEviction }, groupPollEviction},
 	{"cooperative-sticky", func(c groupClient) bool { return c.cooperative }, groupCooperativeSticky},
+	{"online-upgrade", always, groupOnlineUpgrade},
 }
 
 // groupBrokerOverrides makes first joins immediate instead of waiting 3 s.
