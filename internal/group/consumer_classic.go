@@ -115,16 +115,7 @@ func (c *Coordinator) upgradeLocked(g *group) (*consumerGroup, []Record, string)
 // requests are answered REBALANCE_IN_PROGRESS (the members join again, now into the
 // consumer group), member ids handed out are forgotten.
 func dropClassicRebalanceLocked(g *group) {
-	for _, m := range g.members {
-		if m.join != nil {
-			m.join.fail(kerrRebalanceInProgress, m.id)
-			m.join = nil
-		}
-		if m.sync != nil {
-			m.sync.fail(kerrRebalanceInProgress)
-			m.sync = nil
-		}
-	}
+	g.failWaiters(kerrRebalanceInProgress)
 	g.numAwaitingJoin = 0
 	g.pending = map[string]time.Time{}
 	g.pendingSync = map[string]bool{}

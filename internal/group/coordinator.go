@@ -281,16 +281,7 @@ func (c *Coordinator) unloadLocked(p int32) {
 	delete(c.mu.partitions, p)
 	for _, g := range part.groups {
 		stopGroupTimer(g)
-		for _, m := range g.members {
-			if m.join != nil {
-				m.join.fail(kerrNotCoordinator, m.id)
-				m.join = nil
-			}
-			if m.sync != nil {
-				m.sync.fail(kerrNotCoordinator)
-				m.sync = nil
-			}
-		}
+		g.failWaiters(kerrNotCoordinator)
 	}
 	if part.writer != nil {
 		part.writer.Stop()

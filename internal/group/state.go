@@ -271,6 +271,20 @@ func (g *group) add(m *member, w *joinWaiter) {
 	delete(g.pending, m.id)
 }
 
+// failWaiters answers every member's waiting JoinGroup and SyncGroup with code.
+func (g *group) failWaiters(code int16) {
+	for _, m := range g.members {
+		if m.join != nil {
+			m.join.fail(code, m.id)
+			m.join = nil
+		}
+		if m.sync != nil {
+			m.sync.fail(code)
+			m.sync = nil
+		}
+	}
+}
+
 // remove drops a member without answering its waiters (callers do that).
 func (g *group) remove(id string) {
 	m, ok := g.members[id]
