@@ -78,9 +78,11 @@ func TestClusterMigratedGroupCoordinatorFailover(t *testing.T) {
 	})
 	// n0 owns partitions, so it commits after the kill: franz-go (v1.22) finds a new
 	// coordinator for its ConsumerGroupHeartbeats only once another request of the
-	// group (here the OffsetCommit) failed to reach the dead one. A KIP-848 member
-	// with nothing to commit keeps heartbeating to the dead node until its session
-	// expires at the new coordinator.
+	// group (here the OffsetCommit) failed to reach the dead one, or once the node it
+	// keeps dialing answers NOT_COORDINATOR. A KIP-848 member with nothing to commit
+	// keeps heartbeating to the dead node until its session expires at the new
+	// coordinator; the killed node is therefore started again (as a supervisor would)
+	// once another node coordinates the group.
 	t.Logf("mixed group before the fault: %v", before)
 	// The members as they are now: a member fenced by the failover would join again
 	// under a new member id (a classic one) or at epoch 0, and no longer match.
@@ -102,6 +104,7 @@ func TestClusterMigratedGroupCoordinatorFailover(t *testing.T) {
 		next, err := tryGroupCoordinator(survivorAdm, group)
 		return err == nil && next != coordinator
 	}, "another coordinator")
+	c.StartAgain(t, coordinator)
 	// A classic member whose heartbeats fail for long enough while no coordinator
 	// answers gives its partitions up as lost (franz-go) and joins again with its
 	// member id; the new coordinator must know it, at its epoch and with its
