@@ -22,16 +22,30 @@ import (
 // TestClusterMigratedGroupCoordinatorFailover: two classic franz-go members
 // (cooperative-sticky) share six partitions; a member on the KIP-848 path joins and
 // the group becomes a consumer group with its classic members kept. The group's
-// coordinator is killed (kill -9) while the group is mixed, under an acks=all load.
-// The new coordinator, which loads the classic members from their member records,
-// keeps serving them: the same three members with the same types, no member fenced,
-// every partition owned once, every record processed. The consumer-protocol member
-// then leaves and the group goes back to the classic protocol with the two classic
-// members. Through it all no partition is owned or processed by two members at once
-// (their rebalance callbacks), and a record is processed twice only if it was in the
-// uncommitted tail of a member that gave its partition up.
+// coordinator goes away while the group is mixed, under an acks=all load: killed
+// (kill -9, subtest kill) or stopped cleanly (SIGTERM, subtest stop: a controlled
+// shutdown that hands its leaderships over before it exits). The new coordinator,
+// which loads the classic members from their member records, keeps serving them: the
+// same three members with the same types, no member fenced, every partition owned
+// once, every record processed. The consumer-protocol member then leaves and the
+// group goes back to the classic protocol with the two classic members. Through it
+// all no partition is owned or processed by two members at once (their rebalance
+// callbacks), and a record is processed twice only if it was in the uncommitted tail
+// of a member that gave its partition up.
 func TestClusterMigratedGroupCoordinatorFailover(t *testing.T) {
 	t.Parallel()
+	for _, fault := range []string{"kill", "stop"} {
+		t.Run(fault, func(t *testing.T) {
+			t.Parallel()
+			testMigratedGroupCoordinatorFailover(t, fault)
+		})
+	}
+}
+
+// testMigratedGroupCoordinatorFailover runs TestClusterMigratedGroupCoordinatorFailover
+// on a cluster of its own, with the coordinator killed (fault "kill") or stopped
+// cleanly ("stop"), then started again once another node coordinates the group.
+func testMigratedGroupCoordinatorFailover(t *testing.T, fault string) {
 	const topic, group, partitions = "migrate", "migrate-group", 6
 	const classicSession = 3 * time.Second
 	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: append([]string{
@@ -76,13 +90,13 @@ func TestClusterMigratedGroupCoordinatorFailover(t *testing.T) {
 		before, err = describeMixed(describer.cl, group, topic)
 		return err == nil && before.stable(partitions, want()), describedAs(before, err)
 	})
-	// n0 owns partitions, so it commits after the kill: franz-go (v1.22) finds a new
+	// n0 owns partitions, so it commits after the fault: franz-go (v1.22) finds a new
 	// coordinator for its ConsumerGroupHeartbeats only once another request of the
 	// group (here the OffsetCommit) failed to reach the dead one, or once the node it
 	// keeps dialing answers NOT_COORDINATOR. A KIP-848 member with nothing to commit
 	// keeps heartbeating to the dead node until its session expires at the new
-	// coordinator; the killed node is therefore started again (as a supervisor would)
-	// once another node coordinates the group.
+	// coordinator; the killed or stopped node is therefore started again (as a
+	// supervisor would) once another node coordinates the group.
 	t.Logf("mixed group before the fault: %v", before)
 	// The members as they are now: a member fenced by the failover would join again
 	// under a new member id (a classic one) or at epoch 0, and no longer match.
@@ -96,8 +110,21 @@ func TestClusterMigratedGroupCoordinatorFailover(t *testing.T) {
 
 	coordinator := groupCoordinator(t, adm, group)
 	faultAt := time.Now()
-	c.Node(coordinator).Kill()
-	t.Logf("kill -9 of node %d, the coordinator of %s", coordinator, group)
+	switch fault {
+	case "kill":
+		c.Node(coordinator).Kill()
+		t.Logf("kill -9 of node %d, the coordinator of %s", coordinator, group)
+	case "stop":
+		if err := c.Node(coordinator).Stop(); err != nil {
+			t.Fatalf("SIGTERM of node %d, the coordinator of %s: %v\n%s", coordinator, group, err, c.Node(coordinator).Log())
+		}
+		if !hasLine(c.Node(coordinator).Log(), "controlled shutdown: the active controller moved every leadership away") {
+			t.Fatalf("node %d exited before its leaderships moved: no controlled shutdown", coordinator)
+		}
+		t.Logf("controlled shutdown (SIGTERM) of node %d, the coordinator of %s, took %v", coordinator, group, time.Since(faultAt).Round(time.Millisecond))
+	default:
+		t.Fatalf("unknown fault %q", fault)
+	}
 	survivor := clientExcept(t, c, coordinator)
 	survivorAdm := kadm.NewClient(survivor.cl)
 	testutil.WaitFor(t, 60*time.Second, func() bool {
@@ -134,14 +161,14 @@ func TestClusterMigratedGroupCoordinatorFailover(t *testing.T) {
 	}
 	for id, e := range before.epochs {
 		if after.epochs[id] < e {
-			t.Errorf("member %s had epoch %d before the kill, %d after", id, e, after.epochs[id])
+			t.Errorf("member %s had epoch %d before the %s, %d after", id, e, fault, after.epochs[id])
 		}
 	}
 	l.waitAcks(t, 120, "records after the failover")
 	ends := l.ackedEnds()
 	testutil.WaitFor(t, 60*time.Second, func() bool { return led.processedBelow(ends) }, fmt.Sprintf("the mixed group processing every record acknowledged so far %v", ends))
 	if errs := logs.since(faultAt); len(errs) > 0 {
-		t.Errorf("members fenced after the kill: %d errors, first: %v", len(errs), errs[:min(3, len(errs))])
+		t.Errorf("members fenced after the %s: %d errors, first: %v", fault, len(errs), errs[:min(3, len(errs))])
 	}
 
 	// Downgrade: the consumer-protocol member leaves; only classic members are left.
