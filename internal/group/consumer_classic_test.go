@@ -472,3 +472,85 @@ func TestOnlineMigrationWriteFails(t *testing.T) {
 		t.Fatalf("group after the downgrade: %+v", d)
 	}
 }
+
+// TestClassicHeartbeatWaitsForUpgradeWrite: a classic member's Heartbeat that arrives
+// while the records of its group's upgrade are being written reads the consumer group
+// they made in memory, where it is behind the group epoch. Answered at once, it said
+// REBALANCE_IN_PROGRESS from a state that a failed write then took back, and the member
+// joined again: a rebalance of the classic group that a full disk cannot store. Kafka's
+// heartbeat is a write without records, answered once the writes before it are
+// committed and failed with them: here it waits for them too, and answers a failed one
+// with a retriable coordinator error; once the partition is reloaded the member's
+// heartbeat finds its classic group as it was.
+func TestClassicHeartbeatWaitsForUpgradeWrite(t *testing.T) {
+	h, ft := newConsumerHarness(t, nil)
+	ft.set("t", 4)
+	a, b := classicPair(t, h, "g")
+	// upgrade holds the writer on a joining member's upgrade, has a heartbeat while it
+	// is held, and returns the answers of both once release lets the write end with
+	// fail.
+	upgrade := func(fail error) (*kmsg.ConsumerGroupHeartbeatResponse, int16) {
+		t.Helper()
+		gate := make(chan struct{})
+		h.log.mu.Lock()
+		h.log.appendGate = gate
+		held := h.log.blocked + 1
+		h.log.mu.Unlock()
+		join := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		join.Version, join.Group, join.MemberID, join.RebalanceTimeoutMillis = 1, "g", "n", 5000
+		join.SubscribedTopicNames, join.Topics = []string{"t"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		joined := h.c.ConsumerGroupHeartbeat(join, "client", "/127.0.0.1", nil)
+		waitFor(t, "the upgrade held in the writer", func() bool {
+			h.log.mu.Lock()
+			defer h.log.mu.Unlock()
+			return h.log.blocked == held
+		})
+		hb := make(chan int16, 1)
+		go func() { hb <- h.heartbeat("g", a.id, a.gen, "") }()
+		// The heartbeat has read the consumer group in memory once it asked a to join
+		// again (its JoinGroup deadline).
+		waitFor(t, "the heartbeat read the upgraded group", func() bool {
+			h.c.mu.Lock()
+			defer h.c.mu.Unlock()
+			part := h.c.mu.partitions[h.c.PartitionFor("g")]
+			g := part.groups["g"]
+			return g != nil && g.consumer != nil && g.consumer.members[a.id] != nil && !g.consumer.members[a.id].classicDeadline.IsZero()
+		})
+		h.log.mu.Lock()
+		h.log.appendGate, h.log.appendErr = nil, fail
+		h.log.mu.Unlock()
+		close(gate)
+		r := recv(t, joined)
+		code := recv(t, hb)
+		h.log.setAppendErr(nil)
+		return r, code
+	}
+
+	// The upgrade fails to be written.
+	r, code := upgrade(errors.New("no space left on device"))
+	if r.ErrorCode == 0 {
+		t.Fatal("the upgrade succeeded though its records could not be written")
+	}
+	if code != kerrNotCoordinator && code != kerrCoordinatorNotAvailable {
+		t.Fatalf("a classic heartbeat across the failed upgrade: error %d, want NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE", code)
+	}
+	waitFor(t, "the partition loaded again after the failed upgrade", func() bool { return h.describe("g").ErrorCode == 0 })
+	if d := h.describe("g"); d.State != "Stable" || len(d.Members) != 2 {
+		t.Fatalf("classic group after the failed upgrade: %+v", d)
+	}
+	for _, s := range []*csim{a, b} {
+		if code := h.heartbeat("g", s.id, s.gen, ""); code != 0 {
+			t.Fatalf("classic heartbeat of %s after the failed upgrade: error %d", s.id, code)
+		}
+	}
+
+	// The upgrade is written: the heartbeat answers from the consumer group it made,
+	// where a is behind the new group epoch.
+	r, code = upgrade(nil)
+	if r.ErrorCode != 0 {
+		t.Fatalf("the upgrade once the log takes writes: error %d", r.ErrorCode)
+	}
+	if code != kerrRebalanceInProgress {
+		t.Fatalf("a classic heartbeat across the upgrade: error %d, want REBALANCE_IN_PROGRESS", code)
+	}
+}

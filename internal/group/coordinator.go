@@ -111,6 +111,9 @@ type partition struct {
 	endsAfterWrites map[int64]bool
 	groups          map[string]*group
 	writer          *appendq.Queue[writeJob]
+	// queued counts the jobs handed to writer and not replayed yet: while it is not
+	// zero, memory may hold what the log does not (yet, or ever).
+	queued int
 }
 
 // New returns a coordinator that coordinates no partition until LoadPartition.
@@ -393,6 +396,7 @@ func (c *Coordinator) write(part *partition, jobs []writeJob) {
 		err = ErrNotCoordinator
 	}
 	for _, j := range jobs {
+		part.queued--
 		j.replay(err)
 		if j.group != nil {
 			c.settleGroupLocked(part, j.group)
@@ -407,7 +411,22 @@ func (c *Coordinator) appendLocked(part *partition, g *group, records []Record, 
 		replay(ErrNotCoordinator)
 		return
 	}
+	part.queued++
 	part.writer.Enqueue(writeJob{group: g, records: records, replay: replay})
+}
+
+// afterQueuedWritesLocked returns nil when groupID's partition has no write queued, and
+// otherwise a channel that receives the outcome of those writes (nil once they are
+// committed), for an answer read from memory that must not show what a failed write
+// takes back.
+func (c *Coordinator) afterQueuedWritesLocked(groupID string) <-chan error {
+	part := c.mu.partitions[c.PartitionFor(groupID)]
+	if part == nil || part.queued == 0 {
+		return nil
+	}
+	done := make(chan error, 1)
+	c.appendLocked(part, nil, nil, func(err error) { done <- err })
+	return done
 }
 
 // --- timers -----------------------------------------------------------------------

@@ -75,7 +75,9 @@
 // once (through the same code that loads a partition, so memory is what the records
 // say) and answered once they are committed after every earlier write of the
 // partition. A write that fails cannot be taken back: the partition is reloaded from
-// its log. Member session and revocation deadlines are memory only, given a full
+// its log. Answers read from memory wait for the writes queued before them and fail
+// with them (describes; a classic member's Heartbeat, a write without records in
+// Kafka), so that no client acts on a change the log never got. Member session and revocation deadlines are memory only, given a full
 // timeout again after a load.
 //
 // # Concurrency

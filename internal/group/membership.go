@@ -616,12 +616,25 @@ func (c *Coordinator) storeAssignmentLocked(part *partition, g *group, given []k
 }
 
 // Heartbeat handles a Heartbeat request (v0–v4).
+//
+// As in Kafka, where a heartbeat is a write without records, the answer waits for the
+// writes queued on the group's partition before it: the state it was read from may not
+// be committed yet (a consumer group's records are applied when queued,
+// consumer_write.go), and when one of them fails the answer is the failed write's
+// retriable error, not one that a reload from the log takes back (a classic member
+// told REBALANCE_IN_PROGRESS by an upgrade that is never written joins again).
 func (c *Coordinator) Heartbeat(req *kmsg.HeartbeatRequest) *kmsg.HeartbeatResponse {
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	resp.ErrorCode = c.heartbeatLocked(req, c.clock.Now())
 	c.settleLocked(req.Group)
+	written := c.afterQueuedWritesLocked(req.Group)
+	c.mu.Unlock()
+	if written != nil {
+		if err := <-written; err != nil {
+			resp.ErrorCode = appendErrorCode(err)
+		}
+	}
 	return resp
 }
 
