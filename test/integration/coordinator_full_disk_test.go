@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,12 +35,33 @@ import (
 // the broker and the tmpfs.
 func startFullDiskCoordinator(t *testing.T, topic, internalTopic string, ensure func(*testutil.Broker), overrides ...string) (*testutil.Broker, string) {
 	t.Helper()
+	return startFullDiskCoordinatorN(t, topic, 1, internalTopic, ensure, overrides...)
+}
+
+// startFullDiskCoordinatorN is startFullDiskCoordinator with a topic of partitions
+// partitions, all in the healthy directory. Past one, placement by partition count
+// would put every other one on the tmpfs: their directories are made in the healthy
+// directory first, and a partition whose directory exists stays where it is.
+func startFullDiskCoordinatorN(t *testing.T, topic string, partitions int32, internalTopic string, ensure func(*testutil.Broker), overrides ...string) (*testutil.Broker, string) {
+	t.Helper()
 	full := testutil.SmallDisk(t, "4m")
 	healthy := t.TempDir()
 	b := testutil.StartBroker(t, append([]string{"log.dirs=" + healthy + "," + full}, overrides...)...)
-	createTopicOrFail(t, newAdmin(t, b), topic, 1, nil)
-	if _, err := os.Stat(filepath.Join(healthy, topic+"-0")); err != nil {
-		t.Fatalf("%s-0 is not in the healthy log directory: %v", topic, err)
+	for p := int32(0); p < partitions && partitions > 1; p++ {
+		if err := os.Mkdir(filepath.Join(healthy, fmt.Sprintf("%s-%d", topic, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createTopicOrFail(t, newAdmin(t, b), topic, partitions, nil)
+	for p := int32(0); p < partitions; p++ {
+		dir := fmt.Sprintf("%s-%d", topic, p)
+		testutil.WaitFor(t, 10*time.Second, func() bool {
+			_, err := os.Stat(filepath.Join(healthy, dir, "00000000000000000000.log"))
+			return err == nil
+		}, dir+" opened in the healthy log directory")
+		if _, err := os.Stat(filepath.Join(full, dir)); err == nil {
+			t.Fatalf("%s is on the small disk", dir)
+		}
 	}
 	ensure(b)
 	if _, err := os.Stat(filepath.Join(full, internalTopic+"-0")); err != nil {
@@ -428,4 +450,148 @@ func TestCoordinatorFullDiskShareState(t *testing.T) {
 	noPanic(t, b)
 	b.Restart(t)
 	startAt("after a restart")
+}
+
+// TestCoordinatorFullDiskMigration: a classic group's upgrade to the consumer protocol
+// (groups_migration_test.go) meets a full __consumer_offsets disk. Two classic franz-go
+// members (cooperative-sticky) share six partitions; a franz-go member on the KIP-848
+// path joins while the disk is full: the conversion's records cannot be written, so the
+// group stays the classic group it was (Stable, same members, same generation), its
+// members keep consuming (their commits refused with a retriable coordinator error) and
+// the joining member gets no partition. Once space is freed the upgrade completes on
+// its own (the client retries): three members, two classic and one consumer, each
+// partition owned once. After a restart the mixed group is there again with the same
+// members, every record is processed, the committed offsets reach the end offsets, and
+// no partition was ever owned by two members (the members' rebalance callbacks).
+func TestCoordinatorFullDiskMigration(t *testing.T) {
+	t.Parallel()
+	const topic, group, partitions = "mdata", "migrate-full", 6
+	b, full := startFullDiskCoordinatorN(t, topic, partitions, "__consumer_offsets", func(b *testutil.Broker) {
+		testutil.WaitFor(t, 20*time.Second, func() bool {
+			res := newAdmin(t, b).FindGroupCoordinators(ctxT(t, 5*time.Second), "any")
+			return res["any"].Err == nil
+		}, "the group coordinator available")
+	}, "offsets.topic.num.partitions=1", "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=100",
+		"group.consumer.min.session.timeout.ms=500", "group.consumer.session.timeout.ms=6000",
+		"group.consumer.min.heartbeat.interval.ms=50", "group.consumer.heartbeat.interval.ms=200")
+	adm := newAdmin(t, b)
+	produced := []map[int32][]string{produceSpread(t, b, topic, "a", partitions, 20)}
+	led := newLedger(t)
+	hooks := &ownership{}
+	// A commit refused by the full disk fails after 2 s rather than the default 30 s
+	// of retries, so that the member polls on meanwhile.
+	commitRetry := kgo.RetryTimeoutFn(func(key int16) time.Duration {
+		if key == 8 { // OffsetCommit
+			return 2 * time.Second
+		}
+		return 30 * time.Second
+	})
+	classic := func(name string) *kgoMember {
+		return newKgoMember(t, b, name, group, topic, hooks, kgo.DisableAutoCommit(), commitRetry,
+			kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(100*time.Millisecond)).
+			run(commitLoop(t, name, led, 20))
+	}
+	c0, c1 := classic("c0"), classic("c1")
+	before := waitGroup(t, adm, group, topic, 30*time.Second, "2 classic members on 6 partitions", func(v groupView) bool { return v.balanced(2, partitions) })
+	testutil.WaitFor(t, 30*time.Second, func() bool { return led.distinct() == 120 }, "the classic group to process the first 120 records")
+	waitDrained(t, adm, group, topic, 30*time.Second)
+	generations := map[string]int32{c0.name: c0.generation(), c1.name: c1.generation()}
+
+	// Fill the disk, then write offsets of another group until one is refused: what the
+	// segment's last page could still take is used up.
+	ballast := testutil.FillDisk(t, full, 0)
+	raw := newClient(t, b, kgo.MaxVersions(func() *kversion.Versions {
+		v := kversion.Stable()
+		v.SetMaxKeyVersion(8, 9) // OffsetCommit without topic ids
+		return v
+	}()))
+	refused := false
+	for next := int64(0); next < 2000 && !refused; next++ {
+		switch code := commitRaw(t, raw, "filler", "", -1, topic, next); {
+		case code == 0:
+		case isCoordinatorRetriable(code):
+			refused = true
+		default:
+			t.Fatalf("commit %d on the full disk: %v, want NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE", next, kerr.ErrorForCode(code))
+		}
+	}
+	if !refused {
+		t.Fatal("commits on the full disk kept succeeding")
+	}
+
+	// The upgrade is tried, and fails; the joining member tries again and again.
+	n0 := new848Member(t, b, "n0", group, topic, hooks, commitRetry).run(commitLoop(t, "n0", led, 20))
+	const attempt = "classic group with members becomes a consumer group"
+	testutil.WaitFor(t, 30*time.Second, func() bool { return strings.Contains(b.Log(), attempt) }, "an attempt to convert the group")
+	produced = append(produced, produceSpread(t, b, topic, "b", partitions, 20))
+	testutil.WaitFor(t, 30*time.Second, func() bool { return led.distinct() == 240 }, "the classic members to process 240 records on the full disk")
+	// A classic member's commit is refused with an error clients retry (the coordinator
+	// may be reloading its partition after the last failed upgrade).
+	retrying := func(code int16) bool {
+		return isCoordinatorRetriable(code) || code == kerr.CoordinatorLoadInProgress.Code
+	}
+	if code := commitRaw(t, raw, group, c0.memberID(), c0.generation(), topic, 20); !retrying(code) {
+		t.Fatalf("a classic member's commit on the full disk: %v, want a retriable coordinator error", kerr.ErrorForCode(code))
+	}
+	during := waitGroup(t, adm, group, topic, 30*time.Second, "the classic group, 2 members on 6 partitions, on the full disk", func(v groupView) bool { return v.balanced(2, partitions) })
+	if fmt.Sprint(during.Members) != fmt.Sprint(before.Members) {
+		t.Fatalf("the classic group changed on the full disk: %v, was %v", during, before)
+	}
+	for _, m := range []*kgoMember{c0, c1} {
+		if got := m.generation(); got != generations[m.name] {
+			t.Fatalf("%s went from generation %d to %d on the full disk", m.name, generations[m.name], got)
+		}
+	}
+	if got := n0.ownedSorted(); len(got) > 0 {
+		t.Fatalf("the joining member got partitions %v though the upgrade could not be written", got)
+	}
+	if n := strings.Count(b.Log(), attempt); n < 2 {
+		t.Fatalf("the joining member tried the upgrade %d times while the disk was full, want it retried", n)
+	}
+	if strings.Count(b.Log(), "loaded group coordinator partition") < 2 {
+		t.Fatalf("no failed write made the coordinator load its partition again:\n%s", b.Log())
+	}
+	if exited, err := b.Exited(); exited {
+		t.Fatalf("the broker exited on the full disk: %v\n%s", err, b.Log())
+	}
+	noPanic(t, b)
+
+	// Space freed: the joining member's retries convert the group.
+	if err := os.Remove(ballast); err != nil {
+		t.Fatal(err)
+	}
+	v := wait848(t, adm, group, topic, 60*time.Second, "2 classic members and a consumer member on 6 partitions", func(v view848) bool { return v.balanced(3, partitions) })
+	want := map[string]int8{c0.memberID(): 0, c1.memberID(): 0, n0.memberID(): 1}
+	if types := memberTypes(t, b, group); fmt.Sprint(types) != fmt.Sprint(want) {
+		t.Fatalf("member types after the upgrade: %v, want %v (0 classic, 1 consumer); group %v", types, want, v)
+	}
+	produced = append(produced, produceSpread(t, b, topic, "c", partitions, 20))
+	testutil.WaitFor(t, 30*time.Second, func() bool { return led.distinct() == 360 }, "the mixed group to process 360 records")
+	noPanic(t, b)
+
+	// After a restart the mixed group is loaded from the log with the same members.
+	b.Restart(t)
+	adm = newAdmin(t, b)
+	v = wait848(t, adm, group, topic, 60*time.Second, "the mixed group back after a restart", func(v view848) bool { return v.balanced(3, partitions) })
+	if types := memberTypes(t, b, group); fmt.Sprint(types) != fmt.Sprint(want) {
+		t.Fatalf("member types after a restart: %v, want %v; group %v", types, want, v)
+	}
+	produced = append(produced, produceSpread(t, b, topic, "d", partitions, 20))
+	all := mergeProduced(produced)
+	testutil.WaitFor(t, 30*time.Second, func() bool { return led.distinct() == 480 }, "the group to process all 480 records")
+	waitDrained(t, adm, group, topic, 30*time.Second)
+	for _, m := range []*kgoMember{c0, c1, n0} {
+		m.close()
+	}
+	noPanic(t, b)
+	hooks.check(t)
+	// A record processed while commits were refused is processed again by the member
+	// that takes its partition over in the upgrade.
+	uncommitted := map[string]bool{}
+	for _, vs := range produced[1] {
+		for _, v := range vs {
+			uncommitted[v] = true
+		}
+	}
+	checkAll(t, all, led.all(), uncommitted)
 }
