@@ -491,20 +491,7 @@ func TestClassicHeartbeatWaitsForUpgradeWrite(t *testing.T) {
 	// fail.
 	upgrade := func(fail error) (*kmsg.ConsumerGroupHeartbeatResponse, int16) {
 		t.Helper()
-		gate := make(chan struct{})
-		h.log.mu.Lock()
-		h.log.appendGate = gate
-		held := h.log.blocked + 1
-		h.log.mu.Unlock()
-		join := kmsg.NewPtrConsumerGroupHeartbeatRequest()
-		join.Version, join.Group, join.MemberID, join.RebalanceTimeoutMillis = 1, "g", "n", 5000
-		join.SubscribedTopicNames, join.Topics = []string{"t"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
-		joined := h.c.ConsumerGroupHeartbeat(join, "client", "/127.0.0.1", nil)
-		waitFor(t, "the upgrade held in the writer", func() bool {
-			h.log.mu.Lock()
-			defer h.log.mu.Unlock()
-			return h.log.blocked == held
-		})
+		release := h.holdConsumerJoin("g", "n")
 		hb := make(chan int16, 1)
 		go func() { hb <- h.heartbeat("g", a.id, a.gen, "") }()
 		// The heartbeat has read the consumer group in memory once it asked a to join
@@ -516,14 +503,8 @@ func TestClassicHeartbeatWaitsForUpgradeWrite(t *testing.T) {
 			g := part.groups["g"]
 			return g != nil && g.consumer != nil && g.consumer.members[a.id] != nil && !g.consumer.members[a.id].classicDeadline.IsZero()
 		})
-		h.log.mu.Lock()
-		h.log.appendGate, h.log.appendErr = nil, fail
-		h.log.mu.Unlock()
-		close(gate)
-		r := recv(t, joined)
-		code := recv(t, hb)
-		h.log.setAppendErr(nil)
-		return r, code
+		r := release(fail)
+		return r, recv(t, hb)
 	}
 
 	// The upgrade fails to be written.

@@ -20,32 +20,11 @@ func TestDescribeShowsOnlyCommittedState(t *testing.T) {
 	settle(t, h, "g", []*cmember{first}, 4)
 
 	hold := func() (release func(fail error)) {
-		gate := make(chan struct{})
-		h.log.mu.Lock()
-		h.log.appendGate = gate
-		held := h.log.blocked + 1
-		h.log.mu.Unlock()
-		join := kmsg.NewPtrConsumerGroupHeartbeatRequest()
-		join.Version, join.Group, join.MemberID, join.RebalanceTimeoutMillis = 1, "g", "second", 5000
-		join.SubscribedTopicNames, join.Topics = []string{"t"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
-		joined := h.c.ConsumerGroupHeartbeat(join, "client", "/127.0.0.1", nil)
-		waitFor(t, "the second member's join held in the writer", func() bool {
-			h.log.mu.Lock()
-			defer h.log.mu.Unlock()
-			return h.log.blocked == held
-		})
+		end := h.holdConsumerJoin("g", "second")
 		return func(fail error) {
-			h.log.mu.Lock()
-			h.log.appendGate, h.log.appendErr = nil, fail
-			h.log.mu.Unlock()
-			close(gate)
-			resp := recv(t, joined)
-			if failed := resp.ErrorCode != 0; failed != (fail != nil) {
+			if resp := end(fail); (resp.ErrorCode != 0) != (fail != nil) {
 				t.Fatalf("the join's answer %+v, with the write failing: %v", resp, fail != nil)
 			}
-			h.log.mu.Lock()
-			h.log.appendErr = nil
-			h.log.mu.Unlock()
 		}
 	}
 	members := func(d kmsg.ConsumerGroupDescribeResponseGroup) []string {
@@ -89,5 +68,36 @@ func TestDescribeShowsOnlyCommittedState(t *testing.T) {
 	release(nil)
 	if g := recv(t, d).Groups[0]; g.ErrorCode != 0 || len(g.Members) != 2 {
 		t.Fatalf("describe after the join was committed: error %d, members %v; want both", g.ErrorCode, members(g))
+	}
+}
+
+// holdConsumerJoin sends a ConsumerGroupHeartbeat joining member to group and holds
+// its write in the log's append until release, which lets the write end with fail (nil:
+// it succeeds) and returns the join's answer.
+func (h *harness) holdConsumerJoin(group, member string) func(fail error) *kmsg.ConsumerGroupHeartbeatResponse {
+	h.t.Helper()
+	gate := make(chan struct{})
+	h.log.mu.Lock()
+	h.log.appendGate = gate
+	held := h.log.blocked + 1
+	h.log.mu.Unlock()
+	join := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	join.Version, join.Group, join.MemberID, join.RebalanceTimeoutMillis = 1, group, member, 5000
+	join.SubscribedTopicNames, join.Topics = []string{"t"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	joined := h.c.ConsumerGroupHeartbeat(join, "client", "/127.0.0.1", nil)
+	waitFor(h.t, "the join of "+member+" held in the writer", func() bool {
+		h.log.mu.Lock()
+		defer h.log.mu.Unlock()
+		return h.log.blocked == held
+	})
+	return func(fail error) *kmsg.ConsumerGroupHeartbeatResponse {
+		h.t.Helper()
+		h.log.mu.Lock()
+		h.log.appendGate, h.log.appendErr = nil, fail
+		h.log.mu.Unlock()
+		close(gate)
+		resp := recv(h.t, joined)
+		h.log.setAppendErr(nil)
+		return resp
 	}
 }
