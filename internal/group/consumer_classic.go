@@ -304,23 +304,11 @@ func (c *Coordinator) joinConsumerGroupLocked(part *partition, g *group, jr join
 			g.consumer.topicsVersion = resolved
 		}
 		if live := g.consumer.members[id]; live != nil {
-			c.startClassicMember(live, before.state, now)
+			live.renew(now, live.classic.sessionTimeout, c.groupTimeouts(g.id).ConsumerHeartbeat, before.state)
 			live.classicDeadline = now.Add(live.rebalanceTimeout) // its SyncGroup
 		}
 	}
 	c.logger.Info("classic member joined consumer group", "group", g.id, "member", id, "epoch", m.epoch, "state", m.state.String())
-}
-
-// startClassicMember gives a classic member a session from now, and a revocation
-// deadline when it has partitions to revoke.
-func (c *Coordinator) startClassicMember(m *consumerMember, stateBefore memberState, now time.Time) {
-	m.sessionDeadline = now.Add(m.classic.sessionTimeout)
-	switch {
-	case m.state != memberUnrevoked:
-		m.revokeDeadline = time.Time{}
-	case m.revokeDeadline.IsZero() || stateBefore != memberUnrevoked:
-		m.revokeDeadline = now.Add(max(m.rebalanceTimeout, c.cfg.ConsumerHeartbeatInterval))
-	}
 }
 
 // syncConsumerGroupLocked handles a classic member's SyncGroup in a consumer group: it

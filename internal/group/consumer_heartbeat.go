@@ -56,11 +56,8 @@ func (c *Coordinator) ConsumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatReq
 		}
 		ch <- resp
 	})
-	if hb.afterConversion != nil {
-		hb.afterConversion()
-	}
-	if hb.after != nil {
-		hb.after()
+	for _, f := range hb.after {
+		f()
 	}
 	if g := hb.part.groups[req.Group]; g != nil {
 		c.settleGroupLocked(hb.part, g)
@@ -79,11 +76,8 @@ type heartbeat struct {
 
 	part    *partition
 	records []Record
-	before  func() // runs before the records are applied
-	after   func() // runs once the records are applied (memory-only updates)
-	// afterConversion runs once the records of a classic group's conversion are
-	// applied, before after.
-	afterConversion func()
+	before  func()   // runs before the records are applied
+	after   []func() // run in order once the records are applied (memory-only updates)
 }
 
 func (hb *heartbeat) validate() (int16, string) {
@@ -179,7 +173,7 @@ func (hb *heartbeat) run() (int16, string) {
 			hb.records = append(hb.records, records...)
 			hb.before = func() { dropClassicRebalanceLocked(g) }
 			converted := upgraded.memberIDs()
-			hb.afterConversion = func() {
+			hb.after = append(hb.after, func() {
 				if g := hb.part.groups[req.Group]; g != nil && g.consumer != nil {
 					for _, id := range converted {
 						if m := g.consumer.members[id]; m != nil && m.classic != nil {
@@ -187,7 +181,7 @@ func (hb *heartbeat) run() (int16, string) {
 						}
 					}
 				}
-			}
+			})
 			cg = upgraded
 		}
 	}
@@ -241,7 +235,7 @@ func (hb *heartbeat) leave(g *group) (int16, string) {
 	records, downgraded := hb.c.leaveRecordsLocked(g, m, hb.now)
 	hb.records = append(hb.records, records...)
 	if downgraded {
-		hb.after = func() { hb.c.finishDowngradeLocked(hb.part, g.id, hb.now) }
+		hb.after = append(hb.after, func() { hb.c.finishDowngradeLocked(hb.part, g.id, hb.now) })
 	}
 	hb.c.logger.Info("consumer group member left", "group", g.id, "member", id)
 	return kerrNone, ""
@@ -340,7 +334,7 @@ func (hb *heartbeat) join(g *group, cg *consumerGroup) (int16, string) {
 	if req.MemberEpoch == 0 || full || !before.assigned.equal(m.assigned) {
 		hb.resp.Assignment = responseAssignment(m.assigned)
 	}
-	hb.after = func() {
+	hb.after = append(hb.after, func() {
 		g := hb.part.groups[req.Group]
 		if g == nil || g.consumer == nil {
 			return
@@ -352,15 +346,9 @@ func (hb *heartbeat) join(g *group, cg *consumerGroup) (int16, string) {
 		if live == nil {
 			return
 		}
-		live.sessionDeadline = hb.now.Add(timeouts.ConsumerSession)
 		live.describable = hb.describable // memory only: the replayed record has none
-		switch {
-		case live.state != memberUnrevoked:
-			live.revokeDeadline = time.Time{}
-		case live.revokeDeadline.IsZero() || before.state != memberUnrevoked:
-			live.revokeDeadline = hb.now.Add(max(live.rebalanceTimeout, timeouts.ConsumerHeartbeat))
-		}
-	}
+		live.renew(hb.now, timeouts.ConsumerSession, timeouts.ConsumerHeartbeat, before.state)
+	})
 	return kerrNone, ""
 }
 
@@ -440,6 +428,18 @@ func (c *Coordinator) changeMemberLocked(groupID string, g *group, cg *consumerG
 		records = append(records, consumerMemberRecord(groupID, m))
 	}
 	return records, resolved
+}
+
+// renew gives the member a session from now and, when it has partitions to revoke, a
+// revocation deadline (kept while it stays revoking since before).
+func (m *consumerMember) renew(now time.Time, session, heartbeat time.Duration, stateBefore memberState) {
+	m.sessionDeadline = now.Add(session)
+	switch {
+	case m.state != memberUnrevoked:
+		m.revokeDeadline = time.Time{}
+	case m.revokeDeadline.IsZero() || stateBefore != memberUnrevoked:
+		m.revokeDeadline = now.Add(max(m.rebalanceTimeout, heartbeat))
+	}
 }
 
 // unreleasedHeartbeatDivisor shortens the heartbeat interval of a member waiting for
