@@ -213,11 +213,7 @@ func TestGroups848FranzChurn(t *testing.T) {
 	wait848(t, adm, group, topic, 30*time.Second, "2 members after a kill", func(v view848) bool { return v.balanced(2, 6) })
 	produced = append(produced, produceSpread(t, b, topic, "c", 6, 30))
 	all := mergeProduced(produced)
-	total := 0
-	for _, vs := range all {
-		total += len(vs)
-	}
-	testutil.WaitFor(t, 30*time.Second, func() bool { return led.distinct() == total }, fmt.Sprintf("the group to process all %d records", total))
+	waitProcessedAll(t, led, all)
 
 	hooks.check(t)
 	watch.check(t)

@@ -439,6 +439,16 @@ func mergeProduced(rounds []map[int32][]string) map[int32][]string {
 	return all
 }
 
+// waitProcessedAll waits until the ledger holds every record of all.
+func waitProcessedAll(t *testing.T, led *ledger, all map[int32][]string) {
+	t.Helper()
+	total := 0
+	for _, vs := range all {
+		total += len(vs)
+	}
+	testutil.WaitFor(t, 30*time.Second, func() bool { return led.distinct() == total }, fmt.Sprintf("the group to process all %d records", total))
+}
+
 // dumpOnFailure logs, if the test fails, which offsets each member processed.
 func (l *ledger) dumpOnFailure(t *testing.T) {
 	t.Cleanup(func() {

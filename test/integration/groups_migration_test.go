@@ -100,11 +100,7 @@ func TestGroupsOnlineMigration(t *testing.T) {
 	waitGroup(t, adm, group, topic, 30*time.Second, "2 classic members on 6 partitions", func(v groupView) bool { return v.balanced(2, 6) })
 	produced = append(produced, produceSpread(t, b, topic, "c", 6, 30))
 	all := mergeProduced(produced)
-	total := 0
-	for _, vs := range all {
-		total += len(vs)
-	}
-	testutil.WaitFor(t, 30*time.Second, func() bool { return led.distinct() == total }, fmt.Sprintf("the group to process all %d records", total))
+	waitProcessedAll(t, led, all)
 	c0.close()
 	c2.close()
 
