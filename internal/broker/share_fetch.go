@@ -387,7 +387,7 @@ type shareAcquired struct {
 	acked   bool
 	ackCode int16
 	// heldBySelf: nothing could be acquired because the window is full and this
-	// member holds records in it — waiting would only delay its acknowledgements.
+	// member holds its first record — waiting would only delay its acknowledgements.
 	heldBySelf bool
 }
 
@@ -439,7 +439,7 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, sess *shareSessi
 		for taken := 0; taken < maxRecords && maxBytes > 0; {
 			from, ok := sp.NextFetchOffset()
 			if !ok {
-				out.heldBySelf = taken == 0 && sp.Holds(member)
+				out.heldBySelf = taken == 0 && sp.HoldsStart(member)
 				return nil
 			}
 			if from >= hw || from <= lastFrom { // each step moves on, or stops
@@ -820,8 +820,9 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 		<-run.done
 		result(k).AcknowledgeErrorCode = run.code
 	}
-	// A member whose own records fill a window is answered at once: its
-	// acknowledgements (sent with its next request) are what frees the window.
+	// A member holding the first record of a full window is answered at once: its
+	// acknowledgements (sent with its next request) are what moves the window on.
+	// Others wait for that, rather than ask again and again while it is full.
 	if acquired > 0 || r.MaxWaitMillis <= 0 || len(parts) == 0 || heldBySelf {
 		cancel()
 		fillShareFetchResponse(resp, order, results)

@@ -28,10 +28,15 @@ func shareTestTopic(t *testing.T, b *Broker, topic string) share.Key {
 // shareFetch sends a ShareFetch of k's partition for member on connection conn and
 // returns the channel its answer comes on.
 func shareFetch(b *Broker, conn uint64, k share.Key, member string, epoch, maxWaitMs int32) <-chan protocol.Response {
+	return shareFetchUpTo(b, conn, k, member, epoch, maxWaitMs, 100)
+}
+
+// shareFetchUpTo is shareFetch asking for maxRecords records.
+func shareFetchUpTo(b *Broker, conn uint64, k share.Key, member string, epoch, maxWaitMs, maxRecords int32) <-chan protocol.Response {
 	req := kmsg.NewPtrShareFetchRequest()
 	req.SetVersion(1)
 	req.GroupID, req.MemberID = kmsg.StringPtr(k.Group), kmsg.StringPtr(member)
-	req.ShareSessionEpoch, req.MaxWaitMillis, req.MaxRecords, req.MaxBytes = epoch, maxWaitMs, 100, 1<<20
+	req.ShareSessionEpoch, req.MaxWaitMillis, req.MaxRecords, req.MaxBytes = epoch, maxWaitMs, maxRecords, 1<<20
 	rt := kmsg.NewShareFetchRequestTopic()
 	rt.TopicID = k.TopicID
 	rt.Partitions = append(rt.Partitions, kmsg.NewShareFetchRequestTopicPartition())
@@ -154,6 +159,54 @@ func TestShareFetchWaitersDoNotPileUp(t *testing.T) {
 	testutil.WaitFor(t, 5*time.Second, func() bool {
 		return b.shares.Waiting(k) == 0 && part.Waiting() == 0
 	}, "no waiter left on the partitions")
+}
+
+// TestShareFetchFullWindow: while the window of record locks is full, a fetch of the
+// member holding its first record is answered at once (only that member's
+// acknowledgement moves the window on, and it comes with its next request); a fetch of
+// another member, even one holding records further in, waits, and gets records as soon
+// as the first member's acknowledgement makes room.
+func TestShareFetchFullWindow(t *testing.T) {
+	b := startTestBrokerWith(t, nil, []string{"group.share.partition.max.record.locks=100"}, t.TempDir())
+	k := shareTestTopic(t, b, "full-window")
+	// The sessions open on the empty partition (share.auto.offset.reset=latest).
+	for i, m := range []string{"a", "b"} {
+		if recs := acquired(t, shareFetchUpTo(b, uint64(i+1), k, m, 0, 0, 50)); len(recs) != 0 {
+			t.Fatalf("%s acquired %v from an empty partition", m, recs)
+		}
+	}
+	for range 3 { // offsets 0-59, 60-119, 120-179
+		batch, err := record.Build(record.DefaultBuildOptions(), make([]record.Record, 60))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := produceBatch(t, b, "full-window", batch); code != 0 {
+			t.Fatalf("produce: %v", kerr.ErrorForCode(code))
+		}
+	}
+	// a takes the first batch and b the second: the window [0, 120) is full.
+	if recs := acquired(t, shareFetchUpTo(b, 1, k, "a", 1, 0, 50)); len(recs) != 1 || recs[0].FirstOffset != 0 || recs[0].LastOffset != 59 {
+		t.Fatalf("a acquired %v, want offsets 0-59", recs)
+	}
+	if recs := acquired(t, shareFetchUpTo(b, 2, k, "b", 1, 0, 50)); len(recs) != 1 || recs[0].FirstOffset != 60 || recs[0].LastOffset != 119 {
+		t.Fatalf("b acquired %v, want offsets 60-119", recs)
+	}
+	if recs := acquired(t, shareFetchUpTo(b, 1, k, "a", 2, 30_000, 50)); len(recs) != 0 {
+		t.Fatalf("a acquired %v from a full window", recs)
+	}
+	waiting := shareFetchUpTo(b, 2, k, "b", 2, 30_000, 50)
+	testutil.WaitFor(t, 5*time.Second, func() bool { return b.shares.Waiting(k) == 1 }, "b's fetch waiting for room")
+	select {
+	case r := <-waiting:
+		t.Fatalf("b's fetch answered %+v while the window is full and a holds its first record; want it to wait", r.Body)
+	default:
+	}
+	if top, part := shareAcknowledge(t, b, 1, k, "a", 3, 0, 59, share.AckAccept); top != 0 || part != 0 {
+		t.Fatalf("a's acknowledgement: %v, %v", kerr.ErrorForCode(top), kerr.ErrorForCode(part))
+	}
+	if recs := acquired(t, waiting); len(recs) != 1 || recs[0].FirstOffset != 120 || recs[0].LastOffset != 179 {
+		t.Fatalf("b's waiting fetch acquired %v once a accepted offsets 0-59, want offsets 120-179", recs)
+	}
 }
 
 // TestShareFetchAnswerBuffersGoBack: a ShareFetch answer holds the pooled buffer

@@ -501,18 +501,12 @@ func (p *Partition) ExpireLocks(now time.Time) bool {
 	return any
 }
 
-// Holds reports whether member has acquired records in the window.
-func (p *Partition) Holds(member string) bool {
+// HoldsStart reports whether member holds the window's first record. While the
+// window is full, only that record's acknowledgement moves it on: a fetch of its
+// holder that waited for room would wait for its own acknowledgements.
+func (p *Partition) HoldsStart(member string) bool {
 	m := p.memberOf(member, false)
-	if m == 0 {
-		return false
-	}
-	for _, r := range p.recs {
-		if r.state == Acquired && r.member == m {
-			return true
-		}
-	}
-	return false
+	return m != 0 && len(p.recs) > 0 && p.recs[0].state == Acquired && p.recs[0].member == m
 }
 
 // NextDeadline is when a lock may expire first (possibly earlier than any does: a
