@@ -25,16 +25,21 @@ type journal struct {
 	earliest   time.Time
 	dirty      bool
 	freed      bool
+	changed    [3]int64 // changedFrom, changedTo, appendedFrom
 	recs, arr  []record
-	touched    []touchedRecord
+	// touched are the runs of records changed in place, in the order they were
+	// saved; their old values lie in saved.
+	touched []touchedRun
+	saved   []record
 	// detached: the window was emptied (emptyAt) since Begin; the records from then
 	// on live in a new array and may reuse saved offsets, so they are not touched.
 	detached bool
 }
 
-type touchedRecord struct {
+// touchedRun: the records of offsets [offset, offset+n) were saved[at:at+n].
+type touchedRun struct {
 	offset int64
-	old    record
+	at, n  int
 }
 
 // Begin starts recording changes; Commit or Rollback ends it.
@@ -44,8 +49,9 @@ func (p *Partition) Begin() {
 	j.stateEpoch, j.reset = p.stateEpoch, p.reset
 	j.start, j.end, j.availFrom, j.earliest = p.start, p.end, p.availFrom, p.earliest
 	j.dirty, j.freed = p.dirty, p.freed
+	j.changed = [3]int64{p.changedFrom, p.changedTo, p.appendedFrom}
 	j.recs, j.arr = p.recs, p.arr
-	j.touched = j.touched[:0]
+	j.touched, j.saved = j.touched[:0], j.saved[:0]
 	j.detached = false
 }
 
@@ -56,7 +62,7 @@ func (p *Partition) Commit() {
 	p.compactMembers()
 	p.compactWindow()
 	j.recs, j.arr = nil, nil
-	j.touched = j.touched[:0]
+	j.touched, j.saved = j.touched[:0], j.saved[:0]
 }
 
 // Rollback undoes every change made since Begin.
@@ -68,19 +74,35 @@ func (p *Partition) Rollback() {
 	p.stateEpoch, p.reset = j.stateEpoch, j.reset
 	p.start, p.end, p.availFrom, p.earliest = j.start, j.end, j.availFrom, j.earliest
 	p.dirty, p.freed = j.dirty, j.freed
+	p.changedFrom, p.changedTo, p.appendedFrom = j.changed[0], j.changed[1], j.changed[2]
+	// The write that failed may have been stored all the same (its answer was lost):
+	// the next one carries the whole window, so that the stored state is the
+	// window again.
+	p.changedFrom, p.changedTo = p.start, p.end
 	p.recs, p.arr = j.recs, j.arr
 	for i := len(j.touched) - 1; i >= 0; i-- {
 		t := j.touched[i]
-		if idx := t.offset - p.start; idx >= 0 && idx < int64(len(p.recs)) {
-			p.recs[idx] = t.old
+		for k := range t.n {
+			if idx := t.offset + int64(k) - p.start; idx >= 0 && idx < int64(len(p.recs)) {
+				p.recs[idx] = j.saved[t.at+k]
+			}
 		}
 	}
 	p.Commit()
 }
 
 // touch saves the record at offset o (inside the window) before it changes.
-func (p *Partition) touch(o int64) {
-	if p.journal.active && !p.journal.detached {
-		p.journal.touched = append(p.journal.touched, touchedRecord{offset: o, old: p.recs[o-p.start]})
+func (p *Partition) touch(o int64) { p.touchRange(o, o+1) }
+
+// touchRange saves the records of offsets [from, to) (inside the window) before they
+// change. A record appended since Begin (at or past the end it saved) needs no
+// saving: restoring the saved slice drops it.
+func (p *Partition) touchRange(from, to int64) {
+	p.changed(from, to)
+	j := &p.journal
+	if to = min(to, j.end); !j.active || j.detached || from >= to {
+		return
 	}
+	j.touched = append(j.touched, touchedRun{offset: from, at: len(j.saved), n: int(to - from)})
+	j.saved = append(j.saved, p.recs[from-p.start:to-p.start]...)
 }

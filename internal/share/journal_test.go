@@ -20,6 +20,8 @@ func clonePartition(p *Partition) partitionCopy {
 	c := *p
 	c.recs = append([]record(nil), p.recs...)
 	c.journal = journal{}
+	// What changed since the last write: a rollback widens it to the whole window.
+	c.changedFrom, c.changedTo = 0, 0
 	c.members, c.memberIndex = nil, nil
 	var holders []string
 	for i, r := range c.recs {
@@ -45,6 +47,10 @@ func samePartition(t *testing.T, step int, got *Partition, want partitionCopy) {
 
 // TestPartitionRollback applies random operations, each between Begin and Rollback
 // or Commit, and checks that a rollback gives back exactly the partition as it was.
+// Each commit of a change the snapshot holds is written as the Manager writes it (the
+// Changes laid over the stored snapshot), and a rolled-back one is stored half the
+// time (a write whose answer was lost): after every write the stored snapshot is the
+// window's.
 func TestPartitionRollback(t *testing.T) {
 	for seed := range uint64(8) {
 		partitionRollback(t, seed)
@@ -58,6 +64,14 @@ func partitionRollback(t *testing.T, seed uint64) {
 	now := t0
 	members := []string{"a", "b", "c"}
 	hw := int64(0)
+	var stored Snapshot
+	write := func() {
+		ch := p.Changes()
+		if p.reset {
+			stored = Snapshot{StateEpoch: ch.StateEpoch, Start: ch.Start, End: ch.Start}
+		}
+		stored = stored.Merge(ch.Start, ch.Runs)
+	}
 	for step := range 5000 {
 		now = now.Add(time.Duration(rng.IntN(3000)) * time.Millisecond)
 		hw += int64(rng.IntN(4))
@@ -92,6 +106,9 @@ func partitionRollback(t *testing.T, seed uint64) {
 			p.NextFetchOffset()
 		}
 		if rng.IntN(2) == 0 {
+			if p.Dirty() && rng.IntN(2) == 0 {
+				write()
+			}
 			p.Rollback()
 			samePartition(t, step, p, before)
 		} else {
@@ -102,10 +119,31 @@ func partitionRollback(t *testing.T, seed uint64) {
 			changed := clonePartition(p)
 			p.Commit()
 			samePartition(t, step, p, changed)
-			p.ClearDirty()
+			if p.Dirty() {
+				write()
+				p.ClearDirty()
+				sameStored(t, step, stored, p.Snapshot())
+			}
 			p.TakeFreed()
 			p.TakeReset()
 		}
+	}
+}
+
+// sameStored checks that the stored snapshot holds the window's: the same start and
+// runs up to the window's end. Past it the store may keep runs of a write that was
+// rolled back after it was stored; the window's end moving over them writes them again.
+func sameStored(t *testing.T, step int, stored, want Snapshot) {
+	t.Helper()
+	var runs []StateRun
+	for _, r := range stored.Runs {
+		if r.First < want.End {
+			r.Last = min(r.Last, want.End-1)
+			runs = append(runs, r)
+		}
+	}
+	if stored.Start != want.Start || !reflect.DeepEqual(runs, want.Runs) {
+		t.Fatalf("step %d: stored start %d, runs %v\nwant start %d, runs %v", step, stored.Start, runs, want.Start, want.Runs)
 	}
 }
 

@@ -264,7 +264,7 @@ func (m *Manager) persistLocked(ctx context.Context, e *entry) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, m.o.WriteTimeout)
 	defer cancel()
-	snap := e.p.Snapshot()
+	snap := e.p.Changes()
 	if e.p.TakeReset() {
 		if err := m.o.Store.Initialize(wctx, e.key, snap.StateEpoch, snap.Start); err != nil {
 			return err

@@ -95,6 +95,12 @@ type Partition struct {
 	// became acquirable: available again, or room made by the window moving (a
 	// waiting fetch may succeed now).
 	dirty, freed bool
+	// The offsets whose stored form may differ from the window's since ClearDirty
+	// (what Changes gives): [changedFrom, changedTo), changed in place, and from
+	// appendedFrom on, appended (appendedFrom -1: none). Outside them, the stored
+	// state is the window.
+	changedFrom, changedTo int64
+	appendedFrom           int64
 	// journal records what changes between Begin and Commit so that Rollback can
 	// undo it (a snapshot write that failed).
 	journal journal
@@ -160,7 +166,7 @@ func (p *Partition) compactMembers() {
 
 // NewPartition returns a partition whose window starts (and ends) at start.
 func NewPartition(cfg PartitionConfig, start int64) *Partition {
-	return &Partition{cfg: cfg, start: start, end: start}
+	return &Partition{cfg: cfg, start: start, end: start, appendedFrom: -1}
 }
 
 // SetConfig changes the partition's limits (a group config changed).
@@ -186,7 +192,24 @@ func (p *Partition) End() int64 { return p.end }
 func (p *Partition) Dirty() bool { return p.dirty }
 
 // ClearDirty marks the current state as persisted.
-func (p *Partition) ClearDirty() { p.dirty = false }
+func (p *Partition) ClearDirty() {
+	p.dirty = false
+	p.changedFrom, p.changedTo, p.appendedFrom = 0, 0, -1
+}
+
+// changed notes that the offsets [from, to), inside the window, change in place.
+func (p *Partition) changed(from, to int64) {
+	if p.appendedFrom >= 0 { // from there on, noted as appended
+		to = min(to, p.appendedFrom)
+	}
+	switch {
+	case from >= to:
+	case p.changedFrom >= p.changedTo:
+		p.changedFrom, p.changedTo = from, to
+	default:
+		p.changedFrom, p.changedTo = min(p.changedFrom, from), max(p.changedTo, to)
+	}
+}
 
 // TakeFreed reports (and forgets) whether records became acquirable since the last
 // call: released, their lock expired, or the window moved.
@@ -218,6 +241,9 @@ func (p *Partition) NextFetchOffset() (offset int64, ok bool) {
 // take as many, after up to its width dropped and not yet moved back. Like append,
 // it never writes inside the slice Begin saved.
 func (p *Partition) appendRecord(r record) {
+	if o := p.start + int64(len(p.recs)); p.appendedFrom < 0 || p.appendedFrom > o {
+		p.appendedFrom = o
+	}
 	if len(p.recs) == cap(p.recs) {
 		p.arr = make([]record, max(3*len(p.recs), p.cfg.MaxInFlight, 16))
 		p.recs = p.arr[:copy(p.arr, p.recs)]
@@ -273,6 +299,8 @@ func (p *Partition) Reset(offset int64) {
 // emptyAt empties the window and starts it at offset.
 func (p *Partition) emptyAt(offset int64) {
 	p.journal.detached = true
+	// What changed lies outside the new window (a reset replaces the stored state).
+	p.changedFrom, p.changedTo, p.appendedFrom = 0, 0, -1
 	p.recs, p.arr = nil, nil
 	p.start, p.end, p.availFrom = offset, offset, offset
 	p.dirty, p.freed = true, true
@@ -342,9 +370,6 @@ func (p *Partition) Acquire(member string, batches [][2]int64, highWatermark int
 			}
 			r.state, r.member, r.deadline = Acquired, m, deadlineNanos
 			r.deliveries++
-			if p.earliest.IsZero() || deadline.Before(p.earliest) {
-				p.earliest = deadline
-			}
 			taken++
 			if n := len(out); n > 0 && out[n-1].Last == o-1 && out[n-1].DeliveryCount == r.deliveries {
 				out[n-1].Last = o
@@ -352,6 +377,9 @@ func (p *Partition) Acquire(member string, batches [][2]int64, highWatermark int
 				out = append(out, AcquiredRun{First: o, Last: o, DeliveryCount: r.deliveries})
 			}
 		}
+	}
+	if taken > 0 && (p.earliest.IsZero() || deadline.Before(p.earliest)) {
+		p.earliest = deadline
 	}
 	p.advance()
 	return out
@@ -415,13 +443,13 @@ func (p *Partition) Acknowledge(member string, first, last int64, types []int8, 
 			return ErrInvalidRecordState
 		}
 	}
+	p.touchRange(first, last+1)
 	for o := first; o <= last; o++ {
 		t := types[0]
 		if len(types) > 1 {
 			t = types[o-first]
 		}
 		r := &p.recs[o-p.start]
-		p.touch(o)
 		switch t {
 		case AckAccept:
 			r.state = Acknowledged

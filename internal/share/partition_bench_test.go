@@ -9,7 +9,8 @@ import (
 // BenchmarkPartitionCycle drives a partition as BenchmarkShareConsume (test/perf)
 // does: four members, each holding the records of its last two fetches, accept
 // the older ones and acquire up to 500 more (batches of 130 records) in a window
-// of 2,000 locks, with Manager's Begin, Snapshot and Commit around each change.
+// of 2,000 locks, with Manager's Begin, Changes, ClearDirty and Commit around each
+// change.
 // ns/op is per record accepted.
 func BenchmarkPartitionCycle(b *testing.B) {
 	const batch, maxRecords, members = 130, 500, 4
@@ -37,7 +38,7 @@ func BenchmarkPartitionCycle(b *testing.B) {
 			}
 			held[m] = held[m][1:]
 		}
-		_ = p.Snapshot()
+		persist(p)
 		p.Commit()
 		p.Begin()
 		from, ok := p.NextFetchOffset()
@@ -51,13 +52,20 @@ func BenchmarkPartitionCycle(b *testing.B) {
 			batches = append(batches, [2]int64{o, o + batch - 1})
 		}
 		runs := p.Acquire(names[m], batches, 1<<62, maxRecords, false, now)
-		if p.Dirty() {
-			_ = p.Snapshot()
-		}
+		persist(p)
 		p.Commit()
 		starved[m] = len(runs) == 0
 		if len(runs) > 0 {
 			held[m] = append(held[m], runs)
 		}
+	}
+}
+
+// persist is what Manager writes after a change: the changes, when the snapshot holds
+// any.
+func persist(p *Partition) {
+	if p.Dirty() {
+		_ = p.Changes()
+		p.ClearDirty()
 	}
 }

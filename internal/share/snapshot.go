@@ -36,19 +36,48 @@ type StateRun struct {
 // Snapshot returns the partition's persisted form.
 func (p *Partition) Snapshot() Snapshot {
 	s := Snapshot{StateEpoch: p.stateEpoch, Start: p.start, End: p.end}
-	for i, r := range p.recs {
+	s.Runs = p.appendRuns(nil, p.start, p.end)
+	return s
+}
+
+// Changes returns what of the persisted form changed since ClearDirty: the window's
+// start and end, and the runs of the offsets that changed. Laid over the snapshot
+// stored then (Snapshot.Merge), they give Snapshot(). Kafka's share partition
+// likewise writes only the state batches that changed.
+func (p *Partition) Changes() Snapshot {
+	s := Snapshot{StateEpoch: p.stateEpoch, Start: p.start, End: p.end}
+	from, to := max(p.changedFrom, p.start), min(p.changedTo, p.end)
+	appended := p.end
+	if p.appendedFrom >= 0 {
+		appended = min(max(p.appendedFrom, p.start), p.end)
+	}
+	if from < to && to >= appended { // they touch: one range
+		s.Runs = p.appendRuns(nil, min(from, appended), p.end)
+		return s
+	}
+	if from < to {
+		s.Runs = p.appendRuns(s.Runs, from, to)
+	}
+	s.Runs = p.appendRuns(s.Runs, appended, p.end)
+	return s
+}
+
+// appendRuns appends the runs of offsets [from, to) of the window to runs.
+func (p *Partition) appendRuns(runs []StateRun, from, to int64) []StateRun {
+	n0 := len(runs)
+	for i, r := range p.recs[from-p.start : to-p.start] {
 		state := r.state
 		if state == Acquired {
 			state = Available
 		}
-		o := p.start + int64(i)
-		if n := len(s.Runs); n > 0 && s.Runs[n-1].Last == o-1 && s.Runs[n-1].State == state && s.Runs[n-1].Deliveries == r.deliveries {
-			s.Runs[n-1].Last = o
+		o := from + int64(i)
+		if n := len(runs); n > n0 && runs[n-1].State == state && runs[n-1].Deliveries == r.deliveries {
+			runs[n-1].Last = o
 			continue
 		}
-		s.Runs = append(s.Runs, StateRun{First: o, Last: o, State: state, Deliveries: r.deliveries})
+		runs = append(runs, StateRun{First: o, Last: o, State: state, Deliveries: r.deliveries})
 	}
-	return s
+	return runs
 }
 
 // FromSnapshot rebuilds a partition from its persisted form.
@@ -59,7 +88,7 @@ func FromSnapshot(cfg PartitionConfig, s Snapshot) (*Partition, error) {
 	if s.End-s.Start > MaxWindow {
 		return nil, fmt.Errorf("%w: the stored window [%d, %d) spans more than the %d offsets a share partition holds; reset the group's offsets (AlterShareGroupOffsets) or delete them (DeleteShareGroupOffsets)", ErrWindowTooWide, s.Start, s.End, MaxWindow)
 	}
-	p := &Partition{cfg: cfg, stateEpoch: s.StateEpoch, start: s.Start, end: s.End, availFrom: s.Start, arr: make([]record, s.End-s.Start)}
+	p := &Partition{cfg: cfg, stateEpoch: s.StateEpoch, start: s.Start, end: s.End, availFrom: s.Start, appendedFrom: -1, arr: make([]record, s.End-s.Start)}
 	p.recs = p.arr
 	for _, run := range s.Runs {
 		if run.First < s.Start || run.Last >= s.End || run.Last < run.First {
@@ -70,7 +99,7 @@ func FromSnapshot(cfg PartitionConfig, s Snapshot) (*Partition, error) {
 		}
 	}
 	p.advance()
-	p.dirty = false
+	p.ClearDirty()
 	return p, nil
 }
 
