@@ -569,7 +569,7 @@ var coreProperties = []property{
 		bind(assignorList(func(b *Broker) *[]string { return &b.GroupConsumerAssignors })),
 	property{name: "group.consumer.migration.policy", spec: migrationPolicies, def: "bidirectional",
 		doc: "Whether a group with members may be converted between the classic and the consumer protocol: bidirectional, upgrade (classic to consumer), downgrade or disabled. " +
-			"An upgrade happens when a consumer-protocol member joins a classic group with members, a downgrade when only classic members are left in a consumer group. " +
+			"An upgrade happens when a consumer-protocol member joins a classic group with members, a downgrade when only classic members are left in a consumer group (after a leave, a fencing, or a classic static member replacing the last consumer-protocol one). " +
 			"An empty group changes protocol, its committed offsets kept, whatever the policy (as in Kafka)."}.
 		bind(str(func(b *Broker) *string { return &b.GroupConsumerMigrationPolicy })),
 	property{name: "group.coordinator.rebalance.protocols", spec: rebalanceProtocols, def: "classic,consumer,streams",

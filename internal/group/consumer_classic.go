@@ -309,6 +309,29 @@ func (c *Coordinator) joinConsumerGroupLocked(part *partition, g *group, jr join
 		}
 	}
 	c.logger.Info("classic member joined consumer group", "group", g.id, "member", id, "epoch", m.epoch, "state", m.state.String())
+	if replaced != nil && replaced.classic == nil {
+		c.downgradeAfterReplacementLocked(part, g.id, replaced, now)
+	}
+}
+
+// downgradeAfterReplacementLocked turns a consumer group back to the classic protocol
+// when a static member speaking it has just replaced the group's last member of the
+// consumer protocol (replaced), as Kafka does, if the policy allows a downgrade. Its
+// records go in a write of their own, after the join's; they name the replaced
+// member's removal again, so that they hold on their own should the join's write
+// fail. The joining member's SyncGroup then finds a classic group rebalancing.
+func (c *Coordinator) downgradeAfterReplacementLocked(part *partition, groupID string, replaced *consumerMember, now time.Time) {
+	g := part.groups[groupID]
+	if g == nil || g.consumer == nil || g.consumer.members[replaced.id] != nil {
+		return // the join's records did not apply
+	}
+	records := c.downgradeRecordsLocked(g, nil, now)
+	if records == nil {
+		return
+	}
+	records = append([]Record{consumerMemberTombstone(groupID, replaced.id)}, records...)
+	c.writeConsumerLocked(part, groupID, records, func(error) {})
+	c.finishDowngradeLocked(part, groupID, now)
 }
 
 // syncConsumerGroupLocked handles a classic member's SyncGroup in a consumer group: it
@@ -425,15 +448,15 @@ func (c *Coordinator) leaveRecordsLocked(g *group, m *consumerMember, now time.T
 }
 
 // downgradeRecordsLocked returns the records that turn g into a classic group once
-// leaving is gone, nil when it stays a consumer group: some member left would use the
-// consumer protocol, none would be left, the policy forbids it, group.max.size is
-// exceeded or the members share no protocol.
+// leaving (nil: none) is gone, nil when it stays a consumer group: some member left
+// would use the consumer protocol, none would be left, the policy forbids it,
+// group.max.size is exceeded or the members share no protocol.
 func (c *Coordinator) downgradeRecordsLocked(g *group, leaving *consumerMember, now time.Time) []Record {
 	cg := g.consumer
 	var stay []*consumerMember
 	for _, id := range cg.memberIDs() {
 		m := cg.members[id]
-		if id == leaving.id {
+		if leaving != nil && id == leaving.id {
 			continue
 		}
 		if m.classic == nil {
@@ -474,7 +497,11 @@ func (c *Coordinator) downgradeRecordsLocked(g *group, leaving *consumerMember, 
 		records = append(records, consumerMemberTombstone(g.id, id))
 	}
 	records = append(records, consumerGroupTombstone(g.id), groupRecord(classic, assignments))
-	c.logger.Info("consumer group goes back to the classic protocol", "group", g.id, "leaving", leaving.id, "members", len(stay))
+	why := "the last member of the consumer protocol was replaced by a classic static member"
+	if leaving != nil {
+		why = "member " + leaving.id + " left"
+	}
+	c.logger.Info("consumer group goes back to the classic protocol", "group", g.id, "why", why, "members", len(stay))
 	return records
 }
 

@@ -339,6 +339,85 @@ func TestConsumerGroupDowngradeOnline(t *testing.T) {
 	}
 }
 
+// TestConsumerGroupDowngradeByStaticReplacement: a static member of the consumer
+// protocol restarted with the classic protocol (same group.instance.id) replaces its
+// earlier incarnation; when that was the group's last member of the consumer protocol
+// and the policy allows a downgrade, the group goes back to the classic protocol with
+// the new member in it, and rebalances as a classic group, as in Kafka. Otherwise it
+// stays a consumer group of classic members.
+func TestConsumerGroupDowngradeByStaticReplacement(t *testing.T) {
+	for _, policy := range []string{"bidirectional", "downgrade", "upgrade"} {
+		t.Run(policy, func(t *testing.T) {
+			h, ft := newConsumerHarness(t, func(c *Config) {
+				c.MigrationPolicy = "bidirectional"
+			})
+			ft.set("t", 4)
+			a, b := classicPair(t, h, "g")
+			n := &cmember{id: "n", instance: "n-static", topics: []string{"t"}}
+			if r := h.cgHeartbeat("g", n, true); r.ErrorCode != 0 {
+				t.Fatalf("upgrade: error %d", r.ErrorCode)
+			}
+			settleMixed(t, h, "g", []*cmember{n}, []*csim{a, b}, 4)
+			h.cfg.MigrationPolicy = policy
+			h.start() // the policy is read at start
+			// n restarts as a classic member under its instance id.
+			s := &csim{topics: []string{"t"}, owned: map[string][]int32{"t": slices.Clone(n.owned[topicIDOf("t")])}}
+			r := recv(t, h.join("g", joinOpts{instance: "n-static", session: 10 * time.Second,
+				protocols: []kmsg.JoinGroupRequestProtocol{proto("cooperative-sticky", s.meta())}}))
+			if r.ErrorCode != 0 || r.MemberID == "" || r.MemberID == n.id {
+				t.Fatalf("static classic join replacing %s: %+v", n.id, r)
+			}
+			s.id, s.gen = r.MemberID, r.Generation
+			n.gone, n.owned = true, nil
+			if policy == "upgrade" {
+				if got := memberTypesOf(t, h, "g"); len(got) != 3 || got[a.id] != 0 || got[b.id] != 0 || got[s.id] != 0 {
+					t.Fatalf("members after the replacement under %s: %v, want three classic members", policy, got)
+				}
+				settleMixed(t, h, "g", nil, []*csim{a, b, s}, 4)
+				return
+			}
+			d := h.describe("g")
+			if d.ErrorCode != 0 || d.State != "PreparingRebalance" || len(d.Members) != 3 || d.ProtocolType != "consumer" {
+				t.Fatalf("group after the static replacement: %+v", d)
+			}
+			if sr := h.classicSync("g", s); sr.ErrorCode != kerrRebalanceInProgress {
+				t.Fatalf("the new member's SyncGroup after the downgrade: error %d, want REBALANCE_IN_PROGRESS", sr.ErrorCode)
+			}
+			h.start() // what was written is a classic group of the three
+			if d := h.describe("g"); d.ErrorCode != 0 || len(d.Members) != 3 || d.ProtocolType != "consumer" {
+				t.Fatalf("group loaded after the downgrade: %+v", d)
+			}
+			// A classic rebalance of the three, the static member keeping its instance id.
+			var chs []<-chan *kmsg.JoinGroupResponse
+			for _, c := range []*csim{a, b, s} {
+				o := joinOpts{member: c.id, session: 10 * time.Second, protocols: []kmsg.JoinGroupRequestProtocol{proto("cooperative-sticky", c.meta())}}
+				if c == s {
+					o.instance = "n-static"
+				}
+				chs = append(chs, h.join("g", o))
+			}
+			gens := map[int32]bool{}
+			leaders := 0
+			for i, ch := range chs {
+				jr := h.joined(ch)
+				if jr.ErrorCode != 0 {
+					t.Fatalf("classic join %d after the downgrade: error %d", i, jr.ErrorCode)
+				}
+				gens[jr.Generation] = true
+				if len(jr.Members) > 0 {
+					leaders++
+				}
+			}
+			if len(gens) != 1 || leaders != 1 {
+				t.Fatalf("classic rebalance after the downgrade: generations %v, %d leaders", gens, leaders)
+			}
+			if got := fmt.Sprint(h.describe("g").State); got != "CompletingRebalance" {
+				t.Fatalf("state after the joins: %s", got)
+			}
+		})
+	}
+}
+
 // TestClassicMemberInConsumerGroupExpires: a classic member that stops heartbeating
 // is removed after its own session timeout; the partitions go to the others.
 func TestClassicMemberInConsumerGroupExpires(t *testing.T) {
