@@ -193,3 +193,58 @@ func TestGroupsOnlineMigrationSarama(t *testing.T) {
 	// allows only without re-reads, and commits follow each record here.
 	checkAll(t, all, led.all(), departed)
 }
+
+// TestGroupsStaticRestartDowngrade: a rolling downgrade of static members. A classic
+// franz-go member and a static member on the KIP-848 path (group.instance.id
+// n-static) share six partitions; the static member shuts down (a static member's
+// leave keeps its place and partitions for its session) and comes back on the classic
+// protocol under the same instance id. It takes the place of its earlier incarnation,
+// the group's last member of the consumer protocol, and the group is a classic group
+// again, which both members share, as in Kafka. Throughout, no partition is owned by
+// two members, and every record is processed.
+func TestGroupsStaticRestartDowngrade(t *testing.T) {
+	t.Parallel()
+	// A consumer-protocol session long enough that the static member's place is still
+	// held when it comes back.
+	b := start848Broker(t, "group.consumer.session.timeout.ms=30000")
+	adm := newAdmin(t, b)
+	const topic, group = "static-downgrade", "static-downgrade"
+	createTopic(t, adm, topic, 6, nil)
+	produced := []map[int32][]string{produceSpread(t, b, topic, "a", 6, 20)}
+	led := newLedger(t)
+	hooks := &ownership{}
+	classicOpts := []kgo.Opt{kgo.DisableAutoCommit(), kgo.SessionTimeout(3 * time.Second), kgo.HeartbeatInterval(100 * time.Millisecond)}
+	c0 := newKgoMember(t, b, "c0", group, topic, hooks, classicOpts...).run(commitLoop(t, "c0", led, 20))
+	waitGroup(t, adm, group, topic, 30*time.Second, "a classic member on 6 partitions", func(v groupView) bool { return v.balanced(1, 6) })
+
+	n0 := new848Member(t, b, "n0", group, topic, hooks, kgo.InstanceID("n-static")).run(commitLoop(t, "n0", led, 20))
+	wait848(t, adm, group, topic, 30*time.Second, "a classic and a static consumer member on 6 partitions", func(v view848) bool { return v.balanced(2, 6) })
+	if types, want := memberTypes(t, b, group), map[string]int8{c0.memberID(): 0, n0.memberID(): 1}; fmt.Sprint(types) != fmt.Sprint(want) {
+		t.Fatalf("member types after the upgrade: %v, want %v (0 classic, 1 consumer)", types, want)
+	}
+	produced = append(produced, produceSpread(t, b, topic, "b", 6, 20))
+	testutil.WaitFor(t, 30*time.Second, func() bool { return led.distinct() == 240 }, "the mixed group to process 240 records")
+
+	// The static member restarts on the classic protocol.
+	n0.close()
+	hooks.releaseAll("n0")
+	n1 := newKgoMember(t, b, "n1", group, topic, hooks, append(classicOpts, kgo.InstanceID("n-static"))...).run(commitLoop(t, "n1", led, 20))
+	v := waitGroup(t, adm, group, topic, 30*time.Second, "the classic group back, 2 members on 6 partitions", func(v groupView) bool { return v.balanced(2, 6) })
+	if len(v.Members[n1.memberID()]) == 0 || len(v.Members[c0.memberID()]) == 0 {
+		t.Fatalf("classic group after the static restart: %+v, want partitions for both members", v)
+	}
+	produced = append(produced, produceSpread(t, b, topic, "c", 6, 20))
+	all := mergeProduced(produced)
+	waitProcessedAll(t, led, all)
+	c0.close()
+	n1.close()
+
+	hooks.check(t)
+	departed := map[string]bool{}
+	for _, s := range led.all() {
+		if s.Member == "n0" {
+			departed[s.Value] = true
+		}
+	}
+	checkAll(t, all, led.all(), departed)
+}
