@@ -60,9 +60,10 @@ type Options struct {
 }
 
 // Manager holds the share partitions this broker serves (it leads their topic
-// partitions) and drives them: it loads each from its snapshot on first use, persists
-// a snapshot after every change that the snapshot holds (before the change is
-// answered), and releases records whose acquisition lock expired, on a timer per
+// partitions) and drives them: it loads each from its snapshot on first use, writes
+// what changed of the snapshot after every change that the snapshot holds
+// (Partition.Changes, before the change is answered), and releases records whose
+// acquisition lock expired, on a timer per
 // partition. It is safe for concurrent use; each partition has its own lock, held
 // while its snapshot is written so that writes of one partition stay in order. A
 // partition leaves memory (Forget, DropGroup) under its own lock, so that no change

@@ -23,18 +23,20 @@ import (
 // (cooperative-sticky) share six partitions; a member on the KIP-848 path joins and
 // the group becomes a consumer group with its classic members kept. The group's
 // coordinator goes away while the group is mixed, under an acks=all load: killed
-// (kill -9, subtest kill) or stopped cleanly (SIGTERM, subtest stop: a controlled
-// shutdown that hands its leaderships over before it exits). The new coordinator,
-// which loads the classic members from their member records, keeps serving them: the
-// same three members with the same types, no member fenced, every partition owned
-// once, every record processed. The consumer-protocol member then leaves and the
+// (kill -9, subtest kill), stopped cleanly (SIGTERM, subtest stop: a controlled
+// shutdown that hands its leaderships over before it exits) or stalled (SIGSTOP,
+// subtest pause: fenced and its leaderships moved, then SIGCONT once another node
+// coordinates the group, with the members' requests to it still unread). The new
+// coordinator, which loads the classic members from their member records, keeps
+// serving them: the same three members with the same types, no member fenced, every
+// partition owned once, every record processed. The consumer-protocol member then leaves and the
 // group goes back to the classic protocol with the two classic members. Through it
 // all no partition is owned or processed by two members at once (their rebalance
 // callbacks), and a record is processed twice only if it was in the uncommitted tail
 // of a member that gave its partition up.
 func TestClusterMigratedGroupCoordinatorFailover(t *testing.T) {
 	t.Parallel()
-	for _, fault := range []string{"kill", "stop"} {
+	for _, fault := range []string{"kill", "stop", "pause"} {
 		t.Run(fault, func(t *testing.T) {
 			t.Parallel()
 			testMigratedGroupCoordinatorFailover(t, fault)
@@ -44,7 +46,8 @@ func TestClusterMigratedGroupCoordinatorFailover(t *testing.T) {
 
 // testMigratedGroupCoordinatorFailover runs TestClusterMigratedGroupCoordinatorFailover
 // on a cluster of its own, with the coordinator killed (fault "kill") or stopped
-// cleanly ("stop"), then started again once another node coordinates the group.
+// cleanly ("stop"), then started again once another node coordinates the group, or
+// stalled ("pause"), then let go on then.
 func testMigratedGroupCoordinatorFailover(t *testing.T, fault string) {
 	const topic, group, partitions = "migrate", "migrate-group", 6
 	const classicSession = 3 * time.Second
@@ -122,6 +125,9 @@ func testMigratedGroupCoordinatorFailover(t *testing.T, fault string) {
 			t.Fatalf("node %d exited before its leaderships moved: no controlled shutdown", coordinator)
 		}
 		t.Logf("controlled shutdown (SIGTERM) of node %d, the coordinator of %s, took %v", coordinator, group, time.Since(faultAt).Round(time.Millisecond))
+	case "pause":
+		c.Node(coordinator).Pause()
+		t.Logf("SIGSTOP of node %d, the coordinator of %s", coordinator, group)
 	default:
 		t.Fatalf("unknown fault %q", fault)
 	}
@@ -131,7 +137,11 @@ func testMigratedGroupCoordinatorFailover(t *testing.T, fault string) {
 		next, err := tryGroupCoordinator(survivorAdm, group)
 		return err == nil && next != coordinator
 	}, "another coordinator")
-	c.StartAgain(t, coordinator)
+	if fault == "pause" {
+		c.Node(coordinator).Resume()
+	} else {
+		c.StartAgain(t, coordinator)
+	}
 	// A classic member whose heartbeats fail for long enough while no coordinator
 	// answers gives its partitions up as lost (franz-go) and joins again with its
 	// member id; the new coordinator must know it, at its epoch and with its
