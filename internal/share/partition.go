@@ -240,15 +240,23 @@ func (p *Partition) NextFetchOffset() (offset int64, ok bool) {
 // keeps the array: between two Commits it can drop up to its width of records and
 // take as many, after up to its width dropped and not yet moved back. Like append,
 // it never writes inside the slice Begin saved.
-func (p *Partition) appendRecord(r record) {
+func (p *Partition) appendRecord(r record) { p.appendRecords(1, r) }
+
+// appendRecords extends the window by n records r (appendRecord's array, grown to
+// hold them all at once).
+func (p *Partition) appendRecords(n int, r record) {
 	if o := p.start + int64(len(p.recs)); p.appendedFrom < 0 || p.appendedFrom > o {
 		p.appendedFrom = o
 	}
-	if len(p.recs) == cap(p.recs) {
-		p.arr = make([]record, max(3*len(p.recs), p.cfg.MaxInFlight, 16))
+	k := len(p.recs)
+	if k+n > cap(p.recs) {
+		p.arr = make([]record, max(3*k, p.cfg.MaxInFlight, 16, k+n))
 		p.recs = p.arr[:copy(p.arr, p.recs)]
 	}
-	p.recs = append(p.recs, r)
+	p.recs = p.recs[:k+n]
+	for i := range p.recs[k:] {
+		p.recs[k+i] = r
+	}
 }
 
 // compactWindow moves the window to the start of its array once the records dropped
@@ -351,6 +359,23 @@ func (p *Partition) Acquire(member string, batches [][2]int64, highWatermark int
 				for p.end < o { // offsets the log no longer has (compaction): done
 					p.appendRecord(record{state: Archived})
 					p.end++
+				}
+				if !strict && p.cfg.DeliveryLimit > 0 {
+					// The rest of the batch is new to the window (the in-flight limit
+					// is checked where a batch starts): acquired at once.
+					last := min(b[1], highWatermark-1, p.start+MaxWindow-1)
+					if m == 0 {
+						m = p.memberOf(member, true)
+					}
+					p.appendRecords(int(last-o+1), record{state: Acquired, deliveries: 1, member: m, deadline: deadlineNanos})
+					p.end = last + 1
+					taken += int(last - o + 1)
+					if n := len(out); n > 0 && out[n-1].Last == o-1 && out[n-1].DeliveryCount == 1 {
+						out[n-1].Last = last
+					} else {
+						out = append(out, AcquiredRun{First: o, Last: last, DeliveryCount: 1})
+					}
+					break
 				}
 				p.appendRecord(record{})
 				p.end++
