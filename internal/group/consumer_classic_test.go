@@ -285,6 +285,25 @@ func TestClassicGroupUpgradeOnline(t *testing.T) {
 	}
 }
 
+// mixedGroup makes group g of two classic members a and b (classicPair) and the
+// consumer member n on topic t's four partitions, settled, then restarts the
+// coordinator under the migration policy given.
+func mixedGroup(t *testing.T, n *cmember, policy string) (*harness, *csim, *csim) {
+	t.Helper()
+	h, ft := newConsumerHarness(t, func(c *Config) {
+		c.MigrationPolicy = "bidirectional"
+	})
+	ft.set("t", 4)
+	a, b := classicPair(t, h, "g")
+	if r := h.cgHeartbeat("g", n, true); r.ErrorCode != 0 {
+		t.Fatalf("upgrade: error %d", r.ErrorCode)
+	}
+	settleMixed(t, h, "g", []*cmember{n}, []*csim{a, b}, 4)
+	h.cfg.MigrationPolicy = policy
+	h.start() // the policy is read at start
+	return h, a, b
+}
+
 // TestConsumerGroupDowngradeOnline: once the last consumer member leaves and only
 // classic members are left, the group goes back to the classic protocol when the
 // policy allows a downgrade, and rebalances as a classic group; otherwise it stays a
@@ -292,18 +311,8 @@ func TestClassicGroupUpgradeOnline(t *testing.T) {
 func TestConsumerGroupDowngradeOnline(t *testing.T) {
 	for _, policy := range []string{"bidirectional", "downgrade", "upgrade"} {
 		t.Run(policy, func(t *testing.T) {
-			h, ft := newConsumerHarness(t, func(c *Config) {
-				c.MigrationPolicy = "bidirectional"
-			})
-			ft.set("t", 4)
-			a, b := classicPair(t, h, "g")
 			n := &cmember{id: "n", topics: []string{"t"}}
-			if r := h.cgHeartbeat("g", n, true); r.ErrorCode != 0 {
-				t.Fatalf("upgrade: error %d", r.ErrorCode)
-			}
-			settleMixed(t, h, "g", []*cmember{n}, []*csim{a, b}, 4)
-			h.cfg.MigrationPolicy = policy
-			h.start() // the policy is read at start
+			h, a, b := mixedGroup(t, n, policy)
 			n.epoch = leaveEpoch
 			if r := h.cgHeartbeat("g", n, false); r.ErrorCode != 0 {
 				t.Fatalf("consumer member leaving: error %d", r.ErrorCode)
@@ -348,18 +357,8 @@ func TestConsumerGroupDowngradeOnline(t *testing.T) {
 func TestConsumerGroupDowngradeByStaticReplacement(t *testing.T) {
 	for _, policy := range []string{"bidirectional", "downgrade", "upgrade"} {
 		t.Run(policy, func(t *testing.T) {
-			h, ft := newConsumerHarness(t, func(c *Config) {
-				c.MigrationPolicy = "bidirectional"
-			})
-			ft.set("t", 4)
-			a, b := classicPair(t, h, "g")
 			n := &cmember{id: "n", instance: "n-static", topics: []string{"t"}}
-			if r := h.cgHeartbeat("g", n, true); r.ErrorCode != 0 {
-				t.Fatalf("upgrade: error %d", r.ErrorCode)
-			}
-			settleMixed(t, h, "g", []*cmember{n}, []*csim{a, b}, 4)
-			h.cfg.MigrationPolicy = policy
-			h.start() // the policy is read at start
+			h, a, b := mixedGroup(t, n, policy)
 			// n restarts as a classic member under its instance id.
 			s := &csim{topics: []string{"t"}, owned: map[string][]int32{"t": slices.Clone(n.owned[topicIDOf("t")])}}
 			r := recv(t, h.join("g", joinOpts{instance: "n-static", session: 10 * time.Second,

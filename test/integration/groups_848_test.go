@@ -217,12 +217,7 @@ func TestGroups848FranzChurn(t *testing.T) {
 
 	hooks.check(t)
 	watch.check(t)
-	departed := map[string]bool{}
-	for _, s := range led.all() {
-		if s.Member == "m0" || s.Member == "m1" {
-			departed[s.Value] = true
-		}
-	}
+	departed := led.processedBy("m0", "m1")
 	checkAll(t, all, led.all(), departed)
 }
 

@@ -280,6 +280,18 @@ func (l *ledger) all() []seen {
 	return slices.Clone(l.recs)
 }
 
+// processedBy returns the values members processed: those of members that left or
+// were killed, which checkAll lets others process again.
+func (l *ledger) processedBy(members ...string) map[string]bool {
+	out := map[string]bool{}
+	for _, s := range l.all() {
+		if slices.Contains(members, s.Member) {
+			out[s.Value] = true
+		}
+	}
+	return out
+}
+
 // newLedger returns an empty ledger that logs what each member processed if the test
 // fails.
 func newLedger(t *testing.T) *ledger {

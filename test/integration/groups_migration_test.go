@@ -105,12 +105,7 @@ func TestGroupsOnlineMigration(t *testing.T) {
 	c2.close()
 
 	hooks.check(t)
-	departed := map[string]bool{}
-	for _, s := range led.all() {
-		if s.Member == "c1" || s.Member == "n0" {
-			departed[s.Value] = true
-		}
-	}
+	departed := led.processedBy("c1", "n0")
 	checkAll(t, all, led.all(), departed)
 	// Committed offsets carried across both conversions: the group's end offsets.
 	committed := committedOffsets(t, adm, group, topic)
@@ -182,12 +177,7 @@ func TestGroupsOnlineMigrationSarama(t *testing.T) {
 		}
 	}
 	hooks.check(t)
-	departed := map[string]bool{}
-	for _, s := range led.all() {
-		if s.Member == "n0" {
-			departed[s.Value] = true
-		}
-	}
+	departed := led.processedBy("n0")
 	// An eager member gives up its partitions and may get one back it processed
 	// before: it reads on from the committed offset, which checkAll's per-member order
 	// allows only without re-reads, and commits follow each record here.
@@ -240,11 +230,6 @@ func TestGroupsStaticRestartDowngrade(t *testing.T) {
 	n1.close()
 
 	hooks.check(t)
-	departed := map[string]bool{}
-	for _, s := range led.all() {
-		if s.Member == "n0" {
-			departed[s.Value] = true
-		}
-	}
+	departed := led.processedBy("n0")
 	checkAll(t, all, led.all(), departed)
 }
