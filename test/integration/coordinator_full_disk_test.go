@@ -452,6 +452,23 @@ func TestCoordinatorFullDiskShareState(t *testing.T) {
 	startAt("after a restart")
 }
 
+// commitUntilRefused commits offsets of group "filler" through raw until the
+// coordinator refuses one (the full disk's last page used up), and fails if it never
+// does or refuses with anything but a retriable coordinator error.
+func commitUntilRefused(t *testing.T, raw *kgo.Client, topic string) {
+	t.Helper()
+	for next := int64(0); next < 2000; next++ {
+		switch code := commitRaw(t, raw, "filler", "", -1, topic, next); {
+		case code == 0:
+		case isCoordinatorRetriable(code):
+			return
+		default:
+			t.Fatalf("commit %d on the full disk: %v, want NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE", next, kerr.ErrorForCode(code))
+		}
+	}
+	t.Fatal("commits on the full disk kept succeeding")
+}
+
 // TestCoordinatorFullDiskMigration: a classic group's upgrade to the consumer protocol
 // (groups_migration_test.go) meets a full __consumer_offsets disk. Two classic franz-go
 // members (cooperative-sticky) share six partitions; a franz-go member on the KIP-848
@@ -461,7 +478,11 @@ func TestCoordinatorFullDiskShareState(t *testing.T) {
 // the joining member gets no partition. Once space is freed the upgrade completes on
 // its own (the client retries): three members, two classic and one consumer, each
 // partition owned once. After a restart the mixed group is there again with the same
-// members, every record is processed, the committed offsets reach the end offsets, and
+// members. Then the downgrade meets a full disk: the consumer member leaves, and the
+// records that would turn the group back into a classic one cannot be written, so it
+// stays the mixed group (the member's leave is refused with a retriable error, the
+// coordinator loads its partition again, and the client sends the leave again); once
+// space is freed the classic group of the two classic members is back. Every record is processed, the committed offsets reach the end offsets, and
 // no partition was ever owned by two members (the members' rebalance callbacks).
 func TestCoordinatorFullDiskMigration(t *testing.T) {
 	t.Parallel()
@@ -505,19 +526,7 @@ func TestCoordinatorFullDiskMigration(t *testing.T) {
 		v.SetMaxKeyVersion(8, 9) // OffsetCommit without topic ids
 		return v
 	}()))
-	refused := false
-	for next := int64(0); next < 2000 && !refused; next++ {
-		switch code := commitRaw(t, raw, "filler", "", -1, topic, next); {
-		case code == 0:
-		case isCoordinatorRetriable(code):
-			refused = true
-		default:
-			t.Fatalf("commit %d on the full disk: %v, want NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE", next, kerr.ErrorForCode(code))
-		}
-	}
-	if !refused {
-		t.Fatal("commits on the full disk kept succeeding")
-	}
+	commitUntilRefused(t, raw, topic)
 
 	// The upgrade is tried, and fails; the joining member tries again and again.
 	n0 := new848Member(t, b, "n0", group, topic, hooks, commitRetry).run(commitLoop(t, "n0", led, 20))
@@ -577,10 +586,44 @@ func TestCoordinatorFullDiskMigration(t *testing.T) {
 		t.Fatalf("member types after a restart: %v, want %v; group %v", types, want, v)
 	}
 	produced = append(produced, produceSpread(t, b, topic, "d", partitions, 20))
-	all := mergeProduced(produced)
-	testutil.WaitFor(t, 30*time.Second, func() bool { return led.distinct() == 480 }, "the group to process all 480 records")
+	testutil.WaitFor(t, 30*time.Second, func() bool { return led.distinct() == 480 }, "the mixed group to process 480 records")
 	waitDrained(t, adm, group, topic, 30*time.Second)
-	for _, m := range []*kgoMember{c0, c1, n0} {
+
+	// The downgrade on a full disk: n0 leaves; the group cannot go back to the classic
+	// protocol while nothing can be written.
+	ballast = testutil.FillDisk(t, full, 0)
+	raw = newClient(t, b, kgo.MaxVersions(func() *kversion.Versions {
+		v := kversion.Stable()
+		v.SetMaxKeyVersion(8, 9)
+		return v
+	}()))
+	commitUntilRefused(t, raw, topic)
+	const downgrade = "consumer group goes back to the classic protocol"
+	tried := strings.Count(b.Log(), downgrade)
+	n0.close()
+	hooks.releaseAll("n0")
+	testutil.WaitFor(t, 60*time.Second, func() bool { return strings.Count(b.Log(), downgrade) >= tried+2 },
+		"two attempts to turn the group back into a classic one on the full disk")
+	if types := memberTypes(t, b, group); types[c0.memberID()] != 0 || types[c1.memberID()] != 0 {
+		t.Fatalf("member types on the full disk after the consumer member left: %v, want the mixed group still there with c0 and c1 classic", types)
+	}
+	if exited, err := b.Exited(); exited {
+		t.Fatalf("the broker exited on the full disk: %v\n%s", err, b.Log())
+	}
+	noPanic(t, b)
+
+	// Space freed: the classic group of c0 and c1 is back.
+	if err := os.Remove(ballast); err != nil {
+		t.Fatal(err)
+	}
+	waitGroup(t, adm, group, topic, 60*time.Second, "the classic group back, c0 and c1 on 6 partitions", func(v groupView) bool {
+		return v.balanced(2, partitions) && len(v.Members[c0.memberID()]) > 0 && len(v.Members[c1.memberID()]) > 0
+	})
+	produced = append(produced, produceSpread(t, b, topic, "e", partitions, 20))
+	all := mergeProduced(produced)
+	testutil.WaitFor(t, 30*time.Second, func() bool { return led.distinct() == 600 }, "the group to process all 600 records")
+	waitDrained(t, adm, group, topic, 30*time.Second)
+	for _, m := range []*kgoMember{c0, c1} {
 		m.close()
 	}
 	noPanic(t, b)
