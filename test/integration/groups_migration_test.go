@@ -23,9 +23,18 @@ import (
 // (0 classic, 1 consumer protocol).
 func memberTypes(t *testing.T, b *testutil.Broker, group string) map[string]int8 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+	types, err := tryMemberTypes(b, group)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return types
+}
+
+// tryMemberTypes is memberTypes, returning what failed.
+func tryMemberTypes(b *testutil.Broker, group string) (map[string]int8, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+	if err != nil {
+		return nil, err
 	}
 	defer cl.Close()
 	req := kmsg.NewPtrConsumerGroupDescribeRequest()
@@ -34,16 +43,16 @@ func memberTypes(t *testing.T, b *testutil.Broker, group string) map[string]int8
 	defer cancel()
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 {
-		t.Fatalf("ConsumerGroupDescribe of %s: %+v", group, resp.Groups)
+		return nil, fmt.Errorf("ConsumerGroupDescribe of %s: %+v", group, resp.Groups)
 	}
 	out := map[string]int8{}
 	for _, m := range resp.Groups[0].Members {
 		out[m.MemberID] = m.MemberType
 	}
-	return out
+	return out, nil
 }
 
 // TestGroupsOnlineMigration: two classic franz-go members (cooperative-sticky) share
