@@ -13,25 +13,15 @@ import (
 // every held and queued append through.
 func (h *harness) holdWriter() (release func()) {
 	h.t.Helper()
-	gate := make(chan struct{})
-	h.log.mu.Lock()
-	h.log.appendGate = gate
-	held := h.log.blocked + 1
-	h.log.mu.Unlock()
-	req := kmsg.NewPtrOffsetCommitRequest()
-	req.Version, req.Group = 8, "bystander"
-	req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "other", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
-	bystander := h.c.OffsetCommit(req)
-	waitFor(h.t, "the bystander's append to be held", func() bool {
-		h.log.mu.Lock()
-		defer h.log.mu.Unlock()
-		return h.log.blocked == held
+	var bystander <-chan *kmsg.OffsetCommitResponse
+	open := h.holdAppend("the bystander's append to be held", func() {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version, req.Group = 8, "bystander"
+		req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "other", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
+		bystander = h.c.OffsetCommit(req)
 	})
 	return func() {
-		h.log.mu.Lock()
-		h.log.appendGate = nil
-		h.log.mu.Unlock()
-		close(gate)
+		open()
 		if r := recv(h.t, bystander); r.Topics[0].Partitions[0].ErrorCode != 0 {
 			h.t.Fatalf("bystander commit: %+v", r)
 		}

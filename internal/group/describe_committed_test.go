@@ -76,26 +76,17 @@ func TestDescribeShowsOnlyCommittedState(t *testing.T) {
 // it succeeds) and returns the join's answer.
 func (h *harness) holdConsumerJoin(group, member string) func(fail error) *kmsg.ConsumerGroupHeartbeatResponse {
 	h.t.Helper()
-	gate := make(chan struct{})
-	h.log.mu.Lock()
-	h.log.appendGate = gate
-	held := h.log.blocked + 1
-	h.log.mu.Unlock()
-	join := kmsg.NewPtrConsumerGroupHeartbeatRequest()
-	join.Version, join.Group, join.MemberID, join.RebalanceTimeoutMillis = 1, group, member, 5000
-	join.SubscribedTopicNames, join.Topics = []string{"t"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
-	joined := h.c.ConsumerGroupHeartbeat(join, "client", "/127.0.0.1", nil)
-	waitFor(h.t, "the join of "+member+" held in the writer", func() bool {
-		h.log.mu.Lock()
-		defer h.log.mu.Unlock()
-		return h.log.blocked == held
+	var joined <-chan *kmsg.ConsumerGroupHeartbeatResponse
+	release := h.holdAppend("the join of "+member+" held in the writer", func() {
+		join := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		join.Version, join.Group, join.MemberID, join.RebalanceTimeoutMillis = 1, group, member, 5000
+		join.SubscribedTopicNames, join.Topics = []string{"t"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		joined = h.c.ConsumerGroupHeartbeat(join, "client", "/127.0.0.1", nil)
 	})
 	return func(fail error) *kmsg.ConsumerGroupHeartbeatResponse {
 		h.t.Helper()
-		h.log.mu.Lock()
-		h.log.appendGate, h.log.appendErr = nil, fail
-		h.log.mu.Unlock()
-		close(gate)
+		h.log.setAppendErr(fail)
+		release()
 		resp := recv(h.t, joined)
 		h.log.setAppendErr(nil)
 		return resp

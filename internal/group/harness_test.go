@@ -32,6 +32,29 @@ type memLog struct {
 	mixedBatches int
 }
 
+// holdAppend makes the memory log hold every append, runs start (which must append),
+// waits until its append is held (what), and returns what lets the held appends through.
+func (h *harness) holdAppend(what string, start func()) (release func()) {
+	h.t.Helper()
+	gate := make(chan struct{})
+	h.log.mu.Lock()
+	h.log.appendGate = gate
+	held := h.log.blocked + 1
+	h.log.mu.Unlock()
+	start()
+	waitFor(h.t, what, func() bool {
+		h.log.mu.Lock()
+		defer h.log.mu.Unlock()
+		return h.log.blocked == held
+	})
+	return func() {
+		h.log.mu.Lock()
+		h.log.appendGate = nil
+		h.log.mu.Unlock()
+		close(gate)
+	}
+}
+
 func newMemLog() *memLog { return &memLog{parts: map[int32][]Record{}} }
 
 func (l *memLog) Append(ctx context.Context, p int32, records []Record) error {
