@@ -452,6 +452,15 @@ func TestCoordinatorFullDiskShareState(t *testing.T) {
 	startAt("after a restart")
 }
 
+// committer is a client for commitRaw: OffsetCommit without topic ids (v9).
+func committer(t *testing.T, b *testutil.Broker) *kgo.Client {
+	return newClient(t, b, kgo.MaxVersions(func() *kversion.Versions {
+		v := kversion.Stable()
+		v.SetMaxKeyVersion(8, 9)
+		return v
+	}()))
+}
+
 // commitUntilRefused commits offsets of group "filler" through raw until the
 // coordinator refuses one (the full disk's last page used up), and fails if it never
 // does or refuses with anything but a retriable coordinator error.
@@ -521,11 +530,7 @@ func TestCoordinatorFullDiskMigration(t *testing.T) {
 	// Fill the disk, then write offsets of another group until one is refused: what the
 	// segment's last page could still take is used up.
 	ballast := testutil.FillDisk(t, full, 0)
-	raw := newClient(t, b, kgo.MaxVersions(func() *kversion.Versions {
-		v := kversion.Stable()
-		v.SetMaxKeyVersion(8, 9) // OffsetCommit without topic ids
-		return v
-	}()))
+	raw := committer(t, b)
 	commitUntilRefused(t, raw, topic)
 
 	// The upgrade is tried, and fails; the joining member tries again and again.
@@ -592,11 +597,7 @@ func TestCoordinatorFullDiskMigration(t *testing.T) {
 	// The downgrade on a full disk: n0 leaves; the group cannot go back to the classic
 	// protocol while nothing can be written.
 	ballast = testutil.FillDisk(t, full, 0)
-	raw = newClient(t, b, kgo.MaxVersions(func() *kversion.Versions {
-		v := kversion.Stable()
-		v.SetMaxKeyVersion(8, 9)
-		return v
-	}()))
+	raw = committer(t, b)
 	commitUntilRefused(t, raw, topic)
 	const downgrade = "consumer group goes back to the classic protocol"
 	tried := strings.Count(b.Log(), downgrade)
