@@ -9,6 +9,14 @@ import (
 
 var t0 = time.Unix(1_700_000_000, 0)
 
+// Snapshot returns the partition's whole persisted form (what the stored state must
+// be after every write of Changes).
+func (p *Partition) Snapshot() Snapshot {
+	s := Snapshot{StateEpoch: p.stateEpoch, Start: p.start, End: p.end}
+	s.Runs = p.appendRuns(nil, p.start, p.end)
+	return s
+}
+
 func testCfg() PartitionConfig {
 	return PartitionConfig{LockDuration: 30 * time.Second, DeliveryLimit: 3, MaxInFlight: 100}
 }

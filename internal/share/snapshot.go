@@ -33,17 +33,10 @@ type StateRun struct {
 	Deliveries int16 `json:"deliveries"`
 }
 
-// Snapshot returns the partition's persisted form.
-func (p *Partition) Snapshot() Snapshot {
-	s := Snapshot{StateEpoch: p.stateEpoch, Start: p.start, End: p.end}
-	s.Runs = p.appendRuns(nil, p.start, p.end)
-	return s
-}
-
 // Changes returns what of the persisted form changed since ClearDirty: the window's
 // start and end, and the runs of the offsets that changed. Laid over the snapshot
-// stored then (Snapshot.Merge), they give Snapshot(). Kafka's share partition
-// likewise writes only the state batches that changed.
+// stored then (Snapshot.Merge), they give the whole window's persisted form. Kafka's
+// share partition likewise writes only the state batches that changed.
 func (p *Partition) Changes() Snapshot {
 	s := Snapshot{StateEpoch: p.stateEpoch, Start: p.start, End: p.end}
 	from, to := max(p.changedFrom, p.start), min(p.changedTo, p.end)
