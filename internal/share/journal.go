@@ -25,7 +25,7 @@ type journal struct {
 	earliest   time.Time
 	dirty      bool
 	freed      bool
-	changed    [3]int64 // changedFrom, changedTo, appendedFrom
+	unstored   changeSpan
 	recs, arr  []record
 	// touched are the runs of records changed in place, in the order they were
 	// saved; their old values lie in saved.
@@ -49,7 +49,7 @@ func (p *Partition) Begin() {
 	j.stateEpoch, j.reset = p.stateEpoch, p.reset
 	j.start, j.end, j.availFrom, j.earliest = p.start, p.end, p.availFrom, p.earliest
 	j.dirty, j.freed = p.dirty, p.freed
-	j.changed = [3]int64{p.changedFrom, p.changedTo, p.appendedFrom}
+	j.unstored = p.unstored
 	j.recs, j.arr = p.recs, p.arr
 	j.touched, j.saved = j.touched[:0], j.saved[:0]
 	j.detached = false
@@ -74,11 +74,11 @@ func (p *Partition) Rollback() {
 	p.stateEpoch, p.reset = j.stateEpoch, j.reset
 	p.start, p.end, p.availFrom, p.earliest = j.start, j.end, j.availFrom, j.earliest
 	p.dirty, p.freed = j.dirty, j.freed
-	p.changedFrom, p.changedTo, p.appendedFrom = j.changed[0], j.changed[1], j.changed[2]
+	p.unstored = j.unstored
 	// The write that failed may have been stored all the same (its answer was lost):
 	// the next one carries the whole window, so that the stored state is the
 	// window again.
-	p.changedFrom, p.changedTo = p.start, p.end
+	p.unstored.from, p.unstored.to = p.start, p.end
 	p.recs, p.arr = j.recs, j.arr
 	for i := len(j.touched) - 1; i >= 0; i-- {
 		t := j.touched[i]

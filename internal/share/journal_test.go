@@ -21,7 +21,7 @@ func clonePartition(p *Partition) partitionCopy {
 	c.recs = append([]record(nil), p.recs...)
 	c.journal = journal{}
 	// What changed since the last write: a rollback widens it to the whole window.
-	c.changedFrom, c.changedTo = 0, 0
+	c.unstored.from, c.unstored.to = 0, 0
 	c.members, c.memberIndex = nil, nil
 	var holders []string
 	for i, r := range c.recs {

@@ -64,6 +64,17 @@ type record struct {
 	deadline   int64 // while Acquired: the lock expires then (Unix nanoseconds)
 }
 
+// changeSpan is what of a window changed since its state was last written: the
+// offsets [from, to) changed in place, and those from appended on were appended
+// (appended -1: none).
+type changeSpan struct {
+	from, to int64
+	appended int64
+}
+
+// noChanges is the changeSpan of a window as it was written.
+var noChanges = changeSpan{appended: -1}
+
 // Partition is the state of one share partition: the window [start, end) of offsets
 // the group has looked at, and each offset's state. Offsets below start are done
 // (acknowledged or archived); offsets from end on were never acquired. It is a pure
@@ -95,12 +106,9 @@ type Partition struct {
 	// became acquirable: available again, or room made by the window moving (a
 	// waiting fetch may succeed now).
 	dirty, freed bool
-	// The offsets whose stored form may differ from the window's since ClearDirty
-	// (what Changes gives): [changedFrom, changedTo), changed in place, and from
-	// appendedFrom on, appended (appendedFrom -1: none). Outside them, the stored
-	// state is the window.
-	changedFrom, changedTo int64
-	appendedFrom           int64
+	// unstored are the offsets whose stored form may differ from the window's since
+	// ClearDirty (what Changes gives). Outside them, the stored state is the window.
+	unstored changeSpan
 	// journal records what changes between Begin and Commit so that Rollback can
 	// undo it (a snapshot write that failed).
 	journal journal
@@ -166,7 +174,7 @@ func (p *Partition) compactMembers() {
 
 // NewPartition returns a partition whose window starts (and ends) at start.
 func NewPartition(cfg PartitionConfig, start int64) *Partition {
-	return &Partition{cfg: cfg, start: start, end: start, appendedFrom: -1}
+	return &Partition{cfg: cfg, start: start, end: start, unstored: noChanges}
 }
 
 // SetConfig changes the partition's limits (a group config changed).
@@ -194,20 +202,20 @@ func (p *Partition) Dirty() bool { return p.dirty }
 // ClearDirty marks the current state as persisted.
 func (p *Partition) ClearDirty() {
 	p.dirty = false
-	p.changedFrom, p.changedTo, p.appendedFrom = 0, 0, -1
+	p.unstored = noChanges
 }
 
 // changed notes that the offsets [from, to), inside the window, change in place.
 func (p *Partition) changed(from, to int64) {
-	if p.appendedFrom >= 0 { // from there on, noted as appended
-		to = min(to, p.appendedFrom)
+	if p.unstored.appended >= 0 { // from there on, noted as appended
+		to = min(to, p.unstored.appended)
 	}
 	switch {
 	case from >= to:
-	case p.changedFrom >= p.changedTo:
-		p.changedFrom, p.changedTo = from, to
+	case p.unstored.from >= p.unstored.to:
+		p.unstored.from, p.unstored.to = from, to
 	default:
-		p.changedFrom, p.changedTo = min(p.changedFrom, from), max(p.changedTo, to)
+		p.unstored.from, p.unstored.to = min(p.unstored.from, from), max(p.unstored.to, to)
 	}
 }
 
@@ -245,8 +253,8 @@ func (p *Partition) appendRecord(r record) { p.appendRecords(1, r) }
 // appendRecords extends the window by n records r (appendRecord's array, grown to
 // hold them all at once).
 func (p *Partition) appendRecords(n int, r record) {
-	if o := p.start + int64(len(p.recs)); p.appendedFrom < 0 || p.appendedFrom > o {
-		p.appendedFrom = o
+	if o := p.start + int64(len(p.recs)); p.unstored.appended < 0 || p.unstored.appended > o {
+		p.unstored.appended = o
 	}
 	k := len(p.recs)
 	if k+n > cap(p.recs) {
@@ -308,7 +316,7 @@ func (p *Partition) Reset(offset int64) {
 func (p *Partition) emptyAt(offset int64) {
 	p.journal.detached = true
 	// What changed lies outside the new window (a reset replaces the stored state).
-	p.changedFrom, p.changedTo, p.appendedFrom = 0, 0, -1
+	p.unstored = noChanges
 	p.recs, p.arr = nil, nil
 	p.start, p.end, p.availFrom = offset, offset, offset
 	p.dirty, p.freed = true, true

@@ -39,10 +39,10 @@ type StateRun struct {
 // share partition likewise writes only the state batches that changed.
 func (p *Partition) Changes() Snapshot {
 	s := Snapshot{StateEpoch: p.stateEpoch, Start: p.start, End: p.end}
-	from, to := max(p.changedFrom, p.start), min(p.changedTo, p.end)
+	from, to := max(p.unstored.from, p.start), min(p.unstored.to, p.end)
 	appended := p.end
-	if p.appendedFrom >= 0 {
-		appended = min(max(p.appendedFrom, p.start), p.end)
+	if p.unstored.appended >= 0 {
+		appended = min(max(p.unstored.appended, p.start), p.end)
 	}
 	if from < to && to >= appended { // they touch: one range
 		s.Runs = p.appendRuns(nil, min(from, appended), p.end)
@@ -81,7 +81,7 @@ func FromSnapshot(cfg PartitionConfig, s Snapshot) (*Partition, error) {
 	if s.End-s.Start > MaxWindow {
 		return nil, fmt.Errorf("%w: the stored window [%d, %d) spans more than the %d offsets a share partition holds; reset the group's offsets (AlterShareGroupOffsets) or delete them (DeleteShareGroupOffsets)", ErrWindowTooWide, s.Start, s.End, MaxWindow)
 	}
-	p := &Partition{cfg: cfg, stateEpoch: s.StateEpoch, start: s.Start, end: s.End, availFrom: s.Start, appendedFrom: -1, arr: make([]record, s.End-s.Start)}
+	p := &Partition{cfg: cfg, stateEpoch: s.StateEpoch, start: s.Start, end: s.End, availFrom: s.Start, unstored: noChanges, arr: make([]record, s.End-s.Start)}
 	p.recs = p.arr
 	for _, run := range s.Runs {
 		if run.First < s.Start || run.Last >= s.End || run.Last < run.First {
