@@ -60,26 +60,9 @@ func TestClusterGroupMemberCutOff(t *testing.T) {
 func testGroupMemberCutOff(t *testing.T, protocol string) {
 	const topic, group, partitions = "cutoff", "cutoff-group", 6
 	const session = 3 * time.Second
-	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: append([]string{
-		"min.insync.replicas=2",
-		"group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=500",
-		"group.consumer.min.heartbeat.interval.ms=50", "group.consumer.heartbeat.interval.ms=250",
-		"group.consumer.min.session.timeout.ms=500", fmt.Sprintf("group.consumer.session.timeout.ms=%d", session.Milliseconds()),
-		"offsets.topic.num.partitions=3",
-	}, replicationOverrides...)})
-	inv := watchInvariants(t, c)
-	createTopic(t, newNodeClient(t, c.Node(1).Addr), topic, partitions, 3)
-	l := startLoadAt(t, c, topic, 20)
-	l.waitAcks(t, 120, "records before the consumers start")
-
+	c, inv, l := startGroupFaultCluster(t, topic, partitions, session)
 	led := &migrationLedger{owner: map[int32]string{}}
-	logs := &fenceLog{}
-	clientLog := &memberLog{fences: logs}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("the members' franz-go logs:\n%s", clientLog)
-		}
-	})
+	clientLog := newMemberLog(t, &fenceLog{})
 	start := func(name string, opts ...kgo.Opt) *migrationMember {
 		opts = append(opts, kgo.WithLogger(clientLog.as(name)))
 		if protocol == "consumer" {

@@ -51,26 +51,10 @@ func TestClusterMigratedGroupCoordinatorFailover(t *testing.T) {
 func testMigratedGroupCoordinatorFailover(t *testing.T, fault string) {
 	const topic, group, partitions = "migrate", "migrate-group", 6
 	const classicSession = 3 * time.Second
-	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: append([]string{
-		"min.insync.replicas=2",
-		"group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=500",
-		"group.consumer.min.heartbeat.interval.ms=50", "group.consumer.heartbeat.interval.ms=250",
-		"group.consumer.min.session.timeout.ms=500", "group.consumer.session.timeout.ms=20000",
-		"offsets.topic.num.partitions=3",
-	}, replicationOverrides...)})
-	inv := watchInvariants(t, c)
-	createTopic(t, newNodeClient(t, c.Node(1).Addr), topic, partitions, 3)
-	l := startLoadAt(t, c, topic, 20)
-	l.waitAcks(t, 120, "records before the consumers start")
-
+	c, inv, l := startGroupFaultCluster(t, topic, partitions, 20*time.Second)
 	led := &migrationLedger{owner: map[int32]string{}}
 	logs := &fenceLog{}
-	clientLog := &memberLog{fences: logs}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("the members' franz-go logs:\n%s", clientLog)
-		}
-	})
+	clientLog := newMemberLog(t, logs)
 	classic := func(name string) *migrationMember {
 		return startMigrationMember(t, c, led, name, group, topic, kgo.WithLogger(clientLog.as(name)),
 			kgo.SessionTimeout(classicSession), kgo.HeartbeatInterval(100*time.Millisecond))
@@ -198,6 +182,38 @@ func testMigratedGroupCoordinatorFailover(t *testing.T, fault string) {
 	c1.stop(t)
 	led.check(t, ends)
 	inv.check()
+}
+
+// startGroupFaultCluster starts the three nodes of a group fault test (groups'
+// timeouts short, KIP-848 members' session consumerSession, __consumer_offsets of
+// three partitions) and creates topic, with replication factor 3, under an acks=all
+// load of 20 records a second, 120 of them acknowledged.
+func startGroupFaultCluster(t *testing.T, topic string, partitions int32, consumerSession time.Duration) (*testutil.Cluster, *invariants, *load) {
+	t.Helper()
+	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: append([]string{
+		"min.insync.replicas=2",
+		"group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=500",
+		"group.consumer.min.heartbeat.interval.ms=50", "group.consumer.heartbeat.interval.ms=250",
+		"group.consumer.min.session.timeout.ms=500", fmt.Sprintf("group.consumer.session.timeout.ms=%d", consumerSession.Milliseconds()),
+		"offsets.topic.num.partitions=3",
+	}, replicationOverrides...)})
+	inv := watchInvariants(t, c)
+	createTopic(t, newNodeClient(t, c.Node(1).Addr), topic, partitions, 3)
+	l := startLoadAt(t, c, topic, 20)
+	l.waitAcks(t, 120, "records before the consumers start")
+	return c, inv, l
+}
+
+// newMemberLog is a memberLog sending member-epoch errors to fences, shown when t
+// fails.
+func newMemberLog(t *testing.T, fences *fenceLog) *memberLog {
+	l := &memberLog{fences: fences}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the members' franz-go logs:\n%s", l)
+		}
+	})
+	return l
 }
 
 // memberLog keeps the info-level logs of a test's franz-go clients, each line with
