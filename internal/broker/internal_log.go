@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/samsa-streaming/samsa/internal/record"
 	"github.com/samsa-streaming/samsa/internal/replica"
 	"github.com/samsa-streaming/samsa/internal/storage"
@@ -17,8 +19,8 @@ import (
 type internalLog struct {
 	b     *Broker
 	topic string
-	// notCoordinator is wrapped into the error of a partition not led here (the
-	// coordinator answers NOT_COORDINATOR).
+	// notCoordinator is wrapped into the error of a partition not led here, or whose
+	// append failed in storage (the coordinator answers NOT_COORDINATOR).
 	notCoordinator error
 }
 
@@ -60,6 +62,12 @@ func (l internalLog) append(ctx context.Context, p int32, recs []record.Record, 
 	}
 	info, err := part.AppendAsLeaderTxn(batch, true, now, appendOpts)
 	if err != nil {
+		if errorCode(err) == kerr.KafkaStorageError.Code {
+			// As Kafka's coordinators do (a KafkaStorageException of their log's append
+			// answers NOT_COORDINATOR; too few replicas or a timeout,
+			// COORDINATOR_NOT_AVAILABLE).
+			return fmt.Errorf("appending to %s-%d: %w (%w)", l.topic, p, err, l.notCoordinator)
+		}
 		return err
 	}
 	return l.waitCommitted(ctx, part, info.LastOffset+1, info.LeaderEpoch)

@@ -56,8 +56,9 @@ const (
 	shareStateKeyVersion = 0x5321
 )
 
-// errShareStateNotLocal: this node does not lead the state's partition (NOT_COORDINATOR).
-var errShareStateNotLocal = errors.New("the share-partition state is kept on another broker")
+// errShareStateNotLocal: this node does not lead the state's partition, or cannot
+// write it (NOT_COORDINATOR).
+var errShareStateNotLocal = errors.New("the share-partition state cannot be kept on this broker")
 
 // shareStateLog is the share coordinator of the __share_group_state partitions this
 // node leads. It is safe for concurrent use: mu guards the partition map and each

@@ -182,6 +182,9 @@ func TestCoordinatorFullDiskOffsets(t *testing.T) {
 	if refused == 0 {
 		t.Fatal("commits on the full disk kept succeeding")
 	}
+	if refused != kerr.NotCoordinator.Code { // Kafka's answer for a KAFKA_STORAGE_ERROR of its log
+		t.Fatalf("the commit that met the full disk: %v, want NOT_COORDINATOR", kerr.ErrorForCode(refused))
+	}
 	if code := commitRaw(t, raw, group, memberID, generation, topic, 1999); !isCoordinatorRetriable(code) {
 		t.Fatalf("a second commit on the full disk: %v, want NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE", kerr.ErrorForCode(code))
 	}
@@ -410,7 +413,7 @@ func TestCoordinatorFullDiskShareState(t *testing.T) {
 		case code == kerr.CoordinatorNotAvailable.Code || code == kerr.NotCoordinator.Code:
 			refused = o
 		default:
-			t.Fatalf("accepting offset %d on the full disk: %v, want COORDINATOR_NOT_AVAILABLE", o, kerr.ErrorForCode(code))
+			t.Fatalf("accepting offset %d on the full disk: %v, want NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE", o, kerr.ErrorForCode(code))
 		}
 	}
 	if refused < 0 {
