@@ -460,45 +460,61 @@ func (p *Partition) Acknowledge(member string, first, last int64, types []int8, 
 		}
 		first = p.start
 	}
-	m, nowNanos := p.memberOf(member, false), now.UnixNano()
-	for o := first; o <= last; o++ {
-		t := types[0]
-		if len(types) > 1 {
-			t = types[o-first]
-		}
+	for _, t := range types {
 		if t < AckGap || t > AckRenew {
 			return ErrInvalidAck
 		}
-		if o < p.start || o >= p.end {
-			return ErrInvalidRecordState
-		}
-		if r := p.recs[o-p.start]; r.state != Acquired || m == 0 || r.member != m || nowNanos >= r.deadline {
+	}
+	if first < p.start || last >= p.end {
+		return ErrInvalidRecordState
+	}
+	m, nowNanos := p.memberOf(member, false), now.UnixNano()
+	if m == 0 {
+		return ErrInvalidRecordState
+	}
+	for _, r := range p.recs[first-p.start : last-p.start+1] {
+		if r.state != Acquired || r.member != m || nowNanos >= r.deadline {
 			return ErrInvalidRecordState
 		}
 	}
 	p.touchRange(first, last+1)
-	for o := first; o <= last; o++ {
-		t := types[0]
-		if len(types) > 1 {
-			t = types[o-first]
+	recs := p.recs[first-p.start : last-p.start+1]
+	if len(types) == 1 && types[0] != AckRelease && types[0] != AckRenew {
+		// One type for the range (franz-go's and the Java client's acknowledgements of
+		// what they were handed): accepted or archived, the records need no more than
+		// their state set.
+		state := Acknowledged
+		if types[0] != AckAccept {
+			state = Archived
 		}
-		r := &p.recs[o-p.start]
-		switch t {
-		case AckAccept:
-			r.state = Acknowledged
-		case AckGap, AckReject:
-			r.state = Archived
-		case AckRelease:
-			p.release(o, r)
-		case AckRenew:
-			r.deadline = now.Add(p.cfg.LockDuration).UnixNano()
-			continue
+		for i := range recs {
+			recs[i] = record{state: state, deliveries: recs[i].deliveries}
 		}
-		r.member, r.deadline = 0, 0
-		// Accepted or archived, the record is not acquirable: only a window that
-		// moves (advance) or a release frees anything for a waiting fetch.
 		p.dirty = true
+	} else {
+		for i := range recs {
+			t := types[0]
+			if len(types) > 1 {
+				t = types[i]
+			}
+			r := &recs[i]
+			switch t {
+			case AckAccept:
+				r.state = Acknowledged
+			case AckGap, AckReject:
+				r.state = Archived
+			case AckRelease:
+				p.release(first+int64(i), r)
+			case AckRenew:
+				r.deadline = now.Add(p.cfg.LockDuration).UnixNano()
+				continue
+			}
+			r.member, r.deadline = 0, 0
+			p.dirty = true
+		}
 	}
+	// Accepted or archived, a record is not acquirable: only a window that moves
+	// (advance) or a release frees anything for a waiting fetch.
 	p.advance()
 	return nil
 }
