@@ -452,7 +452,9 @@ func envInt(name string, def int) int {
 // CPU per record of this process (the clients) and of the broker, and the share
 // phase its ShareFetch round trips; with PERF_BROKER_CPUPROFILE=FILE the broker
 // writes a CPU profile of its whole run to FILE.N (N: b.N of that run), and the
-// share consumers' goroutines carry the pprof label phase=share.
+// share consumers' goroutines carry the pprof label phase=share. Besides each rate's
+// median it reports the median of the iterations' share/classic ratios (issue 14's
+// target: at least 0.5) and of Samsa's share rate over the null broker's.
 func BenchmarkShareConsume(b *testing.B) {
 	n := envInt("PERF_SHARE_RECORDS", 300_000)
 	maxRecords := envInt("PERF_SHARE_MAX_RECORDS", 500)
@@ -464,7 +466,7 @@ func BenchmarkShareConsume(b *testing.B) {
 	// process, whose canned batches are shaped as produce100's (100-byte values,
 	// 16 KiB before snappy, franz-go's default codec).
 	nullAddr, nullPid := startNullBroker(b, "--record-size", "100", "--batch-bytes", "16384", "--compression", "snappy")
-	var classic, shared, classicNull, sharedNull []float64
+	var classic, shared, classicNull, sharedNull, ratio, ofNull []float64
 	for i := range b.N {
 		c := classicRate(b, br.Addr, br.Pid(), "share-rate", fmt.Sprintf("classic-%d", i), n)
 		s := shareRate(b, br.Addr, []int{br.Pid()}, raw, "share-rate", fmt.Sprintf("share-%d", i), n, maxRecords)
@@ -472,13 +474,15 @@ func BenchmarkShareConsume(b *testing.B) {
 		sn := shareRate(b, nullAddr, []int{nullPid}, nil, "share-rate", fmt.Sprintf("share-%d", i), n, maxRecords)
 		classic, shared = append(classic, c), append(shared, s)
 		classicNull, sharedNull = append(classicNull, cn), append(sharedNull, sn)
+		ratio, ofNull = append(ratio, s/c), append(ofNull, s/sn)
 		b.Logf("iteration %d: classic %.0f rec/s, 4 share consumers %.0f rec/s (%.2f); null broker: classic %.0f rec/s, 4 share consumers %.0f rec/s (%.2f); samsa/null: classic %.2f, share %.2f",
 			i, c, s, s/c, cn, sn, sn/cn, c/cn, s/sn)
 	}
 	for _, m := range []struct {
 		rates []float64
 		unit  string
-	}{{classic, "classic-rec/s"}, {shared, "share-rec/s"}, {classicNull, "null-classic-rec/s"}, {sharedNull, "null-share-rec/s"}} {
+	}{{classic, "classic-rec/s"}, {shared, "share-rec/s"}, {classicNull, "null-classic-rec/s"}, {sharedNull, "null-share-rec/s"},
+		{ratio, "share/classic"}, {ofNull, "share-samsa/null"}} {
 		slices.Sort(m.rates)
 		b.ReportMetric(m.rates[len(m.rates)/2], m.unit)
 	}
