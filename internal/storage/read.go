@@ -105,7 +105,13 @@ type segmentRead struct {
 // complete (a bound was reached).
 func (r *segmentRead) segment(s *segment, offset int64, interval int) (done bool, err error) {
 	r.next = offset
-	it, _, _, found, err := s.findIter(offset, interval)
+	bufSize := 0
+	if r.copied != nil {
+		// The bytes read are copied out of the iterator's buffer: one that holds them
+		// all, and the walk from the index entry before them, reads the file once.
+		bufSize = int(min(r.remaining, readIterMaxBuf)) + interval + record.HeaderSize
+	}
+	it, _, _, found, err := s.findIter(offset, interval, bufSize)
 	defer it.close()
 	if err != nil || !found {
 		return false, err

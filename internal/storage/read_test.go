@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"math"
+	"os"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -14,9 +15,10 @@ import (
 
 // ReadBytesInto returns exactly the bytes of the ranges Read names, for reads of
 // every size from every offset, across segments and batches larger than the header
-// walk's buffer; a small read costs one read of the segment file (the walk's), where
-// it took three (the index lookup's walk, the read's walk and the copy, which
-// read the os.File beneath the FS), and a read past the walk's buffer one more.
+// walk's smallest buffer; a small read costs one read of the segment file (the
+// walk's), where it took three (the index lookup's walk, the read's walk and the
+// copy, which read the os.File beneath the FS), and a read of 16 KiB one read of each
+// segment it walks, where it took two when it ran past a 16 KiB buffer.
 func TestReadBytesIntoMatchesRead(t *testing.T) {
 	dir := t.TempDir()
 	ffs := newFaultFS(t, dir)
@@ -79,23 +81,98 @@ func TestReadBytesIntoMatchesRead(t *testing.T) {
 	if n := reads.Load() - before; n != 1 {
 		t.Fatalf("a read of %d bytes took %d reads of the segment file, want 1", len(got), n)
 	}
-	// Reads past the walk's buffer: the batch that crosses its end is read with the
-	// headers after it, not on its own before them, so no read takes more than two.
-	crossed := false
+	// A read of 16 KiB: one read of each segment file it walks (its buffer holds the
+	// bytes wanted and the walk from the index entry before them): those it takes
+	// batches from, and the next one when it took the last of a segment's.
 	for off := int64(241); off < 1680; off += 40 { // batches of 1–8 KiB
+		res, err := l.Read(off, 16<<10, math.MaxInt64, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := map[*os.File]bool{}
+		for _, r := range res.Ranges {
+			files[r.File] = true
+		}
+		walked := len(files)
+		if last := res.Ranges[len(res.Ranges)-1]; res.NextOffset < l.LogEndOffset() {
+			if fi, err := last.File.Stat(); err == nil && last.Pos+last.Len == fi.Size() {
+				walked++
+			}
+		}
 		before := reads.Load()
 		got, err := l.ReadBytesInto(make([]byte, 64<<10), off, 16<<10, math.MaxInt64)
 		if err != nil || len(got) < 8<<10 {
 			t.Fatalf("ReadBytesInto(%d, 16 KiB): %d bytes, %v", off, len(got), err)
 		}
-		n := reads.Load() - before
-		if n > 2 {
-			t.Fatalf("a read of %d bytes from offset %d took %d reads of the segment file, want at most 2", len(got), off, n)
+		if n := reads.Load() - before; n != int64(walked) {
+			t.Fatalf("a read of %d bytes from offset %d took %d reads of the segment files, want one of each of the %d it walks", len(got), off, n, walked)
 		}
-		crossed = crossed || n == 2
+	}
+}
+
+// TestReadBytesIntoPastItsBuffer: a copying read larger than its buffer
+// (readIterMaxBuf) within one segment reads on from the batch that crossed the
+// buffer's end, and returns what Read's ranges hold.
+func TestReadBytesIntoPastItsBuffer(t *testing.T) {
+	dir := t.TempDir()
+	ffs := newFaultFS(t, dir)
+	l, err := Open(Options{Dir: dir, Topic: "r", Partition: 0, Clock: clock.NewFake(t0), Logger: testLogger(t), FS: ffs,
+		Config: Config{SegmentBytes: 16 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := range 400 {
+		size := 50 + i%11*60 // batches of 2–28 KiB, several crossing the buffer's end
+		if _, err := l.Append(mkBatch(t, batchSpec{n: 40, ts: int64(i), valueSize: size}), AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(l.segs()) != 1 {
+		t.Fatalf("%d segments, want one", len(l.segs()))
+	}
+	var reads atomic.Int64
+	ffs.setInject(func(c fsCall) error {
+		if c.op == opRead && strings.HasSuffix(c.path, logSuffix) {
+			reads.Add(1)
+		}
+		return nil
+	})
+	crossed := false
+	for off := l.LogStartOffset(); off < l.LogEndOffset(); off += 1013 {
+		for _, maxBytes := range []int{readIterMaxBuf / 2, readIterMaxBuf + 5000, 3 * readIterMaxBuf} {
+			res, err := l.Read(off, maxBytes, math.MaxInt64, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []byte
+			for _, r := range res.Ranges {
+				b := make([]byte, r.Len)
+				if _, err := r.File.ReadAt(b, r.Pos); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, b...)
+			}
+			before := reads.Load()
+			got, err := l.ReadBytesInto(nil, off, maxBytes, math.MaxInt64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("ReadBytesInto(%d, %d): %d bytes, Read's ranges hold %d (or others)", off, maxBytes, len(got), len(want))
+			}
+			n := reads.Load() - before
+			// Each buffer's worth is one read, and the batch that crosses a buffer's
+			// end is read again with what follows it: no more than one read more
+			// than the buffers the bytes and the walk's start fill.
+			if most := int64(len(got)+8<<10)/readIterMaxBuf + 2; n > most {
+				t.Fatalf("a read of %d bytes from offset %d took %d reads of the segment file, want at most %d", len(got), off, n, most)
+			}
+			crossed = crossed || len(got) > readIterMaxBuf
+		}
 	}
 	if !crossed {
-		t.Fatal("no read went past the walk's buffer")
+		t.Fatal("no read went past its buffer")
 	}
 }
 

@@ -511,16 +511,16 @@ func (s *segment) maxTimestamp(interval int) (int64, int64, error) {
 // names, or the walk meets damage, the index is rebuilt from the segment (which cuts
 // a damaged segment at the damage) and the lookup is tried once more.
 func (s *segment) find(offset int64, interval int) (pos int64, h record.Header, found bool, err error) {
-	it, pos, h, found, err := s.findIter(offset, interval)
+	it, pos, h, found, err := s.findIter(offset, interval, 0)
 	it.close()
 	return pos, h, found, err
 }
 
 // findIter is find handing back the walk's read iterator, which the caller closes:
 // when found, it stands at the batch found, so that a read goes on from the bytes the
-// walk already read.
-func (s *segment) findIter(offset int64, interval int) (it batchIter, pos int64, h record.Header, found bool, err error) {
-	it, pos, h, found, err = s.findOnce(offset, interval)
+// walk already read. bufSize is the iterator's buffer size (newReadIterSized).
+func (s *segment) findIter(offset int64, interval, bufSize int) (it batchIter, pos int64, h record.Header, found bool, err error) {
+	it, pos, h, found, err = s.findOnce(offset, interval, bufSize)
 	if err == nil || !errors.Is(err, ErrCorrupt) || (s.owner != nil && s.owner.active() == s) {
 		// The active segment's index is built by its appends, and its bytes were
 		// checked at open: damage there is not repaired by a rebuild.
@@ -534,10 +534,10 @@ func (s *segment) findIter(offset int64, interval int) (it batchIter, pos int64,
 	if err != nil {
 		return batchIter{}, 0, h, false, err
 	}
-	return s.findOnce(offset, interval)
+	return s.findOnce(offset, interval, bufSize)
 }
 
-func (s *segment) findOnce(offset int64, interval int) (it batchIter, pos int64, h record.Header, found bool, err error) {
+func (s *segment) findOnce(offset int64, interval, bufSize int) (it batchIter, pos int64, h record.Header, found bool, err error) {
 	if err := s.ensureIndex(interval); err != nil {
 		return batchIter{}, 0, h, false, err
 	}
@@ -545,7 +545,7 @@ func (s *segment) findOnce(offset int64, interval int) (it batchIter, pos int64,
 	entry, indexed := s.idx.x.lookupEntry(s.base, offset)
 	s.idx.RUnlock()
 	start := int64(entry.position)
-	it = newReadIter(s.file, start, s.size.Load())
+	it = newReadIterSized(s.file, start, s.size.Load(), bufSize)
 	for {
 		h, pos, err := it.next()
 		if err == io.EOF {
