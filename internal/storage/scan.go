@@ -43,7 +43,7 @@ func newBatchIter(r io.ReaderAt, pos, end int64, bufSize int) *batchIter {
 // rather than once every readIterBuf bytes.
 const (
 	readIterBuf    = 16 << 10
-	readIterMaxBuf = 1 << 20
+	readIterMaxBuf = 256 << 10
 )
 
 // readIterBufs are pools of read buffers by size class: readIterBuf << 2i.
