@@ -479,39 +479,25 @@ func (p *Partition) Acknowledge(member string, first, last int64, types []int8, 
 	}
 	p.touchRange(first, last+1)
 	recs := p.recs[first-p.start : last-p.start+1]
-	if len(types) == 1 && types[0] != AckRelease && types[0] != AckRenew {
-		// One type for the range (franz-go's and the Java client's acknowledgements of
-		// what they were handed): accepted or archived, the records need no more than
-		// their state set.
-		state := Acknowledged
-		if types[0] != AckAccept {
-			state = Archived
+	for i := range recs {
+		t := types[0]
+		if len(types) > 1 {
+			t = types[i]
 		}
-		for i := range recs {
-			recs[i] = record{state: state, deliveries: recs[i].deliveries}
+		r := &recs[i]
+		switch t {
+		case AckAccept:
+			r.state = Acknowledged
+		case AckGap, AckReject:
+			r.state = Archived
+		case AckRelease:
+			p.release(first+int64(i), r)
+		case AckRenew:
+			r.deadline = now.Add(p.cfg.LockDuration).UnixNano()
+			continue
 		}
+		r.member, r.deadline = 0, 0
 		p.dirty = true
-	} else {
-		for i := range recs {
-			t := types[0]
-			if len(types) > 1 {
-				t = types[i]
-			}
-			r := &recs[i]
-			switch t {
-			case AckAccept:
-				r.state = Acknowledged
-			case AckGap, AckReject:
-				r.state = Archived
-			case AckRelease:
-				p.release(first+int64(i), r)
-			case AckRenew:
-				r.deadline = now.Add(p.cfg.LockDuration).UnixNano()
-				continue
-			}
-			r.member, r.deadline = 0, 0
-			p.dirty = true
-		}
 	}
 	// Accepted or archived, a record is not acquirable: only a window that moves
 	// (advance) or a release frees anything for a waiting fetch.
