@@ -20,48 +20,19 @@ import (
 // copy, which read the os.File beneath the FS), and a read of 16 KiB one read of each
 // segment it walks, where it took two when it ran past a 16 KiB buffer.
 func TestReadBytesIntoMatchesRead(t *testing.T) {
-	dir := t.TempDir()
-	ffs := newFaultFS(t, dir)
-	l, err := Open(Options{Dir: dir, Topic: "r", Partition: 0, Clock: clock.NewFake(t0), Logger: testLogger(t), FS: ffs,
-		Config: Config{SegmentBytes: 256 << 10}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	for i := range 300 {
-		size := 20 + i%7*30 // small batches, several to an index entry
+	l, reads := openReadLog(t, 256<<10, 300, func(i int) int {
 		if i%37 == 5 {
-			size = 1000 // a 40 KiB batch: past the walk's 16 KiB buffer
+			return 1000 // a 40 KiB batch: past the walk's 16 KiB buffer
 		}
-		if _, err := l.Append(mkBatch(t, batchSpec{n: 40, ts: int64(i), valueSize: size}), AppendOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+		return 20 + i%7*30 // small batches, several to an index entry
+	})
 	if len(l.segs()) < 3 {
 		t.Fatalf("%d segments, want reads across several", len(l.segs()))
 	}
-	var reads atomic.Int64
-	ffs.setInject(func(c fsCall) error {
-		if c.op == opRead && strings.HasSuffix(c.path, logSuffix) {
-			reads.Add(1)
-		}
-		return nil
-	})
 	buf := make([]byte, 8<<10)
 	for off := l.LogStartOffset(); off < l.LogEndOffset(); off += 97 {
 		for _, maxBytes := range []int{1, 3000, 9000, 70_000, 600_000} {
-			res, err := l.Read(off, maxBytes, math.MaxInt64, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var want []byte
-			for _, r := range res.Ranges {
-				b := make([]byte, r.Len)
-				if _, err := r.File.ReadAt(b, r.Pos); err != nil {
-					t.Fatal(err)
-				}
-				want = append(want, b...)
-			}
+			_, want := readWant(t, l, off, maxBytes)
 			got, err := l.ReadBytesInto(buf, off, maxBytes, math.MaxInt64)
 			if err != nil {
 				t.Fatal(err)
@@ -85,10 +56,7 @@ func TestReadBytesIntoMatchesRead(t *testing.T) {
 	// bytes wanted and the walk from the index entry before them): those it takes
 	// batches from, and the next one when it took the last of a segment's.
 	for off := int64(241); off < 1680; off += 40 { // batches of 1–8 KiB
-		res, err := l.Read(off, 16<<10, math.MaxInt64, true)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res, _ := readWant(t, l, off, 16<<10)
 		files := map[*os.File]bool{}
 		for _, r := range res.Ranges {
 			files[r.File] = true
@@ -114,45 +82,16 @@ func TestReadBytesIntoMatchesRead(t *testing.T) {
 // (readIterMaxBuf) within one segment reads on from the batch that crossed the
 // buffer's end, and returns what Read's ranges hold.
 func TestReadBytesIntoPastItsBuffer(t *testing.T) {
-	dir := t.TempDir()
-	ffs := newFaultFS(t, dir)
-	l, err := Open(Options{Dir: dir, Topic: "r", Partition: 0, Clock: clock.NewFake(t0), Logger: testLogger(t), FS: ffs,
-		Config: Config{SegmentBytes: 16 << 20}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	for i := range 400 {
-		size := 50 + i%11*60 // batches of 2–28 KiB, several crossing the buffer's end
-		if _, err := l.Append(mkBatch(t, batchSpec{n: 40, ts: int64(i), valueSize: size}), AppendOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	l, reads := openReadLog(t, 16<<20, 400, func(i int) int {
+		return 50 + i%11*60 // batches of 2–28 KiB, several crossing the buffer's end
+	})
 	if len(l.segs()) != 1 {
 		t.Fatalf("%d segments, want one", len(l.segs()))
 	}
-	var reads atomic.Int64
-	ffs.setInject(func(c fsCall) error {
-		if c.op == opRead && strings.HasSuffix(c.path, logSuffix) {
-			reads.Add(1)
-		}
-		return nil
-	})
 	crossed := false
 	for off := l.LogStartOffset(); off < l.LogEndOffset(); off += 1013 {
 		for _, maxBytes := range []int{readIterMaxBuf / 2, readIterMaxBuf + 5000, 3 * readIterMaxBuf} {
-			res, err := l.Read(off, maxBytes, math.MaxInt64, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var want []byte
-			for _, r := range res.Ranges {
-				b := make([]byte, r.Len)
-				if _, err := r.File.ReadAt(b, r.Pos); err != nil {
-					t.Fatal(err)
-				}
-				want = append(want, b...)
-			}
+			_, want := readWant(t, l, off, maxBytes)
 			before := reads.Load()
 			got, err := l.ReadBytesInto(nil, off, maxBytes, math.MaxInt64)
 			if err != nil {
@@ -174,6 +113,52 @@ func TestReadBytesIntoPastItsBuffer(t *testing.T) {
 	if !crossed {
 		t.Fatal("no read went past its buffer")
 	}
+}
+
+// openReadLog opens a log of segments of segmentBytes over a faultFS, appends batches
+// of 40 records of valueSize(i) bytes, and returns it with a count of the reads of its
+// segment files from then on.
+func openReadLog(t *testing.T, segmentBytes int64, batches int, valueSize func(i int) int) (*Log, *atomic.Int64) {
+	t.Helper()
+	dir := t.TempDir()
+	ffs := newFaultFS(t, dir)
+	l, err := Open(Options{Dir: dir, Topic: "r", Partition: 0, Clock: clock.NewFake(t0), Logger: testLogger(t), FS: ffs,
+		Config: Config{SegmentBytes: segmentBytes}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	for i := range batches {
+		if _, err := l.Append(mkBatch(t, batchSpec{n: 40, ts: int64(i), valueSize: valueSize(i)}), AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reads := new(atomic.Int64)
+	ffs.setInject(func(c fsCall) error {
+		if c.op == opRead && strings.HasSuffix(c.path, logSuffix) {
+			reads.Add(1)
+		}
+		return nil
+	})
+	return l, reads
+}
+
+// readWant is what Read names from off: its ranges and their bytes.
+func readWant(t *testing.T, l *Log, off int64, maxBytes int) (ReadResult, []byte) {
+	t.Helper()
+	res, err := l.Read(off, maxBytes, math.MaxInt64, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []byte
+	for _, r := range res.Ranges {
+		b := make([]byte, r.Len)
+		if _, err := r.File.ReadAt(b, r.Pos); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, b...)
+	}
+	return res, want
 }
 
 // TestTimestampLookupsBoundMemory: a stored zstd batch of a few kilobytes whose
