@@ -37,11 +37,16 @@ func (c *Coordinator) ConsumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatReq
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 	hb := &heartbeat{c: c, req: req, resp: resp, clientID: clientID, clientHost: clientHost, now: now, describable: describable}
 	if code, msg := hb.run(); code != kerrNone {
-		resp.ErrorCode = code
-		if msg != "" {
-			resp.ErrorMessage = &msg
-		}
-		ch <- resp
+		// Refused from memory, which may hold writes not committed yet (the member's
+		// removal when its session expired): the answer waits for them, and is their
+		// retriable error when one fails.
+		c.answerAfterQueuedWritesLocked(req.Group, code, func(answered int16) {
+			resp.ErrorCode = answered
+			if msg != "" && answered == code {
+				resp.ErrorMessage = &msg
+			}
+			ch <- resp
+		})
 		return ch
 	}
 	if hb.before != nil {

@@ -415,18 +415,22 @@ func (c *Coordinator) appendLocked(part *partition, g *group, records []Record, 
 	part.writer.Enqueue(writeJob{group: g, records: records, replay: replay})
 }
 
-// afterQueuedWritesLocked returns nil when groupID's partition has no write queued, and
-// otherwise a channel that receives the outcome of those writes (nil once they are
-// committed), for an answer read from memory that must not show what a failed write
-// takes back.
-func (c *Coordinator) afterQueuedWritesLocked(groupID string) <-chan error {
+// answerAfterQueuedWritesLocked calls answer with code once the writes queued on
+// groupID's partition are committed (at once when there are none), or with a
+// retriable error when one of them failed: an answer read from memory must not act on
+// what the log never got.
+func (c *Coordinator) answerAfterQueuedWritesLocked(groupID string, code int16, answer func(code int16)) {
 	part := c.mu.partitions[c.PartitionFor(groupID)]
 	if part == nil || part.queued == 0 {
-		return nil
+		answer(code)
+		return
 	}
-	done := make(chan error, 1)
-	c.appendLocked(part, nil, nil, func(err error) { done <- err })
-	return done
+	c.appendLocked(part, nil, nil, func(err error) {
+		if err != nil {
+			code = appendErrorCode(err)
+		}
+		answer(code)
+	})
 }
 
 // --- timers -----------------------------------------------------------------------

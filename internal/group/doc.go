@@ -77,7 +77,9 @@
 // partition. A write that fails cannot be taken back: the partition is reloaded from
 // its log. Answers read from memory wait for the writes queued before them and fail
 // with them (describes; a classic member's Heartbeat, a write without records in
-// Kafka), so that no client acts on a change the log never got. Member session and
+// Kafka; and refusals — an OffsetCommit or ConsumerGroupHeartbeat refused because a
+// queued removal took the member away, which Kafka answers at once), so that no client
+// acts on a change the log never got. Member session and
 // revocation deadlines are memory only, given a full timeout again after a load.
 //
 // # Concurrency

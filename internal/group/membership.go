@@ -625,16 +625,13 @@ func (c *Coordinator) storeAssignmentLocked(part *partition, g *group, given []k
 // told REBALANCE_IN_PROGRESS by an upgrade that is never written joins again).
 func (c *Coordinator) Heartbeat(req *kmsg.HeartbeatRequest) *kmsg.HeartbeatResponse {
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+	answered := make(chan int16, 1)
 	c.mu.Lock()
-	resp.ErrorCode = c.heartbeatLocked(req, c.clock.Now())
+	code := c.heartbeatLocked(req, c.clock.Now())
 	c.settleLocked(req.Group)
-	written := c.afterQueuedWritesLocked(req.Group)
+	c.answerAfterQueuedWritesLocked(req.Group, code, func(code int16) { answered <- code })
 	c.mu.Unlock()
-	if written != nil {
-		if err := <-written; err != nil {
-			resp.ErrorCode = appendErrorCode(err)
-		}
-	}
+	resp.ErrorCode = <-answered
 	return resp
 }
 

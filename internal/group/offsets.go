@@ -88,7 +88,10 @@ func (c *Coordinator) commitLocked(req *kmsg.OffsetCommitRequest, resp *kmsg.Off
 	}
 	if code := validate(g, memberID, instanceID, generation); code != kerrNone {
 		cleanup()
-		fail(code)
+		// Refused from memory, which may hold writes not committed yet (a member's
+		// removal when its session expired): as Kafka answers a write without records,
+		// the answer waits for them, and is their retriable error when one fails.
+		c.answerAfterQueuedWritesLocked(req.Group, code, fail)
 		return
 	}
 	if m := g.members[memberID]; m != nil {
