@@ -82,14 +82,17 @@ type Broker struct {
 	// share acquisition (share_fetch.go): the next one's first read is sized from it.
 	shareRecordSizes sync.Map      // shareLogKey → int
 	isrWake          chan struct{} // nudges the ISR loop
-	failed           chan error    // the error the node cannot go on after (Failed)
-	failOnce         sync.Once
-	groups           *group.Coordinator
-	txns             *txn.Coordinator
-	peers            brokerPeers // connections to other brokers (transactions, share state)
-	producers        producerIDs
-	lifecycle        lifecycle
-	imageWatch       imageWatch
+	// isrWaitLogged is when the ISR loop last said why an ISR change waits, by
+	// partition and follower (logISRWait); only that loop uses it.
+	isrWaitLogged map[isrWaitKey]time.Time
+	failed        chan error // the error the node cannot go on after (Failed)
+	failOnce      sync.Once
+	groups        *group.Coordinator
+	txns          *txn.Coordinator
+	peers         brokerPeers // connections to other brokers (transactions, share state)
+	producers     producerIDs
+	lifecycle     lifecycle
+	imageWatch    imageWatch
 	// acted is the latest image this node has acted on — its partitions opened,
 	// led or followed, deleted (reconcile) — once it serves as a broker; nil before
 	// (and on a controller-only node). awaitImage reads it.

@@ -226,7 +226,13 @@ func (b *Broker) proposeISRChanges(ctx context.Context, lagMax time.Duration) {
 		chs   []replica.ISRChange
 	)
 	for _, p := range b.replicas.All() {
-		ch, ok := p.ProposeISR(now, lagMax, func(id int32, epoch int64) bool { return isrEligible(img, p, id, epoch) })
+		ch, ok := p.ProposeISR(now, lagMax, func(id int32, epoch int64) bool {
+			why := isrIneligible(img, p, id, epoch)
+			if why != "" {
+				b.logISRWait(p, id, now, "a follower that caught up is not eligible for the ISR", "follower", id, "why", why)
+			}
+			return why == ""
+		})
 		if !ok {
 			continue
 		}
@@ -265,7 +271,7 @@ func (b *Broker) proposeISRChanges(ctx context.Context, lagMax time.Duration) {
 			if r != nil {
 				rerr = r.Err
 			}
-			b.logger.Debug("ISR change not applied; waiting for the metadata or sending it again", "topic", p.Topic, "partition", p.Index, "isr", chs[i].ISR, "err", rerr)
+			b.logISRWait(p, -1, now, "ISR change not applied; waiting for the metadata or sending it again", "isr", chs[i].ISR, "err", rerr)
 		default:
 			for range chs[i].Added {
 				b.metrics.ISRExpand()
@@ -303,19 +309,58 @@ func alterPartitionItem(p *replica.Partition, ch replica.ISRChange, node int32, 
 	return item
 }
 
-// isrEligible reports whether broker id, whose fetches came at fetchEpoch (-1:
-// unknown), may join the ISR of p (Kafka's isReplicaIsrEligible, and what the
-// controller checks): registered, unfenced, not shutting down, registered at the
+// isrIneligible says why broker id, whose fetches came at fetchEpoch (-1: unknown),
+// may not join the ISR of p, "" when it may (Kafka's isReplicaIsrEligible, and what
+// the controller checks): registered, unfenced, not shutting down, registered at the
 // epoch it fetched with, and its replica of p not offline.
-func isrEligible(img *metadata.Image, p *replica.Partition, id int32, fetchEpoch int64) bool {
+func isrIneligible(img *metadata.Image, p *replica.Partition, id int32, fetchEpoch int64) string {
 	br, ok := img.Broker(metadata.NodeID(id))
-	if !ok || br.Fenced || br.InControlledShutdown || fetchEpoch != -1 && fetchEpoch != br.Epoch {
-		return false
+	switch {
+	case !ok:
+		return "not registered"
+	case br.Fenced:
+		return "fenced"
+	case br.InControlledShutdown:
+		return "shutting down"
+	case fetchEpoch != -1 && fetchEpoch != br.Epoch:
+		return fmt.Sprintf("fetching at broker epoch %d, registered at %d", fetchEpoch, br.Epoch)
 	}
-	if t, ok := img.TopicByID(metadata.TopicID(p.TopicID)); ok && int(p.Index) < len(t.Partitions) {
-		return !slices.Contains(t.Partitions[p.Index].OfflineReplicas, id)
+	if t, ok := img.TopicByID(metadata.TopicID(p.TopicID)); ok && int(p.Index) < len(t.Partitions) &&
+		slices.Contains(t.Partitions[p.Index].OfflineReplicas, id) {
+		return "its replica is offline"
 	}
-	return true
+	return ""
+}
+
+// isrWaitLogEvery bounds how often the ISR loop says why a partition's ISR change is
+// not made: a stuck ISR says why in the log, a passing one does not flood it.
+const isrWaitLogEvery = 10 * time.Second
+
+// logISRWait logs msg for p (and follower, -1 for none) at most every
+// isrWaitLogEvery. Only the ISR loop calls it.
+func (b *Broker) logISRWait(p *replica.Partition, follower int32, now time.Time, msg string, kv ...any) {
+	k := isrWaitKey{p, follower}
+	if last, ok := b.isrWaitLogged[k]; ok && now.Sub(last) < isrWaitLogEvery {
+		return
+	}
+	if b.isrWaitLogged == nil {
+		b.isrWaitLogged = map[isrWaitKey]time.Time{}
+	}
+	if len(b.isrWaitLogged) >= 1024 { // partitions deleted, leaderships gone: forget the old
+		for k, last := range b.isrWaitLogged {
+			if now.Sub(last) >= isrWaitLogEvery {
+				delete(b.isrWaitLogged, k)
+			}
+		}
+	}
+	b.isrWaitLogged[k] = now
+	b.logger.Info(msg, append([]any{"topic", p.Topic, "partition", p.Index}, kv...)...)
+}
+
+// isrWaitKey is what logISRWait counts its messages by.
+type isrWaitKey struct {
+	p        *replica.Partition
+	follower int32
 }
 
 func findAlterResult(results []controller.AlterPartitionResult, item controller.AlterPartitionItem) *controller.AlterPartitionResult {

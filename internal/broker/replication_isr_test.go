@@ -28,9 +28,15 @@ func TestISRProposalNamesTheFetchingIncarnation(t *testing.T) {
 		fetchEpoch int64
 		want       bool
 	}{{5, false}, {6, true}, {-1, true}} {
-		if got := isrEligible(img, p, 2, c.fetchEpoch); got != c.want {
+		if got := isrIneligible(img, p, 2, c.fetchEpoch) == ""; got != c.want {
 			t.Errorf("broker 2 registered at epoch 6, fetched at %d: eligible %v, want %v", c.fetchEpoch, got, c.want)
 		}
+	}
+	if why := isrIneligible(img, p, 2, 5); why != "fetching at broker epoch 5, registered at 6" {
+		t.Errorf("why broker 2 fetching at epoch 5 may not join: %q", why)
+	}
+	if why := isrIneligible(img, p, 3, -1); why != "not registered" {
+		t.Errorf("why broker 3, never registered, may not join: %q", why)
 	}
 	item := alterPartitionItem(p, replica.ISRChange{LeaderEpoch: 1, PartitionEpoch: 2, ISR: []int32{1, 2},
 		BrokerEpochs: []int64{-1, 5}}, 1, 9)

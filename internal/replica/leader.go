@@ -132,7 +132,8 @@ type ISRChange struct {
 // after RetryISR, and the high watermark counts the members of both the committed and
 // the proposed ISR.
 //
-// eligible is Kafka's isReplicaIsrEligible, given the broker epoch the follower
+// eligible, asked only of followers that caught up, is Kafka's isReplicaIsrEligible,
+// given the broker epoch the follower
 // fetched with (-1 unknown): a follower that is fenced, shutting down, unregistered,
 // offline or known only from another incarnation must not be proposed however caught
 // up it is — the
@@ -167,10 +168,11 @@ func (p *Partition) ProposeISR(now time.Time, lagMax time.Duration, eligible fun
 	if !s.Recovering {
 		for _, r := range s.Replicas {
 			f := p.mu.followers[r]
-			if r == p.localNode || slices.Contains(s.ISR, r) || f == nil || eligible != nil && !eligible(r, f.brokerEpoch) {
+			if r == p.localNode || slices.Contains(s.ISR, r) || f == nil {
 				continue
 			}
-			if f.logEnd >= hw && f.logEnd >= p.mu.epochStart && now.Sub(f.lastCaughtUp) <= lagMax {
+			if f.logEnd >= hw && f.logEnd >= p.mu.epochStart && now.Sub(f.lastCaughtUp) <= lagMax &&
+				(eligible == nil || eligible(r, f.brokerEpoch)) {
 				next = append(next, r)
 				ch.Added = append(ch.Added, r)
 			}
