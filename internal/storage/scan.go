@@ -38,48 +38,42 @@ func newBatchIter(r io.ReaderAt, pos, end int64, bufSize int) *batchIter {
 // readIterBuf is the buffer size of the iterators on the read path (Read, find,
 // OffsetForTimestamp), which take it from readIterBufs and give it back with close: a
 // Fetch of many partitions walks headers in each of them. A copying read (ReadBytes:
-// share fetches, coordinator loads) takes a buffer of the size it reads, up to
-// readIterMaxBuf, from the pool of that size class, so that it reads the file once
-// rather than once every readIterBuf bytes.
+// share fetches, coordinator loads) that wants more takes a buffer of up to
+// readIterMaxBuf from copyIterBufs, cut to the size it reads, so that it reads the
+// file once rather than once every readIterBuf bytes.
 const (
 	readIterBuf    = 16 << 10
 	readIterMaxBuf = 256 << 10
 )
 
-// readIterBufs are pools of read buffers by size class: readIterBuf << 2i.
-var readIterBufs = func() []*sync.Pool {
-	var pools []*sync.Pool
-	for size := readIterBuf; size <= readIterMaxBuf; size <<= 2 {
-		pools = append(pools, &sync.Pool{New: func() any { b := make([]byte, size); return &b }})
-	}
-	return pools
-}()
-
-// readIterClass is the index in readIterBufs of the smallest class holding size
-// bytes (the largest class for more).
-func readIterClass(size int) int {
-	c := 0
-	for class := readIterBuf; class < size && c < len(readIterBufs)-1; class <<= 2 {
-		c++
-	}
-	return c
-}
+var (
+	readIterBufs = sync.Pool{New: func() any { b := make([]byte, readIterBuf); return &b }}
+	copyIterBufs = sync.Pool{New: func() any { b := make([]byte, readIterMaxBuf); return &b }}
+)
 
 // newReadIter is newBatchIter with a pooled buffer of readIterBuf bytes, returned by
 // value so that it can live on the caller's stack; call close when done.
 func newReadIter(r io.ReaderAt, pos, end int64) batchIter { return newReadIterSized(r, pos, end, 0) }
 
-// newReadIterSized is newReadIter with a buffer of at least size bytes, as far as
-// readIterMaxBuf (0: readIterBuf).
+// newReadIterSized is newReadIter with a buffer of size bytes, as far as
+// readIterMaxBuf (at least readIterBuf).
 func newReadIterSized(r io.ReaderAt, pos, end int64, size int) batchIter {
-	p := readIterBufs[readIterClass(size)].Get().(*[]byte)
-	return batchIter{r: r, pos: pos, end: end, buf: *p, pooled: p, bufStart: -1}
+	if size <= readIterBuf {
+		p := readIterBufs.Get().(*[]byte)
+		return batchIter{r: r, pos: pos, end: end, buf: *p, pooled: p, bufStart: -1}
+	}
+	p := copyIterBufs.Get().(*[]byte)
+	return batchIter{r: r, pos: pos, end: end, buf: (*p)[:min(size, readIterMaxBuf)], pooled: p, bufStart: -1}
 }
 
 // close gives a pooled buffer back; the iterator must not be used afterwards.
 func (it *batchIter) close() {
 	if it.pooled != nil {
-		readIterBufs[readIterClass(cap(*it.pooled))].Put(it.pooled)
+		if cap(*it.pooled) == readIterBuf {
+			readIterBufs.Put(it.pooled)
+		} else {
+			copyIterBufs.Put(it.pooled)
+		}
 		it.pooled, it.buf = nil, nil
 	}
 }
