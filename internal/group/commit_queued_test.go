@@ -23,15 +23,7 @@ func TestOffsetCommitRefusalWaitsForQueuedWrites(t *testing.T) {
 	m := &cmember{id: "m", topics: []string{"t"}}
 	settle(t, h, "g", []*cmember{m}, 2)
 	commit := func() <-chan *kmsg.OffsetCommitResponse {
-		req := kmsg.NewPtrOffsetCommitRequest()
-		req.Version, req.Group, req.MemberID, req.Generation = 9, "g", "m", m.epoch
-		rt := kmsg.NewOffsetCommitRequestTopic()
-		rt.Topic = "t"
-		rp := kmsg.NewOffsetCommitRequestTopicPartition()
-		rp.Offset = 5
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		return h.c.OffsetCommit(req)
+		return h.c.OffsetCommit(commitRequest(9, "g", "m", m.epoch, map[TopicPartition]int64{{"t", 0}: 5}))
 	}
 	code := func(ch <-chan *kmsg.OffsetCommitResponse) int16 { return recv(t, ch).Topics[0].Partitions[0].ErrorCode }
 	if c := code(commit()); c != 0 {

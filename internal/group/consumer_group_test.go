@@ -412,17 +412,7 @@ func TestConsumerGroupEpochFencing(t *testing.T) {
 		t.Fatalf("future epoch: error %d, want FENCED_MEMBER_EPOCH", r.ErrorCode)
 	}
 	commit := func(epoch int32) int16 {
-		req := kmsg.NewPtrOffsetCommitRequest()
-		req.Version = 9
-		req.Group = "g"
-		req.MemberID = "m"
-		req.Generation = epoch
-		rt := kmsg.NewOffsetCommitRequestTopic()
-		rt.Topic = "t"
-		rp := kmsg.NewOffsetCommitRequestTopicPartition()
-		rp.Offset = 5
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
+		req := commitRequest(9, "g", "m", epoch, map[TopicPartition]int64{{"t", 0}: 5})
 		return recv(t, h.c.OffsetCommit(req)).Topics[0].Partitions[0].ErrorCode
 	}
 	if code := commit(m.epoch); code != 0 {

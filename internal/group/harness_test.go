@@ -333,8 +333,14 @@ func (h *harness) describe(group string) kmsg.DescribeGroupsResponseGroup {
 
 func (h *harness) commit(group, member string, generation int32, offsets map[TopicPartition]int64) *kmsg.OffsetCommitResponse {
 	h.t.Helper()
+	return recv(h.t, h.c.OffsetCommit(commitRequest(8, group, member, generation, offsets)))
+}
+
+// commitRequest is an OffsetCommit of version of offsets into group by member at
+// generation (the member epoch from v9).
+func commitRequest(version int16, group, member string, generation int32, offsets map[TopicPartition]int64) *kmsg.OffsetCommitRequest {
 	req := kmsg.NewPtrOffsetCommitRequest()
-	req.Version = 8
+	req.Version = version
 	req.Group = group
 	req.MemberID = member
 	req.Generation = generation
@@ -356,7 +362,7 @@ func (h *harness) commit(group, member string, generation int32, offsets map[Top
 		p.Metadata = &meta
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
 	}
-	return recv(h.t, h.c.OffsetCommit(req))
+	return req
 }
 
 // commitErrors flattens a commit response into partition -> code.
