@@ -271,23 +271,57 @@ func describedAs(v any, err error) any {
 
 // migrationMember is a franz-go group member that processes what it polls and commits
 // it synchronously before it lets a rebalance go on (BlockRebalanceOnPoll), writing
-// what it processes and its rebalance callbacks to a shared ledger.
+// what it processes and its rebalance callbacks to a shared ledger. It commits a
+// partition only under the member id it was assigned the partition under (see
+// dropForeign).
 type migrationMember struct {
 	name   string
 	cl     *kgo.Client
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu    sync.Mutex
-	acked map[int32]int64 // partition → highest commit the coordinator acknowledged
+	mu          sync.Mutex
+	acked       map[int32]int64  // partition → highest commit the coordinator acknowledged
+	assignedAs  map[int32]string // partition → the member id it was assigned under
+	afterRevoke func(revoked []int32)
+}
+
+// setAfterRevoke makes f run at the end of m's OnPartitionsRevoked callback, after
+// the ledger saw the revocation, with the partitions of the topic revoked (none when
+// franz-go calls the callback at the end of a session that lost nothing).
+func (m *migrationMember) setAfterRevoke(f func(revoked []int32)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.afterRevoke = f
 }
 
 func startMigrationMember(t *testing.T, c *testutil.Cluster, led *migrationLedger, name, group, topic string, opts ...kgo.Opt) *migrationMember {
 	t.Helper()
-	m := &migrationMember{name: name, done: make(chan struct{}), acked: map[int32]int64{}}
-	release := func(how string) func(context.Context, *kgo.Client, map[string][]int32) {
-		return func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { led.release(m, how, ps[topic]) }
+	m := &migrationMember{name: name, done: make(chan struct{}), acked: map[int32]int64{}, assignedAs: map[int32]string{}}
+	assign := func(_ context.Context, cl *kgo.Client, ps map[string][]int32) {
+		led.acquire(name, ps[topic])
+		id, _ := cl.GroupMetadata()
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for _, p := range ps[topic] {
+			m.assignedAs[p] = id
+		}
 	}
+	release := func(how string, ps []int32) (after func([]int32)) {
+		led.release(m, how, ps)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for _, p := range ps {
+			delete(m.assignedAs, p)
+		}
+		return m.afterRevoke
+	}
+	revoke := func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+		if after := release("revoked", ps[topic]); after != nil {
+			after(ps[topic])
+		}
+	}
+	lose := func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { release("lost", ps[topic]) }
 	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(c.BrokerAddrs()...),
 		kgo.ConsumerGroup(group),
@@ -295,9 +329,9 @@ func startMigrationMember(t *testing.T, c *testutil.Cluster, led *migrationLedge
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { led.acquire(name, ps[topic]) }),
-		kgo.OnPartitionsRevoked(release("revoked")),
-		kgo.OnPartitionsLost(release("lost")),
+		kgo.OnPartitionsAssigned(assign),
+		kgo.OnPartitionsRevoked(revoke),
+		kgo.OnPartitionsLost(lose),
 		kgo.FetchMaxWait(250 * time.Millisecond),
 		kgo.MetadataMinAge(250 * time.Millisecond),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
@@ -315,6 +349,15 @@ func startMigrationMember(t *testing.T, c *testutil.Cluster, led *migrationLedge
 
 func (m *migrationMember) run(ctx context.Context, led *migrationLedger, topic string) {
 	defer close(m.done)
+	commitCtx := kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+		if dropped := m.dropForeign(req); len(dropped) > 0 {
+			led.note("%s: commit of partitions %v not sent: assigned under another member id than %s", m.name, dropped, req.MemberID)
+		}
+		if len(req.Topics) == 0 {
+			return errForeignCommit
+		}
+		return nil
+	})
 	for ctx.Err() == nil {
 		fs := m.cl.PollFetches(ctx)
 		next := map[int32]kgo.EpochOffset{}
@@ -323,7 +366,7 @@ func (m *migrationMember) run(ctx context.Context, led *migrationLedger, topic s
 			next[r.Partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
 		})
 		if len(next) > 0 {
-			m.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{topic: next},
+			m.cl.CommitOffsetsSync(commitCtx, map[string]map[int32]kgo.EpochOffset{topic: next},
 				func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 					if err != nil {
 						led.note("%s: commit of %v failed: %v", m.name, next, err)
@@ -344,6 +387,42 @@ func (m *migrationMember) run(ctx context.Context, led *migrationLedger, topic s
 		}
 		m.cl.AllowRebalance()
 	}
+}
+
+// errForeignCommit: a commit of partitions none of which the member was assigned under
+// the member id it commits as.
+var errForeignCommit = errors.New("no partition of the commit assigned under the committing member id")
+
+// dropForeign takes out of req, just before franz-go sends it, the partitions m was
+// not assigned under req's member id, and returns them. franz-go, answered
+// UNKNOWN_MEMBER_ID on a JoinGroup (a member the coordinator dropped while it could
+// not reach it), joins again under a new member id without calling OnPartitionsLost:
+// it goes on fetching its old partitions until the new generation's assignment
+// revokes them, and a commit it held back during the join goes out under the new
+// member id, which the coordinator accepts as Kafka does (a classic commit is checked
+// against the member and its generation, not against the assignment). Sent, such a
+// commit could take a partition's committed offset back below what its new owner
+// committed; an application must not send it, so this one does not.
+func (m *migrationMember) dropForeign(req *kmsg.OffsetCommitRequest) []int32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var dropped []int32
+	topics := req.Topics[:0]
+	for _, t := range req.Topics {
+		parts := t.Partitions[:0]
+		for _, p := range t.Partitions {
+			if m.assignedAs[p.Partition] == req.MemberID {
+				parts = append(parts, p)
+			} else {
+				dropped = append(dropped, p.Partition)
+			}
+		}
+		if t.Partitions = parts; len(parts) > 0 {
+			topics = append(topics, t)
+		}
+	}
+	req.Topics = topics
+	return dropped
 }
 
 // ackedCommit is the highest commit of partition the coordinator acknowledged to m.
@@ -386,6 +465,14 @@ func (l *migrationLedger) note(format string, args ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.notes = append(l.notes, time.Now().Format("15:04:05.000 ")+fmt.Sprintf(format, args...))
+}
+
+// notesSoFar is what the ledger noted so far (failed commits, partitions given and
+// taken), a line each.
+func (l *migrationLedger) notesSoFar() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.notes, "\n")
 }
 
 type ledgerEvent struct {
