@@ -284,11 +284,17 @@ func (p *Partition) compactWindow() {
 func (p *Partition) madeAvailable(o int64) { p.availFrom = min(p.availFrom, o) }
 
 // dropFront removes the first n records of the window. Their memory is left as it
-// is (they hold no pointer), so Rollback gets them back by restoring the slice.
+// is (they hold no pointer), so Rollback gets them back by restoring the slice. The
+// move frees room for a waiting fetch only if it leaves the window under its limit:
+// a batch acquired whole may have taken it past, and a fetch woken while it is still
+// full would find nothing (NextFetchOffset).
 func (p *Partition) dropFront(n int) {
 	p.recs = p.recs[n:]
 	p.start += int64(n)
-	p.dirty, p.freed = true, true
+	p.dirty = true
+	if len(p.recs) < p.cfg.MaxInFlight {
+		p.freed = true
+	}
 }
 
 // AdvanceStart moves the start to at least offset (the log start moved past it, or an

@@ -178,8 +178,9 @@ func TestPartitionReleaseMemberLowersDeliveryCount(t *testing.T) {
 
 // TestPartitionFreedOnlyWhenAcquirable: a fetch waiting on a full window is woken
 // (TakeFreed) only when something became acquirable — a release, or the window's
-// start moving — not by records accepted or rejected behind the start, which
-// leave the window as full as it was.
+// start moving it under its limit — not by records accepted or rejected behind the
+// start, which leave the window as full as it was, nor by a start that moves in a
+// window a whole batch took past its limit and that stays at it.
 func TestPartitionFreedOnlyWhenAcquirable(t *testing.T) {
 	cfg := testCfg()
 	cfg.MaxInFlight = 10
@@ -218,6 +219,30 @@ func TestPartitionFreedOnlyWhenAcquirable(t *testing.T) {
 	}
 	if p.Start() != 4 || !p.TakeFreed() {
 		t.Fatalf("start %d after accepting its first records, freed not reported", p.Start())
+	}
+
+	// A window a whole batch took past its limit: the start moving frees nothing
+	// until the window is under the limit again.
+	p = NewPartition(cfg, 0)
+	wide := [][2]int64{{0, 3}, {4, 11}, {12, 19}}
+	if a := p.Acquire("a", wide, 20, 4, false, t0); len(a) != 1 || a[0] != (AcquiredRun{0, 3, 1}) {
+		t.Fatalf("a acquired %v", a)
+	}
+	if b := p.Acquire("b", wide, 20, 8, false, t0); len(b) != 1 || b[0] != (AcquiredRun{4, 11, 1}) {
+		t.Fatalf("b acquired %v, want the batch [4, 11] whole past the limit of 10", b)
+	}
+	p.TakeFreed()
+	if err := p.Acknowledge("a", 0, 1, []int8{AckAccept}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := p.NextFetchOffset(); p.Start() != 2 || ok || p.TakeFreed() {
+		t.Fatalf("start %d, a window of %d records with room %v: freed reported while still at its limit of 10", p.Start(), 12-p.Start(), ok)
+	}
+	if err := p.Acknowledge("a", 2, 2, []int8{AckAccept}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := p.NextFetchOffset(); p.Start() != 3 || !ok || !p.TakeFreed() {
+		t.Fatalf("start %d, room %v: the window back under its limit, freed not reported", p.Start(), ok)
 	}
 }
 
