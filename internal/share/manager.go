@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/samsa-streaming/samsa/internal/clock"
@@ -57,6 +58,11 @@ type Options struct {
 	// ends they fail at once instead of waiting out WriteTimeout. nil: they run to
 	// their end.
 	Context context.Context
+	// LocksExpired, when set, is told how many records of key had their acquisition
+	// lock expire (released for redelivery, or archived at the delivery count limit),
+	// once the change is written: an expiry whose write failed is told when it is
+	// tried again and written. It runs under the partition's lock and must not block.
+	LocksExpired func(key Key, records int)
 }
 
 // Manager holds the share partitions this broker serves (it leads their topic
@@ -92,6 +98,10 @@ type entry struct {
 	timer   clock.Timer
 	timerAt time.Time
 	seq     uint64
+	// inFlight is p's window width (End − Start) as of the end of its last change,
+	// -1 while p is not loaded; InFlight reads it without e.mu, which a state write
+	// holds.
+	inFlight atomic.Int64
 }
 
 // NewManager returns an empty Manager.
@@ -122,6 +132,7 @@ func (m *Manager) entry(key Key) *entry {
 	e := m.mu.parts[key]
 	if e == nil {
 		e = &entry{key: key}
+		e.inFlight.Store(-1)
 		m.mu.parts[key] = e
 	}
 	return e
@@ -165,6 +176,7 @@ func (m *Manager) removeLocked(e *entry) {
 	m.mu.Unlock()
 	e.removed = true
 	e.p = nil
+	e.inFlight.Store(-1)
 	m.stopTimerLocked(e)
 	m.wakeLocked(e)
 }
@@ -201,6 +213,7 @@ func (m *Manager) DoIfLoaded(ctx context.Context, key Key, fn func(p *Partition)
 
 // doLocked is Do on e, locked.
 func (m *Manager) doLocked(ctx context.Context, e *entry, fn func(p *Partition) error) error {
+	defer m.publishLocked(e)
 	key := e.key
 	epoch, err := m.o.LeaderEpoch(key)
 	if err != nil {
@@ -282,12 +295,22 @@ func (m *Manager) persistLocked(ctx context.Context, e *entry) error {
 	return nil
 }
 
+// publishLocked makes e's window width what InFlight reports.
+func (m *Manager) publishLocked(e *entry) {
+	if e.p == nil {
+		e.inFlight.Store(-1)
+		return
+	}
+	e.inFlight.Store(e.p.End() - e.p.Start())
+}
+
 // dropLocked forgets the loaded partition; its next use reads the stored state.
 func (m *Manager) dropLocked(e *entry) {
 	if e.p == nil {
 		return
 	}
 	e.p = nil
+	e.inFlight.Store(-1)
 	e.retryAt = time.Time{}
 	m.stopTimerLocked(e)
 	m.wakeLocked(e)
@@ -409,10 +432,14 @@ func (m *Manager) onTimer(e *entry, seq uint64) {
 		return // stopped, or the partition left memory: nothing of it to expire
 	}
 	e.timer = nil
-	_ = m.doLocked(m.o.Context, e, func(p *Partition) error {
-		p.ExpireLocks(m.o.Clock.Now())
+	expired := 0
+	err := m.doLocked(m.o.Context, e, func(p *Partition) error {
+		expired = p.ExpireLocks(m.o.Clock.Now())
 		return nil
 	})
+	if err == nil && expired > 0 && m.o.LocksExpired != nil {
+		m.o.LocksExpired(e.key, expired)
+	}
 }
 
 // ReleaseMember releases what member holds in every loaded partition of group.
@@ -449,6 +476,24 @@ func (m *Manager) Loaded(group string) []Key {
 		}
 	}
 	return out
+}
+
+// InFlight calls fn for each partition in memory with its window's width (End −
+// Start: the records it holds the state of, what counts against MaxInFlight) as of
+// its last change. It takes no partition's lock: a partition whose state is being
+// written is reported as it was before that change.
+func (m *Manager) InFlight(fn func(key Key, records int64)) {
+	m.mu.Lock()
+	entries := make([]*entry, 0, len(m.mu.parts))
+	for _, e := range m.mu.parts {
+		entries = append(entries, e)
+	}
+	m.mu.Unlock()
+	for _, e := range entries {
+		if n := e.inFlight.Load(); n >= 0 {
+			fn(e.key, n)
+		}
+	}
 }
 
 // Forget drops a partition from memory (its topic partition moved away, or its

@@ -429,3 +429,73 @@ func TestManagerReleaseLoweredIsStored(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestManagerLocksExpiredAndInFlight: LocksExpired is told how many records' locks
+// expired once the expiry is written — not when its write fails, once when the retry
+// is written — and InFlight reports each loaded partition's window width as of its
+// last change, none once it leaves memory.
+func TestManagerLocksExpiredAndInFlight(t *testing.T) {
+	store := &memStore{snaps: map[Key]Snapshot{}, epochs: map[Key]int32{}}
+	clk := clock.NewFake(t0)
+	var expired []int
+	m := NewManager(Options{
+		Store: store, Clock: clk,
+		Config:        func(string) PartitionConfig { return testCfg() },
+		InitialOffset: func(Key) (int64, error) { return 0, nil },
+		LeaderEpoch:   func(Key) (int32, error) { return 1, nil },
+		LocksExpired:  func(_ Key, n int) { expired = append(expired, n) }, // on this goroutine: the fake clock runs timers in Advance
+	})
+	defer m.Close()
+	inFlight := func() map[Key]int64 {
+		out := map[Key]int64{}
+		m.InFlight(func(k Key, n int64) { out[k] = n })
+		return out
+	}
+	ctx := context.Background()
+	k := Key{Group: "g", Partition: 0}
+	if got := inFlight(); len(got) != 0 {
+		t.Fatalf("in flight before any use: %v", got)
+	}
+	if err := m.Do(ctx, k, func(p *Partition) error {
+		p.Acquire("a", [][2]int64{{0, 9}}, 10, 10, false, clk.Now())
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := inFlight(); got[k] != 10 || len(got) != 1 {
+		t.Fatalf("in flight after acquiring 0-9: %v, want %v: 10", got, k)
+	}
+	if err := m.Do(ctx, k, func(p *Partition) error {
+		return p.Acknowledge("a", 0, 2, []int8{AckAccept}, clk.Now())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// A failed write leaves the width as it was stored.
+	store.fail = errors.New("coordinator unavailable")
+	if err := m.Do(ctx, k, func(p *Partition) error {
+		return p.Acknowledge("a", 3, 9, []int8{AckAccept}, clk.Now())
+	}); err == nil {
+		t.Fatal("an acknowledgement whose write failed succeeded")
+	}
+	if got := inFlight(); got[k] != 7 {
+		t.Fatalf("in flight after accepting 0-2 (and failing to accept 3-9): %v, want 7", got)
+	}
+
+	clk.Advance(testCfg().LockDuration + time.Second) // the expiry's write fails
+	if len(expired) != 0 {
+		t.Fatalf("lock expiries counted %v while their write failed", expired)
+	}
+	store.fail = nil
+	clk.Advance(time.Second) // past RetryBackoff: written now
+	clk.Advance(testCfg().LockDuration + time.Second)
+	if len(expired) != 1 || expired[0] != 7 {
+		t.Fatalf("lock expiries counted %v, want [7] (3-9, once)", expired)
+	}
+	if got := inFlight(); got[k] != 7 {
+		t.Fatalf("in flight after the expiry: %v, want 7 (3-9 available, still in the window)", got)
+	}
+	m.Forget(k)
+	if got := inFlight(); len(got) != 0 {
+		t.Fatalf("in flight after the partition left memory: %v", got)
+	}
+}

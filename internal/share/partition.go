@@ -449,12 +449,22 @@ func (p *Partition) ArchiveUndelivered(first, last, highWatermark int64) {
 	p.advance()
 }
 
+// AckCounts are numbers of records by acknowledgement type, indexed by the type
+// (AckGap … AckRenew).
+type AckCounts [AckRenew + 1]int
+
 // Acknowledge applies one acknowledgement batch of member: types holds one type for
 // the whole range, or one per offset. Every offset must be acquired by member with its
 // lock still held; otherwise nothing changes and ErrInvalidRecordState is returned.
 // Offsets below the start (the log start moved past them after they were acquired)
 // are skipped, as Kafka does, unless the whole batch lies there.
 func (p *Partition) Acknowledge(member string, first, last int64, types []int8, now time.Time) error {
+	return p.AcknowledgeCounted(member, first, last, types, now, nil)
+}
+
+// AcknowledgeCounted is Acknowledge adding to counts (nil: none) the records it
+// applied, by type: none when it fails, and not the offsets it skipped below the start.
+func (p *Partition) AcknowledgeCounted(member string, first, last int64, types []int8, now time.Time, counts *AckCounts) error {
 	// first >= 0 keeps last-first+1 from overflowing, so no count of types matches a
 	// range wider than an int64 holds.
 	if first < 0 || last < first || len(types) == 0 || len(types) != 1 && int64(len(types)) != last-first+1 {
@@ -485,10 +495,17 @@ func (p *Partition) Acknowledge(member string, first, last int64, types []int8, 
 	}
 	p.touchRange(first, last+1)
 	recs := p.recs[first-p.start : last-p.start+1]
+	perOffset := len(types) > 1
+	if counts != nil && !perOffset {
+		counts[types[0]] += len(recs)
+	}
 	for i := range recs {
 		t := types[0]
-		if len(types) > 1 {
+		if perOffset {
 			t = types[i]
+			if counts != nil {
+				counts[t]++
+			}
 		}
 		r := &recs[i]
 		switch t {
@@ -544,10 +561,10 @@ func (p *Partition) ReleaseMember(member string) {
 	p.advance()
 }
 
-// ExpireLocks releases the records whose acquisition lock expired by now; it reports
-// whether any did.
-func (p *Partition) ExpireLocks(now time.Time) bool {
-	any := false
+// ExpireLocks releases the records whose acquisition lock expired by now (archiving
+// those at the delivery count limit); it returns how many there were.
+func (p *Partition) ExpireLocks(now time.Time) int {
+	expired := 0
 	nowNanos := now.UnixNano()
 	earliest := int64(0)
 	for i := range p.recs {
@@ -557,7 +574,7 @@ func (p *Partition) ExpireLocks(now time.Time) bool {
 		}
 		if nowNanos >= r.deadline {
 			p.release(p.start+int64(i), r)
-			any = true
+			expired++
 		} else if earliest == 0 || r.deadline < earliest {
 			earliest = r.deadline
 		}
@@ -567,7 +584,7 @@ func (p *Partition) ExpireLocks(now time.Time) bool {
 		p.earliest = time.Unix(0, earliest)
 	}
 	p.advance()
-	return any
+	return expired
 }
 
 // HoldsStart reports whether member holds the window's first record. While the

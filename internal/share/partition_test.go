@@ -47,9 +47,9 @@ func TestPartitionAcquireAcknowledge(t *testing.T) {
 	if len(c) != 1 || c[0] != (AcquiredRun{1, 1, 2}) {
 		t.Fatalf("c acquired %v", c)
 	}
-	// Locks expire: b's records come back.
-	if !p.ExpireLocks(t0.Add(31 * time.Second)) {
-		t.Fatal("no lock expired")
+	// Locks expire: b's records (3, 4) come back, and c's (1).
+	if n := p.ExpireLocks(t0.Add(31 * time.Second)); n != 3 {
+		t.Fatalf("%d locks expired, want 3", n)
 	}
 	if st, n := p.StateOf(3); st != Available || n != 1 {
 		t.Fatalf("offset 3 after expiry: state %d deliveries %d", st, n)
@@ -77,7 +77,9 @@ func TestPartitionDeliveryLimitAndSnapshot(t *testing.T) {
 		}
 	}
 	// The third delivery's lock expires: at the limit, 10 is archived.
-	p.ExpireLocks(t0.Add(time.Hour))
+	if n := p.ExpireLocks(t0.Add(time.Hour)); n != 1 {
+		t.Fatalf("%d locks expired, want 1", n)
+	}
 	if p.Start() != 12 {
 		t.Fatalf("start %d, want 12 (10 archived at the delivery limit, 11 accepted)", p.Start())
 	}
@@ -381,5 +383,36 @@ func TestPartitionAcknowledgeAcrossTheStart(t *testing.T) {
 		if p.Start() != 10 {
 			t.Fatalf("start %d, want 10", p.Start())
 		}
+	}
+}
+
+// TestPartitionAcknowledgeCounted: the records an acknowledgement applies are counted
+// by type — one type for a range, or one per offset; gaps in their own slot; offsets
+// skipped below the start and refused batches not at all.
+func TestPartitionAcknowledgeCounted(t *testing.T) {
+	p := NewPartition(testCfg(), 0)
+	p.Acquire("a", [][2]int64{{0, 19}}, 20, 20, false, t0)
+	var counts AckCounts
+	if err := p.AcknowledgeCounted("a", 0, 3, []int8{AckAccept}, t0, &counts); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AcknowledgeCounted("a", 4, 9, []int8{AckRelease, AckReject, AckRenew, AckGap, AckAccept, AckRenew}, t0, &counts); err != nil {
+		t.Fatal(err)
+	}
+	// Refused: offset 4 is no longer acquired (released); nothing of the batch counts.
+	if err := p.AcknowledgeCounted("a", 4, 12, []int8{AckAccept}, t0, &counts); !errors.Is(err, ErrInvalidRecordState) {
+		t.Fatalf("acknowledging a released offset again: %v", err)
+	}
+	if err := p.AcknowledgeCounted("b", 10, 10, []int8{AckAccept}, t0, &counts); !errors.Is(err, ErrInvalidRecordState) {
+		t.Fatalf("acknowledging another member's offset: %v", err)
+	}
+	// The start moves past 15: of 12..17 only 15..17 are applied.
+	p.AdvanceStart(15)
+	if err := p.AcknowledgeCounted("a", 12, 17, []int8{AckReject, AckReject, AckReject, AckAccept, AckReject, AckRelease}, t0, &counts); err != nil {
+		t.Fatal(err)
+	}
+	want := AckCounts{AckGap: 1, AckAccept: 4 + 1 + 1, AckRelease: 1 + 1, AckReject: 1 + 1, AckRenew: 2}
+	if counts != want {
+		t.Fatalf("counted %v, want %v", counts, want)
 	}
 }
