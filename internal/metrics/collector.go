@@ -99,7 +99,8 @@ type stateCollector struct {
 
 	activeController, quorumState, metadataOffset, globalOffline, imbalance, fencedBrokers, activeBrokers *prometheus.Desc
 
-	txn txnDescs
+	txn   txnDescs
+	share shareDescs
 }
 
 func newStateCollector(source Source) *stateCollector {
@@ -143,6 +144,7 @@ func newStateCollector(source Source) *stateCollector {
 		fencedBrokers:    desc("controller_fenced_brokers", "Registered brokers that are fenced (active controller only)."),
 		activeBrokers:    desc("controller_active_brokers", "Registered brokers that are unfenced and not shutting down (active controller only)."),
 		txn:              newTxnDescs(),
+		share:            newShareDescs(),
 	}
 }
 
@@ -157,6 +159,9 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	_, coordinates := c.source.(TransactionSource)
 	c.txn.describe(ch, coordinates)
+	if _, ok := c.source.(ShareSource); ok {
+		ch <- c.share.inFlight
+	}
 	if _, ok := c.source.(QuorumSource); ok {
 		for _, d := range []*prometheus.Desc{
 			c.activeController, c.quorumState, c.metadataOffset, c.globalOffline, c.imbalance, c.fencedBrokers, c.activeBrokers,
@@ -181,6 +186,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if ts, ok := c.source.(TransactionSource); ok {
 		c.txn.collect(ch, ts.Transactions())
+	}
+	if ss, ok := c.source.(ShareSource); ok {
+		c.share.collect(ch, ss.SharePartitions())
 	}
 }
 

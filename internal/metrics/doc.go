@@ -11,15 +11,17 @@
 //
 //   - Event counters and the request latency histogram are fed by the hot-path
 //     recorders (RequestDone, ProducedBatch, FetchedBytes, ProduceError, FetchError,
-//     ISRShrink, ISRExpand, Rebalance). A recorder resolves its labelled series once
-//     (per topic, per group, per API key and version, per error code) and caches it,
-//     so after the first call for a label value a call is a few atomic additions and
-//     allocates nothing.
+//     ISRShrink, ISRExpand, Rebalance, TransactionEnded, and the share groups'
+//     ShareAcquired, ShareAcknowledged, ShareLocksExpired, ShareFetchWaited). A
+//     recorder resolves its labelled series once (per topic, per group, per API key
+//     and version, per error code) and caches it, so after the first call for a
+//     label value a call is a few atomic additions and allocates nothing.
 //   - State gauges (partitions, under-replicated and offline partitions, log sizes and
-//     offsets, groups by state, members, committed offsets and consumer lag) are not
-//     maintained on the hot path at all: at each scrape the collector asks the broker's
-//     Source for a snapshot and turns it into constant metrics. Lag is computed then,
-//     as high watermark − committed offset.
+//     offsets, groups by state, members, committed offsets and consumer lag, share
+//     partitions' records in flight) are not maintained on the hot path at all: at
+//     each scrape the collector asks the broker's Source for a snapshot and turns it
+//     into constant metrics. Lag is computed then, as high watermark − committed
+//     offset.
 //
 // # Concurrency
 //

@@ -64,10 +64,13 @@ type Metrics struct {
 	rebalances                               *prometheus.CounterVec
 	isrShrinks, isrExpands                   prometheus.Counter
 	txn                                      txnMetrics
+	share                                    shareMetrics
 
 	// topics maps a topic name to its *topicCounters; groups maps a group id to
-	// its rebalance prometheus.Counter.
-	topics, groups sync.Map
+	// its rebalance prometheus.Counter; shareTopics a topic name to its
+	// share-acquired *counterSeries (apart from topics, so that a topic no share
+	// group reads exports no share series).
+	topics, groups, shareTopics sync.Map
 	// apis holds the request series per api key and version, filled on first use.
 	apis *[apiKeyLimit][apiVersionLimit]atomic.Pointer[requestSeries]
 	// produceErrorSeries and fetchErrorSeries hold the error counters per code + 1.
@@ -105,12 +108,14 @@ func New(o Options) (*Metrics, error) {
 	}
 	m.defineEventMetrics()
 	m.txn = newTxnMetrics()
+	m.share = newShareMetrics()
 	toRegister := []prometheus.Collector{
 		m.bytesIn, m.bytesOut, m.recordsIn, m.recordsOut,
 		m.requests, m.requestBytes, m.responseBytes, m.requestLatency,
 		m.produceErrors, m.fetchErrors, m.rebalances, m.isrShrinks, m.isrExpands,
 	}
 	toRegister = append(toRegister, m.txn.collectors()...)
+	toRegister = append(toRegister, m.share.collectors()...)
 	if o.Source != nil {
 		toRegister = append(toRegister, newStateCollector(o.Source))
 	}

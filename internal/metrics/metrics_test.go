@@ -203,6 +203,10 @@ func TestNilMetricsIsSafe(t *testing.T) {
 	m.Rebalance("g")
 	m.ForgetTopic("t")
 	m.ForgetGroup("g")
+	m.ShareAcquired("t", 1)
+	m.ShareAcknowledged(1, 1, 1, 1)
+	m.ShareLocksExpired(1)
+	m.ShareFetchWaited(true)
 	if err := m.Start(); err != nil {
 		t.Errorf("nil Start: %v", err)
 	}
@@ -423,7 +427,7 @@ func TestNewValidatesListen(t *testing.T) {
 // The hot-path recorders allocate nothing once a label value has been seen.
 func TestRecordersDoNotAllocate(t *testing.T) {
 	m := newMetrics(t, Options{})
-	topic := "orders"
+	topic := string([]byte("orders")) // not a constant: as a request hands it
 	group := "billing"
 	m.ProducedBatch(topic, 1, 1)
 	m.FetchedBytes(topic, 1, 1)
@@ -431,14 +435,19 @@ func TestRecordersDoNotAllocate(t *testing.T) {
 	m.ProduceError(6)
 	m.FetchError(1)
 	m.Rebalance(group)
+	m.ShareAcquired(topic, 1)
 	cases := map[string]func(){
-		"ProducedBatch": func() { m.ProducedBatch(topic, 10, 1000) },
-		"FetchedBytes":  func() { m.FetchedBytes(topic, 10, 1000) },
-		"RequestDone":   func() { m.RequestDone(0, 9, time.Millisecond, 100, 100) },
-		"ProduceError":  func() { m.ProduceError(6) },
-		"FetchError":    func() { m.FetchError(1) },
-		"ISRShrink":     func() { m.ISRShrink() },
-		"Rebalance":     func() { m.Rebalance(group) },
+		"ProducedBatch":     func() { m.ProducedBatch(topic, 10, 1000) },
+		"FetchedBytes":      func() { m.FetchedBytes(topic, 10, 1000) },
+		"RequestDone":       func() { m.RequestDone(0, 9, time.Millisecond, 100, 100) },
+		"ProduceError":      func() { m.ProduceError(6) },
+		"FetchError":        func() { m.FetchError(1) },
+		"ISRShrink":         func() { m.ISRShrink() },
+		"Rebalance":         func() { m.Rebalance(group) },
+		"ShareAcquired":     func() { m.ShareAcquired(topic, 500) },
+		"ShareAcknowledged": func() { m.ShareAcknowledged(500, 1, 1, 1) },
+		"ShareLocksExpired": func() { m.ShareLocksExpired(3) },
+		"ShareFetchWaited":  func() { m.ShareFetchWaited(false) },
 	}
 	for name, f := range cases {
 		if allocs := testing.AllocsPerRun(100, f); allocs != 0 {
@@ -467,10 +476,10 @@ func BenchmarkRequestDone(b *testing.B) {
 // Every Samsa metric follows the Prometheus naming conventions (units, _total suffix,
 // help text), as promtool check metrics would report.
 func TestMetricNamesLint(t *testing.T) {
-	source := &fakeSource{
+	source := &shareSource{fakeSource: fakeSource{
 		partitions: []PartitionStats{{Topic: "t", Replicas: 1, ISR: 1, Leader: true}},
 		groups:     []GroupStats{{Group: "g", State: "Stable", Offsets: []GroupOffset{{Topic: "t", Committed: 1}}}},
-	}
+	}, parts: []SharePartitionStats{{Group: "sg", Topic: "t", InFlight: 1}}}
 	m := newMetrics(t, Options{Source: source})
 	m.ProducedBatch("t", 1, 1)
 	m.FetchedBytes("t", 1, 1)
@@ -478,6 +487,7 @@ func TestMetricNamesLint(t *testing.T) {
 	m.ProduceError(6)
 	m.FetchError(1)
 	m.Rebalance("g")
+	m.ShareAcquired("t", 1)
 	gathered, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatalf("Gather: %v", err)

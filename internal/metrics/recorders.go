@@ -161,8 +161,9 @@ func (m *Metrics) ForgetTopic(topic string) {
 		return
 	}
 	m.topics.Delete(topic)
+	m.shareTopics.Delete(topic)
 	label := labelValue(topic)
-	for _, vec := range []*prometheus.CounterVec{m.bytesIn, m.recordsIn, m.bytesOut, m.recordsOut} {
+	for _, vec := range []*prometheus.CounterVec{m.bytesIn, m.recordsIn, m.bytesOut, m.recordsOut, m.share.acquired} {
 		vec.DeleteLabelValues(label)
 	}
 }
