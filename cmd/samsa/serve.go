@@ -324,6 +324,14 @@ type brokerSource struct {
 	broker atomic.Pointer[broker.Broker]
 }
 
+// The collector exports the optional gauge families only for a source that serves
+// them: brokerSource must serve every one the broker does.
+var (
+	_ metrics.QuorumSource      = (*brokerSource)(nil)
+	_ metrics.TransactionSource = (*brokerSource)(nil)
+	_ metrics.ShareSource       = (*brokerSource)(nil)
+)
+
 func (s *brokerSource) set(b *broker.Broker) { s.broker.Store(b) }
 
 func (s *brokerSource) Partitions() []metrics.PartitionStats {
@@ -352,4 +360,11 @@ func (s *brokerSource) Transactions() metrics.TransactionStats {
 		return b.Transactions()
 	}
 	return metrics.TransactionStats{}
+}
+
+func (s *brokerSource) SharePartitions() []metrics.SharePartitionStats {
+	if b := s.broker.Load(); b != nil {
+		return b.SharePartitions()
+	}
+	return nil
 }

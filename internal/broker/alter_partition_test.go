@@ -32,12 +32,20 @@ func startTestBrokerOn(t testing.TB, fsys storage.FS, dirs ...string) *Broker {
 // startTestBrokerWith is startTestBrokerOn with extra configuration properties.
 func startTestBrokerWith(t testing.TB, fsys storage.FS, props []string, dirs ...string) *Broker {
 	t.Helper()
+	return startTestBrokerOptions(t, Options{FS: fsys}, props, dirs...)
+}
+
+// startTestBrokerOptions is startTestBrokerWith with more of the broker's options
+// (o's Config, Clock and Logger are set here).
+func startTestBrokerOptions(t testing.TB, o Options, props []string, dirs ...string) *Broker {
+	t.Helper()
 	props = append([]string{"log.dirs=" + strings.Join(dirs, ","), "listeners=PLAINTEXT://127.0.0.1:0"}, props...)
 	cfg, err := config.Load("", props)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(Options{Config: cfg, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler), FS: fsys})
+	o.Config, o.Clock, o.Logger = cfg, clock.Real{}, slog.New(slog.DiscardHandler)
+	b, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -223,6 +223,7 @@ func New(o Options) (*Broker, error) {
 		Store: b.shareStore, Clock: o.Clock, Logger: o.Logger.With("component", "share"),
 		Config: b.shareConfig, InitialOffset: b.shareInitialOffset, LeaderEpoch: b.shareLeaderEpoch,
 		WriteTimeout: shareStoreTimeout, Context: serving,
+		LocksExpired: func(_ share.Key, records int) { o.Metrics.ShareLocksExpired(records) },
 	})
 	b.peers.b = b
 	b.txns = b.newTxnCoordinator()
@@ -615,4 +616,5 @@ var (
 	_ metrics.Source            = (*Broker)(nil)
 	_ metrics.QuorumSource      = (*Broker)(nil)
 	_ metrics.TransactionSource = (*Broker)(nil)
+	_ metrics.ShareSource       = (*Broker)(nil)
 )

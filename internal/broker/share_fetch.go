@@ -340,23 +340,35 @@ func (b *Broker) shareAcknowledge(ctx context.Context, k share.Key, member strin
 	}
 	now := b.clock.Now()
 	var ackErr error
+	var applied share.AckCounts
 	err := b.shares.Do(ctx, k, func(p *share.Partition) error {
-		ackErr = applyShareAcks(p, member, batches, now)
+		ackErr = applyShareAcks(p, member, batches, now, &applied)
 		return nil
 	})
+	if err == nil {
+		b.shareAcknowledged(&applied)
+	}
 	return shareAckCode(err, ackErr)
 }
 
-// applyShareAcks applies acknowledgement batches to a share partition; the error is
-// the first batch's that failed (the others are applied).
-func applyShareAcks(p *share.Partition, member string, batches []shareAck, now time.Time) error {
+// applyShareAcks applies acknowledgement batches to a share partition, counting the
+// records applied in applied; the error is the first batch's that failed (the others
+// are applied).
+func applyShareAcks(p *share.Partition, member string, batches []shareAck, now time.Time, applied *share.AckCounts) error {
 	var ackErr error
 	for _, bt := range batches {
-		if err := p.Acknowledge(member, bt.first, bt.last, bt.types, now); err != nil && ackErr == nil {
+		if err := p.AcknowledgeCounted(member, bt.first, bt.last, bt.types, now, applied); err != nil && ackErr == nil {
 			ackErr = err
 		}
 	}
 	return ackErr
+}
+
+// shareAcknowledged records acknowledgements applied to a share partition, once its
+// state holding them is written (Manager.Do returned nil): none of a change that was
+// undone or refused.
+func (b *Broker) shareAcknowledged(applied *share.AckCounts) {
+	b.metrics.ShareAcknowledged(applied[share.AckAccept], applied[share.AckRelease], applied[share.AckReject], applied[share.AckRenew])
 }
 
 // shareAckCode is a partition's AcknowledgeErrorCode: err is the share-state
@@ -533,13 +545,22 @@ func (b *Broker) shareAcquire(ctx context.Context, k share.Key, sess *shareSessi
 	// ackErr and readErr are the acknowledgements' and the acquisition's own
 	// failures; err the share state's (loading it, or writing the change).
 	var ackErr, readErr error
+	var applied share.AckCounts
 	err = b.shares.Do(ctx, k, func(sp *share.Partition) error {
 		if len(acks) > 0 {
-			ackErr = applyShareAcks(sp, member, acks, now)
+			ackErr = applyShareAcks(sp, member, acks, now, &applied)
 		}
 		readErr = acquire(sp)
 		return nil
 	})
+	if err == nil { // written: what was acknowledged and acquired holds
+		b.shareAcknowledged(&applied)
+		acquiredRecords := 0
+		for _, r := range out.runs {
+			acquiredRecords += int(r.Last - r.First + 1)
+		}
+		b.metrics.ShareAcquired(p.Topic, acquiredRecords)
+	}
 	if sess.ended() {
 		// The session ended while this waited for the partition, which it may have
 		// loaded again after its group's partitions left memory.
@@ -861,6 +882,7 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 			}
 			return false
 		}
+		got := 0
 		for {
 			imageChanged := b.imageWatch.next()
 			for _, k := range parts {
@@ -872,7 +894,7 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 				}
 				b.shares.Wait(k, wake)
 			}
-			if fetchAll() > 0 || heldBySelf || lost() {
+			if got = fetchAll(); got > 0 || heldBySelf || lost() {
 				break
 			}
 			select {
@@ -885,6 +907,10 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 			}
 			break
 		}
+		// Counted before the answer goes, as Kafka's delayed share fetches: each
+		// ends with records, or without (MaxWait passed, the session ended, a
+		// partition stopped being served, the member holds the full window's start).
+		b.metrics.ShareFetchWaited(got > 0)
 		fillShareFetchResponse(resp, order, results)
 		out <- b.shareResponse(resp, bufs)
 	})

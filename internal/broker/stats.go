@@ -3,6 +3,7 @@ package broker
 import (
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/metrics"
+	"github.com/samsa-streaming/samsa/internal/share"
 )
 
 // Partitions implements metrics.Source: a snapshot of the partitions this node hosts.
@@ -92,4 +93,20 @@ func (b *Broker) Groups() []metrics.GroupStats {
 func (b *Broker) Transactions() metrics.TransactionStats {
 	s := b.txns.Stats()
 	return metrics.TransactionStats{Ongoing: s.Ongoing, Prepared: s.Prepared, OldestOngoing: s.OldestOngoing}
+}
+
+// SharePartitions implements metrics.ShareSource: the share partitions in this
+// node's memory (of the topic partitions it leads that share groups read), with their
+// records in flight. A partition whose topic is no longer in the image is left out.
+func (b *Broker) SharePartitions() []metrics.SharePartitionStats {
+	img := b.image()
+	var out []metrics.SharePartitionStats
+	b.shares.InFlight(func(k share.Key, records int64) {
+		t, ok := img.TopicByID(metadata.TopicID(k.TopicID))
+		if !ok {
+			return
+		}
+		out = append(out, metrics.SharePartitionStats{Group: k.Group, Topic: t.Name, Partition: k.Partition, InFlight: records})
+	})
+	return out
 }
