@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"runtime/pprof"
@@ -322,12 +323,14 @@ func classicRate(b *testing.B, addr string, pid int, topic, group string, n int)
 }
 
 // shareRate reads n records of topic with four share consumers, each record
-// accepted. pids are the brokers' processes; raw, when not nil, first sets the group's
+// accepted. pids are the brokers' processes, metrics their metrics listeners (none
+// for the null broker); raw, when not nil, first sets the group's
 // share.auto.offset.reset to earliest (the null broker has no such config).
-func shareRate(b *testing.B, addr string, pids []int, raw *kgo.Client, topic, group string, n, maxRecords int) float64 {
+func shareRate(b *testing.B, addr string, pids []int, metrics []string, raw *kgo.Client, topic, group string, n, maxRecords int) float64 {
 	if raw != nil {
 		setShareEarliest(b, raw, group)
 	}
+	waits0 := shareWaits(b, metrics)
 	var got atomic.Int64
 	var first atomic.Int64
 	done := make(chan struct{})
@@ -377,10 +380,45 @@ func shareRate(b *testing.B, addr string, pids []int, raw *kgo.Client, topic, gr
 		cl.Close()
 	}
 	reqs := hook.requests.Load()
-	b.Logf("share: %d ShareFetch requests (%.0f records, %.0f bytes each, %d without records, %.2f ms round trip, %d over 10 ms), client CPU %.2f µs/record, broker CPU %.2f µs/record, load %s",
-		reqs, float64(n)/float64(max(reqs, 1)), float64(hook.bytes.Load())/float64(max(reqs, 1)), hook.empty.Load(), float64(hook.nanos.Load())/1e6/float64(max(reqs, 1)), hook.slow.Load(),
-		1e6*clientCPU/float64(n), 1e6*brokerCPU/float64(n), loadavg())
+	waited := "no broker metrics"
+	if len(metrics) > 0 {
+		w := shareWaits(b, metrics) - waits0
+		waited = fmt.Sprintf("%d waited for records (%.0f %%)", w, 100*float64(w)/float64(max(reqs, 1)))
+	}
+	b.Logf("share: %d ShareFetch requests (%.0f records, %.0f bytes each, %d without records, %s, %.2f ms round trip, %d over 10 ms), client CPU %.2f µs/record, broker CPU %.2f µs/record, load %s",
+		reqs, float64(n)/float64(max(reqs, 1)), float64(hook.bytes.Load())/float64(max(reqs, 1)), hook.empty.Load(), waited,
+		float64(hook.nanos.Load())/1e6/float64(max(reqs, 1)), hook.slow.Load(), 1e6*clientCPU/float64(n), 1e6*brokerCPU/float64(n), loadavg())
 	return float64(n) / elapsed.Seconds()
+}
+
+// shareWaits is the ShareFetch requests the brokers whose metrics listeners are at
+// addrs answered after a wait (samsa_share_fetch_waits_total, both results): with
+// nothing to acquire at first — the window full, or no record left — they waited for
+// records up to MaxWaitMillis.
+func shareWaits(b *testing.B, addrs []string) int64 {
+	var sum int64
+	for _, addr := range addrs {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			b.Fatal(err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if name, value, ok := strings.Cut(sc.Text(), " "); ok && strings.HasPrefix(name, "samsa_share_fetch_waits_total{") {
+				v, err := strconv.ParseFloat(value, 64)
+				if err != nil {
+					b.Fatalf("%s: %v", sc.Text(), err)
+				}
+				sum += int64(v)
+			}
+		}
+		resp.Body.Close()
+		if err := sc.Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return sum
 }
 
 // setShareEarliest sets group's share.auto.offset.reset to earliest.
@@ -458,7 +496,8 @@ func envInt(name string, def int) int {
 func BenchmarkShareConsume(b *testing.B) {
 	n := envInt("PERF_SHARE_RECORDS", 300_000)
 	maxRecords := envInt("PERF_SHARE_MAX_RECORDS", 500)
-	br := startBroker(b, "group.share.partition.max.record.locks="+strconv.Itoa(envInt("PERF_SHARE_LOCKS", 2000)))
+	metrics := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(b))
+	br := startBroker(b, "group.share.partition.max.record.locks="+strconv.Itoa(envInt("PERF_SHARE_LOCKS", 2000)), "metrics.listener="+metrics)
 	raw, adm := admin(b, br)
 	createTopic(b, adm, "share-rate", 1)
 	produce100(b, []string{br.Addr}, "share-rate", n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -469,9 +508,9 @@ func BenchmarkShareConsume(b *testing.B) {
 	var classic, shared, classicNull, sharedNull, ratio, ofNull []float64
 	for i := range b.N {
 		c := classicRate(b, br.Addr, br.Pid(), "share-rate", fmt.Sprintf("classic-%d", i), n)
-		s := shareRate(b, br.Addr, []int{br.Pid()}, raw, "share-rate", fmt.Sprintf("share-%d", i), n, maxRecords)
+		s := shareRate(b, br.Addr, []int{br.Pid()}, []string{metrics}, raw, "share-rate", fmt.Sprintf("share-%d", i), n, maxRecords)
 		cn := classicRate(b, nullAddr, nullPid, "share-rate", "", n)
-		sn := shareRate(b, nullAddr, []int{nullPid}, nil, "share-rate", fmt.Sprintf("share-%d", i), n, maxRecords)
+		sn := shareRate(b, nullAddr, []int{nullPid}, nil, nil, "share-rate", fmt.Sprintf("share-%d", i), n, maxRecords)
 		classic, shared = append(classic, c), append(shared, s)
 		classicNull, sharedNull = append(classicNull, cn), append(sharedNull, sn)
 		ratio, ofNull = append(ratio, s/c), append(ofNull, s/sn)
@@ -544,11 +583,13 @@ func cpuTicksOf(b *testing.B, pids []int) int64 {
 func BenchmarkClusterShareConsume(b *testing.B) {
 	n := envInt("PERF_SHARE_RECORDS", 300_000)
 	partitions := envInt("PERF_CLUSTER_SHARE_PARTITIONS", 60)
-	c := testutil.StartCluster(b, testutil.ClusterOptions{Overrides: brokerOverrides()})
+	c := testutil.StartCluster(b, testutil.ClusterOptions{Overrides: brokerOverrides(), Metrics: true})
 	addrs := c.BrokerAddrs()
 	var pids []int
+	var metrics []string
 	for _, node := range c.Nodes() {
 		pids = append(pids, node.Pid())
+		metrics = append(metrics, node.MetricsAddr)
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
 	if err != nil {
@@ -559,7 +600,7 @@ func BenchmarkClusterShareConsume(b *testing.B) {
 	produce100(b, addrs, "cluster-share", n)
 	var rates []float64
 	for i := range b.N {
-		r := shareRate(b, addrs[0], pids, cl, "cluster-share", fmt.Sprintf("cluster-share-%d", i), n, 500)
+		r := shareRate(b, addrs[0], pids, metrics, cl, "cluster-share", fmt.Sprintf("cluster-share-%d", i), n, 500)
 		rates = append(rates, r)
 		b.Logf("iteration %d: 4 share consumers, %d partitions of RF 3 on 3 nodes: %.0f rec/s", i, partitions, r)
 	}
