@@ -84,7 +84,7 @@ func (b *Broker) groupTimeouts(name string) group.Timeouts {
 		return group.Timeouts{}
 	}
 	ms := func(name string) time.Duration {
-		return time.Duration(config.GroupMillis(b.cfg, overrides, name)) * time.Millisecond
+		return time.Duration(config.GroupInt(b.cfg, overrides, name)) * time.Millisecond
 	}
 	return group.Timeouts{
 		ConsumerSession: ms("consumer.session.timeout.ms"), ConsumerHeartbeat: ms("consumer.heartbeat.interval.ms"),

@@ -278,17 +278,18 @@ func (b *Broker) dropIdleShareGroup(group string) {
 }
 
 // shareConfig is a group's share-partition limits: its group configs over the
-// broker's defaults.
+// broker's defaults, each within the broker's bounds for it (an override stored when
+// they were wider counts as the nearest bound; the delivery limit, bounded by 10 at
+// most, cannot wrap around). A share partition takes them again at each use: a
+// lower share.partition.max.record.locks stops its window growing until it shrinks
+// below it, a higher one lets it grow at the next fetch (a waiting one tries again
+// when the metadata image, which holds the group configs, changes).
 func (b *Broker) shareConfig(groupID string) share.PartitionConfig {
 	overrides := b.image().GroupConfigs(groupID)
-	atoi := func(name string) int { return atoiOr(config.GroupValue(b.cfg, overrides, name), 0) }
 	return share.PartitionConfig{
-		// Within the broker's bounds: an override stored when they were wider counts
-		// as the nearest bound.
-		LockDuration: time.Duration(config.GroupMillis(b.cfg, overrides, "share.record.lock.duration.ms")) * time.Millisecond,
-		// Clamped: a value stored before the limit was bounded must not wrap around.
-		DeliveryLimit: int16(min(max(atoi("share.delivery.count.limit"), 2), 10)),
-		MaxInFlight:   int(b.cfg.GroupSharePartitionMaxRecordLocks),
+		LockDuration:  time.Duration(config.GroupInt(b.cfg, overrides, "share.record.lock.duration.ms")) * time.Millisecond,
+		DeliveryLimit: int16(config.GroupInt(b.cfg, overrides, "share.delivery.count.limit")),
+		MaxInFlight:   config.GroupInt(b.cfg, overrides, "share.partition.max.record.locks"),
 	}
 }
 

@@ -218,8 +218,13 @@ type Broker struct {
 	GroupShareMinRecordLockDurationMs int32 // group.share.min.record.lock.duration.ms
 	GroupShareMaxRecordLockDurationMs int32 // group.share.max.record.lock.duration.ms
 	GroupShareDeliveryCountLimit      int32 // group.share.delivery.count.limit
+	GroupShareMinDeliveryCountLimit   int32 // group.share.min.delivery.count.limit
+	GroupShareMaxDeliveryCountLimit   int32 // group.share.max.delivery.count.limit
 	GroupShareMaxShareSessions        int32 // group.share.max.share.sessions
 	GroupSharePartitionMaxRecordLocks int32 // group.share.partition.max.record.locks
+	// group.share.min.partition.max.record.locks, group.share.max.partition.max.record.locks
+	GroupShareMinPartitionMaxRecordLocks int32
+	GroupShareMaxPartitionMaxRecordLocks int32
 	// share.coordinator.state.topic.*: the shape of __share_group_state; see
 	// ShareStateRF and ShareStateMinISR.
 	ShareCoordinatorStateTopicNumPartitions     int32
@@ -618,6 +623,12 @@ func (b *Broker) crossChecks() []error {
 	}
 	if b.GroupShareRecordLockDurationMs < b.GroupShareMinRecordLockDurationMs || b.GroupShareRecordLockDurationMs > b.GroupShareMaxRecordLockDurationMs {
 		add(conflict("group.share.record.lock.duration.ms=%d is outside [group.share.min.record.lock.duration.ms=%d, group.share.max.record.lock.duration.ms=%d]", b.GroupShareRecordLockDurationMs, b.GroupShareMinRecordLockDurationMs, b.GroupShareMaxRecordLockDurationMs))
+	}
+	if b.GroupShareDeliveryCountLimit < b.GroupShareMinDeliveryCountLimit || b.GroupShareDeliveryCountLimit > b.GroupShareMaxDeliveryCountLimit {
+		add(conflict("group.share.delivery.count.limit=%d is outside [group.share.min.delivery.count.limit=%d, group.share.max.delivery.count.limit=%d]", b.GroupShareDeliveryCountLimit, b.GroupShareMinDeliveryCountLimit, b.GroupShareMaxDeliveryCountLimit))
+	}
+	if b.GroupSharePartitionMaxRecordLocks < b.GroupShareMinPartitionMaxRecordLocks || b.GroupSharePartitionMaxRecordLocks > b.GroupShareMaxPartitionMaxRecordLocks {
+		add(conflict("group.share.partition.max.record.locks=%d is outside [group.share.min.partition.max.record.locks=%d, group.share.max.partition.max.record.locks=%d]", b.GroupSharePartitionMaxRecordLocks, b.GroupShareMinPartitionMaxRecordLocks, b.GroupShareMaxPartitionMaxRecordLocks))
 	}
 	if b.LogRetentionMs == 0 {
 		// Kafka's KafkaConfig: "log.retention.ms must be unlimited (-1) or, greater than

@@ -21,7 +21,8 @@ type groupConfig struct {
 	typ               int8
 	check             func(string) error
 	def               func(b *Broker) string
-	// bounds, for a duration, are the broker's smallest and largest value for it.
+	// bounds, for a bounded integer (a duration, a limit), are the broker's smallest
+	// and largest value for it (group.X.min.Y and group.X.max.Y, see boundName).
 	bounds func(b *Broker) (lo, hi int32)
 }
 
@@ -30,16 +31,6 @@ func intAtLeast(min int) func(string) error {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < min {
 			return errors.New("must be an integer of at least " + strconv.Itoa(min))
-		}
-		return nil
-	}
-}
-
-func intBetween(min, max int) func(string) error {
-	return func(s string) error {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < min || n > max {
-			return errors.New("must be an integer in [" + strconv.Itoa(min) + "," + strconv.Itoa(max) + "]")
 		}
 		return nil
 	}
@@ -90,10 +81,20 @@ var groupConfigs = []groupConfig{
 		bounds: func(b *Broker) (int32, int32) {
 			return b.GroupShareMinRecordLockDurationMs, b.GroupShareMaxRecordLockDurationMs
 		}},
-	{name: "share.delivery.count.limit", broker: "group.share.delivery.count.limit", valid: "[2,...,10]", typ: TypeInt,
+	{name: "share.delivery.count.limit", broker: "group.share.delivery.count.limit", valid: "[group.share.min.delivery.count.limit,...,group.share.max.delivery.count.limit]", typ: TypeInt,
 		doc:   "How many times a record is delivered before it is archived.",
-		check: intBetween(2, 10),
-		def:   func(b *Broker) string { return strconv.Itoa(int(b.GroupShareDeliveryCountLimit)) }},
+		check: intAtLeast(1),
+		def:   func(b *Broker) string { return strconv.Itoa(int(b.GroupShareDeliveryCountLimit)) },
+		bounds: func(b *Broker) (int32, int32) {
+			return b.GroupShareMinDeliveryCountLimit, b.GroupShareMaxDeliveryCountLimit
+		}},
+	{name: "share.partition.max.record.locks", broker: "group.share.partition.max.record.locks", valid: "[group.share.min.partition.max.record.locks,...,group.share.max.partition.max.record.locks]", typ: TypeInt,
+		doc:   "Most records of one share partition in flight (acquired or waiting for redelivery) at once; the batch that reaches the limit is acquired whole (Kafka 4.3, KIP-1240).",
+		check: intAtLeast(1),
+		def:   func(b *Broker) string { return strconv.Itoa(int(b.GroupSharePartitionMaxRecordLocks)) },
+		bounds: func(b *Broker) (int32, int32) {
+			return b.GroupShareMinPartitionMaxRecordLocks, b.GroupShareMaxPartitionMaxRecordLocks
+		}},
 	{name: "share.isolation.level", valid: "read_uncommitted, read_committed", typ: TypeString,
 		doc: "read_uncommitted, or read_committed: records up to the last stable offset, those of aborted transactions archived, never delivered.",
 		check: func(s string) error {
@@ -178,10 +179,11 @@ func atoi(s string) int {
 	return n
 }
 
-// GroupMillis returns a duration group config's effective value in milliseconds,
-// kept within the broker's bounds for it: an override stored when the bounds were
-// wider counts as the nearest bound, as Kafka evaluates stored group configs.
-func GroupMillis(b *Broker, overrides map[string]string, name string) int {
+// GroupInt returns an integer group config's effective value (a duration in
+// milliseconds, a limit), kept within the broker's bounds for it: an override stored
+// when the bounds were wider counts as the nearest bound, as Kafka evaluates stored
+// group configs.
+func GroupInt(b *Broker, overrides map[string]string, name string) int {
 	n := atoi(GroupValue(b, overrides, name))
 	for _, c := range groupConfigs {
 		if c.name == name && c.bounds != nil {

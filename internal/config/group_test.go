@@ -21,8 +21,8 @@ func TestValidateGroupConfigs(t *testing.T) {
 			"share.heartbeat.interval.ms=20000 is outside [group.share.min.heartbeat.interval.ms=5000, group.share.max.heartbeat.interval.ms=15000]"},
 		{"not a number", map[string]string{"consumer.heartbeat.interval.ms": "soon"}, []string{"consumer.heartbeat.interval.ms"},
 			"consumer.heartbeat.interval.ms=soon must be an integer"},
-		{"above Kafka's bound", map[string]string{"share.delivery.count.limit": "65536"}, []string{"share.delivery.count.limit"},
-			"share.delivery.count.limit=65536 must be an integer in [2,10]"},
+		{"above the broker's delivery count bound", map[string]string{"share.delivery.count.limit": "65536"}, []string{"share.delivery.count.limit"},
+			"share.delivery.count.limit=65536 is outside [group.share.min.delivery.count.limit=2, group.share.max.delivery.count.limit=10]"},
 		{"lock duration above the broker's bound", map[string]string{"share.record.lock.duration.ms": "70000"}, []string{"share.record.lock.duration.ms"},
 			"share.record.lock.duration.ms=70000 is outside [group.share.min.record.lock.duration.ms=15000, group.share.max.record.lock.duration.ms=60000]"},
 		{"lock duration below the broker's bound", map[string]string{"share.record.lock.duration.ms": "5000"}, []string{"share.record.lock.duration.ms"},
@@ -55,7 +55,7 @@ func TestValidateGroupConfigs(t *testing.T) {
 	}
 }
 
-func TestGroupMillisKeepsWithinBounds(t *testing.T) {
+func TestGroupIntKeepsWithinBounds(t *testing.T) {
 	b := Default()
 	for _, c := range []struct {
 		stored string
@@ -65,7 +65,7 @@ func TestGroupMillisKeepsWithinBounds(t *testing.T) {
 		if c.stored != "" {
 			overrides["consumer.session.timeout.ms"] = c.stored
 		}
-		if got := GroupMillis(b, overrides, "consumer.session.timeout.ms"); got != c.want {
+		if got := GroupInt(b, overrides, "consumer.session.timeout.ms"); got != c.want {
 			t.Errorf("stored %q: %d ms, want %d", c.stored, got, c.want)
 		}
 	}

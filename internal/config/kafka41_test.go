@@ -128,7 +128,7 @@ func TestKafka41PropertiesTakeEffect(t *testing.T) {
 	if err := ValidateGroupConfigs(b, map[string]string{"share.record.lock.duration.ms": "110000"}, []string{"share.record.lock.duration.ms"}); err != nil {
 		t.Errorf("share.record.lock.duration.ms within the raised bound: %v", err)
 	}
-	if got := GroupMillis(b, map[string]string{"share.record.lock.duration.ms": "1000"}, "share.record.lock.duration.ms"); got != 5000 {
+	if got := GroupInt(b, map[string]string{"share.record.lock.duration.ms": "1000"}, "share.record.lock.duration.ms"); got != 5000 {
 		t.Errorf("a stored lock duration below the bound counts as %d, want 5000", got)
 	}
 	if d := Default(); !d.ControlledShutdownEnable || d.Security.ControllerQuotaWindowNum != 11 || d.Security.ControllerQuotaWindowSizeSeconds != 1 {

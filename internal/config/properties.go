@@ -522,12 +522,24 @@ var coreProperties = []property{
 	property{name: "group.share.delivery.count.limit", spec: between(TypeInt, 2, 10), def: "5",
 		doc: "How many times a record is delivered to share consumers before it is archived (the default of the group config share.delivery.count.limit)."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupShareDeliveryCountLimit })),
+	property{name: "group.share.min.delivery.count.limit", spec: between(TypeInt, 2, 10), def: "2",
+		doc: "Lower bound of group.share.delivery.count.limit and of the group config share.delivery.count.limit (Kafka 4.3, KIP-1240)."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareMinDeliveryCountLimit })),
+	property{name: "group.share.max.delivery.count.limit", spec: between(TypeInt, 2, 10), def: "10",
+		doc: "Upper bound of group.share.delivery.count.limit and of the group config share.delivery.count.limit (Kafka 4.3, KIP-1240)."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareMaxDeliveryCountLimit })),
 	property{name: "group.share.max.share.sessions", spec: atLeast(TypeInt, 1), def: "2000",
 		doc: "Most share sessions open on this broker at once; a share consumer opening one more is answered SHARE_SESSION_LIMIT_REACHED (a session ends when its member closes it, opens a new one, or its connection closes)."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupShareMaxShareSessions })),
 	property{name: "group.share.partition.max.record.locks", spec: between(TypeInt, 100, 10000), def: "2000",
-		doc: "Most records of one share partition in flight (acquired or waiting for redelivery) at once; as in Kafka, the batch that reaches the limit is acquired whole."}.
+		doc: "Most records of one share partition in flight (acquired or waiting for redelivery) at once; as in Kafka, the batch that reaches the limit is acquired whole (the default of the group config share.partition.max.record.locks)."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupSharePartitionMaxRecordLocks })),
+	property{name: "group.share.min.partition.max.record.locks", spec: between(TypeInt, 100, 2000), def: "100",
+		doc: "Lower bound of group.share.partition.max.record.locks and of the group config share.partition.max.record.locks (Kafka 4.3, KIP-1240)."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareMinPartitionMaxRecordLocks })),
+	property{name: "group.share.max.partition.max.record.locks", spec: between(TypeInt, 2000, 10000), def: "4000",
+		doc: "Upper bound of group.share.partition.max.record.locks and of the group config share.partition.max.record.locks (Kafka 4.3, KIP-1240)."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareMaxPartitionMaxRecordLocks })),
 	property{name: "share.coordinator.state.topic.num.partitions", spec: atLeast(TypeInt, 1), def: "50",
 		doc: "Partitions of __share_group_state, where share-partition state is kept."}.
 		bind(i32(func(b *Broker) *int32 { return &b.ShareCoordinatorStateTopicNumPartitions })),

@@ -43,7 +43,7 @@ var (
 // MaxWindow is the most offsets a share partition's window spans. Its records are held
 // one per offset, so an acquisition stops there, and a stored state or a share
 // coordinator's write that would span more is refused. In use the window stays far
-// below it: group.share.partition.max.record.locks is at most 10,000, and past that
+// below it: share.partition.max.record.locks is at most 10,000, and past that
 // only the rest of one batch is acquired.
 const MaxWindow = 1 << 20
 
@@ -51,7 +51,7 @@ const MaxWindow = 1 << 20
 type PartitionConfig struct {
 	LockDuration  time.Duration // share.record.lock.duration.ms
 	DeliveryLimit int16         // share.delivery.count.limit
-	MaxInFlight   int           // group.share.partition.max.record.locks
+	MaxInFlight   int           // share.partition.max.record.locks (KIP-1240)
 }
 
 // record is one offset of the window. It holds no pointer (the member is an index

@@ -497,7 +497,8 @@ func BenchmarkShareConsume(b *testing.B) {
 	n := envInt("PERF_SHARE_RECORDS", 300_000)
 	maxRecords := envInt("PERF_SHARE_MAX_RECORDS", 500)
 	metrics := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(b))
-	br := startBroker(b, "group.share.partition.max.record.locks="+strconv.Itoa(envInt("PERF_SHARE_LOCKS", 2000)), "metrics.listener="+metrics)
+	br := startBroker(b, "group.share.partition.max.record.locks="+strconv.Itoa(envInt("PERF_SHARE_LOCKS", 2000)),
+		"group.share.max.partition.max.record.locks=10000", "metrics.listener="+metrics) // PERF_SHARE_LOCKS up to Kafka's 10,000
 	raw, adm := admin(b, br)
 	createTopic(b, adm, "share-rate", 1)
 	produce100(b, []string{br.Addr}, "share-rate", n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
