@@ -118,7 +118,7 @@ type SharePartitionStats struct {
 	Partition int32
 	// InFlight is the width of the share partition's window (its end offset minus
 	// its start offset): the records it holds the state of, which count against
-	// group.share.partition.max.record.locks.
+	// the group's share.partition.max.record.locks.
 	InFlight int64
 }
 
@@ -130,7 +130,7 @@ type shareDescs struct {
 func newShareDescs() shareDescs {
 	return shareDescs{
 		inFlight: prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "share_partition_in_flight_records"),
-			"Records in flight in a share partition loaded on this broker: its window's width, end offset minus start offset (what counts against group.share.partition.max.record.locks).",
+			"Records in flight in a share partition loaded on this broker: its window's width, end offset minus start offset (what counts against the group's share.partition.max.record.locks).",
 			[]string{"group", "topic", "partition"}, nil),
 	}
 }
