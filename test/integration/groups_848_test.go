@@ -328,20 +328,9 @@ func TestGroups848GroupConfigs(t *testing.T) {
 		{"consumer.heartbeat.interval.ms", "20000", "group.consumer.max.heartbeat.interval.ms=15000"},
 		{"consumer.rebalance.ms", "1", "not a group config"},
 	} {
-		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-		res := kmsg.NewIncrementalAlterConfigsRequestResource()
-		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
-		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-		c.Name, c.Value = bad.name, kmsg.StringPtr(bad.value)
-		res.Configs = append(res.Configs, c)
-		req.Resources = append(req.Resources, res)
-		resp, err := req.RequestWith(ctxT(t, 10*time.Second), cl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := resp.Resources[0]
-		if r.ErrorCode != kerr.InvalidConfig.Code || r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, bad.want) {
-			t.Errorf("%s=%s: error %v %v, want INVALID_CONFIG naming %s", bad.name, bad.value, kerr.ErrorForCode(r.ErrorCode), r.ErrorMessage, bad.want)
+		code, msg := alterGroupConfigs(t, cl, group, map[string]string{bad.name: bad.value})
+		if code != kerr.InvalidConfig.Code || !strings.Contains(msg, bad.want) {
+			t.Errorf("%s=%s: error %v %q, want INVALID_CONFIG naming %s", bad.name, bad.value, kerr.ErrorForCode(code), msg, bad.want)
 		}
 	}
 	setGroupConfigs(t, b, group, map[string]string{"consumer.session.timeout.ms": "2000", "consumer.heartbeat.interval.ms": "200"})

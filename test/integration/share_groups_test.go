@@ -24,11 +24,10 @@ import (
 	"github.com/samsa-streaming/samsa/internal/testutil"
 )
 
-// setGroupConfigs sets a group's configs (IncrementalAlterConfigs on a
-// GROUP resource) and waits until DescribeConfigs shows them.
-func setGroupConfigs(t *testing.T, b *testutil.Broker, group string, kvs map[string]string) {
+// alterGroupConfigs sets a group's configs with IncrementalAlterConfigs on its GROUP
+// resource and returns the resource's error code and message.
+func alterGroupConfigs(t *testing.T, cl *kgo.Client, group string, kvs map[string]string) (int16, string) {
 	t.Helper()
-	cl := newClient(t, b)
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	res := kmsg.NewIncrementalAlterConfigsRequestResource()
 	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
@@ -42,8 +41,21 @@ func setGroupConfigs(t *testing.T, b *testutil.Broker, group string, kvs map[str
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kerr.ErrorForCode(resp.Resources[0].ErrorCode); err != nil {
-		t.Fatalf("IncrementalAlterConfigs: %v", err)
+	r := resp.Resources[0]
+	msg := ""
+	if r.ErrorMessage != nil {
+		msg = *r.ErrorMessage
+	}
+	return r.ErrorCode, msg
+}
+
+// setGroupConfigs sets a group's configs (IncrementalAlterConfigs on a
+// GROUP resource) and waits until DescribeConfigs shows them.
+func setGroupConfigs(t *testing.T, b *testutil.Broker, group string, kvs map[string]string) {
+	t.Helper()
+	cl := newClient(t, b)
+	if code, msg := alterGroupConfigs(t, cl, group, kvs); code != 0 {
+		t.Fatalf("IncrementalAlterConfigs: %v %s", kerr.ErrorForCode(code), msg)
 	}
 	testutil.WaitFor(t, 10*time.Second, func() bool {
 		d := kmsg.NewPtrDescribeConfigsRequest()

@@ -20,29 +20,6 @@ import (
 	"github.com/samsa-streaming/samsa/internal/testutil"
 )
 
-// alterGroupConfig sets one group config with IncrementalAlterConfigs on the GROUP
-// resource and returns the resource's error code and message.
-func alterGroupConfig(t *testing.T, cl *kgo.Client, group, name, value string) (int16, string) {
-	t.Helper()
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
-	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	c.Name, c.Value = name, kmsg.StringPtr(value)
-	res.Configs = append(res.Configs, c)
-	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(ctxT(t, 10*time.Second), cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := resp.Resources[0]
-	msg := ""
-	if r.ErrorMessage != nil {
-		msg = *r.ErrorMessage
-	}
-	return r.ErrorCode, msg
-}
-
 // windowSession is a share session on partition 0 of a topic in the default,
 // batch-optimized acquire mode (a batch once started is acquired whole).
 type windowSession struct {
@@ -113,7 +90,7 @@ func TestShareGroupRecordLocksGroupConfig(t *testing.T) {
 	id := topicID(t, cl, topic)
 
 	for _, v := range []string{"50", "5000"} {
-		code, msg := alterGroupConfig(t, cl, limited, "share.partition.max.record.locks", v)
+		code, msg := alterGroupConfigs(t, cl, limited, map[string]string{"share.partition.max.record.locks": v})
 		want := "share.partition.max.record.locks=" + v + " is outside [group.share.min.partition.max.record.locks=100, group.share.max.partition.max.record.locks=4000]"
 		if code != kerr.InvalidConfig.Code || !strings.Contains(msg, want) {
 			t.Errorf("share.partition.max.record.locks=%s: %v %q, want INVALID_CONFIG containing %q", v, kerr.ErrorForCode(code), msg, want)
@@ -162,7 +139,7 @@ func TestShareGroupRecordLocksGroupConfig(t *testing.T) {
 	waiting := make(chan []string, 1)
 	start = time.Now()
 	go func() { waiting <- other.fetch(t, ctx, 30*time.Second, nil) }()
-	if code, msg := alterGroupConfig(t, cl, limited, "share.partition.max.record.locks", "200"); code != 0 {
+	if code, msg := alterGroupConfigs(t, cl, limited, map[string]string{"share.partition.max.record.locks": "200"}); code != 0 {
 		t.Fatalf("share.partition.max.record.locks=200: %v %s", kerr.ErrorForCode(code), msg)
 	}
 	if got := <-waiting; strings.Join(got, ",") != "120-199" {
