@@ -129,6 +129,8 @@ type Broker struct {
 	// with it.
 	serving     context.Context
 	stopServing context.CancelFunc
+	// later runs the functions of answerLater.
+	later laterWorkers
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -152,6 +154,7 @@ func New(o Options) (*Broker, error) {
 	b := &Broker{
 		serving:     serving,
 		stopServing: stopServing,
+		later:       laterWorkers{work: make(chan func()), done: serving.Done()},
 		cfg:         cfg,
 		clock:       o.Clock,
 		logger:      o.Logger,
