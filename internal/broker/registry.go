@@ -114,6 +114,7 @@ func (w *laterWorkers) loop(fn func()) {
 	defer idle.Stop()
 	for {
 		fn()
+		fn = nil // what the request held is not kept while the worker idles
 		idle.Reset(laterIdle)
 		select {
 		case fn = <-w.work:
