@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 )
 
 // Snapshot is the persisted state of a share partition: its window and, for each run
@@ -96,10 +97,42 @@ func FromSnapshot(cfg PartitionConfig, s Snapshot) (*Partition, error) {
 	return p, nil
 }
 
-// Encode returns the snapshot as stored in __share_group_state.
+// Encode returns the snapshot as stored in __share_group_state: the JSON
+// encoding/json gives it (DecodeSnapshot reads it with that), written field by field
+// because every acknowledgement writes one and reflection made json.Marshal 2 % of
+// the broker's CPU in the share benchmark (TestSnapshotEncodeIsJSON holds the two
+// equal).
 func (s Snapshot) Encode() []byte {
-	b, _ := json.Marshal(s)
-	return b
+	b := make([]byte, 0, 96+64*len(s.Runs))
+	b = append(b, `{"state_epoch":`...)
+	b = strconv.AppendInt(b, int64(s.StateEpoch), 10)
+	if s.LeaderEpoch != 0 {
+		b = append(b, `,"leader_epoch":`...)
+		b = strconv.AppendInt(b, int64(s.LeaderEpoch), 10)
+	}
+	b = append(b, `,"start_offset":`...)
+	b = strconv.AppendInt(b, s.Start, 10)
+	b = append(b, `,"end_offset":`...)
+	b = strconv.AppendInt(b, s.End, 10)
+	if len(s.Runs) > 0 {
+		b = append(b, `,"runs":[`...)
+		for i, r := range s.Runs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"first":`...)
+			b = strconv.AppendInt(b, r.First, 10)
+			b = append(b, `,"last":`...)
+			b = strconv.AppendInt(b, r.Last, 10)
+			b = append(b, `,"state":`...)
+			b = strconv.AppendUint(b, uint64(r.State), 10)
+			b = append(b, `,"deliveries":`...)
+			b = strconv.AppendInt(b, int64(r.Deliveries), 10)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
 }
 
 // DecodeSnapshot parses a stored snapshot.
