@@ -358,7 +358,7 @@ func (b *Broker) shareAcknowledge(ctx context.Context, k share.Key, member strin
 func applyShareAcks(p *share.Partition, member string, batches []shareAck, now time.Time, applied *share.AckCounts) error {
 	var ackErr error
 	for _, bt := range batches {
-		if err := p.AcknowledgeCounted(member, bt.first, bt.last, bt.types, now, applied); err != nil && ackErr == nil {
+		if err := p.Acknowledge(member, bt.first, bt.last, bt.types, now, applied); err != nil && ackErr == nil {
 			ackErr = err
 		}
 	}

@@ -301,7 +301,7 @@ func TestShareStateDeleteFencesHolder(t *testing.T) {
 	}
 	accept := func(offset int64) error {
 		return b.shares.Do(ctx, k, func(p *share.Partition) error {
-			return p.Acknowledge("m", offset, offset, []int8{share.AckAccept}, b.clock.Now())
+			return p.Acknowledge("m", offset, offset, []int8{share.AckAccept}, b.clock.Now(), nil)
 		})
 	}
 	if err := accept(0); err != nil {

@@ -88,7 +88,7 @@ func partitionRollback(t *testing.T, seed uint64) {
 				p.Acquire(m, [][2]int64{{first, first + int64(rng.IntN(8))}}, hw, 1+rng.IntN(10), rng.IntN(2) == 0, now)
 			case 2, 3:
 				o := p.Start() + int64(rng.IntN(int(p.End()-p.Start()+1)))
-				_ = p.Acknowledge(m, o, o+int64(rng.IntN(3)), []int8{int8(1 + rng.IntN(4))}, now)
+				_ = p.Acknowledge(m, o, o+int64(rng.IntN(3)), []int8{int8(1 + rng.IntN(4))}, now, nil)
 			case 4:
 				p.ExpireLocks(now)
 			case 5:
@@ -182,10 +182,10 @@ func TestSnapshotMerge(t *testing.T) {
 	// A partition's full snapshot laid over the stored one gives the partition's.
 	p := NewPartition(testCfg(), 0)
 	p.Acquire("m", [][2]int64{{0, 9}}, 10, 10, false, t0)
-	_ = p.Acknowledge("m", 2, 3, []int8{AckAccept}, t0)
+	_ = p.Acknowledge("m", 2, 3, []int8{AckAccept}, t0, nil)
 	first := p.Snapshot()
-	_ = p.Acknowledge("m", 0, 1, []int8{AckAccept}, t0)
-	_ = p.Acknowledge("m", 4, 4, []int8{AckRelease}, t0)
+	_ = p.Acknowledge("m", 0, 1, []int8{AckAccept}, t0, nil)
+	_ = p.Acknowledge("m", 4, 4, []int8{AckRelease}, t0, nil)
 	second := p.Snapshot()
 	if got := first.Merge(second.Start, second.Runs); !reflect.DeepEqual(got, second) {
 		t.Errorf("full snapshot over the previous one:\n got  %+v\n want %+v", got, second)

@@ -73,7 +73,7 @@ func TestManagerWriteFailures(t *testing.T) {
 	}
 	ack := func(first, last int64) error {
 		return m.Do(ctx, k, func(p *Partition) error {
-			return p.Acknowledge("a", first, last, []int8{AckAccept}, clk.Now())
+			return p.Acknowledge("a", first, last, []int8{AckAccept}, clk.Now(), nil)
 		})
 	}
 
@@ -129,7 +129,7 @@ func TestManagerArchiveRolledBack(t *testing.T) {
 	// Offsets 0-9 delivered once and released: available, inside the window.
 	if err := m.Do(ctx, k, func(p *Partition) error {
 		p.Acquire("a", [][2]int64{{0, 9}}, 10, 10, false, clk.Now())
-		return p.Acknowledge("a", 0, 9, []int8{AckRelease}, clk.Now())
+		return p.Acknowledge("a", 0, 9, []int8{AckRelease}, clk.Now(), nil)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func TestManagerDropGroup(t *testing.T) {
 	for _, key := range []Key{k, other} {
 		if err := m.Do(ctx, key, func(p *Partition) error {
 			p.Acquire("a", [][2]int64{{0, 9}}, 10, 10, false, clk.Now())
-			return p.Acknowledge("a", 0, 4, []int8{AckAccept}, clk.Now())
+			return p.Acknowledge("a", 0, 4, []int8{AckAccept}, clk.Now(), nil)
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -364,7 +364,7 @@ func TestManagerDropGroupWhileInUse(t *testing.T) {
 			if state, _ := p.StateOf(o); state == Available {
 				p.Acquire("a", [][2]int64{{o, o}}, n, 1, true, clk.Now())
 			}
-			return p.Acknowledge("a", o, o, []int8{AckAccept}, clk.Now())
+			return p.Acknowledge("a", o, o, []int8{AckAccept}, clk.Now(), nil)
 		}); err != nil {
 			t.Fatalf("accepting %d: %v", o, err)
 		}
@@ -466,14 +466,14 @@ func TestManagerLocksExpiredAndInFlight(t *testing.T) {
 		t.Fatalf("in flight after acquiring 0-9: %v, want %v: 10", got, k)
 	}
 	if err := m.Do(ctx, k, func(p *Partition) error {
-		return p.Acknowledge("a", 0, 2, []int8{AckAccept}, clk.Now())
+		return p.Acknowledge("a", 0, 2, []int8{AckAccept}, clk.Now(), nil)
 	}); err != nil {
 		t.Fatal(err)
 	}
 	// A failed write leaves the width as it was stored.
 	store.fail = errors.New("coordinator unavailable")
 	if err := m.Do(ctx, k, func(p *Partition) error {
-		return p.Acknowledge("a", 3, 9, []int8{AckAccept}, clk.Now())
+		return p.Acknowledge("a", 3, 9, []int8{AckAccept}, clk.Now(), nil)
 	}); err == nil {
 		t.Fatal("an acknowledgement whose write failed succeeded")
 	}

@@ -457,14 +457,9 @@ type AckCounts [AckRenew + 1]int
 // the whole range, or one per offset. Every offset must be acquired by member with its
 // lock still held; otherwise nothing changes and ErrInvalidRecordState is returned.
 // Offsets below the start (the log start moved past them after they were acquired)
-// are skipped, as Kafka does, unless the whole batch lies there.
-func (p *Partition) Acknowledge(member string, first, last int64, types []int8, now time.Time) error {
-	return p.AcknowledgeCounted(member, first, last, types, now, nil)
-}
-
-// AcknowledgeCounted is Acknowledge adding to counts (nil: none) the records it
-// applied, by type: none when it fails, and not the offsets it skipped below the start.
-func (p *Partition) AcknowledgeCounted(member string, first, last int64, types []int8, now time.Time, counts *AckCounts) error {
+// are skipped, as Kafka does, unless the whole batch lies there. The records applied
+// are added to counts (nil: not counted) by type; none when it fails.
+func (p *Partition) Acknowledge(member string, first, last int64, types []int8, now time.Time, counts *AckCounts) error {
 	// first >= 0 keeps last-first+1 from overflowing, so no count of types matches a
 	// range wider than an int64 holds.
 	if first < 0 || last < first || len(types) == 0 || len(types) != 1 && int64(len(types)) != last-first+1 {

@@ -31,7 +31,7 @@ func BenchmarkPartitionCycle(b *testing.B) {
 		// acknowledgements of what it holds.
 		if len(held[m]) >= 2 || len(held[m]) == 1 && starved[m] {
 			for _, r := range held[m][0] {
-				if err := p.Acknowledge(names[m], r.First, r.Last, []int8{AckAccept}, now); err != nil {
+				if err := p.Acknowledge(names[m], r.First, r.Last, []int8{AckAccept}, now, nil); err != nil {
 					b.Fatal(err)
 				}
 				accepted += int(r.Last - r.First + 1)

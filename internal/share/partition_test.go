@@ -33,10 +33,10 @@ func TestPartitionAcquireAcknowledge(t *testing.T) {
 	if len(b) != 1 || b[0] != (AcquiredRun{3, 4, 1}) {
 		t.Fatalf("b acquired %v", b)
 	}
-	if err := p.Acknowledge("b", 0, 0, []int8{AckAccept}, t0); !errors.Is(err, ErrInvalidRecordState) {
+	if err := p.Acknowledge("b", 0, 0, []int8{AckAccept}, t0, nil); !errors.Is(err, ErrInvalidRecordState) {
 		t.Fatalf("b acknowledging a's record: %v", err)
 	}
-	if err := p.Acknowledge("a", 0, 2, []int8{AckAccept, AckRelease, AckReject}, t0); err != nil {
+	if err := p.Acknowledge("a", 0, 2, []int8{AckAccept, AckRelease, AckReject}, t0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if p.Start() != 1 {
@@ -62,7 +62,7 @@ func TestPartitionDeliveryLimitAndSnapshot(t *testing.T) {
 	if len(a) != 1 || a[0] != (AcquiredRun{10, 11, 1}) {
 		t.Fatalf("first delivery: %v", a)
 	}
-	if err := p.Acknowledge("m", 10, 11, []int8{AckRelease, AckAccept}, t0); err != nil {
+	if err := p.Acknowledge("m", 10, 11, []int8{AckRelease, AckAccept}, t0, nil); err != nil {
 		t.Fatal(err)
 	}
 	for round := int16(2); round <= 3; round++ {
@@ -71,7 +71,7 @@ func TestPartitionDeliveryLimitAndSnapshot(t *testing.T) {
 			t.Fatalf("delivery %d: %v", round, a)
 		}
 		if round == 2 {
-			if err := p.Acknowledge("m", 10, 10, []int8{AckRelease}, t0); err != nil {
+			if err := p.Acknowledge("m", 10, 10, []int8{AckRelease}, t0, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -87,10 +87,10 @@ func TestPartitionDeliveryLimitAndSnapshot(t *testing.T) {
 	// A snapshot keeps what was not acknowledged.
 	q := NewPartition(testCfg(), 0)
 	q.Acquire("m", [][2]int64{{0, 9}}, 10, 10, false, t0)
-	if err := q.Acknowledge("m", 0, 4, []int8{AckAccept}, t0); err != nil {
+	if err := q.Acknowledge("m", 0, 4, []int8{AckAccept}, t0, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Acknowledge("m", 6, 6, []int8{AckAccept}, t0); err != nil {
+	if err := q.Acknowledge("m", 6, 6, []int8{AckAccept}, t0, nil); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := DecodeSnapshot(q.Snapshot().Encode())
@@ -116,7 +116,7 @@ func TestPartitionArchiveUndelivered(t *testing.T) {
 	if a := p.Acquire("m", [][2]int64{{0, 1}}, 10, 10, false, t0); len(a) != 1 || a[0] != (AcquiredRun{0, 1, 1}) {
 		t.Fatalf("acquired %v", a)
 	}
-	if err := p.Acknowledge("m", 1, 1, []int8{AckRelease}, t0); err != nil {
+	if err := p.Acknowledge("m", 1, 1, []int8{AckRelease}, t0, nil); err != nil {
 		t.Fatal(err)
 	}
 	p.ArchiveUndelivered(0, 5, 4) // offset 0 is acquired; 4 and 5 are not below the bound
@@ -132,7 +132,7 @@ func TestPartitionArchiveUndelivered(t *testing.T) {
 	if p.End() != 4 {
 		t.Fatalf("archiving past a hole moved the end to %d", p.End())
 	}
-	if err := p.Acknowledge("m", 0, 0, []int8{AckAccept}, t0); err != nil {
+	if err := p.Acknowledge("m", 0, 0, []int8{AckAccept}, t0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if next, ok := p.NextFetchOffset(); p.Start() != 4 || next != 4 || !ok {
@@ -151,14 +151,14 @@ func TestPartitionReleaseMemberLowersDeliveryCount(t *testing.T) {
 		if a := p.Acquire("m", [][2]int64{{0, 1}}, 2, 10, false, t0); len(a) != 1 || a[0] != (AcquiredRun{0, 1, round}) {
 			t.Fatalf("delivery %d: %v", round, a)
 		}
-		if err := p.Acknowledge("m", 0, 1, []int8{AckRelease}, t0); err != nil {
+		if err := p.Acknowledge("m", 0, 1, []int8{AckRelease}, t0, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if a := p.Acquire("m", [][2]int64{{0, 1}}, 2, 10, false, t0); len(a) != 1 || a[0] != (AcquiredRun{0, 1, 3}) {
 		t.Fatalf("third delivery: %v", a)
 	}
-	if err := p.Acknowledge("m", 1, 1, []int8{AckAccept}, t0); err != nil {
+	if err := p.Acknowledge("m", 1, 1, []int8{AckAccept}, t0, nil); err != nil {
 		t.Fatal(err)
 	}
 	p.Begin()
@@ -198,7 +198,7 @@ func TestPartitionFreedOnlyWhenAcquirable(t *testing.T) {
 	if _, ok := p.NextFetchOffset(); ok {
 		t.Fatal("a window of 10 acquired records leaves room for more")
 	}
-	if err := p.Acknowledge("b", 5, 9, []int8{AckAccept, AckReject, AckAccept, AckGap, AckAccept}, t0); err != nil {
+	if err := p.Acknowledge("b", 5, 9, []int8{AckAccept, AckReject, AckAccept, AckGap, AckAccept}, t0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !p.Dirty() || p.TakeFreed() {
@@ -207,7 +207,7 @@ func TestPartitionFreedOnlyWhenAcquirable(t *testing.T) {
 	if _, ok := p.NextFetchOffset(); ok {
 		t.Fatal("the window is still full, yet a fetch offset is offered")
 	}
-	if err := p.Acknowledge("a", 4, 4, []int8{AckRelease}, t0); err != nil {
+	if err := p.Acknowledge("a", 4, 4, []int8{AckRelease}, t0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !p.TakeFreed() {
@@ -216,7 +216,7 @@ func TestPartitionFreedOnlyWhenAcquirable(t *testing.T) {
 	if next, ok := p.NextFetchOffset(); next != 4 || !ok {
 		t.Fatalf("next fetch offset %d (%v), want the released 4", next, ok)
 	}
-	if err := p.Acknowledge("a", 0, 3, []int8{AckAccept}, t0); err != nil {
+	if err := p.Acknowledge("a", 0, 3, []int8{AckAccept}, t0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if p.Start() != 4 || !p.TakeFreed() {
@@ -234,13 +234,13 @@ func TestPartitionFreedOnlyWhenAcquirable(t *testing.T) {
 		t.Fatalf("b acquired %v, want the batch [4, 11] whole past the limit of 10", b)
 	}
 	p.TakeFreed()
-	if err := p.Acknowledge("a", 0, 1, []int8{AckAccept}, t0); err != nil {
+	if err := p.Acknowledge("a", 0, 1, []int8{AckAccept}, t0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := p.NextFetchOffset(); p.Start() != 2 || ok || p.TakeFreed() {
 		t.Fatalf("start %d, a window of %d records with room %v: freed reported while still at its limit of 10", p.Start(), 12-p.Start(), ok)
 	}
-	if err := p.Acknowledge("a", 2, 2, []int8{AckAccept}, t0); err != nil {
+	if err := p.Acknowledge("a", 2, 2, []int8{AckAccept}, t0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := p.NextFetchOffset(); p.Start() != 3 || !ok || !p.TakeFreed() {
@@ -294,10 +294,10 @@ func TestPartitionCompactionGap(t *testing.T) {
 	if c := p.Acquire("c", [][2]int64{{far, far + 9}}, 1<<40, 10, false, t0); len(c) != 0 || p.End() != 60 {
 		t.Fatalf("c acquired %v across a gap of millions behind records in flight; end %d", c, p.End())
 	}
-	if err := p.Acknowledge("a", 0, 0, []int8{AckAccept}, t0); err != nil {
+	if err := p.Acknowledge("a", 0, 0, []int8{AckAccept}, t0, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Acknowledge("b", 50, 59, []int8{AckAccept, AckAccept, AckAccept, AckAccept, AckAccept, AckAccept, AckAccept, AckAccept, AckAccept, AckAccept}, t0); err != nil {
+	if err := p.Acknowledge("b", 50, 59, []int8{AckAccept, AckAccept, AckAccept, AckAccept, AckAccept, AckAccept, AckAccept, AckAccept, AckAccept, AckAccept}, t0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if p.Start() != 60 || p.End() != 60 {
@@ -353,11 +353,11 @@ func TestAcknowledgeHostileRanges(t *testing.T) {
 		{-1, 0, []int8{AckAccept, AckAccept}},
 		{0, math.MaxInt64, []int8{}},
 	} {
-		if err := p.Acknowledge("a", c.first, c.last, c.types, t0); !errors.Is(err, ErrInvalidAck) {
+		if err := p.Acknowledge("a", c.first, c.last, c.types, t0, nil); !errors.Is(err, ErrInvalidAck) {
 			t.Errorf("Acknowledge(%d, %d, %v) = %v, want ErrInvalidAck", c.first, c.last, c.types, err)
 		}
 	}
-	if err := p.Acknowledge("a", 0, math.MaxInt64, []int8{AckAccept}, t0); !errors.Is(err, ErrInvalidRecordState) {
+	if err := p.Acknowledge("a", 0, math.MaxInt64, []int8{AckAccept}, t0, nil); !errors.Is(err, ErrInvalidRecordState) {
 		t.Errorf("a range past the window: %v, want ErrInvalidRecordState", err)
 	}
 	if st, _ := p.StateOf(0); st != Acquired {
@@ -374,10 +374,10 @@ func TestPartitionAcknowledgeAcrossTheStart(t *testing.T) {
 		p := NewPartition(testCfg(), 0)
 		p.Acquire("a", [][2]int64{{0, 9}}, 10, 10, false, t0)
 		p.AdvanceStart(5)
-		if err := p.Acknowledge("a", 0, 4, types[:1], t0); !errors.Is(err, ErrInvalidRecordState) {
+		if err := p.Acknowledge("a", 0, 4, types[:1], t0, nil); !errors.Is(err, ErrInvalidRecordState) {
 			t.Fatalf("a batch wholly below the start: %v", err)
 		}
-		if err := p.Acknowledge("a", 0, 9, types, t0); err != nil {
+		if err := p.Acknowledge("a", 0, 9, types, t0, nil); err != nil {
 			t.Fatalf("acknowledging 0..9 with the start at 5 (types %v): %v", types, err)
 		}
 		if p.Start() != 10 {
@@ -386,29 +386,29 @@ func TestPartitionAcknowledgeAcrossTheStart(t *testing.T) {
 	}
 }
 
-// TestPartitionAcknowledgeCounted: the records an acknowledgement applies are counted
+// TestPartitionAcknowledgeCounts: the records an acknowledgement applies are counted
 // by type — one type for a range, or one per offset; gaps in their own slot; offsets
 // skipped below the start and refused batches not at all.
-func TestPartitionAcknowledgeCounted(t *testing.T) {
+func TestPartitionAcknowledgeCounts(t *testing.T) {
 	p := NewPartition(testCfg(), 0)
 	p.Acquire("a", [][2]int64{{0, 19}}, 20, 20, false, t0)
 	var counts AckCounts
-	if err := p.AcknowledgeCounted("a", 0, 3, []int8{AckAccept}, t0, &counts); err != nil {
+	if err := p.Acknowledge("a", 0, 3, []int8{AckAccept}, t0, &counts); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.AcknowledgeCounted("a", 4, 9, []int8{AckRelease, AckReject, AckRenew, AckGap, AckAccept, AckRenew}, t0, &counts); err != nil {
+	if err := p.Acknowledge("a", 4, 9, []int8{AckRelease, AckReject, AckRenew, AckGap, AckAccept, AckRenew}, t0, &counts); err != nil {
 		t.Fatal(err)
 	}
 	// Refused: offset 4 is no longer acquired (released); nothing of the batch counts.
-	if err := p.AcknowledgeCounted("a", 4, 12, []int8{AckAccept}, t0, &counts); !errors.Is(err, ErrInvalidRecordState) {
+	if err := p.Acknowledge("a", 4, 12, []int8{AckAccept}, t0, &counts); !errors.Is(err, ErrInvalidRecordState) {
 		t.Fatalf("acknowledging a released offset again: %v", err)
 	}
-	if err := p.AcknowledgeCounted("b", 10, 10, []int8{AckAccept}, t0, &counts); !errors.Is(err, ErrInvalidRecordState) {
+	if err := p.Acknowledge("b", 10, 10, []int8{AckAccept}, t0, &counts); !errors.Is(err, ErrInvalidRecordState) {
 		t.Fatalf("acknowledging another member's offset: %v", err)
 	}
 	// The start moves past 15: of 12..17 only 15..17 are applied.
 	p.AdvanceStart(15)
-	if err := p.AcknowledgeCounted("a", 12, 17, []int8{AckReject, AckReject, AckReject, AckAccept, AckReject, AckRelease}, t0, &counts); err != nil {
+	if err := p.Acknowledge("a", 12, 17, []int8{AckReject, AckReject, AckReject, AckAccept, AckReject, AckRelease}, t0, &counts); err != nil {
 		t.Fatal(err)
 	}
 	want := AckCounts{AckGap: 1, AckAccept: 4 + 1 + 1, AckRelease: 1 + 1, AckReject: 1 + 1, AckRenew: 2}
