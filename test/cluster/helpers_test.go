@@ -9,15 +9,12 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -345,19 +342,9 @@ func (inv *invariants) check() {
 func scrape(n *testutil.Node) (map[string]*dto.MetricFamily, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.MetricsAddr+"/metrics", nil)
+	families, err := testutil.ScrapeMetrics(ctx, n.MetricsAddr)
 	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("node %d metrics do not parse: %w", n.ID, err)
+		return nil, fmt.Errorf("node %d: %w", n.ID, err)
 	}
 	return families, nil
 }

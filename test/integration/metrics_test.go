@@ -2,13 +2,10 @@ package integration
 
 import (
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/samsa-streaming/samsa/internal/testutil"
@@ -17,15 +14,9 @@ import (
 // scrape fetches /metrics and parses it as Prometheus text exposition format.
 func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	families, err := testutil.ScrapeMetrics(ctxT(t, 10*time.Second), addr)
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("metrics do not parse as Prometheus text format: %v", err)
 	}
 	return families
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"runtime/pprof"
@@ -398,24 +397,14 @@ func shareRate(b *testing.B, addr string, pids []int, metrics []string, raw *kgo
 func shareWaits(b *testing.B, addrs []string) int64 {
 	var sum int64
 	for _, addr := range addrs {
-		resp, err := http.Get("http://" + addr + "/metrics")
+		families, err := testutil.ScrapeMetrics(context.Background(), addr)
 		if err != nil {
 			b.Fatal(err)
 		}
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			if name, value, ok := strings.Cut(sc.Text(), " "); ok && strings.HasPrefix(name, "samsa_share_fetch_waits_total{") {
-				v, err := strconv.ParseFloat(value, 64)
-				if err != nil {
-					b.Fatalf("%s: %v", sc.Text(), err)
-				}
-				sum += int64(v)
+		if f := families["samsa_share_fetch_waits_total"]; f != nil {
+			for _, m := range f.GetMetric() {
+				sum += int64(m.GetCounter().GetValue())
 			}
-		}
-		resp.Body.Close()
-		if err := sc.Err(); err != nil {
-			b.Fatal(err)
 		}
 	}
 	return sum
