@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -38,10 +39,19 @@ func TestDeleteRecordsReachesFollowersBeforeItAnswers(t *testing.T) {
 	ra.Partition, ra.Replicas = 0, replicas
 	rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
 	createTopicAs(t, admin, rt)
-	waitFullISR(t, admin, topic, 1, 30*time.Second)
 	direct := newNodeClient(t, c.Node(leader).Addr)
+	// The leader's own view: the controller's can show the topic before the leader
+	// has opened it.
+	waitFullISR(t, direct, topic, 1, 30*time.Second)
 	for i := range records {
-		if err := produceRawTo(t, direct, topic, 0, "r", 10*time.Second); err != nil {
+		deadline := time.Now().Add(30 * time.Second)
+		err := produceRawTo(t, direct, topic, 0, "r", 10*time.Second)
+		// Refused before any append while the leader opens the partition: sent again.
+		for errors.Is(err, kerr.UnknownTopicOrPartition) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+			err = produceRawTo(t, direct, topic, 0, "r", 10*time.Second)
+		}
+		if err != nil {
 			t.Fatalf("acks=all record %d: %v", i, err)
 		}
 	}
