@@ -104,6 +104,15 @@ var groupConfigs = []groupConfig{
 			return nil
 		},
 		def: func(*Broker) string { return "read_uncommitted" }},
+	{name: "share.renew.acknowledge.enable", valid: "true, false", typ: TypeBoolean,
+		doc: "Whether the share group's consumers may renew the acquisition lock of records they hold (RENEW acknowledgements, KIP-1222); false refuses a RENEW with INVALID_RECORD_STATE (Kafka 4.3).",
+		check: func(s string) error {
+			if !strings.EqualFold(s, "true") && !strings.EqualFold(s, "false") {
+				return errors.New("must be true or false")
+			}
+			return nil
+		},
+		def: func(*Broker) string { return "true" }},
 }
 
 // groupTimeoutPairs are the group configs whose session timeout must stay above
@@ -221,6 +230,12 @@ func DescribeGroup(b *Broker, overrides map[string]string) []Entry {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// GroupBool returns a boolean group config's effective value: true or false in any
+// case, as Kafka parses a BOOLEAN config.
+func GroupBool(b *Broker, overrides map[string]string, name string) bool {
+	return mustBool(GroupValue(b, overrides, name))
 }
 
 // GroupValue returns a group config's effective value.

@@ -31,6 +31,10 @@ func TestValidateGroupConfigs(t *testing.T) {
 		{"deleted", map[string]string{}, []string{"consumer.session.timeout.ms"}, ""},
 		{"a bad value stored before is not checked again", map[string]string{"share.auto.offset.reset": "never", "share.delivery.count.limit": "3"},
 			[]string{"share.delivery.count.limit"}, ""},
+		{"renew acknowledgements disabled", map[string]string{"share.renew.acknowledge.enable": "false"}, []string{"share.renew.acknowledge.enable"}, ""},
+		{"renew acknowledgements in any case", map[string]string{"share.renew.acknowledge.enable": " TRUE "}, []string{"share.renew.acknowledge.enable"}, ""},
+		{"renew acknowledgements as a number", map[string]string{"share.renew.acknowledge.enable": "1"}, []string{"share.renew.acknowledge.enable"},
+			"share.renew.acknowledge.enable=1 must be true or false"},
 	}
 	for _, c := range cases {
 		err := ValidateGroupConfigs(b, c.next, c.changed)
@@ -52,6 +56,24 @@ func TestValidateGroupConfigs(t *testing.T) {
 	err = ValidateGroupConfigs(b, map[string]string{"share.session.timeout.ms": "50000", "share.heartbeat.interval.ms": "50000"}, []string{"share.heartbeat.interval.ms"})
 	if err == nil || !strings.Contains(err.Error(), "must be above share.heartbeat.interval.ms=50000") {
 		t.Errorf("heartbeat equal to the session: %v", err)
+	}
+}
+
+// TestGroupBool: share.renew.acknowledge.enable is true unless the group sets it
+// false (Kafka's GroupConfig.SHARE_RENEW_ACKNOWLEDGE_ENABLE_DEFAULT), in any case.
+func TestGroupBool(t *testing.T) {
+	b := Default()
+	for _, c := range []struct {
+		stored string
+		want   bool
+	}{{"", true}, {"true", true}, {"false", false}, {"False", false}, {" TRUE ", true}} {
+		overrides := map[string]string{}
+		if c.stored != "" {
+			overrides["share.renew.acknowledge.enable"] = c.stored
+		}
+		if got := GroupBool(b, overrides, "share.renew.acknowledge.enable"); got != c.want {
+			t.Errorf("stored %q: %v, want %v", c.stored, got, c.want)
+		}
 	}
 }
 
@@ -103,6 +125,8 @@ func TestDescribeGroupSynonyms(t *testing.T) {
 			{Name: "share.auto.offset.reset", Value: "latest", Source: SourceDefault}}},
 		{"share.isolation.level", "read_uncommitted", SourceDefault, []Synonym{
 			{Name: "share.isolation.level", Value: "read_uncommitted", Source: SourceDefault}}},
+		{"share.renew.acknowledge.enable", "true", SourceDefault, []Synonym{
+			{Name: "share.renew.acknowledge.enable", Value: "true", Source: SourceDefault}}},
 	}
 	for _, c := range cases {
 		e := byName[c.name]
