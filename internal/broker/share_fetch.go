@@ -44,6 +44,15 @@ package broker
 // and the records of aborted transactions are archived instead of delivered (Kafka
 // does the same). Transaction markers are acquired like records, and clients
 // acknowledge them as gaps.
+//
+// RENEW acknowledgements (type 4, v2, KIP-1222) restart the locks of the records
+// named. As in Kafka, a partition whose acknowledgements hold one is refused whole
+// (AcknowledgeErrorCode, nothing of it applied) with INVALID_REQUEST unless the
+// request sets IsRenewAck, and with INVALID_RECORD_STATE while the group's
+// share.renew.acknowledge.enable is false. A fetch with IsRenewAck must have
+// MaxBytes, MinBytes, MaxRecords and MaxWaitMillis 0 (else INVALID_REQUEST, its
+// session untouched): it applies its acknowledgements, acquires nothing and is
+// answered at once.
 
 import (
 	"context"
@@ -332,6 +341,47 @@ func (b *Broker) sharePartition(k share.Key) (*replica.Partition, error) {
 type shareAck struct {
 	first, last int64
 	types       []int8
+}
+
+// shareRenewCheck refuses a partition's RENEW acknowledgements (type 4, KIP-1222) as
+// Kafka does, before any of the partition's batches is applied: in a request whose
+// IsRenewAck is false (ShareFetch or ShareAcknowledge v1, or v2 without the flag)
+// with INVALID_REQUEST (KafkaApis.validateAcknowledgementBatches), and while the
+// group's share.renew.acknowledge.enable is false with INVALID_RECORD_STATE
+// (SharePartition.acknowledge, which undoes the partition's other changes of the
+// request). The group config is read at the first renewal of the request, so a change
+// applies from the next request.
+type shareRenewCheck struct {
+	b          *Broker
+	group      string
+	isRenewAck bool
+	enabled    int8 // the group's share.renew.acknowledge.enable: 0 not read yet, 1 true, -1 false
+}
+
+// code is the AcknowledgeErrorCode that refuses batches, 0 if they may be applied.
+func (c *shareRenewCheck) code(batches []shareAck) int16 {
+	renews := false
+	for _, a := range batches {
+		if slices.Contains(a.types, share.AckRenew) {
+			renews = true
+			break
+		}
+	}
+	switch {
+	case !renews:
+		return 0
+	case !c.isRenewAck:
+		return kerr.InvalidRequest.Code
+	case c.enabled == 0:
+		c.enabled = -1
+		if config.GroupBool(c.b.cfg, c.b.image().GroupConfigs(c.group), "share.renew.acknowledge.enable") {
+			c.enabled = 1
+		}
+	}
+	if c.enabled < 0 {
+		return kerr.InvalidRecordState.Code
+	}
+	return 0
 }
 
 // shareAcknowledge applies one partition's acknowledgement batches.
@@ -702,6 +752,14 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 	groupID, member := *r.GroupID, *r.MemberID
 	cfg := b.shareConfig(groupID)
 	resp.AcquisitionLockTimeoutMillis = int32(cfg.LockDuration.Milliseconds())
+	// A renew-only fetch (v2, KIP-1222) carries acknowledgements and fetches nothing:
+	// as in Kafka (KafkaApis.handleShareFetchRequest), one whose MaxBytes, MinBytes,
+	// MaxRecords or MaxWaitMillis is not 0 is refused before its session is used.
+	renewOnly := r.Version >= 2 && r.IsRenewAck
+	if renewOnly && (r.MaxBytes != 0 || r.MinBytes != 0 || r.MaxRecords != 0 || r.MaxWaitMillis != 0) {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return reply(resp)
+	}
 
 	var add, forget []share.Key
 	acks := map[share.Key][]shareAck{}
@@ -729,6 +787,18 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 		resp.ErrorCode = code
 		return reply(resp)
 	}
+	// The partitions whose acknowledgements are refused for their RENEWs (none
+	// applied); nil while there is none.
+	var refused map[share.Key]int16
+	renew := shareRenewCheck{b: b, group: groupID, isRenewAck: renewOnly}
+	for _, k := range order {
+		if code := renew.code(acks[k]); code != 0 {
+			if refused == nil {
+				refused = map[share.Key]int16{}
+			}
+			refused[k] = code
+		}
+	}
 	ctx, cancel := b.requestContext(0)
 	results := map[share.Key]*kmsg.ShareFetchResponseTopicPartition{}
 	result := func(k share.Key) *kmsg.ShareFetchResponseTopicPartition {
@@ -745,15 +815,20 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 		return &rp
 	}
 	acknowledge := func(k share.Key) int16 {
+		if code := refused[k]; code != 0 {
+			return code
+		}
 		actx, acancel := b.shareFetchStateContext(ctx)
 		defer acancel()
 		return b.shareAcknowledge(actx, k, member, acks[k])
 	}
-	if closing {
+	if closing || renewOnly {
 		for _, k := range order {
 			result(k).AcknowledgeErrorCode = acknowledge(k)
 		}
-		b.releaseShareSession(ctx, groupID, member, parts)
+		if closing {
+			b.releaseShareSession(ctx, groupID, member, parts)
+		}
 		cancel()
 		fillShareFetchResponse(resp, order, results)
 		return reply(resp)
@@ -770,6 +845,10 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 	}
 	acking := map[share.Key]*ackRun{}
 	for _, k := range order {
+		if code := refused[k]; code != 0 {
+			result(k).AcknowledgeErrorCode = code
+			continue
+		}
 		if len(parts) > 0 && k == parts[0] {
 			pendingAcks[k] = acks[k]
 			continue

@@ -882,6 +882,7 @@ func (s *shareStorm) run(c *kgo.Client, deadline time.Time) {
 				ab.FirstOffset, ab.LastOffset = first, last
 				ab.AcknowledgeTypes = []int8{int8(1 + rand.IntN(4))} // accept, release, reject, renew
 				rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, ab)
+				req.IsRenewAck = ab.AcknowledgeTypes[0] == 4 // as clients send a renewal (KIP-1222)
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 			req.Topics = append(req.Topics, rt)

@@ -96,7 +96,8 @@ type shareAckRange struct {
 	ackType     int8
 }
 
-// shareAcknowledgeRequest is a ShareAcknowledge of partition 0 of topicID.
+// shareAcknowledgeRequest is a ShareAcknowledge of partition 0 of topicID; it sets
+// IsRenewAck when a range is a RENEW (type 4), as clients do and Kafka requires.
 func shareAcknowledgeRequest(group, member string, topicID [16]byte, epoch int32, acks ...shareAckRange) *kmsg.ShareAcknowledgeRequest {
 	req := kmsg.NewPtrShareAcknowledgeRequest()
 	req.SetVersion(2)
@@ -108,6 +109,7 @@ func shareAcknowledgeRequest(group, member string, topicID [16]byte, epoch int32
 		ab := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
 		ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = a.first, a.last, []int8{a.ackType}
 		rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, ab)
+		req.IsRenewAck = req.IsRenewAck || a.ackType == 4
 	}
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
