@@ -5,11 +5,12 @@ package broker
 // the lock restarts) — in its share session, whose epoch it carries and advances.
 // Epoch -1 closes the session after the acknowledgements, releasing every record the
 // member still holds here; epoch 0 is refused (INVALID_SHARE_SESSION_EPOCH): a session
-// is opened by ShareFetch. Each partition answers INVALID_RECORD_STATE if a batch names
-// an offset the member does not hold (not acquired by it, or its lock expired). As in
-// Kafka, a partition whose batches hold a RENEW is refused whole, nothing of it
-// applied: with INVALID_REQUEST unless the request sets IsRenewAck (v2), with
-// INVALID_RECORD_STATE while the group's share.renew.acknowledge.enable is false. The
+// is opened by ShareFetch. As in Kafka, a partition's batches are applied all or none:
+// it answers INVALID_REQUEST for a malformed batch (shareAckCheck: batches out of
+// order, a count of types that fits no range, a type out of range, a RENEW without
+// IsRenewAck, which v2 adds) and INVALID_RECORD_STATE if a batch names an offset the
+// member does not hold (not acquired by it, or its lock expired) or renews while the
+// group's share.renew.acknowledge.enable is false; nothing of it applied. The
 // answer waits until the changes are durable on the share coordinator, for up to
 // shareStoreTimeout while the coordinator moves (share_store.go); a partition whose
 // write still failed answers COORDINATOR_NOT_AVAILABLE, its change undone.
@@ -47,7 +48,7 @@ func (b *Broker) handleShareAcknowledge(req *protocol.Request) <-chan protocol.R
 	}
 	ctx, cancel := b.requestContext(0)
 	defer cancel()
-	renew := shareRenewCheck{b: b, group: groupID, isRenewAck: r.IsRenewAck}
+	check := shareAckCheck{b: b, group: groupID, version: r.Version, isRenewAck: r.IsRenewAck}
 	for _, t := range r.Topics {
 		rt := kmsg.NewShareAcknowledgeResponseTopic()
 		rt.TopicID = t.TopicID
@@ -63,7 +64,7 @@ func (b *Broker) handleShareAcknowledge(req *protocol.Request) <-chan protocol.R
 			if sp, err := b.sharePartition(k); err == nil {
 				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = b.nodeID, sp.LeaderEpoch()
 			}
-			if rp.ErrorCode = renew.code(batches); rp.ErrorCode == 0 {
+			if rp.ErrorCode = check.code(batches); rp.ErrorCode == 0 {
 				rp.ErrorCode = b.shareAcknowledge(ctx, k, member, batches)
 			}
 			rt.Partitions = append(rt.Partitions, rp)

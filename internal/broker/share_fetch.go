@@ -45,9 +45,10 @@ package broker
 // does the same). Transaction markers are acquired like records, and clients
 // acknowledge them as gaps.
 //
-// RENEW acknowledgements (type 4, v2, KIP-1222) restart the locks of the records
-// named. As in Kafka, a partition whose acknowledgements hold one is refused whole
-// (AcknowledgeErrorCode, nothing of it applied) with INVALID_REQUEST unless the
+// As in Kafka, a partition's acknowledgements are applied all or none: one batch
+// refused refuses the partition's others (AcknowledgeErrorCode; shareAckCheck,
+// applyShareAcks). RENEW acknowledgements (type 4, v2, KIP-1222) restart the locks
+// of the records named; a partition's are refused with INVALID_REQUEST unless the
 // request sets IsRenewAck, and with INVALID_RECORD_STATE while the group's
 // share.renew.acknowledge.enable is false. A fetch with IsRenewAck must have
 // MaxBytes, MinBytes, MaxRecords and MaxWaitMillis 0 (else INVALID_REQUEST, its
@@ -343,29 +344,43 @@ type shareAck struct {
 	types       []int8
 }
 
-// shareRenewCheck refuses a partition's RENEW acknowledgements (type 4, KIP-1222) as
-// Kafka does, before any of the partition's batches is applied: in a request whose
-// IsRenewAck is false (ShareFetch or ShareAcknowledge v1, or v2 without the flag)
-// with INVALID_REQUEST (KafkaApis.validateAcknowledgementBatches), and while the
-// group's share.renew.acknowledge.enable is false with INVALID_RECORD_STATE
-// (SharePartition.acknowledge, which undoes the partition's other changes of the
-// request). The group config is read at the first renewal of the request, so a change
-// applies from the next request.
-type shareRenewCheck struct {
+// shareAckCheck refuses a partition's acknowledgements as Kafka does, before any of
+// them is applied, with INVALID_REQUEST (KafkaApis.validateAcknowledgementBatches): a
+// batch whose first offset is past its last or before the previous batch's last, one
+// without types or with a count of types that is neither 1 nor one per offset, a type
+// out of range (RENEW, 4, needs v2), or a RENEW (KIP-1222) in a request whose
+// IsRenewAck is false (ShareFetch or ShareAcknowledge v1, or v2 without the flag). A
+// RENEW while the group's share.renew.acknowledge.enable is false is refused with
+// INVALID_RECORD_STATE (SharePartition.acknowledge); the group config is read at the
+// first renewal of the request, so a change applies from the next request.
+type shareAckCheck struct {
 	b          *Broker
 	group      string
+	version    int16
 	isRenewAck bool
 	enabled    int8 // the group's share.renew.acknowledge.enable: 0 not read yet, 1 true, -1 false
 }
 
 // code is the AcknowledgeErrorCode that refuses batches, 0 if they may be applied.
-func (c *shareRenewCheck) code(batches []shareAck) int16 {
+func (c *shareAckCheck) code(batches []shareAck) int16 {
+	maxType := share.AckReject
+	if c.version >= 2 {
+		maxType = share.AckRenew
+	}
 	renews := false
+	prevLast := int64(-1)
 	for _, a := range batches {
-		if slices.Contains(a.types, share.AckRenew) {
-			renews = true
-			break
+		if a.first > a.last || a.first < prevLast || len(a.types) == 0 ||
+			len(a.types) > 1 && int64(len(a.types)-1) != a.last-a.first {
+			return kerr.InvalidRequest.Code
 		}
+		for _, t := range a.types {
+			if t < share.AckGap || t > maxType {
+				return kerr.InvalidRequest.Code
+			}
+			renews = renews || t == share.AckRenew
+		}
+		prevLast = a.last
 	}
 	switch {
 	case !renews:
@@ -402,17 +417,20 @@ func (b *Broker) shareAcknowledge(ctx context.Context, k share.Key, member strin
 	return shareAckCode(err, ackErr)
 }
 
-// applyShareAcks applies acknowledgement batches to a share partition, counting the
-// records applied in applied; the error is the first batch's that failed (the others
-// are applied).
+// applyShareAcks applies a partition's acknowledgement batches, all or none, as Kafka
+// does: should one fail, those applied before it are undone (Partition.Undo: they are
+// the first change since Begin) and its error returned. The records applied are added
+// to applied.
 func applyShareAcks(p *share.Partition, member string, batches []shareAck, now time.Time, applied *share.AckCounts) error {
-	var ackErr error
+	before := *applied
 	for _, bt := range batches {
-		if err := p.Acknowledge(member, bt.first, bt.last, bt.types, now, applied); err != nil && ackErr == nil {
-			ackErr = err
+		if err := p.Acknowledge(member, bt.first, bt.last, bt.types, now, applied); err != nil {
+			p.Undo()
+			*applied = before
+			return err
 		}
 	}
-	return ackErr
+	return nil
 }
 
 // shareAcknowledged records acknowledgements applied to a share partition, once its
@@ -787,12 +805,12 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 		resp.ErrorCode = code
 		return reply(resp)
 	}
-	// The partitions whose acknowledgements are refused for their RENEWs (none
-	// applied); nil while there is none.
+	// The partitions whose acknowledgements are refused before any is tried
+	// (shareAckCheck); nil while there is none.
 	var refused map[share.Key]int16
-	renew := shareRenewCheck{b: b, group: groupID, isRenewAck: renewOnly}
+	check := shareAckCheck{b: b, group: groupID, version: r.Version, isRenewAck: renewOnly}
 	for _, k := range order {
-		if code := renew.code(acks[k]); code != 0 {
+		if code := check.code(acks[k]); code != 0 {
 			if refused == nil {
 				refused = map[share.Key]int16{}
 			}

@@ -65,20 +65,40 @@ func (p *Partition) Commit() {
 	j.touched, j.saved = j.touched[:0], j.saved[:0]
 }
 
-// Rollback undoes every change made since Begin.
+// Rollback undoes every change made since Begin, after a write of them failed.
 func (p *Partition) Rollback() {
-	j := &p.journal
-	if !j.active {
+	if !p.journal.active {
 		return
 	}
-	p.stateEpoch, p.reset = j.stateEpoch, j.reset
-	p.start, p.end, p.availFrom, p.earliest = j.start, j.end, j.availFrom, j.earliest
-	p.dirty, p.freed = j.dirty, j.freed
-	p.unstored = j.unstored
+	p.restore()
 	// The write that failed may have been stored all the same (its answer was lost):
 	// the next one carries the whole window, so that the stored state is the
 	// window again.
 	p.unstored.from, p.unstored.to = p.start, p.end
+	p.Commit()
+}
+
+// Undo takes back every change made since Begin, before anything of them was
+// written, and goes on recording as from a new Begin: a change refused part way (an
+// acknowledgement batch that fails after others of its request were applied) leaves
+// nothing behind, and what follows it in the same change is recorded as usual.
+func (p *Partition) Undo() {
+	j := &p.journal
+	if !j.active {
+		return
+	}
+	p.restore()
+	j.touched, j.saved = j.touched[:0], j.saved[:0]
+	j.detached = false
+}
+
+// restore sets the partition back to what Begin saved.
+func (p *Partition) restore() {
+	j := &p.journal
+	p.stateEpoch, p.reset = j.stateEpoch, j.reset
+	p.start, p.end, p.availFrom, p.earliest = j.start, j.end, j.availFrom, j.earliest
+	p.dirty, p.freed = j.dirty, j.freed
+	p.unstored = j.unstored
 	p.recs, p.arr = j.recs, j.arr
 	for i := len(j.touched) - 1; i >= 0; i-- {
 		t := j.touched[i]
@@ -88,7 +108,6 @@ func (p *Partition) Rollback() {
 			}
 		}
 	}
-	p.Commit()
 }
 
 // touch saves the record at offset o (inside the window) before it changes.

@@ -46,7 +46,9 @@ func samePartition(t *testing.T, step int, got *Partition, want partitionCopy) {
 }
 
 // TestPartitionRollback applies random operations, each between Begin and Rollback
-// or Commit, and checks that a rollback gives back exactly the partition as it was.
+// or Commit, and checks that a rollback gives back exactly the partition as it was; a
+// quarter of the changes are first taken back by Undo (checked the same way) and made
+// again.
 // Each commit of a change the snapshot holds is written as the Manager writes it (the
 // Changes laid over the stored snapshot), and a rolled-back one is stored half the
 // time (a write whose answer was lost): after every write the stored snapshot is the
@@ -75,35 +77,47 @@ func partitionRollback(t *testing.T, seed uint64) {
 	for step := range 5000 {
 		now = now.Add(time.Duration(rng.IntN(3000)) * time.Millisecond)
 		hw += int64(rng.IntN(4))
-		before := clonePartition(p)
+		before, unstored := clonePartition(p), p.unstored
 		p.Begin()
-		for range 1 + rng.IntN(3) {
-			m := members[rng.IntN(len(members))]
-			if seed%2 == 1 { // members come and go: the member table is compacted
-				m = fmt.Sprintf("m%d", rng.IntN(step+1))
-			}
-			switch rng.IntN(8) {
-			case 0, 1:
-				first := p.Start() + int64(rng.IntN(5))
-				p.Acquire(m, [][2]int64{{first, first + int64(rng.IntN(8))}}, hw, 1+rng.IntN(10), rng.IntN(2) == 0, now)
-			case 2, 3:
-				o := p.Start() + int64(rng.IntN(int(p.End()-p.Start()+1)))
-				_ = p.Acknowledge(m, o, o+int64(rng.IntN(3)), []int8{int8(1 + rng.IntN(4))}, now, nil)
-			case 4:
-				p.ExpireLocks(now)
-			case 5:
-				p.ReleaseMember(m)
-			case 6:
-				if rng.IntN(10) == 0 {
-					p.Reset(p.Start() + int64(rng.IntN(5)))
-				} else {
-					p.AdvanceStart(p.Start() + int64(rng.IntN(3)))
+		ops := func() {
+			for range 1 + rng.IntN(3) {
+				m := members[rng.IntN(len(members))]
+				if seed%2 == 1 { // members come and go: the member table is compacted
+					m = fmt.Sprintf("m%d", rng.IntN(step+1))
 				}
-			case 7:
-				first := p.Start() + int64(rng.IntN(int(p.End()-p.Start()+2)))
-				p.ArchiveUndelivered(first, first+int64(rng.IntN(4)), hw)
+				switch rng.IntN(8) {
+				case 0, 1:
+					first := p.Start() + int64(rng.IntN(5))
+					p.Acquire(m, [][2]int64{{first, first + int64(rng.IntN(8))}}, hw, 1+rng.IntN(10), rng.IntN(2) == 0, now)
+				case 2, 3:
+					o := p.Start() + int64(rng.IntN(int(p.End()-p.Start()+1)))
+					_ = p.Acknowledge(m, o, o+int64(rng.IntN(3)), []int8{int8(1 + rng.IntN(4))}, now, nil)
+				case 4:
+					p.ExpireLocks(now)
+				case 5:
+					p.ReleaseMember(m)
+				case 6:
+					if rng.IntN(10) == 0 {
+						p.Reset(p.Start() + int64(rng.IntN(5)))
+					} else {
+						p.AdvanceStart(p.Start() + int64(rng.IntN(3)))
+					}
+				case 7:
+					first := p.Start() + int64(rng.IntN(int(p.End()-p.Start()+2)))
+					p.ArchiveUndelivered(first, first+int64(rng.IntN(4)), hw)
+				}
+				p.NextFetchOffset()
 			}
-			p.NextFetchOffset()
+		}
+		ops()
+		if rng.IntN(4) == 0 {
+			// Undo takes the change back unwritten and records what follows as usual.
+			p.Undo()
+			samePartition(t, step, p, before)
+			if p.unstored != unstored { // nothing was written: the next write is as it would have been
+				t.Fatalf("step %d: unstored %+v after Undo, want %+v", step, p.unstored, unstored)
+			}
+			ops()
 		}
 		if rng.IntN(2) == 0 {
 			if p.Dirty() && rng.IntN(2) == 0 {
