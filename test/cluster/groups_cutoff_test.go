@@ -47,36 +47,65 @@ func (l memberLinks) dial(ctx context.Context, network, host string) (net.Conn, 
 // comes between the two rounds of the cooperative rebalance: the member that gives a
 // partition up to the newcomer is cut at the end of its OnPartitionsRevoked, so it
 // revoked (the ledger saw it) but its JoinGroup for the second round, and its
-// heartbeats, never arrive. Either way the coordinator drops it when its session
-// expires and gives its partitions to the others. When the link passes again, what
-// the member sent meanwhile arrives: its commits are refused (its generation or epoch
-// is gone), it is fenced, and it joins again. Throughout, no partition is owned by two
-// members (the rebalance callbacks' ledger and the coordinator's describe), committed
-// offsets never go back, and every acknowledged record is processed.
+// heartbeats, never arrive. consumer-revoked is the same cut on the KIP-848 path: the
+// heartbeat reporting the revocation never arrives, so the coordinator, as Kafka's
+// (CurrentAssignmentBuilder), holds the revoked partitions as the member's, pending
+// revocation, and must not give them to their new owner until it drops the member;
+// no describe may show another member with them while it is in the group.
+// consumer-reported cuts the member just after the coordinator took that report (a
+// describe shows it at the new epoch without the revoked partitions): the revoked
+// partitions go to their new owner at once, while the member is still in the group,
+// and only its others wait for its session to expire. Either way the coordinator
+// drops it when its session expires and gives its partitions to the others. When the
+// link passes again, what the member sent meanwhile arrives: its commits are refused
+// (its generation or epoch is gone), it is fenced, and it joins again. Throughout, no
+// partition is owned by two members (the rebalance callbacks' ledger and the
+// coordinator's describe), committed offsets never go back, and every acknowledged
+// record is processed.
 func TestClusterGroupMemberCutOff(t *testing.T) {
 	t.Parallel()
 	for _, cell := range []struct {
 		name, protocol string
-		afterRevoke    bool
+		at             cutPoint
 	}{
-		{"classic", "classic", false},
-		{"consumer", "consumer", false},
-		{"classic-second-round", "classic", true},
+		{"classic", "classic", cutBeforeJoin},
+		{"consumer", "consumer", cutBeforeJoin},
+		{"classic-second-round", "classic", cutAfterRevoke},
+		{"consumer-revoked", "consumer", cutAfterRevoke},
+		{"consumer-reported", "consumer", cutAfterReport},
 	} {
 		t.Run(cell.name, func(t *testing.T) {
 			t.Parallel()
-			testGroupMemberCutOff(t, cell.protocol, cell.afterRevoke)
+			testGroupMemberCutOff(t, cell.protocol, cell.at)
 		})
 	}
 }
 
+// cutPoint is where a cell of TestClusterGroupMemberCutOff cuts its member off from
+// the group's coordinator.
+type cutPoint int
+
+const (
+	// cutBeforeJoin: a, just before d joins.
+	cutBeforeJoin cutPoint = iota
+	// cutAfterRevoke: the first of a, b and c whose OnPartitionsRevoked gives a
+	// partition up once d is started, at the end of that callback: it revoked, but what
+	// it sends next (the classic second-round JoinGroup, the KIP-848 heartbeat reporting
+	// the revocation) never arrives.
+	cutAfterRevoke
+	// cutAfterReport (KIP-848): that member, once the coordinator took the heartbeat
+	// reporting the revocation: a describe shows the member at a later epoch than the
+	// one it revoked at, without the revoked partitions. (Its current assignment alone
+	// does not tell: Kafka's describe leaves partitions pending revocation out of it as
+	// soon as the coordinator asks for them.)
+	cutAfterReport
+)
+
 // testGroupMemberCutOff runs a cell of TestClusterGroupMemberCutOff. a, b and c each
-// reach the brokers through proxies of their own. Without afterRevoke, a is cut off
-// before d joins; with it, the first of a, b and c whose OnPartitionsRevoked gives a
-// partition up once d is started is cut off at the end of that callback (with six
-// partitions over three members, a fourth takes one from one of them; which one is up
-// to the sticky balancer, so each of them may be the one cut).
-func testGroupMemberCutOff(t *testing.T, protocol string, afterRevoke bool) {
+// reach the brokers through proxies of their own and are cut off at the cutPoint
+// (with six partitions over three members, a fourth takes one or two from them; which
+// is up to the balancer, so each of a, b and c may be the one cut).
+func testGroupMemberCutOff(t *testing.T, protocol string, at cutPoint) {
 	const topic, group, partitions = "cutoff", "cutoff-group", 6
 	const session = 3 * time.Second
 	c, inv, l := startGroupFaultCluster(t, topic, partitions, session)
@@ -99,6 +128,8 @@ func testGroupMemberCutOff(t *testing.T, protocol string, afterRevoke bool) {
 	a, b, c2 := startLinked("a"), startLinked("b"), startLinked("c")
 	adm := kadm.NewClient(newNodeClient(t, c.Node(1).Addr).cl)
 	describer := newNodeClient(t, c.Node(1).Addr)
+	// observe, once set, sees every ConsumerGroupDescribe stableOf makes.
+	var observe func(v mixedView)
 	// stableOf waits for a Stable group of exactly members, every partition owned by
 	// one of them, as the coordinator describes it; it fails the test if a describe
 	// ever shows a partition owned twice.
@@ -119,6 +150,9 @@ func testGroupMemberCutOff(t *testing.T, protocol string, afterRevoke bool) {
 				}
 				v, err := describeMixed(describer.cl, group, topic)
 				owners, ok, seen = v.parts, err == nil && v.stable(partitions, want), describedAs(v, err)
+				if err == nil && observe != nil {
+					observe(v)
+				}
 			} else {
 				v, err := describeClassic(adm, group, topic)
 				owners, ok, seen = v.members, err == nil && v.balanced(partitions, ids...), describedAs(v, err)
@@ -157,30 +191,65 @@ func testGroupMemberCutOff(t *testing.T, protocol string, afterRevoke bool) {
 		links[m.name][coordinatorAddr].Blackhole()
 		cuts <- cut{m, id, generation, revoked, time.Now()}
 	}
-	if afterRevoke {
+	// revocation is a member's first revocation for d: what, under which member id and
+	// at which generation or epoch.
+	type revocation struct {
+		m       *migrationMember
+		id      string
+		epoch   int32
+		revoked []int32
+	}
+	revocations := make(chan revocation, 1)
+	if at == cutBeforeJoin {
+		cutOff(a, nil)
+	} else {
 		var armed atomic.Bool
 		armed.Store(true)
 		for _, m := range []*migrationMember{a, b, c2} {
 			m.setAfterRevoke(func(revoked []int32) {
-				if len(revoked) > 0 && armed.CompareAndSwap(true, false) {
-					cutOff(m, revoked)
+				if len(revoked) == 0 || !armed.CompareAndSwap(true, false) {
+					return
 				}
+				if at == cutAfterRevoke {
+					cutOff(m, revoked)
+					return
+				}
+				id, epoch := m.cl.GroupMetadata()
+				revocations <- revocation{m, id, epoch, slices.Clone(revoked)}
 			})
 		}
-	} else {
-		cutOff(a, nil)
 	}
 	d := start("d")
+	if at == cutAfterReport {
+		var r revocation
+		select {
+		case r = <-revocations:
+		case <-time.After(time.Minute):
+			t.Fatalf("none of a, b and c gave a partition up within a minute of d's start; the rebalance callbacks:\n%s", led.notesSoFar())
+		}
+		waitShowing(t, fmt.Sprintf("the coordinator taking %s's report that it revoked %v at epoch %d", r.m.name, r.revoked, r.epoch), func() (bool, any) {
+			v, err := describeMixed(describer.cl, group, topic)
+			_, in := v.types[r.id]
+			return err == nil && in && v.epochs[r.id] > r.epoch && !overlaps(v.parts[r.id], r.revoked), describedAs(v, err)
+		})
+		cutOff(r.m, r.revoked)
+	}
 	var x cut
 	select {
 	case x = <-cuts:
 	case <-time.After(time.Minute):
 		t.Fatalf("none of a, b and c gave a partition up within a minute of d's start, so none was cut off; the rebalance callbacks:\n%s", led.notesSoFar())
 	}
-	if afterRevoke {
-		t.Logf("member %s (%s, generation %d) cut off from node %d, the coordinator, as it revoked %v for d", x.m.name, x.id, x.generation, coordinator, x.revoked)
-	} else {
+	switch at {
+	case cutBeforeJoin:
 		t.Logf("member %s (%s, generation %d) cut off from node %d, the coordinator; d joins", x.m.name, x.id, x.generation, coordinator)
+	case cutAfterRevoke:
+		t.Logf("member %s (%s, generation %d) cut off from node %d, the coordinator, as it revoked %v for d", x.m.name, x.id, x.generation, coordinator, x.revoked)
+	case cutAfterReport:
+		t.Logf("member %s (%s, epoch %d) cut off from node %d, the coordinator, once it took the report that %v were revoked for d", x.m.name, x.id, x.generation, coordinator, x.revoked)
+	}
+	if protocol == "consumer" && at != cutBeforeJoin {
+		observe = handoverCheck(t, x.m.name, x.id, x.revoked, at)
 	}
 	others := []*migrationMember{d}
 	for _, m := range []*migrationMember{a, b, c2} {
@@ -190,9 +259,20 @@ func testGroupMemberCutOff(t *testing.T, protocol string, afterRevoke bool) {
 	}
 	stableOf(fmt.Sprintf("%s owning the six partitions, %s dropped", memberNames(others), x.m.name), others...)
 	t.Logf("%s dropped and its partitions given to the others %v after the cut", x.m.name, time.Since(x.at).Round(time.Millisecond))
+	if observe != nil {
+		observe(mixedView{}) // x is no longer in the group: the check's verdict, if not given yet
+		observe = nil
+	}
+	if protocol == "consumer" {
+		if line := coordinatorLine(c.Node(coordinator).Log(), "consumer group member fenced", x.id); line != "" {
+			t.Logf("node %d: %s", coordinator, line)
+		}
+	}
 	// A commit in the cut member's name, as it may send one while cut off (its member
 	// id and generation or epoch from before), through a client that is not: refused,
-	// since the coordinator no longer knows it. Offset 0 would take the partition's
+	// since the coordinator no longer knows it (Kafka's ConsumerGroup.validateOffsetCommit
+	// looks the member up before it compares epochs, so a dropped member's commit is
+	// UNKNOWN_MEMBER_ID whatever its epoch). Offset 0 would take the partition's
 	// committed offset back.
 	if code := commitAs(t, describer.cl, group, topic, x.id, x.generation); code != kerr.UnknownMemberID.Code {
 		t.Errorf("a commit in the name of %s, dropped from the group, was answered %v; want UNKNOWN_MEMBER_ID", x.m.name, kerr.ErrorForCode(code))
@@ -223,6 +303,64 @@ func testGroupMemberCutOff(t *testing.T, protocol string, afterRevoke bool) {
 		t.Error(p)
 	}
 	inv.check()
+}
+
+// handoverCheck returns the check of the describes made while member name (id), cut
+// off once it revoked the partitions revoked, is still in the group; a view without
+// the member gives the verdict. After cutAfterRevoke the coordinator never had the
+// member's report, so no other member may be described with a revoked partition
+// (Kafka's CurrentAssignmentBuilder: a partition pending revocation still has its
+// owner's epoch, and a member whose target holds it waits, UNRELEASED_PARTITIONS,
+// until the owner reports it gone or is fenced); some describe must show one waiting
+// for it (in its target, not yet assigned). After cutAfterReport the coordinator had
+// the report, so some describe must show a revoked partition assigned to its new
+// owner while the member is still in the group.
+func handoverCheck(t *testing.T, name, id string, revoked []int32, at cutPoint) func(v mixedView) {
+	waiting, given, done := 0, 0, false
+	return func(v mixedView) {
+		t.Helper()
+		if done {
+			return
+		}
+		if _, in := v.types[id]; !in {
+			done = true
+			switch {
+			case at == cutAfterRevoke && waiting == 0:
+				t.Errorf("no describe showed a member waiting for %v (in its target, not assigned) while %s, which revoked them but whose report never arrived, was in the group", revoked, name)
+			case at == cutAfterReport && given == 0:
+				t.Errorf("no describe showed %v assigned to their new owner while %s, whose report that it revoked them the coordinator had, was in the group: the coordinator held them until it dropped %s", revoked, name, name)
+			default:
+				t.Logf("while %s was in the group, %d describes showed %v waiting for their new owner, %d assigned to it", name, waiting, revoked, given)
+			}
+			return
+		}
+		for other := range v.types {
+			switch ps := v.parts[other]; {
+			case other == id:
+			case overlaps(ps, revoked):
+				if given++; at == cutAfterRevoke && given == 1 {
+					t.Errorf("the coordinator describes %s with %v, revoked by %s, whose report of it never arrived, while %s is still in the group: %v", other, ps, name, name, v)
+				}
+			case overlaps(v.targets[other], revoked):
+				waiting++
+			}
+		}
+	}
+}
+
+// overlaps reports whether a and b have a partition in common.
+func overlaps(a, b []int32) bool {
+	return slices.ContainsFunc(a, func(p int32) bool { return slices.Contains(b, p) })
+}
+
+// coordinatorLine is the first line of a node's log with msg that names member.
+func coordinatorLine(log, msg, member string) string {
+	for line := range strings.Lines(log) {
+		if strings.Contains(line, msg) && strings.Contains(line, member) {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
 }
 
 // memberNames is "a, b and c" for members a, b and c.

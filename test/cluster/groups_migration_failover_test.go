@@ -724,12 +724,15 @@ func (v classicView) balanced(partitions int, ids ...string) bool {
 }
 
 // mixedView is what ConsumerGroupDescribe shows of a consumer group: its state and,
-// per member, its type (0 classic, 1 consumer protocol), epoch and partitions.
+// per member, its type (0 classic, 1 consumer protocol), epoch, partitions (its current
+// assignment, which leaves out partitions pending revocation, as in Kafka) and target
+// partitions.
 type mixedView struct {
-	state  string
-	types  map[string]int8
-	epochs map[string]int32
-	parts  map[string][]int32
+	state   string
+	types   map[string]int8
+	epochs  map[string]int32
+	parts   map[string][]int32
+	targets map[string][]int32
 }
 
 func (v mixedView) String() string {
@@ -762,13 +765,18 @@ func describeMixed(cl *kgo.Client, group, topic string) (mixedView, error) {
 	if resp.Version < 1 {
 		return mixedView{}, fmt.Errorf("ConsumerGroupDescribe answered in v%d, without member types", resp.Version)
 	}
-	v := mixedView{state: g.State, types: map[string]int8{}, epochs: map[string]int32{}, parts: map[string][]int32{}}
+	v := mixedView{state: g.State, types: map[string]int8{}, epochs: map[string]int32{}, parts: map[string][]int32{}, targets: map[string][]int32{}}
 	for _, m := range g.Members {
 		v.types[m.MemberID] = m.MemberType
 		v.epochs[m.MemberID] = m.MemberEpoch
 		for _, at := range m.Assignment.TopicPartitions {
 			if at.Topic == topic {
 				v.parts[m.MemberID] = append(v.parts[m.MemberID], at.Partitions...)
+			}
+		}
+		for _, at := range m.TargetAssignment.TopicPartitions {
+			if at.Topic == topic {
+				v.targets[m.MemberID] = append(v.targets[m.MemberID], at.Partitions...)
 			}
 		}
 	}
