@@ -421,6 +421,9 @@ func TestConsumerGroupEpochFencing(t *testing.T) {
 	if code := commit(m.epoch - 1); code != kerrStaleMemberEpoch {
 		t.Fatalf("commit at an old epoch: error %d, want STALE_MEMBER_EPOCH", code)
 	}
+	if code := commit(m.epoch + 1); code != kerrStaleMemberEpoch { // Kafka: any epoch but the member's
+		t.Fatalf("commit at a future epoch: error %d, want STALE_MEMBER_EPOCH", code)
+	}
 	if code := commit(-1); code != kerrUnknownMemberID && code != kerrStaleMemberEpoch {
 		t.Fatalf("commit from outside a non-empty group: error %d", code)
 	}

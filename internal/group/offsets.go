@@ -220,7 +220,9 @@ func validateCommit(g *group, memberID string, instanceID *string, generation in
 
 // validateConsumerCommit is Kafka's check of a commit into a consumer group: a commit
 // from outside the group (no member, epoch -1) only while it has no members; a
-// member's commit at its current epoch, with OffsetCommit v9 or later.
+// member's commit at its current epoch, with OffsetCommit v9 or later (another epoch
+// is STALE_MEMBER_EPOCH; Kafka 4.3 accepts an older one for the partitions assigned
+// to the member since then, KIP-1251, which Samsa does not).
 func validateConsumerCommit(g *group, memberID string, epoch int32, version int16) int16 {
 	cg := g.consumer
 	if g.state == StateDead { // being deleted
@@ -241,9 +243,7 @@ func validateConsumerCommit(g *group, memberID string, epoch int32, version int1
 		return kerrNone
 	case version < 9:
 		return kerrUnsupportedVersion
-	case epoch > m.epoch:
-		return kerrFencedMemberEpoch
-	case epoch < m.epoch:
+	case epoch != m.epoch: // newer or older alike, as Kafka's ConsumerGroup.validateOffsetCommit
 		return kerrStaleMemberEpoch
 	}
 	return kerrNone
