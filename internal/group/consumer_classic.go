@@ -91,6 +91,8 @@ func (c *Coordinator) upgradeLocked(g *group) (*consumerGroup, []Record, string)
 			assigned:         assigned,
 			revoking:         Assignment{},
 			target:           assigned.clone(),
+			// As in Kafka's ConsumerGroup.fromClassicGroup: held since the generation.
+			assignmentEpochs: epochsOf(nil, g.generation, assigned),
 			classic:          &classicMember{sessionTimeout: m.sessionTimeout, protocols: slices.Clone(m.protocols)},
 		}
 		if sub.Rack != nil {

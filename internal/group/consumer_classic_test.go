@@ -254,12 +254,36 @@ func TestClassicGroupUpgradeOnline(t *testing.T) {
 				t.Fatalf("offset after the upgrade: %d, want 7", o.Offset)
 			}
 			// A classic member commits at its generation (the member epoch), with
-			// OffsetCommit below v9; another generation is ILLEGAL_GENERATION.
+			// OffsetCommit below v9; at an older generation only the partitions it has
+			// held since then (KIP-1251, as for a consumer-protocol member); a newer
+			// generation, or a partition that fails, is ILLEGAL_GENERATION.
 			if code := commitErrors(h.commit("g", a.id, a.gen, map[TopicPartition]int64{tp: 9}))[tp]; code != 0 {
 				t.Fatalf("classic commit into the consumer group: error %d", code)
 			}
-			if code := commitErrors(h.commit("g", a.id, a.gen-1, map[TopicPartition]int64{tp: 10}))[tp]; code != kerrIllegalGeneration {
-				t.Fatalf("classic commit at an old generation: error %d, want ILLEGAL_GENERATION", code)
+			am := memberSnapshot(t, h, "g", a.id)
+			tid := topicIDOf("t")
+			var held, other TopicPartition
+			var heldSince int32
+			for p := range int32(4) {
+				if e, ok := am.assignmentEpoch(tid, p); ok {
+					held, heldSince = TopicPartition{"t", p}, e
+				} else {
+					other = TopicPartition{"t", p}
+				}
+			}
+			if heldSince >= a.gen {
+				t.Fatalf("classic member %s at generation %d holds %v since %d: no older generation to commit at", a.id, a.gen, held, heldSince)
+			}
+			if code := commitErrors(h.commit("g", a.id, heldSince, map[TopicPartition]int64{held: 10}))[held]; code != 0 {
+				t.Fatalf("classic commit at an old generation of a partition held since then: error %d", code)
+			}
+			for _, c := range []struct {
+				gen int32
+				tp  TopicPartition
+			}{{heldSince - 1, held}, {heldSince, other}, {a.gen + 1, held}} {
+				if code := commitErrors(h.commit("g", a.id, c.gen, map[TopicPartition]int64{c.tp: 11}))[c.tp]; code != kerrIllegalGeneration {
+					t.Fatalf("classic commit at generation %d of %v (held since %d, member at %d): error %d, want ILLEGAL_GENERATION", c.gen, c.tp, heldSince, a.gen, code)
+				}
 			}
 
 			// After a restart the classic members go on at their generation.

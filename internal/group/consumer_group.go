@@ -150,6 +150,10 @@ type consumerMember struct {
 	assigned         Assignment
 	revoking         Assignment
 	target           Assignment
+	// assignmentEpochs holds, for every partition of assigned and revoking, the epoch
+	// at which it was assigned to the member (KIP-1251): a commit at an epoch older
+	// than the member's is accepted for the partitions it has held since that epoch.
+	assignmentEpochs partitionEpochs
 	// classic is set for a member that speaks the classic protocol (JoinGroup,
 	// SyncGroup, Heartbeat) in a consumer group (consumer_classic.go).
 	classic *classicMember
@@ -177,6 +181,57 @@ func (m *consumerMember) static() bool { return m.instanceID != "" }
 // owns is everything the member holds: assigned and pending revocation.
 func (m *consumerMember) owns(t TopicID, p int32) bool {
 	return m.assigned.has(t, p) || m.revoking.has(t, p)
+}
+
+// assignmentEpoch returns the epoch at which the member was assigned a partition it
+// owns (assigned or pending revocation); false when it does not own it.
+func (m *consumerMember) assignmentEpoch(t TopicID, p int32) (int32, bool) {
+	if !m.owns(t, p) {
+		return 0, false
+	}
+	e, ok := m.assignmentEpochs[t][p]
+	return e, ok
+}
+
+// partitionEpochs maps partitions to an epoch: a member's assignment epochs
+// (Kafka's ConsumerGroupMember keeps them beside each assigned partition).
+type partitionEpochs map[TopicID]map[int32]int32
+
+func (e partitionEpochs) set(t TopicID, p, epoch int32) {
+	if e[t] == nil {
+		e[t] = map[int32]int32{}
+	}
+	e[t][p] = epoch
+}
+
+func (e partitionEpochs) clone() partitionEpochs {
+	out := make(partitionEpochs, len(e))
+	for t, ps := range e {
+		out[t] = maps.Clone(ps)
+	}
+	return out
+}
+
+func (e partitionEpochs) equal(o partitionEpochs) bool {
+	return maps.EqualFunc(e, o, func(a, b map[int32]int32) bool { return maps.Equal(a, b) })
+}
+
+// epochsOf returns the epochs of the partitions of the assignments, taken from
+// from; a partition it has none for gets epoch.
+func epochsOf(from partitionEpochs, epoch int32, owned ...Assignment) partitionEpochs {
+	out := partitionEpochs{}
+	for _, a := range owned {
+		for t, ps := range a {
+			for _, p := range ps {
+				e, ok := from[t][p]
+				if !ok {
+					e = epoch
+				}
+				out.set(t, p, e)
+			}
+		}
+	}
+	return out
 }
 
 type consumerGroup struct {

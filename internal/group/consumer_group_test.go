@@ -158,6 +158,7 @@ func settle(t *testing.T, h *harness, group string, members []*cmember, total in
 				t.Fatalf("round %d: heartbeat of %s: error %d", round, m.id, r.ErrorCode)
 			}
 			checkExclusive(t, members)
+			checkAssignmentEpochs(t, h, group)
 		}
 		owned, live := 0, 0
 		minOwned, maxOwned := 1<<30, 0
@@ -273,6 +274,7 @@ func TestConsumerGroupRandomChurn(t *testing.T) {
 			}
 		}
 		checkExclusive(t, members)
+		checkAssignmentEpochs(t, h, "g")
 	}
 	if len(members) == 0 {
 		t.Fatal("no member joined")
@@ -401,32 +403,80 @@ func TestConsumerGroupRegexAndNewTopics(t *testing.T) {
 	}
 }
 
+// TestConsumerGroupEpochFencing: a heartbeat at a newer epoch than the member's is
+// fenced. A commit follows Kafka 4.3 (KIP-1251, ConsumerGroup.validateOffsetCommit):
+// at the member epoch any partition; at an older epoch only partitions the member has
+// owned since that epoch or before, and one partition that fails (assigned later, or
+// not the member's) fails the whole request with STALE_MEMBER_EPOCH, nothing
+// committed; a newer epoch is refused whole.
 func TestConsumerGroupEpochFencing(t *testing.T) {
 	h, ft := newConsumerHarness(t, nil)
-	ft.set("t", 2)
-	m := &cmember{id: "m", topics: []string{"t"}}
-	settle(t, h, "g", []*cmember{m}, 2)
-	stale := *m
-	stale.epoch = m.epoch + 5
+	ft.set("t", 4)
+	a := &cmember{id: "a", topics: []string{"t"}}
+	settle(t, h, "g", []*cmember{a}, 4)
+	stale := *a
+	stale.epoch = a.epoch + 5
 	if r := h.cgHeartbeat("g", &stale, false); r.ErrorCode != kerrFencedMemberEpoch {
 		t.Fatalf("future epoch: error %d, want FENCED_MEMBER_EPOCH", r.ErrorCode)
 	}
-	commit := func(epoch int32) int16 {
-		req := commitRequest(9, "g", "m", epoch, map[TopicPartition]int64{{"t", 0}: 5})
-		return recv(t, h.c.OffsetCommit(req)).Topics[0].Partitions[0].ErrorCode
+	e1 := a.epoch // a holds all four partitions since e1
+
+	b := &cmember{id: "b", topics: []string{"t"}}
+	members := []*cmember{a, b}
+	settle(t, h, "g", members, 4)
+	e2 := a.epoch
+	tid := topicIDOf("t")
+	kept, taken := a.owned[tid], b.owned[tid] // kept since e1; b's assigned at e2
+	if e2 <= e1 || len(kept) != 2 || len(taken) != 2 || b.epoch != e2 {
+		t.Fatalf("after b joined: a at %d owns %v, b at %d owns %v (a was at %d)", a.epoch, kept, b.epoch, taken, e1)
 	}
-	if code := commit(m.epoch); code != 0 {
-		t.Fatalf("commit at the member epoch: error %d", code)
+	offset := int64(0) // each commit its own offset
+	commit := func(member string, epoch int32, ps ...int32) []int16 {
+		t.Helper()
+		offset++
+		return commitAt(t, h, member, epoch, offset, ps...)
 	}
-	if code := commit(m.epoch - 1); code != kerrStaleMemberEpoch {
-		t.Fatalf("commit at an old epoch: error %d, want STALE_MEMBER_EPOCH", code)
+	want := func(what string, got []int16, code int16) {
+		t.Helper()
+		wantCodes(t, what, got, code)
 	}
-	if code := commit(m.epoch + 1); code != kerrStaleMemberEpoch { // Kafka: any epoch but the member's
-		t.Fatalf("commit at a future epoch: error %d, want STALE_MEMBER_EPOCH", code)
+	committed := func(p int32) int64 { return h.c.CommittedOffsets("g")[TopicPartition{"t", p}].Offset }
+
+	want("a at its epoch, its partitions", commit("a", e2, kept...), 0)
+	want("a at its epoch, b's partition (not checked by partition)", commit("a", e2, taken[0]), 0)
+	want("a at an older epoch, partitions held since then", commit("a", e1, kept...), 0)
+	if got := committed(kept[1]); got != offset {
+		t.Fatalf("offset of partition %d after a's commit at epoch %d: %d, want %d", kept[1], e1, got, offset)
 	}
-	if code := commit(-1); code != kerrUnknownMemberID && code != kerrStaleMemberEpoch {
-		t.Fatalf("commit from outside a non-empty group: error %d", code)
+	before := committed(kept[0])
+	want("a at an older epoch, one partition held and one of b's", commit("a", e1, kept[0], taken[0]), kerrStaleMemberEpoch)
+	if got := committed(kept[0]); got != before {
+		t.Fatalf("a refused commit moved partition %d's offset from %d to %d", kept[0], before, got)
 	}
+	want("a at an epoch older than its partitions' assignment", commit("a", e1-1, kept[0]), kerrStaleMemberEpoch)
+	want("a at a newer epoch", commit("a", e2+1, kept...), kerrStaleMemberEpoch)
+	want("b at an epoch older than its partitions' assignment", commit("b", e1, taken...), kerrStaleMemberEpoch)
+	want("a member unknown", commit("ghost", e1, kept[0]), kerrUnknownMemberID)
+	if code := commit("a", -1, kept[0])[0]; code != kerrStaleMemberEpoch {
+		t.Fatalf("commit from outside a non-empty group with a's id: error %d, want STALE_MEMBER_EPOCH", code)
+	}
+
+	// b leaves: a gets b's partitions back at a later epoch. At e2 it may commit what it
+	// has held since e1, not what it got at e3.
+	b.epoch = leaveEpoch
+	if r := h.cgHeartbeat("g", b, false); r.ErrorCode != 0 {
+		t.Fatalf("b leaves: error %d", r.ErrorCode)
+	}
+	b.gone = true
+	settle(t, h, "g", members, 4)
+	e3 := a.epoch
+	if e3 <= e2 {
+		t.Fatalf("a's epoch after b left: %d, want above %d", e3, e2)
+	}
+	want("a at e2, partitions held since e1", commit("a", e2, kept...), 0)
+	want("a at e2, a partition assigned at e3", commit("a", e2, taken[0]), kerrStaleMemberEpoch)
+	want("a at e3, every partition", commit("a", e3, append(slices.Clone(kept), taken...)...), 0)
+	want("a at e2, with a partition assigned at e3", commit("a", e2, kept[0], taken[1]), kerrStaleMemberEpoch)
 }
 
 func TestConsumerGroupRangeAndRacks(t *testing.T) {

@@ -233,6 +233,10 @@ func (hb *heartbeat) leave(g *group) (int16, string) {
 		// The member keeps its partitions until it is back or its session expires.
 		left := m.clone()
 		left.previousEpoch, left.epoch = m.epoch, staticLeaveEpoch
+		// Its partitions count as assigned from epoch 0, so that its next incarnation
+		// may commit them at any epoch up to its own (Kafka's
+		// resetAssignedPartitionsEpochsToZero).
+		left.assignmentEpochs = epochsOf(nil, 0, left.assigned, left.revoking)
 		hb.records = append(hb.records, consumerMemberRecord(g.id, left))
 		hb.c.logger.Info("static consumer group member left temporarily", "group", g.id, "member", id, "instance", m.instanceID)
 		return kerrNone, ""
@@ -263,6 +267,7 @@ func (m *consumerMember) clone() *consumerMember {
 	out.assigned = m.assigned.clone()
 	out.revoking = m.revoking.clone()
 	out.target = m.target.clone()
+	out.assignmentEpochs = m.assignmentEpochs.clone()
 	if m.classic != nil {
 		cl := *m.classic
 		cl.protocols = slices.Clone(m.classic.protocols)
@@ -514,7 +519,7 @@ func memberEqual(a, b *consumerMember) bool {
 		slices.Equal(a.subscribedNames, b.subscribedNames) && a.subscribedRegex == b.subscribedRegex &&
 		a.serverAssignor == b.serverAssignor && a.epoch == b.epoch && a.previousEpoch == b.previousEpoch &&
 		a.state == b.state && a.assigned.equal(b.assigned) && a.revoking.equal(b.revoking) && a.target.equal(b.target) &&
-		classicEqual(a.classic, b.classic)
+		a.assignmentEpochs.equal(b.assignmentEpochs) && classicEqual(a.classic, b.classic)
 }
 
 func classicEqual(a, b *classicMember) bool {
@@ -596,6 +601,11 @@ func (c *Coordinator) groupAssignor(cg *consumerGroup) string {
 // reconcile moves a member towards its target assignment (Kafka's
 // CurrentAssignmentBuilder): partitions to revoke first, then partitions no other
 // member owns any more. owned is what the member says it holds (nil: not said).
+//
+// Assignment epochs (KIP-1251), as CurrentAssignmentBuilder sets them: a partition
+// the member keeps, or is asked to revoke, keeps the epoch it was assigned at; a
+// partition newly assigned (or assigned again after the member revoked it) gets the
+// target assignment epoch; a revoked partition's epoch goes with it.
 func reconcile(cg *consumerGroup, m *consumerMember, owned Assignment) {
 	switch m.state {
 	case memberStable:
@@ -633,16 +643,20 @@ func reconcile(cg *consumerGroup, m *consumerMember, owned Assignment) {
 	}
 	if len(revoke) > 0 && (owned == nil || owned.intersects(revoke)) {
 		m.state = memberUnrevoked
+		m.assignmentEpochs = epochsOf(m.assignmentEpochs, m.epoch, keep, revoke)
 		m.assigned, m.revoking = keep, revoke
 		return
 	}
+	epochs := epochsOf(m.assignmentEpochs, m.epoch, keep)
 	for t, ps := range assignable {
 		for _, p := range ps {
 			keep.add(t, p)
+			epochs.set(t, p, cg.targetEpoch)
 		}
 	}
 	m.previousEpoch, m.epoch = m.epoch, cg.targetEpoch
 	m.assigned, m.revoking = keep, Assignment{}
+	m.assignmentEpochs = epochs
 	m.state = memberStable
 	if unreleased {
 		m.state = memberUnreleased

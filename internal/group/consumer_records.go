@@ -18,7 +18,8 @@ import (
 //
 //	key 0x5301 group                consumerGroupValue   (group epoch, target epoch)
 //	key 0x5302 group, member id     consumerMemberValue  (subscription, epochs,
-//	                                                      current and target assignment)
+//	                                                      current and target assignment,
+//	                                                      assignment epochs)
 //
 // A nil value is a tombstone: the member left, or the consumer group is gone (its
 // offsets stay in their own records).
@@ -53,6 +54,14 @@ type consumerMemberValue struct {
 	Assigned           assignmentValue `json:"assigned"`
 	Revoking           assignmentValue `json:"revoking,omitempty"`
 	Target             assignmentValue `json:"target"`
+	// AssignedEpochs and RevokingEpochs give, topic by topic, the assignment epoch
+	// (KIP-1251) of each partition of Assigned and Revoking, in the same order, as
+	// Kafka's ConsumerGroupCurrentMemberAssignmentValue does in its tagged
+	// AssignmentEpochs field. A topic without them (a record written before they were
+	// kept, or a list of another length) takes the member epoch, 0 if it is negative,
+	// for all its partitions, as Kafka's Utils.assignmentFromTopicPartitions does.
+	AssignedEpochs assignmentValue `json:"assigned_epochs,omitempty"`
+	RevokingEpochs assignmentValue `json:"revoking_epochs,omitempty"`
 	// Classic is set for a member that speaks the classic protocol.
 	Classic *classicMemberValue `json:"classic,omitempty"`
 }
@@ -117,6 +126,51 @@ func decodeAssignment(v assignmentValue) (Assignment, error) {
 	return out, nil
 }
 
+// encodeAssignmentEpochs returns the epochs of a's partitions, topic by topic in the
+// order encodeAssignment writes them. A topic with a partition without an epoch is
+// left out (it would load with the default).
+func encodeAssignmentEpochs(a Assignment, epochs partitionEpochs) assignmentValue {
+	out := assignmentValue{}
+topics:
+	for t, ps := range a {
+		if len(ps) == 0 {
+			continue
+		}
+		es := make([]int32, len(ps))
+		for i, p := range ps {
+			e, ok := epochs[t][p]
+			if !ok {
+				continue topics
+			}
+			es[i] = e
+		}
+		out[hex.EncodeToString(t[:])] = es
+	}
+	return out
+}
+
+// decodeOwned decodes an assignment of a member's current one (assigned or pending
+// revocation) and records its partitions' epochs into epochs: those of v's topic in
+// withEpochs when they are as many as its partitions, otherwise defaultEpoch.
+func decodeOwned(v, withEpochs assignmentValue, defaultEpoch int32, epochs partitionEpochs) (Assignment, error) {
+	a, err := decodeAssignment(v)
+	if err != nil {
+		return nil, err
+	}
+	for s, ps := range v {
+		t, _ := decodeTopicID(s) // decodeAssignment checked it
+		es := withEpochs[s]
+		for i, p := range ps {
+			e := defaultEpoch
+			if len(es) == len(ps) {
+				e = es[i]
+			}
+			epochs.set(t, p, e)
+		}
+	}
+	return a, nil
+}
+
 // decodeTopicID decodes a topic id a record spells in hex.
 func decodeTopicID(s string) (TopicID, error) {
 	var t TopicID
@@ -151,7 +205,9 @@ func consumerMemberRecord(group string, m *consumerMember) Record {
 		SubscribedNames:    m.subscribedNames, SubscribedRegex: m.subscribedRegex, ServerAssignor: m.serverAssignor,
 		Epoch: m.epoch, PreviousEpoch: m.previousEpoch, State: int8(m.state),
 		Assigned: encodeAssignment(m.assigned), Revoking: encodeAssignment(m.revoking), Target: encodeAssignment(m.target),
-		Classic: classic,
+		AssignedEpochs: encodeAssignmentEpochs(m.assigned, m.assignmentEpochs),
+		RevokingEpochs: encodeAssignmentEpochs(m.revoking, m.assignmentEpochs),
+		Classic:        classic,
 	})
 	return Record{Key: consumerMemberKey(group, m.id), Value: v}
 }
@@ -230,12 +286,14 @@ func replayConsumer(groups map[string]*group, partition int32, d decoded) error 
 			g.consumer.members[d.member] = m
 		}
 		var err error
-		if m.assigned, err = decodeAssignment(v.Assigned); err != nil {
+		epochs := partitionEpochs{}
+		if m.assigned, err = decodeOwned(v.Assigned, v.AssignedEpochs, max(v.Epoch, 0), epochs); err != nil {
 			return err
 		}
-		if m.revoking, err = decodeAssignment(v.Revoking); err != nil {
+		if m.revoking, err = decodeOwned(v.Revoking, v.RevokingEpochs, max(v.Epoch, 0), epochs); err != nil {
 			return err
 		}
+		m.assignmentEpochs = epochs
 		if m.target, err = decodeAssignment(v.Target); err != nil {
 			return err
 		}

@@ -80,13 +80,13 @@ func (c *Coordinator) commitLocked(req *kmsg.OffsetCommitRequest, resp *kmsg.Off
 		fail(kerrGroupIDNotFound)
 		return
 	}
-	validate := validateCommit
+	var check *assignmentEpochCheck
 	if g.consumer != nil {
-		validate = func(g *group, memberID string, instanceID *string, generation int32) int16 {
-			return validateConsumerCommit(g, memberID, generation, req.Version)
-		}
+		code, check = validateConsumerCommit(g, memberID, generation, req.Version, false)
+	} else {
+		code = validateCommit(g, memberID, instanceID, generation)
 	}
-	if code := validate(g, memberID, instanceID, generation); code != kerrNone {
+	if code != kerrNone {
 		cleanup()
 		// Refused from memory, which may hold writes not committed yet (a member's
 		// removal when its session expired): as Kafka answers a write without records,
@@ -131,6 +131,28 @@ func (c *Coordinator) commitLocked(req *kmsg.OffsetCommitRequest, resp *kmsg.Off
 				commits = append(commits, cm)
 				records = append(records, offsetRecord(g.id, cm.tp, cm.o))
 			}
+		}
+	}
+	if check != nil {
+		tps := make([]TopicPartition, len(commits))
+		for i, cm := range commits {
+			tps[i] = cm.tp
+		}
+		if code := check.refuses(c.currentTopics(), tps); code != kerrNone {
+			// As in Kafka, the whole request fails: every partition that reached the
+			// validation (an unknown one keeps its error) answers the code.
+			cleanup()
+			c.answerAfterQueuedWritesLocked(req.Group, code, func(code int16) {
+				for i := range resp.Topics {
+					for j := range resp.Topics[i].Partitions {
+						if rp := &resp.Topics[i].Partitions[j]; rp.ErrorCode != kerrUnknownTopicOrPartition {
+							rp.ErrorCode = code
+						}
+					}
+				}
+				ch <- resp
+			})
+			return
 		}
 	}
 	if len(records) == 0 {
@@ -218,33 +240,63 @@ func validateCommit(g *group, memberID string, instanceID *string, generation in
 	return kerrNone
 }
 
-// validateConsumerCommit is Kafka's check of a commit into a consumer group: a commit
-// from outside the group (no member, epoch -1) only while it has no members; a
-// member's commit at its current epoch, with OffsetCommit v9 or later (another epoch
-// is STALE_MEMBER_EPOCH; Kafka 4.3 accepts an older one for the partitions assigned
-// to the member since then, KIP-1251, which Samsa does not).
-func validateConsumerCommit(g *group, memberID string, epoch int32, version int16) int16 {
+// validateConsumerCommit is Kafka's check of a commit into a consumer group
+// (ConsumerGroup.validateOffsetCommit, Kafka 4.3): a commit from outside the group
+// (no member, epoch -1) only while it has no members; a member's commit with
+// OffsetCommit v9 or later (a transactional one, or a classic member's, with any
+// version), at its member epoch, or at an older epoch for the partitions it has owned
+// since then (KIP-1251). For an older epoch the check of the partitions is returned:
+// every partition of the request must pass it. A newer epoch than the member's is
+// refused. The code is STALE_MEMBER_EPOCH for a consumer-protocol member,
+// ILLEGAL_GENERATION for a classic one and for a transactional commit.
+func validateConsumerCommit(g *group, memberID string, epoch int32, version int16, transactional bool) (int16, *assignmentEpochCheck) {
 	cg := g.consumer
 	if g.state == StateDead { // being deleted
-		return kerrCoordinatorNotAvailable
+		return kerrCoordinatorNotAvailable, nil
 	}
 	if epoch < 0 && memberID == "" && len(cg.members) == 0 {
-		return kerrNone
+		return kerrNone, nil
 	}
 	m := cg.members[memberID]
+	if m == nil {
+		return kerrUnknownMemberID, nil
+	}
+	stale := kerrStaleMemberEpoch
+	if m.classic != nil || transactional {
+		stale = kerrIllegalGeneration
+	}
 	switch {
-	case m == nil:
-		return kerrUnknownMemberID
-	case m.classic != nil:
-		// A classic member commits with its generation, the member epoch.
-		if epoch != m.epoch {
-			return kerrIllegalGeneration
+	case m.classic == nil && !transactional && version < 9:
+		return kerrUnsupportedVersion, nil
+	case epoch == m.epoch:
+		return kerrNone, nil
+	case epoch > m.epoch:
+		return stale, nil
+	}
+	return kerrNone, &assignmentEpochCheck{m: m, epoch: epoch, code: stale}
+}
+
+// assignmentEpochCheck is KIP-1251's check of a commit at an epoch older than its
+// member's (Kafka's ConsumerGroup.createAssignmentEpochValidator): the member must
+// own each partition (assigned or pending revocation), assigned to it at that epoch
+// or before.
+type assignmentEpochCheck struct {
+	m     *consumerMember
+	epoch int32
+	code  int16 // what a partition that fails answers
+}
+
+// refuses returns the check's code if a partition of tps fails it, kerrNone if all
+// pass. A partition is known by its topic's current id, as Kafka resolves it by name.
+func (ck *assignmentEpochCheck) refuses(topics *Topics, tps []TopicPartition) int16 {
+	for _, tp := range tps {
+		info, ok := topics.ByName[tp.Topic]
+		if !ok {
+			return ck.code
 		}
-		return kerrNone
-	case version < 9:
-		return kerrUnsupportedVersion
-	case epoch != m.epoch: // newer or older alike, as Kafka's ConsumerGroup.validateOffsetCommit
-		return kerrStaleMemberEpoch
+		if e, ok := ck.m.assignmentEpoch(info.ID, tp.Partition); !ok || ck.epoch < e {
+			return ck.code
+		}
 	}
 	return kerrNone
 }
@@ -362,7 +414,8 @@ func (c *Coordinator) fetchGroupOffsets(req *kmsg.OffsetFetchRequest, rg kmsg.Of
 }
 
 // validateConsumerFetchLocked is Kafka's check of an OffsetFetch (v9+) naming a member
-// of a consumer group: the member must exist, at the epoch given.
+// of a consumer group: the member must exist, at the epoch given. Kafka 4.3 keeps this
+// exact check (ConsumerGroup.validateOffsetFetch): KIP-1251 relaxes commits only.
 func (c *Coordinator) validateConsumerFetchLocked(groupID string, memberID *string, epoch int32) int16 {
 	part, code := c.partitionOfLocked(groupID)
 	if code != kerrNone || memberID == nil || *memberID == "" && epoch < 0 {

@@ -235,7 +235,8 @@ func (c *Coordinator) txnCommitLocked(req *kmsg.TxnOffsetCommitRequest, guard ui
 			delete(part.groups, g.id)
 		}
 	}
-	if code := validateTxnCommit(g, existed, req); code != kerrNone {
+	code, check := validateTxnCommit(g, existed, req)
+	if code != kerrNone {
 		cleanup()
 		fail(code)
 		return
@@ -273,15 +274,30 @@ func (c *Coordinator) txnCommitLocked(req *kmsg.TxnOffsetCommitRequest, guard ui
 			}
 		}
 	}
-	if len(records) == 0 {
-		cleanup()
-		ch <- resp
-		return
-	}
 	groupID := g.id
 	tps := make([]TopicPartition, len(commits))
 	for i, cm := range commits {
 		tps[i] = cm.tp
+	}
+	if check != nil {
+		if code := check.refuses(c.currentTopics(), tps); code != kerrNone {
+			// The whole request fails, as in Kafka; an unknown partition keeps its error.
+			cleanup()
+			for i := range resp.Topics {
+				for j := range resp.Topics[i].Partitions {
+					if rp := &resp.Topics[i].Partitions[j]; rp.ErrorCode != kerrUnknownTopicOrPartition {
+						rp.ErrorCode = code
+					}
+				}
+			}
+			ch <- resp
+			return
+		}
+	}
+	if len(records) == 0 {
+		cleanup()
+		ch <- resp
+		return
 	}
 	part.txnWriteQueuedLocked(req.ProducerID)
 	c.appendCommitsLocked(part, g, tps, records, func(err error) {
@@ -315,35 +331,37 @@ func (c *Coordinator) txnCommitLocked(req *kmsg.TxnOffsetCommitRequest, guard ui
 
 // validateTxnCommit is Kafka's check of a transactional commit into a group (KIP-447):
 // without a generation (v0–2 send none) it is accepted; with one, the member must be
-// known at that generation — a consumer group's (KIP-848) at its member epoch — and a
-// rebalance in progress does not refuse it. A commit naming no member (generation -1,
-// no member or instance id: v0–2, or a producer given only the group's id) is
-// accepted whatever the group's members, in a consumer group as in a classic one. A group that did not exist refuses a
-// generation.
-func validateTxnCommit(g *group, existed bool, req *kmsg.TxnOffsetCommitRequest) int16 {
+// known at that generation — a consumer group's (KIP-848) at its member epoch, or at
+// an older one for the partitions it has owned since then (KIP-1251: the check of
+// the partitions is returned, ILLEGAL_GENERATION when one fails) — and a rebalance in
+// progress does not refuse it. A commit naming no member (generation -1, no member or
+// instance id: v0–2, or a producer given only the group's id) is accepted whatever
+// the group's members, in a consumer group as in a classic one. A group that did not
+// exist refuses a generation.
+func validateTxnCommit(g *group, existed bool, req *kmsg.TxnOffsetCommitRequest) (int16, *assignmentEpochCheck) {
 	generation, memberID, instanceID := req.Generation, req.MemberID, req.InstanceID
 	if req.Version < 3 {
 		generation, memberID, instanceID = -1, "", nil
 	}
 	switch {
 	case !existed && generation >= 0:
-		return kerrIllegalGeneration
+		return kerrIllegalGeneration, nil
 	case g.state == StateDead: // being deleted
-		return kerrCoordinatorNotAvailable
+		return kerrCoordinatorNotAvailable, nil
 	case g.share != nil:
-		return kerrGroupIDNotFound
+		return kerrGroupIDNotFound, nil
 	case g.consumer != nil:
 		if generation < 0 && (len(g.consumer.members) == 0 || memberID == "" && instanceID == nil) {
-			return kerrNone // an empty group, or a commit that names no member (as Kafka accepts)
+			return kerrNone, nil // an empty group, or a commit that names no member (as Kafka accepts)
 		}
-		m := g.consumer.members[memberID]
-		if m == nil {
-			return kerrUnknownMemberID
-		}
-		if generation != m.epoch {
-			return kerrIllegalGeneration
-		}
-		return kerrNone
+		return validateConsumerCommit(g, memberID, generation, req.Version, true)
+	}
+	return validateClassicTxnCommit(g, memberID, instanceID, generation), nil
+}
+
+// validateClassicTxnCommit is validateTxnCommit's check in a classic group.
+func validateClassicTxnCommit(g *group, memberID string, instanceID *string, generation int32) int16 {
+	switch {
 	case generation < 0 && g.state == StateEmpty:
 		return kerrNone
 	case generation < 0 && memberID == "" && instanceID == nil:
