@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/samsa-streaming/samsa/internal/testutil"
 )
@@ -511,5 +512,120 @@ func rawChurn(c *kgo.Client, w int, topic string, partitions int, classic, consu
 			req.RequestWith(ctx, c)
 		}
 		cancel()
+	}
+}
+
+// TestGroups848CommitAssignmentEpochs: KIP-1251 (Kafka 4.3) over TCP. A franz-go
+// member holding a topic's four partitions since epoch e1 is moved to a newer epoch
+// when a second member joins; raw OffsetCommit requests in its name at e1 (v9 by
+// topic name, v10 by topic id) are accepted for the partitions it kept, refused whole
+// with STALE_MEMBER_EPOCH when one partition is the other member's or when the epoch
+// is newer than its own. The other member may not commit at e1: its partitions were
+// assigned to it later.
+func TestGroups848CommitAssignmentEpochs(t *testing.T) {
+	t.Parallel()
+	b := start848Broker(t)
+	adm := newAdmin(t, b)
+	const topic, group = "epochs848", "epochs848-franz"
+	createTopic(t, adm, topic, 4, nil)
+	// No commits of their own (new848Member disables autocommit): only the raw ones.
+	new848Member(t, b, "a", group, topic, nil).run(autoLoop("a", &ledger{}))
+	v := wait848(t, adm, group, topic, 30*time.Second, "a alone on 4 partitions", func(v view848) bool { return v.balanced(1, 4) })
+	var aID string
+	for id := range v.Members {
+		aID = id
+	}
+	e1 := v.Epochs[aID]
+	new848Member(t, b, "b", group, topic, nil).run(autoLoop("b", &ledger{}))
+	v = wait848(t, adm, group, topic, 30*time.Second, "a and b on 4 partitions, a past e1", func(v view848) bool {
+		return v.balanced(2, 4) && v.Epochs[aID] > e1
+	})
+	var bID string
+	for id := range v.Members {
+		if id != aID {
+			bID = id
+		}
+	}
+	e2, kept, taken := v.Epochs[aID], v.Members[aID], v.Members[bID]
+	t.Logf("a %s held all since %d, now at %d with %v; b %s at %d with %v", aID, e1, e2, kept, bID, v.Epochs[bID], taken)
+
+	cl9 := pinned(t, b, kmsg.OffsetCommit, 9)
+	cl10 := newClient(t, b, kgo.MaxVersions(kversion.Stable()))
+	id := topicIDByName(t, cl10, topic)
+	commit := func(cl *kgo.Client, version int16, member string, epoch int32, offsets map[int32]int64, unknownID bool) map[int32]int16 {
+		t.Helper()
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Group, req.MemberID, req.Generation = group, member, epoch
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic, rt.TopicID = topic, id
+		for _, p := range slices.Sorted(maps.Keys(offsets)) {
+			rp := kmsg.NewOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset, rp.LeaderEpoch = p, offsets[p], -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		if unknownID { // a topic id no topic has, beside the real one
+			ut := kmsg.NewOffsetCommitRequestTopic()
+			ut.TopicID = [16]byte{9, 9, 9}
+			ut.Partitions = []kmsg.OffsetCommitRequestTopicPartition{rt.Partitions[0]}
+			req.Topics = append(req.Topics, ut)
+		}
+		resp, err := req.RequestWith(ctxT(t, 10*time.Second), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Version != version {
+			t.Fatalf("OffsetCommit answered in v%d, want v%d", resp.Version, version)
+		}
+		out := map[int32]int16{}
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				if unknownID && rt.TopicID == [16]byte{9, 9, 9} {
+					if rp.ErrorCode != kerr.UnknownTopicID.Code {
+						t.Fatalf("partition %d of an unknown topic id: error %d, want UNKNOWN_TOPIC_ID", rp.Partition, rp.ErrorCode)
+					}
+					continue
+				}
+				out[rp.Partition] = rp.ErrorCode
+			}
+		}
+		return out
+	}
+	offsets := func(offset int64, ps ...int32) map[int32]int64 {
+		out := map[int32]int64{}
+		for _, p := range ps {
+			out[p] = offset
+		}
+		return out
+	}
+	want := func(what string, got map[int32]int16, code int16) {
+		t.Helper()
+		for p, c := range got {
+			if c != code {
+				t.Fatalf("%s: partition %d error %d (%v), want %d, all: %v", what, p, c, kerr.ErrorForCode(c), code, got)
+			}
+		}
+	}
+
+	want("v9, a at e1, the partitions it kept", commit(cl9, 9, aID, e1, offsets(11, kept...), false), 0)
+	if got := committedOffsets(t, adm, group, topic); got[kept[0]] != 11 || got[kept[1]] != 11 {
+		t.Fatalf("committed after a's commit at e1: %v, want 11 for %v", got, kept)
+	}
+	want("v9, a at e1, one partition it kept and one of b's", commit(cl9, 9, aID, e1, offsets(12, kept[0], taken[0]), false), kerr.StaleMemberEpoch.Code)
+	if got := committedOffsets(t, adm, group, topic); got[kept[0]] != 11 {
+		t.Fatalf("a refused commit moved partition %d to %d", kept[0], got[kept[0]])
+	}
+	want("v10 by id, a at e1, the partitions it kept, an unknown topic id beside", commit(cl10, 10, aID, e1, offsets(13, kept...), true), 0)
+	want("v10 by id, a at a newer epoch than its own", commit(cl10, 10, aID, e2+1, offsets(14, kept...), false), kerr.StaleMemberEpoch.Code)
+	want("v9, b at e1, partitions assigned to it after e1", commit(cl9, 9, bID, e1, offsets(15, taken...), false), kerr.StaleMemberEpoch.Code)
+	want("v9, a at its own epoch, any partition", commit(cl9, 9, aID, e2, offsets(16, taken[0]), false), 0)
+	got := committedOffsets(t, adm, group, topic)
+	for p, o := range map[int32]int64{kept[0]: 13, kept[1]: 13, taken[0]: 16} {
+		if got[p] != o {
+			t.Fatalf("committed offsets at the end: %v, want partition %d at %d", got, p, o)
+		}
+	}
+	if _, ok := got[taken[1]]; ok {
+		t.Fatalf("committed offsets at the end: %v, want none for partition %d", got, taken[1])
 	}
 }
