@@ -20,10 +20,12 @@ package broker
 //	DeleteGroups    (42) v0–3   any group type; share groups lose their share state too
 //	OffsetDelete    (47) v0
 //
-// OffsetCommit and OffsetFetch serve consumer groups (KIP-848) as Kafka does: a member
-// commits at its member epoch (v9+; STALE_MEMBER_EPOCH for an older one), and a
-// commit from outside the group is accepted only while it has no members. The
-// consumer protocol itself is in consumer_group_heartbeat.go.
+// OffsetCommit and OffsetFetch serve consumer groups (KIP-848) as Kafka 4.3 does: a
+// member commits (v9+) at its member epoch, or at an older epoch the partitions it
+// has owned since then (KIP-1251; one partition that fails makes the whole request
+// STALE_MEMBER_EPOCH), and fetches at its member epoch; a commit from outside the
+// group is accepted only while it has no members. The consumer protocol itself is in
+// consumer_group_heartbeat.go.
 //
 // OffsetFetch with RequireStable (v7+) answers UNSTABLE_OFFSET_COMMIT for a partition
 // whose offset a transaction not decided yet committed (TxnOffsetCommit is in

@@ -7,7 +7,9 @@ package broker
 //	AddPartitionsToTxn    (24) v0–5   v4+ batched, with VerifyOnly (KIP-890), from brokers
 //	AddOffsetsToTxn       (25) v0–4
 //	EndTxn                (26) v0–5   v5: transactions v2, the epoch bumps (KIP-890)
-//	TxnOffsetCommit       (28) v0–5   member and generation checked from v3 (KIP-447);
+//	TxnOffsetCommit       (28) v0–5   member and generation checked from v3 (KIP-447;
+//	                                  a consumer group's older member epoch for the
+//	                                  partitions held since then, KIP-1251);
 //	                                  v5 adds the group's partition itself (KIP-890)
 //	DescribeTransactions  (65) v0     an id named more than once is described once
 //	ListTransactions      (66) v0–2   duration filter from v1, id pattern from v2
