@@ -133,11 +133,11 @@ func (c *Coordinator) commitLocked(req *kmsg.OffsetCommitRequest, resp *kmsg.Off
 			}
 		}
 	}
+	tps := make([]TopicPartition, len(commits))
+	for i, cm := range commits {
+		tps[i] = cm.tp
+	}
 	if check != nil {
-		tps := make([]TopicPartition, len(commits))
-		for i, cm := range commits {
-			tps[i] = cm.tp
-		}
 		if code := check.refuses(c.currentTopics(), tps); code != kerrNone {
 			// As in Kafka, the whole request fails: every partition that reached the
 			// validation (an unknown one keeps its error) answers the code.
@@ -161,10 +161,6 @@ func (c *Coordinator) commitLocked(req *kmsg.OffsetCommitRequest, resp *kmsg.Off
 		return
 	}
 	groupID := g.id
-	tps := make([]TopicPartition, len(commits))
-	for i, cm := range commits {
-		tps[i] = cm.tp
-	}
 	c.appendCommitsLocked(part, g, tps, records, func(err error) {
 		if err != nil {
 			code := appendErrorCode(err)
