@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -303,12 +304,19 @@ func TestRandomFaultsExactlyOnce(t *testing.T) {
 // rules of TestClusterShareGroupStateFailover hold throughout (the share ledger's
 // check: no record's ACCEPT confirmed twice, every acknowledged record delivered),
 // every record is done in the end (each share-partition start offset at its high
-// watermark), and the history check holds.
+// watermark), and the history check holds. The consumers also release one or two
+// records of one poll in eight and renew the records of another one in eight before
+// accepting them, their choices drawn from the schedule's seed: a confirmed RELEASE
+// brings its record back with a higher delivery count, and before the first fault
+// every acknowledgement is confirmed, and a consumer of another group accepts
+// records it renewed after their first locks ended (the ledger's rules,
+// shareLedger.check, and renewPastDeadline).
 func TestRandomFaultsShareGroup(t *testing.T) {
 	t.Parallel()
 	disks, nodeDirs, flush := smallDisks(t)
 	c := testutil.StartCluster(t, testutil.ClusterOptions{ProxyControllerLinks: true, ProxyReplication: true, NodeOverrides: nodeDirs,
-		Overrides: slices.Concat(shareOverrides, flush, replicationOverrides)})
+		// renewPastDeadline's group locks records for a few seconds.
+		Overrides: slices.Concat(shareOverrides, []string{"group.share.min.record.lock.duration.ms=1000"}, flush, replicationOverrides)})
 	inv := watchInvariants(t, c)
 	const topic, partitions, groupID = "shared-battered", 6, "battered-share"
 	admin := newNodeClient(t, c.Node(1).Addr)
@@ -316,10 +324,14 @@ func TestRandomFaultsShareGroup(t *testing.T) {
 	setShareGroupConfig(t, c, admin, groupID, "share.auto.offset.reset", "earliest")
 	led := newShareLedger()
 	addrs := c.BrokerAddrs()
-	// The gate is never armed: the consumers acknowledge as they go.
-	consumers := startShareConsumers(t, addrs, groupID, topic, led, &holdGate{})
+	// The gate is never armed: the consumers acknowledge as they go, now and then
+	// releasing or renewing records first (shareMix, drawing from the schedule's seed).
+	consumers := startShareConsumers(t, addrs, groupID, topic, led, &holdGate{}, &shareMix{seed: faultSeed(t)})
+	renewed := renewPastDeadline(t, c, admin, topic)
 	p := startShareProducer(t, addrs, topic, led)
 	led.waitConfirmed(t, 1000, 90*time.Second, "1000 records accepted before the first fault")
+	renewed()
+	led.checkClean(t, "before the first fault")
 
 	runFaults(t, c, *faultsDuration, faultPlan{SmallDisks: disks})
 
@@ -366,6 +378,34 @@ func smallDisks(t *testing.T) (disks map[int32]*testutil.DyingDisk, nodeDirs map
 	return disks, nodeDirs, flush
 }
 
+// faultSeeds are the seeds of the tests running now, by test name (faultSeed).
+var faultSeeds struct {
+	sync.Mutex
+	byTest map[string]uint64
+}
+
+// faultSeed is t's seed: -faults.seed, or one from the clock, logged the first time t
+// asks. The fault schedule draws from it, and so does what else a test randomizes
+// (the share consumers' acknowledgements), so that -faults.seed replays both.
+func faultSeed(t *testing.T) uint64 {
+	t.Helper()
+	faultSeeds.Lock()
+	defer faultSeeds.Unlock()
+	if seed, ok := faultSeeds.byTest[t.Name()]; ok {
+		return seed
+	}
+	seed := *faultsSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	if faultSeeds.byTest == nil {
+		faultSeeds.byTest = map[string]uint64{}
+	}
+	faultSeeds.byTest[t.Name()] = seed
+	t.Logf("fault schedule seed %d (replay: go test ./test/cluster -run '^%s$' -args -faults.seed=%d)", seed, t.Name(), seed)
+	return seed
+}
+
 // runFaults injects a seeded random schedule of faults into c for d, one or two nodes
 // at a time: a step injects a fault on a node that has none while fewer than two do
 // (more often than it repairs), or repairs the oldest fault; steps are 0.2–3 s apart.
@@ -373,11 +413,7 @@ func smallDisks(t *testing.T) (disks map[int32]*testutil.DyingDisk, nodeDirs map
 // the schedule is logged and kept with the test's logs.
 func runFaults(t *testing.T, c *testutil.Cluster, d time.Duration, plan faultPlan) {
 	t.Helper()
-	seed := *faultsSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("fault schedule seed %d (replay: go test ./test/cluster -run '^%s$' -args -faults.seed=%d)", seed, t.Name(), seed)
+	seed := faultSeed(t)
 	rng := rand.New(rand.NewPCG(seed, seed>>1|1))
 	var active []fault
 	var schedule []string

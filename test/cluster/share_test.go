@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -70,7 +71,7 @@ func TestClusterShareGroupStateFailover(t *testing.T) {
 	led := newShareLedger()
 	gate := &holdGate{}
 	addrs := c.BrokerAddrs()
-	consumers := startShareConsumers(t, addrs, groupID, topic, led, gate)
+	consumers := startShareConsumers(t, addrs, groupID, topic, led, gate, nil)
 	p := startShareProducer(t, addrs, topic, led)
 
 	led.waitConfirmed(t, 1500, 90*time.Second, "1500 records accepted before the kill")
@@ -112,6 +113,10 @@ func TestClusterShareGroupStateFailover(t *testing.T) {
 	inv.check()
 }
 
+// shareDeliveryLimit is the share groups' delivery count limit in these tests
+// (group.share.delivery.count.limit; no test group sets share.delivery.count.limit).
+const shareDeliveryLimit = 10
+
 // shareOverrides are the share group tests' cluster settings: few coordinator
 // partitions, and sessions, locks and delivery counts that outlast the faults.
 var shareOverrides = []string{
@@ -123,18 +128,24 @@ var shareOverrides = []string{
 	"group.share.session.timeout.ms=10000",
 	"group.share.min.record.lock.duration.ms=10000",
 	"group.share.record.lock.duration.ms=10000",
-	"group.share.delivery.count.limit=10",
+	fmt.Sprintf("group.share.delivery.count.limit=%d", shareDeliveryLimit),
 	"min.insync.replicas=2",
 }
 
 // startShareConsumers starts three share consumers m0–m2 of groupID, each
-// bootstrapping through another node first.
-func startShareConsumers(t *testing.T, addrs []string, groupID, topic string, led *shareLedger, gate *holdGate) []*shareConsumer {
+// bootstrapping through another node first. With mix, each mixes RELEASE and RENEW
+// into its acknowledgements (shareMix), drawing from a source seeded with mix.seed
+// and its index.
+func startShareConsumers(t *testing.T, addrs []string, groupID, topic string, led *shareLedger, gate *holdGate, mix *shareMix) []*shareConsumer {
 	t.Helper()
 	var consumers []*shareConsumer
 	for i := range 3 {
 		seeds := append(slices.Clone(addrs[i:]), addrs[:i]...)
-		consumers = append(consumers, startShareConsumer(t, fmt.Sprintf("m%d", i), seeds, groupID, topic, led, gate))
+		var rng *rand.Rand
+		if mix != nil {
+			rng = rand.New(rand.NewPCG(mix.seed, uint64(i)+1))
+		}
+		consumers = append(consumers, startShareConsumer(t, fmt.Sprintf("m%d", i), seeds, groupID, topic, led, gate, rng))
 	}
 	return consumers
 }
@@ -430,6 +441,13 @@ type shareLedger struct {
 	confirmed  map[string][]int64 // value → when its ACCEPT was confirmed
 	attempts   map[string]int     // value → ACCEPTs sent
 	progress   chan struct{}      // a non-blocking nudge per confirmation round
+	// RELEASE and RENEW (the soak's shareMix):
+	releases     map[string][]shareDelivery // value → the deliveries whose RELEASE was confirmed (at: when)
+	inFlight     map[string]int             // value → RELEASEs sent and not answered yet
+	renewals     map[string]int             // value → RENEWs confirmed
+	releaseSent  int
+	renewSent    int
+	renewedCount int // RENEWs confirmed
 }
 
 type shareDelivery struct {
@@ -442,7 +460,8 @@ type shareDelivery struct {
 
 func newShareLedger() *shareLedger {
 	return &shareLedger{deliveries: map[string][]shareDelivery{}, confirmed: map[string][]int64{},
-		attempts: map[string]int{}, progress: make(chan struct{}, 1)}
+		attempts: map[string]int{}, progress: make(chan struct{}, 1),
+		releases: map[string][]shareDelivery{}, inFlight: map[string]int{}, renewals: map[string]int{}}
 }
 
 func (l *shareLedger) delivered(member string, recs []*kgo.Record) {
@@ -471,6 +490,78 @@ func (l *shareLedger) accepted(recs []*kgo.Record, confirmed func(partition int3
 	case l.progress <- struct{}{}:
 	default:
 	}
+}
+
+// releasing notes RELEASEs about to be sent (checkClean allows their records a
+// delivery more while they are in flight).
+func (l *shareLedger) releasing(recs []*kgo.Record) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range recs {
+		l.inFlight[string(r.Value)]++
+	}
+}
+
+// released notes the answers to RELEASEs of member's recs: confirmed unless their
+// partition failed.
+func (l *shareLedger) released(member string, recs []*kgo.Record, confirmed func(partition int32) bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seq++
+	for _, r := range recs {
+		v := string(r.Value)
+		l.inFlight[v]--
+		l.releaseSent++
+		if confirmed(r.Partition) {
+			l.releases[v] = append(l.releases[v], shareDelivery{member, r.Partition, r.Offset, r.DeliveryCount(), l.seq})
+		}
+	}
+}
+
+// renewed notes the answers to RENEWs of recs.
+func (l *shareLedger) renewed(recs []*kgo.Record, confirmed func(partition int32) bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seq++
+	for _, r := range recs {
+		l.renewSent++
+		if confirmed(r.Partition) {
+			l.renewals[string(r.Value)]++
+			l.renewedCount++
+		}
+	}
+}
+
+// checkClean fails t unless nothing went wrong so far, as before any fault: every
+// acknowledgement answered (ACCEPT, RELEASE, RENEW) was confirmed, and no record was
+// delivered more times than its RELEASEs, confirmed or still in flight, explain.
+func (l *shareLedger) checkClean(t *testing.T, what string) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var problems []string
+	accepts, releases, renewals := 0, 0, 0
+	for v, ds := range l.deliveries {
+		accepts += l.attempts[v] - len(l.confirmed[v])
+		releases += len(l.releases[v])
+		renewals += l.renewals[v]
+		if len(ds) > 1+len(l.releases[v])+l.inFlight[v] {
+			problems = append(problems, fmt.Sprintf("%s delivered %d times, %d RELEASEs confirmed: %+v", v, len(ds), len(l.releases[v]), ds))
+		}
+	}
+	if accepts > 0 || releases < l.releaseSent || renewals < l.renewSent {
+		problems = append(problems, fmt.Sprintf("%d ACCEPTs, %d of %d RELEASEs and %d of %d RENEWs not confirmed",
+			accepts, l.releaseSent-releases, l.releaseSent, l.renewSent-renewals, l.renewSent))
+	}
+	slices.Sort(problems)
+	if len(problems) > 20 {
+		problems = append(problems[:20], fmt.Sprintf("… and %d more", len(problems)-20))
+	}
+	if len(problems) > 0 {
+		t.Fatalf("%s: share ledger not clean:\n%s", what, strings.Join(problems, "\n"))
+	}
+	t.Logf("%s: share ledger clean: %d records delivered, %d ACCEPTs, %d RELEASEs, %d RENEWs confirmed",
+		what, len(l.deliveries), len(l.confirmed), releases, renewals)
 }
 
 // mark returns the ledger's clock now.
@@ -518,7 +609,34 @@ func (l *shareLedger) waitConfirmed(t *testing.T, n int, d time.Duration, what s
 	testutil.WaitFor(t, d, func() bool { return l.confirmedCount() >= n }, what)
 }
 
-// check holds the ledger to what the test promises (see its comment).
+// check holds the ledger to what the test promises (see its comment), and, where the
+// consumers released and renewed records (shareMix), to these rules:
+//
+//   - a RELEASE confirmed for a delivery of a record with delivery count c makes it
+//     available again: unless c reached the delivery count limit (the record is then
+//     archived), the record is delivered again — the ledger holds a delivery of it
+//     with a count above c. Counts, not the ledger's clock: another member may be
+//     handed the record before the releasing consumer's FlushAcks returns. A higher
+//     count is what a later acquisition brings (ReleaseMember lowers the count of a
+//     record held by a member that left, but only back to what it was before that
+//     member acquired it, which after the release is c at least). Should the RELEASE
+//     have applied to a later acquisition of the same member (its lock had expired
+//     and its client acquired the record again before the RELEASE arrived), that one
+//     had a count above c, and the next one more still. The record must be done in
+//     the end, and done without a delivery means archived at the limit, which the
+//     delivery count check below rules out.
+//   - a record whose RENEW and then ACCEPT were confirmed is held to the ACCEPT rule
+//     only (confirmed at most once). The sharper rule — the renewal kept the lock, so
+//     no other member was handed the record between the two — cannot be stated under
+//     these faults: locks are not durable, so a leader's failover or a member's lost
+//     session hands the record to another member before the renewed lock ends, and
+//     that is right; and a confirmed ACCEPT does not say which acquisition it applied
+//     to (an ACCEPT names offsets): if the member's lock expired while its poll sat in
+//     its buffer or its acknowledgement waited on a stopped node, another member may
+//     have been handed the record and given it back, and the member acquired it again
+//     before its RENEW and ACCEPT arrived, both then rightly confirmed. That a RENEW
+//     restarts the lock is checked where nothing else can end it: before the first
+//     fault (renewPastDeadline, checkClean).
 func (l *shareLedger) check(t *testing.T, h *history) {
 	t.Helper()
 	l.mu.Lock()
@@ -548,7 +666,26 @@ func (l *shareLedger) check(t *testing.T, h *history) {
 		}
 	}
 	if maxCount >= 8 {
-		problems = append(problems, fmt.Sprintf("a record was delivered %d times: near the delivery count limit (10), so done may not mean accepted", maxCount))
+		problems = append(problems, fmt.Sprintf("a record was delivered %d times: near the delivery count limit (%d), so done may not mean accepted", maxCount, shareDeliveryLimit))
+	}
+	releases := 0
+	for v, rels := range l.releases {
+		for _, rel := range rels {
+			releases++
+			if rel.count >= shareDeliveryLimit {
+				continue // archived
+			}
+			if !slices.ContainsFunc(l.deliveries[v], func(d shareDelivery) bool { return d.count > rel.count }) {
+				problems = append(problems, fmt.Sprintf("%s: RELEASE by %s of its delivery %d confirmed, and no delivery with a higher count followed (deliveries %+v)",
+					v, rel.member, rel.count, l.deliveries[v]))
+			}
+		}
+	}
+	renewedAccepted := 0
+	for v, n := range l.renewals {
+		if n > 0 && len(l.confirmed[v]) > 0 {
+			renewedAccepted++
+		}
 	}
 	slices.Sort(problems)
 	if len(problems) > 20 {
@@ -564,8 +701,8 @@ func (l *shareLedger) check(t *testing.T, h *history) {
 	if len(problems) > 0 {
 		t.Fatalf("share ledger check failed:\n%s", strings.Join(problems, "\n"))
 	}
-	t.Logf("share ledger: %d records delivered, %d of them more than once (most deliveries of one record: %d), %d times polled after another delivery's ACCEPT was confirmed; %d ACCEPTs not confirmed; %d records accepted without a confirmed ACCEPT",
-		len(l.deliveries), redelivered, maxCount, late, unconfirmed, noConfirm)
+	t.Logf("share ledger: %d records delivered, %d of them more than once (most deliveries of one record: %d), %d times polled after another delivery's ACCEPT was confirmed; %d ACCEPTs confirmed, %d not; %d records accepted without a confirmed ACCEPT; RELEASEs %d confirmed of %d sent; RENEWs %d confirmed of %d sent, %d renewed records' ACCEPT confirmed",
+		len(l.deliveries), redelivered, maxCount, late, len(l.confirmed), unconfirmed, noConfirm, releases, l.releaseSent, l.renewedCount, l.renewSent, renewedAccepted)
 }
 
 // holdGate holds the consumers, once armed, between getting records and acknowledging
@@ -614,7 +751,12 @@ func (g *holdGate) wait(ctx context.Context) {
 }
 
 // shareConsumer is a franz-go share consumer that accepts every record it gets and
-// flushes its acknowledgements after each poll.
+// flushes its acknowledgements after each poll — or, given a random source (the
+// soak's shareMix), one poll in eight releases one or two of its records (only
+// records delivered fewer than three times, so that releases alone never bring a
+// record near the delivery count limit) and accepts the rest, and one in eight renews
+// every record (FlushAcks: franz-go sends a RENEW in a ShareAcknowledge of its own,
+// with IsRenewAck), then accepts them.
 type shareConsumer struct {
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -622,29 +764,83 @@ type shareConsumer struct {
 	once   sync.Once
 }
 
-func startShareConsumer(t *testing.T, name string, seeds []string, groupID, topic string, led *shareLedger, gate *holdGate) *shareConsumer {
+// shareMix asks the consumers to mix RELEASE and RENEW into their acknowledgements.
+type shareMix struct{ seed uint64 }
+
+func startShareConsumer(t *testing.T, name string, seeds []string, groupID, topic string, led *shareLedger, gate *holdGate, rng *rand.Rand) *shareConsumer {
 	t.Helper()
-	var mu sync.Mutex
-	var results kgo.ShareAckResults
-	var clientLog *syncBuffer // the client's debug log (testutil.LogDir set), kept if the test fails
+	cl, acks := newShareClient(t, name, seeds, groupID, topic, 50)
+	ctx, cancel := context.WithCancel(context.Background())
+	sc := &shareConsumer{cancel: cancel, done: make(chan struct{}), cl: cl}
+	go func() {
+		defer close(sc.done)
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			if fs.IsClientClosed() || ctx.Err() != nil {
+				return
+			}
+			recs := fs.Records()
+			if len(recs) == 0 {
+				continue
+			}
+			led.delivered(name, recs)
+			gate.wait(ctx)
+			choice := 2 // accept all
+			if rng != nil {
+				choice = rng.IntN(8)
+			}
+			switch choice {
+			case 0: // release one or two, accept the rest
+				var release, rest []*kgo.Record
+				n := 1 + rng.IntN(2)
+				for _, i := range rng.Perm(len(recs)) {
+					if len(release) < n && recs[i].DeliveryCount() < 3 {
+						release = append(release, recs[i])
+					} else {
+						rest = append(rest, recs[i])
+					}
+				}
+				led.releasing(release)
+				// MarkAcks of no record would mark every record of the poll.
+				confirmed := acks.flush(ctx, "RELEASE and ACCEPT", func() {
+					if len(release) > 0 {
+						cl.MarkAcks(kgo.AckRelease, release...)
+					}
+					if len(rest) > 0 {
+						cl.MarkAcks(kgo.AckAccept, rest...)
+					}
+				})
+				led.released(name, release, confirmed)
+				led.accepted(rest, confirmed)
+			case 1: // renew every record, then accept them
+				confirmed := acks.flush(ctx, "RENEW", func() { cl.MarkAcks(kgo.AckRenew, recs...) })
+				led.renewed(recs, confirmed)
+				led.accepted(recs, acks.flush(ctx, "ACCEPT", func() { cl.MarkAcks(kgo.AckAccept, recs...) }))
+			default:
+				led.accepted(recs, acks.flush(ctx, "ACCEPT", func() { cl.MarkAcks(kgo.AckAccept, recs...) }))
+			}
+		}
+	}()
+	t.Cleanup(sc.stop)
+	return sc
+}
+
+// newShareClient is a franz-go share consumer of groupID taking up to maxRecords
+// records a fetch, and what sends its acknowledgements. With testutil.LogDir, its
+// debug log is kept if the test fails.
+func newShareClient(t *testing.T, name string, seeds []string, groupID, topic string, maxRecords int32) (*kgo.Client, *shareAcker) {
+	t.Helper()
+	var clientLog *syncBuffer
 	if testutil.LogDir != "" {
 		clientLog = &syncBuffer{}
 	}
+	acks := &shareAcker{name: name, t: t, log: clientLog}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(seeds...), kgo.ShareGroup(groupID), kgo.ConsumeTopics(topic),
-		kgo.FetchMaxWait(200 * time.Millisecond), kgo.ShareMaxRecords(50),
+		kgo.FetchMaxWait(200 * time.Millisecond), kgo.ShareMaxRecords(maxRecords),
 		kgo.MetadataMinAge(250 * time.Millisecond),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
-		kgo.ShareAckCallback(func(_ *kgo.Client, rs kgo.ShareAckResults) {
-			mu.Lock()
-			results = append(results, rs...)
-			mu.Unlock()
-			if clientLog != nil {
-				for _, r := range rs {
-					fmt.Fprintf(clientLog, "%s [TEST] ack result: partition %d: %v\n", time.Now().Format("15:04:05.000"), r.Partition, r.Err)
-				}
-			}
-		}),
+		kgo.ShareAckCallback(acks.callback),
 	}
 	if clientLog != nil {
 		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(clientLog, kgo.LogLevelDebug, func() string {
@@ -662,52 +858,163 @@ func startShareConsumer(t *testing.T, name string, seeds []string, groupID, topi
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	sc := &shareConsumer{cancel: cancel, done: make(chan struct{}), cl: cl}
+	acks.cl = cl
+	return cl, acks
+}
+
+// renewPastDeadline starts a share consumer r0 of a group of its own, renewGroup,
+// whose records are locked for renewLock only (so that the test waits little for a
+// lock to end; the soak's group keeps long locks, which outlast its faults). r0
+// takes the records of one poll, renews their acquisition locks halfway through, and
+// accepts them once every one of those first locks ended: the ACCEPT goes through
+// only if the RENEW restarted the locks. Run before any fault, when nothing else ends
+// a lock early (under faults a failover or a lost session does, rightly). r0 stops
+// fetching after its poll — were its locks to end, it must not acquire the records
+// again itself (an acknowledgement names offsets, not an acquisition) — and leaves
+// once it accepted. The returned func waits for r0 and fails t with what went wrong.
+func renewPastDeadline(t *testing.T, c *testutil.Cluster, admin *nodeClient, topic string) (wait func()) {
+	t.Helper()
+	const name, renewGroup, renewLock = "r0", "renew-past-deadline", 5 * time.Second // margins of 2.5 s for the RENEW, 1.5 s for the ACCEPT
+	setShareGroupConfig(t, c, admin, renewGroup, "share.record.lock.duration.ms", fmt.Sprint(renewLock.Milliseconds()))
+	cl, acks := newShareClient(t, name, c.BrokerAddrs(), renewGroup, topic, 20)
+	t.Cleanup(cl.Close)
+	done, finished := make(chan string, 1), make(chan struct{})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(func() { cancel(); <-finished }) // before cl.Close: no log after the test
 	go func() {
-		defer close(sc.done)
-		logged := 0
-		for ctx.Err() == nil {
-			fs := cl.PollFetches(ctx)
-			if fs.IsClientClosed() || ctx.Err() != nil {
-				return
-			}
-			recs := fs.Records()
-			if len(recs) == 0 {
-				continue
-			}
-			led.delivered(name, recs)
-			gate.wait(ctx)
-			mu.Lock()
-			results = nil
-			mu.Unlock()
-			cl.MarkAcks(kgo.AckAccept, recs...)
-			fctx, fcancel := context.WithTimeout(ctx, 90*time.Second)
-			if clientLog != nil {
-				fmt.Fprintf(clientLog, "%s [TEST] FlushAcks of %d records\n", time.Now().Format("15:04:05.000"), len(recs))
-			}
-			flushErr := cl.FlushAcks(fctx)
-			fcancel()
-			if clientLog != nil {
-				fmt.Fprintf(clientLog, "%s [TEST] FlushAcks returned %v\n", time.Now().Format("15:04:05.000"), flushErr)
-			}
-			mu.Lock()
-			failed := map[int32]error{}
-			for _, r := range results {
-				if r.Err != nil {
-					failed[r.Partition] = r.Err
-				}
-			}
-			mu.Unlock()
-			if (flushErr != nil || len(failed) > 0) && logged < 20 {
-				logged++
-				t.Logf("%s: acknowledgements not confirmed: flush %v, partitions %v", name, flushErr, failed)
-			}
-			led.accepted(recs, func(p int32) bool { return flushErr == nil && failed[p] == nil })
+		defer close(finished)
+		defer cl.Close()
+		var recs []*kgo.Record
+		for len(recs) == 0 && ctx.Err() == nil {
+			recs = cl.PollFetches(ctx).Records()
 		}
+		if len(recs) == 0 {
+			done <- "r0 got no records"
+			return
+		}
+		cl.PauseFetchTopics(topic)
+		// Held: the records of the poll's first acquisitions (a poll may take the
+		// records of several fetches, whose locks end at different times); the others
+		// are accepted at once.
+		first := slices.MinFunc(recs, func(a, b *kgo.Record) int { return a.AcquisitionDeadline().Compare(b.AcquisitionDeadline()) }).AcquisitionDeadline()
+		var held, rest []*kgo.Record
+		for _, r := range recs {
+			if r.AcquisitionDeadline().Before(first.Add(renewLock / 10)) {
+				held = append(held, r)
+			} else {
+				rest = append(rest, r)
+			}
+		}
+		if len(rest) > 0 {
+			acks.flush(ctx, "ACCEPT", func() { cl.MarkAcks(kgo.AckAccept, rest...) })
+		}
+		// The client's deadline is the response's arrival plus the lock duration: the
+		// broker's came before it. What is waited for here is a moment, not a
+		// condition: halfway through the locks, then past the end of every first one
+		// (a fifth of the lock after it: the renewed ones end three tenths later).
+		if !sleepUntil(ctx, first.Add(-renewLock/2)) {
+			done <- "r0: " + ctx.Err().Error()
+			return
+		}
+		renewAt := time.Now()
+		confirmed := acks.flush(ctx, "RENEW", func() { cl.MarkAcks(kgo.AckRenew, held...) })
+		if i := slices.IndexFunc(held, func(r *kgo.Record) bool { return !confirmed(r.Partition) }); i >= 0 {
+			done <- fmt.Sprintf("r0: RENEW of %s-%d offset %d not confirmed", held[i].Topic, held[i].Partition, held[i].Offset)
+			return
+		}
+		if !sleepUntil(ctx, first.Add(renewLock/5)) {
+			done <- "r0: " + ctx.Err().Error()
+			return
+		}
+		acceptAt := time.Now()
+		confirmed = acks.flush(ctx, "ACCEPT", func() { cl.MarkAcks(kgo.AckAccept, held...) })
+		if i := slices.IndexFunc(held, func(r *kgo.Record) bool { return !confirmed(r.Partition) }); i >= 0 {
+			done <- fmt.Sprintf("r0: ACCEPT of renewed %s-%d offset %d, %v after its first lock ended, not confirmed",
+				held[i].Topic, held[i].Partition, held[i].Offset, acceptAt.Sub(held[i].AcquisitionDeadline()).Round(time.Millisecond))
+			return
+		}
+		t.Logf("r0: %d records (%s-%d offsets %d…, delivery count %d) renewed %v before their first lock's end, accepted %v after it",
+			len(held), held[0].Topic, held[0].Partition, held[0].Offset, held[0].DeliveryCount(),
+			first.Sub(renewAt).Round(time.Millisecond), acceptAt.Sub(first).Round(time.Millisecond))
+		done <- ""
 	}()
-	t.Cleanup(sc.stop)
-	return sc
+	return func() {
+		t.Helper()
+		if problem := <-done; problem != "" {
+			t.Fatal(problem)
+		}
+	}
+}
+
+// sleepUntil waits until at, or until ctx ends (false).
+func sleepUntil(ctx context.Context, at time.Time) bool {
+	timer := time.NewTimer(time.Until(at))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// shareAcker sends a consumer's acknowledgements and tells which partitions' the
+// broker confirmed.
+type shareAcker struct {
+	name   string
+	t      *testing.T
+	cl     *kgo.Client
+	log    *syncBuffer // nil: not logged
+	logged int         // failures logged (one consumer's goroutine)
+	mu     struct {
+		sync.Mutex
+		results kgo.ShareAckResults
+	}
+}
+
+func (a *shareAcker) callback(_ *kgo.Client, rs kgo.ShareAckResults) {
+	a.mu.Lock()
+	a.mu.results = append(a.mu.results, rs...)
+	a.mu.Unlock()
+	for _, r := range rs {
+		a.logf("ack result: partition %d: %v", r.Partition, r.Err)
+	}
+}
+
+func (a *shareAcker) logf(format string, args ...any) {
+	if a.log != nil {
+		fmt.Fprintf(a.log, "%s [TEST] %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	}
+}
+
+// flush marks acknowledgements (mark) and flushes them. It returns whether the
+// broker confirmed a partition's: FlushAcks returned, and every result for that
+// partition came back without error (a partition's acknowledgements are applied all
+// or none; a partition with none confirmed nothing).
+func (a *shareAcker) flush(ctx context.Context, what string, mark func()) (confirmed func(partition int32) bool) {
+	a.mu.Lock()
+	a.mu.results = nil
+	a.mu.Unlock()
+	mark()
+	fctx, fcancel := context.WithTimeout(ctx, 90*time.Second)
+	a.logf("FlushAcks of %s", what)
+	flushErr := a.cl.FlushAcks(fctx)
+	fcancel()
+	a.logf("FlushAcks of %s returned %v", what, flushErr)
+	a.mu.Lock()
+	answered, failed := map[int32]bool{}, map[int32]error{}
+	for _, r := range a.mu.results {
+		answered[r.Partition] = true
+		if r.Err != nil {
+			failed[r.Partition] = r.Err
+		}
+	}
+	a.mu.Unlock()
+	if (flushErr != nil || len(failed) > 0) && a.logged < 20 {
+		a.logged++
+		a.t.Logf("%s: %s not confirmed: flush %v, partitions %v", a.name, what, flushErr, failed)
+	}
+	return func(p int32) bool { return flushErr == nil && answered[p] && failed[p] == nil }
 }
 
 // syncBuffer is a strings.Builder safe for concurrent use.
@@ -827,7 +1134,7 @@ func TestClusterShareNewPartitions(t *testing.T) {
 
 	led := newShareLedger()
 	addrs := c.BrokerAddrs()
-	consumers := startShareConsumers(t, addrs, groupID, topic, led, &holdGate{})
+	consumers := startShareConsumers(t, addrs, groupID, topic, led, &holdGate{}, nil)
 	p := startShareProducer(t, addrs, topic, led)
 	led.waitConfirmed(t, 500, 90*time.Second, "500 records accepted on the first six partitions")
 	setShareGroupConfig(t, c, admin, groupID, "share.auto.offset.reset", "latest")
