@@ -286,3 +286,52 @@ func TestTxnOffsetCommitAssignmentEpochs(t *testing.T) {
 		t.Fatalf("offsets after the commit marker: %v, want %v at 5 and nothing for %v", got, kept, taken)
 	}
 }
+
+// TestConsumerGroupStaticLeaveReleasesRevocations: a static member that leaves for a
+// while (epoch -2) while it still has partitions to revoke gives those up at once, as
+// Kafka's consumerGroupStaticMemberGroupLeave clears its partitions pending
+// revocation: the member they were moved to gets them at its next heartbeat instead
+// of waiting for the static member's return or its session's end. The partitions it
+// keeps stay its own, and its next incarnation gets them back.
+func TestConsumerGroupStaticLeaveReleasesRevocations(t *testing.T) {
+	h, ft := newConsumerHarness(t, nil)
+	ft.set("t", 6)
+	tid := topicIDOf("t")
+	a := &cmember{id: "a", instance: "ia", topics: []string{"t"}}
+	b := &cmember{id: "b", topics: []string{"t"}}
+	settle(t, h, "g", []*cmember{a, b}, 6)
+	c := &cmember{id: "c", topics: []string{"t"}}
+	h.cgHeartbeat("g", c, true) // joins: the target moves a partition of a's and one of b's to c
+	held := a.owned.clone()
+	h.cgHeartbeat("g", a, true) // told to revoke one; it never reports doing so
+	var revoking []int32
+	for _, p := range held[tid] {
+		if !a.owned.has(tid, p) {
+			revoking = append(revoking, p)
+		}
+	}
+	if len(revoking) == 0 {
+		t.Fatalf("a was asked to revoke nothing: held %v, now %v", held, a.owned)
+	}
+	kept := a.owned.clone()
+	a.epoch = staticLeaveEpoch
+	if r := h.cgHeartbeat("g", a, false); r.ErrorCode != 0 {
+		t.Fatalf("static leave: error %d", r.ErrorCode)
+	}
+	a.gone = true
+	for range 3 { // b revokes its own and reports it; c takes what is free
+		h.cgHeartbeat("g", b, true)
+		h.cgHeartbeat("g", c, true)
+	}
+	for _, p := range revoking {
+		if !c.owned.has(tid, p) {
+			t.Fatalf("c owns %v; partition %d, pending revocation when its static owner left, was not released to it", c.owned, p)
+		}
+	}
+	a2 := &cmember{id: "a2", instance: "ia", topics: []string{"t"}}
+	if r := h.cgHeartbeat("g", a2, true); r.ErrorCode != 0 || !a2.owned.equal(kept) {
+		t.Fatalf("static return: error %d, owns %v, want %v", r.ErrorCode, a2.owned, kept)
+	}
+	checkExclusive(t, []*cmember{a2, b, c})
+	checkAssignmentEpochs(t, h, "g")
+}

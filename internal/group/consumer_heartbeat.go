@@ -230,13 +230,20 @@ func (hb *heartbeat) leave(g *group) (int16, string) {
 	// Kafka wants the instance id with epoch -2; franz-go sends only the member id,
 	// which names the member as well. A dynamic member leaving with -2 just leaves.
 	if req.MemberEpoch == staticLeaveEpoch && m.static() {
-		// The member keeps its partitions until it is back or its session expires.
+		// The member keeps its partitions until it is back or its session expires;
+		// those it was asked to revoke are released at once, as Kafka's
+		// consumerGroupStaticMemberGroupLeave clears them, so that their new owners
+		// need not wait for its return.
 		left := m.clone()
 		left.previousEpoch, left.epoch = m.epoch, staticLeaveEpoch
+		left.revoking = Assignment{}
+		if left.state == memberUnrevoked {
+			left.state = memberStable
+		}
 		// Its partitions count as assigned from epoch 0, so that its next incarnation
 		// may commit them at any epoch up to its own (Kafka's
 		// resetAssignedPartitionsEpochsToZero).
-		left.assignmentEpochs = epochsOf(nil, 0, left.assigned, left.revoking)
+		left.assignmentEpochs = epochsOf(nil, 0, left.assigned)
 		hb.records = append(hb.records, consumerMemberRecord(g.id, left))
 		hb.c.logger.Info("static consumer group member left temporarily", "group", g.id, "member", id, "instance", m.instanceID)
 		return kerrNone, ""
