@@ -442,12 +442,11 @@ type shareLedger struct {
 	attempts   map[string]int     // value → ACCEPTs sent
 	progress   chan struct{}      // a non-blocking nudge per confirmation round
 	// RELEASE and RENEW (the soak's shareMix):
-	releases     map[string][]shareDelivery // value → the deliveries whose RELEASE was confirmed (at: when)
-	inFlight     map[string]int             // value → RELEASEs sent and not answered yet
-	renewals     map[string]int             // value → RENEWs confirmed
-	releaseSent  int
-	renewSent    int
-	renewedCount int // RENEWs confirmed
+	releases    map[string][]shareDelivery // value → the deliveries whose RELEASE was confirmed (at: when)
+	inFlight    map[string]int             // value → RELEASEs sent and not answered yet
+	renewals    map[string]int             // value → RENEWs confirmed
+	releaseSent int
+	renewSent   int
 }
 
 type shareDelivery struct {
@@ -527,7 +526,6 @@ func (l *shareLedger) renewed(recs []*kgo.Record, confirmed func(partition int32
 		l.renewSent++
 		if confirmed(r.Partition) {
 			l.renewals[string(r.Value)]++
-			l.renewedCount++
 		}
 	}
 }
@@ -681,8 +679,9 @@ func (l *shareLedger) check(t *testing.T, h *history) {
 			}
 		}
 	}
-	renewedAccepted := 0
+	renewedAccepted, renewed := 0, 0
 	for v, n := range l.renewals {
+		renewed += n
 		if n > 0 && len(l.confirmed[v]) > 0 {
 			renewedAccepted++
 		}
@@ -702,7 +701,7 @@ func (l *shareLedger) check(t *testing.T, h *history) {
 		t.Fatalf("share ledger check failed:\n%s", strings.Join(problems, "\n"))
 	}
 	t.Logf("share ledger: %d records delivered, %d of them more than once (most deliveries of one record: %d), %d times polled after another delivery's ACCEPT was confirmed; %d ACCEPTs confirmed, %d not; %d records accepted without a confirmed ACCEPT; RELEASEs %d confirmed of %d sent; RENEWs %d confirmed of %d sent, %d renewed records' ACCEPT confirmed",
-		len(l.deliveries), redelivered, maxCount, late, len(l.confirmed), unconfirmed, noConfirm, releases, l.releaseSent, l.renewedCount, l.renewSent, renewedAccepted)
+		len(l.deliveries), redelivered, maxCount, late, len(l.confirmed), unconfirmed, noConfirm, releases, l.releaseSent, renewed, l.renewSent, renewedAccepted)
 }
 
 // holdGate holds the consumers, once armed, between getting records and acknowledging
