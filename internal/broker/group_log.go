@@ -68,11 +68,13 @@ func groupConfig(c *config.Broker) group.Config {
 		ConsumerSessionTimeout:        ms(int64(c.GroupConsumerSessionTimeoutMs)),
 		ConsumerHeartbeatInterval:     ms(int64(c.GroupConsumerHeartbeatIntervalMs)),
 		ConsumerMaxSize:               c.GroupConsumerMaxSize,
+		ConsumerAssignmentInterval:    ms(int64(c.GroupConsumerAssignmentIntervalMs)),
 		ConsumerAssignors:             c.GroupConsumerAssignors,
 		MigrationPolicy:               c.GroupConsumerMigrationPolicy,
 		ShareSessionTimeout:           ms(int64(c.GroupShareSessionTimeoutMs)),
 		ShareHeartbeatInterval:        ms(int64(c.GroupShareHeartbeatIntervalMs)),
 		ShareMaxSize:                  c.GroupShareMaxSize,
+		ShareAssignmentInterval:       ms(int64(c.GroupShareAssignmentIntervalMs)),
 	}
 }
 
@@ -86,8 +88,10 @@ func (b *Broker) groupTimeouts(name string) group.Timeouts {
 	ms := func(name string) time.Duration {
 		return time.Duration(config.GroupInt(b.cfg, overrides, name)) * time.Millisecond
 	}
+	consumerAssignment, shareAssignment := ms("consumer.assignment.interval.ms"), ms("share.assignment.interval.ms")
 	return group.Timeouts{
 		ConsumerSession: ms("consumer.session.timeout.ms"), ConsumerHeartbeat: ms("consumer.heartbeat.interval.ms"),
 		ShareSession: ms("share.session.timeout.ms"), ShareHeartbeat: ms("share.heartbeat.interval.ms"),
+		ConsumerAssignment: &consumerAssignment, ShareAssignment: &shareAssignment,
 	}
 }

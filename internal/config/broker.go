@@ -193,27 +193,35 @@ type Broker struct {
 	GroupMaxSessionTimeoutMs     int32 // group.max.session.timeout.ms
 	GroupMaxSize                 int32 // group.max.size
 
-	GroupConsumerSessionTimeoutMs       int32    // group.consumer.session.timeout.ms
-	GroupConsumerMinSessionTimeoutMs    int32    // group.consumer.min.session.timeout.ms
-	GroupConsumerMaxSessionTimeoutMs    int32    // group.consumer.max.session.timeout.ms
-	GroupConsumerHeartbeatIntervalMs    int32    // group.consumer.heartbeat.interval.ms
-	GroupConsumerMinHeartbeatIntervalMs int32    // group.consumer.min.heartbeat.interval.ms
-	GroupConsumerMaxHeartbeatIntervalMs int32    // group.consumer.max.heartbeat.interval.ms
-	GroupConsumerMaxSize                int32    // group.consumer.max.size
-	GroupConsumerAssignors              []string // group.consumer.assignors: "uniform", "range"
-	GroupConsumerMigrationPolicy        string   // group.consumer.migration.policy
+	GroupConsumerSessionTimeoutMs       int32 // group.consumer.session.timeout.ms
+	GroupConsumerMinSessionTimeoutMs    int32 // group.consumer.min.session.timeout.ms
+	GroupConsumerMaxSessionTimeoutMs    int32 // group.consumer.max.session.timeout.ms
+	GroupConsumerHeartbeatIntervalMs    int32 // group.consumer.heartbeat.interval.ms
+	GroupConsumerMinHeartbeatIntervalMs int32 // group.consumer.min.heartbeat.interval.ms
+	GroupConsumerMaxHeartbeatIntervalMs int32 // group.consumer.max.heartbeat.interval.ms
+	GroupConsumerMaxSize                int32 // group.consumer.max.size
+	// group.consumer.assignment.interval.ms and its bounds group.consumer.{min,max}.…
+	GroupConsumerAssignmentIntervalMs    int32
+	GroupConsumerMinAssignmentIntervalMs int32
+	GroupConsumerMaxAssignmentIntervalMs int32
+	GroupConsumerAssignors               []string // group.consumer.assignors: "uniform", "range"
+	GroupConsumerMigrationPolicy         string   // group.consumer.migration.policy
 
 	// GroupCoordinatorRebalanceProtocols: group.coordinator.rebalance.protocols, the
 	// group protocols served (classic always; consumer, share, streams).
 	GroupCoordinatorRebalanceProtocols []string
 
-	GroupShareSessionTimeoutMs        int32 // group.share.session.timeout.ms
-	GroupShareMinSessionTimeoutMs     int32 // group.share.min.session.timeout.ms
-	GroupShareMaxSessionTimeoutMs     int32 // group.share.max.session.timeout.ms
-	GroupShareHeartbeatIntervalMs     int32 // group.share.heartbeat.interval.ms
-	GroupShareMinHeartbeatIntervalMs  int32 // group.share.min.heartbeat.interval.ms
-	GroupShareMaxHeartbeatIntervalMs  int32 // group.share.max.heartbeat.interval.ms
-	GroupShareMaxSize                 int32 // group.share.max.size
+	GroupShareSessionTimeoutMs       int32 // group.share.session.timeout.ms
+	GroupShareMinSessionTimeoutMs    int32 // group.share.min.session.timeout.ms
+	GroupShareMaxSessionTimeoutMs    int32 // group.share.max.session.timeout.ms
+	GroupShareHeartbeatIntervalMs    int32 // group.share.heartbeat.interval.ms
+	GroupShareMinHeartbeatIntervalMs int32 // group.share.min.heartbeat.interval.ms
+	GroupShareMaxHeartbeatIntervalMs int32 // group.share.max.heartbeat.interval.ms
+	GroupShareMaxSize                int32 // group.share.max.size
+	// group.share.assignment.interval.ms and its bounds group.share.{min,max}.…
+	GroupShareAssignmentIntervalMs    int32
+	GroupShareMinAssignmentIntervalMs int32
+	GroupShareMaxAssignmentIntervalMs int32
 	GroupShareRecordLockDurationMs    int32 // group.share.record.lock.duration.ms
 	GroupShareMinRecordLockDurationMs int32 // group.share.min.record.lock.duration.ms
 	GroupShareMaxRecordLockDurationMs int32 // group.share.max.record.lock.duration.ms
@@ -607,6 +615,12 @@ func (b *Broker) crossChecks() []error {
 	}
 	if b.GroupConsumerHeartbeatIntervalMs >= b.GroupConsumerSessionTimeoutMs {
 		add(conflict("group.consumer.heartbeat.interval.ms=%d must be below group.consumer.session.timeout.ms=%d", b.GroupConsumerHeartbeatIntervalMs, b.GroupConsumerSessionTimeoutMs))
+	}
+	if b.GroupConsumerAssignmentIntervalMs < b.GroupConsumerMinAssignmentIntervalMs || b.GroupConsumerAssignmentIntervalMs > b.GroupConsumerMaxAssignmentIntervalMs {
+		add(conflict("group.consumer.assignment.interval.ms=%d is outside [group.consumer.min.assignment.interval.ms=%d, group.consumer.max.assignment.interval.ms=%d]", b.GroupConsumerAssignmentIntervalMs, b.GroupConsumerMinAssignmentIntervalMs, b.GroupConsumerMaxAssignmentIntervalMs))
+	}
+	if b.GroupShareAssignmentIntervalMs < b.GroupShareMinAssignmentIntervalMs || b.GroupShareAssignmentIntervalMs > b.GroupShareMaxAssignmentIntervalMs {
+		add(conflict("group.share.assignment.interval.ms=%d is outside [group.share.min.assignment.interval.ms=%d, group.share.max.assignment.interval.ms=%d]", b.GroupShareAssignmentIntervalMs, b.GroupShareMinAssignmentIntervalMs, b.GroupShareMaxAssignmentIntervalMs))
 	}
 	if b.GroupShareSessionTimeoutMs < b.GroupShareMinSessionTimeoutMs || b.GroupShareSessionTimeoutMs > b.GroupShareMaxSessionTimeoutMs {
 		add(conflict("group.share.session.timeout.ms=%d is outside [group.share.min.session.timeout.ms=%d, group.share.max.session.timeout.ms=%d]", b.GroupShareSessionTimeoutMs, b.GroupShareMinSessionTimeoutMs, b.GroupShareMaxSessionTimeoutMs))

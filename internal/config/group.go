@@ -51,6 +51,13 @@ var groupConfigs = []groupConfig{
 		bounds: func(b *Broker) (int32, int32) {
 			return b.GroupConsumerMinHeartbeatIntervalMs, b.GroupConsumerMaxHeartbeatIntervalMs
 		}},
+	{name: "consumer.assignment.interval.ms", broker: "group.consumer.assignment.interval.ms", valid: "[group.consumer.min.assignment.interval.ms,...,group.consumer.max.assignment.interval.ms]", typ: TypeInt,
+		doc:   "Least time between two target assignments of the group (Kafka 4.3, KIP-1263); 0 assigns at every change.",
+		check: intAtLeast(0),
+		def:   func(b *Broker) string { return strconv.Itoa(int(b.GroupConsumerAssignmentIntervalMs)) },
+		bounds: func(b *Broker) (int32, int32) {
+			return b.GroupConsumerMinAssignmentIntervalMs, b.GroupConsumerMaxAssignmentIntervalMs
+		}},
 	{name: "share.session.timeout.ms", broker: "group.share.session.timeout.ms", valid: "[group.share.min.session.timeout.ms,...,group.share.max.session.timeout.ms]", typ: TypeInt,
 		doc:   "Session timeout of the share group's members.",
 		check: intAtLeast(1),
@@ -64,6 +71,13 @@ var groupConfigs = []groupConfig{
 		def:   func(b *Broker) string { return strconv.Itoa(int(b.GroupShareHeartbeatIntervalMs)) },
 		bounds: func(b *Broker) (int32, int32) {
 			return b.GroupShareMinHeartbeatIntervalMs, b.GroupShareMaxHeartbeatIntervalMs
+		}},
+	{name: "share.assignment.interval.ms", broker: "group.share.assignment.interval.ms", valid: "[group.share.min.assignment.interval.ms,...,group.share.max.assignment.interval.ms]", typ: TypeInt,
+		doc:   "Least time between two target assignments of the share group (Kafka 4.3, KIP-1263); 0 assigns at every change.",
+		check: intAtLeast(0),
+		def:   func(b *Broker) string { return strconv.Itoa(int(b.GroupShareAssignmentIntervalMs)) },
+		bounds: func(b *Broker) (int32, int32) {
+			return b.GroupShareMinAssignmentIntervalMs, b.GroupShareMaxAssignmentIntervalMs
 		}},
 	{name: "share.auto.offset.reset", valid: "latest, earliest", typ: TypeString,
 		doc: "Where a share group starts in the partitions of a topic it meets for the first time: latest or earliest (partitions the topic gains later start at offset 0).",

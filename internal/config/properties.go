@@ -507,6 +507,16 @@ var coreProperties = []property{
 	property{name: "group.share.max.heartbeat.interval.ms", spec: atLeast(TypeInt, 1), def: "15000",
 		doc: "Upper bound of group.share.heartbeat.interval.ms and of the group config share.heartbeat.interval.ms."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupShareMaxHeartbeatIntervalMs })),
+	property{name: "group.share.assignment.interval.ms", spec: atLeast(TypeInt, 0), def: "1000",
+		doc:  "Least time between two target assignments of a share group (Kafka 4.3, KIP-1263): changes within it are assigned together once it has passed, at the next heartbeat of a member; 0 assigns at every change. A member whose group waits for its next assignment is asked to heartbeat again when it is due.",
+		note: "Not dynamic. Kafka keeps the member's heartbeat interval while its group waits."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareAssignmentIntervalMs })),
+	property{name: "group.share.min.assignment.interval.ms", spec: atLeast(TypeInt, 0), def: "0",
+		doc: "Lower bound of group.share.assignment.interval.ms and of the group config share.assignment.interval.ms."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareMinAssignmentIntervalMs })),
+	property{name: "group.share.max.assignment.interval.ms", spec: atLeast(TypeInt, 0), def: "15000",
+		doc: "Upper bound of group.share.assignment.interval.ms and of the group config share.assignment.interval.ms."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupShareMaxAssignmentIntervalMs })),
 	property{name: "group.share.max.size", spec: atLeast(TypeInt, 1), def: "200",
 		doc: "Most members one share group may have."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupShareMaxSize })),
@@ -572,6 +582,16 @@ var coreProperties = []property{
 	property{name: "group.consumer.max.heartbeat.interval.ms", spec: atLeast(TypeInt, 1), def: "15000",
 		doc: "Upper bound of group.consumer.heartbeat.interval.ms and of the group config consumer.heartbeat.interval.ms."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerMaxHeartbeatIntervalMs })),
+	property{name: "group.consumer.assignment.interval.ms", spec: atLeast(TypeInt, 0), def: "1000",
+		doc:  "Least time between two target assignments of a consumer-protocol group (Kafka 4.3, KIP-1263): changes within it are assigned together once it has passed, at the next heartbeat of a member; 0 assigns at every change. A member whose group waits for its next assignment is asked to heartbeat again when it is due.",
+		note: "Not dynamic. Kafka keeps the member's heartbeat interval while its group waits."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerAssignmentIntervalMs })),
+	property{name: "group.consumer.min.assignment.interval.ms", spec: atLeast(TypeInt, 0), def: "0",
+		doc: "Lower bound of group.consumer.assignment.interval.ms and of the group config consumer.assignment.interval.ms."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerMinAssignmentIntervalMs })),
+	property{name: "group.consumer.max.assignment.interval.ms", spec: atLeast(TypeInt, 0), def: "15000",
+		doc: "Upper bound of group.consumer.assignment.interval.ms and of the group config consumer.assignment.interval.ms."}.
+		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerMaxAssignmentIntervalMs })),
 	property{name: "group.consumer.max.size", spec: atLeast(TypeInt, 1), def: "2147483647",
 		doc: "Most members one consumer-protocol group may have."}.
 		bind(i32(func(b *Broker) *int32 { return &b.GroupConsumerMaxSize })),

@@ -109,6 +109,7 @@ func TestConsumerGroupCommitPendingRevocation(t *testing.T) {
 
 	// c joins: a must give up one of the partitions it has held since e1, and stays at
 	// e2 until it reports it revoked.
+	h.clock.Advance(h.cfg.ConsumerAssignmentInterval) // c's join is assigned at once
 	c := &cmember{id: "c", topics: []string{"t"}}
 	if r := h.cgHeartbeat("g", c, true); r.ErrorCode != 0 {
 		t.Fatalf("c joins: error %d", r.ErrorCode)
@@ -300,6 +301,7 @@ func TestConsumerGroupStaticLeaveReleasesRevocations(t *testing.T) {
 	a := &cmember{id: "a", instance: "ia", topics: []string{"t"}}
 	b := &cmember{id: "b", topics: []string{"t"}}
 	settle(t, h, "g", []*cmember{a, b}, 6)
+	h.clock.Advance(h.cfg.ConsumerAssignmentInterval) // c's join is assigned at once
 	c := &cmember{id: "c", topics: []string{"t"}}
 	h.cgHeartbeat("g", c, true) // joins: the target moves a partition of a's and one of b's to c
 	held := a.owned.clone()

@@ -9,7 +9,8 @@ import (
 // Config holds the coordinator settings, named after Kafka's broker properties.
 //
 // A zero field takes Kafka's default (see DefaultConfig), except InitialRebalanceDelay,
-// where zero means no delay.
+// where zero means no delay, and the assignment intervals, where zero means a new
+// target assignment at every change.
 type Config struct {
 	// NumPartitions is offsets.topic.num.partitions (default 50).
 	NumPartitions int32
@@ -37,6 +38,9 @@ type Config struct {
 	ConsumerHeartbeatInterval time.Duration
 	// ConsumerMaxSize is group.consumer.max.size (default unlimited).
 	ConsumerMaxSize int32
+	// ConsumerAssignmentInterval is group.consumer.assignment.interval.ms (Kafka 4.3,
+	// KIP-1263; default 1 s): the least time between two target assignments of a group.
+	ConsumerAssignmentInterval time.Duration
 	// ConsumerAssignors is group.consumer.assignors: "uniform" and/or "range"; the
 	// first is the default (default uniform, range).
 	ConsumerAssignors []string
@@ -52,6 +56,8 @@ type Config struct {
 	ShareHeartbeatInterval time.Duration
 	// ShareMaxSize is group.share.max.size (default 200).
 	ShareMaxSize int32
+	// ShareAssignmentInterval is group.share.assignment.interval.ms (default 1 s).
+	ShareAssignmentInterval time.Duration
 }
 
 // DefaultConfig returns Kafka's defaults.
@@ -69,11 +75,13 @@ func DefaultConfig() Config {
 		ConsumerSessionTimeout:        45 * time.Second,
 		ConsumerHeartbeatInterval:     5 * time.Second,
 		ConsumerMaxSize:               1<<31 - 1,
+		ConsumerAssignmentInterval:    time.Second,
 		ConsumerAssignors:             []string{assignorUniform, assignorRange},
 		MigrationPolicy:               "bidirectional",
 		ShareSessionTimeout:           45 * time.Second,
 		ShareHeartbeatInterval:        5 * time.Second,
 		ShareMaxSize:                  200,
+		ShareAssignmentInterval:       time.Second,
 	}
 }
 
@@ -104,9 +112,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxMetadataSize <= 0 {
 		c.MaxMetadataSize = d.MaxMetadataSize
 	}
-	if c.InitialRebalanceDelay < 0 {
-		c.InitialRebalanceDelay = 0
-	}
+	c.InitialRebalanceDelay = max(c.InitialRebalanceDelay, 0)
+	c.ConsumerAssignmentInterval = max(c.ConsumerAssignmentInterval, 0)
+	c.ShareAssignmentInterval = max(c.ShareAssignmentInterval, 0)
 	if c.ConsumerSessionTimeout <= 0 {
 		c.ConsumerSessionTimeout = d.ConsumerSessionTimeout
 	}
@@ -145,6 +153,12 @@ func (c Config) Validate() error {
 	}
 	if c.InitialRebalanceDelay < 0 {
 		bad("group.initial.rebalance.delay.ms", c.InitialRebalanceDelay.Milliseconds(), "must not be negative")
+	}
+	if c.ConsumerAssignmentInterval < 0 {
+		bad("group.consumer.assignment.interval.ms", c.ConsumerAssignmentInterval.Milliseconds(), "must not be negative")
+	}
+	if c.ShareAssignmentInterval < 0 {
+		bad("group.share.assignment.interval.ms", c.ShareAssignmentInterval.Milliseconds(), "must not be negative")
 	}
 	if c.MinSessionTimeout < 0 {
 		bad("group.min.session.timeout.ms", c.MinSessionTimeout.Milliseconds(), "must not be negative")

@@ -289,8 +289,10 @@ func (c *Coordinator) joinConsumerGroupLocked(part *partition, g *group, jr join
 			}
 		}
 	}
-	records, resolved := c.changeMemberLocked(g.id, g, cg, memberChange{
-		m: m, old: old, before: before, replaced: replaced,
+	// A classic member's heartbeat interval is its own: it is not asked back sooner
+	// when the group waits for its next assignment.
+	records, resolved, _ := c.changeMemberLocked(g.id, g, cg, memberChange{
+		m: m, old: old, before: before, replaced: replaced, now: now,
 		subscriptionChanged: subscriptionChanged, owned: owned,
 	})
 	result := joinResult{memberID: id, generation: m.epoch, protocolType: consumerProtocolType, protocol: jr.protocols[0].name}

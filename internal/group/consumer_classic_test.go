@@ -188,6 +188,7 @@ func settleMixed(t *testing.T, h *harness, group string, consumers []*cmember, c
 		if checkMixedExclusive(t, consumers, classics) == partitions && describeState(t, h, group) == "Stable" {
 			return
 		}
+		passAssignmentInterval(t, h, group)
 	}
 	t.Fatalf("group %s did not settle", group)
 }

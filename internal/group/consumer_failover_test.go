@@ -13,6 +13,7 @@ func TestConsumerGroupReloadMidReconciliation(t *testing.T) {
 	ft.set("t", 4)
 	a := &cmember{id: "a", topics: []string{"t"}}
 	settle(t, h, "g", []*cmember{a}, 4)
+	h.clock.Advance(h.cfg.ConsumerAssignmentInterval) // b's join is assigned at once
 	b := &cmember{id: "b", topics: []string{"t"}}
 	if r := h.cgHeartbeat("g", b, true); r.ErrorCode != 0 {
 		t.Fatalf("b joins: error %d", r.ErrorCode)
@@ -194,6 +195,7 @@ func TestConsumerGroupRegexUnderACLsNewTopic(t *testing.T) {
 			}
 		}
 		checkExclusive(t, []*cmember{a, b})
+		passAssignmentInterval(t, h, "g")
 	}
 	if len(a.owned[topicIDOf("pc")]) != 2 || a.owned[topicIDOf("secret")] != nil {
 		t.Fatalf("a owns %v, want both partitions of pc and none of secret", a.owned)

@@ -242,6 +242,10 @@ type consumerGroup struct {
 
 	// subscriptionHash is subscriptionHashOf at epoch (persisted).
 	subscriptionHash uint64
+	// assignedAt is when the target assignment at targetEpoch was computed (zero: not
+	// known). The next one waits for the group's assignment interval to pass
+	// (KIP-1263): until then the group epoch runs ahead of targetEpoch ("Assigning").
+	assignedAt time.Time
 
 	// Memory only: the topics version last resolved against, compiled regexes.
 	topicsVersion int64

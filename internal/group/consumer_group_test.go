@@ -172,8 +172,19 @@ func settle(t *testing.T, h *harness, group string, members []*cmember, total in
 		if owned == total && maxOwned-minOwned <= 1 && describeState(t, h, group) == "Stable" {
 			return
 		}
+		passAssignmentInterval(t, h, group)
 	}
 	t.Fatalf("group %s did not settle", group)
+}
+
+// passAssignmentInterval moves the clock past the group's assignment interval when the
+// group waits for its next target assignment (KIP-1263), as time passes between a
+// member's heartbeats.
+func passAssignmentInterval(t *testing.T, h *harness, group string) {
+	t.Helper()
+	if describeState(t, h, group) == "Assigning" {
+		h.clock.Advance(h.cfg.ConsumerAssignmentInterval)
+	}
 }
 
 func describeState(t *testing.T, h *harness, group string) string {

@@ -332,8 +332,8 @@ func (hb *heartbeat) join(g *group, cg *consumerGroup) (int16, string) {
 		m.epoch = max(m.previousEpoch, 0) // back before its session expired
 	}
 
-	records, resolved := c.changeMemberLocked(req.Group, g, cg, memberChange{
-		m: m, old: old, before: before, replaced: replaced,
+	records, resolved, assignIn := c.changeMemberLocked(req.Group, g, cg, memberChange{
+		m: m, old: old, before: before, replaced: replaced, now: hb.now,
 		subscriptionChanged: subscriptionChanged, owned: ownedFromRequest(req.Topics),
 	})
 	hb.records = append(hb.records, records...)
@@ -346,6 +346,11 @@ func (hb *heartbeat) join(g *group, cg *consumerGroup) (int16, string) {
 		// It waits for partitions other members are giving up: it is asked back sooner,
 		// so a released partition is not left without an owner for a whole interval.
 		hb.resp.HeartbeatIntervalMillis = max(hb.resp.HeartbeatIntervalMillis/unreleasedHeartbeatDivisor, 1)
+	}
+	if assignIn > 0 {
+		// Its group waits for its next target assignment: it is asked back when that
+		// is due, so that the change is assigned then, not a heartbeat interval later.
+		hb.resp.HeartbeatIntervalMillis = min(hb.resp.HeartbeatIntervalMillis, heartbeatMillis(assignIn))
 	}
 	full := req.RebalanceTimeoutMillis != -1 && (req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil) && req.Topics != nil
 	if req.MemberEpoch == 0 || full || !before.assigned.equal(m.assigned) {
@@ -379,15 +384,19 @@ type memberChange struct {
 	// subscriptionChanged: the member joins, or its subscription changed.
 	subscriptionChanged bool
 	owned               Assignment // what the member says it holds; nil: not said
+	now                 time.Time
 }
 
 // changeMemberLocked returns the records of a member's change: the group epoch is
 // bumped when the subscriptions or the subscribed topics changed, a new target
-// assignment computed then, and the member reconciled towards its target (ch.m is
-// updated in place). cg is the consumer group as it is: g's, or a new or converted one
-// when g is not a consumer group yet. It also returns the topics version the
-// subscriptions were resolved against, -1 when they were not.
-func (c *Coordinator) changeMemberLocked(groupID string, g *group, cg *consumerGroup, ch memberChange) ([]Record, int64) {
+// assignment computed when the group epoch is ahead of the target's and the group's
+// assignment interval has passed since the last one (KIP-1263), and the member
+// reconciled towards its target (ch.m is updated in place). cg is the consumer group
+// as it is: g's, or a new or converted one when g is not a consumer group yet. It also
+// returns the topics version the subscriptions were resolved against, -1 when they
+// were not, and, when the group is left waiting for its next target assignment, how
+// long until that is due (else 0).
+func (c *Coordinator) changeMemberLocked(groupID string, g *group, cg *consumerGroup, ch memberChange) ([]Record, int64, time.Duration) {
 	m := ch.m
 	// The group as it will be: the member replaced, the subscriptions resolved.
 	members := maps.Clone(cg.members)
@@ -396,7 +405,7 @@ func (c *Coordinator) changeMemberLocked(groupID string, g *group, cg *consumerG
 	}
 	members[m.id] = m
 	topics := c.currentTopics()
-	next := &consumerGroup{epoch: cg.epoch, targetEpoch: cg.targetEpoch, members: members, regexes: cg.regexes}
+	next := &consumerGroup{epoch: cg.epoch, targetEpoch: cg.targetEpoch, assignedAt: cg.assignedAt, members: members, regexes: cg.regexes}
 	next.subscriptionHash = cg.subscriptionHash
 	resolved := int64(-1)
 	if ch.subscriptionChanged || topics.Version != cg.topicsVersion {
@@ -411,7 +420,8 @@ func (c *Coordinator) changeMemberLocked(groupID string, g *group, cg *consumerG
 	}
 
 	changed := map[string]*consumerMember{}
-	if next.epoch > next.targetEpoch {
+	assignIn := assignmentDueIn(cg.assignedAt, *c.groupTimeouts(groupID).ConsumerAssignment, ch.now)
+	if next.epoch > next.targetEpoch && assignIn == 0 {
 		for mid, mm := range c.computeTargets(next, topics) {
 			if mid == m.id {
 				m.target = mm
@@ -422,8 +432,11 @@ func (c *Coordinator) changeMemberLocked(groupID string, g *group, cg *consumerG
 			members[mid] = updated
 			changed[mid] = updated
 		}
-		next.targetEpoch = next.epoch
+		next.targetEpoch, next.assignedAt = next.epoch, ch.now
 		c.logger.Info("consumer group assignment computed", "group", groupID, "epoch", next.epoch, "members", len(members))
+	}
+	if next.epoch == next.targetEpoch {
+		assignIn = 0
 	}
 	reconcile(next, m, ch.owned)
 
@@ -444,7 +457,22 @@ func (c *Coordinator) changeMemberLocked(groupID string, g *group, cg *consumerG
 	if ch.old == nil || !memberEqual(ch.before, m) {
 		records = append(records, consumerMemberRecord(groupID, m))
 	}
-	return records, resolved
+	return records, resolved, assignIn
+}
+
+// assignmentDueIn returns how long a group whose last target assignment was computed
+// at last must wait for its next one with this assignment interval (KIP-1263): 0 when
+// it may be computed now — the interval has passed or is 0, or last is not known.
+func assignmentDueIn(last time.Time, interval time.Duration, now time.Time) time.Duration {
+	if last.IsZero() || interval <= 0 {
+		return 0
+	}
+	return max(last.Add(interval).Sub(now), 0)
+}
+
+// heartbeatMillis is d as a heartbeat interval: whole milliseconds, rounded up.
+func heartbeatMillis(d time.Duration) int32 {
+	return int32((d + time.Millisecond - 1) / time.Millisecond)
 }
 
 // renew gives the member a session from now and, when it has partitions to revoke, a

@@ -34,6 +34,9 @@ type consumerGroupValue struct {
 	// SubscriptionHash hashes the subscribed topics' ids, partitions and racks at
 	// Epoch: a change found after a restart or a coordinator move bumps the epoch.
 	SubscriptionHash uint64 `json:"subscription_hash"`
+	// AssignedAtMs is when the target assignment at TargetEpoch was computed (Unix
+	// milliseconds; absent in records written before Samsa kept it).
+	AssignedAtMs int64 `json:"assigned_at_ms,omitempty"`
 }
 
 // assignmentValue is an Assignment in JSON: topic id (hex) -> partitions.
@@ -183,7 +186,8 @@ func decodeTopicID(s string) (TopicID, error) {
 }
 
 func consumerGroupRecord(group string, cg *consumerGroup) Record {
-	v, _ := json.Marshal(consumerGroupValue{Epoch: cg.epoch, TargetEpoch: cg.targetEpoch, SubscriptionHash: cg.subscriptionHash})
+	v, _ := json.Marshal(consumerGroupValue{Epoch: cg.epoch, TargetEpoch: cg.targetEpoch, SubscriptionHash: cg.subscriptionHash,
+		AssignedAtMs: max(millis(cg.assignedAt), 0)})
 	return Record{Key: consumerGroupKey(group), Value: v}
 }
 
@@ -266,6 +270,10 @@ func replayConsumer(groups map[string]*group, partition int32, d decoded) error 
 		g.consumer.epoch = d.consumerGroup.Epoch
 		g.consumer.targetEpoch = d.consumerGroup.TargetEpoch
 		g.consumer.subscriptionHash = d.consumerGroup.SubscriptionHash
+		g.consumer.assignedAt = time.Time{}
+		if d.consumerGroup.AssignedAtMs > 0 {
+			g.consumer.assignedAt = time.UnixMilli(d.consumerGroup.AssignedAtMs)
+		}
 	case kindConsumerMember:
 		if d.consumerMember == nil {
 			if g != nil && g.consumer != nil {

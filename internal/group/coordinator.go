@@ -60,11 +60,14 @@ type Options struct {
 	InitShareState func(ctx context.Context, group string, topic TopicID, from, to int32) error
 }
 
-// Timeouts are the session timeouts and heartbeat intervals of one group's
-// consumer-protocol and share members.
+// Timeouts are the session timeouts, heartbeat intervals and assignment intervals of
+// one group's consumer-protocol and share members.
 type Timeouts struct {
 	ConsumerSession, ConsumerHeartbeat time.Duration
 	ShareSession, ShareHeartbeat       time.Duration
+	// The assignment intervals (KIP-1263): nil takes the Config value, as zero is an
+	// interval of its own (a new target assignment at every change).
+	ConsumerAssignment, ShareAssignment *time.Duration
 }
 
 // Coordinator is the group coordinator of one node. It is safe for concurrent use.
@@ -157,6 +160,12 @@ func (c *Coordinator) groupTimeouts(group string) Timeouts {
 	or(&t.ConsumerHeartbeat, c.cfg.ConsumerHeartbeatInterval)
 	or(&t.ShareSession, c.cfg.ShareSessionTimeout)
 	or(&t.ShareHeartbeat, c.cfg.ShareHeartbeatInterval)
+	if t.ConsumerAssignment == nil {
+		t.ConsumerAssignment = &c.cfg.ConsumerAssignmentInterval
+	}
+	if t.ShareAssignment == nil {
+		t.ShareAssignment = &c.cfg.ShareAssignmentInterval
+	}
 	return t
 }
 

@@ -16,10 +16,12 @@ import (
 // partitions, which — unlike a consumer group's — several members may share; records
 // are handed out and acknowledged one by one by the partition leaders (internal/share),
 // not here. There is no revocation: a member gets its new assignment at its next
-// heartbeat, at the group epoch. The assignment is computed whenever the group epoch
-// moves — a member joins or changes its subscription, the subscribed topics change,
-// a member leaves or its session expires — so that no partition is left without a
-// member.
+// heartbeat, at the assignment epoch. The group epoch moves whenever a member joins
+// or changes its subscription, the subscribed topics change, a member leaves or its
+// session expires; the next heartbeat of a member then computes the assignment at the
+// group epoch, so that no partition is left without a member — once the group's
+// assignment interval (share.assignment.interval.ms, Kafka 4.3's KIP-1263) has passed
+// since the last one: changes within it are assigned together.
 //
 // The simple assignor: with at least as many partitions as members, partition i of
 // the sorted subscribed partitions goes to member i mod M (members sorted by id,
@@ -38,8 +40,10 @@ import (
 //
 // Records (JSON values, like the consumer group's):
 //
-//	key 0x5311 group                shareGroupValue  (group epoch, subscription hash,
-//	                                                  initialized partition counts)
+//	key 0x5311 group                shareGroupValue  (group and assignment epochs, when
+//	                                                  the assignment was computed,
+//	                                                  subscription hash, initialized
+//	                                                  partition counts)
 //	key 0x5312 group, member id     shareMemberValue (subscription, epoch, assignment)
 const (
 	shareGroupKeyVersion  int16 = 0x5311
@@ -48,7 +52,12 @@ const (
 )
 
 type shareGroup struct {
-	epoch            int32
+	epoch int32
+	// targetEpoch is the group epoch the members' targets were computed at, assignedAt
+	// when (zero: not known); the group epoch runs ahead of it while the group waits
+	// for its assignment interval to pass.
+	targetEpoch      int32
+	assignedAt       time.Time
 	subscriptionHash uint64
 	// initialized counts, per topic the group has assigned or AlterShareGroupOffsets
 	// named, the partitions whose share state the group has initialized (see the file
@@ -83,7 +92,11 @@ type shareMember struct {
 }
 
 type shareGroupValue struct {
-	Epoch            int32  `json:"epoch"`
+	Epoch int32 `json:"epoch"`
+	// TargetEpoch is absent in records written before Samsa kept it, when the
+	// assignment was always at the group epoch.
+	TargetEpoch      *int32 `json:"target_epoch,omitempty"`
+	AssignedAtMs     int64  `json:"assigned_at_ms,omitempty"` // Unix milliseconds
 	SubscriptionHash uint64 `json:"subscription_hash"`
 	// Initialized maps topic ids (hex) to initialized partition counts.
 	Initialized map[string]int32 `json:"initialized_partitions,omitempty"`
@@ -111,7 +124,8 @@ func shareKey(version int16, parts ...string) []byte {
 }
 
 func shareGroupRecord(group string, sg *shareGroup) Record {
-	v := shareGroupValue{Epoch: sg.epoch, SubscriptionHash: sg.subscriptionHash, InitializedKept: sg.initialized != nil}
+	v := shareGroupValue{Epoch: sg.epoch, TargetEpoch: &sg.targetEpoch, AssignedAtMs: max(millis(sg.assignedAt), 0),
+		SubscriptionHash: sg.subscriptionHash, InitializedKept: sg.initialized != nil}
 	if len(sg.initialized) > 0 {
 		v.Initialized = make(map[string]int32, len(sg.initialized))
 		for id, n := range sg.initialized {
@@ -176,6 +190,13 @@ func replayShare(groups map[string]*group, partition int32, d decoded) error {
 		}
 		g = shareGroupOf(groups, partition, d.group)
 		g.share.epoch, g.share.subscriptionHash = d.shareGroup.Epoch, d.shareGroup.SubscriptionHash
+		g.share.targetEpoch, g.share.assignedAt = d.shareGroup.Epoch, time.Time{}
+		if d.shareGroup.TargetEpoch != nil {
+			g.share.targetEpoch = *d.shareGroup.TargetEpoch
+		}
+		if d.shareGroup.AssignedAtMs > 0 {
+			g.share.assignedAt = time.UnixMilli(d.shareGroup.AssignedAtMs)
+		}
 		g.share.initialized = nil
 		if d.shareGroup.InitializedKept || len(d.shareGroup.Initialized) > 0 {
 			g.share.initialized = make(map[TopicID]int32, len(d.shareGroup.Initialized))
@@ -226,16 +247,20 @@ func shareGroupOf(groups map[string]*group, partition int32, id string) *group {
 	return g
 }
 
+// stateName is Kafka's share group state: Empty or Stable (a share group has no
+// rebalance to wait for).
 func (sg *shareGroup) stateName() string {
 	if len(sg.members) == 0 {
 		return "Empty"
 	}
-	for _, m := range sg.members {
-		if m.epoch != sg.epoch {
-			return "Reconciling"
-		}
-	}
 	return "Stable"
+}
+
+// successor returns a copy of the group's persisted fields over members, for a change
+// to build on.
+func (sg *shareGroup) successor(members map[string]*shareMember) *shareGroup {
+	return &shareGroup{epoch: sg.epoch, targetEpoch: sg.targetEpoch, assignedAt: sg.assignedAt,
+		subscriptionHash: sg.subscriptionHash, initialized: sg.initialized, members: members}
 }
 
 // subscriptionHashOf hashes the subscribed topics' ids and partition counts.
@@ -437,7 +462,7 @@ func (c *Coordinator) shareHeartbeatLocked(req *kmsg.ShareGroupHeartbeatRequest,
 	members := maps.Clone(sg.members)
 	members[id] = m
 	topics := c.currentTopics()
-	next := &shareGroup{epoch: sg.epoch, subscriptionHash: sg.subscriptionHash, initialized: sg.initialized, members: members}
+	next := sg.successor(members)
 	var pending []shareInit
 	if changed || topics.Version != sg.topicsVersion {
 		next.subscriptionHash = next.subscriptionHashOf(members, topics)
@@ -450,22 +475,31 @@ func (c *Coordinator) shareHeartbeatLocked(req *kmsg.ShareGroupHeartbeatRequest,
 		}
 		pending = inits
 	}
-	var records []Record
-	if next.epoch != sg.epoch || g == nil {
-		records = append(records, shareGroupRecord(req.GroupID, next))
-		var others []Record
+	timeouts := c.groupTimeouts(req.GroupID)
+	var others []Record
+	assignIn := assignmentDueIn(sg.assignedAt, *timeouts.ShareAssignment, now)
+	if next.epoch > next.targetEpoch && assignIn == 0 {
 		m.target, others = shareTargetRecords(req.GroupID, members, topics, next.initialized, id)
-		records = append(records, others...)
+		next.targetEpoch, next.assignedAt = next.epoch, now
 		c.logger.Info("share group assignment computed", "group", req.GroupID, "epoch", next.epoch, "members", len(members))
 	}
-	m.epoch = next.epoch
+	var records []Record
+	if g == nil || next.epoch != sg.epoch || next.targetEpoch != sg.targetEpoch {
+		records = append(records, shareGroupRecord(req.GroupID, next))
+	}
+	records = append(records, others...)
+	m.epoch = next.targetEpoch
 	m.assignment = m.target.clone()
 	if old == nil || !shareMemberEqual(&before, m) {
 		records = append(records, shareMemberRecord(req.GroupID, m))
 	}
 	resp.MemberEpoch = m.epoch
-	timeouts := c.groupTimeouts(req.GroupID)
 	resp.HeartbeatIntervalMillis = int32(timeouts.ShareHeartbeat.Milliseconds())
+	if next.epoch > next.targetEpoch && assignIn > 0 {
+		// The group waits for its next assignment: the member is asked back when it is
+		// due (Kafka keeps the heartbeat interval).
+		resp.HeartbeatIntervalMillis = min(resp.HeartbeatIntervalMillis, heartbeatMillis(assignIn))
+	}
 	if req.MemberEpoch == 0 || !before.assignment.equal(m.assignment) {
 		a := kmsg.NewShareGroupHeartbeatResponseAssignment()
 		a.TopicPartitions = []kmsg.ShareGroupHeartbeatResponseAssignmentTopicPartition{}
@@ -505,22 +539,14 @@ func shareTargetRecords(groupID string, members map[string]*shareMember, topics 
 }
 
 // shareMemberGoneRecords are the records of a member leaving the group (or its
-// session expiring): its tombstone, the next group epoch, and the new targets of the
-// members that stay, so that the partitions it had go to them.
+// session expiring): its tombstone and the next group epoch, whose assignment the next
+// heartbeat of a member that stays computes, so that the partitions it had go to them.
 func (c *Coordinator) shareMemberGoneRecords(groupID string, sg *shareGroup, id string) []Record {
-	topics := c.currentTopics()
-	next := &shareGroup{epoch: sg.epoch + 1, initialized: sg.initialized, members: maps.Clone(sg.members)}
+	next := sg.successor(maps.Clone(sg.members))
 	delete(next.members, id)
-	next.subscriptionHash = next.subscriptionHashOf(next.members, topics)
-	return append([]Record{{Key: shareKey(shareMemberKeyVersion, groupID, id)}}, c.shareEpochRecords(groupID, next, topics)...)
-}
-
-// shareEpochRecords are the records of a group's next epoch computed away from any
-// member's heartbeat: the group record and those of the members whose target changed.
-func (c *Coordinator) shareEpochRecords(groupID string, next *shareGroup, topics *Topics) []Record {
-	_, others := shareTargetRecords(groupID, next.members, topics, next.initialized, "")
-	c.logger.Info("share group assignment computed", "group", groupID, "epoch", next.epoch, "members", len(next.members))
-	return append([]Record{shareGroupRecord(groupID, next)}, others...)
+	next.epoch++
+	next.subscriptionHash = next.subscriptionHashOf(next.members, c.currentTopics())
+	return []Record{{Key: shareKey(shareMemberKeyVersion, groupID, id)}, shareGroupRecord(groupID, next)}
 }
 
 // startShareInitsLocked initializes the share state of a group's pending partitions
@@ -571,9 +597,12 @@ func (c *Coordinator) shareInitDone(groupID string, p shareInit, err error) {
 	if n, ok := sg.initialized[p.topic]; !ok || n >= p.to {
 		return
 	}
-	next := &shareGroup{epoch: sg.epoch + 1, subscriptionHash: sg.subscriptionHash, initialized: maps.Clone(sg.initialized), members: sg.members}
+	// The next group epoch: the next heartbeat assigns the partitions.
+	next := sg.successor(sg.members)
+	next.epoch++
+	next.initialized = maps.Clone(sg.initialized)
 	next.initialized[p.topic] = p.to
-	c.writeConsumerLocked(part, groupID, c.shareEpochRecords(groupID, next, topics), func(error) {})
+	c.writeConsumerLocked(part, groupID, []Record{shareGroupRecord(groupID, next)}, func(error) {})
 }
 
 // ForgetShareTopics drops topics from an empty share group's initialized partitions
@@ -618,7 +647,8 @@ func (c *Coordinator) forgetShareTopics(groupID string, ids []TopicID, onlyEmpty
 		ch <- kerrNone
 		return ch
 	}
-	next := &shareGroup{epoch: sg.epoch, subscriptionHash: sg.subscriptionHash, initialized: initialized, members: sg.members}
+	next := sg.successor(sg.members)
+	next.initialized = initialized
 	c.writeConsumerLocked(part, groupID, []Record{shareGroupRecord(groupID, next)}, func(err error) {
 		if err != nil {
 			ch <- appendErrorCode(err)
@@ -717,7 +747,7 @@ func (c *Coordinator) describeShareGroupLocked(req *kmsg.ShareGroupDescribeReque
 	topics := c.currentTopics()
 	sg := g.share
 	out.GroupState = sg.stateName()
-	out.GroupEpoch, out.AssignmentEpoch, out.Assignor = sg.epoch, sg.epoch, shareAssignorName
+	out.GroupEpoch, out.AssignmentEpoch, out.Assignor = sg.epoch, sg.targetEpoch, shareAssignorName
 	for _, mid := range slices.Sorted(maps.Keys(sg.members)) {
 		m := sg.members[mid]
 		dm := kmsg.NewShareGroupDescribeResponseGroupMember()
@@ -854,7 +884,8 @@ func (c *Coordinator) EnsureShareGroup(group string, topics map[TopicID]int32) <
 				continue
 			}
 			if next == nil {
-				next = &shareGroup{epoch: sg.epoch, subscriptionHash: sg.subscriptionHash, initialized: maps.Clone(sg.initialized), members: sg.members}
+				next = sg.successor(sg.members)
+				next.initialized = maps.Clone(sg.initialized)
 			}
 			next.initialized[id] = n
 		}

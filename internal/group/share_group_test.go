@@ -84,6 +84,7 @@ func TestShareGroupMemberGoneReassigns(t *testing.T) {
 			c := &smember{id: "c", topics: []string{"t"}}
 			all := []*smember{a, b, c}
 			for range 3 { // join, then pick up the assignments of the later joins
+				h.clock.Advance(h.cfg.ShareAssignmentInterval) // each round's changes are assigned at once
 				for _, m := range all {
 					if r := h.shHeartbeat("g", m); r.ErrorCode != 0 {
 						t.Fatalf("heartbeat of %s: error %d", m.id, r.ErrorCode)
@@ -98,6 +99,7 @@ func TestShareGroupMemberGoneReassigns(t *testing.T) {
 
 			tc.gone(h, []*smember{a, b}, c)
 			for range 2 {
+				h.clock.Advance(h.cfg.ShareAssignmentInterval)
 				for _, m := range []*smember{a, b} {
 					if r := h.shHeartbeat("g", m); r.ErrorCode != 0 {
 						t.Fatalf("heartbeat of %s after %s: error %d", m.id, tc.name, r.ErrorCode)
@@ -186,6 +188,7 @@ func TestShareGroupNewPartitionsInitialized(t *testing.T) {
 	}
 	heartbeat := func(m *smember) {
 		t.Helper()
+		h.clock.Advance(h.cfg.ShareAssignmentInterval) // a change is assigned at once
 		if r := h.shHeartbeat("g", m); r.ErrorCode != 0 {
 			t.Fatalf("heartbeat of %s: error %d", m.id, r.ErrorCode)
 		}
@@ -270,6 +273,7 @@ func TestShareGroupForgetTopics(t *testing.T) {
 	}
 	h.start() // the forgetting is durable
 	ft.set("t", 4)
+	h.clock.Advance(h.cfg.ShareAssignmentInterval) // b's join is assigned at once
 	b := &smember{id: "b", topics: []string{"t"}}
 	if r := h.shHeartbeat("g", b); r.ErrorCode != 0 || b.owned.size() != 4 {
 		t.Fatalf("join after the topic was forgotten: error %d, owns %v, want all 4 partitions", r.ErrorCode, b.owned)
@@ -385,6 +389,7 @@ func TestShareGroupsOnDeletedTopics(t *testing.T) {
 	delete(ft.parts, "t")
 	delete(ft.parts, "u")
 	ft.version++
+	h.clock.Advance(h.cfg.ShareAssignmentInterval) // the change is assigned at once
 	if r := h.shHeartbeat("g", a); r.ErrorCode != 0 || a.owned.size() != 0 {
 		t.Fatalf("heartbeat after the deletion: error %d, owns %v", r.ErrorCode, a.owned)
 	}

@@ -48,10 +48,11 @@ func new848Member(t *testing.T, b *testutil.Broker, name, group, topic string, h
 
 // view848 is a consumer group as ConsumerGroupDescribe shows it, for one topic.
 type view848 struct {
-	State   string
-	Epoch   int32
-	Members map[string][]int32 // member id -> current assignment of the topic
-	Epochs  map[string]int32
+	State           string
+	Epoch           int32
+	AssignmentEpoch int32
+	Members         map[string][]int32 // member id -> current assignment of the topic
+	Epochs          map[string]int32
 }
 
 func describe848(ctx context.Context, adm *kadm.Client, group, topic string) (view848, error) {
@@ -66,7 +67,7 @@ func describe848(ctx context.Context, adm *kadm.Client, group, topic string) (vi
 	if g.Err != nil {
 		return view848{}, g.Err
 	}
-	v := view848{State: g.State, Epoch: g.Epoch, Members: map[string][]int32{}, Epochs: map[string]int32{}}
+	v := view848{State: g.State, Epoch: g.Epoch, AssignmentEpoch: g.AssignmentEpoch, Members: map[string][]int32{}, Epochs: map[string]int32{}}
 	for _, m := range g.Members {
 		v.Members[m.MemberID] = slices.Sorted(maps.Keys(m.Assignment[topic]))
 		v.Epochs[m.MemberID] = m.MemberEpoch
@@ -328,6 +329,8 @@ func TestGroups848GroupConfigs(t *testing.T) {
 		{"consumer.session.timeout.ms", "100", "group.consumer.min.session.timeout.ms=500"},
 		{"consumer.heartbeat.interval.ms", "20000", "group.consumer.max.heartbeat.interval.ms=15000"},
 		{"consumer.rebalance.ms", "1", "not a group config"},
+		{"consumer.assignment.interval.ms", "20000", "group.consumer.max.assignment.interval.ms=15000"},
+		{"share.assignment.interval.ms", "-1", "at least 0"},
 	} {
 		code, msg := alterGroupConfigs(t, cl, group, map[string]string{bad.name: bad.value})
 		if code != kerr.InvalidConfig.Code || !strings.Contains(msg, bad.want) {
@@ -375,6 +378,57 @@ func TestGroups848GroupConfigs(t *testing.T) {
 	if id := m0.memberID(); settled.Epochs[id] == 0 {
 		t.Fatalf("m0 (%s) is not the member left: %v", id, settled)
 	}
+	hooks.check(t)
+	watch.check(t)
+}
+
+// TestGroups848AssignmentInterval: with the group's consumer.assignment.interval.ms
+// (KIP-1263) at 2 s, two franz-go members joining together are assigned together once
+// the interval has passed: meanwhile ConsumerGroupDescribe shows the group Assigning,
+// its epoch ahead of the assignment epoch, and the joined members wait with nothing.
+// Then they get their share, no partition ever owned twice. At 0, two more members'
+// joins are each assigned in the heartbeat that makes it: the group is never seen
+// Assigning.
+func TestGroups848AssignmentInterval(t *testing.T) {
+	t.Parallel()
+	b := start848Broker(t)
+	adm := newAdmin(t, b)
+	const topic, group = "interval848", "interval848-franz"
+	createTopic(t, adm, topic, 6, nil)
+	setGroupConfigs(t, b, group, map[string]string{"consumer.assignment.interval.ms": "2000"})
+
+	watch := startWatch848(t, adm, group, topic)
+	hooks := &ownership{}
+	led := newLedger(t)
+	new848Member(t, b, "m0", group, topic, hooks).run(commitLoop(t, "m0", led, 20))
+	first := wait848(t, adm, group, topic, 30*time.Second, "m0 alone on 6 partitions", func(v view848) bool { return v.balanced(1, 6) })
+	new848Member(t, b, "m1", group, topic, hooks).run(commitLoop(t, "m1", led, 20))
+	new848Member(t, b, "m2", group, topic, hooks).run(commitLoop(t, "m2", led, 20))
+	waiting := wait848(t, adm, group, topic, 30*time.Second, "the group to wait for its assignment with m1 and m2 in it", func(v view848) bool {
+		return v.State == "Assigning" && len(v.Members) == 3
+	})
+	if waiting.AssignmentEpoch >= waiting.Epoch {
+		t.Fatalf("Assigning with the assignment epoch %d not behind the group epoch %d: %v", waiting.AssignmentEpoch, waiting.Epoch, waiting)
+	}
+	for m, ps := range waiting.Members {
+		if waiting.Epochs[m] > waiting.AssignmentEpoch || len(ps) > 0 && waiting.Epochs[m] != first.Epoch {
+			t.Fatalf("while the group waits, member %s is at epoch %d with %v: %v", m, waiting.Epochs[m], ps, waiting)
+		}
+	}
+	settled := wait848(t, adm, group, topic, 30*time.Second, "3 members on 6 partitions", func(v view848) bool { return v.balanced(3, 6) })
+	if settled.AssignmentEpoch != settled.Epoch {
+		t.Fatalf("settled with the assignment epoch %d behind the group epoch %d", settled.AssignmentEpoch, settled.Epoch)
+	}
+
+	setGroupConfigs(t, b, group, map[string]string{"consumer.assignment.interval.ms": "0"})
+	new848Member(t, b, "m3", group, topic, hooks).run(commitLoop(t, "m3", led, 20))
+	new848Member(t, b, "m4", group, topic, hooks).run(commitLoop(t, "m4", led, 20))
+	wait848(t, adm, group, topic, 30*time.Second, "5 members on 6 partitions", func(v view848) bool {
+		if v.State == "Assigning" {
+			t.Fatalf("the group waits for its assignment at an interval of 0: %v", v)
+		}
+		return v.balanced(5, 6)
+	})
 	hooks.check(t)
 	watch.check(t)
 }

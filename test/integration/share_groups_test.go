@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -266,14 +267,30 @@ func TestShareGroupsSplitOnePartition(t *testing.T) {
 	createTopic(t, adm, topic, 1, nil)
 	raw := newClient(t, b)
 	setGroupConfigs(t, b, group, map[string]string{"share.auto.offset.reset": "earliest"})
-	var vals []string
-	for i := 0; i < 100; i++ { // small batches: a batch is acquired whole
-		vals = append(vals, produceValues(t, b, topic, fmt.Sprintf("s%03d", i), 20)...)
-	}
 
 	led := &shareLedger{}
 	for i := 0; i < 4; i++ {
 		shareMember(t, b, fmt.Sprintf("c%d", i), group, topic, led, acceptAll)
+	}
+	// The four joins are assigned together once the group's assignment interval has
+	// passed (KIP-1263): then all four hold the one partition.
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		req := kmsg.NewPtrShareGroupDescribeRequest()
+		req.GroupIDs = []string{group}
+		resp, err := req.RequestWith(ctxT(t, 10*time.Second), raw)
+		if err != nil || len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 || len(resp.Groups[0].Members) != 4 {
+			return false
+		}
+		for _, m := range resp.Groups[0].Members {
+			if len(m.Assignment.TopicPartitions) != 1 || !slices.Equal(m.Assignment.TopicPartitions[0].Partitions, []int32{0}) {
+				return false
+			}
+		}
+		return true
+	}, "the four members to share the partition")
+	var vals []string
+	for i := 0; i < 100; i++ { // small batches: a batch is acquired whole
+		vals = append(vals, produceValues(t, b, topic, fmt.Sprintf("s%03d", i), 20)...)
 	}
 	testutil.WaitFor(t, 60*time.Second, func() bool {
 		start, lag := shareStartOffset(t, raw, group, topic)

@@ -172,10 +172,14 @@ func waitCond(b *testing.B, timeout time.Duration, what string, cond func() bool
 	return time.Since(start)
 }
 
-// joinSettle starts 50 members, waits until they are balanced, then adds one and
-// returns how long the group took to be balanced again, and the longest time a
-// partition was without an owner in between.
-func joinSettle(b *testing.B, br *testutil.Broker, topic, group string, partitions int, kip848 bool) (time.Duration, time.Duration, int) {
+// joinSettle starts 50 members and waits until they are balanced. Then a 51st member
+// joins at once — within the group's assignment interval of its last assignment, which
+// KIP-1263 (Kafka 4.3) makes it wait for ("burst") — and, once the group has stayed
+// balanced for that interval, a 52nd ("stable"), as a member joining a settled group
+// does. It returns how long the group took to be balanced after each join, the longest
+// a partition was without an owner after either, and how many times a partition was
+// assigned while another member owned it.
+func joinSettle(b *testing.B, br *testutil.Broker, topic, group string, partitions int, kip848 bool) (burst, stable, gap time.Duration, doubles int) {
 	own := newOwnership()
 	var clients []*kgo.Client
 	start := func(i int) {
@@ -219,38 +223,60 @@ func joinSettle(b *testing.B, br *testutil.Broker, topic, group string, partitio
 	waitCond(b, 2*time.Minute, "50 members balanced", func() bool { return own.balanced(50, partitions) })
 	own.resetGaps()
 	start(50)
-	settle := waitCond(b, 2*time.Minute, "51 members balanced", func() bool { return own.balanced(51, partitions) })
+	burst = waitCond(b, 2*time.Minute, "51 members balanced", func() bool { return own.balanced(51, partitions) })
+	var since time.Time
+	waitCond(b, 2*time.Minute, "51 members balanced for the assignment interval", func() bool {
+		if !own.balanced(51, partitions) {
+			since = time.Time{}
+			return false
+		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		return time.Since(since) >= assignmentInterval
+	})
+	start(51)
+	stable = waitCond(b, 2*time.Minute, "52 members balanced", func() bool { return own.balanced(52, partitions) })
 	own.mu.Lock()
 	defer own.mu.Unlock()
-	return settle, own.maxUnowned, own.doubleOwners
+	return burst, stable, own.maxUnowned, own.doubleOwners
 }
 
-// BenchmarkGroupJoinSettle: a member joins a group of 50 members on 500 partitions.
-// Each iteration measures the KIP-848 protocol and the classic cooperative one (kgo's
-// default cooperative-sticky balancer), both with a 250 ms heartbeat interval.
+// assignmentInterval is group.consumer.assignment.interval.ms at its default, which
+// the benchmarks' broker keeps.
+const assignmentInterval = time.Second
+
+// BenchmarkGroupJoinSettle: a member joins a group of 50 members on 500 partitions
+// right after it settled, and another once it has stayed settled for the assignment
+// interval (joinSettle). Each iteration measures the KIP-848 protocol and the classic
+// cooperative one (kgo's default cooperative-sticky balancer), both with a 250 ms
+// heartbeat interval.
 func BenchmarkGroupJoinSettle(b *testing.B) {
 	br := startBroker(b)
 	_, adm := admin(b, br)
 	const partitions = 500
 	createTopic(b, adm, "settle", partitions)
-	var s848, sClassic, gap848 []time.Duration
+	var s848, sClassic, burst848, burstClassic, gap848 []time.Duration
 	for i := range b.N {
 		for _, kip848 := range []bool{true, false} {
 			group := fmt.Sprintf("settle-%d-%v", i, kip848)
-			settle, gap, doubles := joinSettle(b, br, "settle", group, partitions, kip848)
+			burst, stable, gap, doubles := joinSettle(b, br, "settle", group, partitions, kip848)
 			if doubles > 0 {
 				b.Fatalf("%s: a partition was assigned while another member owned it (%d times)", group, doubles)
 			}
 			if kip848 {
-				s848, gap848 = append(s848, settle), append(gap848, gap)
+				s848, burst848, gap848 = append(s848, stable), append(burst848, burst), append(gap848, gap)
 			} else {
-				sClassic = append(sClassic, settle)
+				sClassic, burstClassic = append(sClassic, stable), append(burstClassic, burst)
 			}
-			b.Logf("iteration %d kip848=%v: settled in %v, longest without owner %v", i, kip848, settle, gap)
+			b.Logf("iteration %d kip848=%v: settled in %v (joining a settled group), %v (joining right after it settled), longest without owner %v",
+				i, kip848, stable, burst, gap)
 		}
 	}
 	b.ReportMetric(ms(median(s848)), "kip848-settle-ms")
 	b.ReportMetric(ms(median(sClassic)), "classic-settle-ms")
+	b.ReportMetric(ms(median(burst848)), "kip848-burst-settle-ms")
+	b.ReportMetric(ms(median(burstClassic)), "classic-burst-settle-ms")
 	b.ReportMetric(ms(slices.Max(gap848)), "kip848-max-unowned-ms")
 }
 
