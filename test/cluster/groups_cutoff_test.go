@@ -158,6 +158,7 @@ func testGroupMemberCutOff(t *testing.T, protocol string, at cutPoint) {
 				owners, ok, seen = v.members, err == nil && v.balanced(partitions, ids...), describedAs(v, err)
 			}
 			owner := map[int32]string{}
+			byName := map[string][]int32{}
 			for id, ps := range owners {
 				for _, p := range ps {
 					if other, dup := owner[p]; dup {
@@ -165,8 +166,15 @@ func testGroupMemberCutOff(t *testing.T, protocol string, at cutPoint) {
 					}
 					owner[p] = id
 				}
+				for i, m := range members {
+					if ids[i] == id {
+						byName[m.name] = ps
+					}
+				}
 			}
-			return ok, seen
+			// Stable once the members' own callbacks agree: a member's assignment
+			// callback runs after the coordinator shows the assignment.
+			return ok && led.owns(byName), seen
 		})
 	}
 	stableOf("a, b and c owning the six partitions", a, b, c2)

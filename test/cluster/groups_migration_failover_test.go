@@ -543,6 +543,21 @@ func (l *migrationLedger) process(member string, p int32, o int64) {
 	l.events = append(l.events, ledgerEvent{member: member, partition: p, offset: o})
 }
 
+// owns reports whether the members' callbacks have given each partition of owners
+// (member name → partitions) to that member.
+func (l *migrationLedger) owns(owners map[string][]int32) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for name, ps := range owners {
+		for _, p := range ps {
+			if l.owner[p] != name {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 func (l *migrationLedger) processedCount() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
