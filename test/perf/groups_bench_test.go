@@ -360,6 +360,7 @@ func shareRate(b *testing.B, addr string, pids []int, metrics []string, raw *kgo
 		setShareEarliest(b, raw, group)
 	}
 	waits0 := shareWaits(b, metrics)
+	flush := os.Getenv("PERF_SHARE_FLUSH") != ""
 	var got, reading, allFrom, gotBefore atomic.Int64
 	done := make(chan struct{})
 	client0, broker0 := processCPU(b), cpuTicksOf(b, pids)
@@ -386,6 +387,13 @@ func shareRate(b *testing.B, addr string, pids []int, metrics []string, raw *kgo
 					return
 				}
 				if k := fs.NumRecords(); k > 0 {
+					if flush {
+						// Acknowledged in a ShareAcknowledge of their own, as a consumer
+						// that commits after each poll does (else with its next fetch).
+						if err := cl.FlushAcks(context.Background()); err != nil {
+							b.Errorf("FlushAcks: %v", err)
+						}
+					}
 					if first && reading.Add(1) == 4 {
 						gotBefore.Store(got.Load())
 						allFrom.Store(time.Now().UnixNano())
@@ -425,6 +433,9 @@ func shareRate(b *testing.B, addr string, pids []int, metrics []string, raw *kgo
 		reqs, float64(n)/float64(max(reqs, 1)), float64(hook.bytes.Load())/float64(max(reqs, 1)), hook.empty.Load(), waited,
 		float64(hook.nanos.Load())/1e6/float64(max(reqs, 1)), hook.slow.Load(), 1e6*clientCPU/float64(n), 1e6*brokerCPU/float64(n), loadavg())
 	b.Logf("share: %d of the %d records read before all four consumers read", gotBefore.Load(), n)
+	if acks := hook.acks.Load(); acks > 0 {
+		b.Logf("share: %d ShareAcknowledge requests, %.2f ms round trip", acks, float64(hook.ackNanos.Load())/1e6/float64(acks))
+	}
 	return float64(n-int(gotBefore.Load())) / elapsed.Seconds()
 }
 
@@ -468,11 +479,20 @@ type shareFetchHook struct {
 	requests, empty atomic.Int64
 	bytes, nanos    atomic.Int64
 	slow            atomic.Int64 // round trips over 10 ms
+	acks, ackNanos  atomic.Int64 // ShareAcknowledge round trips and their time
 	finished        atomic.Bool
 }
 
 func (h *shareFetchHook) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
-	if key != int16(kmsg.ShareFetch) || e2e.Err() != nil || h.finished.Load() {
+	if e2e.Err() != nil || h.finished.Load() {
+		return
+	}
+	if key == int16(kmsg.ShareAcknowledge) {
+		h.acks.Add(1)
+		h.ackNanos.Add(int64(e2e.DurationE2E()))
+		return
+	}
+	if key != int16(kmsg.ShareFetch) {
 		return
 	}
 	h.requests.Add(1)
@@ -607,7 +627,9 @@ func cpuTicksOf(b *testing.B, pids []int) int64 {
 // Every acquisition and acknowledgement writes its share partition's state on that
 // state's share coordinator, any of the three nodes, and waits for it to replicate.
 // Each iteration logs its rate, its ShareFetch round trips, and the CPU per record of
-// the clients and of the three brokers together.
+// the clients and of the three brokers together. With PERF_SHARE_FLUSH set, each
+// consumer acknowledges what it polled in a ShareAcknowledge of its own (kgo's
+// FlushAcks) before it polls again.
 func BenchmarkClusterShareConsume(b *testing.B) {
 	n := envInt("PERF_SHARE_RECORDS", 300_000)
 	partitions := envInt("PERF_CLUSTER_SHARE_PARTITIONS", 60)
