@@ -211,3 +211,26 @@ func TestShareGroupRecordWithoutTargetEpoch(t *testing.T) {
 		t.Fatalf("assignment epoch %d, assigned at %v; want 7 and not known", sg.targetEpoch, sg.assignedAt)
 	}
 }
+
+// TestAssignmentDueIn: the wait for the next assignment is what is left of the
+// interval, none once it has passed or without one, and none when the last
+// assignment's time was recorded ahead of the clock.
+func TestAssignmentDueIn(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	for _, tc := range []struct {
+		last     time.Time
+		interval time.Duration
+		want     time.Duration
+	}{
+		{time.Time{}, time.Second, 0},
+		{now, 0, 0},
+		{now.Add(-300 * time.Millisecond), time.Second, 700 * time.Millisecond},
+		{now.Add(-time.Second), time.Second, 0},
+		{now.Add(-time.Hour), time.Second, 0},
+		{now.Add(time.Hour), time.Second, 0}, // another coordinator's clock ran ahead
+	} {
+		if got := assignmentDueIn(tc.last, tc.interval, now); got != tc.want {
+			t.Errorf("assignmentDueIn(now%+v, %v) = %v, want %v", tc.last.Sub(now), tc.interval, got, tc.want)
+		}
+	}
+}

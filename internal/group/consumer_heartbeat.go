@@ -462,9 +462,12 @@ func (c *Coordinator) changeMemberLocked(groupID string, g *group, cg *consumerG
 
 // assignmentDueIn returns how long a group whose last target assignment was computed
 // at last must wait for its next one with this assignment interval (KIP-1263): 0 when
-// it may be computed now — the interval has passed or is 0, or last is not known.
+// it may be computed now — the interval has passed or is 0, or last is not known or
+// lies ahead of now (recorded by another coordinator whose clock ran ahead, or before
+// this one's went back: a group is not held until the clock catches up, where Kafka
+// would hold it).
 func assignmentDueIn(last time.Time, interval time.Duration, now time.Time) time.Duration {
-	if last.IsZero() || interval <= 0 {
+	if last.IsZero() || interval <= 0 || last.After(now) {
 		return 0
 	}
 	return max(last.Add(interval).Sub(now), 0)
