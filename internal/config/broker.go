@@ -193,35 +193,31 @@ type Broker struct {
 	GroupMaxSessionTimeoutMs     int32 // group.max.session.timeout.ms
 	GroupMaxSize                 int32 // group.max.size
 
-	GroupConsumerSessionTimeoutMs       int32 // group.consumer.session.timeout.ms
-	GroupConsumerMinSessionTimeoutMs    int32 // group.consumer.min.session.timeout.ms
-	GroupConsumerMaxSessionTimeoutMs    int32 // group.consumer.max.session.timeout.ms
-	GroupConsumerHeartbeatIntervalMs    int32 // group.consumer.heartbeat.interval.ms
-	GroupConsumerMinHeartbeatIntervalMs int32 // group.consumer.min.heartbeat.interval.ms
-	GroupConsumerMaxHeartbeatIntervalMs int32 // group.consumer.max.heartbeat.interval.ms
-	GroupConsumerMaxSize                int32 // group.consumer.max.size
-	// group.consumer.assignment.interval.ms and its bounds group.consumer.{min,max}.…
-	GroupConsumerAssignmentIntervalMs    int32
-	GroupConsumerMinAssignmentIntervalMs int32
-	GroupConsumerMaxAssignmentIntervalMs int32
-	GroupConsumerAssignors               []string // group.consumer.assignors: "uniform", "range"
-	GroupConsumerMigrationPolicy         string   // group.consumer.migration.policy
+	GroupConsumerSessionTimeoutMs       int32    // group.consumer.session.timeout.ms
+	GroupConsumerMinSessionTimeoutMs    int32    // group.consumer.min.session.timeout.ms
+	GroupConsumerMaxSessionTimeoutMs    int32    // group.consumer.max.session.timeout.ms
+	GroupConsumerHeartbeatIntervalMs    int32    // group.consumer.heartbeat.interval.ms
+	GroupConsumerMinHeartbeatIntervalMs int32    // group.consumer.min.heartbeat.interval.ms
+	GroupConsumerMaxHeartbeatIntervalMs int32    // group.consumer.max.heartbeat.interval.ms
+	GroupConsumerMaxSize                int32    // group.consumer.max.size
+	GroupConsumerAssignors              []string // group.consumer.assignors: "uniform", "range"
+	GroupConsumerMigrationPolicy        string   // group.consumer.migration.policy
+
+	GroupConsumerAssignmentIntervalMs    int32 // group.consumer.assignment.interval.ms
+	GroupConsumerMinAssignmentIntervalMs int32 // group.consumer.min.assignment.interval.ms
+	GroupConsumerMaxAssignmentIntervalMs int32 // group.consumer.max.assignment.interval.ms
 
 	// GroupCoordinatorRebalanceProtocols: group.coordinator.rebalance.protocols, the
 	// group protocols served (classic always; consumer, share, streams).
 	GroupCoordinatorRebalanceProtocols []string
 
-	GroupShareSessionTimeoutMs       int32 // group.share.session.timeout.ms
-	GroupShareMinSessionTimeoutMs    int32 // group.share.min.session.timeout.ms
-	GroupShareMaxSessionTimeoutMs    int32 // group.share.max.session.timeout.ms
-	GroupShareHeartbeatIntervalMs    int32 // group.share.heartbeat.interval.ms
-	GroupShareMinHeartbeatIntervalMs int32 // group.share.min.heartbeat.interval.ms
-	GroupShareMaxHeartbeatIntervalMs int32 // group.share.max.heartbeat.interval.ms
-	GroupShareMaxSize                int32 // group.share.max.size
-	// group.share.assignment.interval.ms and its bounds group.share.{min,max}.…
-	GroupShareAssignmentIntervalMs    int32
-	GroupShareMinAssignmentIntervalMs int32
-	GroupShareMaxAssignmentIntervalMs int32
+	GroupShareSessionTimeoutMs        int32 // group.share.session.timeout.ms
+	GroupShareMinSessionTimeoutMs     int32 // group.share.min.session.timeout.ms
+	GroupShareMaxSessionTimeoutMs     int32 // group.share.max.session.timeout.ms
+	GroupShareHeartbeatIntervalMs     int32 // group.share.heartbeat.interval.ms
+	GroupShareMinHeartbeatIntervalMs  int32 // group.share.min.heartbeat.interval.ms
+	GroupShareMaxHeartbeatIntervalMs  int32 // group.share.max.heartbeat.interval.ms
+	GroupShareMaxSize                 int32 // group.share.max.size
 	GroupShareRecordLockDurationMs    int32 // group.share.record.lock.duration.ms
 	GroupShareMinRecordLockDurationMs int32 // group.share.min.record.lock.duration.ms
 	GroupShareMaxRecordLockDurationMs int32 // group.share.max.record.lock.duration.ms
@@ -233,6 +229,10 @@ type Broker struct {
 	// group.share.min.partition.max.record.locks, group.share.max.partition.max.record.locks
 	GroupShareMinPartitionMaxRecordLocks int32
 	GroupShareMaxPartitionMaxRecordLocks int32
+
+	GroupShareAssignmentIntervalMs    int32 // group.share.assignment.interval.ms
+	GroupShareMinAssignmentIntervalMs int32 // group.share.min.assignment.interval.ms
+	GroupShareMaxAssignmentIntervalMs int32 // group.share.max.assignment.interval.ms
 	// share.coordinator.state.topic.*: the shape of __share_group_state; see
 	// ShareStateRF and ShareStateMinISR.
 	ShareCoordinatorStateTopicNumPartitions     int32
