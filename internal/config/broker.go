@@ -233,6 +233,7 @@ type Broker struct {
 	GroupShareAssignmentIntervalMs    int32 // group.share.assignment.interval.ms
 	GroupShareMinAssignmentIntervalMs int32 // group.share.min.assignment.interval.ms
 	GroupShareMaxAssignmentIntervalMs int32 // group.share.max.assignment.interval.ms
+
 	// share.coordinator.state.topic.*: the shape of __share_group_state; see
 	// ShareStateRF and ShareStateMinISR.
 	ShareCoordinatorStateTopicNumPartitions     int32
