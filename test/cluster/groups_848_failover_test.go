@@ -175,6 +175,118 @@ func TestCluster848CoordinatorFailover(t *testing.T) {
 	checkGroupProcessedAll(t, c, adm, group, topic, l.stop(t), consumers, nil)
 }
 
+// TestCluster848FailoverWhileAssigning: the fault matrix's cell for the state KIP-1263
+// adds. With the group's consumer.assignment.interval.ms at 5 s, a fourth and a fifth
+// member join a stable group of three; the group waits for the interval to assign them
+// (ConsumerGroupDescribe shows it Assigning, its epoch ahead of the assignment's), and
+// its coordinator is killed (kill -9) then. The next coordinator loads the group, with
+// the time of its last assignment, and assigns the waiting joins; once the killed node
+// is back the five settle. No partition is ever described owned twice, the three
+// members that were stable are never fenced, and every produced record is processed.
+func TestCluster848FailoverWhileAssigning(t *testing.T) {
+	t.Parallel()
+	const topic, group, partitions = "assigning848", "assigning848-group", 6
+	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: append([]string{
+		"min.insync.replicas=2",
+		"group.consumer.min.heartbeat.interval.ms=50", "group.consumer.heartbeat.interval.ms=250",
+		"group.consumer.min.session.timeout.ms=500", "group.consumer.session.timeout.ms=20000",
+		"offsets.topic.num.partitions=3",
+	}, replicationOverrides...)})
+	cl := newNodeClient(t, c.Node(1).Addr)
+	createTopic(t, cl, topic, partitions, 3)
+	setShareGroupConfig(t, c, cl, group, "consumer.assignment.interval.ms", "5000")
+	l := startLoadAt(t, c, topic, 50)
+	l.waitAcks(t, 300, "records before the consumers start")
+
+	logs := &fenceLog{}
+	var consumers []*groupConsumer
+	for range 3 {
+		consumers = append(consumers, startGroupConsumer(t, c, group, topic, kgo.ServerSideBalancer(), kgo.WithLogger(logs)))
+	}
+	var doubled []string
+	// view returns how many members the group has, the partitions they own, and the
+	// fewest one of them owns.
+	view := func(adm *kadm.Client) (members, owned, fewest int, state string, ok bool) {
+		epochs, parts, state, err := describe848Members(adm, group, topic)
+		if err != nil {
+			return 0, 0, 0, "", false
+		}
+		fewest = partitions
+		for id := range epochs {
+			fewest = min(fewest, len(parts[id]))
+		}
+		owners := map[int32]string{}
+		for id, ps := range parts {
+			for _, p := range ps {
+				if other, dup := owners[p]; dup {
+					doubled = append(doubled, fmt.Sprintf("partition %d owned by %s and %s", p, other, id))
+				}
+				owners[p] = id
+			}
+			owned += len(ps)
+		}
+		return len(epochs), owned, fewest, state, true
+	}
+	adm := kadm.NewClient(cl.cl)
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		n, owned, fewest, state, ok := view(adm)
+		return ok && n == 3 && owned == partitions && fewest == 2 && state == "Stable"
+	}, "three members owning the six partitions")
+
+	for range 2 {
+		consumers = append(consumers, startGroupConsumer(t, c, group, topic, kgo.ServerSideBalancer(), kgo.WithLogger(&fenceLog{})))
+	}
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		n, _, _, state, ok := view(adm)
+		return ok && n == 5 && state == "Assigning"
+	}, "the group waiting for the interval to assign the fifth member")
+	coordinator := groupCoordinator(t, adm, group)
+	faultAt := time.Now()
+	c.Node(coordinator).Kill()
+	t.Logf("kill -9 of node %d, the coordinator, while the group is Assigning", coordinator)
+	survivor := kadm.NewClient(clientExcept(t, c, coordinator).cl)
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		next, err := tryGroupCoordinator(survivor, group)
+		return err == nil && next != coordinator
+	}, "another coordinator")
+	var last string
+	defer func() {
+		if t.Failed() {
+			t.Logf("last described: %s", last)
+		}
+	}()
+	describeLast := func() {
+		epochs, parts, state, _ := describe848Members(survivor, group, topic)
+		last = fmt.Sprintf("%s: %v %v", state, epochs, parts)
+	}
+	// The new coordinator assigns the waiting joins once the interval has passed,
+	// at a heartbeat of one of the three (the two that wait own no partition, so
+	// franz-go goes on heartbeating to the dead node: nothing else of theirs fails
+	// there to make it look for the coordinator again).
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		describeLast()
+		n, _, _, state, ok := view(survivor)
+		return ok && n == 5 && state != "Assigning"
+	}, "the new coordinator assigning the five members")
+	t.Logf("the new coordinator assigned the five %v after the kill: %s", time.Since(faultAt).Round(time.Millisecond), last)
+	// Back, the killed node answers the two that wait NOT_COORDINATOR: they find the
+	// new coordinator (joining again if their sessions ended meanwhile).
+	c.StartAgain(t, coordinator)
+	testutil.WaitFor(t, 90*time.Second, func() bool {
+		describeLast()
+		n, owned, fewest, state, ok := view(survivor)
+		return ok && n == 5 && owned == partitions && fewest >= 1 && state == "Stable"
+	}, "five members owning the six partitions, each at least one")
+	if errs := logs.since(faultAt); len(errs) > 0 {
+		t.Errorf("members stable before the kill were fenced after it: %d errors, first: %v", len(errs), errs[:min(3, len(errs))])
+	}
+	if len(doubled) > 0 {
+		t.Errorf("ConsumerGroupDescribe showed partitions owned twice: %v", doubled[:min(5, len(doubled))])
+	}
+	l.waitAcks(t, 300, "records after the failover")
+	checkGroupProcessedAll(t, c, survivor, group, topic, l.stop(t), consumers, nil)
+}
+
 // TestCluster848StaticMemberAcrossFailover: a static member (group.instance.id) closes
 // — leaving for a while, epoch -2 — then the coordinator is killed; the member's next
 // incarnation, through the new coordinator, gets its partitions back without a new
