@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -67,6 +68,19 @@ func describe848Members(adm *kadm.Client, group, topic string) (map[string]int32
 	return epochs, parts, g.State, nil
 }
 
+// start848Cluster starts three nodes for the KIP-848 failover tests: min.insync.replicas
+// 2, members heartbeating every 250 ms with sessions of sessionMs, three
+// __consumer_offsets partitions.
+func start848Cluster(t *testing.T, sessionMs int) *testutil.Cluster {
+	t.Helper()
+	return testutil.StartCluster(t, testutil.ClusterOptions{Overrides: append([]string{
+		"min.insync.replicas=2",
+		"group.consumer.min.heartbeat.interval.ms=50", "group.consumer.heartbeat.interval.ms=250",
+		"group.consumer.min.session.timeout.ms=500", "group.consumer.session.timeout.ms=" + strconv.Itoa(sessionMs),
+		"offsets.topic.num.partitions=3",
+	}, replicationOverrides...)})
+}
+
 // TestCluster848CoordinatorFailover: KIP-848 members (franz-go, server-side
 // assignment) consume a topic under load; a fourth member joins just before the
 // group's coordinator is killed (kill -9, then SIGSTOP for the next coordinator).
@@ -76,12 +90,7 @@ func describe848Members(adm *kadm.Client, group, topic string) (map[string]int32
 func TestCluster848CoordinatorFailover(t *testing.T) {
 	t.Parallel()
 	const topic, group, partitions = "cg848", "cg848-group", 6
-	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: append([]string{
-		"min.insync.replicas=2",
-		"group.consumer.min.heartbeat.interval.ms=50", "group.consumer.heartbeat.interval.ms=250",
-		"group.consumer.min.session.timeout.ms=500", "group.consumer.session.timeout.ms=20000",
-		"offsets.topic.num.partitions=3",
-	}, replicationOverrides...)})
+	c := start848Cluster(t, 20000)
 	createTopic(t, newNodeClient(t, c.Node(1).Addr), topic, partitions, 3)
 	l := startLoadAt(t, c, topic, 50)
 	l.waitAcks(t, 300, "records before the consumers start")
@@ -186,12 +195,7 @@ func TestCluster848CoordinatorFailover(t *testing.T) {
 func TestCluster848FailoverWhileAssigning(t *testing.T) {
 	t.Parallel()
 	const topic, group, partitions = "assigning848", "assigning848-group", 6
-	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: append([]string{
-		"min.insync.replicas=2",
-		"group.consumer.min.heartbeat.interval.ms=50", "group.consumer.heartbeat.interval.ms=250",
-		"group.consumer.min.session.timeout.ms=500", "group.consumer.session.timeout.ms=20000",
-		"offsets.topic.num.partitions=3",
-	}, replicationOverrides...)})
+	c := start848Cluster(t, 20000)
 	cl := newNodeClient(t, c.Node(1).Addr)
 	createTopic(t, cl, topic, partitions, 3)
 	setShareGroupConfig(t, c, cl, group, "consumer.assignment.interval.ms", "5000")
@@ -294,12 +298,7 @@ func TestCluster848FailoverWhileAssigning(t *testing.T) {
 func TestCluster848StaticMemberAcrossFailover(t *testing.T) {
 	t.Parallel()
 	const topic, group, partitions = "static848", "static848-group", 4
-	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: append([]string{
-		"min.insync.replicas=2",
-		"group.consumer.min.heartbeat.interval.ms=50", "group.consumer.heartbeat.interval.ms=250",
-		"group.consumer.min.session.timeout.ms=500", "group.consumer.session.timeout.ms=30000",
-		"offsets.topic.num.partitions=3",
-	}, replicationOverrides...)})
+	c := start848Cluster(t, 30000)
 	createTopic(t, newNodeClient(t, c.Node(1).Addr), topic, partitions, 3)
 	l := startLoadAt(t, c, topic, 50)
 	l.waitAcks(t, 200, "records before the consumers start")
