@@ -37,6 +37,8 @@ type raftLoop struct {
 	mismatched map[int32]string
 	// peers is what the leader knows of each voter's replication, for DescribeQuorum.
 	peers map[uint64]*peerContact
+	// ignoredHeartbeats lists the senders of impossible heartbeats already logged.
+	ignoredHeartbeats map[int32]bool
 }
 
 // peerContact is when the leader last heard from a voter and when that voter last
@@ -144,6 +146,9 @@ func (l *raftLoop) loop() error {
 		case <-c.tickCh:
 			l.node.Tick()
 		case m := <-c.recvCh:
+			if l.impossibleHeartbeat(m) {
+				continue
+			}
 			l.noteContact(m)
 			if err := l.node.Step(m); err != nil {
 				l.logger.Debug("raft message dropped", "type", m.GetType().String(), "from", NodeIDOf(m.GetFrom()), "error", err)
@@ -154,6 +159,33 @@ func (l *raftLoop) loop() error {
 			fn(l)
 		}
 	}
+}
+
+// impossibleHeartbeat reports (and logs, once per sender) a heartbeat that commits
+// past the end of this node's log, which Raft would answer with a panic. A leader
+// commits in a heartbeat only what the node has acknowledged, and the node
+// acknowledges only what it has stored: such a heartbeat comes from a node of another
+// quorum (a stopped cluster's leader still sending to an address this node now
+// listens on, before this node knows a cluster id to refuse it by), or this node's
+// metadata log was lost. The node ignores it rather than crash.
+func (l *raftLoop) impossibleHeartbeat(m *pb.Message) bool {
+	if m.GetType() != pb.MsgHeartbeat {
+		return false
+	}
+	last, _ := l.storage.LastIndex()
+	if m.GetCommit() <= last {
+		return false
+	}
+	from := NodeIDOf(m.GetFrom())
+	if !l.ignoredHeartbeats[from] {
+		if l.ignoredHeartbeats == nil {
+			l.ignoredHeartbeats = map[int32]bool{}
+		}
+		l.ignoredHeartbeats[from] = true
+		l.logger.Error("ignoring Raft heartbeats that commit past this node's metadata log: the sender belongs to another quorum, or this node's metadata log was lost",
+			"peer", from, "commit", m.GetCommit(), "last_offset", last, "term", m.GetTerm())
+	}
+	return true
 }
 
 func (l *raftLoop) propose(p *proposal) {
