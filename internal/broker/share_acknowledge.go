@@ -13,8 +13,7 @@ package broker
 // group's share.renew.acknowledge.enable is false; nothing of it applied. The
 // answer waits until the changes are durable on the share coordinator, for up to
 // shareStoreTimeout while the coordinator moves (share_store.go); a partition whose
-// write still failed answers COORDINATOR_NOT_AVAILABLE, its change undone. The
-// partitions are acknowledged side by side, each waiting for its own write.
+// write still failed answers COORDINATOR_NOT_AVAILABLE, its change undone.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -50,45 +49,28 @@ func (b *Broker) handleShareAcknowledge(req *protocol.Request) <-chan protocol.R
 	ctx, cancel := b.requestContext(0)
 	defer cancel()
 	check := shareAckCheck{b: b, group: groupID, version: r.Version, isRenewAck: r.IsRenewAck}
-	// The partitions whose batches pass the check, each with the answers of its
-	// mentions (a partition named twice is acknowledged in the order of its mentions).
-	var keys []share.Key
-	type mention struct {
-		batches []shareAck
-		code    *int16
-	}
-	mentions := map[share.Key][]mention{}
 	for _, t := range r.Topics {
 		rt := kmsg.NewShareAcknowledgeResponseTopic()
 		rt.TopicID = t.TopicID
-		rt.Partitions = make([]kmsg.ShareAcknowledgeResponseTopicPartition, len(t.Partitions))
-		for i, p := range t.Partitions {
+		for _, p := range t.Partitions {
 			k := share.Key{Group: groupID, TopicID: t.TopicID, Partition: p.Partition}
 			var batches []shareAck
 			for _, a := range p.AcknowledgementBatches {
 				batches = append(batches, shareAck{a.FirstOffset, a.LastOffset, a.AcknowledgeTypes})
 			}
-			rp := &rt.Partitions[i]
-			*rp = kmsg.NewShareAcknowledgeResponseTopicPartition()
+			rp := kmsg.NewShareAcknowledgeResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = -1, -1
 			if sp, err := b.sharePartition(k); err == nil {
 				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = b.nodeID, sp.LeaderEpoch()
 			}
 			if rp.ErrorCode = check.code(batches); rp.ErrorCode == 0 {
-				if mentions[k] == nil {
-					keys = append(keys, k)
-				}
-				mentions[k] = append(mentions[k], mention{batches, &rp.ErrorCode})
+				rp.ErrorCode = b.shareAcknowledge(ctx, k, member, batches)
 			}
+			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	forEachShareKey(keys, func(k share.Key) {
-		for _, m := range mentions[k] {
-			*m.code = b.shareAcknowledge(ctx, k, member, m.batches)
-		}
-	})
 	switch {
 	case closing:
 		b.releaseShareSession(ctx, groupID, member, append(parts, named...))

@@ -842,9 +842,8 @@ func (b *Broker) handleShareFetch(req *protocol.Request) <-chan protocol.Respons
 	}
 	if closing || renewOnly {
 		for _, k := range order {
-			result(k) // made here: the acknowledgements below run side by side
+			result(k).AcknowledgeErrorCode = acknowledge(k)
 		}
-		forEachShareKey(order, func(k share.Key) { results[k].AcknowledgeErrorCode = acknowledge(k) })
 		if closing {
 			b.releaseShareSession(ctx, groupID, member, parts)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -691,119 +690,5 @@ func TestShareSessionsIdle(t *testing.T) {
 	s.released("g")
 	if !s.idle("g") || !s.idle("other") {
 		t.Fatalf("idle: g %v, a group never seen %v; want both", s.idle("g"), s.idle("other"))
-	}
-}
-
-// TestShareAcknowledgeSideBySide: the partitions of a ShareAcknowledge, and of a
-// ShareFetch closing its session, are acknowledged side by side, each waiting for its
-// own state write: the first partition's write is held until the second's begins,
-// which must not wait for the first.
-func TestShareAcknowledgeSideBySide(t *testing.T) {
-	b := startTestBroker(t)
-	ka, kb := shareTestTopic(t, b, "side-a"), shareTestTopic(t, b, "side-b")
-	keys := []share.Key{ka, kb}
-	shareFetchKeys(t, b, "m", 0, 10, keys, nil) // the session opens on empty partitions
-	for _, topic := range []string{"side-a", "side-b"} {
-		for range 3 {
-			if code := produceTo(t, b, topic); code != 0 {
-				t.Fatalf("produce: %v", kerr.ErrorForCode(code))
-			}
-		}
-	}
-	for k, rp := range shareFetchKeys(t, b, "m", 1, 10, keys, nil) {
-		if a := rp.AcquiredRecords; len(a) != 1 || a[0].FirstOffset != 0 || a[0].LastOffset != 2 {
-			t.Fatalf("acquired %v of %x, want offsets 0-2", a, k.TopicID)
-		}
-	}
-	// gate holds ka's next state write until kb's begins (5 s at most); wait reports
-	// whether kb's began meanwhile.
-	gate := func(what string) (wait func()) {
-		bBegan, verdict := make(chan struct{}), make(chan bool, 1)
-		var aOnce, bOnce sync.Once
-		f := func(k share.Key) {
-			switch k {
-			case ka:
-				aOnce.Do(func() {
-					select {
-					case <-bBegan:
-						verdict <- true
-					case <-time.After(5 * time.Second):
-						verdict <- false
-					}
-				})
-			case kb:
-				bOnce.Do(func() { close(bBegan) })
-			}
-		}
-		b.shareStore.beforeWrite.Store(&f)
-		return func() {
-			t.Helper()
-			select {
-			case ok := <-verdict:
-				if !ok {
-					t.Fatalf("%s wrote the second partition's state only after the first's", what)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatalf("%s wrote no state of the first partition", what)
-			}
-		}
-	}
-	t.Cleanup(func() { b.shareStore.beforeWrite.Store(nil) })
-
-	// A ShareAcknowledge accepting offset 0 of both partitions.
-	wait := gate("ShareAcknowledge")
-	areq := kmsg.NewPtrShareAcknowledgeRequest()
-	areq.SetVersion(1)
-	areq.GroupID, areq.MemberID = kmsg.StringPtr("g"), kmsg.StringPtr("m")
-	areq.ShareSessionEpoch = 2
-	for _, k := range keys {
-		rt := kmsg.NewShareAcknowledgeRequestTopic()
-		rt.TopicID = k.TopicID
-		rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
-		rp.AcknowledgementBatches = []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{
-			{FirstOffset: 0, LastOffset: 0, AcknowledgeTypes: []int8{share.AckAccept}},
-		}
-		rt.Partitions = append(rt.Partitions, rp)
-		areq.Topics = append(areq.Topics, rt)
-	}
-	aresp := call[*kmsg.ShareAcknowledgeResponse](t, b, areq)
-	for _, rt := range aresp.Topics {
-		for _, rp := range rt.Partitions {
-			if aresp.ErrorCode != 0 || rp.ErrorCode != 0 {
-				t.Fatalf("ShareAcknowledge: %v, partition of %x: %v", kerr.ErrorForCode(aresp.ErrorCode), rt.TopicID, kerr.ErrorForCode(rp.ErrorCode))
-			}
-		}
-	}
-	wait()
-
-	// A ShareFetch closing the session (epoch -1), accepting offset 1 of both.
-	wait = gate("a ShareFetch closing its session")
-	req := kmsg.NewPtrShareFetchRequest()
-	req.SetVersion(1)
-	req.GroupID, req.MemberID = kmsg.StringPtr("g"), kmsg.StringPtr("m")
-	req.ShareSessionEpoch = -1
-	for _, k := range keys {
-		rt := kmsg.NewShareFetchRequestTopic()
-		rt.TopicID = k.TopicID
-		rp := kmsg.NewShareFetchRequestTopicPartition()
-		rp.AcknowledgementBatches = []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{ackBatch(1, 1, share.AckAccept)}
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-	}
-	fresp := call[*kmsg.ShareFetchResponse](t, b, req)
-	for _, rt := range fresp.Topics {
-		for _, rp := range rt.Partitions {
-			if fresp.ErrorCode != 0 || rp.AcknowledgeErrorCode != 0 {
-				t.Fatalf("closing ShareFetch: %v, partition of %x: %v", kerr.ErrorForCode(fresp.ErrorCode), rt.TopicID, kerr.ErrorForCode(rp.AcknowledgeErrorCode))
-			}
-		}
-	}
-	wait()
-	for _, k := range keys {
-		for off := range int64(2) {
-			if state, _ := stateOf(t, b, k, off); state != share.Acknowledged {
-				t.Fatalf("offset %d of %x in state %d after its ACCEPT, want acknowledged", off, k.TopicID, state)
-			}
-		}
 	}
 }

@@ -39,7 +39,6 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -66,12 +65,7 @@ const shareStoreTimeout = 30 * time.Second
 
 // shareStore is safe for concurrent use: it reaches other brokers through the
 // broker's peer connections (brokerPeers).
-type shareStore struct {
-	b *Broker
-	// beforeWrite, set by tests only, is called as a write of a partition's state
-	// begins.
-	beforeWrite atomic.Pointer[func(share.Key)]
-}
+type shareStore struct{ b *Broker }
 
 var _ share.Store = (*shareStore)(nil)
 
@@ -324,9 +318,6 @@ func (s *shareStore) Read(ctx context.Context, k share.Key, leaderEpoch int32) (
 
 // Write lays snap's window and runs over key's stored state.
 func (s *shareStore) Write(ctx context.Context, k share.Key, leaderEpoch int32, snap share.Snapshot) error {
-	if f := s.beforeWrite.Load(); f != nil {
-		(*f)(k)
-	}
 	return s.call(ctx, k, true, func() error {
 		return s.b.shareState.writeState(ctx, k, snap.StateEpoch, leaderEpoch, snap.Start, snap.Runs)
 	}, func(ctx context.Context, conn *peer.Conn) (int16, error) {
