@@ -783,6 +783,7 @@ func startShareConsumer(t *testing.T, name string, seeds []string, groupID, topi
 				continue
 			}
 			led.delivered(name, recs)
+			acks.logf("polled %s", pollSummary(recs))
 			gate.wait(ctx)
 			choice := 2 // accept all
 			if rng != nil {
@@ -822,6 +823,22 @@ func startShareConsumer(t *testing.T, name string, seeds []string, groupID, topi
 	}()
 	t.Cleanup(sc.stop)
 	return sc
+}
+
+// pollSummary describes a poll's records for a client's log: per partition, the
+// offsets and delivery counts of each run of consecutive offsets.
+func pollSummary(recs []*kgo.Record) string {
+	var b strings.Builder
+	for i := 0; i < len(recs); {
+		j := i + 1
+		for j < len(recs) && recs[j].Partition == recs[i].Partition && recs[j].Offset == recs[j-1].Offset+1 &&
+			recs[j].DeliveryCount() == recs[i].DeliveryCount() {
+			j++
+		}
+		fmt.Fprintf(&b, " p%d:%d-%d(count %d)", recs[i].Partition, recs[i].Offset, recs[j-1].Offset, recs[i].DeliveryCount())
+		i = j
+	}
+	return b.String()
 }
 
 // newShareClient is a franz-go share consumer of groupID taking up to maxRecords
