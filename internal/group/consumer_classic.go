@@ -291,8 +291,9 @@ func (c *Coordinator) joinConsumerGroupLocked(part *partition, g *group, jr join
 	}
 	// A classic member's heartbeat interval is its own: it is not asked back sooner
 	// when the group waits for its next assignment.
+	timeouts := c.groupTimeouts(g.id)
 	records, resolved, _ := c.changeMemberLocked(g.id, g, cg, memberChange{
-		m: m, old: old, before: before, replaced: replaced, now: now,
+		m: m, old: old, before: before, replaced: replaced, now: now, assignInterval: *timeouts.ConsumerAssignment,
 		subscriptionChanged: subscriptionChanged, owned: owned,
 	})
 	result := joinResult{memberID: id, generation: m.epoch, protocolType: consumerProtocolType, protocol: jr.protocols[0].name}
@@ -308,7 +309,7 @@ func (c *Coordinator) joinConsumerGroupLocked(part *partition, g *group, jr join
 			g.consumer.topicsVersion = resolved
 		}
 		if live := g.consumer.members[id]; live != nil {
-			live.renew(now, live.classic.sessionTimeout, c.groupTimeouts(g.id).ConsumerHeartbeat, before.state)
+			live.renew(now, live.classic.sessionTimeout, timeouts.ConsumerHeartbeat, before.state)
 			live.classicDeadline = now.Add(live.rebalanceTimeout) // its SyncGroup
 		}
 	}

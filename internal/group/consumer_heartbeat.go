@@ -332,15 +332,15 @@ func (hb *heartbeat) join(g *group, cg *consumerGroup) (int16, string) {
 		m.epoch = max(m.previousEpoch, 0) // back before its session expired
 	}
 
+	timeouts := c.groupTimeouts(req.Group)
 	records, resolved, assignIn := c.changeMemberLocked(req.Group, g, cg, memberChange{
-		m: m, old: old, before: before, replaced: replaced, now: hb.now,
+		m: m, old: old, before: before, replaced: replaced, now: hb.now, assignInterval: *timeouts.ConsumerAssignment,
 		subscriptionChanged: subscriptionChanged, owned: ownedFromRequest(req.Topics),
 	})
 	hb.records = append(hb.records, records...)
 
 	hb.resp.MemberID = &id
 	hb.resp.MemberEpoch = m.epoch
-	timeouts := c.groupTimeouts(req.Group)
 	hb.resp.HeartbeatIntervalMillis = int32(timeouts.ConsumerHeartbeat.Milliseconds())
 	if m.state == memberUnreleased {
 		// It waits for partitions other members are giving up: it is asked back sooner,
@@ -385,6 +385,7 @@ type memberChange struct {
 	subscriptionChanged bool
 	owned               Assignment // what the member says it holds; nil: not said
 	now                 time.Time
+	assignInterval      time.Duration // the group's assignment interval (KIP-1263)
 }
 
 // changeMemberLocked returns the records of a member's change: the group epoch is
@@ -420,7 +421,7 @@ func (c *Coordinator) changeMemberLocked(groupID string, g *group, cg *consumerG
 	}
 
 	changed := map[string]*consumerMember{}
-	assignIn := assignmentDueIn(cg.assignedAt, *c.groupTimeouts(groupID).ConsumerAssignment, ch.now)
+	assignIn := assignmentDueIn(cg.assignedAt, ch.assignInterval, ch.now)
 	if next.epoch > next.targetEpoch && assignIn == 0 {
 		for mid, mm := range c.computeTargets(next, topics) {
 			if mid == m.id {

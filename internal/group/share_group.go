@@ -483,6 +483,9 @@ func (c *Coordinator) shareHeartbeatLocked(req *kmsg.ShareGroupHeartbeatRequest,
 		next.targetEpoch, next.assignedAt = next.epoch, now
 		c.logger.Info("share group assignment computed", "group", req.GroupID, "epoch", next.epoch, "members", len(members))
 	}
+	if next.epoch == next.targetEpoch {
+		assignIn = 0
+	}
 	var records []Record
 	if g == nil || next.epoch != sg.epoch || next.targetEpoch != sg.targetEpoch {
 		records = append(records, shareGroupRecord(req.GroupID, next))
@@ -495,7 +498,7 @@ func (c *Coordinator) shareHeartbeatLocked(req *kmsg.ShareGroupHeartbeatRequest,
 	}
 	resp.MemberEpoch = m.epoch
 	resp.HeartbeatIntervalMillis = int32(timeouts.ShareHeartbeat.Milliseconds())
-	if next.epoch > next.targetEpoch && assignIn > 0 {
+	if assignIn > 0 {
 		// The group waits for its next assignment: the member is asked back when it is
 		// due (Kafka keeps the heartbeat interval).
 		resp.HeartbeatIntervalMillis = min(resp.HeartbeatIntervalMillis, heartbeatMillis(assignIn))

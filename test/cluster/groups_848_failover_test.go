@@ -107,16 +107,8 @@ func TestCluster848CoordinatorFailover(t *testing.T) {
 			if err != nil {
 				return false
 			}
-			owners, owned := map[int32]string{}, 0
-			for id, ps := range parts {
-				for _, p := range ps {
-					if other, ok := owners[p]; ok {
-						doubled = append(doubled, fmt.Sprintf("partition %d owned by %s and %s", p, other, id))
-					}
-					owners[p] = id
-				}
-				owned += len(ps)
-			}
+			owned, twice := ownedOnce(parts)
+			doubled = append(doubled, twice...)
 			return state == "Stable" && slices.Contains(members, len(epochs)) && owned == partitions
 		}
 	}
@@ -219,16 +211,8 @@ func TestCluster848FailoverWhileAssigning(t *testing.T) {
 		for id := range epochs {
 			fewest = min(fewest, len(parts[id]))
 		}
-		owners := map[int32]string{}
-		for id, ps := range parts {
-			for _, p := range ps {
-				if other, dup := owners[p]; dup {
-					doubled = append(doubled, fmt.Sprintf("partition %d owned by %s and %s", p, other, id))
-				}
-				owners[p] = id
-			}
-			owned += len(ps)
-		}
+		owned, twice := ownedOnce(parts)
+		doubled = append(doubled, twice...)
 		return len(epochs), owned, fewest, state, true
 	}
 	adm := kadm.NewClient(cl.cl)
@@ -351,6 +335,22 @@ func TestCluster848StaticMemberAcrossFailover(t *testing.T) {
 	}
 	l.waitAcks(t, 200, "records after the failover")
 	checkGroupProcessedAll(t, c, survivor, group, topic, l.stop(t), []*groupConsumer{b, a2}, []*groupConsumer{a})
+}
+
+// ownedOnce counts the partitions parts (member id → partitions) assigns and lists
+// those it gives two members.
+func ownedOnce(parts map[string][]int32) (owned int, twice []string) {
+	owners := map[int32]string{}
+	for id, ps := range parts {
+		for _, p := range ps {
+			if other, dup := owners[p]; dup {
+				twice = append(twice, fmt.Sprintf("partition %d owned by %s and %s", p, other, id))
+			}
+			owners[p] = id
+		}
+		owned += len(ps)
+	}
+	return owned, twice
 }
 
 // checkGroupProcessedAll ends a group test: the group has committed every partition's
