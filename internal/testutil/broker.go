@@ -110,12 +110,13 @@ func FreePort(t testing.TB) int {
 }
 
 // FreePorts returns n different ports on 127.0.0.1 that were free a moment ago (each
-// held until all are chosen, so that none is handed out twice).
+// held until all are chosen, so that none is handed out twice) and that no earlier
+// call handed out in this process (see freshListener).
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
 	ports := make([]int, n)
 	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := freshListener()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,6 +125,40 @@ func FreePorts(t testing.TB, n int) []int {
 	}
 	return ports
 }
+
+// freshListener listens on a port of 127.0.0.1 the kernel chooses, and that no
+// listener, FreePorts or clusterPort of this process had before. A node of a finished
+// test's cluster may still run, or another node still send to it, for a moment: a new
+// node on its port would take that traffic for its own (one that has not learnt its
+// cluster id yet cannot tell another cluster's Raft messages from its own).
+func freshListener() (net.Listener, error) {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	var taken []net.Listener // held, so that the kernel offers another port next
+	defer func() {
+		for _, l := range taken {
+			l.Close()
+		}
+	}()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return l, nil
+		}
+		taken = append(taken, l)
+	}
+}
+
+// handedOut is every port this process's tests were given.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
 
 // StartBroker starts `samsa serve` on a free port with data in a fresh temporary
 // directory, waits until it logs that it is ready, and stops it when the test ends.

@@ -85,20 +85,19 @@ func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
 	}
 	c := &Cluster{t: t, nodes: map[int32]*Node{}, links: map[[2]int32]*Proxy{}}
 	bin := SamsaBinary(t)
-	used := map[int]bool{}
 	for id := int32(1); id <= int32(o.Nodes); id++ {
 		n := &Node{ID: id, Roles: "broker,controller", Broker: &Broker{Dir: t.TempDir(), t: t, bin: bin}}
 		if r, ok := o.Roles[id]; ok {
 			n.Roles = r
 		}
 		if n.IsBroker() {
-			n.Addr = fmt.Sprintf("127.0.0.1:%d", clusterPort(t, used))
+			n.Addr = fmt.Sprintf("127.0.0.1:%d", clusterPort(t))
 		}
 		if n.IsController() {
-			n.ControllerAddr = fmt.Sprintf("127.0.0.1:%d", clusterPort(t, used))
+			n.ControllerAddr = fmt.Sprintf("127.0.0.1:%d", clusterPort(t))
 		}
 		if o.Metrics {
-			n.MetricsAddr = fmt.Sprintf("127.0.0.1:%d", clusterPort(t, used))
+			n.MetricsAddr = fmt.Sprintf("127.0.0.1:%d", clusterPort(t))
 		}
 		c.nodes[id] = n
 	}
@@ -125,7 +124,7 @@ func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
 		if n.IsBroker() {
 			listeners = append(listeners, "PLAINTEXT://"+n.Addr)
 			if o.ProxyReplication {
-				addr := fmt.Sprintf("127.0.0.1:%d", clusterPort(t, used))
+				addr := fmt.Sprintf("127.0.0.1:%d", clusterPort(t))
 				n.ReplicationProxy = StartProxy(t, addr)
 				listeners = append(listeners, "REPLICATION://"+addr)
 				replication = []string{
@@ -162,8 +161,9 @@ func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
 
 // clusterPort picks a free port below the kernel's ephemeral range, so that no
 // outgoing connection of another process takes it between this check and the node
-// binding it (a cluster's ports are fixed: the voters name them).
-func clusterPort(t testing.TB, used map[int]bool) int {
+// binding it (a cluster's ports are fixed: the voters name them), and one no test of
+// this process was given before (see freshListener).
+func clusterPort(t testing.TB) int {
 	t.Helper()
 	low := 32768
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
@@ -173,9 +173,11 @@ func clusterPort(t testing.TB, used map[int]bool) int {
 			}
 		}
 	}
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	for range 1000 {
 		port := 10000 + rand.IntN(low-10000)
-		if used[port] {
+		if handedOut.ports[port] {
 			continue
 		}
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
@@ -183,7 +185,7 @@ func clusterPort(t testing.TB, used map[int]bool) int {
 			continue
 		}
 		l.Close()
-		used[port] = true
+		handedOut.ports[port] = true
 		return port
 	}
 	t.Fatal("no free port")

@@ -44,7 +44,7 @@ type Proxy struct {
 // StartProxy starts a proxy to target and closes it when the test ends.
 func StartProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := freshListener()
 	if err != nil {
 		t.Fatal(err)
 	}
