@@ -36,6 +36,46 @@ func TestCompatibilityDoc(t *testing.T) {
 	}
 	check("## APIs served", APIKeys())
 	check("## Controller listener", ControllerAPIKeys())
+
+	// Every key kmsg knows is served on a listener or listed as not served, by its name.
+	served := map[int16]bool{}
+	for _, k := range append(APIKeys(), ControllerAPIKeys()...) {
+		served[k.ApiKey] = true
+	}
+	unserved := unservedAPIs(t, string(data))
+	for key := int16(0); key <= kmsg.MaxKey; key++ {
+		name := kmsg.NameForKey(key)
+		switch listed, ok := unserved[key]; {
+		case served[key] && ok:
+			t.Errorf("docs/compatibility.md (## Not served yet) lists %s (key %d), which is served", listed, key)
+		case !served[key] && kmsg.RequestForKey(key) != nil && listed != name:
+			t.Errorf("docs/compatibility.md (## Not served yet) has %q for key %d, which is not served: want a row for %s", listed, key, name)
+		}
+		delete(unserved, key)
+	}
+	for key, name := range unserved {
+		t.Errorf("docs/compatibility.md (## Not served yet) lists %s under key %d, which kmsg does not know", name, key)
+	}
+}
+
+// unservedAPIs reads the table of the section "## Not served yet": key → name.
+func unservedAPIs(t *testing.T, doc string) map[int16]string {
+	start := strings.Index(doc, "\n## Not served yet\n")
+	if start < 0 {
+		t.Fatal(`docs/compatibility.md has no section "## Not served yet"`)
+	}
+	section := doc[start+1:]
+	if end := strings.Index(section[1:], "\n## "); end >= 0 {
+		section = section[:end+1]
+	}
+	row := regexp.MustCompile(`(?m)^\| (\w+) \| (\d+) \|`)
+	listed := map[int16]string{}
+	for _, m := range row.FindAllStringSubmatch(section, -1) {
+		var key int16
+		fmt.Sscan(m[2], &key)
+		listed[key] = m[1]
+	}
+	return listed
 }
 
 // documentedAPIs reads the API table of the section under heading.

@@ -168,6 +168,9 @@ func (img *Image) BrokerConfigs(name string) map[string]string { return img.brok
 // GroupConfigs returns the configs set on a group (GROUP config resources); read only.
 func (img *Image) GroupConfigs(name string) map[string]string { return img.groupConfigs[name] }
 
+// ConfiguredGroups returns the groups with a config set, sorted.
+func (img *Image) ConfiguredGroups() []string { return slices.Sorted(maps.Keys(img.groupConfigs)) }
+
 // NextProducerID is the first producer id not yet allocated.
 func (img *Image) NextProducerID() int64 { return img.nextProducerID }
 

@@ -6,6 +6,8 @@ package integration
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -200,4 +202,27 @@ func TestOffsetFetchAllTopicsHidesUndescribable(t *testing.T) {
 func secretID(ctx context.Context, t *testing.T, admin *kgo.Client) [16]byte {
 	t.Helper()
 	return topicID(t, admin, "secret")
+}
+
+// ListConfigResources needs DESCRIBE_CONFIGS on the cluster, as in Kafka's KafkaApis:
+// alice, without it, is refused the whole list (CLUSTER_AUTHORIZATION_FAILED) until
+// it is granted.
+func TestListConfigResourcesNeedsClusterDescribeConfigs(t *testing.T) {
+	t.Parallel()
+	admin, alice := aclBroker(t)
+	ctx := ctxT(t, 30*time.Second)
+	var authErr *kadm.AuthError
+	if _, err := kadm.NewClient(alice).ListConfigResources(ctx); !errors.As(err, &authErr) || !errors.Is(authErr.Err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("alice's ListConfigResources without DESCRIBE_CONFIGS on the cluster: %v; want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
+	adm := kadm.NewClient(admin)
+	if l, err := adm.ListConfigResources(ctx, kadm.ConfigResourceTopic); err != nil || l.Err != nil || !slices.Equal(l.Names(), []string{"pub", "secret"}) {
+		t.Fatalf("the admin's ListConfigResources of topics: %+v, %v; want pub and secret", l, err)
+	}
+	results, err := adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:alice").Clusters().Operations(kadm.OpDescribeConfigs).ResourcePatternType(kadm.ACLPatternLiteral))
+	checkACLResults(t, results, err)
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		l, err := kadm.NewClient(alice).ListConfigResources(ctx, kadm.ConfigResourceTopic)
+		return err == nil && l.Err == nil && len(l.Resources) == 2
+	}, "alice's ListConfigResources once granted DESCRIBE_CONFIGS on the cluster")
 }
