@@ -7,10 +7,13 @@ package broker
 //	AddPartitionsToTxn    (24) v0–5   v4+ batched, with VerifyOnly (KIP-890), from brokers
 //	AddOffsetsToTxn       (25) v0–4
 //	EndTxn                (26) v0–5   v5: transactions v2, the epoch bumps (KIP-890)
-//	TxnOffsetCommit       (28) v0–5   member and generation checked from v3 (KIP-447;
+//	TxnOffsetCommit       (28) v0–6   member and generation checked from v3 (KIP-447;
 //	                                  a consumer group's older member epoch for the
 //	                                  partitions held since then, KIP-1251);
-//	                                  v5 adds the group's partition itself (KIP-890)
+//	                                  v5 adds the group's partition itself (KIP-890);
+//	                                  v6 names topics by id, and answers
+//	                                  GROUP_ID_NOT_FOUND and STALE_MEMBER_EPOCH where
+//	                                  v5 answers ILLEGAL_GENERATION (KIP-1319)
 //	DescribeTransactions  (65) v0     an id named more than once is described once
 //	ListTransactions      (66) v0–2   duration filter from v1, id pattern from v2
 //
@@ -34,7 +37,8 @@ package broker
 //	AddOffsetsToTxn          WRITE on the transactional id, then READ on the group
 //	EndTxn                   WRITE on the transactional id
 //	TxnOffsetCommit          WRITE on the transactional id, then READ on the group
-//	                         (every partition refused), then READ on each topic
+//	                         (every partition refused), then READ on each topic (v6:
+//	                         once its id is resolved, an unknown one UNKNOWN_TOPIC_ID)
 //	DescribeTransactions     DESCRIBE on each transactional id; the partitions of topics
 //	                         the principal may not DESCRIBE are left out
 //	ListTransactions         only the transactional ids the principal may DESCRIBE
@@ -47,6 +51,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-streaming/samsa/internal/auth"
+	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 	"github.com/samsa-streaming/samsa/internal/txn"
 )
@@ -55,7 +60,7 @@ func init() {
 	register(kmsg.AddPartitionsToTxn, 0, 5, (*Broker).handleAddPartitionsToTxn)
 	register(kmsg.AddOffsetsToTxn, 0, 4, (*Broker).handleAddOffsetsToTxn)
 	register(kmsg.EndTxn, 0, 5, (*Broker).handleEndTxn)
-	register(kmsg.TxnOffsetCommit, 0, 5, (*Broker).handleTxnOffsetCommit)
+	register(kmsg.TxnOffsetCommit, 0, 6, (*Broker).handleTxnOffsetCommit)
 	register(kmsg.DescribeTransactions, 0, 0, (*Broker).handleDescribeTransactions)
 	register(kmsg.ListTransactions, 0, 2, (*Broker).handleListTransactions)
 }
@@ -285,6 +290,25 @@ func (b *Broker) handleTxnOffsetCommit(req *protocol.Request) <-chan protocol.Re
 	case !b.authorize(req, auth.OpRead, auth.ResourceGroup, r.Group):
 		return fail(kerr.GroupAuthorizationFailed.Code)
 	}
+	var refused []kmsg.TxnOffsetCommitResponseTopic
+	if req.Version >= 6 {
+		// Offsets are kept by topic name, as in Kafka: the ids are resolved first, and
+		// a topic whose id names none is UNKNOWN_TOPIC_ID (KIP-1319).
+		img := b.image()
+		resolved := *r
+		resolved.Topics = make([]kmsg.TxnOffsetCommitRequestTopic, 0, len(r.Topics))
+		var unknown []kmsg.TxnOffsetCommitRequestTopic
+		for _, t := range r.Topics {
+			if topic, ok := img.TopicByID(metadata.TopicID(t.TopicID)); ok {
+				t.Topic = topic.Name
+				resolved.Topics = append(resolved.Topics, t)
+			} else {
+				unknown = append(unknown, t)
+			}
+		}
+		refused = txnOffsetCommitErrors(r, unknown, kerr.UnknownTopicID.Code).Topics
+		r = &resolved
+	}
 	var denied []kmsg.TxnOffsetCommitRequestTopic
 	if b.authz != nil {
 		keep := *r
@@ -297,11 +321,17 @@ func (b *Broker) handleTxnOffsetCommit(req *protocol.Request) <-chan protocol.Re
 			}
 		}
 		if len(denied) > 0 && len(keep.Topics) == 0 {
-			return fail(kerr.TopicAuthorizationFailed.Code)
+			return withTopics(fail(kerr.TopicAuthorizationFailed.Code), refused)
 		}
 		r = &keep
 	}
-	refused := txnOffsetCommitErrors(r, denied, kerr.TopicAuthorizationFailed.Code).Topics
+	refused = append(refused, txnOffsetCommitErrors(r, denied, kerr.TopicAuthorizationFailed.Code).Topics...)
+	if len(r.Topics) == 0 && len(refused) > 0 {
+		// Nothing left to commit: answered without the coordinators, as Kafka does.
+		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		resp.Topics = refused
+		return reply(resp)
+	}
 	if code := b.groups.IsCoordinator(r.Group); code != 0 {
 		return withTopics(fail(code), refused)
 	}
@@ -335,7 +365,7 @@ func txnOffsetCommitErrors(r *kmsg.TxnOffsetCommitRequest, topics []kmsg.TxnOffs
 	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 	for _, t := range topics {
 		rt := kmsg.NewTxnOffsetCommitResponseTopic()
-		rt.Topic = t.Topic
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
 		for _, p := range t.Partitions {
 			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
 			rp.Partition, rp.ErrorCode = p.Partition, code

@@ -244,7 +244,8 @@ func validateCommit(g *group, memberID string, instanceID *string, generation in
 // since then (KIP-1251). For an older epoch the check of the partitions is returned:
 // every partition of the request must pass it. A newer epoch than the member's is
 // refused. The code is STALE_MEMBER_EPOCH for a consumer-protocol member,
-// ILLEGAL_GENERATION for a classic one and for a transactional commit.
+// ILLEGAL_GENERATION for a classic one and for a transactional commit before
+// TxnOffsetCommit v6 (version is the request's, of either API).
 func validateConsumerCommit(g *group, memberID string, epoch int32, version int16, transactional bool) (int16, *assignmentEpochCheck) {
 	cg := g.consumer
 	if g.state == StateDead { // being deleted
@@ -258,7 +259,7 @@ func validateConsumerCommit(g *group, memberID string, epoch int32, version int1
 		return kerrUnknownMemberID, nil
 	}
 	stale := kerrStaleMemberEpoch
-	if m.classic != nil || transactional {
+	if m.classic != nil || transactional && version < 6 { // TxnOffsetCommit v6: KIP-1319
 		stale = kerrIllegalGeneration
 	}
 	switch {

@@ -185,18 +185,19 @@ func (part *partition) completeTxnLocked(producerID int64, commit bool) {
 	}
 }
 
-// TxnOffsetCommit handles a TxnOffsetCommit request (v0–v5): the offsets are written
+// TxnOffsetCommit handles a TxnOffsetCommit request (v0–v6): the offsets are written
 // in a transactional batch of the producer and stay pending until its transaction
 // ends. The caller has checked with the transaction coordinator that the group's
-// partition is in the transaction. From v3 the member and generation are checked as
-// Kafka does (KIP-447), without refusing commits during a rebalance. guard is
+// partition is in the transaction, and from v6 resolved the topics' ids to their
+// names (the answer names them by id). From v3 the member and generation are checked
+// as Kafka does (KIP-447), without refusing commits during a rebalance. guard is
 // TxnInfo.Guard. The channel receives exactly one response.
 func (c *Coordinator) TxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest, guard uint64) <-chan *kmsg.TxnOffsetCommitResponse {
 	ch := make(chan *kmsg.TxnOffsetCommitResponse, 1)
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 	for _, t := range req.Topics {
 		rt := kmsg.NewTxnOffsetCommitResponseTopic()
-		rt.Topic = t.Topic
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
 		for _, p := range t.Partitions {
 			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
 			rp.Partition = p.Partition
@@ -337,13 +338,17 @@ func (c *Coordinator) txnCommitLocked(req *kmsg.TxnOffsetCommitRequest, guard ui
 // progress does not refuse it. A commit naming no member (generation -1, no member or
 // instance id: v0–2, or a producer given only the group's id) is accepted whatever
 // the group's members, in a consumer group as in a classic one. A group that did not
-// exist refuses a generation.
+// exist refuses a generation. From v6 (KIP-1319) those two refusals are
+// GROUP_ID_NOT_FOUND and, for a consumer-protocol member, STALE_MEMBER_EPOCH, where
+// earlier versions answer ILLEGAL_GENERATION.
 func validateTxnCommit(g *group, existed bool, req *kmsg.TxnOffsetCommitRequest) (int16, *assignmentEpochCheck) {
 	generation, memberID, instanceID := req.Generation, req.MemberID, req.InstanceID
 	if req.Version < 3 {
 		generation, memberID, instanceID = -1, "", nil
 	}
 	switch {
+	case !existed && generation >= 0 && req.Version >= 6:
+		return kerrGroupIDNotFound, nil
 	case !existed && generation >= 0:
 		return kerrIllegalGeneration, nil
 	case g.state == StateDead: // being deleted

@@ -11,8 +11,14 @@ import (
 
 func (h *harness) txnCommit(group string, pid int64, member string, generation int32, offsets map[TopicPartition]int64) *kmsg.TxnOffsetCommitResponse {
 	h.t.Helper()
+	return h.txnCommitAt(3, group, pid, member, generation, offsets)
+}
+
+// txnCommitAt is txnCommit at a version of TxnOffsetCommit.
+func (h *harness) txnCommitAt(version int16, group string, pid int64, member string, generation int32, offsets map[TopicPartition]int64) *kmsg.TxnOffsetCommitResponse {
+	h.t.Helper()
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
-	req.Version = 3
+	req.Version = version
 	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = "tx", group, pid, 0
 	req.MemberID, req.Generation = member, generation
 	byTopic := map[string]int{}
@@ -206,8 +212,9 @@ func TestTxnOffsetCommitChecksMember(t *testing.T) {
 
 // TestTxnOffsetCommitConsumerGroup: into a KIP-848 consumer group a transactional
 // commit names a member at its member epoch (GenerationID); any other epoch is
-// ILLEGAL_GENERATION, as Kafka answers a transactional producer. A group that does not
-// exist refuses a generation.
+// ILLEGAL_GENERATION up to v5, as Kafka answers a transactional producer, and
+// STALE_MEMBER_EPOCH from v6 (KIP-1319). A group that does not exist refuses a
+// generation: ILLEGAL_GENERATION up to v5, GROUP_ID_NOT_FOUND from v6.
 func TestTxnOffsetCommitConsumerGroup(t *testing.T) {
 	h, ft := newConsumerHarness(t, nil)
 	ft.set("in", 2)
@@ -219,20 +226,22 @@ func TestTxnOffsetCommitConsumerGroup(t *testing.T) {
 	for _, tc := range []struct {
 		group, member string
 		gen           int32
-		want          int16
+		want, wantV6  int16
 	}{
-		{"g", m.id, m.epoch, 0},
-		{"g", m.id, m.epoch + 1, kerr.IllegalGeneration.Code},
-		{"g", m.id, m.epoch - 1, kerr.IllegalGeneration.Code},
-		{"g", "ghost", m.epoch, kerr.UnknownMemberID.Code},
-		{"g", "", -1, 0}, // names no member: accepted, as Kafka does
-		{"g", "", 3, kerr.UnknownMemberID.Code},
-		{"nobody", "x", 3, kerr.IllegalGeneration.Code},
-		{"nobody", "", -1, 0},
+		{"g", m.id, m.epoch, 0, 0},
+		{"g", m.id, m.epoch + 1, kerr.IllegalGeneration.Code, kerr.StaleMemberEpoch.Code},
+		{"g", m.id, m.epoch - 1, kerr.IllegalGeneration.Code, kerr.StaleMemberEpoch.Code},
+		{"g", "ghost", m.epoch, kerr.UnknownMemberID.Code, kerr.UnknownMemberID.Code},
+		{"g", "", -1, 0, 0}, // names no member: accepted, as Kafka does
+		{"g", "", 3, kerr.UnknownMemberID.Code, kerr.UnknownMemberID.Code},
+		{"nobody", "x", 3, kerr.IllegalGeneration.Code, kerr.GroupIDNotFound.Code},
+		{"nobody", "", -1, 0, 0},
 	} {
-		r := h.txnCommit(tc.group, 7, tc.member, tc.gen, map[TopicPartition]int64{tp0: 1})
-		if got := r.Topics[0].Partitions[0].ErrorCode; got != tc.want {
-			t.Errorf("group %q member %q epoch %d: code %d, want %d", tc.group, tc.member, tc.gen, got, tc.want)
+		for version, want := range map[int16]int16{3: tc.want, 5: tc.want, 6: tc.wantV6} {
+			r := h.txnCommitAt(version, tc.group, 7, tc.member, tc.gen, map[TopicPartition]int64{tp0: 1})
+			if got := r.Topics[0].Partitions[0].ErrorCode; got != want {
+				t.Errorf("v%d, group %q member %q epoch %d: code %d, want %d", version, tc.group, tc.member, tc.gen, got, want)
+			}
 		}
 	}
 	h.marker(7, true)

@@ -121,7 +121,7 @@ func (r *txnOffsetsRig) begin(n int, at int64) []string {
 		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = r.id, r.group, pid, epoch
 		req.Generation = -1
 		rt := kmsg.NewTxnOffsetCommitRequestTopic()
-		rt.Topic = r.in
+		rt.Topic, rt.TopicID = r.in, r.inID // by name up to v5, by id from v6
 		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
 		rp.Partition, rp.Offset, rp.LeaderEpoch = 0, at, -1
 		rt.Partitions = append(rt.Partitions, rp)

@@ -306,8 +306,7 @@ func TestConsumerOffsetsCompactionOpenTxnAcrossRestart(t *testing.T) {
 	}
 	tc := kmsg.NewPtrTxnOffsetCommitRequest()
 	tc.TransactionalID, tc.Group, tc.ProducerID, tc.ProducerEpoch, tc.Generation = "open", "g", pid, epoch, -1
-	tt := kmsg.NewTxnOffsetCommitRequestTopic()
-	tt.Topic = topic
+	tt := txnCommitTopic(t, cl, topic)
 	tp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
 	tp.Partition, tp.Offset, tp.LeaderEpoch = 0, 500, -1
 	tt.Partitions = append(tt.Partitions, tp)
@@ -735,6 +734,19 @@ func TestDeleteRecordsRefusedOnInternalTopics(t *testing.T) {
 	}
 }
 
+// txnCommitTopic is topic in a TxnOffsetCommit request, named as every version wants
+// it: by name up to v5, by id from v6.
+func txnCommitTopic(t testing.TB, cl *kgo.Client, topic string) kmsg.TxnOffsetCommitRequestTopic {
+	t.Helper()
+	listed, err := kadm.NewClient(cl).ListTopics(ctxT(t, 10*time.Second), topic)
+	if err != nil || listed[topic].Err != nil {
+		t.Fatalf("topic %s not described: %v %v", topic, err, listed[topic].Err)
+	}
+	tt := kmsg.NewTxnOffsetCommitRequestTopic()
+	tt.Topic, tt.TopicID = topic, listed[topic].ID
+	return tt
+}
+
 // openTxnOffsetCommit starts a transaction of txnID committing offsets of group and
 // returns a function that ends it.
 func openTxnOffsetCommit(t testing.TB, cl *kgo.Client, txnID, group, topic string, offsets map[int32]int64) (end func(commit bool)) {
@@ -748,8 +760,7 @@ func openTxnOffsetCommit(t testing.TB, cl *kgo.Client, txnID, group, topic strin
 	}
 	tc := kmsg.NewPtrTxnOffsetCommitRequest()
 	tc.TransactionalID, tc.Group, tc.ProducerID, tc.ProducerEpoch, tc.Generation = txnID, group, pid, epoch, -1
-	tt := kmsg.NewTxnOffsetCommitRequestTopic()
-	tt.Topic = topic
+	tt := txnCommitTopic(t, cl, topic)
 	for p, o := range offsets {
 		tp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
 		tp.Partition, tp.Offset, tp.LeaderEpoch = p, o, -1

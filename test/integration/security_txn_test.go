@@ -71,14 +71,21 @@ func TestTransactionAuthorization(t *testing.T) {
 	}
 
 	// commit is a TxnOffsetCommit of offset 1 of partition 0 of topics into group.
+	listed, err := admin.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	commit := func(id string, producerID int64, epoch int16, group string, topics ...string) map[string]int16 {
 		req := kmsg.NewPtrTxnOffsetCommitRequest()
-		// Sent at v5 (transactions v2): the request adds the group's partition itself.
+		// Sent at v6 (transactions v2: the request adds the group's partition itself;
+		// topics by id, authorized once resolved), as franz-go sends it.
 		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = id, group, producerID, epoch
 		req.Generation = -1
+		names := map[[16]byte]string{}
 		for _, topic := range topics {
 			rt := kmsg.NewTxnOffsetCommitRequestTopic()
-			rt.Topic = topic
+			rt.Topic, rt.TopicID = topic, listed[topic].ID
+			names[rt.TopicID] = topic
 			rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
 			rp.Partition, rp.Offset = 0, 1
 			rt.Partitions = append(rt.Partitions, rp)
@@ -87,7 +94,7 @@ func TestTransactionAuthorization(t *testing.T) {
 		codes := map[string]int16{}
 		for _, rt := range send(alice, req).(*kmsg.TxnOffsetCommitResponse).Topics {
 			for _, p := range rt.Partitions {
-				codes[rt.Topic] = p.ErrorCode
+				codes[names[rt.TopicID]] = p.ErrorCode
 			}
 		}
 		return codes
