@@ -22,8 +22,10 @@ test-deps:
 vet:
 	$(GO) vet $(PKGS)
 
+# The timeout catches a hung package (with its goroutines' stacks); the cluster
+# package's tests, three-process clusters under -race, take 8–9 minutes of it.
 unit:
-	$(GO) test -race -count=1 -timeout 12m $(PKGS)
+	$(GO) test -race -count=1 -timeout 16m $(PKGS)
 
 # Short runs of every fuzz target: each FuzzXxx function in each package for $(FUZZTIME).
 fuzz:
