@@ -337,14 +337,7 @@ func TestRandomFaultsShareGroup(t *testing.T) {
 
 	waitFullISR(t, admin, topic, partitions, 90*time.Second)
 	led.waitConfirmed(t, led.confirmedCount()+500, 120*time.Second, "records accepted after every fault was repaired")
-	h := p.stop(t)
-	waitShareDone(t, addrs, groupID, topic, partitions)
-	for _, sc := range consumers {
-		sc.stop()
-	}
-	led.check(t, h)
-	h.check(t, c, topic)
-	inv.check()
+	endShareTest(t, c, p, consumers, led, inv, addrs, groupID, topic, partitions)
 }
 
 // smallDisks gives each of the three nodes a small disk of its own as a second log

@@ -120,12 +120,5 @@ func testShareFailoverWhileAssigning(t *testing.T, fault string) {
 	before := led.confirmedCount()
 	led.waitConfirmed(t, before+1000, 120*time.Second, "1000 more records accepted after the failover")
 
-	h := p.stop(t)
-	waitShareDone(t, addrs, groupID, topic, partitions)
-	for _, sc := range consumers {
-		sc.stop()
-	}
-	led.check(t, h)
-	h.check(t, c, topic)
-	inv.check()
+	endShareTest(t, c, p, consumers, led, inv, addrs, groupID, topic, partitions)
 }

@@ -97,20 +97,13 @@ func TestClusterShareGroupStateFailover(t *testing.T) {
 	testutil.WaitFor(t, 60*time.Second, func() bool { return led.confirmedSince(killed, statePartition) > 0 },
 		fmt.Sprintf("records of %s-%d accepted through its new share coordinator", topic, statePartition))
 
-	h := p.stop(t)
 	var survivors []string
 	for _, n := range c.Nodes() {
 		if n.ID != victim {
 			survivors = append(survivors, n.Addr)
 		}
 	}
-	waitShareDone(t, survivors, groupID, topic, partitions)
-	for _, sc := range consumers {
-		sc.stop()
-	}
-	led.check(t, h)
-	h.check(t, c, topic)
-	inv.check()
+	endShareTest(t, c, p, consumers, led, inv, survivors, groupID, topic, partitions)
 }
 
 // shareDeliveryLimit is the share groups' delivery count limit in these tests
@@ -362,6 +355,22 @@ func checkShareStateReplicas(t *testing.T, cl *nodeClient) {
 			t.Fatalf("__share_group_state-%d has replicas %v, want 3 (share.coordinator.state.topic.replication.factor)", p.Partition, p.Replicas)
 		}
 	}
+}
+
+// endShareTest ends a share group test: the producer stops, every record of topic's
+// partitions is done for groupID (asked through addrs), the consumers stop, and the
+// share ledger, the history and the metadata invariants are checked.
+func endShareTest(t *testing.T, c *testutil.Cluster, p *shareProducer, consumers []*shareConsumer, led *shareLedger, inv *invariants,
+	addrs []string, groupID, topic string, partitions int32) {
+	t.Helper()
+	h := p.stop(t)
+	waitShareDone(t, addrs, groupID, topic, partitions)
+	for _, sc := range consumers {
+		sc.stop()
+	}
+	led.check(t, h)
+	h.check(t, c, topic)
+	inv.check()
 }
 
 // waitShareDone waits until every partition's share-partition start offset reached
@@ -1211,14 +1220,7 @@ func TestClusterShareNewPartitions(t *testing.T) {
 	grown := led.confirmedCount()
 	led.waitConfirmed(t, grown+1500, 120*time.Second, "1500 more records accepted after the producer wrote to the new partitions")
 
-	h := p.stop(t)
-	waitShareDone(t, addrs, groupID, topic, 9)
-	for _, sc := range consumers {
-		sc.stop()
-	}
-	led.check(t, h)
-	h.check(t, c, topic)
-	inv.check()
+	endShareTest(t, c, p, consumers, led, inv, addrs, groupID, topic, 9)
 }
 
 // partitionsWritten counts the partitions with an acknowledged record.
