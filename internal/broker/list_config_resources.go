@@ -6,8 +6,9 @@ package broker
 // Version 0 lists the client-metrics resources: none, since Samsa serves no client
 // telemetry. Version 1 lists the resources of the types asked, all five when none
 // are: topics (every topic, the internal ones included), brokers and broker loggers
-// (the unfenced brokers with an endpoint on the request's listener), client metrics
-// (none) and the groups that have a config set. As in Kafka, a type outside those five
+// (the registered brokers with an endpoint on the request's listener, fenced ones
+// included, as Kafka's metadata cache lists them), client metrics (none) and the
+// groups that have a config set. As in Kafka, a type outside those five
 // makes the whole answer UNSUPPORTED_VERSION, and the request needs DESCRIBE_CONFIGS
 // on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 
@@ -72,7 +73,7 @@ func (b *Broker) handleListConfigResources(req *protocol.Request) <-chan protoco
 			}
 		case kmsg.ConfigResourceTypeBrokerLogger, kmsg.ConfigResourceTypeBroker:
 			for _, br := range img.Brokers() {
-				if _, ok := b.clientEndpoint(br, req.Listener); ok && !br.Fenced {
+				if _, ok := b.clientEndpoint(br, req.Listener); ok {
 					add(t, strconv.Itoa(int(br.NodeID)))
 				}
 			}

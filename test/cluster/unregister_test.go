@@ -71,6 +71,9 @@ func TestUnregisterDecommissionedBroker(t *testing.T) {
 		if got := liveBrokers(md); !slices.Equal(got, []int32{1, 2}) {
 			t.Fatalf("node %d: Metadata lists brokers %v, want [1 2]", id, got)
 		}
+		if got := configBrokers(t, nc); !slices.Equal(got, []string{"1", "2"}) {
+			t.Fatalf("node %d: ListConfigResources lists brokers %v, want [1 2]", id, got)
+		}
 		for _, p := range partitionsOf(md, topic) {
 			if p.Leader == victim || p.Leader < 0 || slices.Contains(p.ISR, victim) ||
 				!slices.Contains(p.Replicas, victim) || !slices.Contains(p.OfflineReplicas, victim) {
@@ -91,10 +94,34 @@ func TestUnregisterDecommissionedBroker(t *testing.T) {
 		fenced, listed := brokers[victim]
 		return err == nil && listed && !fenced
 	}, fmt.Sprintf("node %d registered and unfenced again", victim))
+	if got := configBrokers(t, cl); !slices.Equal(got, []string{"1", "2", "3"}) {
+		t.Errorf("ListConfigResources lists brokers %v once node %d is back, want [1 2 3]", got, victim)
+	}
 	waitFullISR(t, cl, topic, partitions, 60*time.Second)
 	l.waitAcks(t, 500, fmt.Sprintf("writes with node %d back", victim))
 
 	h := l.stop(t)
 	h.check(t, c, topic)
 	inv.check()
+}
+
+// configBrokers is the BROKER resources ListConfigResources lists through cl, sorted.
+func configBrokers(t *testing.T, cl *nodeClient) []string {
+	t.Helper()
+	req := kmsg.NewPtrListConfigResourcesRequest()
+	req.ResourceTypes = []int8{int8(kmsg.ConfigResourceTypeBroker)}
+	r, err := cl.request(ctxT(t, 10*time.Second), req)
+	if err != nil {
+		t.Fatalf("ListConfigResources: %v", err)
+	}
+	resp := r.(*kmsg.ListConfigResourcesResponse)
+	if resp.ErrorCode != 0 {
+		t.Fatalf("ListConfigResources: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	var names []string
+	for _, res := range resp.ConfigResources {
+		names = append(names, res.Name)
+	}
+	slices.Sort(names)
+	return names
 }
