@@ -252,29 +252,7 @@ func testFailoverWhileAssigning(t *testing.T, fault string) {
 	}, "the group waiting for the interval to assign the fifth member")
 	coordinator := groupCoordinator(t, adm, group)
 	faultAt := time.Now()
-	switch fault {
-	case "kill":
-		c.Node(coordinator).Kill()
-	case "pause":
-		c.Node(coordinator).Pause()
-	case "stop":
-		if err := c.Node(coordinator).Stop(); err != nil {
-			t.Errorf("node %d, stopped cleanly: %v", coordinator, err)
-		}
-	}
-	t.Logf("%s of node %d, the coordinator, while the group is Assigning", fault, coordinator)
-	survivor := kadm.NewClient(clientExcept(t, c, coordinator).cl)
-	testutil.WaitFor(t, 60*time.Second, func() bool {
-		next, err := tryGroupCoordinator(survivor, group)
-		return err == nil && next != coordinator
-	}, "another coordinator")
-	if fault == "pause" {
-		// Resumed, the old coordinator still holds the group as it was, its
-		// assignment due, and its sockets hold the heartbeats sent to it meanwhile
-		// (franz-go retries a heartbeat that timed out on the same coordinator): it
-		// must not answer them with an assignment it cannot commit.
-		c.Node(coordinator).Resume()
-	}
+	survivor := failCoordinator(t, c, group, coordinator, fault)
 	var last string
 	defer func() {
 		if t.Failed() {
@@ -297,9 +275,7 @@ func testFailoverWhileAssigning(t *testing.T, fault string) {
 	t.Logf("the new coordinator assigned the five %v after the %s: %s", time.Since(faultAt).Round(time.Millisecond), fault, last)
 	// Back, the old coordinator answers the two that wait NOT_COORDINATOR: they find
 	// the new coordinator (joining again if their sessions ended meanwhile).
-	if fault != "pause" {
-		c.StartAgain(t, coordinator)
-	}
+	restoreCoordinator(t, c, coordinator, fault)
 	testutil.WaitFor(t, 90*time.Second, func() bool {
 		describeLast()
 		n, owned, fewest, state, ok := view(survivor)
@@ -387,6 +363,48 @@ func TestCluster848StaticMemberAcrossFailover(t *testing.T) {
 	}
 	l.waitAcks(t, 200, "records after the failover")
 	checkGroupProcessedAll(t, c, survivor, group, topic, l.stop(t), []*groupConsumer{b, a2}, []*groupConsumer{a})
+}
+
+// failCoordinator applies fault — "kill" (kill -9), "pause" (SIGSTOP) or "stop"
+// (SIGTERM) — to node coordinator, group's coordinator, waits until another node
+// coordinates the group, and returns an admin client of a node that was not faulted.
+// A paused node is resumed then: it still holds the groups as they were, and its
+// sockets hold what their members sent it meanwhile (franz-go retries a heartbeat that
+// timed out on the same coordinator), none of which it may act on. A killed or stopped
+// node stays down until restoreCoordinator.
+func failCoordinator(t *testing.T, c *testutil.Cluster, group string, coordinator int32, fault string) *kadm.Client {
+	t.Helper()
+	switch fault {
+	case "kill":
+		c.Node(coordinator).Kill()
+	case "pause":
+		c.Node(coordinator).Pause()
+	case "stop":
+		if err := c.Node(coordinator).Stop(); err != nil {
+			t.Errorf("node %d, stopped cleanly: %v", coordinator, err)
+		}
+	default:
+		t.Fatalf("unknown fault %q", fault)
+	}
+	t.Logf("%s of node %d, group %s's coordinator", fault, coordinator, group)
+	survivor := kadm.NewClient(clientExcept(t, c, coordinator).cl)
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		next, err := tryGroupCoordinator(survivor, group)
+		return err == nil && next != coordinator
+	}, "another coordinator")
+	if fault == "pause" {
+		c.Node(coordinator).Resume()
+	}
+	return survivor
+}
+
+// restoreCoordinator starts again a node failCoordinator killed or stopped (a paused
+// one runs again already).
+func restoreCoordinator(t *testing.T, c *testutil.Cluster, coordinator int32, fault string) {
+	t.Helper()
+	if fault != "pause" {
+		c.StartAgain(t, coordinator)
+	}
 }
 
 // ownedOnce counts the partitions parts (member id → partitions) assigns and lists

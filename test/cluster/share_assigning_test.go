@@ -96,27 +96,12 @@ func testShareFailoverWhileAssigning(t *testing.T, fault string) {
 	t.Logf("waiting: %s", last)
 	coordinator := groupCoordinator(t, adm, groupID)
 	faultAt := time.Now()
-	if fault == "kill" {
-		c.Node(coordinator).Kill()
-	} else {
-		c.Node(coordinator).Pause()
-	}
-	t.Logf("%s of node %d, the group's coordinator, while the group waits to assign", fault, coordinator)
-	survivor := kadm.NewClient(clientExcept(t, c, coordinator).cl)
-	testutil.WaitFor(t, 60*time.Second, func() bool {
-		next, err := tryGroupCoordinator(survivor, groupID)
-		return err == nil && next != coordinator
-	}, "another coordinator")
-	if fault == "pause" {
-		c.Node(coordinator).Resume()
-	}
+	survivor := failCoordinator(t, c, groupID, coordinator, fault)
 	// The members whose sessions ended while they could not reach a coordinator join
 	// again: four members in the end, each with a partition, the group assigned.
 	testutil.WaitFor(t, 90*time.Second, assigned(survivor, 4), "the new coordinator assigning the four members")
 	t.Logf("the new coordinator assigned the four %v after the %s: %s", time.Since(faultAt).Round(time.Millisecond), fault, last)
-	if fault == "kill" {
-		c.StartAgain(t, coordinator)
-	}
+	restoreCoordinator(t, c, coordinator, fault)
 	before := led.confirmedCount()
 	led.waitConfirmed(t, before+1000, 120*time.Second, "1000 more records accepted after the failover")
 

@@ -29,14 +29,8 @@ func TestListConfigResources(t *testing.T) {
 	for _, topic := range []string{"lcr-a", "lcr-b"} {
 		createTopic(t, adm, topic, 1, nil)
 	}
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "lcr-group"
-	res.Configs = []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "share.auto.offset.reset", Value: kmsg.StringPtr("earliest")}}
-	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(ctxT(t, 10*time.Second), cl)
-	if err != nil || resp.Resources[0].ErrorCode != 0 {
-		t.Fatalf("setting a config of group lcr-group: %v %+v", err, resp)
+	if code, msg := alterGroupConfigs(t, cl, "lcr-group", map[string]string{"share.auto.offset.reset": "earliest"}); code != 0 {
+		t.Fatalf("setting a config of group lcr-group: %v %s", kerr.ErrorForCode(code), msg)
 	}
 
 	names := func(l kadm.ListedConfigResources, typ kadm.ConfigResourceType) []string {
@@ -48,6 +42,7 @@ func TestListConfigResources(t *testing.T) {
 		return out
 	}
 	var all kadm.ListedConfigResources
+	var err error
 	testutil.WaitFor(t, 10*time.Second, func() bool { // the group config reaches the broker's image
 		all, err = adm.ListConfigResources(ctxT(t, 10*time.Second))
 		return err == nil && all.Err == nil && slices.Contains(names(all, kadm.ConfigResourceGroupConfig), "lcr-group")
