@@ -23,8 +23,9 @@ type markerWriter struct{ b *Broker }
 // retry.backoff.ms).
 const markerRetryBackoff = 100 * time.Millisecond
 
-// markerWriteVersion is the WriteTxnMarkers version sent between brokers (flexible).
-const markerWriteVersion = 1
+// markerWriteVersion is the WriteTxnMarkers version sent between brokers: v2 names
+// each marker's transaction version (KIP-1228).
+const markerWriteVersion = 2
 
 func (w markerWriter) Write(ctx context.Context, m txn.Marker) error {
 	b := w.b
@@ -93,6 +94,7 @@ func (w markerWriter) send(ctx context.Context, leader int32, m txn.Marker, tps 
 	req.SetVersion(markerWriteVersion)
 	rm := kmsg.NewWriteTxnMarkersRequestMarker()
 	rm.ProducerID, rm.ProducerEpoch, rm.Committed, rm.CoordinatorEpoch = m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch
+	rm.TransactionVersion = m.TransactionVersion
 	index := map[txn.TopicPartition]int{}
 	for i, tp := range tps {
 		index[tp] = i

@@ -1,6 +1,6 @@
 package broker
 
-// WriteTxnMarkers (key 27), versions 0–1.
+// WriteTxnMarkers (key 27), versions 0–2.
 //
 // Transaction coordinators send it to each partition's leader to end a transaction
 // there: for every marker, a control batch (commit or abort, with the coordinator
@@ -8,6 +8,9 @@ package broker
 // write, and the partition answers once the marker is committed. The log checks the
 // producer epoch (INVALID_PRODUCER_EPOCH when a newer epoch wrote there) and the
 // coordinator epoch (TRANSACTION_COORDINATOR_FENCED when a newer coordinator did).
+// From v2 each marker names its transaction version (KIP-1228): a transactions v2
+// marker must carry an epoch above the producer's records, so a late copy of one
+// cannot end the producer's next transaction (storage.AppendOptions.TxnVersion).
 // Once a marker is committed to a __consumer_offsets partition, the group coordinator
 // applies or drops the offsets the transaction committed there. `samsa transactions
 // abort` sends it too, for a hanging transaction, as Kafka's kafka-transactions.sh
@@ -34,7 +37,7 @@ import (
 )
 
 // Answered from its own goroutine (later): it waits for the markers to replicate.
-func init() { register(kmsg.WriteTxnMarkers, 0, 1, later((*Broker).handleWriteTxnMarkers)) }
+func init() { register(kmsg.WriteTxnMarkers, 0, 2, later((*Broker).handleWriteTxnMarkers)) }
 
 // markerWriteTimeout bounds how long a marker waits to be replicated (Kafka's
 // request.timeout.ms for the coordinator's markers).
@@ -99,7 +102,7 @@ func (b *Broker) writeTxnMarkers(r *kmsg.WriteTxnMarkersRequest) *kmsg.WriteTxnM
 					rp.ErrorCode = errorCode(err)
 					continue
 				}
-				p, info, err := b.appendMarker(t.Topic, idx, batch, now)
+				p, info, err := b.appendMarker(t.Topic, idx, batch, m.TransactionVersion, now)
 				if err != nil {
 					rp.ErrorCode = errorCode(err)
 					continue
@@ -135,14 +138,15 @@ func markerBatch(m kmsg.WriteTxnMarkersRequestMarker, now time.Time) ([]byte, er
 	return record.Build(opts, []record.Record{record.ControlRecord{Type: typ, CoordinatorEpoch: m.CoordinatorEpoch}.Record()})
 }
 
-// appendMarker appends a marker batch to a partition led here (acks=all).
-func (b *Broker) appendMarker(topic string, partition int32, batch []byte, now time.Time) (*replica.Partition, storage.AppendInfo, error) {
+// appendMarker appends a marker batch of transaction version txnVersion to a
+// partition led here (acks=all).
+func (b *Broker) appendMarker(topic string, partition int32, batch []byte, txnVersion int8, now time.Time) (*replica.Partition, storage.AppendInfo, error) {
 	p := b.replicas.Get(topic, partition)
 	if err := fetchablePartition(p, -1); err != nil {
 		return nil, storage.AppendInfo{}, err
 	}
 	// The batch is stamped in place by the append: every partition gets its own copy.
-	info, err := p.AppendAsLeaderTxn(append([]byte(nil), batch...), true, now, storage.AppendOptions{Coordinator: true})
+	info, err := p.AppendAsLeaderTxn(append([]byte(nil), batch...), true, now, storage.AppendOptions{Coordinator: true, TxnVersion: txnVersion})
 	if err != nil {
 		b.storageFailed(p, err)
 		return nil, info, err

@@ -58,6 +58,13 @@ type AppendOptions struct {
 	// offset commits): batches without sequence numbers, whose producer epoch and
 	// coordinator epoch are checked but not their sequences.
 	Coordinator bool
+	// TxnVersion is the transaction version of a marker (WriteTxnMarkers v2,
+	// KIP-1228). From 2, every transaction ends with the producer's epoch bumped, so
+	// a marker must carry an epoch above the producer's: one at its epoch is a late
+	// copy of the last transaction's marker, refused (ErrInvalidProducerEpoch) while
+	// a transaction is open there and written again otherwise (a retry whose answer
+	// was lost). Below 2 a marker may carry the producer's epoch.
+	TxnVersion int8
 	// TxnGuard, when not zero, is the guard TxnVerification returned for the
 	// producer of this transactional batch: the append fails with ErrInvalidTxnState
 	// if a marker ended the producer's transaction since.
@@ -305,7 +312,7 @@ func (l *Log) Append(batch []byte, opts AppendOptions) (AppendInfo, error) {
 		epoch = h.PartitionLeaderEpoch
 		info.LeaderEpoch = epoch
 	} else {
-		dup, err := l.mu.producers.check(&h, marker, opts.Coordinator)
+		dup, err := l.mu.producers.check(&h, marker, opts)
 		if err != nil {
 			return AppendInfo{}, err
 		}

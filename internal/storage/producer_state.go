@@ -93,16 +93,18 @@ func inSequence(last, next int32) bool {
 
 // check validates a leader append; marker is the control record of a control batch.
 // It returns the duplicate's original batch when the batch was already appended. A
-// coordinator's append (markers, transactional offset commits) has no sequence numbers:
-// only its epochs are checked.
-func (ps *producerState) check(h *record.Header, marker *record.ControlRecord, coordinator bool) (dup *batchMeta, err error) {
+// coordinator's append (opts.Coordinator: markers, transactional offset commits) has
+// no sequence numbers: only its epochs are checked, a marker's as opts.TxnVersion
+// says.
+func (ps *producerState) check(h *record.Header, marker *record.ControlRecord, opts AppendOptions) (dup *batchMeta, err error) {
 	if h.ProducerID < 0 {
 		return nil, nil
 	}
 	e := ps.producers[h.ProducerID]
 	if h.IsControl() {
-		if e != nil && h.ProducerEpoch < e.epoch {
-			return nil, fmt.Errorf("%w: marker epoch %d older than %d", ErrInvalidProducerEpoch, h.ProducerEpoch, e.epoch)
+		if e != nil && staleMarker(h.ProducerEpoch, e, opts.TxnVersion) {
+			return nil, fmt.Errorf("%w: marker of producer %d at epoch %d, which is not above its epoch %d here (transaction version %d)",
+				ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, e.epoch, opts.TxnVersion)
 		}
 		if e != nil && marker != nil && marker.CoordinatorEpoch < e.coordinatorEpoch {
 			return nil, fmt.Errorf("%w: marker for producer %d from coordinator epoch %d, %d wrote before",
@@ -121,7 +123,7 @@ func (ps *producerState) check(h *record.Header, marker *record.ControlRecord, c
 				ErrInvalidTxnState, h.ProducerID, h.ProducerEpoch, e.epoch)
 		}
 	}
-	if coordinator {
+	if opts.Coordinator {
 		if e != nil && h.ProducerEpoch < e.epoch {
 			return nil, fmt.Errorf("%w: producer %d epoch %d older than %d", ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, e.epoch)
 		}
@@ -160,6 +162,21 @@ func (ps *producerState) check(h *record.Header, marker *record.ControlRecord, c
 		return nil, fmt.Errorf("%w: producer %d expected sequence %d, got %d", ErrOutOfOrderSequence, h.ProducerID, int64(ls)+1, first)
 	}
 	return nil, nil
+}
+
+// staleMarker reports whether a marker at epoch comes too late for producer e. Below
+// transaction version 2 a marker carries the epoch of the transaction's records, so
+// only an older epoch is stale. From 2 the coordinator bumps the epoch to end a
+// transaction, so a marker at the producer's epoch here is stale too, unless no
+// transaction is open here: then it repeats the marker that ended the last one (a
+// retry whose answer was lost, a new coordinator sending the markers again), and is
+// written again as Kafka does (KAFKA-19999). At MaxInt16, which no producer writes
+// records at, a marker is never stale for being equal.
+func staleMarker(epoch int16, e *producerEntry, txnVersion int8) bool {
+	if txnVersion < 2 || epoch != e.epoch {
+		return epoch < e.epoch
+	}
+	return e.txnStartOffset >= 0 && epoch != math.MaxInt16
 }
 
 // update records an appended batch (leader, follower or replay during recovery);

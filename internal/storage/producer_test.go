@@ -99,6 +99,71 @@ func TestTransactionalProducerState(t *testing.T) {
 	}
 }
 
+// TestTxnV2MarkerEpoch: with transaction version 2 (KIP-1228) a marker must carry an
+// epoch above the records' — the coordinator bumps it to end the transaction — so a
+// late copy of the last transaction's marker cannot end the next one, which the
+// producer writes at that bumped epoch; a repeat with no transaction open is written
+// again. Version 0 markers keep the old rule: the records' epoch is enough.
+func TestTxnV2MarkerEpoch(t *testing.T) {
+	marker := func(epoch int16) []byte {
+		return mkBatch(t, batchSpec{n: 1, pid: 5, epoch: epoch, seq: -1, txn: true, control: true})
+	}
+	data := func(epoch int16) []byte { return mkBatch(t, batchSpec{n: 1, pid: 5, epoch: epoch, seq: 0, txn: true}) }
+	v2 := AppendOptions{Coordinator: true, TxnVersion: 2}
+	open := func(l *testLog) int64 {
+		t.Helper()
+		ps := l.Producers()
+		if len(ps) != 1 {
+			t.Fatalf("producers %+v", ps)
+		}
+		return ps[0].CurrentTxnStartOffset
+	}
+
+	l := openTest(t, Config{})
+	l.mustAppend(data(3))
+	if _, err := l.Append(marker(3), v2); !errors.Is(err, ErrInvalidProducerEpoch) {
+		t.Fatalf("v2 marker at the records' epoch: %v", err)
+	}
+	if open(l) != 0 {
+		t.Fatal("a refused marker ended the transaction")
+	}
+	if _, err := l.Append(marker(4), v2); err != nil {
+		t.Fatalf("v2 marker at the bumped epoch: %v", err)
+	}
+	// The answer was lost: the coordinator sends it again.
+	if info, err := l.Append(marker(4), v2); err != nil || info.BaseOffset != 2 {
+		t.Fatalf("repeated v2 marker with no transaction open: %+v %v", info, err)
+	}
+	// The next transaction, at the bumped epoch, and a late copy of the marker.
+	l.mustAppend(data(4))
+	if _, err := l.Append(marker(4), v2); !errors.Is(err, ErrInvalidProducerEpoch) {
+		t.Fatalf("late v2 marker during the next transaction: %v", err)
+	}
+	if open(l) != 3 {
+		t.Fatalf("the late marker ended the next transaction: open at %d", open(l))
+	}
+	// A legacy marker at the records' epoch still ends it (transaction version 0).
+	if _, err := l.Append(marker(4), AppendOptions{Coordinator: true}); err != nil {
+		t.Fatalf("v0 marker at the records' epoch: %v", err)
+	}
+	if open(l) != -1 {
+		t.Fatal("the v0 marker did not end the transaction")
+	}
+	if _, err := l.Append(marker(3), AppendOptions{Coordinator: true}); !errors.Is(err, ErrInvalidProducerEpoch) {
+		t.Fatalf("v0 marker below the epoch: %v", err)
+	}
+
+	// At MaxInt16 (a fenced transaction at the last epoch) a marker repeats there.
+	l.mustAppend(data(math.MaxInt16 - 1))
+	if _, err := l.Append(marker(math.MaxInt16), v2); err != nil {
+		t.Fatal(err)
+	}
+	l.mustAppend(mkBatch(t, batchSpec{n: 1, pid: 5, epoch: math.MaxInt16, seq: 0, txn: true}))
+	if _, err := l.Append(marker(math.MaxInt16), v2); err != nil {
+		t.Fatalf("v2 marker at MaxInt16: %v", err)
+	}
+}
+
 func TestProducerStateSurvivesReopen(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

@@ -33,6 +33,9 @@ type Marker struct {
 	Commit           bool
 	CoordinatorEpoch int32
 	Partitions       []TopicPartition
+	// TransactionVersion is the producer's transaction version: 2 when its epoch was
+	// bumped to end the transaction, so the marker's epoch is above its records'.
+	TransactionVersion int8
 }
 
 // Markers writes markers to the partitions of transactions (WriteTxnMarkers to each

@@ -76,7 +76,8 @@ func TestCommitWritesMarkersAndCompletes(t *testing.T) {
 	h.markers.setHold(false)
 	h.waitState("app", StateCompleteCommit)
 	ms := h.markers.all()
-	if len(ms) != 1 || !ms[0].Commit || ms[0].CoordinatorEpoch != 7 || ms[0].ProducerID != p.ProducerID || len(ms[0].Partitions) != 2 {
+	if len(ms) != 1 || !ms[0].Commit || ms[0].CoordinatorEpoch != 7 || ms[0].ProducerID != p.ProducerID || len(ms[0].Partitions) != 2 ||
+		ms[0].TransactionVersion != 0 {
 		t.Fatalf("markers: %+v", ms)
 	}
 	if r := h.end("app", p, true, false); r.Code != 0 {
@@ -105,8 +106,8 @@ func TestTransactionsV2BumpTheEpoch(t *testing.T) {
 	if m.ClientVersion != 2 {
 		t.Fatalf("client transaction version %d", m.ClientVersion)
 	}
-	if ms := h.markers.all(); len(ms) != 1 || ms[0].ProducerEpoch != p.Epoch+1 {
-		t.Fatalf("markers carry the bumped epoch: %+v", ms)
+	if ms := h.markers.all(); len(ms) != 1 || ms[0].ProducerEpoch != p.Epoch+1 || ms[0].TransactionVersion != 2 {
+		t.Fatalf("markers carry the bumped epoch and transaction version 2: %+v", ms)
 	}
 	if again := h.end("app", p, true, true); again != r {
 		t.Fatalf("retry with the epoch before the bump: %+v, want %+v", again, r)
@@ -124,6 +125,30 @@ func TestTransactionsV2BumpTheEpoch(t *testing.T) {
 	}
 	if r := h.end("app", next, true, true); r.Code != errState {
 		t.Fatalf("commit of an empty transaction: %+v", r)
+	}
+}
+
+// TestMarkerVersionFollowsTheEnd: a transaction whose partitions were added by a
+// transactions v2 producer but which an EndTxn below v5 ends keeps its epoch, so its
+// markers are of version 0 (a version 2 marker at the records' epoch would be refused
+// by the partitions); a timeout fences it with the epoch bumped, as a v2 end would.
+func TestMarkerVersionFollowsTheEnd(t *testing.T) {
+	h := newHarness(t)
+	p := h.mustInit("app")
+	h.addV2("app", p, tp("t", 0))
+	if r := h.end("app", p, true, false); r.Code != 0 || r.Epoch != p.Epoch {
+		t.Fatalf("EndTxn v4: %+v", r)
+	}
+	if m := h.waitState("app", StateCompleteCommit); m.ClientVersion != 0 {
+		t.Fatalf("client transaction version after EndTxn v4: %d", m.ClientVersion)
+	}
+	h.addV2("app", p, tp("t", 0))
+	h.clock.Advance(61 * time.Second) // timeout is 1 min
+	h.waitState("app", StateCompleteAbort)
+	ms := h.markers.all()
+	if len(ms) != 2 || ms[0].ProducerEpoch != p.Epoch || ms[0].TransactionVersion != 0 ||
+		ms[1].ProducerEpoch != p.Epoch+1 || ms[1].TransactionVersion != 2 {
+		t.Fatalf("markers: %+v", ms)
 	}
 }
 

@@ -379,6 +379,10 @@ func (c *Coordinator) endLocked(id string, producerID int64, epoch int16, commit
 		nextID = allocated
 	}
 	next := m.prepareEnd(commit, v2, false, nextID, c.clock.Now())
+	// The end's version is the transaction's, as in Kafka's prepareAbortOrCommit: the
+	// markers carry it, and a marker of version 2 must be above the records' epoch,
+	// which only an end that bumped it (EndTxn v5) gives.
+	next.ClientVersion = 0
 	if v2 {
 		next.ClientVersion = 2
 	}

@@ -27,6 +27,9 @@ func (c *Coordinator) sendMarkersLocked(part *partition, e *entry) {
 		CoordinatorEpoch: part.coordinatorEpoch,
 		Partitions:       md.Partitions,
 	}
+	if md.ClientVersion >= 2 {
+		m.TransactionVersion = 2
+	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()

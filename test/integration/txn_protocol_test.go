@@ -132,15 +132,7 @@ func TestHangingTransactionAbortedByMarkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newClient(t, b)
-	dp := kmsg.NewPtrDescribeProducersRequest()
-	dt := kmsg.NewDescribeProducersRequestTopic()
-	dt.Topic, dt.Partitions = topic, []int32{0}
-	dp.Topics = append(dp.Topics, dt)
-	dr, err := dp.RequestWith(ctxT(t, 10*time.Second), c)
-	if err != nil || len(dr.Topics[0].Partitions[0].ActiveProducers) != 1 {
-		t.Fatalf("DescribeProducers: %+v %v", dr, err)
-	}
-	ap := dr.Topics[0].Partitions[0].ActiveProducers[0]
+	ap := activeProducer(t, c, topic)
 	if ap.CurrentTxnStartOffset != 0 {
 		t.Fatalf("open transaction starts at %d, want 0", ap.CurrentTxnStartOffset)
 	}
@@ -159,6 +151,93 @@ func TestHangingTransactionAbortedByMarkers(t *testing.T) {
 	produceSync(t, plain, recordsTo(topic, 0, "after")...)
 	if got := readAll(t, b, topic, true); !slices.Equal(got, []string{"after"}) {
 		t.Fatalf("read_committed after the abort: %q", got)
+	}
+}
+
+// activeProducer returns the one producer DescribeProducers shows on partition 0 of
+// topic.
+func activeProducer(t *testing.T, c *kgo.Client, topic string) kmsg.DescribeProducersResponseTopicPartitionActiveProducer {
+	t.Helper()
+	dp := kmsg.NewPtrDescribeProducersRequest()
+	dt := kmsg.NewDescribeProducersRequestTopic()
+	dt.Topic, dt.Partitions = topic, []int32{0}
+	dp.Topics = append(dp.Topics, dt)
+	dr, err := dp.RequestWith(ctxT(t, 10*time.Second), c)
+	if err != nil || len(dr.Topics[0].Partitions[0].ActiveProducers) != 1 {
+		t.Fatalf("DescribeProducers: %+v %v", dr, err)
+	}
+	return dr.Topics[0].Partitions[0].ActiveProducers[0]
+}
+
+// writeMarker sends one WriteTxnMarkers v2 marker for partition 0 of topic and
+// returns its error code.
+func writeMarker(t *testing.T, c *kgo.Client, topic string, ap kmsg.DescribeProducersResponseTopicPartitionActiveProducer,
+	epoch int16, commit bool, txnVersion int8) int16 {
+	t.Helper()
+	wm := kmsg.NewPtrWriteTxnMarkersRequest()
+	wm.SetVersion(2)
+	m := kmsg.NewWriteTxnMarkersRequestMarker()
+	m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Committed = ap.ProducerID, epoch, ap.CoordinatorEpoch, commit
+	m.TransactionVersion = txnVersion
+	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	mt.Topic, mt.Partitions = topic, []int32{0}
+	m.Topics = append(m.Topics, mt)
+	wm.Markers = append(wm.Markers, m)
+	wr, err := wm.RequestWith(ctxT(t, 10*time.Second), c)
+	if err != nil {
+		t.Fatalf("WriteTxnMarkers v2: %v", err)
+	}
+	return wr.Markers[0].Topics[0].Partitions[0].ErrorCode
+}
+
+// TestLateTxnV2MarkerRefused: with transactions v2 (franz-go's EndTxn v5) every end
+// bumps the producer's epoch and the markers carry the bumped one, so the producer's
+// next transaction runs at the epoch of the last marker. A late copy of that marker,
+// sent as WriteTxnMarkers v2 with transaction version 2 (KIP-1228), is refused with
+// INVALID_PRODUCER_EPOCH instead of committing the next transaction, which the
+// producer then aborts: read_committed never sees it. A repeat of a marker while no
+// transaction is open (a retry whose answer was lost) is written again.
+func TestLateTxnV2MarkerRefused(t *testing.T) {
+	b := testutil.StartBroker(t)
+	const topic = "txn-late-marker"
+	createTopic(t, newAdmin(t, b), topic, 1, nil)
+	p := newTxnProducer(t, b, "late-marker")
+	c := newClient(t, b)
+	inTxn(t, p, true, recordsTo(topic, 0, "first")...)
+	done := activeProducer(t, c, topic) // its epoch is the commit marker's
+	if done.CurrentTxnStartOffset != -1 {
+		t.Fatalf("a transaction is open after the commit: %+v", done)
+	}
+
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctxT(t, 10*time.Second), recordsTo(topic, 0, "second")...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	open := activeProducer(t, c, topic)
+	if open.ProducerEpoch != done.ProducerEpoch || open.CurrentTxnStartOffset != 2 {
+		t.Fatalf("the next transaction is at epoch %d from offset %d, want epoch %d (the marker's, transactions v2) from offset 2",
+			open.ProducerEpoch, open.CurrentTxnStartOffset, done.ProducerEpoch)
+	}
+	if code := writeMarker(t, c, topic, open, int16(open.ProducerEpoch), true, 2); code != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("late transactions v2 commit marker during the next transaction: %v, want INVALID_PRODUCER_EPOCH", kerr.ErrorForCode(code))
+	}
+	if ap := activeProducer(t, c, topic); ap.CurrentTxnStartOffset != 2 {
+		t.Fatalf("the refused marker ended the transaction: %+v", ap)
+	}
+	if err := p.EndTransaction(ctxT(t, 20*time.Second), kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	aborted := activeProducer(t, c, topic)
+	if aborted.ProducerEpoch != open.ProducerEpoch+1 || aborted.CurrentTxnStartOffset != -1 {
+		t.Fatalf("after the abort: %+v", aborted)
+	}
+	if code := writeMarker(t, c, topic, aborted, int16(aborted.ProducerEpoch), false, 2); code != 0 {
+		t.Fatalf("repeated abort marker with no transaction open: %v", kerr.ErrorForCode(code))
+	}
+	if got := readAll(t, b, topic, true); !slices.Equal(got, []string{"first"}) {
+		t.Fatalf("read_committed: %q, want only the first transaction's record", got)
 	}
 }
 
