@@ -1,13 +1,14 @@
 package broker
 
-// BrokerRegistration (key 62), versions 0–3, on the controller listener.
+// BrokerRegistration (key 62), versions 0–4, on the controller listener.
 //
 // Registers a broker: its advertised listeners, rack and incarnation id. A new
 // incarnation gets a new broker epoch and starts fenced (the previous incarnation
 // leaves every ISR and leadership first); the same incarnation registering again
 // keeps its epoch. Errors: DUPLICATE_BROKER_REGISTRATION while another incarnation
 // still heartbeats, INCONSISTENT_CLUSTER_ID, NOT_CONTROLLER. Features, log
-// directory ids and the ZooKeeper migration flag are ignored.
+// directory ids and the ZooKeeper migration flag are ignored (so v4, which only lists
+// features of minimum version 0 too, KAFKA-17011, is served as v3 is).
 
 import (
 	"context"
@@ -19,7 +20,7 @@ import (
 	"github.com/samsa-streaming/samsa/internal/metadata"
 )
 
-func init() { registerController(kmsg.BrokerRegistration, 0, 3, (*Broker).serveBrokerRegistration) }
+func init() { registerController(kmsg.BrokerRegistration, 0, 4, (*Broker).serveBrokerRegistration) }
 
 func (b *Broker) serveBrokerRegistration(ctx context.Context, req kmsg.Request) kmsg.Response {
 	r := req.(*kmsg.BrokerRegistrationRequest)

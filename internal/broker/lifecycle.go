@@ -55,7 +55,7 @@ func (b *Broker) Fenced() bool { return b.lifecycle.fenced.Load() }
 // (DUPLICATE_BROKER_REGISTRATION) is waited out.
 func (b *Broker) register(ctx context.Context) (int64, error) {
 	req := kmsg.NewPtrBrokerRegistrationRequest()
-	req.SetVersion(3)
+	req.SetVersion(4)
 	req.BrokerID = b.nodeID
 	req.ClusterID = b.clusterID
 	if _, err := hex.Decode(req.IncarnationID[:], []byte(b.lifecycle.incarnation)); err != nil {
