@@ -16,15 +16,15 @@ import (
 // share.assignment.interval.ms at 5 s, a fourth share consumer joins three that read
 // a topic of six partitions under load; ShareGroupDescribe shows the group epoch ahead
 // of the assignment epoch, and the group's coordinator (the leader of its
-// __consumer_offsets partition) is killed (kill -9) or paused (SIGSTOP, until another
-// node took the group) then. The next coordinator loads the group with the time of
+// __consumer_offsets partition) is killed (kill -9), paused (SIGSTOP, until another
+// node took the group) or stopped cleanly (SIGTERM) then. The next coordinator loads the group with the time of
 // its last assignment and assigns the fourth consumer; the old one comes back. The
 // share ledger holds (no record handed out after its ACCEPT was confirmed, none
 // confirmed twice), every record the producer had acknowledged is accepted, and the
 // history check holds.
 func TestClusterShareFailoverWhileAssigning(t *testing.T) {
 	t.Parallel()
-	for _, fault := range []string{"kill", "pause"} {
+	for _, fault := range []string{"kill", "pause", "stop"} {
 		t.Run(fault, func(t *testing.T) {
 			t.Parallel()
 			testShareFailoverWhileAssigning(t, fault)
