@@ -1,6 +1,7 @@
 package group
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -90,6 +91,102 @@ func TestConsumerGroupAssignmentInterval(t *testing.T) {
 	}
 	c.gone = true
 	settle(t, h, "g", []*cmember{a, b, c}, 6)
+}
+
+// TestDueAssignmentAnsweredOnceCommitted: the heartbeat that finds a waiting group's
+// assignment due computes it, and is answered with it only once the records of that
+// assignment are committed. A coordinator whose write fails (its leadership moved
+// while it was paused, the cluster cell of TestCluster848FailoverWhileAssigning)
+// answers an error that sends the member to find its coordinator again, and the group reloaded from its log still waits for that
+// assignment, which the next heartbeat computes again. Answered before the commit, the
+// member would act on an assignment that the next coordinator may compute differently.
+func TestDueAssignmentAnsweredOnceCommitted(t *testing.T) {
+	h, ft := newConsumerHarness(t, func(c *Config) {
+		c.ConsumerHeartbeatInterval = 5 * time.Second
+		c.ConsumerAssignmentInterval = time.Second
+	})
+	ft.set("t", 6)
+	a := &cmember{id: "a", topics: []string{"t"}}
+	if r := h.cgHeartbeat("g", a, true); r.ErrorCode != 0 || a.owned.size() != 6 {
+		t.Fatalf("a joins: error %d, owns %v", r.ErrorCode, a.owned)
+	}
+	h.clock.Advance(100 * time.Millisecond)
+	b := &cmember{id: "b", topics: []string{"t"}}
+	if r := h.cgHeartbeat("g", b, true); r.ErrorCode != 0 || b.owned.size() != 0 {
+		t.Fatalf("b joins within the interval: error %d, owns %v", r.ErrorCode, b.owned)
+	}
+	_, epoch, waiting := describeEpochs(t, h, "g")
+	h.clock.Advance(time.Second) // due
+
+	var answer <-chan *kmsg.ConsumerGroupHeartbeatResponse
+	release := h.holdAppend("the due assignment's write held", func() {
+		answer = h.c.ConsumerGroupHeartbeat(a.heartbeat("g", true), "client", "/127.0.0.1", nil)
+	})
+	h.log.setAppendErr(errors.New("leadership moved during the write"))
+	release()
+	if r := recv(t, answer); r.ErrorCode != kerrNotCoordinator && r.ErrorCode != kerrCoordinatorNotAvailable {
+		t.Fatalf("a's heartbeat whose assignment was not written: error %d, epoch %d, assignment %v; want NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE and no assignment",
+			r.ErrorCode, r.MemberEpoch, r.Assignment)
+	}
+	h.log.setAppendErr(nil)
+	waitFor(t, "the group reloaded from its log, still waiting to assign b", func() bool {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{"g"}
+		g := recv(t, h.c.ConsumerGroupDescribe(req)).Groups[0]
+		return g.ErrorCode == 0 && g.State == "Assigning" && g.Epoch == epoch && g.AssignmentEpoch == waiting
+	})
+	if r := h.cgHeartbeat("g", a, true); r.ErrorCode != 0 || a.owned.size() != 3 {
+		t.Fatalf("a's next heartbeat: error %d, owns %v; want 3 partitions revoked for b", r.ErrorCode, a.owned)
+	}
+	if _, e, assigned := describeEpochs(t, h, "g"); e != epoch || assigned != epoch {
+		t.Fatalf("after a's next heartbeat: group epoch %d, assignment epoch %d; want the assignment at %d", e, assigned, epoch)
+	}
+	settle(t, h, "g", []*cmember{a, b}, 6)
+}
+
+// TestShareDueAssignmentAnsweredOnceCommitted is TestDueAssignmentAnsweredOnceCommitted
+// for a share group (TestClusterShareFailoverWhileAssigning's rule).
+func TestShareDueAssignmentAnsweredOnceCommitted(t *testing.T) {
+	h, ft := newConsumerHarness(t, func(c *Config) {
+		c.ShareHeartbeatInterval = 5 * time.Second
+		c.ShareAssignmentInterval = time.Second
+	})
+	ft.set("t", 4)
+	a := &smember{id: "a", topics: []string{"t"}}
+	if r := h.shHeartbeat("g", a); r.ErrorCode != 0 || a.owned.size() != 4 {
+		t.Fatalf("a joins: error %d, owns %v", r.ErrorCode, a.owned)
+	}
+	h.clock.Advance(100 * time.Millisecond)
+	b := &smember{id: "b", topics: []string{"t"}}
+	if r := h.shHeartbeat("g", b); r.ErrorCode != 0 || b.owned.size() != 0 {
+		t.Fatalf("b joins within the interval: error %d, owns %v", r.ErrorCode, b.owned)
+	}
+	_, epoch, waiting := describeShareEpochs(t, h, "g")
+	h.clock.Advance(time.Second) // due
+
+	var answer <-chan *kmsg.ShareGroupHeartbeatResponse
+	release := h.holdAppend("the due assignment's write held", func() {
+		answer = h.c.ShareGroupHeartbeat(a.heartbeat("g"), "client", "/127.0.0.1")
+	})
+	h.log.setAppendErr(errors.New("leadership moved during the write"))
+	release()
+	if r := recv(t, answer); r.ErrorCode != kerrNotCoordinator && r.ErrorCode != kerrCoordinatorNotAvailable {
+		t.Fatalf("a's heartbeat whose assignment was not written: error %d, epoch %d, assignment %v; want NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE and no assignment",
+			r.ErrorCode, r.MemberEpoch, r.Assignment)
+	}
+	h.log.setAppendErr(nil)
+	waitFor(t, "the group reloaded from its log, still waiting to assign b", func() bool {
+		req := kmsg.NewPtrShareGroupDescribeRequest()
+		req.GroupIDs = []string{"g"}
+		g := recv(t, h.c.ShareGroupDescribe(req)).Groups[0]
+		return g.ErrorCode == 0 && g.GroupEpoch == epoch && g.AssignmentEpoch == waiting
+	})
+	if r := h.shHeartbeat("g", a); r.ErrorCode != 0 || a.owned.size() != 2 || a.epoch != epoch {
+		t.Fatalf("a's next heartbeat: error %d, epoch %d, owns %v; want 2 partitions at epoch %d", r.ErrorCode, a.epoch, a.owned, epoch)
+	}
+	if r := h.shHeartbeat("g", b); r.ErrorCode != 0 || b.owned.size() != 2 {
+		t.Fatalf("b's next heartbeat: error %d, owns %v; want the other 2", r.ErrorCode, b.owned)
+	}
 }
 
 // TestConsumerGroupAssignmentIntervalGroupConfig: a group's own

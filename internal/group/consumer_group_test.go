@@ -75,6 +75,14 @@ func newConsumerHarness(t *testing.T, mutate func(*Config)) (*harness, *fakeTopi
 
 func (h *harness) cgHeartbeat(group string, m *cmember, full bool) *kmsg.ConsumerGroupHeartbeatResponse {
 	h.t.Helper()
+	resp := recv(h.t, h.c.ConsumerGroupHeartbeat(m.heartbeat(group, full), "client", "/127.0.0.1", m.describable))
+	m.apply(resp)
+	return resp
+}
+
+// heartbeat is m's next ConsumerGroupHeartbeat to group: full sends its subscription
+// and owned partitions too, as a join or a full heartbeat does.
+func (m *cmember) heartbeat(group string, full bool) *kmsg.ConsumerGroupHeartbeatRequest {
 	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	req.Version = 1
 	req.Group = group
@@ -107,9 +115,14 @@ func (h *harness) cgHeartbeat(group string, m *cmember, full bool) *kmsg.Consume
 			}
 		}
 	}
-	resp := recv(h.t, h.c.ConsumerGroupHeartbeat(req, "client", "/127.0.0.1", m.describable))
+	return req
+}
+
+// apply takes a successful heartbeat's answer: m's epoch and, when sent, its
+// assignment.
+func (m *cmember) apply(resp *kmsg.ConsumerGroupHeartbeatResponse) {
 	if resp.ErrorCode != 0 {
-		return resp
+		return
 	}
 	m.epoch = resp.MemberEpoch
 	if resp.Assignment != nil {
@@ -120,7 +133,6 @@ func (h *harness) cgHeartbeat(group string, m *cmember, full bool) *kmsg.Consume
 			}
 		}
 	}
-	return resp
 }
 
 // checkExclusive fails if two live simulated members own the same partition.

@@ -24,6 +24,13 @@ type smember struct {
 // joins, as clients do) and applies the response.
 func (h *harness) shHeartbeat(group string, m *smember) *kmsg.ShareGroupHeartbeatResponse {
 	h.t.Helper()
+	resp := recv(h.t, h.c.ShareGroupHeartbeat(m.heartbeat(group), "client", "/127.0.0.1"))
+	m.apply(resp)
+	return resp
+}
+
+// heartbeat is m's next ShareGroupHeartbeat to group (a join sends its subscription).
+func (m *smember) heartbeat(group string) *kmsg.ShareGroupHeartbeatRequest {
 	req := kmsg.NewPtrShareGroupHeartbeatRequest()
 	req.GroupID = group
 	req.MemberID = m.id
@@ -31,9 +38,14 @@ func (h *harness) shHeartbeat(group string, m *smember) *kmsg.ShareGroupHeartbea
 	if m.epoch == 0 {
 		req.SubscribedTopicNames = m.topics
 	}
-	resp := recv(h.t, h.c.ShareGroupHeartbeat(req, "client", "/127.0.0.1"))
+	return req
+}
+
+// apply takes a successful heartbeat's answer: m's epoch and, when sent, its
+// assignment.
+func (m *smember) apply(resp *kmsg.ShareGroupHeartbeatResponse) {
 	if resp.ErrorCode != 0 {
-		return resp
+		return
 	}
 	m.epoch = resp.MemberEpoch
 	if resp.Assignment != nil {
@@ -44,7 +56,6 @@ func (h *harness) shHeartbeat(group string, m *smember) *kmsg.ShareGroupHeartbea
 			}
 		}
 	}
-	return resp
 }
 
 // TestShareGroupMemberGoneReassigns: when a share group member leaves or its

@@ -188,7 +188,9 @@ func TestCluster848CoordinatorFailover(t *testing.T) {
 // five settle. (Resumed by SIGCONT, the old coordinator takes the heartbeats its
 // sockets held, computes the assignment due meanwhile and fails to commit it: the
 // test logs that write's failure. Since the uniform assignor gives the same answer
-// on both nodes, that cell cannot tell whether such an answer reached a member.) No partition is ever described owned twice or given to a member while
+// on both nodes, that cell cannot tell whether such an answer reached a member;
+// internal/group's TestDueAssignmentAnsweredOnceCommitted holds that rule.) No
+// partition is ever described owned twice or given to a member while
 // another holds it (the members' callbacks), the three members that were stable are
 // never fenced, and every produced record is processed.
 func TestCluster848FailoverWhileAssigning(t *testing.T) {
