@@ -353,20 +353,37 @@ func scrape(n *testutil.Node) (map[string]*dto.MetricFamily, error) {
 // counter or gauge (-1 when it is not exported, or the scrape failed).
 func metric(t *testing.T, n *testutil.Node, name string) float64 {
 	t.Helper()
+	return metricWith(t, n, name, nil)
+}
+
+// metricWith is metric for the series of name whose labels include labels.
+func metricWith(t *testing.T, n *testutil.Node, name string, labels map[string]string) float64 {
+	t.Helper()
 	families, err := scrape(n)
 	if err != nil {
 		return -1
 	}
 	f := families[name]
-	if f == nil || len(f.Metric) == 0 {
+	if f == nil {
 		return -1
 	}
-	m := f.Metric[0]
-	switch {
-	case m.Counter != nil:
-		return m.Counter.GetValue()
-	case m.Gauge != nil:
-		return m.Gauge.GetValue()
+series:
+	for _, m := range f.Metric {
+		have := map[string]string{}
+		for _, l := range m.Label {
+			have[l.GetName()] = l.GetValue()
+		}
+		for k, v := range labels {
+			if have[k] != v {
+				continue series
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		}
 	}
 	return -1
 }

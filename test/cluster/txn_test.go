@@ -27,7 +27,7 @@ var txnOverrides = append([]string{"min.insync.replicas=2", "group.initial.rebal
 // is killed too: the output read_committed holds every input record exactly once.
 func TestExactlyOnceAcrossFailover(t *testing.T) {
 	t.Parallel()
-	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: txnOverrides})
+	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: txnOverrides, Metrics: true})
 	inv := watchInvariants(t, c)
 	cl := newNodeClient(t, c.Node(1).Addr)
 	p := testutil.NewEOSPipeline(t, c.BrokerAddrs(), "eos")
@@ -82,6 +82,15 @@ func TestExactlyOnceAcrossFailover(t *testing.T) {
 	}
 	testutil.CheckExactlyOnce(t, out, n)
 	inv.check()
+	// The coordinators wrote their markers to the other nodes' partitions as
+	// WriteTxnMarkers v2 (KIP-1228), naming the transactions' version.
+	v2 := 0.0
+	for _, node := range c.Nodes() {
+		v2 += max(metricWith(t, node, "samsa_requests_total", map[string]string{"api": "WriteTxnMarkers", "version": "2"}), 0)
+	}
+	if v2 == 0 {
+		t.Error("no node took a WriteTxnMarkers v2 request: samsa_requests_total{api=WriteTxnMarkers,version=2} is 0 on every node")
+	}
 }
 
 // logTxnState logs, for a failure's diagnosis, the state of each transactional id
