@@ -113,6 +113,9 @@ func serve(configFile string, overrides []string, logLevel string, addScram []st
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 
 	sec := server.Security{Scram: brk.ScramCredential, Clock: clock.Real{}, Logger: logger.With("component", "tls")}
+	if cfg.DelegationTokenKey() != "" {
+		sec.Tokens = brk.DelegationToken
+	}
 	maxConns, perIP, perIPOverrides, setupTimeout, err := server.ConnectionLimits(cfg)
 	if err != nil {
 		brk.Close()

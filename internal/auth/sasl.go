@@ -19,8 +19,16 @@ type Mechanism interface {
 	Step(token []byte) (challenge []byte, done bool, err error)
 	Principal() Principal
 	// Expiry is when the credential the client authenticated with expires (an
-	// OAUTHBEARER token's exp); zero when it does not.
+	// OAUTHBEARER token's exp, a delegation token's expiry); zero when it does not.
 	Expiry() time.Time
+}
+
+// ViaToken reports whether m authenticated its client with a delegation token: such
+// a connection may not create, renew, expire or describe tokens (Kafka's
+// tokenAuthenticated principals).
+func ViaToken(m Mechanism) bool {
+	t, ok := m.(interface{ ViaToken() bool })
+	return ok && t.ViaToken()
 }
 
 // Errors of a SASL exchange.
@@ -43,6 +51,9 @@ type Authenticator struct {
 	PlainUsers map[string]string
 	// Scram finds SCRAM credentials (in the metadata image).
 	Scram ScramLookup
+	// Tokens finds delegation tokens, which SCRAM clients authenticate with
+	// (tokenauth=true); nil when delegation tokens are disabled.
+	Tokens TokenLookup
 	// OAuth validates OAUTHBEARER tokens; nil when the mechanism is not enabled.
 	OAuth *OAuthValidator
 }
@@ -66,7 +77,7 @@ func (a *Authenticator) New(name string) (Mechanism, bool) {
 		if lookup == nil {
 			lookup = func(ScramMechanism, string) (ScramCredential, bool) { return ScramCredential{}, false }
 		}
-		return &scramServer{mech: m, lookup: lookup}, true
+		return &scramServer{mech: m, lookup: lookup, tokens: a.Tokens}, true
 	case "OAUTHBEARER":
 		if a.OAuth == nil {
 			return nil, false

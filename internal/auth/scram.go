@@ -126,7 +126,9 @@ type ScramLookup func(m ScramMechanism, user string) (ScramCredential, bool)
 type scramServer struct {
 	mech   ScramMechanism
 	lookup ScramLookup
+	tokens TokenLookup // nil: delegation tokens are disabled
 	step   int
+	token  *DelegationToken // the token the client authenticates with
 
 	user            string
 	cred            ScramCredential
@@ -164,9 +166,10 @@ func (s *scramServer) first(msg string) ([]byte, bool, error) {
 	if len(attrs) < 2 || !strings.HasPrefix(attrs[0], "n=") || !strings.HasPrefix(attrs[1], "r=") || len(attrs[1]) < 3 {
 		return nil, false, illegal("SCRAM client-first message is not n=<user>,r=<nonce>")
 	}
+	viaToken := false
 	for _, ext := range attrs[2:] {
-		if strings.HasPrefix(ext, "tokenauth=") && ext != "tokenauth=false" {
-			return nil, false, failed("delegation tokens are not supported")
+		if strings.HasPrefix(ext, "tokenauth=") {
+			viaToken = ext != "tokenauth=false"
 		}
 	}
 	user, err := decodeSaslName(attrs[0][2:])
@@ -179,7 +182,13 @@ func (s *scramServer) first(msg string) ([]byte, bool, error) {
 		}
 	}
 	s.user, s.clientFirstBare = user, bare
-	s.cred, s.known = s.lookup(s.mech, user)
+	if viaToken {
+		if err := s.tokenCredential(user); err != nil {
+			return nil, false, err
+		}
+	} else {
+		s.cred, s.known = s.lookup(s.mech, user)
+	}
 	if !s.known {
 		salt := hmacOf(s.mech, unknownUserSecret, []byte(user))
 		s.cred = ScramCredential{Mechanism: s.mech, Salt: salt, Iterations: DefaultScramIterations}
@@ -228,8 +237,68 @@ func (s *scramServer) final(msg string) ([]byte, bool, error) {
 	return []byte("v=" + base64.StdEncoding.EncodeToString(serverSignature)), true, nil
 }
 
-func (s *scramServer) Principal() Principal { return User(s.user) }
-func (s *scramServer) Expiry() time.Time    { return time.Time{} }
+// Principal is the user, or the owner of the delegation token the client
+// authenticated with.
+func (s *scramServer) Principal() Principal {
+	if s.token != nil {
+		return s.token.Owner
+	}
+	return User(s.user)
+}
+
+// Expiry is the delegation token's expiry, zero for a user's password.
+func (s *scramServer) Expiry() time.Time {
+	if s.token != nil {
+		return s.token.Expiry
+	}
+	return time.Time{}
+}
+
+// ViaToken reports whether the client authenticated with a delegation token.
+func (s *scramServer) ViaToken() bool { return s.token != nil }
+
+// tokenCredential looks up the delegation token id (the SCRAM user name of a client
+// that sent the tokenauth=true extension) and derives its credential: the password
+// is the token's HMAC in base64, as Kafka's DelegationTokenManager sets it, salted
+// with a value of this process.
+func (s *scramServer) tokenCredential(id string) error {
+	if s.tokens == nil {
+		return failed("delegation tokens are not enabled: set delegation.token.secret.key on every node")
+	}
+	tok, ok := s.tokens(id)
+	switch {
+	case !ok:
+		return failed("invalid delegation token id")
+	case time.Now().After(tok.Expiry):
+		return failed("the delegation token expired at " + tok.Expiry.UTC().Format(time.RFC3339) + "; renew it before it expires, or create another")
+	}
+	salt := hmacOf(s.mech, unknownUserSecret, []byte("token:"+id))
+	cred, err := NewScramCredential(s.mech, base64.StdEncoding.EncodeToString(tok.HMAC), salt, DefaultScramIterations)
+	if err != nil {
+		return err
+	}
+	s.cred, s.known, s.token = cred, true, &tok
+	return nil
+}
+
+// DelegationToken is what SCRAM needs of a delegation token (KIP-48).
+type DelegationToken struct {
+	Owner  Principal
+	HMAC   []byte
+	Expiry time.Time
+}
+
+// TokenLookup finds a delegation token by id.
+type TokenLookup func(id string) (DelegationToken, bool)
+
+// TokenHMAC is a delegation token's HMAC: HMAC-SHA512 of its id keyed with
+// delegation.token.secret.key, as Kafka derives it. Clients authenticate with it
+// (base64) as the SCRAM password of the token id.
+func TokenHMAC(secret, tokenID string) []byte {
+	mac := hmac.New(sha512.New, []byte(secret))
+	mac.Write([]byte(tokenID))
+	return mac.Sum(nil)
+}
 
 // cutN splits s after its n-th sep: the prefix keeps that sep.
 func cutN(s string, sep byte, n int) (before, after string, ok bool) {

@@ -286,6 +286,10 @@ func (b *Broker) newMetadata(storedClusterID string) error {
 			LeaderImbalanceCheckInterval: time.Duration(cfg.LeaderImbalanceCheckIntervalSeconds) * time.Second,
 			LeaderImbalancePerBroker:     int(cfg.LeaderImbalancePerBrokerPercentage),
 			BootstrapScram:               b.bootstrapScram,
+			Tokens: controller.TokenOptions{Secret: cfg.DelegationTokenKey(),
+				MaxLifetime:   time.Duration(cfg.Security.DelegationTokenMaxLifetimeMs) * time.Millisecond,
+				ExpiryTime:    time.Duration(cfg.Security.DelegationTokenExpiryTimeMs) * time.Millisecond,
+				CheckInterval: time.Duration(cfg.Security.DelegationTokenExpiryCheckMs) * time.Millisecond},
 		}
 		if b.transport != nil {
 			opts.Transport = b.transport

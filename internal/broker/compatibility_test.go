@@ -108,6 +108,8 @@ func apiName(key int16) string {
 		return "SamsaMetadataFetch"
 	case protocol.ReplicasOfflineKey:
 		return "SamsaReplicasOffline"
+	case protocol.DelegationTokenKey:
+		return "SamsaDelegationToken"
 	}
 	return kmsg.NameForKey(key)
 }

@@ -9,6 +9,7 @@ package broker
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -56,4 +57,19 @@ func (b *Broker) ScramCredential(m auth.ScramMechanism, user string) (auth.Scram
 		return auth.ScramCredential{}, false
 	}
 	return auth.ScramCredential{Mechanism: m, Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey, Iterations: c.Iterations}, true
+}
+
+// DelegationToken is the server's auth.TokenLookup: the token with id, its HMAC
+// derived from delegation.token.secret.key.
+func (b *Broker) DelegationToken(id string) (auth.DelegationToken, bool) {
+	t, ok := b.image().DelegationToken(id)
+	if !ok {
+		return auth.DelegationToken{}, false
+	}
+	owner, err := auth.ParsePrincipal(t.Owner)
+	if err != nil {
+		return auth.DelegationToken{}, false
+	}
+	return auth.DelegationToken{Owner: owner, HMAC: auth.TokenHMAC(b.cfg.DelegationTokenKey(), id),
+		Expiry: time.UnixMilli(min(t.ExpiryMs, t.MaxMs))}, true
 }

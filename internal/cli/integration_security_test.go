@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,4 +90,70 @@ func runCmd(t *testing.T, ctx context.Context, args ...string) cliResult {
 	var b testutil.Broker
 	b.Addr = "127.0.0.1:1"
 	return runWith(t, ctx, &b, "", args...)
+}
+
+// The token commands: alice creates a delegation token renewable by bob, samsa
+// authenticates with it (--token, and tokenauth=true in a properties file) as alice,
+// bob renews it, alice expires it, and it no longer authenticates.
+func TestTokenCommands(t *testing.T) {
+	sb := testutil.StartSecureBroker(t, testutil.SecureOptions{
+		PlainUsers: map[string]string{"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"},
+		Overrides:  []string{"delegation.token.secret.key=cli-secret"},
+	})
+	as := func(user string) []string {
+		return []string{"-b", sb.SASLPlaintext, "--sasl-mechanism", "PLAIN", "--user", user, "--password", user + "-secret"}
+	}
+	samsa := func(args ...string) cliResult {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		return runCmd(t, ctx, args...)
+	}
+	must := func(args ...string) string {
+		t.Helper()
+		res := samsa(args...)
+		if res.code != cli.ExitOK {
+			t.Fatalf("samsa %s: exit %d\n%s%s", strings.Join(args, " "), res.code, res.stdout, res.stderr)
+		}
+		return res.stdout
+	}
+	must(append(as("admin"), "topic", "create", "tokens-topic", "-p", "1")...)
+	var tok struct {
+		TokenID  string   `json:"token_id"`
+		HMAC     string   `json:"hmac"`
+		Owner    string   `json:"owner"`
+		Renewers []string `json:"renewers"`
+	}
+	if err := json.Unmarshal([]byte(must(append(as("alice"), "token", "create", "--renewer", "User:bob", "-o", "json")...)), &tok); err != nil {
+		t.Fatal(err)
+	}
+	if tok.Owner != "User:alice" || len(tok.Renewers) != 1 || tok.Renewers[0] != "User:bob" || tok.HMAC == "" {
+		t.Fatalf("created %+v", tok)
+	}
+	viaToken := []string{"-b", sb.SASLPlaintext, "--sasl-mechanism", "SCRAM-SHA-256", "--user", tok.TokenID, "--password", tok.HMAC, "--token"}
+	if out := must(append(viaToken, "topic", "list")...); !strings.Contains(out, "tokens-topic") {
+		t.Fatalf("topic list with the token: %s", out)
+	}
+	props := filepath.Join(t.TempDir(), "token.properties")
+	if err := os.WriteFile(props, []byte(strings.Join([]string{
+		"security.protocol=SASL_PLAINTEXT",
+		"sasl.mechanism=SCRAM-SHA-512",
+		`sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="` + tok.TokenID +
+			`" password="` + tok.HMAC + `" tokenauth="true";`,
+	}, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	must("-b", sb.SASLPlaintext, "--command-config", props, "produce", "tokens-topic")
+	if out := must(append(as("alice"), "token", "describe")...); !strings.Contains(out, tok.TokenID) || !strings.Contains(out, "User:bob") {
+		t.Fatalf("token describe: %s", out)
+	}
+	if out := must(append(as("bob"), "token", "renew", tok.HMAC, "--period", "1h")...); !strings.Contains(out, "renewed: expires") {
+		t.Fatalf("token renew: %s", out)
+	}
+	if res := samsa(append(as("admin"), "token", "renew", "not base64!")...); res.code != cli.ExitUsage || !strings.Contains(res.stderr, "base64") {
+		t.Fatalf("renew with a bad HMAC: exit %d %s", res.code, res.stderr)
+	}
+	must(append(as("alice"), "token", "expire", tok.HMAC)...)
+	if res := samsa(append(viaToken, "topic", "list")...); res.code != cli.ExitFailed {
+		t.Fatalf("topic list with the expired token: exit %d %s%s", res.code, res.stdout, res.stderr)
+	}
 }

@@ -127,6 +127,7 @@ Exit codes: 0 success, 1 the operation failed, 2 usage error, 3 doctor found pro
 		newDoctorCmd(g),
 		newACLCmd(g),
 		newUserCmd(g),
+		newTokenCmd(g),
 		newQuotaCmd(g),
 	} {
 		// Validated per client command, so that commands added by the caller (serve)

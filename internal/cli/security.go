@@ -35,6 +35,7 @@ type ClientSecurity struct {
 	mechanism     string
 	user          string
 	password      string
+	token         bool // SCRAM with a delegation token (tokenauth=true)
 }
 
 // AddFlags registers the security flags.
@@ -48,6 +49,7 @@ func (s *ClientSecurity) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.mechanism, "sasl-mechanism", "", "authenticate with SASL: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (--password is the token)")
 	fs.StringVar(&s.user, "user", "", "SASL user name")
 	fs.StringVar(&s.password, "password", "", "SASL password (env "+PasswordEnv+")")
+	fs.BoolVar(&s.token, "token", false, "authenticate with a delegation token over SCRAM: --user is the token id, --password its HMAC (base64)")
 }
 
 // Opts returns the franz-go options for the settings.
@@ -122,6 +124,9 @@ func (s *ClientSecurity) effective() (ClientSecurity, error) {
 			}
 			if eff.user == "" {
 				eff.user = parsed.Options["username"]
+			}
+			if strings.EqualFold(parsed.Options["tokenauth"], "true") {
+				eff.token = true
 			}
 			if eff.password == "" {
 				eff.password = parsed.Options["password"]
@@ -203,13 +208,16 @@ func (s *ClientSecurity) saslMechanism() (sasl.Mechanism, error) {
 	if s.mechanism != "OAUTHBEARER" && (s.user == "" || s.password == "") {
 		return nil, usagef("--sasl-mechanism %s needs --user and --password (or %s)", s.mechanism, PasswordEnv)
 	}
+	if s.token && !strings.HasPrefix(s.mechanism, "SCRAM-") {
+		return nil, usagef("--token needs --sasl-mechanism SCRAM-SHA-256 or SCRAM-SHA-512, not %s", s.mechanism)
+	}
 	switch s.mechanism {
 	case "PLAIN":
 		return plain.Auth{User: s.user, Pass: s.password}.AsMechanism(), nil
 	case "SCRAM-SHA-256":
-		return scram.Auth{User: s.user, Pass: s.password}.AsSha256Mechanism(), nil
+		return scram.Auth{User: s.user, Pass: s.password, IsToken: s.token}.AsSha256Mechanism(), nil
 	case "SCRAM-SHA-512":
-		return scram.Auth{User: s.user, Pass: s.password}.AsSha512Mechanism(), nil
+		return scram.Auth{User: s.user, Pass: s.password, IsToken: s.token}.AsSha512Mechanism(), nil
 	case "OAUTHBEARER":
 		if s.password == "" {
 			return nil, usagef("--sasl-mechanism OAUTHBEARER needs the token in --password (or %s)", PasswordEnv)

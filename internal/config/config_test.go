@@ -156,6 +156,9 @@ func TestDefaultsMatchKafka(t *testing.T) {
 			QuotaWindowSizeSeconds:           1,
 			ControllerQuotaWindowNum:         11,
 			ControllerQuotaWindowSizeSeconds: 1,
+			DelegationTokenMaxLifetimeMs:     604800000,
+			DelegationTokenExpiryTimeMs:      86400000,
+			DelegationTokenExpiryCheckMs:     3600000,
 		},
 		"TransactionStateLogSegmentBytes":           int64(104857600),
 		"TransactionAbortTimedOutCleanupIntervalMs": int32(10000),
@@ -721,8 +724,6 @@ func TestKafka4PropertiesAcceptedOrRefused(t *testing.T) {
 		"eligible.leader.replicas.enable=true": {ErrInvalidValue, "elects leaders from the ISR only"},
 		"create.topic.policy.class.name=x.Y":   {ErrUnsupported, "ACLs"},
 		"alter.config.policy.class.name=x.Y":   {ErrUnsupported, "ACLs"},
-		"delegation.token.secret.key=s3cret":   {ErrUnsupported, "SCRAM"},
-		"delegation.token.master.key=s3cret":   {ErrUnsupported, "SCRAM"},
 		"offsets.topic.compression.codec=9":    {ErrInvalidValue, "offsets.topic.compression.codec"},
 		"group.coordinator.threads=0":          {ErrInvalidValue, "group.coordinator.threads"},
 	}

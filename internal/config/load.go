@@ -110,8 +110,6 @@ func build(set map[string]string) (*Broker, []error) {
 var unsupportedProperties = map[string]string{
 	"create.topic.policy.class.name":                 "Samsa runs no topic policy plugins; limit who creates topics with ACLs (CREATE on the cluster or on topics) and bound topic configs with the broker defaults",
 	"alter.config.policy.class.name":                 "Samsa runs no config policy plugins; limit who alters configs with ACLs (ALTER_CONFIGS on the cluster or on topics)",
-	"delegation.token.secret.key":                    "Samsa does not issue delegation tokens; authenticate with SASL/SCRAM, SASL/PLAIN, OAUTHBEARER or TLS client certificates",
-	"delegation.token.master.key":                    "Samsa does not issue delegation tokens; authenticate with SASL/SCRAM, SASL/PLAIN, OAUTHBEARER or TLS client certificates",
 	"client.quota.callback.class":                    "Samsa runs no quota callback plugins; quotas are set per user and client id with AlterClientQuotas (kafka-configs.sh, samsa quota) and found by Kafka's default precedence",
 	"leader.replication.throttled.rate":              "Samsa does not throttle replication; followers fetch at full speed (bounded per fetch by replica.fetch.max.bytes and replica.fetch.response.max.bytes)",
 	"follower.replication.throttled.rate":            "Samsa does not throttle replication; followers fetch at full speed (bounded per fetch by replica.fetch.max.bytes and replica.fetch.response.max.bytes)",

@@ -72,6 +72,14 @@ type Security struct {
 	ControllerQuotaWindowNum         int32
 	ControllerQuotaWindowSizeSeconds int32
 
+	// DelegationTokenSecret is delegation.token.secret.key (or the deprecated
+	// delegation.token.master.key): "" disables delegation tokens.
+	DelegationTokenSecret        string
+	DelegationTokenMasterKey     string
+	DelegationTokenMaxLifetimeMs int64 // delegation.token.max.lifetime.ms
+	DelegationTokenExpiryTimeMs  int64 // delegation.token.expiry.time.ms
+	DelegationTokenExpiryCheckMs int64 // delegation.token.expiry.check.interval.ms
+
 	// ListenerOverrides holds the listener.name.<listener>. properties: listener
 	// name (upper case) → property without the prefix → value.
 	ListenerOverrides map[string]map[string]string
@@ -147,6 +155,23 @@ var securityProperties = []property{
 	{name: "connections.max.reauth.ms", spec: atLeast(TypeLong, 0), def: "0", listener: true,
 		doc:  "Session lifetime of a SASL connection: a client must re-authenticate within it (KIP-368) or is disconnected at its next request; 0 turns re-authentication off. May also be set per listener and mechanism.",
 		note: "The lifetime is shortened to an OAUTHBEARER token's expiry."},
+	property{name: "delegation.token.secret.key", spec: passwordValue, null: true,
+		doc: "Secret the HMAC of every delegation token is derived from (KIP-48); the same on every node, brokers and controllers. Unset: delegation tokens are disabled, and the token APIs answer DELEGATION_TOKEN_AUTH_DISABLED."}.
+		bind(str(func(b *Broker) *string { return &b.Security.DelegationTokenSecret })),
+	property{name: "delegation.token.master.key", spec: passwordValue, null: true,
+		doc:  "Deprecated name of delegation.token.secret.key, used when that is not set.",
+		note: "Deprecated in Kafka too."}.
+		bind(str(func(b *Broker) *string { return &b.Security.DelegationTokenMasterKey })),
+	property{name: "delegation.token.max.lifetime.ms", spec: atLeast(TypeLong, 1), def: "604800000",
+		doc: "Longest lifetime of a delegation token: no renewal extends it past its issue time plus this (a create may ask for less)."}.
+		bind(i64(func(b *Broker) *int64 { return &b.Security.DelegationTokenMaxLifetimeMs })),
+	property{name: "delegation.token.expiry.time.ms", spec: atLeast(TypeLong, 1), def: "86400000",
+		doc: "How long a delegation token lives from its creation or last renewal, unless renewed (a renewal may ask for less)."}.
+		bind(i64(func(b *Broker) *int64 { return &b.Security.DelegationTokenExpiryTimeMs })),
+	property{name: "delegation.token.expiry.check.interval.ms", spec: atLeast(TypeLong, 1), def: "3600000",
+		doc:  "How often the active controller removes expired delegation tokens from the metadata.",
+		note: "An expired token no longer authenticates from its expiry on, removed or not."}.
+		bind(i64(func(b *Broker) *int64 { return &b.Security.DelegationTokenExpiryCheckMs })),
 	property{name: "connection.failed.authentication.delay.ms", spec: atLeast(TypeInt, 0), def: "100",
 		doc: "How long the answer to a failed authentication waits before the connection is closed, to slow down password guessing."}.
 		bind(i32(func(b *Broker) *int32 { return &b.Security.FailedAuthenticationDelayMs })),
@@ -824,4 +849,14 @@ func (b *Broker) NodeCredentials(ls ListenerSecurity, mechanism string) (user, p
 		return "", "", fmt.Errorf("%s needs username and password options for this node to log in to listener %s with %s", j.Property, ls.Name, mechanism)
 	}
 	return user, password, nil
+}
+
+// DelegationTokenKey is the secret delegation tokens' HMACs are derived from:
+// delegation.token.secret.key, else the deprecated delegation.token.master.key; ""
+// when delegation tokens are disabled.
+func (b *Broker) DelegationTokenKey() string {
+	if b.Security.DelegationTokenSecret != "" {
+		return b.Security.DelegationTokenSecret
+	}
+	return b.Security.DelegationTokenMasterKey
 }

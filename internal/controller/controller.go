@@ -89,6 +89,9 @@ type Options struct {
 	// controller and the user has none for the mechanism yet (samsa serve
 	// --add-scram): how the first user of a SCRAM-only cluster is created.
 	BootstrapScram []BootstrapScram
+
+	// Tokens configures delegation tokens.
+	Tokens TokenOptions
 }
 
 const (
@@ -147,6 +150,7 @@ type Controller struct {
 	sessionsTerm   uint64 // the activeTerm sessions were reset for
 	scramTerm      uint64 // the activeTerm the bootstrap SCRAM credentials were checked in
 	lastRebalance  time.Time
+	lastTokenSweep time.Time // when maintain last removed expired delegation tokens
 
 	lifecycle struct {
 		sync.Mutex
@@ -207,6 +211,7 @@ func New(o Options) (*Controller, error) {
 	if o.LeaderImbalancePerBroker <= 0 {
 		o.LeaderImbalancePerBroker = 10
 	}
+	o.Tokens.defaults()
 	single := len(o.Voters) == 0
 	if !single {
 		if _, ok := o.Voters[o.NodeID]; !ok {

@@ -112,7 +112,8 @@ func (c *Controller) BrokerHeartbeat(ctx context.Context, hb Heartbeat) (Heartbe
 // maintain is the periodic work of the active controller, on the command goroutine:
 // record the cluster id if the log has none, fence brokers whose session expired
 // (one proposal each, so that each election sees the previous fencing), run unclean
-// elections where topics allow them, and rebalance leaders.
+// elections where topics allow them, remove expired delegation tokens, and rebalance
+// leaders.
 func (c *Controller) maintain() {
 	if c.requireLeader() != nil {
 		return
@@ -156,6 +157,12 @@ func (c *Controller) maintain() {
 			return
 		}
 		c.logElections(events, "offline partitions of topics that allow unclean election")
+	}
+	if now.Sub(c.lastTokenSweep) >= c.opts.Tokens.CheckInterval {
+		c.lastTokenSweep = now
+		if !c.sweepTokens(ctx, now) {
+			return
+		}
 	}
 	if c.opts.AutoLeaderRebalance && now.Sub(c.lastRebalance) >= c.opts.LeaderImbalanceCheckInterval {
 		c.lastRebalance = now

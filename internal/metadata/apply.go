@@ -84,6 +84,10 @@ func (b *builder) apply(r Record) error {
 		return b.apply(*r)
 	case *ClientQuotaRecord:
 		return b.apply(*r)
+	case *DelegationTokenRecord:
+		return b.apply(*r)
+	case *RemoveDelegationTokenRecord:
+		return b.apply(*r)
 
 	case RegisterBrokerRecord:
 		if prev, ok := b.next.brokers[r.NodeID]; !ok || prev.IncarnationID != r.IncarnationID || r.IncarnationID == "" {
@@ -145,6 +149,9 @@ func (b *builder) apply(r Record) error {
 		b.next.clusterID = r.ClusterID
 	default:
 		if handled, err := b.applySecurity(r); handled {
+			return err
+		}
+		if handled, err := b.applyToken(r); handled {
 			return err
 		}
 		return invalid("unknown record type %T", r)

@@ -227,7 +227,8 @@ func (img *Image) Records() []Record {
 	if img.nextProducerID > 0 {
 		recs = append(recs, ProducerIDsRecord{NextProducerID: img.nextProducerID})
 	}
-	return append(recs, img.securityRecords()...)
+	recs = append(recs, img.securityRecords()...)
+	return append(recs, img.tokenRecords()...)
 }
 
 func appendConfigRecords(recs []Record, typ int8, resource string, configs map[string]string) []Record {

@@ -99,6 +99,7 @@ type security struct {
 	scram  map[int8]map[string]ScramCredential // mechanism → user → credential
 	acls   map[string]ACL                      // by id
 	quotas map[string]Quota                    // by QuotaKey
+	tokens map[string]DelegationToken          // delegation tokens by id
 
 	// aclVersion and quotaVersion are 1 + the offset of the last entry that changed
 	// the ACLs, the quotas, or of the snapshot the image was replayed from (0: the

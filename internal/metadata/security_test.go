@@ -69,3 +69,47 @@ func mustDecode(t *testing.T, b []byte) []Record {
 	}
 	return recs
 }
+
+// TestDelegationTokenRecords: tokens are created, renewed (the same record with a
+// later expiry) and removed by records, and a snapshot rebuilds them.
+func TestDelegationTokenRecords(t *testing.T) {
+	img, err := Apply(EmptyImage(), 1, []Record{
+		DelegationTokenRecord{TokenID: "t1", Owner: "User:alice", Requester: "User:admin", Renewers: []string{"User:bob"},
+			IssueMs: 1000, MaxMs: 9000, ExpiryMs: 2000},
+		DelegationTokenRecord{TokenID: "t2", Owner: "User:carol", Requester: "User:carol", IssueMs: 1000, MaxMs: 9000, ExpiryMs: 2000},
+		DelegationTokenRecord{TokenID: "t1", Owner: "User:alice", Requester: "User:admin", Renewers: []string{"User:bob"},
+			IssueMs: 1000, MaxMs: 9000, ExpiryMs: 5000},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, ok := img.DelegationToken("t1")
+	if !ok || tok.ExpiryMs != 5000 || !tok.OwnerOrRenewer("User:bob") || tok.OwnerOrRenewer("User:admin") {
+		t.Fatalf("t1 after its renewal: %+v %t", tok, ok)
+	}
+	if tok.Expired(5000) || !tok.Expired(5001) {
+		t.Errorf("t1 expires after 5000: Expired(5000) %t, Expired(5001) %t", tok.Expired(5000), tok.Expired(5001))
+	}
+	rebuilt, err := Apply(EmptyImage(), 1, mustDecode(t, EncodeBatch(img.Records())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(rebuilt.DelegationTokens(), img.DelegationTokens()) {
+		t.Errorf("rebuilt tokens %+v, want %+v", rebuilt.DelegationTokens(), img.DelegationTokens())
+	}
+	next, err := Apply(img, 2, []Record{RemoveDelegationTokenRecord{TokenID: "t1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := next.DelegationTokens(); len(ids) != 1 || ids[0].TokenID != "t2" {
+		t.Errorf("after removing t1: %+v", ids)
+	}
+	if _, ok := img.DelegationToken("t1"); !ok {
+		t.Error("Apply changed its input image")
+	}
+	for _, bad := range []Record{RemoveDelegationTokenRecord{TokenID: "nope"}, DelegationTokenRecord{TokenID: "t3"}} {
+		if _, err := Apply(img, 3, []Record{bad}); !errors.Is(err, ErrInvalidRecord) {
+			t.Errorf("%+v: %v", bad, err)
+		}
+	}
+}

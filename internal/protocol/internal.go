@@ -18,6 +18,9 @@ const (
 	MetadataFetchKey int16 = 32002
 	// ReplicasOfflineKey reports a broker's replicas whose log directory failed.
 	ReplicasOfflineKey int16 = 32003
+	// DelegationTokenKey asks the active controller to create, renew or expire a
+	// delegation token on behalf of a client's principal.
+	DelegationTokenKey int16 = 32004
 )
 
 // NewInternalRequest returns an empty request for a Samsa-internal key, or nil.
@@ -29,6 +32,8 @@ func NewInternalRequest(key int16) kmsg.Request {
 		return new(MetadataFetchRequest)
 	case ReplicasOfflineKey:
 		return new(ReplicasOfflineRequest)
+	case DelegationTokenKey:
+		return new(DelegationTokenRequest)
 	}
 	return nil
 }
@@ -291,5 +296,121 @@ func (r *ReplicasOfflineResponse) AppendTo(dst []byte) []byte {
 func (r *ReplicasOfflineResponse) ReadFrom(src []byte) error {
 	b := kbin.Reader{Src: src}
 	r.ErrorCode = b.Int16()
+	return b.Complete()
+}
+
+// Delegation token operations (DelegationTokenRequest.Op).
+const (
+	TokenCreate int8 = 1
+	TokenRenew  int8 = 2
+	TokenExpire int8 = 3
+)
+
+// DelegationTokenRequest carries a client's CreateDelegationToken,
+// RenewDelegationToken or ExpireDelegationToken from the broker that authorized it to
+// the active controller, with the principal it was made by: the forwarded Kafka
+// request does not name it (Kafka wraps it in an Envelope with the principal).
+//
+//	Op        int8      TokenCreate, TokenRenew or TokenExpire
+//	Requester string    the client's principal, "User:alice"
+//	Owner     string    create: the token's owner
+//	Renewers  [string]  create: principals that may renew it
+//	PeriodMs  int64     create: the most lifetime asked for; renew: the renewal
+//	                    asked for; expire: the time left asked for (< 0: at once);
+//	                    0 or less for create and renew: the broker's default
+//	HMAC      bytes     renew, expire: the token's HMAC
+type DelegationTokenRequest struct {
+	Version   int16
+	Op        int8
+	Requester string
+	Owner     string
+	Renewers  []string
+	PeriodMs  int64
+	HMAC      []byte
+}
+
+// DelegationTokenResponse answers a DelegationTokenRequest.
+//
+//	ErrorCode    int16
+//	ErrorMessage string
+//	TokenID      string   create: the new token's id
+//	HMAC         bytes    create: its HMAC
+//	IssueMs      int64    create
+//	ExpiryMs     int64    the token's expiry (renew, expire: the new one)
+//	MaxMs        int64    create
+type DelegationTokenResponse struct {
+	Version      int16
+	ErrorCode    int16
+	ErrorMessage string
+	TokenID      string
+	HMAC         []byte
+	IssueMs      int64
+	ExpiryMs     int64
+	MaxMs        int64
+}
+
+func (*DelegationTokenRequest) Key() int16                  { return DelegationTokenKey }
+func (*DelegationTokenRequest) MaxVersion() int16           { return 0 }
+func (r *DelegationTokenRequest) SetVersion(v int16)        { r.Version = v }
+func (r *DelegationTokenRequest) GetVersion() int16         { return r.Version }
+func (*DelegationTokenRequest) IsFlexible() bool            { return false }
+func (*DelegationTokenRequest) ResponseKind() kmsg.Response { return new(DelegationTokenResponse) }
+
+func (r *DelegationTokenRequest) AppendTo(dst []byte) []byte {
+	dst = kbin.AppendInt8(dst, r.Op)
+	dst = kbin.AppendString(dst, r.Requester)
+	dst = kbin.AppendString(dst, r.Owner)
+	dst = kbin.AppendArrayLen(dst, len(r.Renewers))
+	for _, p := range r.Renewers {
+		dst = kbin.AppendString(dst, p)
+	}
+	dst = kbin.AppendInt64(dst, r.PeriodMs)
+	return kbin.AppendBytes(dst, r.HMAC)
+}
+
+func (r *DelegationTokenRequest) ReadFrom(src []byte) error {
+	b := kbin.Reader{Src: src}
+	r.Op = b.Int8()
+	r.Requester = b.String()
+	r.Owner = b.String()
+	n := b.ArrayLen()
+	if n < 0 || int(n) > len(b.Src)/2 {
+		return fmt.Errorf("delegation token request: %d renewers in %d bytes", n, len(b.Src))
+	}
+	r.Renewers = make([]string, 0, n)
+	for range n {
+		r.Renewers = append(r.Renewers, b.String())
+	}
+	r.PeriodMs = b.Int64()
+	r.HMAC = b.Bytes()
+	return b.Complete()
+}
+
+func (*DelegationTokenResponse) Key() int16                { return DelegationTokenKey }
+func (*DelegationTokenResponse) MaxVersion() int16         { return 0 }
+func (r *DelegationTokenResponse) SetVersion(v int16)      { r.Version = v }
+func (r *DelegationTokenResponse) GetVersion() int16       { return r.Version }
+func (*DelegationTokenResponse) IsFlexible() bool          { return false }
+func (*DelegationTokenResponse) RequestKind() kmsg.Request { return new(DelegationTokenRequest) }
+
+func (r *DelegationTokenResponse) AppendTo(dst []byte) []byte {
+	dst = kbin.AppendInt16(dst, r.ErrorCode)
+	dst = kbin.AppendString(dst, r.ErrorMessage)
+	dst = kbin.AppendString(dst, r.TokenID)
+	dst = kbin.AppendBytes(dst, r.HMAC)
+	dst = kbin.AppendInt64(dst, r.IssueMs)
+	dst = kbin.AppendInt64(dst, r.ExpiryMs)
+	return kbin.AppendInt64(dst, r.MaxMs)
+}
+
+func (r *DelegationTokenResponse) ReadFrom(src []byte) error {
+	b := kbin.Reader{Src: src}
+	r.ErrorCode = b.Int16()
+	r.ErrorMessage = b.String()
+	r.TokenID = b.String()
+	r.HMAC = b.Bytes()
+	r.IssueMs = b.Int64()
+	r.ExpiryMs = b.Int64()
+	r.MaxMs = b.Int64()
 	return b.Complete()
 }

@@ -27,6 +27,9 @@ type Request struct {
 	// Principal is who the connection authenticated as: auth.Anonymous on a
 	// PLAINTEXT listener or over SSL without a client certificate.
 	Principal auth.Principal
+	// ViaToken: the principal authenticated with a delegation token (SCRAM with
+	// tokenauth=true).
+	ViaToken bool
 	// Listener is the name of the listener the request arrived on (PLAINTEXT,
 	// SASL_SSL…); "" for a server whose listeners have no names.
 	Listener string

@@ -121,6 +121,7 @@ type conn struct {
 	ready         bool
 	setupDeadline time.Time
 	principal     auth.Principal
+	viaToken      bool       // principal authenticated with a delegation token
 	sawRequest    bool       // a request was read (the setup of a non-SASL connection)
 	sasl          *saslState // nil unless the listener is SASL
 }
@@ -490,6 +491,7 @@ func (c *conn) dispatch(parsed parsedRequest, size int) (p pending, err error) {
 		Body:          parsed.body,
 		ClientAddr:    c.remote,
 		Principal:     c.principal,
+		ViaToken:      c.viaToken,
 		Listener:      c.listener.Name,
 		Size:          size,
 		ConnID:        c.id,

@@ -14,9 +14,10 @@ import (
 )
 
 // Security is what the listeners of a node need from outside the server: SCRAM
-// credentials (from the metadata image).
+// credentials and delegation tokens (from the metadata image).
 type Security struct {
 	Scram  auth.ScramLookup
+	Tokens auth.TokenLookup // nil: delegation tokens are disabled
 	Clock  clock.Clock
 	Logger *slog.Logger
 }
@@ -58,7 +59,7 @@ func ConfigListeners(cfg *config.Broker, ls []config.Listener, sec Security) ([]
 }
 
 func saslFromConfig(cfg *config.Broker, s config.ListenerSecurity, sec Security) (*SASL, error) {
-	a := &auth.Authenticator{Enabled: s.SASL.Mechanisms, PlainUsers: map[string]string{}, Scram: sec.Scram}
+	a := &auth.Authenticator{Enabled: s.SASL.Mechanisms, PlainUsers: map[string]string{}, Scram: sec.Scram, Tokens: sec.Tokens}
 	var errs []error
 	if j, ok := s.SASL.JAAS[config.MechanismPlain]; ok {
 		parsed, err := config.ParseJAAS(j.Value)

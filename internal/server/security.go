@@ -246,7 +246,8 @@ func (c *conn) authenticated(lifetimeMs *int64) error {
 		c.log.Debug("SASL authenticated", "remote", c.remote, "listener", c.listener.Name,
 			"mechanism", s.mech.Name(), "principal", principal.String())
 	}
-	c.principal, s.authenticated, s.mechName, s.mech = principal, true, s.mech.Name(), nil
+	c.principal, c.viaToken = principal, auth.ViaToken(s.mech)
+	s.authenticated, s.mechName, s.mech = true, s.mech.Name(), nil
 	c.ready = s.expiry.IsZero()
 	return nil
 }
