@@ -187,3 +187,61 @@ func TestPrincipalMappingRules(t *testing.T) {
 		}
 	}
 }
+
+// TestScramWithDelegationToken: a SCRAM client with tokenauth=true authenticates
+// with a token's id and HMAC (base64) and becomes the token's owner, its session
+// ending with the token; a wrong HMAC, an unknown or expired token fail, a user's
+// password is no token, and without a token lookup tokens are refused.
+func TestScramWithDelegationToken(t *testing.T) {
+	a := scramAuthenticator(t, map[string]string{"alice": "alice-secret"})
+	expiry := time.Now().Add(time.Hour)
+	hmac := TokenHMAC("secret", "tok1")
+	a.Tokens = func(id string) (DelegationToken, bool) {
+		switch id {
+		case "tok1":
+			return DelegationToken{Owner: User("alice"), HMAC: hmac, Expiry: expiry}, true
+		case "old":
+			return DelegationToken{Owner: User("alice"), HMAC: TokenHMAC("secret", "old"), Expiry: time.Now().Add(-time.Second)}, true
+		}
+		return DelegationToken{}, false
+	}
+	password := base64.StdEncoding.EncodeToString(hmac)
+	for _, sha512 := range []bool{false, true} {
+		for range 2 { // the second derives nothing: the credential is cached
+			m, _ := a.New(map[bool]string{false: "SCRAM-SHA-256", true: "SCRAM-SHA-512"}[sha512])
+			auth := scram.Auth{User: "tok1", Pass: password, IsToken: true}
+			client := auth.AsSha256Mechanism()
+			if sha512 {
+				client = auth.AsSha512Mechanism()
+			}
+			p, err := exchange(t, client, m)
+			if err != nil || p != User("alice") || !ViaToken(m) || !m.Expiry().Equal(expiry) {
+				t.Fatalf("token exchange (SHA-512 %t): %v %v, via token %t, expiry %v", sha512, p, err, ViaToken(m), m.Expiry())
+			}
+		}
+	}
+	for _, tt := range []struct {
+		name   string
+		client scram.Auth
+	}{
+		{"wrong HMAC", scram.Auth{User: "tok1", Pass: base64.StdEncoding.EncodeToString(TokenHMAC("other", "tok1")), IsToken: true}},
+		{"unknown token", scram.Auth{User: "nope", Pass: password, IsToken: true}},
+		{"expired token", scram.Auth{User: "old", Pass: base64.StdEncoding.EncodeToString(TokenHMAC("secret", "old")), IsToken: true}},
+		{"a user's password as a token", scram.Auth{User: "alice", Pass: "alice-secret", IsToken: true}},
+	} {
+		m, _ := a.New("SCRAM-SHA-256")
+		if _, err := exchange(t, tt.client.AsSha256Mechanism(), m); !errors.Is(err, ErrAuthenticationFailed) {
+			t.Errorf("%s: %v, want an authentication failure", tt.name, err)
+		}
+	}
+	m, _ := a.New("SCRAM-SHA-256")
+	if p, err := exchange(t, scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism(), m); err != nil || p != User("alice") || ViaToken(m) {
+		t.Errorf("a password login: %v %v, via token %t", p, err, ViaToken(m))
+	}
+	a.Tokens = nil
+	m, _ = a.New("SCRAM-SHA-256")
+	if _, err := exchange(t, scram.Auth{User: "tok1", Pass: password, IsToken: true}.AsSha256Mechanism(), m); err == nil ||
+		!strings.Contains(err.Error(), "delegation.token.secret.key") {
+		t.Errorf("a token where tokens are disabled: %v", err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"hash"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -272,13 +273,48 @@ func (s *scramServer) tokenCredential(id string) error {
 	case time.Now().After(tok.Expiry):
 		return failed("the delegation token expired at " + tok.Expiry.UTC().Format(time.RFC3339) + "; renew it before it expires, or create another")
 	}
-	salt := hmacOf(s.mech, unknownUserSecret, []byte("token:"+id))
-	cred, err := NewScramCredential(s.mech, base64.StdEncoding.EncodeToString(tok.HMAC), salt, DefaultScramIterations)
+	cred, err := tokenCredentials.get(s.mech, id, tok.HMAC)
 	if err != nil {
 		return err
 	}
 	s.cred, s.known, s.token = cred, true, &tok
 	return nil
+}
+
+// tokenCredentials keeps the SCRAM credentials derived from delegation tokens' HMACs:
+// the derivation (PBKDF2, 4096 rounds) costs milliseconds, and a token's clients
+// reconnect with the same one. Kafka derives them once per token as well. The key
+// holds the HMAC, so a token whose secret changed gets a new credential.
+var tokenCredentials = &credentialCache{m: map[string]ScramCredential{}}
+
+type credentialCache struct {
+	mu sync.Mutex
+	m  map[string]ScramCredential
+}
+
+// maxCachedTokenCredentials bounds the cache; at the bound it starts again empty.
+const maxCachedTokenCredentials = 10_000
+
+func (c *credentialCache) get(m ScramMechanism, id string, hmac []byte) (ScramCredential, error) {
+	key := m.String() + "\x00" + id + "\x00" + string(hmac)
+	c.mu.Lock()
+	cred, ok := c.m[key]
+	c.mu.Unlock()
+	if ok {
+		return cred, nil
+	}
+	salt := hmacOf(m, unknownUserSecret, []byte("token:"+id))
+	cred, err := NewScramCredential(m, base64.StdEncoding.EncodeToString(hmac), salt, DefaultScramIterations)
+	if err != nil {
+		return ScramCredential{}, err
+	}
+	c.mu.Lock()
+	if len(c.m) >= maxCachedTokenCredentials {
+		c.m = map[string]ScramCredential{}
+	}
+	c.m[key] = cred
+	c.mu.Unlock()
+	return cred, nil
 }
 
 // DelegationToken is what SCRAM needs of a delegation token (KIP-48).
