@@ -25,19 +25,7 @@ func TestSecurityCommands(t *testing.T) {
 		},
 	})
 	admin := []string{"-b", sb.SASLPlaintext, "--sasl-mechanism", "PLAIN", "--user", "admin", "--password", "admin-secret"}
-	samsa := func(args ...string) cliResult {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		return runCmd(t, ctx, args...)
-	}
-	must := func(args ...string) string {
-		t.Helper()
-		res := samsa(args...)
-		if res.code != cli.ExitOK {
-			t.Fatalf("samsa %s: exit %d\n%s%s", strings.Join(args, " "), res.code, res.stdout, res.stderr)
-		}
-		return res.stdout
-	}
+	samsa, must := cliRunners(t)
 	must(append(admin, "topic", "create", "payments", "-p", "1")...)
 	must(append(admin, "user", "scram", "set", "erin", "--mechanism", "SCRAM-SHA-512", "--scram-password", "erin-secret")...)
 	if out := must(append(admin, "user", "scram", "describe", "erin")...); !strings.Contains(out, "SCRAM-SHA-512") {
@@ -103,19 +91,7 @@ func TestTokenCommands(t *testing.T) {
 	as := func(user string) []string {
 		return []string{"-b", sb.SASLPlaintext, "--sasl-mechanism", "PLAIN", "--user", user, "--password", user + "-secret"}
 	}
-	samsa := func(args ...string) cliResult {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		return runCmd(t, ctx, args...)
-	}
-	must := func(args ...string) string {
-		t.Helper()
-		res := samsa(args...)
-		if res.code != cli.ExitOK {
-			t.Fatalf("samsa %s: exit %d\n%s%s", strings.Join(args, " "), res.code, res.stdout, res.stderr)
-		}
-		return res.stdout
-	}
+	samsa, must := cliRunners(t)
 	must(append(as("admin"), "topic", "create", "tokens-topic", "-p", "1")...)
 	var tok struct {
 		TokenID  string   `json:"token_id"`
@@ -156,4 +132,23 @@ func TestTokenCommands(t *testing.T) {
 	if res := samsa(append(viaToken, "topic", "list")...); res.code != cli.ExitFailed {
 		t.Fatalf("topic list with the expired token: exit %d %s%s", res.code, res.stdout, res.stderr)
 	}
+}
+
+// cliRunners returns samsa, which runs a command (a minute at most), and must, which
+// also fails the test unless it exits ExitOK and returns its output.
+func cliRunners(t *testing.T) (samsa func(args ...string) cliResult, must func(args ...string) string) {
+	samsa = func(args ...string) cliResult {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		return runCmd(t, ctx, args...)
+	}
+	must = func(args ...string) string {
+		t.Helper()
+		res := samsa(args...)
+		if res.code != cli.ExitOK {
+			t.Fatalf("samsa %s: exit %d\n%s%s", strings.Join(args, " "), res.code, res.stdout, res.stderr)
+		}
+		return res.stdout
+	}
+	return samsa, must
 }

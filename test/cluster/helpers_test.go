@@ -363,29 +363,7 @@ func metricWith(t *testing.T, n *testutil.Node, name string, labels map[string]s
 	if err != nil {
 		return -1
 	}
-	f := families[name]
-	if f == nil {
-		return -1
-	}
-series:
-	for _, m := range f.Metric {
-		have := map[string]string{}
-		for _, l := range m.Label {
-			have[l.GetName()] = l.GetValue()
-		}
-		for k, v := range labels {
-			if have[k] != v {
-				continue series
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue()
-		case m.Gauge != nil:
-			return m.Gauge.GetValue()
-		}
-	}
-	return -1
+	return testutil.MetricValue(families, name, labels)
 }
 
 // waitMetric waits until a node's metric satisfies cond and returns its value.

@@ -21,36 +21,6 @@ func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
 	return families
 }
 
-// metricValue returns the value of the sample of family name whose labels include
-// labels, or -1.
-func metricValue(families map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
-	f := families[name]
-	if f == nil {
-		return -1
-	}
-next:
-	for _, m := range f.Metric {
-		have := map[string]string{}
-		for _, l := range m.Label {
-			have[l.GetName()] = l.GetValue()
-		}
-		for k, v := range labels {
-			if have[k] != v {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue()
-		case m.Gauge != nil:
-			return m.Gauge.GetValue()
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount())
-		}
-	}
-	return -1
-}
-
 // TestMetricsDuringLoad scrapes the metrics endpoint while records are produced and
 // consumed by a group: counters move, gauges follow the log and the group's lag.
 func TestMetricsDuringLoad(t *testing.T) {
@@ -58,7 +28,7 @@ func TestMetricsDuringLoad(t *testing.T) {
 	b := testutil.StartBroker(t, "metrics.listener="+metricsAddr, "group.initial.rebalance.delay.ms=0")
 	createTopic(t, newAdmin(t, b), "observed", 1, nil)
 	before := scrape(t, metricsAddr)
-	if v := metricValue(before, "samsa_topic_bytes_in_total", map[string]string{"topic": "observed"}); v > 0 {
+	if v := testutil.MetricValue(before, "samsa_topic_bytes_in_total", map[string]string{"topic": "observed"}); v > 0 {
 		t.Fatalf("bytes in before any produce: %v", v)
 	}
 
@@ -87,7 +57,7 @@ func TestMetricsDuringLoad(t *testing.T) {
 	var after map[string]*dto.MetricFamily
 	testutil.WaitFor(t, 20*time.Second, func() bool {
 		after = scrape(t, metricsAddr)
-		return metricValue(after, "samsa_group_committed_offset", map[string]string{"group": "watchers", "topic": "observed"}) >= 0
+		return testutil.MetricValue(after, "samsa_group_committed_offset", map[string]string{"group": "watchers", "topic": "observed"}) >= 0
 	}, "the group's committed offsets to be exported")
 
 	checks := []struct {
@@ -108,18 +78,18 @@ func TestMetricsDuringLoad(t *testing.T) {
 		{"samsa_group_rebalances_total", map[string]string{"group": "watchers"}, 1},
 	}
 	for _, c := range checks {
-		if v := metricValue(after, c.name, c.labels); v < c.min {
+		if v := testutil.MetricValue(after, c.name, c.labels); v < c.min {
 			t.Errorf("%s%v = %v, want at least %v", c.name, c.labels, v, c.min)
 		}
 	}
 	// Lag is high watermark − committed, per partition.
 	total := 0.0
 	for _, part := range []string{"0"} {
-		if v := metricValue(after, "samsa_group_lag", map[string]string{"group": "watchers", "topic": "observed", "partition": part}); v >= 0 {
+		if v := testutil.MetricValue(after, "samsa_group_lag", map[string]string{"group": "watchers", "topic": "observed", "partition": part}); v >= 0 {
 			total += v
 		}
 	}
-	if committed := metricValue(after, "samsa_group_committed_offset", map[string]string{"group": "watchers", "topic": "observed"}); committed < 0 {
+	if committed := testutil.MetricValue(after, "samsa_group_committed_offset", map[string]string{"group": "watchers", "topic": "observed"}); committed < 0 {
 		t.Fatal("no committed offset exported")
 	}
 	if total > 500 {

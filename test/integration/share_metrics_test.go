@@ -183,14 +183,14 @@ func TestShareGroupMetrics(t *testing.T) {
 	got := func() want {
 		families = scrape(t, metricsAddr)
 		ack := func(typ string) float64 {
-			return metricValue(families, "samsa_share_records_acknowledged_total", map[string]string{"type": typ})
+			return testutil.MetricValue(families, "samsa_share_records_acknowledged_total", map[string]string{"type": typ})
 		}
 		wait := func(result string) float64 {
-			return metricValue(families, "samsa_share_fetch_waits_total", map[string]string{"result": result})
+			return testutil.MetricValue(families, "samsa_share_fetch_waits_total", map[string]string{"result": result})
 		}
-		acquired := max(metricValue(families, "samsa_share_records_acquired_total", map[string]string{"topic": topic}), 0)
+		acquired := max(testutil.MetricValue(families, "samsa_share_records_acquired_total", map[string]string{"topic": topic}), 0)
 		return want{acquired, ack("accept"), ack("release"), ack("reject"), ack("renew"),
-			metricValue(families, "samsa_share_lock_timeouts_total", nil), wait("records"), wait("empty")}
+			testutil.MetricValue(families, "samsa_share_lock_timeouts_total", nil), wait("records"), wait("empty")}
 	}
 	check := func(when string, w want) {
 		t.Helper()
@@ -199,7 +199,7 @@ func TestShareGroupMetrics(t *testing.T) {
 		}
 	}
 	inFlight := func(group string) float64 {
-		return metricValue(families, "samsa_share_partition_in_flight_records", map[string]string{"group": group, "topic": topic, "partition": "0"})
+		return testutil.MetricValue(families, "samsa_share_partition_in_flight_records", map[string]string{"group": group, "topic": topic, "partition": "0"})
 	}
 	check("before any share fetch", want{}) // every type and result exported at 0
 	if v := inFlight(rawGroup); v != -1 {

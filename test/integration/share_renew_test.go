@@ -273,7 +273,7 @@ func TestShareRenewFranzGo(t *testing.T) {
 				"share.renew.acknowledge.enable": strconv.FormatBool(enabled),
 			})
 			metric := func(name string, labels map[string]string) float64 {
-				return metricValue(scrape(t, metricsAddr), name, labels)
+				return testutil.MetricValue(scrape(t, metricsAddr), name, labels)
 			}
 			var mu sync.Mutex
 			var results kgo.ShareAckResults

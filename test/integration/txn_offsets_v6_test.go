@@ -77,7 +77,7 @@ func TestTxnOffsetCommitByTopicID(t *testing.T) {
 	if got := consumeN(t, b, out, n, kgo.FetchIsolationLevel(kgo.ReadCommitted())); len(got) != n {
 		t.Errorf("%s holds %d committed records, want %d", out, len(got), n)
 	}
-	if v := metricValue(scrape(t, metricsAddr), "samsa_requests_total", map[string]string{"api": "TxnOffsetCommit", "version": "6"}); v == 0 {
+	if v := testutil.MetricValue(scrape(t, metricsAddr), "samsa_requests_total", map[string]string{"api": "TxnOffsetCommit", "version": "6"}); v == 0 {
 		t.Error("franz-go sent no TxnOffsetCommit v6: samsa_requests_total{api=TxnOffsetCommit,version=6} is 0")
 	}
 

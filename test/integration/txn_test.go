@@ -236,13 +236,13 @@ func TestTransactionMetrics(t *testing.T) {
 	part := map[string]string{"topic": topic, "partition": "0"}
 	testutil.WaitFor(t, 10*time.Second, func() bool {
 		m := scrape(t, metricsAddr)
-		return metricValue(m, "samsa_transactions_open", map[string]string{"state": "Ongoing"}) == 1 &&
-			metricValue(m, "samsa_partition_unstable_offsets", part) == 2 &&
-			metricValue(m, "samsa_partition_last_stable_offset", part) == 4 &&
-			metricValue(m, "samsa_transactions_completed_total", map[string]string{"result": "commit"}) == 1 &&
-			metricValue(m, "samsa_transactions_completed_total", map[string]string{"result": "abort"}) == 1 &&
-			metricValue(m, "samsa_transaction_duration_seconds", nil) == 2 &&
-			metricValue(m, "samsa_transaction_oldest_open_seconds", nil) >= 0
+		return testutil.MetricValue(m, "samsa_transactions_open", map[string]string{"state": "Ongoing"}) == 1 &&
+			testutil.MetricValue(m, "samsa_partition_unstable_offsets", part) == 2 &&
+			testutil.MetricValue(m, "samsa_partition_last_stable_offset", part) == 4 &&
+			testutil.MetricValue(m, "samsa_transactions_completed_total", map[string]string{"result": "commit"}) == 1 &&
+			testutil.MetricValue(m, "samsa_transactions_completed_total", map[string]string{"result": "abort"}) == 1 &&
+			testutil.MetricValue(m, "samsa_transaction_duration_seconds", nil) == 2 &&
+			testutil.MetricValue(m, "samsa_transaction_oldest_open_seconds", nil) >= 0
 	}, "the transaction gauges and counters")
 }
 
