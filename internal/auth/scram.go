@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/samsa-streaming/samsa/internal/metadata"
 )
 
 // SCRAM iteration bounds, Kafka's (KIP-554): at least 4096, at most 16384.
@@ -326,6 +328,16 @@ type DelegationToken struct {
 
 // TokenLookup finds a delegation token by id.
 type TokenLookup func(id string) (DelegationToken, bool)
+
+// TokenWithHMAC finds the delegation token of img whose HMAC under secret is mac.
+func TokenWithHMAC(img *metadata.Image, secret string, mac []byte) (metadata.DelegationToken, bool) {
+	for _, tok := range img.DelegationTokens() {
+		if hmac.Equal(TokenHMAC(secret, tok.TokenID), mac) {
+			return tok, true
+		}
+	}
+	return metadata.DelegationToken{}, false
+}
 
 // TokenHMAC is a delegation token's HMAC: HMAC-SHA512 of its id keyed with
 // delegation.token.secret.key, as Kafka derives it. Clients authenticate with it

@@ -30,6 +30,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-streaming/samsa/internal/auth"
+	"github.com/samsa-streaming/samsa/internal/config"
 	"github.com/samsa-streaming/samsa/internal/metadata"
 	"github.com/samsa-streaming/samsa/internal/protocol"
 )
@@ -47,7 +48,7 @@ func init() {
 func (b *Broker) tokenRefusal(req *protocol.Request) int16 {
 	proto, _ := b.cfg.SecurityProtocol(req.Listener)
 	switch {
-	case req.ViaToken, proto == "PLAINTEXT", proto == "SSL" && req.Principal == auth.Anonymous:
+	case req.ViaToken, proto == config.ProtocolPlaintext, proto == config.ProtocolSSL && req.Principal == auth.Anonymous:
 		return kerr.DelegationTokenRequestNotAllowed.Code
 	case b.cfg.DelegationTokenKey() == "":
 		return kerr.DelegationTokenAuthDisabled.Code
@@ -124,7 +125,8 @@ func (b *Broker) changeToken(req *protocol.Request, op int8, hmac []byte, period
 	if code := b.tokenRefusal(req); code != 0 {
 		return reply(answer(code, -1))
 	}
-	id := b.tokenIDOf(hmac)
+	tok, _ := auth.TokenWithHMAC(b.image(), b.cfg.DelegationTokenKey(), hmac)
+	id := tok.TokenID // "" when this node does not know the token
 	return b.toController(req, &protocol.DelegationTokenRequest{Op: op, Requester: req.Principal.String(), PeriodMs: periodMs, HMAC: hmac},
 		func(img *metadata.Image, out *protocol.DelegationTokenResponse) bool {
 			tok, ok := img.DelegationToken(id)
@@ -136,17 +138,6 @@ func (b *Broker) changeToken(req *protocol.Request, op int8, hmac []byte, period
 			}
 			return answer(0, out.ExpiryMs)
 		})
-}
-
-// tokenIDOf is the id of the token of hmac in this node's image, "" if none.
-func (b *Broker) tokenIDOf(hmac []byte) string {
-	secret := b.cfg.DelegationTokenKey()
-	for _, tok := range b.image().DelegationTokens() {
-		if string(auth.TokenHMAC(secret, tok.TokenID)) == string(hmac) {
-			return tok.TokenID
-		}
-	}
-	return ""
 }
 
 // toController sends a token request to the active controller and answers with

@@ -72,8 +72,8 @@ type Security struct {
 	ControllerQuotaWindowNum         int32
 	ControllerQuotaWindowSizeSeconds int32
 
-	// DelegationTokenSecret is delegation.token.secret.key (or the deprecated
-	// delegation.token.master.key): "" disables delegation tokens.
+	// DelegationTokenSecret is delegation.token.secret.key, DelegationTokenMasterKey
+	// its deprecated name delegation.token.master.key (DelegationTokenKey picks).
 	DelegationTokenSecret        string
 	DelegationTokenMasterKey     string
 	DelegationTokenMaxLifetimeMs int64 // delegation.token.max.lifetime.ms

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"crypto/subtle"
 	"fmt"
 	"math"
 	"time"
@@ -128,7 +127,7 @@ func (c *Controller) changeToken(ctx context.Context, requester string, hmac []b
 		if err := c.tokensEnabled(); err != nil {
 			return 0, err
 		}
-		tok, ok := c.tokenOfHMAC(hmac)
+		tok, ok := auth.TokenWithHMAC(c.Image(), c.opts.Tokens.Secret, hmac)
 		if !ok {
 			return 0, fmt.Errorf("%w: no delegation token has this HMAC", kerr.DelegationTokenNotFound)
 		}
@@ -145,16 +144,6 @@ func (c *Controller) changeToken(ctx context.Context, requester string, hmac []b
 		}
 		return expiry, nil
 	})
-}
-
-// tokenOfHMAC finds the token whose HMAC is hmac.
-func (c *Controller) tokenOfHMAC(hmac []byte) (metadata.DelegationToken, bool) {
-	for _, tok := range c.Image().DelegationTokens() {
-		if subtle.ConstantTimeCompare(auth.TokenHMAC(c.opts.Tokens.Secret, tok.TokenID), hmac) == 1 {
-			return tok, true
-		}
-	}
-	return metadata.DelegationToken{}, false
 }
 
 func (c *Controller) tokensEnabled() error {

@@ -103,7 +103,7 @@ func (ps *producerState) check(h *record.Header, marker *record.ControlRecord, o
 	e := ps.producers[h.ProducerID]
 	if h.IsControl() {
 		if e != nil && staleMarker(h.ProducerEpoch, e, opts.TxnVersion) {
-			return nil, fmt.Errorf("%w: marker of producer %d at epoch %d, which is not above its epoch %d here (transaction version %d)",
+			return nil, fmt.Errorf("%w: stale marker of producer %d at epoch %d, whose epoch here is %d (transaction version %d)",
 				ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, e.epoch, opts.TxnVersion)
 		}
 		if e != nil && marker != nil && marker.CoordinatorEpoch < e.coordinatorEpoch {
