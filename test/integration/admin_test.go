@@ -20,6 +20,7 @@ import (
 )
 
 func TestCreateTopicErrors(t *testing.T) {
+	t.Parallel()
 	b := testutil.StartBroker(t)
 	adm := newAdmin(t, b)
 	ctx := ctxT(t, 20*time.Second)

@@ -21,6 +21,7 @@ import (
 // renewed through them by the new active controller; expired at once, it is refused
 // by every node.
 func TestClusterDelegationTokens(t *testing.T) {
+	t.Parallel()
 	jaas := `org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret"` +
 		` user_broker="broker-secret" user_alice="alice-secret";`
 	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: []string{

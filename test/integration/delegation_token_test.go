@@ -53,6 +53,7 @@ func allowOnUser(t *testing.T, c *kgo.Client, principal, user string, op kmsg.AC
 // connections are refused every token request, and a broker without
 // delegation.token.secret.key answers DELEGATION_TOKEN_AUTH_DISABLED.
 func TestDelegationTokens(t *testing.T) {
+	t.Parallel()
 	opts := testutil.SecureOptions{
 		PlainUsers: map[string]string{"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret"},
 		Overrides: []string{

@@ -18,6 +18,7 @@ var eosBrokerOverrides = []string{"group.initial.rebalance.delay.ms=0", "group.m
 // middle of the stream and restarted, writes every input record to its output exactly
 // once as read_committed consumers see it.
 func TestExactlyOncePipelineSurvivesKills(t *testing.T) {
+	t.Parallel()
 	b := testutil.StartBroker(t, eosBrokerOverrides...)
 	adm := newAdmin(t, b)
 	p := testutil.NewEOSPipeline(t, []string{b.Addr}, "eos")

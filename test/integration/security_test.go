@@ -200,6 +200,7 @@ func (s *saramaScram) Done() bool { return s.done }
 // family, mTLS principals, SCRAM users made with AlterUserScramCredentials, quotas —
 // and all of it still there after a restart.
 func TestAuthorizationAndPersistence(t *testing.T) {
+	t.Parallel()
 	opts := secureUsers
 	opts.ClientAuth = "required"
 	opts.Overrides = []string{

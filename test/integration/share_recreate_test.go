@@ -30,6 +30,7 @@ func describeAllShareOffsets(t *testing.T, b *testutil.Broker, group string) ([]
 // records from its start (share.auto.offset.reset=earliest), and the group's offsets
 // name the new topic only.
 func TestShareGroupsConsumeRecreatedTopic(t *testing.T) {
+	t.Parallel()
 	led0 := &shareLedger{}
 	b := startGroupBroker(t, "group.share.min.heartbeat.interval.ms=1000", "group.share.heartbeat.interval.ms=1000")
 	t.Cleanup(func() {

@@ -27,6 +27,7 @@ func TestTxnOffsetCommitRacingEndTxnAbort(t *testing.T) { runTxnOffsetCommitRaci
 func TestTxnOffsetCommitRacingEndTxnCommit(t *testing.T) { runTxnOffsetCommitRacingEnd(t, true) }
 
 func runTxnOffsetCommitRacingEnd(t *testing.T, commitRace bool) {
+	t.Parallel()
 	b := testutil.StartBroker(t, "offsets.topic.num.partitions=1", "transaction.state.log.num.partitions=1",
 		"transaction.abort.timed.out.transaction.cleanup.interval.ms=500")
 	const topic = "txo-race"
