@@ -203,11 +203,18 @@ func TestLateTxnV2MarkerRefused(t *testing.T) {
 	createTopic(t, newAdmin(t, b), topic, 1, nil)
 	p := newTxnProducer(t, b, "late-marker")
 	c := newClient(t, b)
-	inTxn(t, p, true, recordsTo(topic, 0, "first")...)
-	done := activeProducer(t, c, topic) // its epoch is the commit marker's
-	if done.CurrentTxnStartOffset != -1 {
-		t.Fatalf("a transaction is open after the commit: %+v", done)
+	// ended waits until the transaction's marker is in the partition: EndTxn is
+	// answered once the end is prepared, and the markers follow.
+	ended := func(what string) kmsg.DescribeProducersResponseTopicPartitionActiveProducer {
+		var ap kmsg.DescribeProducersResponseTopicPartitionActiveProducer
+		testutil.WaitFor(t, 20*time.Second, func() bool {
+			ap = activeProducer(t, c, topic)
+			return ap.CurrentTxnStartOffset == -1
+		}, what)
+		return ap
 	}
+	inTxn(t, p, true, recordsTo(topic, 0, "first")...)
+	done := ended("the commit marker") // its epoch is the commit marker's
 
 	if err := p.BeginTransaction(); err != nil {
 		t.Fatal(err)
@@ -229,9 +236,9 @@ func TestLateTxnV2MarkerRefused(t *testing.T) {
 	if err := p.EndTransaction(ctxT(t, 20*time.Second), kgo.TryAbort); err != nil {
 		t.Fatal(err)
 	}
-	aborted := activeProducer(t, c, topic)
-	if aborted.ProducerEpoch != open.ProducerEpoch+1 || aborted.CurrentTxnStartOffset != -1 {
-		t.Fatalf("after the abort: %+v", aborted)
+	aborted := ended("the abort marker")
+	if aborted.ProducerEpoch != open.ProducerEpoch+1 {
+		t.Fatalf("after the abort: %+v, want the epoch bumped past %d", aborted, open.ProducerEpoch)
 	}
 	if code := writeMarker(t, c, topic, aborted, int16(aborted.ProducerEpoch), false, 2); code != 0 {
 		t.Fatalf("repeated abort marker with no transaction open: %v", kerr.ErrorForCode(code))
