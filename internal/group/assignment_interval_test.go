@@ -118,17 +118,13 @@ func TestDueAssignmentAnsweredOnceCommitted(t *testing.T) {
 	_, epoch, waiting := describeEpochs(t, h, "g")
 	h.clock.Advance(time.Second) // due
 
-	var answer <-chan *kmsg.ConsumerGroupHeartbeatResponse
-	release := h.holdAppend("the due assignment's write held", func() {
-		answer = h.c.ConsumerGroupHeartbeat(a.heartbeat("g", true), "client", "/127.0.0.1", nil)
+	release := holdWrite(h, "the due assignment's write held", func() <-chan *kmsg.ConsumerGroupHeartbeatResponse {
+		return h.c.ConsumerGroupHeartbeat(a.heartbeat("g", true), "client", "/127.0.0.1", nil)
 	})
-	h.log.setAppendErr(errors.New("leadership moved during the write"))
-	release()
-	if r := recv(t, answer); r.ErrorCode != kerrNotCoordinator && r.ErrorCode != kerrCoordinatorNotAvailable {
+	if r := release(errors.New("leadership moved during the write")); r.ErrorCode != kerrNotCoordinator && r.ErrorCode != kerrCoordinatorNotAvailable {
 		t.Fatalf("a's heartbeat whose assignment was not written: error %d, epoch %d, assignment %v; want NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE and no assignment",
 			r.ErrorCode, r.MemberEpoch, r.Assignment)
 	}
-	h.log.setAppendErr(nil)
 	waitFor(t, "the group reloaded from its log, still waiting to assign b", func() bool {
 		req := kmsg.NewPtrConsumerGroupDescribeRequest()
 		req.Groups = []string{"g"}
@@ -164,17 +160,13 @@ func TestShareDueAssignmentAnsweredOnceCommitted(t *testing.T) {
 	_, epoch, waiting := describeShareEpochs(t, h, "g")
 	h.clock.Advance(time.Second) // due
 
-	var answer <-chan *kmsg.ShareGroupHeartbeatResponse
-	release := h.holdAppend("the due assignment's write held", func() {
-		answer = h.c.ShareGroupHeartbeat(a.heartbeat("g"), "client", "/127.0.0.1")
+	release := holdWrite(h, "the due assignment's write held", func() <-chan *kmsg.ShareGroupHeartbeatResponse {
+		return h.c.ShareGroupHeartbeat(a.heartbeat("g"), "client", "/127.0.0.1")
 	})
-	h.log.setAppendErr(errors.New("leadership moved during the write"))
-	release()
-	if r := recv(t, answer); r.ErrorCode != kerrNotCoordinator && r.ErrorCode != kerrCoordinatorNotAvailable {
+	if r := release(errors.New("leadership moved during the write")); r.ErrorCode != kerrNotCoordinator && r.ErrorCode != kerrCoordinatorNotAvailable {
 		t.Fatalf("a's heartbeat whose assignment was not written: error %d, epoch %d, assignment %v; want NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE and no assignment",
 			r.ErrorCode, r.MemberEpoch, r.Assignment)
 	}
-	h.log.setAppendErr(nil)
 	waitFor(t, "the group reloaded from its log, still waiting to assign b", func() bool {
 		req := kmsg.NewPtrShareGroupDescribeRequest()
 		req.GroupIDs = []string{"g"}

@@ -76,18 +76,26 @@ func TestDescribeShowsOnlyCommittedState(t *testing.T) {
 // it succeeds) and returns the join's answer.
 func (h *harness) holdConsumerJoin(group, member string) func(fail error) *kmsg.ConsumerGroupHeartbeatResponse {
 	h.t.Helper()
-	var joined <-chan *kmsg.ConsumerGroupHeartbeatResponse
-	release := h.holdAppend("the join of "+member+" held in the writer", func() {
+	return holdWrite(h, "the join of "+member+" held in the writer", func() <-chan *kmsg.ConsumerGroupHeartbeatResponse {
 		join := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 		join.Version, join.Group, join.MemberID, join.RebalanceTimeoutMillis = 1, group, member, 5000
 		join.SubscribedTopicNames, join.Topics = []string{"t"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
-		joined = h.c.ConsumerGroupHeartbeat(join, "client", "/127.0.0.1", nil)
+		return h.c.ConsumerGroupHeartbeat(join, "client", "/127.0.0.1", nil)
 	})
-	return func(fail error) *kmsg.ConsumerGroupHeartbeatResponse {
+}
+
+// holdWrite runs send, which must make the coordinator write, and holds that write in
+// the log's append (what names it) until release, which lets the write end with fail
+// (nil: it succeeds) and returns send's answer.
+func holdWrite[R any](h *harness, what string, send func() <-chan R) func(fail error) R {
+	h.t.Helper()
+	var answer <-chan R
+	release := h.holdAppend(what, func() { answer = send() })
+	return func(fail error) R {
 		h.t.Helper()
 		h.log.setAppendErr(fail)
 		release()
-		resp := recv(h.t, joined)
+		resp := recv(h.t, answer)
 		h.log.setAppendErr(nil)
 		return resp
 	}

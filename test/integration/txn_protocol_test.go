@@ -158,15 +158,11 @@ func TestHangingTransactionAbortedByMarkers(t *testing.T) {
 // topic.
 func activeProducer(t *testing.T, c *kgo.Client, topic string) kmsg.DescribeProducersResponseTopicPartitionActiveProducer {
 	t.Helper()
-	dp := kmsg.NewPtrDescribeProducersRequest()
-	dt := kmsg.NewDescribeProducersRequestTopic()
-	dt.Topic, dt.Partitions = topic, []int32{0}
-	dp.Topics = append(dp.Topics, dt)
-	dr, err := dp.RequestWith(ctxT(t, 10*time.Second), c)
-	if err != nil || len(dr.Topics[0].Partitions[0].ActiveProducers) != 1 {
-		t.Fatalf("DescribeProducers: %+v %v", dr, err)
+	ps := describeProducers(t, c, topic)
+	if len(ps) != 1 {
+		t.Fatalf("DescribeProducers of %s-0: %+v, want one producer", topic, ps)
 	}
-	return dr.Topics[0].Partitions[0].ActiveProducers[0]
+	return ps[0]
 }
 
 // writeMarker sends one WriteTxnMarkers v2 marker for partition 0 of topic and
