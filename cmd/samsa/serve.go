@@ -116,7 +116,7 @@ func serve(configFile string, overrides []string, logLevel string, addScram []st
 	if cfg.DelegationTokenKey() != "" {
 		sec.Tokens = brk.DelegationToken
 	}
-	maxConns, perIP, perIPOverrides, setupTimeout, err := server.ConnectionLimits(cfg)
+	limits, err := server.ConnectionLimits(cfg)
 	if err != nil {
 		brk.Close()
 		return err
@@ -148,7 +148,7 @@ func serve(configFile string, overrides []string, logLevel string, addScram []st
 				NewRequest:     broker.ControllerNewRequest,
 				Logger:         logger.With("component", "controller-listener"),
 				IdleTimeout:    time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
-				SetupTimeout:   setupTimeout,
+				SetupTimeout:   limits.SetupTimeout,
 			})
 		}
 		if err == nil {
@@ -199,7 +199,7 @@ func serve(configFile string, overrides []string, logLevel string, addScram []st
 	var srv *server.Server
 	var bound string
 	if clients := cfg.ClientListeners(); cfg.HasRole("broker") && len(clients) > 0 {
-		srv, err = server.New(server.Config{
+		sc := server.Config{
 			Listeners:      clientListeners,
 			MaxRequestSize: cfg.SocketRequestMaxBytes,
 			Handler:        brk,
@@ -212,12 +212,12 @@ func serve(configFile string, overrides []string, logLevel string, addScram []st
 			Logger:         logger.With("component", "server"),
 			Observer:       m,
 			IdleTimeout:    time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
-			SetupTimeout:   setupTimeout,
 
-			MaxConnections:      maxConns,
-			MaxConnectionsPerIP: perIP,
-			PerIPOverrides:      perIPOverrides,
-		})
+			IPConnectionRate:    brk.IPConnectionRate,
+			ConnectionThrottled: m.ConnectionThrottled,
+		}
+		limits.Apply(&sc)
+		srv, err = server.New(sc)
 		if err == nil {
 			err = m.RequestFrames(srv.FrameBytes)
 		}

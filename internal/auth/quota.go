@@ -1,6 +1,8 @@
 package auth
 
 import (
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,7 +42,7 @@ type Quotas struct {
 	mu struct {
 		sync.Mutex
 		configs   map[string]metadata.Quota // by metadata.QuotaKey
-		rates     map[string]*rate          // by kind + "|" + entity key
+		rates     map[string]*Rate          // by kind + "|" + entity key
 		lastSweep time.Time                 // of rates idle for rateExpiry
 	}
 }
@@ -55,7 +57,7 @@ const rateExpiry = time.Hour
 func NewQuotas(samples int, window time.Duration) *Quotas {
 	q := &Quotas{window: window, samples: max(samples, 2)}
 	q.mu.configs = map[string]metadata.Quota{}
-	q.mu.rates = map[string]*rate{}
+	q.mu.rates = map[string]*Rate{}
 	return q
 }
 
@@ -97,7 +99,11 @@ func (q *Quotas) Update(img *metadata.Image) {
 		return // a newer image was applied meanwhile (versions only grow along the log)
 	}
 	q.mu.configs = img.Quotas()
-	q.configured.Store(len(q.mu.configs) > 0)
+	q.configured.Store(slices.ContainsFunc(slices.Collect(maps.Values(q.mu.configs)), func(c metadata.Quota) bool {
+		// An IP entity's connection_creation_rate is enforced where connections
+		// are accepted (IPConnectionRates), not per request.
+		return !slices.ContainsFunc(c.Entity, func(e metadata.QuotaEntity) bool { return e.Type == "ip" })
+	}))
 	q.version.Store(img.QuotasVersion())
 }
 
@@ -170,14 +176,14 @@ func (q *Quotas) throttle(kind, user, clientID string, value float64, record boo
 		return 0
 	case r == nil:
 		w := q.windowOf(kind)
-		r = newRate(w.samples, w.window, now)
+		r = NewRate(w.samples, w.window, now)
 		q.mu.rates[key] = r
 	}
 	if record {
-		r.record(value, now)
+		r.Record(value, now)
 	}
 	q.sweepLocked(now)
-	d := r.throttle(limit, now)
+	d := r.Throttle(limit, now)
 	if kind == RequestPercentage {
 		// Kafka's ClientRequestQuotaManager bounds this one throttle at one window
 		// (its maxThrottleTimeMs): handler time is measured after the fact, so one
@@ -200,10 +206,10 @@ func (q *Quotas) sweepLocked(now time.Time) {
 	}
 }
 
-// rate is a sampled rate, Kafka's Rate over a SampledStat: samples windows; the
+// Rate is a sampled rate, Kafka's Rate over a SampledStat: samples windows; the
 // elapsed time is at least samples−1 whole windows, so that a new sensor does not
-// see a burst as a huge rate.
-type rate struct {
+// see a burst as a huge rate. A Rate is not safe for concurrent use.
+type Rate struct {
 	window  time.Duration
 	samples []sample
 	current int
@@ -215,13 +221,16 @@ type sample struct {
 	value float64
 }
 
-func newRate(n int, window time.Duration, now time.Time) *rate {
-	r := &rate{window: window, samples: make([]sample, n)}
+// NewRate returns a rate measured over n samples of window each, starting at now.
+func NewRate(n int, window time.Duration, now time.Time) *Rate {
+	r := &Rate{window: window, samples: make([]sample, max(n, 2))}
 	r.samples[0].start = now
 	return r
 }
 
-func (r *rate) record(v float64, now time.Time) {
+// Record adds v at now (a negative v takes back what was recorded, as Kafka
+// un-records a connection it refuses).
+func (r *Rate) Record(v float64, now time.Time) {
 	r.last = now
 	s := &r.samples[r.current]
 	if now.Sub(s.start) >= r.window {
@@ -232,8 +241,14 @@ func (r *rate) record(v float64, now time.Time) {
 	s.value += v
 }
 
+// Idle reports whether nothing was recorded for the whole span the rate measures:
+// it then measures what a new one would, and may be dropped.
+func (r *Rate) Idle(now time.Time) bool {
+	return now.Sub(r.last) >= time.Duration(len(r.samples))*r.window
+}
+
 // measure is the rate per second at now.
-func (r *rate) measure(now time.Time) (perSecond float64, elapsed time.Duration) {
+func (r *Rate) measure(now time.Time) (perSecond float64, elapsed time.Duration) {
 	var total float64
 	oldest := now
 	for i := range r.samples {
@@ -257,7 +272,10 @@ func (r *rate) measure(now time.Time) (perSecond float64, elapsed time.Duration)
 	return total / elapsed.Seconds(), elapsed
 }
 
-func (r *rate) throttle(limit float64, now time.Time) time.Duration {
+// Throttle is how long a client over limit (per second) must wait at now to bring
+// the rate back to it, Kafka's QuotaUtils.throttleTime: (rate − limit) / limit ×
+// the elapsed span, at most the whole span of samples; 0 within the limit.
+func (r *Rate) Throttle(limit float64, now time.Time) time.Duration {
 	perSecond, elapsed := r.measure(now)
 	if perSecond <= limit || limit <= 0 {
 		return 0

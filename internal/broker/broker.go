@@ -74,6 +74,8 @@ type Broker struct {
 	authz *auth.Authorizer
 	// quotas are the client quotas (quotas.go).
 	quotas *auth.Quotas
+	// ipRates are the IP entities' connection_creation_rate quotas (KIP-612).
+	ipRates auth.IPConnectionRates
 	// bootstrapScram goes to the controller (Options.BootstrapScram).
 	bootstrapScram []controller.BootstrapScram
 	shareReads     bufpool.Pool // share-group acquisitions read the log through these

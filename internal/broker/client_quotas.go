@@ -7,7 +7,9 @@ package broker
 // Describe is answered from this node's image, Alter is forwarded to the active
 // controller. Describe needs DESCRIBE_CONFIGS on the cluster, Alter ALTER_CONFIGS.
 // The quotas are producer_byte_rate, consumer_byte_rate, request_percentage and
-// controller_mutation_rate; entity types user and client-id (ip is refused).
+// controller_mutation_rate of users and client ids, and connection_creation_rate of
+// IP entities (KIP-612), which the server enforces where it accepts connections
+// (Broker.IPConnectionRate).
 
 import (
 	"context"

@@ -9,6 +9,7 @@ package broker
 
 import (
 	"context"
+	"net/netip"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -57,6 +58,12 @@ func (b *Broker) ScramCredential(m auth.ScramMechanism, user string) (auth.Scram
 		return auth.ScramCredential{}, false
 	}
 	return auth.ScramCredential{Mechanism: m, Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey, Iterations: c.Iterations}, true
+}
+
+// IPConnectionRate is the connection_creation_rate quota of ip in this node's
+// metadata image (KIP-612); the server asks it for each connection it accepts.
+func (b *Broker) IPConnectionRate(ip netip.Addr) (float64, bool) {
+	return b.ipRates.Lookup(b.image(), ip)
 }
 
 // DelegationToken is the server's auth.TokenLookup: the token with id, its HMAC

@@ -41,6 +41,23 @@ func TestSecurityCommands(t *testing.T) {
 	if out := must(append(admin, "quota", "describe", "--entity-user", "erin")...); !strings.Contains(out, "producer_byte_rate") {
 		t.Fatalf("quota describe: %s", out)
 	}
+	must(append(admin, "quota", "set", "--entity-ip", "192.0.2.10", "connection_creation_rate=5")...)
+	must(append(admin, "quota", "set", "--entity-default-ip", "connection_creation_rate=50")...)
+	if out := must(append(admin, "quota", "describe", "--entity-ip", "192.0.2.10")...); !strings.Contains(out, "ip=192.0.2.10") ||
+		!strings.Contains(out, "connection_creation_rate") || strings.Contains(out, "<default>") {
+		t.Fatalf("quota describe --entity-ip: %s", out)
+	}
+	if out := must(append(admin, "quota", "describe", "--entity-default-ip")...); !strings.Contains(out, "ip=<default>") || !strings.Contains(out, "50") {
+		t.Fatalf("quota describe --entity-default-ip: %s", out)
+	}
+	if res := samsa(append(admin, "quota", "set", "--entity-ip", "192.0.2.10", "--entity-user", "erin", "connection_creation_rate=5")...); res.code != cli.ExitUsage ||
+		!strings.Contains(res.stderr, "cannot be combined with a user or client id") {
+		t.Fatalf("an IP entity with a user: exit %d %s", res.code, res.stderr)
+	}
+	if res := samsa(append(admin, "quota", "set", "--entity-ip", "192.0.2.10", "producer_byte_rate=5")...); res.code != cli.ExitFailed ||
+		!strings.Contains(res.stderr, `quota "producer_byte_rate" does not apply to this entity (one of [connection_creation_rate])`) {
+		t.Fatalf("a byte rate on an IP entity: exit %d %s", res.code, res.stderr)
+	}
 
 	erin := []string{"-b", sb.SASLSSL, "--tls-ca", sb.CA.File, "--sasl-mechanism", "SCRAM-SHA-512", "--user", "erin", "--password", "erin-secret"}
 	must(append(erin, "produce", "payments")...)

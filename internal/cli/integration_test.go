@@ -686,7 +686,7 @@ func TestRefusalsInTheBrokersWords(t *testing.T) {
 		{[]string{"topic", "list", "--sasl-mechanism", "PLAIN", "--user", "bob", "--password", "secret"},
 			`list topics: ILLEGAL_SASL_STATE: the listener does not use SASL: drop --sasl-mechanism, or connect to the cluster's SASL listener`},
 		{[]string{"quota", "set", "--entity-user", "bob", "foo=1"},
-			`set quotas: INVALID_REQUEST: unknown quota "foo" (one of [producer_byte_rate consumer_byte_rate request_percentage controller_mutation_rate])`},
+			`set quotas: INVALID_REQUEST: quota "foo" does not apply to this entity (one of [consumer_byte_rate controller_mutation_rate producer_byte_rate request_percentage])`},
 		{[]string{"user", "scram", "delete", "nobody"},
 			`delete the SCRAM credential of nobody: RESOURCE_NOT_FOUND: nobody has no SCRAM-SHA-256 credential`},
 	} {

@@ -14,16 +14,17 @@ import (
 func newQuotaCmd(g *globals) *cobra.Command {
 	cmd := newGroupingCmd("quota", "Manage client quotas", `Set and describe client quotas (AlterClientQuotas, DescribeClientQuotas) by user
 and/or client id: producer_byte_rate, consumer_byte_rate (bytes per second),
-request_percentage, controller_mutation_rate (partitions per second). Changing quotas
-needs ALTER_CONFIGS on the cluster, describing them DESCRIBE_CONFIGS.`)
+request_percentage, controller_mutation_rate (partitions per second); and by IP
+address: connection_creation_rate (new connections per second, KIP-612). Changing
+quotas needs ALTER_CONFIGS on the cluster, describing them DESCRIBE_CONFIGS.`)
 	cmd.AddCommand(newQuotaSetCmd(g), newQuotaDescribeCmd(g))
 	return cmd
 }
 
 // quotaEntity flags name a quota entity.
 type quotaEntity struct {
-	user, clientID               string
-	defaultUser, defaultClientID bool
+	user, clientID, ip                      string
+	defaultUser, defaultClientID, defaultIP bool
 }
 
 func (e *quotaEntity) add(cmd *cobra.Command) {
@@ -32,12 +33,24 @@ func (e *quotaEntity) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&e.clientID, "entity-client-id", "", "the client id the quota applies to")
 	cmd.Flags().BoolVar(&e.defaultUser, "entity-default-user", false, "the default quota of every user without one")
 	cmd.Flags().BoolVar(&e.defaultClientID, "entity-default-client-id", false, "the default quota of every client id without one")
+	cmd.Flags().StringVar(&e.ip, "entity-ip", "", "the IP address (or host name) the quota applies to")
+	cmd.Flags().BoolVar(&e.defaultIP, "entity-default-ip", false, "the default quota of every IP address without one")
 }
 
 func (e *quotaEntity) components() ([]kadm.ClientQuotaEntityComponent, error) {
 	var out []kadm.ClientQuotaEntityComponent
-	if e.user != "" && e.defaultUser || e.clientID != "" && e.defaultClientID {
-		return nil, usagef("name a user or the default user (--entity-user, --entity-default-user), a client id or the default client id")
+	if e.user != "" && e.defaultUser || e.clientID != "" && e.defaultClientID || e.ip != "" && e.defaultIP {
+		return nil, usagef("name a user or the default user (--entity-user, --entity-default-user), a client id or the default client id, an IP address or the default IP")
+	}
+	switch {
+	case e.ip != "" || e.defaultIP:
+		if e.user != "" || e.defaultUser || e.clientID != "" || e.defaultClientID {
+			return nil, usagef("an IP entity (--entity-ip, --entity-default-ip) cannot be combined with a user or client id")
+		}
+		if e.defaultIP {
+			return []kadm.ClientQuotaEntityComponent{{Type: "ip"}}, nil
+		}
+		return []kadm.ClientQuotaEntityComponent{{Type: "ip", Name: kadm.StringPtr(e.ip)}}, nil
 	}
 	switch {
 	case e.user != "":
@@ -59,18 +72,20 @@ func newQuotaSetCmd(g *globals) *cobra.Command {
 	var remove []string
 	cmd := &cobra.Command{
 		Use:   "set [KEY=VALUE...]",
-		Short: "Set (or with --delete remove) quotas of a user, a client id, or both",
+		Short: "Set (or with --delete remove) quotas of a user, a client id, both, or an IP address",
 		Example: `  samsa quota set --entity-user alice producer_byte_rate=1048576 consumer_byte_rate=2097152
   samsa quota set --entity-client-id reporting consumer_byte_rate=524288
   samsa quota set --entity-default-user producer_byte_rate=10485760
-  samsa quota set --entity-user alice --delete producer_byte_rate`,
+  samsa quota set --entity-user alice --delete producer_byte_rate
+  samsa quota set --entity-ip 192.0.2.10 connection_creation_rate=5
+  samsa quota set --entity-default-ip connection_creation_rate=50`,
 		RunE: func(cmd *cobra.Command, a []string) error {
 			entity, err := e.components()
 			if err != nil {
 				return err
 			}
 			if len(entity) == 0 {
-				return usagef("name the entity: --entity-user, --entity-client-id, --entity-default-user or --entity-default-client-id")
+				return usagef("name the entity: --entity-user, --entity-client-id, --entity-default-user, --entity-default-client-id, --entity-ip or --entity-default-ip")
 			}
 			var ops []kadm.AlterClientQuotaOp
 			for _, kv := range a {

@@ -151,6 +151,7 @@ func TestDefaultsMatchKafka(t *testing.T) {
 			MaxConnections:                   math.MaxInt32,
 			MaxConnectionsPerIP:              math.MaxInt32,
 			MaxConnectionsPerIPOverrides:     map[string]int32{},
+			MaxConnectionCreationRate:        2147483647,
 			ConnectionsMaxSetupMs:            10000,
 			QuotaWindowNum:                   11,
 			QuotaWindowSizeSeconds:           1,

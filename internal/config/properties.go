@@ -829,13 +829,6 @@ var coreProperties = []property{
 		return errors.New("Samsa keeps share-partition state in __share_group_state only; remove the property or set it to " + defaultPersister)
 	}}, def: defaultPersister, ignored: true,
 		doc: "Kafka's pluggable share-state persister.", note: "Only Kafka's default is accepted: another persister would keep share state elsewhere, which Samsa cannot do."},
-	{name: "max.connection.creation.rate", spec: text{typ: TypeInt, valid: "2147483647", fn: func(s string) error {
-		if s == "2147483647" {
-			return nil
-		}
-		return errors.New("Samsa does not limit the rate of new connections; bound connections with max.connections and max.connections.per.ip, and remove this property")
-	}}, def: "2147483647", ignored: true,
-		doc: "Kafka's limit on new connections per second.", note: "Only the default (no limit) is accepted: a limit would be a protection Samsa does not give."},
 }
 
 // defaultPersister is Kafka's group.share.persister.class.name default.

@@ -63,6 +63,7 @@ type Security struct {
 	MaxConnections               int32            // max.connections
 	MaxConnectionsPerIP          int32            // max.connections.per.ip
 	MaxConnectionsPerIPOverrides map[string]int32 // max.connections.per.ip.overrides
+	MaxConnectionCreationRate    int32            // max.connection.creation.rate
 	ConnectionsMaxSetupMs        int64            // connections.max.setup.ms
 
 	QuotaWindowNum         int32 // quota.window.num
@@ -247,8 +248,12 @@ var securityProperties = []property{
 
 	property{name: "max.connections", spec: atLeast(TypeInt, 0), def: "2147483647", listener: true,
 		doc:  "Most client connections open at once; beyond it a listener stops accepting until one closes. Also per listener.",
-		note: "Connections on the inter-broker listener do not count towards the broker-wide limit (Kafka also closes another listener's oldest connection for them)."}.
+		note: "Connections on the inter-broker listener, when there are other listeners, do not count towards the broker-wide limit (Kafka also closes another listener's oldest connection for them)."}.
 		bind(i32(func(b *Broker) *int32 { return &b.Security.MaxConnections })),
+	property{name: "max.connection.creation.rate", spec: atLeast(TypeInt, 1), def: "2147483647", listener: true,
+		doc:  "Most new connections accepted per second (KIP-612), measured as client quotas are (quota.window.num samples of quota.window.size.seconds); beyond it the listener waits before it accepts the next one. Also per listener.",
+		note: "The inter-broker listener, when there are other listeners, counts only towards its own listener's limit. Not dynamic. Kafka also accepts 0 (every connection waits a whole window); Samsa asks for at least 1."}.
+		bind(i32(func(b *Broker) *int32 { return &b.Security.MaxConnectionCreationRate })),
 	property{name: "max.connections.per.ip", spec: atLeast(TypeInt, 0), def: "2147483647",
 		doc: "Most connections open at once from one IP address; a connection beyond it is closed at once."}.
 		bind(i32(func(b *Broker) *int32 { return &b.Security.MaxConnectionsPerIP })),
@@ -460,6 +465,8 @@ type ListenerSecurity struct {
 	SASL *SASLSettings
 	// MaxConnections is max.connections for this listener.
 	MaxConnections int32
+	// MaxConnectionCreationRate is max.connection.creation.rate for this listener.
+	MaxConnectionCreationRate int32
 }
 
 // TLSSettings are a listener's ssl.* properties.
@@ -506,7 +513,8 @@ func (b *Broker) ListenerSecurity(name string) (ListenerSecurity, bool) {
 		return ListenerSecurity{}, false
 	}
 	s := func(prop string) Setting { return b.listenerSetting(name, prop) }
-	ls := ListenerSecurity{Name: name, Protocol: proto, MaxConnections: int32(mustInt(s("max.connections").Value))}
+	ls := ListenerSecurity{Name: name, Protocol: proto, MaxConnections: int32(mustInt(s("max.connections").Value)),
+		MaxConnectionCreationRate: int32(mustInt(s("max.connection.creation.rate").Value))}
 	if proto == ProtocolSSL || proto == ProtocolSASLSSL {
 		ls.TLS = &TLSSettings{
 			KeystoreLocation:         s("ssl.keystore.location"),

@@ -5,7 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"math"
+	"net"
+	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -215,12 +220,22 @@ type QuotaChange struct {
 	Removes []string
 }
 
-// quotaKeys are the quotas Samsa enforces.
-var quotaKeys = []string{"producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate"}
+// quotaKeys are the quotas Samsa enforces on users and client ids, with whether
+// Kafka types them as integers (QuotaConfig: the byte rates are LONGs).
+var quotaKeys = map[string]bool{"producer_byte_rate": true, "consumer_byte_rate": true, "request_percentage": false, "controller_mutation_rate": false}
+
+// ipQuotaKeys are those of IP entities (KIP-612): connection_creation_rate, an INT.
+var ipQuotaKeys = map[string]bool{auth.ConnectionCreationRate: true}
 
 // AlterClientQuotas applies the changes, each entity on its own; validateOnly only
 // checks them.
 func (c *Controller) AlterClientQuotas(ctx context.Context, changes []QuotaChange, validateOnly bool) ([]error, error) {
+	// An IP entity may name a host: it must resolve, as in Kafka. The lookup is
+	// done here, not on the controller's goroutine.
+	unresolved := make([]error, len(changes))
+	for i, ch := range changes {
+		unresolved[i] = resolvableIPEntity(ctx, ch.Entity)
+	}
 	return run(ctx, c, func(ctx context.Context) ([]error, error) {
 		if !validateOnly {
 			if err := c.requireLeader(); err != nil {
@@ -230,7 +245,10 @@ func (c *Controller) AlterClientQuotas(ctx context.Context, changes []QuotaChang
 		errs := make([]error, len(changes))
 		var recs []metadata.Record
 		for i, ch := range changes {
-			if errs[i] = validateQuotaChange(ch); errs[i] != nil {
+			if errs[i] = validateQuotaChange(ch); errs[i] == nil {
+				errs[i] = unresolved[i]
+			}
+			if errs[i] != nil {
 				continue
 			}
 			for _, k := range slices.Sorted(mapsKeys(ch.Values)) {
@@ -247,31 +265,67 @@ func (c *Controller) AlterClientQuotas(ctx context.Context, changes []QuotaChang
 	})
 }
 
+// resolvableIPEntity checks that an IP entity's name is an address or a host name
+// that resolves now (Kafka's InetAddress.getByName).
+func resolvableIPEntity(ctx context.Context, entity []metadata.QuotaEntity) error {
+	for _, e := range entity {
+		if e.Type != "ip" || e.Name == nil || *e.Name == "" {
+			continue
+		}
+		if _, err := netip.ParseAddr(*e.Name); err == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := net.DefaultResolver.LookupHost(ctx, *e.Name)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%w: ip entity %q is not an IP address or a host name that resolves: %v", kerr.InvalidRequest, *e.Name, err)
+		}
+	}
+	return nil
+}
+
 func validateQuotaChange(ch QuotaChange) error {
 	types := map[string]bool{}
 	for _, e := range ch.Entity {
-		if e.Type != "user" && e.Type != "client-id" {
-			return fmt.Errorf("%w: entity type %q: Samsa keeps quotas by user and client-id", kerr.InvalidRequest, e.Type)
+		if e.Type != "user" && e.Type != "client-id" && e.Type != "ip" {
+			return fmt.Errorf("%w: entity type %q: quotas are kept by user, client-id or ip", kerr.InvalidRequest, e.Type)
 		}
 		if types[e.Type] {
 			return fmt.Errorf("%w: entity type %s twice", kerr.InvalidRequest, e.Type)
+		}
+		if e.Name != nil && *e.Name == "" {
+			return fmt.Errorf("%w: empty %s name: name one, or leave the name out for the default %s", kerr.InvalidRequest, e.Type, e.Type)
 		}
 		types[e.Type] = true
 	}
 	if len(ch.Entity) == 0 {
 		return fmt.Errorf("%w: empty entity", kerr.InvalidRequest)
 	}
-	for k, v := range ch.Values {
-		if !slices.Contains(quotaKeys, k) {
-			return fmt.Errorf("%w: unknown quota %q (one of %v)", kerr.InvalidRequest, k, quotaKeys)
+	keys := quotaKeys
+	if types["ip"] {
+		if len(ch.Entity) > 1 {
+			return fmt.Errorf("%w: an ip entity cannot be combined with a user or client-id", kerr.InvalidRequest)
 		}
-		if v <= 0 {
+		keys = ipQuotaKeys
+	}
+	known := slices.Sorted(maps.Keys(keys))
+	for k, v := range ch.Values {
+		integral, ok := keys[k]
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: quota %q does not apply to this entity (one of %v)", kerr.InvalidRequest, k, known)
+		case v <= 0:
 			return fmt.Errorf("%w: quota %s=%g must be positive", kerr.InvalidRequest, k, v)
+		case integral && math.Abs(math.Mod(v, 1)) > 1e-6:
+			return fmt.Errorf("%w: quota %s=%g must be a whole number", kerr.InvalidRequest, k, v)
+		case k == auth.ConnectionCreationRate && v > math.MaxInt32:
+			return fmt.Errorf("%w: quota %s=%g is larger than %d", kerr.InvalidRequest, k, v, math.MaxInt32)
 		}
 	}
 	for _, k := range ch.Removes {
-		if !slices.Contains(quotaKeys, k) {
-			return fmt.Errorf("%w: unknown quota %q", kerr.InvalidRequest, k)
+		if _, ok := keys[k]; !ok {
+			return fmt.Errorf("%w: quota %q does not apply to this entity (one of %v)", kerr.InvalidRequest, k, known)
 		}
 	}
 	return nil

@@ -63,6 +63,7 @@ type Metrics struct {
 	produceErrors, fetchErrors               *prometheus.CounterVec
 	rebalances                               *prometheus.CounterVec
 	isrShrinks, isrExpands                   prometheus.Counter
+	connThrottles, connThrottleSeconds       *prometheus.CounterVec
 	txn                                      txnMetrics
 	share                                    shareMetrics
 
@@ -113,6 +114,7 @@ func New(o Options) (*Metrics, error) {
 		m.bytesIn, m.bytesOut, m.recordsIn, m.recordsOut,
 		m.requests, m.requestBytes, m.responseBytes, m.requestLatency,
 		m.produceErrors, m.fetchErrors, m.rebalances, m.isrShrinks, m.isrExpands,
+		m.connThrottles, m.connThrottleSeconds,
 	}
 	toRegister = append(toRegister, m.txn.collectors()...)
 	toRegister = append(toRegister, m.share.collectors()...)

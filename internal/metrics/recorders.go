@@ -79,6 +79,20 @@ func (m *Metrics) defineEventMetrics() {
 		"Times a replica was removed from a partition's in-sync replica set.")
 	m.isrExpands = counter("isr_expands_total",
 		"Times a replica was added back to a partition's in-sync replica set.")
+	m.connThrottles = counterVec("connection_throttles_total",
+		"Connections a connection-rate quota delayed (quota broker or listener: max.connection.creation.rate) or closed (quota ip: connection_creation_rate), by listener.", "listener", "quota")
+	m.connThrottleSeconds = counterVec("connection_throttle_seconds_total",
+		"Time those connections were delayed (broker, listener) or held before being closed (ip), by listener.", "listener", "quota")
+}
+
+// ConnectionThrottled records a connection a connection-rate quota delayed or
+// closed (server.Config.ConnectionThrottled).
+func (m *Metrics) ConnectionThrottled(listener, quota string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.connThrottles.WithLabelValues(listener, quota).Inc()
+	m.connThrottleSeconds.WithLabelValues(listener, quota).Add(d.Seconds())
 }
 
 // RequestDone records one answered request: it implements server.Observer.

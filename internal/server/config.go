@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -82,6 +83,21 @@ type Config struct {
 	// beyond it is closed at once.
 	MaxConnectionsPerIP int
 	PerIPOverrides      map[string]int
+	// MaxConnectionRate (max.connection.creation.rate) bounds the connections
+	// accepted per second over every listener not Exempt; 0 is unlimited. Over it,
+	// a listener waits before serving the connection it accepted (connrate.go).
+	MaxConnectionRate int
+	// IPConnectionRate, if set, returns the connection_creation_rate quota of an
+	// address (ok=false: none). A connection over it is closed after the throttle
+	// time. It is called once per accepted connection and must not block long.
+	IPConnectionRate func(ip netip.Addr) (perSecond float64, ok bool)
+	// QuotaSamples and QuotaWindow (quota.window.num, quota.window.size.seconds;
+	// default 11 and 1 s) measure the connection rates.
+	QuotaSamples int
+	QuotaWindow  time.Duration
+	// ConnectionThrottled, if set, is told of each connection a connection-rate
+	// quota delayed ("broker", "listener") or closed ("ip"), and for how long.
+	ConnectionThrottled func(listener, quota string, d time.Duration)
 	// ConnClosed, if set, is called once for each connection, when it has closed and
 	// the handler has been given its last request, with the id its requests carried
 	// (protocol.Request.ConnID): the handler can drop what it keeps for the
@@ -112,8 +128,12 @@ type Listener struct {
 	SASL *SASL
 	// MaxConnections is this listener's own limit; 0 is unlimited.
 	MaxConnections int
-	// Exempt connections do not count towards Config.MaxConnections (the
-	// inter-broker listener, so that replication never starves).
+	// MaxConnectionRate is this listener's own connections per second; 0 is
+	// unlimited.
+	MaxConnectionRate int
+	// Exempt connections do not count towards Config.MaxConnections and
+	// Config.MaxConnectionRate (the inter-broker listener, so that replication never
+	// starves).
 	Exempt bool
 }
 
@@ -196,6 +216,12 @@ func (cfg Config) withDefaults() (Config, error) {
 			sasl.MaxReceiveSize = DefaultSASLMaxReceiveSize
 			cfg.Listeners[i].SASL = &sasl
 		}
+	}
+	if cfg.QuotaSamples <= 0 {
+		cfg.QuotaSamples = 11
+	}
+	if cfg.QuotaWindow <= 0 {
+		cfg.QuotaWindow = time.Second
 	}
 	if cfg.SetupTimeout <= 0 {
 		cfg.SetupTimeout = DefaultSetupTimeout

@@ -12,9 +12,9 @@
 // SaslAuthenticate exchange — or raw tokens after SaslHandshake v0 — run by the server
 // itself with the mechanisms of internal/auth, re-authentication, the failed-login
 // delay). Every request carries its principal and listener name to the handler. The
-// server also enforces max.connections (per listener and broker-wide) and
-// max.connections.per.ip, and mutes a connection a handler throttled
-// (protocol.Response.Throttle).
+// server also enforces max.connections (per listener and broker-wide),
+// max.connections.per.ip and the connection-rate quotas of KIP-612 (connrate.go), and
+// mutes a connection a handler throttled (protocol.Response.Throttle).
 //
 // # Wire framing
 //

@@ -35,10 +35,10 @@ func ConfigListeners(cfg *config.Broker, ls []config.Listener, sec Security) ([]
 			errs = append(errs, fmt.Errorf("listener %s has no security protocol in listener.security.protocol.map", l.Name))
 			continue
 		}
-		sl := Listener{Name: l.Name, Addr: l.Addr(), MaxConnections: int(s.MaxConnections), Exempt: l.Name == cfg.InterBrokerListenerName}
-		if s.MaxConnections == 1<<31-1 {
-			sl.MaxConnections = 0
-		}
+		// The inter-broker listener is exempt from the broker-wide limits only
+		// beside other listeners, as Kafka's ConnectionQuotas.protectedListener.
+		sl := Listener{Name: l.Name, Addr: l.Addr(), MaxConnections: unlimited(s.MaxConnections),
+			MaxConnectionRate: unlimited(s.MaxConnectionCreationRate), Exempt: l.Name == cfg.InterBrokerListenerName && len(ls) > 1}
 		if s.TLS != nil {
 			tlsCfg, mapper, err := auth.ServerTLS(s.TLS, sec.Logger.With("listener", l.Name))
 			if err != nil {
@@ -101,16 +101,37 @@ func saslFromConfig(cfg *config.Broker, s config.ListenerSecurity, sec Security)
 	}, errors.Join(errs...)
 }
 
-// ConnectionLimits returns max.connections, max.connections.per.ip (with its
-// overrides, host names resolved to addresses) and connections.max.setup.ms.
-func ConnectionLimits(cfg *config.Broker) (maxConns, perIP int, overrides map[string]int, setup time.Duration, err error) {
-	unlimited := func(n int32) int {
-		if n == 1<<31-1 {
-			return 0
-		}
-		return int(n)
+// Limits are the connection limits of a node's configuration that bind all its
+// client listeners (a listener's own come with ConfigListeners).
+type Limits struct {
+	MaxConnections      int            // max.connections (0: none)
+	MaxConnectionsPerIP int            // max.connections.per.ip (0: none)
+	PerIPOverrides      map[string]int // max.connections.per.ip.overrides, host names resolved
+	MaxConnectionRate   int            // max.connection.creation.rate (0: none)
+	QuotaSamples        int            // quota.window.num
+	QuotaWindow         time.Duration  // quota.window.size.seconds
+	SetupTimeout        time.Duration  // connections.max.setup.ms
+}
+
+// Apply sets the limits in c.
+func (lim Limits) Apply(c *Config) {
+	c.MaxConnections, c.MaxConnectionsPerIP, c.PerIPOverrides = lim.MaxConnections, lim.MaxConnectionsPerIP, lim.PerIPOverrides
+	c.MaxConnectionRate, c.QuotaSamples, c.QuotaWindow = lim.MaxConnectionRate, lim.QuotaSamples, lim.QuotaWindow
+	c.SetupTimeout = lim.SetupTimeout
+}
+
+// unlimited maps Kafka's Integer.MaxValue ("no limit") to 0.
+func unlimited(n int32) int {
+	if n == 1<<31-1 {
+		return 0
 	}
-	overrides = map[string]int{}
+	return int(n)
+}
+
+// ConnectionLimits returns the node's connection limits.
+func ConnectionLimits(cfg *config.Broker) (Limits, error) {
+	var err error
+	overrides := map[string]int{}
 	for host, n := range cfg.Security.MaxConnectionsPerIPOverrides {
 		if net.ParseIP(host) != nil {
 			overrides[host] = int(n)
@@ -124,6 +145,13 @@ func ConnectionLimits(cfg *config.Broker) (maxConns, perIP int, overrides map[st
 			overrides[a] = int(n)
 		}
 	}
-	return unlimited(cfg.Security.MaxConnections), unlimited(cfg.Security.MaxConnectionsPerIP), overrides,
-		time.Duration(cfg.Security.ConnectionsMaxSetupMs) * time.Millisecond, err
+	return Limits{
+		MaxConnections:      unlimited(cfg.Security.MaxConnections),
+		MaxConnectionsPerIP: unlimited(cfg.Security.MaxConnectionsPerIP),
+		PerIPOverrides:      overrides,
+		MaxConnectionRate:   unlimited(cfg.Security.MaxConnectionCreationRate),
+		QuotaSamples:        int(cfg.Security.QuotaWindowNum),
+		QuotaWindow:         time.Duration(cfg.Security.QuotaWindowSizeSeconds) * time.Second,
+		SetupTimeout:        time.Duration(cfg.Security.ConnectionsMaxSetupMs) * time.Millisecond,
+	}, err
 }

@@ -28,6 +28,8 @@ type Server struct {
 
 	connIDs atomic.Uint64 // the last connection id given out
 
+	rates *connRates // connection-rate quotas (connrate.go)
+
 	mu struct {
 		sync.Mutex
 		started   bool
@@ -47,7 +49,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, done: make(chan struct{})}
+	s := &Server{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), rates: newConnRates(cfg)}
 	s.mu.conns = make(map[*conn]struct{})
 	s.mu.perIP = make(map[string]int)
 	s.mu.perLn = make(map[*Listener]int)
@@ -187,8 +189,71 @@ func (s *Server) acceptLoop(ln net.Listener, l *Listener) {
 			continue
 		}
 		backoff = 0
+		if d, quota := s.rates.accepted(l, time.Now()); d > 0 {
+			s.throttled(l, quota, d)
+			if !s.wait(d) {
+				nc.Close()
+				return
+			}
+		}
 		s.serve(nc, l)
 	}
+}
+
+// wait waits d; false if the server closed meanwhile.
+func (s *Server) wait(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.done:
+		return false
+	}
+}
+
+// throttled reports a connection a connection-rate quota delayed or closed.
+func (s *Server) throttled(l *Listener, quota string, d time.Duration) {
+	s.log.Debug("connection rate quota reached", "listener", l.Name, "quota", quota, "delay", d)
+	if s.cfg.ConnectionThrottled != nil {
+		s.cfg.ConnectionThrottled(l.Name, quota, d)
+	}
+}
+
+// overIPRate reports whether a new connection from nc's address is over that
+// address's connection_creation_rate; if so it is closed, unread, after the
+// throttle time (Kafka's delayed close of a throttled connection).
+func (s *Server) overIPRate(nc net.Conn, l *Listener) bool {
+	if s.cfg.IPConnectionRate == nil {
+		return false
+	}
+	ip, ok := addrOf(nc)
+	if !ok {
+		return false
+	}
+	limit, ok := s.cfg.IPConnectionRate(ip)
+	if !ok {
+		return false
+	}
+	d := s.rates.fromIP(l, ip, limit, time.Now())
+	if d <= 0 {
+		return false
+	}
+	s.throttled(l, "ip", d)
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		nc.Close()
+		return true
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		s.wait(d)
+		nc.Close()
+	}()
+	return true
 }
 
 // awaitSlot waits until listener l may accept a connection under max.connections
@@ -240,6 +305,9 @@ func remoteIP(nc net.Conn) string {
 
 // serve registers a new connection and starts its goroutines.
 func (s *Server) serve(nc net.Conn, l *Listener) {
+	if s.overIPRate(nc, l) {
+		return
+	}
 	ip := remoteIP(nc)
 	s.mu.Lock()
 	if s.mu.closed {
