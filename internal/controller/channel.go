@@ -301,6 +301,15 @@ func notController(resp kmsg.Response) bool {
 		return r.ErrorCode == nc
 	case *protocol.ReplicasOfflineResponse:
 		return r.ErrorCode == nc
+	case *protocol.DelegationTokenResponse:
+		// Without it a token request meeting a controller change was answered
+		// NOT_CONTROLLER to the client, which neither kadm nor Kafka's admin client
+		// retries for these APIs. A create, renewal or expiry that lost the leadership
+		// after proposing may still commit; done again it makes a second token (never
+		// handed out, it expires), renews again (the expiry answered is the last), or
+		// finds the token already gone (DELEGATION_TOKEN_NOT_FOUND) — as a retry after
+		// a dropped connection does.
+		return r.ErrorCode == nc
 	}
 	return false
 }

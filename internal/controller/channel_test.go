@@ -18,8 +18,9 @@ import (
 // TestChannelRetriesEveryForwardedAPIOnNotController checks that a broker's channel
 // retries, as Kafka's NodeToControllerRequestThread does for any forwarded request
 // whose answer holds NOT_CONTROLLER, the admin requests it forwards for ACLs, client
-// quotas and SCRAM credentials — not only the topic and config ones — so that a client
-// whose request meets a controller change is not answered NOT_CONTROLLER by a broker.
+// quotas, SCRAM credentials and delegation tokens — not only the topic and config
+// ones — so that a client whose request meets a controller change is not answered
+// NOT_CONTROLLER by a broker.
 func TestChannelRetriesEveryForwardedAPIOnNotController(t *testing.T) {
 	nc := kerr.NotController.Code
 	cases := []struct {
@@ -55,6 +56,9 @@ func TestChannelRetriesEveryForwardedAPIOnNotController(t *testing.T) {
 			res.User, res.ErrorCode = "alice", code
 			r.Results = append(r.Results, res)
 			return r
+		}},
+		{"SamsaDelegationToken", &protocol.DelegationTokenRequest{Op: protocol.TokenCreate}, func(code int16) kmsg.Response {
+			return &protocol.DelegationTokenResponse{ErrorCode: code}
 		}},
 	}
 	for _, tc := range cases {
@@ -176,6 +180,8 @@ func notControllerAnywhere(resp kmsg.Response) bool {
 				return true
 			}
 		}
+	case *protocol.DelegationTokenResponse:
+		return r.ErrorCode == nc
 	}
 	return false
 }
