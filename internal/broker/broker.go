@@ -317,6 +317,7 @@ func (b *Broker) newMetadata(storedClusterID string) error {
 	co := controller.ChannelOptions{
 		NodeID: cfg.NodeID, Voters: voters, Leader: b.meta.Leader, Logger: b.logger.With("component", "controller-channel"), Security: ctrlSecurity,
 		RequestTimeout: ms(cfg.ControllerQuorumRequestTimeoutMs), RetryBackoff: ms(cfg.ControllerQuorumRetryBackoffMs),
+		Downgrade: controllerDowngrades,
 	}
 	if b.controller != nil {
 		co.Local = b.serveController

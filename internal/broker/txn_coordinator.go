@@ -169,7 +169,7 @@ func (ps *brokerPeers) conn(node int32) (*peer.Conn, error) {
 		if conn != nil {
 			conn.Close()
 		}
-		conn = peer.New(addr, peer.Options{ClientID: fmt.Sprintf("samsa-broker-%d", b.nodeID), Security: b.interBroker})
+		conn = peer.New(addr, peer.Options{ClientID: fmt.Sprintf("samsa-broker-%d", b.nodeID), Security: b.interBroker, Downgrade: brokerDowngrades})
 		ps.mu.conns[node] = conn
 	}
 	return conn, nil

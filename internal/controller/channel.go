@@ -40,6 +40,10 @@ type ChannelOptions struct {
 	Logger       *slog.Logger
 	// Security secures the connections to the controllers' listener (TLS, SASL).
 	Security peer.Security
+	// Downgrade lets this node's own requests fall back to the versions a
+	// controller of an older build serves (peer.Options.Downgrade); forwarded
+	// requests keep their client's version.
+	Downgrade map[int16]int16
 }
 
 // Channel is a broker's channel to the active controller: it sends a Kafka request
@@ -91,9 +95,11 @@ func NewChannel(o ChannelOptions) *Channel {
 	ch := &Channel{opts: o, logger: o.Logger, voters: slices.Sorted(maps.Keys(o.Voters)), conns: map[int32]*peer.Conn{}, admin: map[int32]*peer.Conn{}}
 	for id, addr := range o.Voters {
 		if id != o.NodeID || o.Local == nil {
-			opts := peer.Options{ClientID: fmt.Sprintf("samsa-broker-%d", o.NodeID), BackoffMin: o.RetryBackoff, DialTimeout: o.RequestTimeout, Security: o.Security}
+			opts := peer.Options{ClientID: fmt.Sprintf("samsa-broker-%d", o.NodeID), BackoffMin: o.RetryBackoff, DialTimeout: o.RequestTimeout,
+				Security: o.Security, Downgrade: o.Downgrade}
 			ch.conns[id] = peer.New(addr, opts)
-			opts.ClientID = fmt.Sprintf("samsa-broker-%d-forwarding", o.NodeID)
+			// Forwarded requests keep the version their client chose.
+			opts.ClientID, opts.Downgrade = fmt.Sprintf("samsa-broker-%d-forwarding", o.NodeID), nil
 			ch.admin[id] = peer.New(addr, opts)
 		}
 	}

@@ -27,6 +27,9 @@ var (
 	ErrBroken = errors.New("peer: connection broken")
 	// ErrClosed: Close was called.
 	ErrClosed = errors.New("peer: closed")
+	// ErrUnsupported: the peer does not serve the request's API at a version this
+	// node may send (Options.Downgrade).
+	ErrUnsupported = errors.New("peer: version not served")
 )
 
 // Options configure a Conn.
@@ -42,6 +45,14 @@ type Options struct {
 	MaxResponseSize int32
 	// Security secures each connection (zero: PLAINTEXT).
 	Security Security
+	// Downgrade maps an API key to the lowest version this node may send it at.
+	// When set, each connection asks the peer its versions (ApiVersions) once it
+	// is connected, and a request of one of these keys above the peer's highest
+	// version is sent at that version instead — or fails (ErrUnsupported) if that is
+	// below the lowest. This is what lets a node of a newer build talk to one of an
+	// older build during a rolling upgrade; only list keys whose lower versions
+	// carry the same meaning (fields a lower version lacks are left out).
+	Downgrade map[int16]int16
 }
 
 // Security is how a connection to a node's listener is secured.
@@ -123,6 +134,9 @@ func (c *Conn) request(ctx context.Context, req kmsg.Request, pool *bufpool.Pool
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := c.negotiate(l, req); err != nil {
+		return nil, nil, err
+	}
 	call := &pending{req: req, pool: pool, done: make(chan result, 1)}
 	if err := l.send(c.fmt, call); err != nil {
 		c.broke(l, err)
@@ -184,17 +198,38 @@ func (c *Conn) connect(ctx context.Context) (*link, error) {
 	defer c.mu.Unlock()
 	d := net.Dialer{Timeout: c.opts.DialTimeout}
 	nc, err := d.DialContext(ctx, "tcp", c.addr)
+	var versions map[int16]int16
 	if err == nil {
-		nc, err = c.secure(ctx, nc)
+		nc, versions, err = c.handshake(ctx, nc)
 	}
 	if err != nil {
 		c.backoffLocked()
 		return nil, fmt.Errorf("%w: %s: %v", ErrBroken, c.addr, err)
 	}
-	l := &link{nc: nc, maxSize: c.opts.MaxResponseSize, inflight: make(chan *pending, 4096), dead: make(chan struct{})}
+	l := &link{nc: nc, versions: versions, maxSize: c.opts.MaxResponseSize, inflight: make(chan *pending, 4096), dead: make(chan struct{})}
 	c.mu.link = l
 	go l.readLoop(func(err error) { c.broke(l, err) })
 	return l, nil
+}
+
+// negotiate lowers req's version to what the peer on l serves, for the keys of
+// Options.Downgrade.
+func (c *Conn) negotiate(l *link, req kmsg.Request) error {
+	lowest, ok := c.opts.Downgrade[req.Key()]
+	if !ok {
+		return nil
+	}
+	highest, served := l.versions[req.Key()]
+	switch {
+	case !served:
+		return fmt.Errorf("%w: %s does not serve %s", ErrUnsupported, c.addr, kmsg.NameForKey(req.Key()))
+	case highest < lowest:
+		return fmt.Errorf("%w: %s serves %s up to v%d; this node sends v%d or later: upgrade that node",
+			ErrUnsupported, c.addr, kmsg.NameForKey(req.Key()), highest, lowest)
+	case req.GetVersion() > highest:
+		req.SetVersion(highest)
+	}
+	return nil
 }
 
 // broke retires l after err and starts the backoff.
@@ -236,6 +271,7 @@ type pending struct {
 // link is one TCP connection.
 type link struct {
 	nc       net.Conn
+	versions map[int16]int16 // the peer's highest version by API key (Options.Downgrade)
 	maxSize  int32
 	inflight chan *pending // in write order; the reader answers them in turn
 

@@ -14,11 +14,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// secure runs the TLS handshake and the SASL exchange of a new connection, within
-// ctx (or DialTimeout, whichever ends first).
-func (c *Conn) secure(ctx context.Context, nc net.Conn) (net.Conn, error) {
-	if c.opts.Security.TLS == nil && c.opts.Security.SASL == nil {
-		return nc, nil
+// handshake readies a new connection within ctx (or DialTimeout, whichever ends
+// first): the TLS handshake, the SASL exchange, and ApiVersions when the Conn
+// negotiates versions (Options.Downgrade), whose answer it returns.
+func (c *Conn) handshake(ctx context.Context, nc net.Conn) (net.Conn, map[int16]int16, error) {
+	if c.opts.Security.TLS == nil && c.opts.Security.SASL == nil && len(c.opts.Downgrade) == 0 {
+		return nc, nil, nil
 	}
 	deadline := time.Now().Add(c.opts.DialTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -26,7 +27,7 @@ func (c *Conn) secure(ctx context.Context, nc net.Conn) (net.Conn, error) {
 	}
 	if err := nc.SetDeadline(deadline); err != nil {
 		nc.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	if c.opts.Security.TLS != nil {
 		cfg := c.opts.Security.TLS
@@ -37,21 +38,50 @@ func (c *Conn) secure(ctx context.Context, nc net.Conn) (net.Conn, error) {
 		tc := tls.Client(nc, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			nc.Close()
-			return nil, fmt.Errorf("TLS handshake: %w", err)
+			return nil, nil, fmt.Errorf("TLS handshake: %w", err)
 		}
 		nc = tc
 	}
 	if c.opts.Security.SASL != nil {
 		if err := c.authenticate(ctx, nc); err != nil {
 			nc.Close()
-			return nil, fmt.Errorf("SASL %s: %w", c.opts.Security.SASL.Name(), err)
+			return nil, nil, fmt.Errorf("SASL %s: %w", c.opts.Security.SASL.Name(), err)
+		}
+	}
+	var versions map[int16]int16
+	if len(c.opts.Downgrade) > 0 {
+		var err error
+		if versions, err = c.apiVersions(nc); err != nil {
+			nc.Close()
+			return nil, nil, fmt.Errorf("ApiVersions: %w", err)
 		}
 	}
 	if err := nc.SetDeadline(time.Time{}); err != nil {
 		nc.Close()
+		return nil, nil, err
+	}
+	return nc, versions, nil
+}
+
+// apiVersions asks the peer the versions it serves (ApiVersions v3, as Kafka's
+// clients ask at every new connection).
+func (c *Conn) apiVersions(nc net.Conn) (map[int16]int16, error) {
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(3)
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "samsa", "1"
+	resp, err := c.roundTrip(nc, req, -1)
+	if err != nil {
 		return nil, err
 	}
-	return nc, nil
+	r := resp.(*kmsg.ApiVersionsResponse)
+	if r.ErrorCode != 0 {
+		return nil, kerr.ErrorForCode(r.ErrorCode)
+	}
+	versions := make(map[int16]int16, len(r.ApiKeys))
+	for _, k := range r.ApiKeys {
+		versions[k.ApiKey] = k.MaxVersion
+	}
+	return versions, nil
 }
 
 // authenticate runs SaslHandshake v1 and SaslAuthenticate v1 until the mechanism is

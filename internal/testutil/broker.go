@@ -71,6 +71,48 @@ func SamsaBinary(t testing.TB) string {
 	return binPath
 }
 
+var builtAt struct {
+	sync.Mutex
+	bins map[string]string // commit → binary
+}
+
+// BuildSamsaAt builds ./cmd/samsa as it was at commit of this repository (git
+// archive of that commit, then go build: its modules must be in the module cache or
+// the module proxy), once per test process, and returns the binary's path. The
+// clone must hold the commit's history.
+func BuildSamsaAt(t testing.TB, commit string) string {
+	t.Helper()
+	builtAt.Lock()
+	defer builtAt.Unlock()
+	if bin, ok := builtAt.bins[commit]; ok {
+		return bin
+	}
+	dir := filepath.Join(os.TempDir(), "samsa-test-bins")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.MkdirTemp("", "samsa-at-"+commit[:min(len(commit), 12)])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(src)
+	archive := exec.Command("sh", "-c", `git -C "$1" archive --format=tar "$2" | tar -x -C "$3"`, "sh", RepoRoot(), commit, src)
+	if out, err := archive.CombinedOutput(); err != nil {
+		t.Fatalf("the tree of commit %s (this test needs a clone with that history: a full git clone): %v\n%s", commit, err, out)
+	}
+	bin := filepath.Join(dir, fmt.Sprintf("samsa-%d-%s", os.Getpid(), commit[:min(len(commit), 12)]))
+	build := exec.Command("go", "build", "-o", bin, "./cmd/samsa")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/samsa at %s: %v\n%s", commit, err, out)
+	}
+	if builtAt.bins == nil {
+		builtAt.bins = map[string]string{}
+	}
+	builtAt.bins[commit] = bin
+	return bin
+}
+
 // removeStaleBinaries deletes test binaries whose process is gone.
 func removeStaleBinaries(dir string) {
 	entries, _ := os.ReadDir(dir)

@@ -41,6 +41,10 @@ type ClusterOptions struct {
 	// controller.quorum.voters says so), so a test can cut any link of the
 	// metadata quorum, and the brokers' heartbeats and forwarded requests with it.
 	ProxyControllerLinks bool
+	// Binary is the samsa binary the nodes run (default SamsaBinary: this tree's);
+	// BuildSamsaAt builds an older one, and UseBinary changes a node's before it
+	// starts again (a rolling upgrade).
+	Binary string
 }
 
 // Cluster is a set of running `samsa serve` processes forming one cluster: each
@@ -84,7 +88,10 @@ func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
 		o.Nodes = 3
 	}
 	c := &Cluster{t: t, nodes: map[int32]*Node{}, links: map[[2]int32]*Proxy{}}
-	bin := SamsaBinary(t)
+	bin := o.Binary
+	if bin == "" {
+		bin = SamsaBinary(t)
+	}
 	for id := int32(1); id <= int32(o.Nodes); id++ {
 		n := &Node{ID: id, Roles: "broker,controller", Broker: &Broker{Dir: t.TempDir(), t: t, bin: bin}}
 		if r, ok := o.Roles[id]; ok {
@@ -236,6 +243,9 @@ func (c *Cluster) setLinks(id int32, set func(*Proxy)) {
 		}
 	}
 }
+
+// UseBinary has node id run bin from its next start on.
+func (c *Cluster) UseBinary(id int32, bin string) { c.nodes[id].bin = bin }
 
 // StartAgain starts node id (stopped or killed) on its ports and data, and waits
 // until it is ready.
