@@ -28,6 +28,9 @@ type BrokerSnapshot struct {
 	// OfflineLogDirs are its log directories that answer KAFKA_STORAGE_ERROR
 	// (DescribeLogDirs): their disk failed.
 	OfflineLogDirs []string
+	// APIVersions are the highest versions it serves by API key (ApiVersions); nil
+	// when not read.
+	APIVersions map[int16]int16
 }
 
 // TopicSnapshot is one topic's partitions and effective configs.
@@ -122,6 +125,7 @@ func Diagnose(s Snapshot) []Finding {
 		out = append(out, diagnoseLogDirs(b)...)
 		out = append(out, diagnoseBroker(b)...)
 	}
+	out = append(out, diagnoseBuilds(s.Brokers)...)
 	slices.SortStableFunc(out, func(a, b Finding) int {
 		return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Code, b.Code))
 	})

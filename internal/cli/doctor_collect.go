@@ -35,6 +35,7 @@ func newDoctorCmd(g *globals) *cobra.Command {
 each problem with the numbers behind it and how to fix it:
 
   offline_partitions, under_replicated       partitions without a leader or a full ISR
+  mixed_builds                               brokers serving different API versions
   under_min_isr                              ISR below min.insync.replicas: acks=all refused
   replication_factor_one                     a single copy in a cluster of several brokers
   replicas_in_one_rack                       every copy of a partition in one rack

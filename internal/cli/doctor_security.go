@@ -87,10 +87,14 @@ func isLoopback(host string) bool {
 func (c *collector) brokers(ctx context.Context, md kadm.Metadata, withConfigs bool) []BrokerSnapshot {
 	var out []BrokerSnapshot
 	var dirs kadm.DescribedAllLogDirs
+	var versions kadm.BrokersApiVersions
 	if withConfigs {
 		var err error
 		if dirs, err = c.adm.DescribeAllLogDirs(ctx, nil); err != nil {
 			c.skip("log directory check: cannot describe log directories: %v", err)
+		}
+		if versions, err = c.adm.ApiVersions(ctx); err != nil && len(versions) == 0 {
+			c.skip("build check: cannot ask the brokers' API versions: %v", err)
 		}
 	}
 	for _, b := range md.Brokers {
@@ -104,6 +108,10 @@ func (c *collector) brokers(ctx context.Context, md kadm.Metadata, withConfigs b
 			}
 		}
 		slices.Sort(bs.OfflineLogDirs)
+		if v, ok := versions[b.NodeID]; ok && v.Err == nil {
+			bs.APIVersions = map[int16]int16{}
+			v.EachKeySorted(func(key, _, max int16) { bs.APIVersions[key] = max })
+		}
 		if !withConfigs {
 			out = append(out, bs)
 			continue

@@ -374,3 +374,33 @@ func TestDiagnosePlacementNumbers(t *testing.T) {
 		t.Errorf("replicas_in_one_rack finding %+v", f)
 	}
 }
+
+// TestDiagnoseMixedBuilds: brokers serving different versions of an API are one
+// mixed_builds finding naming the APIs, the versions and the brokers behind; brokers
+// of one build, or versions not read, are not.
+func TestDiagnoseMixedBuilds(t *testing.T) {
+	newer := map[int16]int16{0: 13, 27: 2, 62: 4, 75: 0}
+	older := map[int16]int16{0: 13, 27: 1, 62: 3}
+	got := Diagnose(Snapshot{Brokers: []BrokerSnapshot{{ID: 1, APIVersions: newer}, {ID: 2, APIVersions: older}, {ID: 3, APIVersions: newer}}})
+	if len(got) != 1 || got[0].Code != CodeMixedBuilds {
+		t.Fatalf("findings %+v, want one %s", got, CodeMixedBuilds)
+	}
+	f := got[0]
+	for _, want := range []string{"3 APIs", "WriteTxnMarkers up to v2 on brokers 1, 3, up to v1 on broker 2",
+		"BrokerRegistration up to v4 on brokers 1, 3, up to v3 on broker 2", "DescribeTopicPartitions up to v0 on brokers 1, 3, not served on broker 2"} {
+		if !strings.Contains(f.Message, want) {
+			t.Errorf("message %q lacks %q", f.Message, want)
+		}
+	}
+	if !strings.Contains(f.Fix, "on broker 2,") || f.Numbers["apis_differing"] != 3 || f.Numbers["brokers_behind"] != 1 {
+		t.Errorf("finding %+v: want the fix to name broker 2, 3 APIs differing, 1 broker behind", f)
+	}
+	for _, brokers := range [][]BrokerSnapshot{
+		{{ID: 1, APIVersions: newer}, {ID: 2, APIVersions: newer}},
+		{{ID: 1, APIVersions: newer}, {ID: 2}}, // not read
+	} {
+		if got := Diagnose(Snapshot{Brokers: brokers}); len(got) != 0 {
+			t.Errorf("brokers %+v: findings %+v, want none", brokers, got)
+		}
+	}
+}

@@ -391,23 +391,9 @@ func TestTxnOffsetsGroupCoordinatorKilled(t *testing.T) {
 // read_committed holds every input record exactly once.
 func TestExactlyOnceGroupCoordinatorFailover(t *testing.T) {
 	t.Parallel()
-	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: txnOverrides})
-	inv := watchInvariants(t, c)
-	cl := newNodeClient(t, c.Node(1).Addr)
-	p := testutil.NewEOSPipeline(t, c.BrokerAddrs(), "eosg")
-	createTopic(t, cl, p.In, 3, 3)
-	createTopic(t, cl, p.Out, 3, 3)
 	const n = 6000
-	for _, name := range []string{"a", "b"} {
-		p.Start(name)
-	}
-	in, err := kgo.NewClient(kgo.SeedBrokers(c.BrokerAddrs()...), kgo.RecordDeliveryTimeout(60*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	adm := kadm.NewClient(in)
-	fed := p.Feed(in, n, time.Second, 60*time.Second) // 20 s of input at least
+	r := startEOSRun(t, testutil.ClusterOptions{Overrides: txnOverrides}, "eosg", n, "a", "b")
+	c, p, adm := r.c, r.p, r.adm
 
 	p.WaitProgress(n/4, 120*time.Second)
 	coordinator := groupCoordinator(t, adm, p.Group)
@@ -426,14 +412,5 @@ func TestExactlyOnceGroupCoordinatorFailover(t *testing.T) {
 	p.WaitProgress(p.Progress()+n/10, 120*time.Second)
 	c.Node(coordinator).Resume()
 	t.Logf("SIGCONT node %d (progress %d)", coordinator, p.Progress())
-
-	if err := <-fed; err != nil {
-		p.Fatalf("producing the input: %v", err)
-	}
-	p.WaitCaughtUp(adm, 120*time.Second)
-	p.StopAll()
-	p.WaitSettled(adm, 60*time.Second)
-	out := testutil.ReadAll(t, c.BrokerAddrs(), p.Out, true, 60*time.Second)
-	testutil.CheckExactlyOnce(t, out, n)
-	inv.check()
+	r.finish(t)
 }

@@ -19,6 +19,65 @@ var txnOverrides = append([]string{"min.insync.replicas=2", "group.initial.rebal
 	"transaction.abort.timed.out.transaction.cleanup.interval.ms=1000"},
 	replicationOverrides...)
 
+// eosRun is the exactly-once pipeline a transaction cell runs on a cluster of its
+// own: input and output topics of 3 partitions and 3 replicas, the named workers
+// started, and n input records being fed (over 20 s at least).
+type eosRun struct {
+	c       *testutil.Cluster
+	inv     *invariants
+	cl      *nodeClient // to node 1
+	p       *testutil.EOSPipeline
+	in      *kgo.Client // the input's producer
+	adm     *kadm.Client
+	n       int
+	workers []string
+	fed     <-chan error
+}
+
+func startEOSRun(t *testing.T, o testutil.ClusterOptions, name string, n int, workers ...string) *eosRun {
+	t.Helper()
+	r := &eosRun{c: testutil.StartCluster(t, o), n: n, workers: workers}
+	r.inv = watchInvariants(t, r.c)
+	r.cl = newNodeClient(t, r.c.Node(1).Addr)
+	r.p = testutil.NewEOSPipeline(t, r.c.BrokerAddrs(), name)
+	createTopic(t, r.cl, r.p.In, 3, 3)
+	createTopic(t, r.cl, r.p.Out, 3, 3)
+	for _, w := range workers {
+		r.p.Start(w)
+	}
+	in, err := kgo.NewClient(kgo.SeedBrokers(r.c.BrokerAddrs()...), kgo.RecordDeliveryTimeout(60*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(in.Close)
+	r.in, r.adm = in, kadm.NewClient(in)
+	r.fed = r.p.Feed(in, n, time.Second, 60*time.Second)
+	return r
+}
+
+// finish waits until the input is written and consumed, stops the workers, and
+// checks that the output, read_committed, holds every input record once and that
+// the metadata invariants held.
+func (r *eosRun) finish(t *testing.T) {
+	t.Helper()
+	if err := <-r.fed; err != nil {
+		r.p.Fatalf("producing the input: %v", err)
+	}
+	r.p.WaitCaughtUp(r.adm, 120*time.Second)
+	r.p.StopAll()
+	r.p.WaitSettled(r.adm, 60*time.Second)
+	out := testutil.ReadAll(t, r.c.BrokerAddrs(), r.p.Out, true, 60*time.Second)
+	if len(out) != r.n {
+		ids := make([]string, len(r.workers))
+		for i, w := range r.workers {
+			ids[i] = "eos-" + w // EOSPipeline.Start's transactional ids
+		}
+		logTxnState(t, r.adm, ids...)
+	}
+	testutil.CheckExactlyOnce(t, out, r.n)
+	r.inv.check()
+}
+
 // TestExactlyOnceAcrossFailover: the consume-transform-produce pipeline (three
 // GroupTransactSession processes) runs on a three-node cluster while the leader of a
 // worker's __transaction_state partition (its transaction coordinator, which moves
@@ -27,29 +86,16 @@ var txnOverrides = append([]string{"min.insync.replicas=2", "group.initial.rebal
 // is killed too: the output read_committed holds every input record exactly once.
 func TestExactlyOnceAcrossFailover(t *testing.T) {
 	t.Parallel()
-	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: txnOverrides, Metrics: true})
-	inv := watchInvariants(t, c)
-	cl := newNodeClient(t, c.Node(1).Addr)
-	p := testutil.NewEOSPipeline(t, c.BrokerAddrs(), "eos")
-	createTopic(t, cl, p.In, 3, 3)
-	createTopic(t, cl, p.Out, 3, 3)
 	const n = 20000
-	for _, name := range []string{"a", "b", "c"} {
-		p.Start(name)
-	}
-	in, err := kgo.NewClient(kgo.SeedBrokers(c.BrokerAddrs()...), kgo.RecordDeliveryTimeout(60*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	fed := p.Feed(in, n, time.Second, 60*time.Second) // 20 s of input at least
+	r := startEOSRun(t, testutil.ClusterOptions{Overrides: txnOverrides, Metrics: true}, "eos", n, "a", "b", "c")
+	c, p := r.c, r.p
 	start := time.Now()
 	phase := func(what string) { t.Logf("%5.1fs %s (progress %d)", time.Since(start).Seconds(), what, p.Progress()) }
 
 	// The coordinator of worker a's transactional id.
 	p.WaitProgress(n/5, 120*time.Second)
 	phase("a fifth committed")
-	coordinator := txnStateLeader(t, cl, "eos-a")
+	coordinator := txnStateLeader(t, r.cl, "eos-a")
 	t.Logf("kill -9 node %d, transaction coordinator of eos-a", coordinator)
 	c.Node(coordinator).Kill()
 	survivor := clientExcept(t, c, coordinator)
@@ -68,20 +114,7 @@ func TestExactlyOnceAcrossFailover(t *testing.T) {
 	p.WaitProgress(4*n/5, 120*time.Second)
 	phase("four fifths committed")
 	c.StartAgain(t, pt.Leader)
-	if err := <-fed; err != nil {
-		p.Fatalf("producing the input: %v", err)
-	}
-	phase("input written")
-	p.WaitCaughtUp(kadm.NewClient(in), 120*time.Second)
-	phase("caught up")
-	p.StopAll()
-	p.WaitSettled(kadm.NewClient(in), 60*time.Second)
-	out := testutil.ReadAll(t, c.BrokerAddrs(), p.Out, true, 60*time.Second)
-	if len(out) != n {
-		logTxnState(t, kadm.NewClient(in), "eos-a", "eos-b", "eos-c")
-	}
-	testutil.CheckExactlyOnce(t, out, n)
-	inv.check()
+	r.finish(t)
 	// The coordinators wrote their markers to the other nodes' partitions as
 	// WriteTxnMarkers v2 (KIP-1228), naming the transactions' version.
 	v2 := 0.0

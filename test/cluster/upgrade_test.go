@@ -1,13 +1,15 @@
 package cluster
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
+	"github.com/samsa-streaming/samsa/internal/cli"
 	"github.com/samsa-streaming/samsa/internal/testutil"
 )
 
@@ -31,26 +33,13 @@ const upgradeFrom = "2f1dfe0fb5a82bc1afed9b02075a8c095fe52ed2"
 func TestRollingUpgrade(t *testing.T) {
 	t.Parallel()
 	old := testutil.BuildSamsaAt(t, upgradeFrom)
-	c := testutil.StartCluster(t, testutil.ClusterOptions{Overrides: txnOverrides, Binary: old})
-	inv := watchInvariants(t, c)
-	cl := newNodeClient(t, c.Node(1).Addr)
-	p := testutil.NewEOSPipeline(t, c.BrokerAddrs(), "upgrade")
-	createTopic(t, cl, p.In, 3, 3)
-	createTopic(t, cl, p.Out, 3, 3)
 	const n = 15000
-	for _, name := range []string{"a", "b"} {
-		p.Start(name)
-	}
-	in, err := kgo.NewClient(kgo.SeedBrokers(c.BrokerAddrs()...), kgo.RecordDeliveryTimeout(60*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	fed := p.Feed(in, n, time.Second, 60*time.Second)
+	r := startEOSRun(t, testutil.ClusterOptions{Overrides: txnOverrides, Binary: old}, "upgrade", n, "a", "b")
+	c, p := r.c, r.p
 	start := time.Now()
 	phase := func(what string) { t.Logf("%5.1fs %s (progress %d)", time.Since(start).Seconds(), what, p.Progress()) }
 
-	ctrl := activeController(t, cl)
+	ctrl := activeController(t, r.cl)
 	order := []int32{}
 	for _, node := range c.Nodes() {
 		if node.ID != ctrl {
@@ -71,15 +60,40 @@ func TestRollingUpgrade(t *testing.T) {
 		waitFullISR(t, survivor, p.In, 3, 60*time.Second)
 		waitFullISR(t, survivor, p.Out, 3, 60*time.Second)
 		phase(fmt.Sprintf("node %d runs this build, back in every ISR", id))
+		if i == 0 {
+			// samsa doctor tells the operator the upgrade is not finished, and where.
+			f, ok := doctorFinding(t, c.Node(id).Addr, "mixed_builds")
+			if !ok || !strings.Contains(f.Message, "WriteTxnMarkers up to v2 on broker "+fmt.Sprint(id)) ||
+				!strings.Contains(f.Fix, fmt.Sprintf("brokers %d, %d", min(order[1], order[2]), max(order[1], order[2]))) {
+				t.Errorf("samsa doctor with node %d upgraded: mixed_builds %+v (found %v), want it naming the other two brokers", id, f, ok)
+			}
+		}
 	}
-	if err := <-fed; err != nil {
-		p.Fatalf("producing the input: %v", err)
+	r.finish(t)
+	if f, ok := doctorFinding(t, c.Node(1).Addr, "mixed_builds"); ok {
+		t.Errorf("samsa doctor after the upgrade still finds mixed builds: %+v", f)
 	}
-	phase("input written")
-	p.WaitCaughtUp(kadm.NewClient(in), 120*time.Second)
-	p.StopAll()
-	p.WaitSettled(kadm.NewClient(in), 60*time.Second)
-	out := testutil.ReadAll(t, c.BrokerAddrs(), p.Out, true, 60*time.Second)
-	testutil.CheckExactlyOnce(t, out, n)
-	inv.check()
+}
+
+// doctorFinding runs `samsa doctor --window 0 -o json` against addr and returns its
+// finding of code, if any.
+func doctorFinding(t *testing.T, addr, code string) (cli.Finding, bool) {
+	t.Helper()
+	out, err := exec.Command(testutil.SamsaBinary(t), "-b", addr, "doctor", "--window", "0", "-o", "json").Output()
+	var exit *exec.ExitError
+	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 3) { // 3: findings
+		t.Fatalf("samsa doctor: %v\n%s", err, out)
+	}
+	var report struct {
+		Findings []cli.Finding `json:"findings"`
+	}
+	if err := json.Unmarshal(out, &report); err != nil {
+		t.Fatalf("samsa doctor -o json: %v\n%s", err, out)
+	}
+	for _, f := range report.Findings {
+		if f.Code == code {
+			return f, true
+		}
+	}
+	return cli.Finding{}, false
 }

@@ -26,6 +26,7 @@ func TestConnectionRateQuotas(t *testing.T) {
 	if os.Getenv(externalBrokerEnv) != "" {
 		t.Skip("the quota scenario starts its own broker")
 	}
+	t.Parallel()
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	// Two samples of one second: a client's burst of new connections meets the
 	// limit at once, and a delay is at most a second.
