@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -99,11 +98,13 @@ func (q *Quotas) Update(img *metadata.Image) {
 		return // a newer image was applied meanwhile (versions only grow along the log)
 	}
 	q.mu.configs = img.Quotas()
-	q.configured.Store(slices.ContainsFunc(slices.Collect(maps.Values(q.mu.configs)), func(c metadata.Quota) bool {
-		// An IP entity's connection_creation_rate is enforced where connections
-		// are accepted (IPConnectionRates), not per request.
-		return !slices.ContainsFunc(c.Entity, func(e metadata.QuotaEntity) bool { return e.Type == "ip" })
-	}))
+	// An IP entity's connection_creation_rate is enforced where connections are
+	// accepted (IPConnectionRates), not per request.
+	configured := false
+	for _, c := range q.mu.configs {
+		configured = configured || !slices.ContainsFunc(c.Entity, func(e metadata.QuotaEntity) bool { return e.Type == "ip" })
+	}
+	q.configured.Store(configured)
 	q.version.Store(img.QuotasVersion())
 }
 

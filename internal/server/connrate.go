@@ -40,12 +40,14 @@ func newConnRates(cfg Config) *connRates {
 		perLn: map[*Listener]*auth.Rate{}, perIP: map[netip.Addr]*auth.Rate{}}
 }
 
-// rateOf returns the rate kept in *r, made on first use.
-func (q *connRates) rateOf(r **auth.Rate, now time.Time) *auth.Rate {
-	if *r == nil {
-		*r = auth.NewRate(q.samples, q.window, now)
+// rateIn returns the rate of k in m, made on first use.
+func rateIn[K comparable](q *connRates, m map[K]*auth.Rate, k K, now time.Time) *auth.Rate {
+	r := m[k]
+	if r == nil {
+		r = auth.NewRate(q.samples, q.window, now)
+		m[k] = r
 	}
-	return *r
+	return r
 }
 
 // accepted counts a connection accepted on l at now and returns how long l must
@@ -59,14 +61,14 @@ func (q *connRates) accepted(l *Listener, now time.Time) (time.Duration, string)
 	var d time.Duration
 	var quota string
 	if q.broker > 0 && !l.Exempt {
-		r := q.rateOf(&q.all, now)
-		r.Record(1, now)
-		d, quota = r.Throttle(float64(q.broker), now), "broker"
+		if q.all == nil {
+			q.all = auth.NewRate(q.samples, q.window, now)
+		}
+		q.all.Record(1, now)
+		d, quota = q.all.Throttle(float64(q.broker), now), "broker"
 	}
 	if l.MaxConnectionRate > 0 {
-		r := q.perLn[l]
-		r = q.rateOf(&r, now)
-		q.perLn[l] = r
+		r := rateIn(q, q.perLn, l, now)
 		r.Record(1, now)
 		if ld := r.Throttle(float64(l.MaxConnectionRate), now); ld > d {
 			d, quota = ld, "listener"
@@ -82,9 +84,7 @@ func (q *connRates) fromIP(l *Listener, ip netip.Addr, perSecond float64, now ti
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.sweepLocked(now)
-	r := q.perIP[ip]
-	r = q.rateOf(&r, now)
-	q.perIP[ip] = r
+	r := rateIn(q, q.perIP, ip, now)
 	r.Record(1, now)
 	d := min(r.Throttle(perSecond, now), q.window)
 	if d <= 0 {
