@@ -17,6 +17,37 @@ type dynamicConfig struct {
 		def, own map[string]string // the image's configs for "" and for this node
 		eff      *config.Broker
 	}
+	watch struct {
+		sync.Mutex
+		fns      []func(*config.Broker)
+		notified *config.Broker
+	}
+}
+
+// WatchConfig calls fn with the broker's effective configuration now and whenever
+// the dynamic broker configs change it (what applies them outside the broker: the
+// server's connection limits). fn runs on the goroutine applying metadata and must
+// not block.
+func (b *Broker) WatchConfig(fn func(*config.Broker)) {
+	w := &b.dynamic.watch
+	w.Lock()
+	defer w.Unlock()
+	w.fns = append(w.fns, fn)
+	fn(b.effectiveConfig(b.image()))
+}
+
+// notify tells the watchers of eff if it is not what they were last told.
+func (d *dynamicConfig) notify(eff *config.Broker) {
+	w := &d.watch
+	w.Lock()
+	defer w.Unlock()
+	if w.notified == eff {
+		return
+	}
+	w.notified = eff
+	for _, fn := range w.fns {
+		fn(eff)
+	}
 }
 
 // effectiveConfig is the broker's configuration with the dynamic broker configs of img

@@ -51,6 +51,7 @@ func (b *Broker) reconcile(img *metadata.Image) {
 	// Topic defaults follow the dynamic broker configs (KIP-226): a change of them
 	// reaches every partition without an override here.
 	cfg := b.effectiveConfig(img)
+	b.dynamic.notify(cfg)
 	for _, t := range img.Topics() {
 		topicCfg, err := config.ResolveTopic(cfg, t.Configs)
 		if err != nil {

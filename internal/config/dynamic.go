@@ -19,9 +19,12 @@ import (
 
 // dynamicProperties are the broker properties that may be altered at run time: every
 // broker property a topic config falls back to, except log.flush.scheduler.interval.ms,
-// which also paces Samsa's flush scheduler, set once at start-up.
+// which also paces Samsa's flush scheduler, set once at start-up; and the broker-wide
+// connection limits, as Kafka's DynamicConnectionQuota has them (their
+// listener.name.<listener>. forms stay static).
 var dynamicProperties = func() map[string]bool {
-	m := map[string]bool{}
+	m := map[string]bool{"max.connections": true, "max.connections.per.ip": true,
+		"max.connections.per.ip.overrides": true, "max.connection.creation.rate": true}
 	for _, p := range topicProperties {
 		if p.ignored {
 			continue

@@ -252,7 +252,7 @@ var securityProperties = []property{
 		bind(i32(func(b *Broker) *int32 { return &b.Security.MaxConnections })),
 	property{name: "max.connection.creation.rate", spec: atLeast(TypeInt, 1), def: "2147483647", listener: true,
 		doc:  "Most new connections accepted per second (KIP-612), measured as client quotas are (quota.window.num samples of quota.window.size.seconds); beyond it the listener waits before it accepts the next one. Also per listener.",
-		note: "The inter-broker listener, when there are other listeners, counts only towards its own listener's limit. Not dynamic. Kafka also accepts 0 (every connection waits a whole window); Samsa asks for at least 1."}.
+		note: "The inter-broker listener, when there are other listeners, counts only towards its own listener's limit; the per-listener form is not dynamic. Kafka also accepts 0 (every connection waits a whole window); Samsa asks for at least 1."}.
 		bind(i32(func(b *Broker) *int32 { return &b.Security.MaxConnectionCreationRate })),
 	property{name: "max.connections.per.ip", spec: atLeast(TypeInt, 0), def: "2147483647",
 		doc: "Most connections open at once from one IP address; a connection beyond it is closed at once."}.

@@ -26,7 +26,6 @@ import (
 type connRates struct {
 	samples int
 	window  time.Duration
-	broker  int // 0: none
 
 	mu    sync.Mutex
 	all   *auth.Rate                // broker-wide (nil without a limit)
@@ -36,7 +35,7 @@ type connRates struct {
 }
 
 func newConnRates(cfg Config) *connRates {
-	return &connRates{samples: cfg.QuotaSamples, window: cfg.QuotaWindow, broker: cfg.MaxConnectionRate,
+	return &connRates{samples: cfg.QuotaSamples, window: cfg.QuotaWindow,
 		perLn: map[*Listener]*auth.Rate{}, perIP: map[netip.Addr]*auth.Rate{}}
 }
 
@@ -50,22 +49,23 @@ func rateIn[K comparable](q *connRates, m map[K]*auth.Rate, k K, now time.Time) 
 	return r
 }
 
-// accepted counts a connection accepted on l at now and returns how long l must
-// wait before serving it, with the quota ("broker" or "listener") that decided it.
-func (q *connRates) accepted(l *Listener, now time.Time) (time.Duration, string) {
-	if q.broker == 0 && l.MaxConnectionRate == 0 {
+// accepted counts a connection accepted on l at now under the broker-wide rate
+// broker (0: none) and returns how long l must wait before serving it, with the
+// quota ("broker" or "listener") that decided it.
+func (q *connRates) accepted(l *Listener, broker int, now time.Time) (time.Duration, string) {
+	if broker == 0 && l.MaxConnectionRate == 0 {
 		return 0, ""
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var d time.Duration
 	var quota string
-	if q.broker > 0 && !l.Exempt {
+	if broker > 0 && !l.Exempt {
 		if q.all == nil {
 			q.all = auth.NewRate(q.samples, q.window, now)
 		}
 		q.all.Record(1, now)
-		d, quota = q.all.Throttle(float64(q.broker), now), "broker"
+		d, quota = q.all.Throttle(float64(broker), now), "broker"
 	}
 	if l.MaxConnectionRate > 0 {
 		r := rateIn(q, q.perLn, l, now)

@@ -154,13 +154,13 @@ func TestIPConnectionRate(t *testing.T) {
 // retrying at the quota's pace is let in once the connections it really made have
 // aged out.
 func TestThrottledConnectionNotCounted(t *testing.T) {
-	q := newConnRates(Config{QuotaSamples: 2, QuotaWindow: time.Second, MaxConnectionRate: 100})
+	q := newConnRates(Config{QuotaSamples: 2, QuotaWindow: time.Second})
 	l := &Listener{MaxConnectionRate: 100}
 	ip := netip.MustParseAddr("192.0.2.1")
 	t0 := time.Unix(1000, 0)
 	at := func(d time.Duration) time.Duration {
 		now := t0.Add(d)
-		q.accepted(l, now)
+		q.accepted(l, 100, now)
 		return q.fromIP(l, ip, 1, now)
 	}
 	if d := at(0); d != 0 {
@@ -186,4 +186,23 @@ func TestThrottledConnectionNotCounted(t *testing.T) {
 			t.Errorf("%s rate over 1 a second with the throttled connections taken back: %v", name, d)
 		}
 	}
+}
+
+// TestSetLimitsAtRunTime: raising max.connections with SetLimits lets a listener
+// waiting at the old limit accept at once; lowering max.connections.per.ip closes
+// the next connection beyond it, not the open ones.
+func TestSetLimitsAtRunTime(t *testing.T) {
+	srv, addr := startServer(t, whoAmI, func(c *Config) { c.MaxConnections = 1 })
+	first := dial(t, addr)
+	send(t, first, encodeRequest(kmsg.NewPtrApiVersionsRequest(), 0, 1, "x"))
+	readResponse(t, first, kmsg.NewPtrApiVersionsResponse(), 0, false)
+	second := dial(t, addr) // queued by the kernel: the listener waits at the limit
+	send(t, second, encodeRequest(kmsg.NewPtrApiVersionsRequest(), 0, 1, "x"))
+	srv.SetLimits(Limits{MaxConnections: 2})
+	readResponse(t, second, kmsg.NewPtrApiVersionsResponse(), 0, false)
+
+	srv.SetLimits(Limits{MaxConnections: 3, MaxConnectionsPerIP: 2})
+	expectClosed(t, dial(t, addr))
+	send(t, first, encodeRequest(kmsg.NewPtrApiVersionsRequest(), 0, 2, "x"))
+	readResponse(t, first, kmsg.NewPtrApiVersionsResponse(), 0, false)
 }

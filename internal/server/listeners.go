@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -137,7 +138,10 @@ func ConnectionLimits(cfg *config.Broker) (Limits, error) {
 			overrides[host] = int(n)
 			continue
 		}
-		addrs, lerr := net.LookupHost(host)
+		// Bounded: with dynamic limits this runs where the node applies metadata.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		addrs, lerr := net.DefaultResolver.LookupHost(ctx, host)
+		cancel()
 		if lerr != nil {
 			err = errors.Join(err, fmt.Errorf("max.connections.per.ip.overrides: %s: %w", host, lerr))
 		}

@@ -28,7 +28,8 @@ type Server struct {
 
 	connIDs atomic.Uint64 // the last connection id given out
 
-	rates *connRates // connection-rate quotas (connrate.go)
+	rates  *connRates             // connection-rate quotas (connrate.go)
+	limits atomic.Pointer[Limits] // the connection limits in force (SetLimits)
 
 	mu struct {
 		sync.Mutex
@@ -50,6 +51,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), rates: newConnRates(cfg)}
+	s.limits.Store(&Limits{MaxConnections: cfg.MaxConnections, MaxConnectionsPerIP: cfg.MaxConnectionsPerIP,
+		PerIPOverrides: cfg.PerIPOverrides, MaxConnectionRate: cfg.MaxConnectionRate})
 	s.mu.conns = make(map[*conn]struct{})
 	s.mu.perIP = make(map[string]int)
 	s.mu.perLn = make(map[*Listener]int)
@@ -189,7 +192,7 @@ func (s *Server) acceptLoop(ln net.Listener, l *Listener) {
 			continue
 		}
 		backoff = 0
-		if d, quota := s.rates.accepted(l, time.Now()); d > 0 {
+		if d, quota := s.rates.accepted(l, s.limits.Load().MaxConnectionRate, time.Now()); d > 0 {
 			s.throttled(l, quota, d)
 			if !s.wait(d) {
 				nc.Close()
@@ -256,14 +259,31 @@ func (s *Server) overIPRate(nc net.Conn, l *Listener) bool {
 	return true
 }
 
+// SetLimits changes the broker-wide connection limits in force — max.connections,
+// max.connections.per.ip with its overrides, max.connection.creation.rate — as
+// Kafka applies their dynamic updates; the other fields of lim are not read. A
+// listener waiting at max.connections looks again at once; open connections are
+// not closed.
+func (s *Server) SetLimits(lim Limits) {
+	s.limits.Store(&Limits{MaxConnections: lim.MaxConnections, MaxConnectionsPerIP: lim.MaxConnectionsPerIP,
+		PerIPOverrides: lim.PerIPOverrides, MaxConnectionRate: lim.MaxConnectionRate})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.freed != nil {
+		close(s.mu.freed)
+		s.mu.freed = nil
+	}
+}
+
 // awaitSlot waits until listener l may accept a connection under max.connections
 // (the listener's own and the broker-wide one); false when the server closes.
 func (s *Server) awaitSlot(l *Listener) bool {
 	logged := false
 	for {
+		maxConns := s.limits.Load().MaxConnections
 		s.mu.Lock()
 		full := l.MaxConnections > 0 && s.mu.perLn[l] >= l.MaxConnections ||
-			!l.Exempt && s.cfg.MaxConnections > 0 && s.mu.open >= s.cfg.MaxConnections
+			!l.Exempt && maxConns > 0 && s.mu.open >= maxConns
 		if !full {
 			s.mu.Unlock()
 			return true
@@ -275,7 +295,7 @@ func (s *Server) awaitSlot(l *Listener) bool {
 		s.mu.Unlock()
 		if !logged {
 			s.log.Warn("connection limit reached; not accepting until a connection closes",
-				"listener", l.Name, "max.connections", s.cfg.MaxConnections, "listener_max", l.MaxConnections)
+				"listener", l.Name, "max.connections", maxConns, "listener_max", l.MaxConnections)
 			logged = true
 		}
 		select {
@@ -288,10 +308,11 @@ func (s *Server) awaitSlot(l *Listener) bool {
 
 // ipLimit is max.connections.per.ip for one address (0: none).
 func (s *Server) ipLimit(ip string) int {
-	if n, ok := s.cfg.PerIPOverrides[ip]; ok {
+	lim := s.limits.Load()
+	if n, ok := lim.PerIPOverrides[ip]; ok {
 		return n
 	}
-	return s.cfg.MaxConnectionsPerIP
+	return lim.MaxConnectionsPerIP
 }
 
 // remoteIP is the address part of a connection's remote address.

@@ -185,3 +185,67 @@ func TestIPConnectionRateQuota(t *testing.T) {
 		t.Errorf("samsa_connection_throttles_total{quota=ip} = %v, want at least the 3 closes this test saw", n)
 	}
 }
+
+// TestDynamicConnectionLimits: the broker-wide connection limits may be altered at
+// run time (KIP-226), cluster-wide or per broker, as Kafka's DynamicConnectionQuota
+// allows: max.connections.per.ip set dynamically closes a connection beyond it at
+// once and, deleted, no longer applies; max.connection.creation.rate set
+// dynamically delays new connections (samsa_connection_throttles_total counts
+// them) and its invalid value is refused naming it; DescribeConfigs reports their
+// dynamic source.
+func TestDynamicConnectionLimits(t *testing.T) {
+	t.Parallel()
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	b := testutil.StartBroker(t, "quota.window.num=2", "quota.window.size.seconds=1", "metrics.listener="+metricsAddr)
+	adm := newAdmin(t, b)
+	// The test's own clients connect from 127.0.0.1: an override keeps them out of
+	// the limit, which the connections from 127.0.0.5 meet.
+	overrides, one := "127.0.0.1:100", "1"
+	if err := alterBroker(t, adm, -1, "max.connections.per.ip.overrides", &overrides); err != nil {
+		t.Fatalf("set max.connections.per.ip.overrides for the cluster: %v", err)
+	}
+	if err := alterBroker(t, adm, -1, "max.connections.per.ip", &one); err != nil {
+		t.Fatalf("set max.connections.per.ip=1 for the cluster: %v", err)
+	}
+	if got := describedConfig(t, adm, func(ctx context.Context) (kadm.ResourceConfigs, error) { return adm.DescribeBrokerConfigs(ctx, 1) }, "max.connections.per.ip"); !strings.HasPrefix(got, "1 DYNAMIC_DEFAULT_BROKER_CONFIG") {
+		t.Fatalf("described max.connections.per.ip: %s", got)
+	}
+	// 127.0.0.5 has no connection open: its first is served, a second one beside it
+	// is closed at once.
+	d := net.Dialer{Timeout: 10 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.5")}}
+	first, err := d.Dial("tcp", b.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	testutil.WaitFor(t, 10*time.Second, func() bool { return !servedFrom(t, b.Addr, "127.0.0.5") }, "a second connection from 127.0.0.5 to be closed under max.connections.per.ip=1")
+	if err := alterBroker(t, adm, -1, "max.connections.per.ip", nil); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() bool { return servedFrom(t, b.Addr, "127.0.0.5") }, "a second connection from 127.0.0.5 to be served once the limit is deleted")
+
+	zero := "0"
+	if err := alterBroker(t, adm, 1, "max.connection.creation.rate", &zero); err == nil || !strings.Contains(err.Error(), "max.connection.creation.rate") {
+		t.Fatalf("max.connection.creation.rate=0 on broker 1: %v, want it refused naming the property", err)
+	}
+	rate := "1"
+	if err := alterBroker(t, adm, 1, "max.connection.creation.rate", &rate); err != nil {
+		t.Fatalf("set max.connection.creation.rate=1 on broker 1: %v", err)
+	}
+	throttled := func() float64 {
+		families, err := testutil.ScrapeMetrics(context.Background(), metricsAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return max(0, testutil.MetricValue(families, "samsa_connection_throttles_total", map[string]string{"quota": "broker"})) +
+			max(0, testutil.MetricValue(families, "samsa_connection_throttles_total", map[string]string{"quota": "listener"}))
+	}
+	// One a second, measured over a second at least: new connections in a row are
+	// delayed, and every one is served.
+	testutil.WaitFor(t, 20*time.Second, func() bool {
+		if !servedFrom(t, b.Addr, "127.0.0.6") {
+			t.Fatal("a connection was closed by max.connection.creation.rate, which delays connections")
+		}
+		return throttled() > 0
+	}, "max.connection.creation.rate=1, set at run time, to delay a connection")
+}
