@@ -206,3 +206,50 @@ func TestSetLimitsAtRunTime(t *testing.T) {
 	send(t, first, encodeRequest(kmsg.NewPtrApiVersionsRequest(), 0, 2, "x"))
 	readResponse(t, first, kmsg.NewPtrApiVersionsResponse(), 0, false)
 }
+
+// BenchmarkAccept measures new connections served per second (dial, ApiVersions,
+// close, one at a time) without connection quotas and with a broker-wide rate and an
+// IP quota that never bite, to show what the quotas' bookkeeping costs an accept.
+func BenchmarkAccept(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		mutate func(*Config)
+	}{
+		{"no-quotas", nil},
+		{"quotas-not-biting", func(c *Config) {
+			c.MaxConnectionRate = 1 << 30
+			c.IPConnectionRate = func(netip.Addr) (float64, bool) { return 1 << 30, true }
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			cfg := Config{Listeners: Listen("127.0.0.1:0"), Handler: whoAmI, Versions: servedVersions, APIKeys: servedAPIKeys}
+			if c.mutate != nil {
+				c.mutate(&cfg)
+			}
+			srv, err := New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := srv.Start(); err != nil {
+				b.Fatal(err)
+			}
+			defer srv.Close()
+			addr := srv.Addrs()[0].String()
+			frame := encodeRequest(kmsg.NewPtrApiVersionsRequest(), 0, 1, "b")
+			size := make([]byte, 4)
+			for b.Loop() {
+				conn, err := net.Dial("tcp", addr)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := conn.Write(frame); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := conn.Read(size); err != nil {
+					b.Fatal(err)
+				}
+				conn.Close()
+			}
+		})
+	}
+}
