@@ -220,13 +220,12 @@ func serve(configFile string, overrides []string, logLevel string, addScram []st
 		srv, err = server.New(sc)
 		if err == nil {
 			// The broker-wide connection limits are dynamic (KIP-226).
-			applied := srv
 			brk.WatchConfig(func(eff *config.Broker) {
 				lim, err := server.ConnectionLimits(eff)
 				if err != nil {
 					logger.Warn("connection limits: some are not applied", "err", err)
 				}
-				applied.SetLimits(lim)
+				srv.SetLimits(lim)
 			})
 		}
 		if err == nil {

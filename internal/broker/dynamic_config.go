@@ -33,7 +33,11 @@ func (b *Broker) WatchConfig(fn func(*config.Broker)) {
 	w.Lock()
 	defer w.Unlock()
 	w.fns = append(w.fns, fn)
-	fn(b.effectiveConfig(b.image()))
+	eff := b.effectiveConfig(b.image())
+	if w.notified == nil {
+		w.notified = eff
+	}
+	fn(eff)
 }
 
 // notify tells the watchers of eff if it is not what they were last told.

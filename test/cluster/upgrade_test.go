@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/samsa-streaming/samsa/internal/cli"
 	"github.com/samsa-streaming/samsa/internal/testutil"
 )
@@ -28,8 +30,11 @@ const upgradeFrom = "2f1dfe0fb5a82bc1afed9b02075a8c095fe52ed2"
 // ask each other's versions when they connect and send those two requests at the
 // older node's version (peer.Options.Downgrade); without that, the first upgraded
 // node could not register (its BrokerRegistration v4 is refused) and its markers
-// would be refused too. Ends with the history check: every input record in the
-// output once, read_committed, and every node's data intact.
+// would be refused too. Beside it a KIP-848 consumer group reads the input and
+// commits, its coordinator moving between nodes of both builds. Ends with the
+// history checks: every input record in the output once, read_committed; the group
+// read every input record, its committed offsets reached the input's end and never
+// went back.
 func TestRollingUpgrade(t *testing.T) {
 	t.Parallel()
 	old := testutil.BuildSamsaAt(t, upgradeFrom)
@@ -38,6 +43,9 @@ func TestRollingUpgrade(t *testing.T) {
 	c, p := r.c, r.p
 	start := time.Now()
 	phase := func(what string) { t.Logf("%5.1fs %s (progress %d)", time.Since(start).Seconds(), what, p.Progress()) }
+	const group = "upgrade-848"
+	member := startGroupConsumer(t, c, group, p.In, kgo.ServerSideBalancer())
+	committed := watchCommitted(t, c, group, p.In)
 
 	ctrl := activeController(t, r.cl)
 	order := []int32{}
@@ -70,6 +78,27 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 	}
 	r.finish(t)
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		acked, _ := member.ackedCommits()
+		sum := int64(0)
+		for _, next := range acked {
+			sum += next
+		}
+		return sum == n
+	}, "the KIP-848 group to commit the input's end")
+	problems := append(member.stop(t), committed.stop()...)
+	member.mu.Lock()
+	read := 0
+	for _, offsets := range member.processed {
+		read += len(offsets)
+	}
+	member.mu.Unlock()
+	if read != n {
+		problems = append(problems, fmt.Sprintf("the KIP-848 group read %d distinct input records of %d", read, n))
+	}
+	for _, problem := range problems {
+		t.Error(problem)
+	}
 	if f, ok := doctorFinding(t, c.Node(1).Addr, "mixed_builds"); ok {
 		t.Errorf("samsa doctor after the upgrade still finds mixed builds: %+v", f)
 	}
