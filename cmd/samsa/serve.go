@@ -148,7 +148,7 @@ func serve(configFile string, overrides []string, logLevel string, addScram []st
 				NewRequest:     broker.ControllerNewRequest,
 				Logger:         logger.With("component", "controller-listener"),
 				IdleTimeout:    time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
-				SetupTimeout:   limits.SetupTimeout,
+				Limits:         server.Limits{SetupTimeout: limits.SetupTimeout},
 			})
 		}
 		if err == nil {
@@ -213,10 +213,10 @@ func serve(configFile string, overrides []string, logLevel string, addScram []st
 			Observer:       m,
 			IdleTimeout:    time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
 
+			Limits:              limits,
 			IPConnectionRate:    brk.IPConnectionRate,
 			ConnectionThrottled: m.ConnectionThrottled,
 		}
-		limits.Apply(&sc)
 		srv, err = server.New(sc)
 		if err == nil {
 			// The broker-wide connection limits are dynamic (KIP-226).

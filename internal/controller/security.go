@@ -83,7 +83,7 @@ func (c *Controller) AlterScramCredentials(ctx context.Context, ops []ScramOp) (
 			recs[op.User] = append(recs[op.User], scramRecord(op.User, cred))
 		}
 		var all []metadata.Record
-		for _, user := range slices.Sorted(mapsKeys(recs)) {
+		for _, user := range slices.Sorted(maps.Keys(recs)) {
 			if results[user] == nil {
 				all = append(all, recs[user]...)
 			}
@@ -100,16 +100,6 @@ func (c *Controller) AlterScramCredentials(ctx context.Context, ops []ScramOp) (
 func scramRecord(user string, cred auth.ScramCredential) metadata.UserScramCredentialRecord {
 	return metadata.UserScramCredentialRecord{Name: user, Mechanism: int8(cred.Mechanism), Salt: cred.Salt,
 		StoredKey: cred.StoredKey, ServerKey: cred.ServerKey, Iterations: cred.Iterations}
-}
-
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // bootstrapScram writes the credentials of Options.BootstrapScram that the image
@@ -251,7 +241,7 @@ func (c *Controller) AlterClientQuotas(ctx context.Context, changes []QuotaChang
 			if errs[i] != nil {
 				continue
 			}
-			for _, k := range slices.Sorted(mapsKeys(ch.Values)) {
+			for _, k := range slices.Sorted(maps.Keys(ch.Values)) {
 				recs = append(recs, metadata.ClientQuotaRecord{Entity: ch.Entity, Key: k, Value: ch.Values[k]})
 			}
 			for _, k := range ch.Removes {

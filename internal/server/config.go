@@ -74,27 +74,13 @@ type Config struct {
 	// (produce_stream.go) partition by partition as they are read; usually the Handler
 	// itself. Other versions go to Handler whole.
 	Produce protocol.ProduceHandler
-	// MaxConnections (max.connections) bounds the connections open at once over
-	// every listener not Exempt; 0 is unlimited. At the limit a listener stops
-	// accepting until a connection closes.
-	MaxConnections int
-	// MaxConnectionsPerIP (max.connections.per.ip) bounds the connections from one
-	// address, with PerIPOverrides (address → limit); 0 is unlimited. A connection
-	// beyond it is closed at once.
-	MaxConnectionsPerIP int
-	PerIPOverrides      map[string]int
-	// MaxConnectionRate (max.connection.creation.rate) bounds the connections
-	// accepted per second over every listener not Exempt; 0 is unlimited. Over it,
-	// a listener waits before serving the connection it accepted (connrate.go).
-	MaxConnectionRate int
+	// Limits are the connection limits (ConnectionLimits reads them from a node's
+	// configuration; SetLimits changes some at run time).
+	Limits
 	// IPConnectionRate, if set, returns the connection_creation_rate quota of an
 	// address (ok=false: none). A connection over it is closed after the throttle
 	// time. It is called once per accepted connection and must not block long.
 	IPConnectionRate func(ip netip.Addr) (perSecond float64, ok bool)
-	// QuotaSamples and QuotaWindow (quota.window.num, quota.window.size.seconds;
-	// default 11 and 1 s) measure the connection rates.
-	QuotaSamples int
-	QuotaWindow  time.Duration
 	// ConnectionThrottled, if set, is told of each connection a connection-rate
 	// quota delayed ("broker", "listener") or closed ("ip"), and for how long.
 	ConnectionThrottled func(listener, quota string, d time.Duration)
@@ -108,6 +94,26 @@ type Config struct {
 	// waits for the requests still in progress: the handler should end what they wait
 	// for (their responses can no longer be written).
 	Closed func()
+}
+
+// Limits bound the connections of every listener not Exempt.
+type Limits struct {
+	// MaxConnections (max.connections) bounds the connections open at once; 0 is
+	// unlimited. At the limit a listener stops accepting until a connection closes.
+	MaxConnections int
+	// MaxConnectionsPerIP (max.connections.per.ip) bounds the connections from one
+	// address, with PerIPOverrides (address → limit; max.connections.per.ip.overrides,
+	// host names resolved); 0 is unlimited. A connection beyond it is closed at once.
+	MaxConnectionsPerIP int
+	PerIPOverrides      map[string]int
+	// MaxConnectionRate (max.connection.creation.rate) bounds the connections
+	// accepted per second; 0 is unlimited. Over it, a listener waits before serving
+	// the connection it accepted (connrate.go).
+	MaxConnectionRate int
+	// QuotaSamples and QuotaWindow (quota.window.num, quota.window.size.seconds;
+	// default 11 and 1 s) measure the connection rates.
+	QuotaSamples int
+	QuotaWindow  time.Duration
 	// SetupTimeout (connections.max.setup.ms, default 10 s) bounds how long a new
 	// connection may take to complete its TLS handshake and send its first request,
 	// or on a SASL listener to authenticate.

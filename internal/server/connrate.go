@@ -1,7 +1,6 @@
 package server
 
 import (
-	"net"
 	"net/netip"
 	"sync"
 	"time"
@@ -112,10 +111,4 @@ func (q *connRates) sweepLocked(now time.Time) {
 			delete(q.perIP, ip)
 		}
 	}
-}
-
-// addrOf is the address of a connection's remote end (IPv4-mapped IPv6 as IPv4).
-func addrOf(nc net.Conn) (netip.Addr, bool) {
-	a, err := netip.ParseAddr(remoteIP(nc))
-	return a.Unmap(), err == nil
 }

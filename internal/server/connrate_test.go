@@ -154,7 +154,7 @@ func TestIPConnectionRate(t *testing.T) {
 // retrying at the quota's pace is let in once the connections it really made have
 // aged out.
 func TestThrottledConnectionNotCounted(t *testing.T) {
-	q := newConnRates(Config{QuotaSamples: 2, QuotaWindow: time.Second})
+	q := newConnRates(Config{Limits: Limits{QuotaSamples: 2, QuotaWindow: time.Second}})
 	l := &Listener{MaxConnectionRate: 100}
 	ip := netip.MustParseAddr("192.0.2.1")
 	t0 := time.Unix(1000, 0)

@@ -102,25 +102,6 @@ func saslFromConfig(cfg *config.Broker, s config.ListenerSecurity, sec Security)
 	}, errors.Join(errs...)
 }
 
-// Limits are the connection limits of a node's configuration that bind all its
-// client listeners (a listener's own come with ConfigListeners).
-type Limits struct {
-	MaxConnections      int            // max.connections (0: none)
-	MaxConnectionsPerIP int            // max.connections.per.ip (0: none)
-	PerIPOverrides      map[string]int // max.connections.per.ip.overrides, host names resolved
-	MaxConnectionRate   int            // max.connection.creation.rate (0: none)
-	QuotaSamples        int            // quota.window.num
-	QuotaWindow         time.Duration  // quota.window.size.seconds
-	SetupTimeout        time.Duration  // connections.max.setup.ms
-}
-
-// Apply sets the limits in c.
-func (lim Limits) Apply(c *Config) {
-	c.MaxConnections, c.MaxConnectionsPerIP, c.PerIPOverrides = lim.MaxConnections, lim.MaxConnectionsPerIP, lim.PerIPOverrides
-	c.MaxConnectionRate, c.QuotaSamples, c.QuotaWindow = lim.MaxConnectionRate, lim.QuotaSamples, lim.QuotaWindow
-	c.SetupTimeout = lim.SetupTimeout
-}
-
 // unlimited maps Kafka's Integer.MaxValue ("no limit") to 0.
 func unlimited(n int32) int {
 	if n == 1<<31-1 {
@@ -129,7 +110,8 @@ func unlimited(n int32) int {
 	return int(n)
 }
 
-// ConnectionLimits returns the node's connection limits.
+// ConnectionLimits returns the connection limits of a node's configuration that
+// bind all its client listeners (a listener's own come with ConfigListeners).
 func ConnectionLimits(cfg *config.Broker) (Limits, error) {
 	var err error
 	overrides := map[string]int{}

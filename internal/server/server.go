@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,8 +52,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), rates: newConnRates(cfg)}
-	s.limits.Store(&Limits{MaxConnections: cfg.MaxConnections, MaxConnectionsPerIP: cfg.MaxConnectionsPerIP,
-		PerIPOverrides: cfg.PerIPOverrides, MaxConnectionRate: cfg.MaxConnectionRate})
+	s.limits.Store(&cfg.Limits)
 	s.mu.conns = make(map[*conn]struct{})
 	s.mu.perIP = make(map[string]int)
 	s.mu.perLn = make(map[*Listener]int)
@@ -226,14 +226,15 @@ func (s *Server) throttled(l *Listener, quota string, d time.Duration) {
 // overIPRate reports whether a new connection from nc's address is over that
 // address's connection_creation_rate; if so it is closed, unread, after the
 // throttle time (Kafka's delayed close of a throttled connection).
-func (s *Server) overIPRate(nc net.Conn, l *Listener) bool {
+func (s *Server) overIPRate(nc net.Conn, l *Listener, remote string) bool {
 	if s.cfg.IPConnectionRate == nil {
 		return false
 	}
-	ip, ok := addrOf(nc)
-	if !ok {
+	ip, err := netip.ParseAddr(remote)
+	if err != nil {
 		return false
 	}
+	ip = ip.Unmap()
 	limit, ok := s.cfg.IPConnectionRate(ip)
 	if !ok {
 		return false
@@ -261,12 +262,12 @@ func (s *Server) overIPRate(nc net.Conn, l *Listener) bool {
 
 // SetLimits changes the broker-wide connection limits in force — max.connections,
 // max.connections.per.ip with its overrides, max.connection.creation.rate — as
-// Kafka applies their dynamic updates; the other fields of lim are not read. A
+// Kafka applies their dynamic updates; the quota windows and the setup timeout stay
+// those the server started with. A
 // listener waiting at max.connections looks again at once; open connections are
 // not closed.
 func (s *Server) SetLimits(lim Limits) {
-	s.limits.Store(&Limits{MaxConnections: lim.MaxConnections, MaxConnectionsPerIP: lim.MaxConnectionsPerIP,
-		PerIPOverrides: lim.PerIPOverrides, MaxConnectionRate: lim.MaxConnectionRate})
+	s.limits.Store(&lim)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.freed != nil {
@@ -326,10 +327,10 @@ func remoteIP(nc net.Conn) string {
 
 // serve registers a new connection and starts its goroutines.
 func (s *Server) serve(nc net.Conn, l *Listener) {
-	if s.overIPRate(nc, l) {
+	ip := remoteIP(nc)
+	if s.overIPRate(nc, l, ip) {
 		return
 	}
-	ip := remoteIP(nc)
 	s.mu.Lock()
 	if s.mu.closed {
 		s.mu.Unlock()
